@@ -1,0 +1,3 @@
+"""mindroom: AI agents with memory in Matrix rooms."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,5 @@
+"""``python -m mindroom``."""
+
+from mindroom.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""The only package that imports Agno: model providers, agent building, sessions, turns."""

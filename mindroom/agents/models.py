@@ -1,0 +1,54 @@
+"""Turn a configured model into an Agno model object.
+
+Only ``openai`` (any OpenAI-compatible server), ``ollama`` (through its OpenAI-compatible
+``/v1`` endpoint, so no extra package is needed) and ``anthropic`` (needs the ``anthropic``
+package) are known. Model objects are built once per configured model and shared: they hold the
+HTTP connection pool.
+"""
+
+from __future__ import annotations
+
+from agno.models.base import Model
+
+from mindroom.config.schema import ModelConfig
+from mindroom.errors import ConfigError
+
+OLLAMA_DEFAULT_URL = "http://localhost:11434/v1"
+
+
+def describe_model(name: str, config: ModelConfig) -> str:
+    """A short human description, e.g. ``default (openai: llama3.2 at http://...)``."""
+    where = f" at {config.base_url}" if config.base_url else ""
+    return f"{name} ({config.provider}: {config.id}{where})"
+
+
+def build_model(name: str, config: ModelConfig) -> Model:
+    """Build the Agno model for the configured model ``name``."""
+    if config.provider in ("openai", "ollama"):
+        from agno.models.openai import OpenAIChat, OpenAILike
+
+        base_url = config.base_url or (OLLAMA_DEFAULT_URL if config.provider == "ollama" else None)
+        cls = OpenAILike if base_url else OpenAIChat
+        return cls(
+            id=config.id,
+            base_url=base_url,
+            api_key=config.api_key or ("ollama" if config.provider == "ollama" else None),
+            temperature=config.temperature,
+            timeout=config.timeout_seconds,
+            max_retries=config.max_retries,
+        )
+    if config.provider == "anthropic":
+        try:
+            from agno.models.anthropic import Claude
+        except ImportError as exc:
+            raise ConfigError(
+                f"models.{name}: provider 'anthropic' needs the anthropic package "
+                "(pip install 'mindroom[anthropic]')"
+            ) from exc
+        return Claude(
+            id=config.id,
+            api_key=config.api_key,
+            temperature=config.temperature,
+            timeout=config.timeout_seconds,
+        )
+    raise ConfigError(f"models.{name}: unknown provider {config.provider!r}")

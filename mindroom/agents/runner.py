@@ -1,0 +1,143 @@
+"""Run one conversational turn of an agent through Agno.
+
+Each (agent, room, thread) is one Agno session, stored in a per-agent SQLite file under
+``mindroom_data/sessions/``, so a thread keeps its history across restarts. Agents are built per
+turn (cheap) around shared model objects (which own the HTTP connection pools) and a shared
+session database per agent.
+
+A model failure never raises out of :meth:`AgentRuntime.run_turn`: it comes back as a
+:class:`TurnResult` with ``error`` set, for the caller to show as a notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agno.agent import Agent
+from agno.db.sqlite import AsyncSqliteDb
+from agno.models.base import Model
+from agno.run.base import RunStatus
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from mindroom.agents.models import build_model, describe_model
+from mindroom.config.schema import Config
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """What an agent is asked to answer, and in which conversation."""
+
+    agent: str
+    session_id: str
+    user_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """The outcome of a turn: the answer text, or the reason there is none."""
+
+    text: str
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the model answered."""
+        return self.error is None
+
+
+def session_id_for(agent: str, room_id: str, thread_root: str | None) -> str:
+    """The Agno session of ``agent`` in a room (``thread_root`` None) or in one thread."""
+    return f"{agent}:{room_id}:{thread_root}" if thread_root else f"{agent}:{room_id}"
+
+
+def _sqlite_engine(path: Path) -> AsyncEngine:
+    """An async SQLite engine with WAL and a busy timeout, so readers never see 'locked'."""
+    engine = create_async_engine(f"sqlite+aiosqlite:///{path}", connect_args={"timeout": 30})
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    return engine
+
+
+class AgentRuntime:
+    """Owns the Agno side of every configured agent: models, session stores, turns."""
+
+    def __init__(self, config: Config, data_dir: Path) -> None:
+        self._config = config
+        self._sessions_dir = data_dir / "sessions"
+        self._models: dict[str, Model] = {}
+        self._dbs: dict[str, AsyncSqliteDb] = {}
+        self._engines: list[AsyncEngine] = []
+
+    def _model(self, key: str) -> Model:
+        if key not in self._models:
+            self._models[key] = build_model(key, self._config.models[key])
+        return self._models[key]
+
+    def _db(self, agent: str) -> AsyncSqliteDb:
+        if agent not in self._dbs:
+            self._sessions_dir.mkdir(parents=True, exist_ok=True)
+            engine = _sqlite_engine(self._sessions_dir / f"{agent}.db")
+            self._engines.append(engine)
+            self._dbs[agent] = AsyncSqliteDb(db_engine=engine, session_table="agent_sessions")
+        return self._dbs[agent]
+
+    def build_agent(self, name: str) -> Agent:
+        """The Agno agent for configured agent ``name`` (built fresh, cheap)."""
+        cfg = self._config.agents[name]
+        return Agent(
+            id=name,
+            name=cfg.display_name or name,
+            model=self._model(self._config.agent_model(name)),
+            db=self._db(name),
+            description=cfg.role or None,
+            instructions=list(cfg.instructions) or None,
+            markdown=self._config.defaults.markdown,
+            add_history_to_context=True,
+            num_history_runs=self._config.agent_history_runs(name),
+            add_datetime_to_context=True,
+            telemetry=False,
+        )
+
+    async def run_turn(self, request: TurnRequest) -> TurnResult:
+        """Answer ``request``; a failing model yields an error result, never an exception."""
+        model_key = self._config.agent_model(request.agent)
+        model_desc = describe_model(model_key, self._config.models[model_key])
+        try:
+            agent = self.build_agent(request.agent)
+            output = await agent.arun(
+                request.text, session_id=request.session_id, user_id=request.user_id
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # an edge: any failure becomes a notice, never a crash
+            logger.exception("turn of agent %s failed", request.agent)
+            return TurnResult("", f"model {model_desc} failed: {exc}")
+        if output.status == RunStatus.error:
+            reason = str(output.content or "unknown error").strip()
+            logger.warning("model %s failed for agent %s: %s", model_desc, request.agent, reason)
+            return TurnResult("", f"model {model_desc} failed: {reason}")
+        text = output.content if isinstance(output.content, str) else str(output.content or "")
+        if not text.strip():
+            return TurnResult("", f"model {model_desc} returned an empty answer")
+        return TurnResult(text)
+
+    async def close(self) -> None:
+        """Release database connections."""
+        for engine in self._engines:
+            await engine.dispose()
+        self._engines.clear()
+        self._dbs.clear()

@@ -1,0 +1,142 @@
+"""The ``mindroom`` command: parses arguments and calls the rest. Printing happens only here."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from mindroom.config import load_config
+from mindroom.errors import MindroomError
+
+logger = logging.getLogger("mindroom")
+
+DEFAULT_LOCAL_PORT = 8008
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
+    for noisy in ("nio", "httpx", "openai", "aiosqlite", "sqlalchemy"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    # nio warns about every expected error response (an unknown alias, say); Agno logs model
+    # failures that mindroom reports itself, with the model's name.
+    logging.getLogger("nio.responses").setLevel(logging.ERROR)
+    if not verbose:
+        logging.getLogger("agno").setLevel(logging.CRITICAL)
+
+
+def _paths(args: argparse.Namespace) -> tuple[Path, Path]:
+    config_path = Path(args.config).resolve()
+    storage = Path(args.storage).resolve() if args.storage else config_path.parent
+    return config_path, storage
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from mindroom.bot import Bot, BotOptions
+
+    config_path, storage = _paths(args)
+    config = load_config(config_path)
+    data_dir = storage / "mindroom_data"
+    homeserver_url = os.environ.get("MATRIX_HOMESERVER") or config.matrix.homeserver
+    shared_secret = os.environ.get("MATRIX_REGISTRATION_SHARED_SECRET") or None
+    invite: tuple[str, ...] = ()
+    async with contextlib.AsyncExitStack() as stack:
+        if args.local:
+            from mindroom.matrix.homeserver import EmbeddedHomeserver
+            from mindroom.matrix.local import ensure_local_user
+
+            homeserver = EmbeddedHomeserver(data_dir / "homeserver", port=args.port)
+            print(f"Starting the local homeserver in {homeserver.data_dir} ...")
+            await homeserver.start()
+            stack.push_async_callback(homeserver.stop)
+            homeserver_url, shared_secret = homeserver.url, homeserver.shared_secret
+            user = await ensure_local_user(data_dir, homeserver_url, shared_secret, args.user)
+            invite = (user.user_id,)
+            print(
+                "\nLocal homeserver is up. Log in with any Matrix client:\n"
+                f"  homeserver: {user.homeserver}\n"
+                f"  user:       {user.user_id}\n"
+                f"  password:   {user.password}\n"
+                "or talk from this machine: mindroom chat 'hello'\n"
+            )
+        bot = Bot(
+            config,
+            BotOptions(storage, homeserver_url, shared_secret, invite_users=invite),
+        )
+        stack.push_async_callback(bot.stop)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await bot.start()
+        rooms = ", ".join(f"#{name}" for name in bot.room_ids) or "(none)"
+        print(f"mindroom is running: {len(bot.agents)} agents in {rooms}. Ctrl-C stops.")
+        await stop.wait()
+        logger.info("stopping")
+    return 0
+
+
+async def _chat(args: argparse.Namespace) -> int:
+    from mindroom.matrix.chat import chat
+
+    _, storage = _paths(args)
+    message = " ".join(args.message) if args.message else None
+    return await chat(storage / "mindroom_data", args.room, message, timeout=args.timeout)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="mindroom", description="AI agents in Matrix rooms.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--config", default="config.yaml", help="config file (./config.yaml)")
+        p.add_argument("--storage", help="storage root (default: the config file's folder)")
+
+    run = sub.add_parser("run", help="run the agents")
+    common(run)
+    run.add_argument("--local", action="store_true", help="start an embedded local homeserver")
+    run.add_argument(
+        "--port", type=int, default=None, help=f"local homeserver port ({DEFAULT_LOCAL_PORT})"
+    )
+    run.add_argument("--user", default="user", help="local human account name (user)")
+    run.set_defaults(func=_run)
+
+    chat = sub.add_parser("chat", help="talk to the agents from the terminal (local user)")
+    common(chat)
+    chat.add_argument("--room", default="lobby", help="room name or alias (lobby)")
+    chat.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for a reply")
+    chat.add_argument("message", nargs="*", help="message to send; none opens a prompt")
+    chat.set_defaults(func=_chat)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``mindroom`` console script."""
+    args = build_parser().parse_args(argv)
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(line_buffering=True)  # progress shows up even when piped
+    _setup_logging(args.verbose)
+    os.environ.setdefault("AGNO_TELEMETRY", "false")
+    try:
+        return asyncio.run(args.func(args))
+    except MindroomError as exc:
+        print(f"mindroom: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

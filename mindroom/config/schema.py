@@ -1,0 +1,162 @@
+"""The shape of ``config.yaml``: pydantic models at the boundary, nothing else.
+
+Validation here is structural and cross-referential (an agent's model must exist, a room's
+settings must name a configured room). Reading the file, expanding ``${VAR}`` and turning
+validation errors into readable messages is :mod:`mindroom.config.load`'s job.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+AGENT_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,39}")
+ROOM_NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+RESERVED_NAMES = frozenset({"router"})
+
+ThreadMode = Literal["thread", "room"]
+
+
+class _Strict(BaseModel):
+    """Base for every config section: unknown keys are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelConfig(_Strict):
+    """A named language model."""
+
+    provider: Literal["openai", "anthropic", "ollama"] = "openai"
+    id: str = Field(min_length=1)
+    base_url: str | None = None
+    api_key: str | None = None
+    temperature: float | None = None
+    timeout_seconds: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=2, ge=0)
+
+
+class AgentConfig(_Strict):
+    """One agent: its own Matrix account, its instructions and where it lives."""
+
+    display_name: str | None = None
+    role: str = ""
+    instructions: list[str] = Field(default_factory=list)
+    model: str | None = None
+    rooms: list[str] = Field(default_factory=list)
+    thread_mode: ThreadMode | None = None
+    history_runs: int | None = Field(default=None, ge=0)
+
+
+class DefaultsConfig(_Strict):
+    """Values every agent inherits unless it sets its own."""
+
+    model: str = "default"
+    thread_mode: ThreadMode = "thread"
+    history_runs: int = Field(default=10, ge=0)
+    markdown: bool = True
+
+
+class RoomConfig(_Strict):
+    """Per-room settings, keyed by room name."""
+
+    join_rule: Literal["public", "invite"] = "public"
+    topic: str | None = None
+
+
+class MatrixConfig(_Strict):
+    """Where the homeserver is. ``MATRIX_HOMESERVER`` in the environment overrides it."""
+
+    homeserver: str = "http://localhost:8008"
+    device_name: str = "mindroom"
+
+
+class AuthorizationConfig(_Strict):
+    """Who may talk to the agents.
+
+    ``allowed_users`` holds Matrix IDs or globs (``@*:example.org``). ``None`` (the default) means
+    the users of the bot's own homeserver.
+    """
+
+    allowed_users: list[str] | None = None
+
+    @field_validator("allowed_users")
+    @classmethod
+    def _user_patterns(cls, value: list[str] | None) -> list[str] | None:
+        for pattern in value or []:
+            if not pattern.startswith("@") or ":" not in pattern:
+                raise ValueError(
+                    f"{pattern!r} is not a Matrix user ID or glob (expected '@user:server' "
+                    "or e.g. '@*:example.org')"
+                )
+        return value
+
+
+class Config(_Strict):
+    """The whole of ``config.yaml``."""
+
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
+    agents: dict[str, AgentConfig] = Field(default_factory=dict)
+    defaults: DefaultsConfig = Field(default_factory=DefaultsConfig)
+    rooms: dict[str, RoomConfig] = Field(default_factory=dict)
+    matrix: MatrixConfig = Field(default_factory=MatrixConfig)
+    authorization: AuthorizationConfig = Field(default_factory=AuthorizationConfig)
+
+    @field_validator("agents")
+    @classmethod
+    def _agent_names(cls, agents: dict[str, AgentConfig]) -> dict[str, AgentConfig]:
+        for name in agents:
+            if name in RESERVED_NAMES:
+                raise ValueError(f"agent name {name!r} is reserved")
+            if not AGENT_NAME_RE.fullmatch(name):
+                raise ValueError(
+                    f"agent name {name!r} is not a safe identifier: use lowercase letters, "
+                    "digits and '_', starting with a letter (it becomes a Matrix user ID and "
+                    "a folder name)"
+                )
+        return agents
+
+    @model_validator(mode="after")
+    def _references(self) -> Config:
+        for name, agent in self.agents.items():
+            model = agent.model or self.defaults.model
+            if model not in self.models:
+                known = ", ".join(sorted(self.models)) or "none defined"
+                raise ValueError(f"agents.{name}.model: unknown model {model!r} (models: {known})")
+            for room in agent.rooms:
+                if not ROOM_NAME_RE.fullmatch(room):
+                    raise ValueError(
+                        f"agents.{name}.rooms: room name {room!r} is not a valid alias "
+                        "(lowercase letters, digits, '.', '_' and '-')"
+                    )
+        for room in self.rooms:
+            if room not in self.room_names:
+                raise ValueError(f"rooms.{room}: no agent lists this room in its rooms")
+        return self
+
+    @property
+    def room_names(self) -> list[str]:
+        """Every room some agent lives in, in first-mention order."""
+        seen: dict[str, None] = {}
+        for agent in self.agents.values():
+            for room in agent.rooms:
+                seen.setdefault(room, None)
+        return list(seen)
+
+    def agent_model(self, name: str) -> str:
+        """The model key agent ``name`` uses."""
+        return self.agents[name].model or self.defaults.model
+
+    def agent_thread_mode(self, name: str) -> ThreadMode:
+        """How agent ``name`` places replies."""
+        return self.agents[name].thread_mode or self.defaults.thread_mode
+
+    def agent_history_runs(self, name: str) -> int:
+        """How many earlier runs of a session go into agent ``name``'s context."""
+        runs = self.agents[name].history_runs
+        return self.defaults.history_runs if runs is None else runs
+
+    def room_config(self, room: str) -> RoomConfig:
+        """Settings of ``room``, defaults when it has none."""
+        return self.rooms.get(room) or RoomConfig()

@@ -1,0 +1,51 @@
+"""The exception tree of mindroom.
+
+Every error mindroom raises on purpose derives from :class:`MindroomError`, so an edge (the CLI,
+an event handler, a worker loop) can catch ours without catching programming errors::
+
+    MindroomError
+     ├── ConfigError       config.yaml cannot be read, parsed or validated
+     ├── MatrixError       the homeserver refused or failed a request we need
+     │    └── HomeserverError   the embedded Synapse could not start or answer
+     ├── ModelError        a language model failed (unreachable, bad key, bad answer)
+     └── MemoryStoreError  a memory file or index operation was refused or failed
+
+Messages are written for the person running the bot: they say what failed and, where known,
+what to do about it.
+"""
+
+from __future__ import annotations
+
+
+class MindroomError(Exception):
+    """Root of every error mindroom raises deliberately."""
+
+
+class ConfigError(MindroomError):
+    """The configuration is missing, malformed or invalid.
+
+    The message names the file, the key path and the problem.
+    """
+
+
+class MatrixError(MindroomError):
+    """A Matrix request that mindroom needs failed.
+
+    ``errcode`` carries the Matrix error code (e.g. ``M_USER_IN_USE``) when the server sent one.
+    """
+
+    def __init__(self, message: str, errcode: str | None = None) -> None:
+        super().__init__(message)
+        self.errcode = errcode
+
+
+class HomeserverError(MatrixError):
+    """The embedded homeserver could not be started, reached or administered."""
+
+
+class ModelError(MindroomError):
+    """A language model could not produce an answer."""
+
+
+class MemoryStoreError(MindroomError):
+    """A memory operation was refused (bad path, unknown id) or failed."""

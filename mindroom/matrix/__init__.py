@@ -1,0 +1,1 @@
+"""Matrix: the homeserver and the client side of mindroom."""

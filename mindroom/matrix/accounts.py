@@ -1,0 +1,166 @@
+"""Matrix accounts of mindroom: register once, then log in with saved credentials.
+
+Credentials live in ``mindroom_data/credentials.json`` (mode 0600), keyed by homeserver URL and
+localpart. A saved access token is reused on every start, so a restart creates no new device; an
+expired token is replaced by a password login on the same device ID.
+
+Registration uses the homeserver's shared secret when one is given
+(``MATRIX_REGISTRATION_SHARED_SECRET``), else open registration (``m.login.dummy``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import nio
+
+from mindroom.errors import MatrixError
+from mindroom.matrix.registration import register_with_shared_secret
+
+logger = logging.getLogger(__name__)
+
+CLIENT_CONFIG = nio.AsyncClientConfig(encryption_enabled=False, max_timeouts=None)
+
+
+@dataclass
+class Credentials:
+    """What it takes to act as one account."""
+
+    user_id: str
+    password: str
+    access_token: str = ""
+    device_id: str = ""
+
+
+class CredentialStore:
+    """A small JSON file of credentials, written atomically with mode 0600."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _read(self) -> dict[str, dict[str, dict[str, str]]]:
+        try:
+            if self.path.stat().st_mode & 0o077:
+                logger.warning("%s was readable by others; restricting it to 0600", self.path)
+                self.path.chmod(0o600)
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise MatrixError(f"{self.path}: unreadable credentials file: {exc}") from None
+        return data if isinstance(data, dict) else {}
+
+    def get(self, homeserver: str, localpart: str) -> Credentials | None:
+        """Saved credentials of ``localpart`` on ``homeserver``, if any."""
+        entry = self._read().get(homeserver, {}).get(localpart)
+        return Credentials(**entry) if entry else None
+
+    def put(self, homeserver: str, localpart: str, creds: Credentials) -> None:
+        """Save credentials (atomic rename; the file is never readable by others)."""
+        data = self._read()
+        data.setdefault(homeserver, {})[localpart] = asdict(creds)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".credentials.")
+        try:
+            os.fchmod(fd, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(data, handle, indent=2)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def new_client(homeserver: str, user: str = "") -> nio.AsyncClient:
+    """An unencrypted nio client (E2EE is out of scope: olm is not installed)."""
+    return nio.AsyncClient(homeserver, user, config=CLIENT_CONFIG)
+
+
+async def _register(
+    homeserver: str, localpart: str, password: str, device_name: str, shared_secret: str | None
+) -> None:
+    if shared_secret:
+        await register_with_shared_secret(homeserver, shared_secret, localpart, password)
+        return
+    client = new_client(homeserver, localpart)
+    try:
+        response = await client.register(localpart, password, device_name)
+    finally:
+        await client.close()
+    if isinstance(response, nio.RegisterResponse):
+        return
+    errcode = getattr(response, "status_code", None)
+    raise MatrixError(
+        f"cannot register @{localpart} on {homeserver}: {response.message} ({errcode}). "
+        "Enable open registration or set MATRIX_REGISTRATION_SHARED_SECRET.",
+        errcode,
+    )
+
+
+async def login_account(
+    homeserver: str,
+    localpart: str,
+    store: CredentialStore,
+    *,
+    device_name: str = "mindroom",
+    shared_secret: str | None = None,
+) -> nio.AsyncClient:
+    """A logged-in client for ``localpart``, registering the account on first use."""
+    creds = store.get(homeserver, localpart)
+    if creds and creds.access_token:
+        client = new_client(homeserver, creds.user_id)
+        client.restore_login(creds.user_id, creds.device_id, creds.access_token)
+        whoami = await client.whoami()
+        if isinstance(whoami, nio.WhoamiResponse):
+            return client
+        await client.close()
+        logger.info("saved token of %s no longer works (%s); logging in", localpart, whoami)
+    if creds is None:
+        password = secrets.token_urlsafe(24)
+        try:
+            await _register(homeserver, localpart, password, device_name, shared_secret)
+        except MatrixError as exc:
+            if exc.errcode in ("M_USER_IN_USE", "M_EXCLUSIVE"):
+                raise MatrixError(
+                    f"account @{localpart} already exists on {homeserver} but its password is "
+                    f"not in {store.path}; restore that file or delete the account",
+                    exc.errcode,
+                ) from None
+            raise
+        creds = Credentials(user_id=f"@{localpart}", password=password)
+        store.put(homeserver, localpart, creds)  # the password is saved before anything else
+    client = new_client(homeserver, localpart)
+    if creds.device_id:
+        client.device_id = creds.device_id
+    response = await client.login(creds.password, device_name=device_name)
+    if not isinstance(response, nio.LoginResponse):
+        await client.close()
+        raise MatrixError(f"cannot log in as @{localpart} on {homeserver}: {response.message}")
+    store.put(
+        homeserver,
+        localpart,
+        Credentials(response.user_id, creds.password, response.access_token, response.device_id),
+    )
+    logger.info("logged in as %s (device %s)", response.user_id, response.device_id)
+    return client
+
+
+async def set_display_name(client: nio.AsyncClient, display_name: str) -> None:
+    """Set the account's display name when it differs (one request when it is already right)."""
+    current = await client.get_displayname(client.user_id)
+    if (
+        isinstance(current, nio.ProfileGetDisplayNameResponse)
+        and current.displayname == display_name
+    ):
+        return
+    response = await client.set_displayname(display_name)
+    if isinstance(response, nio.ErrorResponse):
+        logger.warning("cannot set display name of %s: %s", client.user_id, response.message)

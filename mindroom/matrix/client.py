@@ -1,0 +1,195 @@
+"""One Matrix account run by mindroom: its sync loop, what it hears, what it sends.
+
+This wraps a logged-in nio client and hands plain :class:`IncomingMessage` objects and invite
+notifications to callbacks; nothing outside :mod:`mindroom.matrix` sees nio types.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import nio
+from nio.api import RelationshipType
+
+from mindroom.errors import MatrixError
+from mindroom.matrix.events import IncomingMessage, parse_message
+
+logger = logging.getLogger(__name__)
+
+MessageHandler = Callable[["MatrixAccount", IncomingMessage], Awaitable[None]]
+InviteHandler = Callable[["MatrixAccount", str, str], Awaitable[None]]
+
+SYNC_TIMEOUT_MS = 30_000
+_SYNC_FILTER = {
+    "presence": {"not_types": ["*"]},
+    "account_data": {"not_types": ["*"]},
+    "room": {"timeline": {"limit": 50}, "ephemeral": {"not_types": ["*"]}},
+}
+_TYPING_TIMEOUT_MS = 30_000
+_TYPING_REFRESH_S = 20.0
+_TYPING_DELAY_S = 0.3
+
+
+class MatrixAccount:
+    """A logged-in account: sync, callbacks, sending. ``name`` is the agent name (or 'router')."""
+
+    def __init__(self, name: str, client: nio.AsyncClient) -> None:
+        self.name = name
+        self.client = client
+        self.log = logger.getChild(name)
+        self._on_message: MessageHandler | None = None
+        self._on_invite: InviteHandler | None = None
+        self._stopping = False
+        # Rooms joined through this process: the client only learns of them at its next sync.
+        self._joined: set[str] = set()
+
+    @property
+    def user_id(self) -> str:
+        """The account's full Matrix ID."""
+        return self.client.user_id
+
+    @property
+    def server_name(self) -> str:
+        """The homeserver's name, as it appears in the account's own user ID."""
+        return self.user_id.split(":", 1)[1]
+
+    def joined_rooms(self) -> set[str]:
+        """Rooms this account is joined to: as of its last sync, plus joins made since."""
+        return set(self.client.rooms) | self._joined
+
+    def room_members(self, room_id: str) -> set[str]:
+        """Joined members of ``room_id`` as this account last saw them."""
+        room = self.client.rooms.get(room_id)
+        return set(room.users) if room else set()
+
+    async def first_sync(self) -> None:
+        """Learn joined rooms and state without delivering the backlog to callbacks."""
+        response = await self.client.sync(timeout=0, full_state=True, sync_filter=_SYNC_FILTER)
+        if isinstance(response, nio.SyncError):
+            raise MatrixError(f"first sync of {self.user_id} failed: {response.message}")
+
+    def listen(self, on_message: MessageHandler, on_invite: InviteHandler) -> None:
+        """Deliver messages and invites heard from now on to these callbacks."""
+        self._on_message, self._on_invite = on_message, on_invite
+        self.client.add_event_callback(self._message_event, nio.RoomMessage)
+        self.client.add_event_callback(self._invite_event, nio.InviteMemberEvent)
+
+    async def _message_event(self, room: nio.MatrixRoom, event: nio.Event) -> None:
+        # The edge of every event: one bad event or failing handler must not end the sync loop.
+        try:
+            message = parse_message(room.room_id, event.source)
+            if message is not None and self._on_message is not None:
+                await self._on_message(self, message)
+        except Exception:
+            self.log.exception("handling event %s in %s failed", event.event_id, room.room_id)
+
+    async def _invite_event(self, room: nio.MatrixRoom, event: nio.InviteMemberEvent) -> None:
+        if (
+            event.state_key != self.user_id
+            or event.membership != "invite"
+            or self._on_invite is None
+        ):
+            return
+        try:
+            await self._on_invite(self, room.room_id, event.sender)
+        except Exception:
+            self.log.exception("handling invite to %s failed", room.room_id)
+
+    async def sync_forever(self) -> None:
+        """Long-poll the homeserver until :meth:`stop`; transient failures back off and retry."""
+        backoff = 1.0
+        while not self._stopping:
+            try:
+                response = await self.client.sync(
+                    timeout=SYNC_TIMEOUT_MS, sync_filter=_SYNC_FILTER, since=self.client.next_batch
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the loop's edge: log, back off, keep listening
+                response = exc
+            if isinstance(response, nio.SyncResponse):
+                backoff = 1.0
+                continue
+            if self._stopping:
+                break
+            self.log.warning("sync failed (%s); retrying in %.0f s", response, backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 30.0)
+
+    def stop(self) -> None:
+        """Make :meth:`sync_forever` return after the current request."""
+        self._stopping = True
+
+    async def send(self, room_id: str, content: dict[str, Any]) -> str:
+        """Send an ``m.room.message`` and return its event ID."""
+        response = await self.client.room_send(
+            room_id, "m.room.message", content, ignore_unverified_devices=True
+        )
+        if not isinstance(response, nio.RoomSendResponse):
+            raise MatrixError(f"{self.user_id} cannot send to {room_id}: {response.message}")
+        return response.event_id
+
+    async def set_typing(self, room_id: str, typing: bool) -> None:
+        """Show or hide the typing notice; a failure only costs the notice."""
+        response = await self.client.room_typing(room_id, typing, timeout=_TYPING_TIMEOUT_MS)
+        if isinstance(response, nio.ErrorResponse):
+            self.log.debug("typing notice in %s failed: %s", room_id, response.message)
+
+    @contextlib.asynccontextmanager
+    async def typing(self, room_id: str) -> AsyncIterator[None]:
+        """Show a typing notice while the block runs, refreshed while it lasts.
+
+        A quick answer needs none (it would be two more events in the room), so the notice
+        appears only once the block has run for a moment.
+        """
+        shown = False
+
+        async def keep_typing() -> None:
+            nonlocal shown
+            await asyncio.sleep(_TYPING_DELAY_S)
+            while True:
+                shown = True
+                await self.set_typing(room_id, True)
+                await asyncio.sleep(_TYPING_REFRESH_S)
+
+        task = asyncio.create_task(keep_typing(), name=f"typing:{self.name}:{room_id}")
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            if shown:
+                await self.set_typing(room_id, False)
+
+    async def thread_senders(self, room_id: str, thread_root: str) -> set[str]:
+        """Everyone who has posted in a thread, its root included (asks the server)."""
+        senders: set[str] = set()
+        root = await self.client.room_get_event(room_id, thread_root)
+        if isinstance(root, nio.RoomGetEventResponse):
+            senders.add(root.event.sender)
+        try:
+            async for event in self.client.room_get_event_relations(
+                room_id, thread_root, RelationshipType.thread
+            ):
+                senders.add(event.sender)
+        except nio.exceptions.TransportError as exc:
+            self.log.warning("cannot read thread %s in %s: %s", thread_root, room_id, exc)
+        return senders
+
+    async def join(self, room: str) -> str:
+        """Join a room by ID or alias; returns the room ID."""
+        response = await self.client.join(room)
+        if not isinstance(response, nio.JoinResponse):
+            raise MatrixError(f"{self.user_id} cannot join {room}: {response.message}")
+        self._joined.add(response.room_id)
+        return response.room_id
+
+    async def close(self) -> None:
+        """Stop syncing and close the HTTP session."""
+        self.stop()
+        await self.client.close()

@@ -1,0 +1,109 @@
+"""Plain data parsed from Matrix events: what a message says, where it sits, whom it names.
+
+Pure functions over event JSON (``event.source``); no I/O and no nio types leave this module, so
+routing and tests work on plain dataclasses.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+_PILL_RE = re.compile(r"https://matrix\.to/#/(@[^\"'?<>\s/]+)")
+
+
+@dataclass(frozen=True)
+class IncomingMessage:
+    """A text message as the router sees it."""
+
+    event_id: str
+    room_id: str
+    sender: str
+    body: str
+    msgtype: str = "m.text"
+    formatted_body: str | None = None
+    thread_root: str | None = None
+    reply_to: str | None = None
+    is_edit: bool = False
+    mention_ids: frozenset[str] = field(default_factory=frozenset)
+    timestamp_ms: int = 0
+
+    @property
+    def is_notice(self) -> bool:
+        """Notices are for bots' status output and never start a conversation."""
+        return self.msgtype == "m.notice"
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is a JSON object, else empty: event content is untrusted input."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def parse_message(room_id: str, source: Mapping[str, Any]) -> IncomingMessage | None:
+    """Parse an ``m.room.message`` event; None for anything that is not one with a body."""
+    if source.get("type") != "m.room.message":
+        return None
+    content = _mapping(source.get("content"))
+    body = content.get("body")
+    if not isinstance(body, str):
+        return None
+    relates = _mapping(content.get("m.relates_to"))
+    rel_type = relates.get("rel_type")
+    in_reply_to = _mapping(relates.get("m.in_reply_to")).get("event_id")
+    formatted = content.get("formatted_body") if content.get("format") else None
+    mentioned = _mapping(content.get("m.mentions")).get("user_ids")
+    mention_ids = (
+        {u for u in mentioned if isinstance(u, str)} if isinstance(mentioned, list) else set()
+    )
+    if isinstance(formatted, str):
+        mention_ids.update(_PILL_RE.findall(formatted))
+    return IncomingMessage(
+        event_id=str(source.get("event_id", "")),
+        room_id=room_id,
+        sender=str(source.get("sender", "")),
+        body=body,
+        msgtype=str(content.get("msgtype", "m.text")),
+        formatted_body=formatted if isinstance(formatted, str) else None,
+        thread_root=_str_or_none(relates.get("event_id")) if rel_type == "m.thread" else None,
+        reply_to=in_reply_to if isinstance(in_reply_to, str) else None,
+        is_edit=rel_type == "m.replace",
+        mention_ids=frozenset(mention_ids),
+        timestamp_ms=int(source.get("origin_server_ts") or 0),
+    )
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class AgentIdentity:
+    """How an agent can be named in a message: its user ID, agent name and display name."""
+
+    name: str
+    user_id: str
+    display_name: str = ""
+
+
+def mentioned_agents(message: IncomingMessage, agents: Iterable[AgentIdentity]) -> list[str]:
+    """Names of the agents ``message`` mentions, in config order.
+
+    A mention is the agent's user ID in ``m.mentions`` or a pill, or ``@name``,
+    ``@mindroom_name`` or ``@mindroom_name:server`` typed in the body (case-insensitive,
+    on a word boundary so ``@general`` does not match ``@generalist``).
+    """
+    found = []
+    body = message.body.lower()
+    for agent in agents:
+        if agent.user_id in message.mention_ids:
+            found.append(agent.name)
+            continue
+        localpart = agent.user_id[1:].split(":", 1)[0].lower()
+        names = {agent.name.lower(), localpart}
+        alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+        pattern = rf"(?<![\w@])@(?:{alternatives})(?::[\w.\-]+(?::\d+)?)?(?![\w-])"
+        if re.search(pattern, body):
+            found.append(agent.name)
+    return found

@@ -1,0 +1,75 @@
+"""Configured rooms: find or create them by alias, and bring the right accounts in.
+
+Each configured room name ``lobby`` is the alias ``#lobby:<server_name>``. The router account
+creates a missing room (join rule public but not published in the directory, unless the config
+says ``invite``), invites the accounts that belong there and they join. A room that can neither
+be found nor created is an error that says why: silently waiting for it helps nobody.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import nio
+
+from mindroom.errors import MatrixError
+from mindroom.matrix.client import MatrixAccount
+
+logger = logging.getLogger(__name__)
+
+
+def room_alias(name: str, server_name: str) -> str:
+    """The alias of configured room ``name``."""
+    return f"#{name}:{server_name}"
+
+
+async def ensure_room(
+    router: MatrixAccount, name: str, *, join_rule: str = "public", topic: str | None = None
+) -> str:
+    """The room ID of configured room ``name``, creating the room when it does not exist."""
+    alias = room_alias(name, router.server_name)
+    client = router.client
+    resolved = await client.room_resolve_alias(alias)
+    if isinstance(resolved, nio.RoomResolveAliasResponse):
+        if resolved.room_id not in client.rooms:
+            response = await client.join(resolved.room_id)
+            if not isinstance(response, nio.JoinResponse):
+                raise MatrixError(
+                    f"room {alias} exists but {router.user_id} cannot join it "
+                    f"({response.message}); invite {router.user_id} or remove the alias"
+                )
+        return resolved.room_id
+    created = await client.room_create(
+        visibility=nio.RoomVisibility.private,
+        alias=name,
+        name=name,
+        topic=topic,
+        preset=nio.RoomPreset.public_chat if join_rule == "public" else nio.RoomPreset.private_chat,
+        initial_state=[
+            {"type": "m.room.history_visibility", "content": {"history_visibility": "shared"}}
+        ],
+    )
+    if not isinstance(created, nio.RoomCreateResponse):
+        raise MatrixError(f"cannot create room {alias}: {created.message}")
+    logger.info("created room %s (%s, join rule %s)", alias, created.room_id, join_rule)
+    return created.room_id
+
+
+async def bring_into_room(router: MatrixAccount, room_id: str, member: MatrixAccount) -> None:
+    """Invite ``member`` (unless already joined) and have it join ``room_id``."""
+    if room_id in member.joined_rooms():
+        return
+    invited = await router.client.room_invite(room_id, member.user_id)
+    if isinstance(invited, nio.RoomInviteError) and "already in the room" not in invited.message:
+        logger.debug("invite of %s to %s: %s", member.user_id, room_id, invited.message)
+    await member.join(room_id)
+
+
+async def invite_user(router: MatrixAccount, room_id: str, user_id: str) -> None:
+    """Invite a human to ``room_id`` unless they are already in it or invited."""
+    room = router.client.rooms.get(room_id)
+    if room and (user_id in room.users or user_id in room.invited_users):
+        return
+    response = await router.client.room_invite(room_id, user_id)
+    if isinstance(response, nio.RoomInviteError) and "already" not in response.message:
+        logger.warning("cannot invite %s to %s: %s", user_id, room_id, response.message)

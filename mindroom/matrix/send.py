@@ -1,0 +1,55 @@
+"""Build the content of messages mindroom sends: replies in threads, notices, markdown as HTML.
+
+Pure functions returning event content dicts; sending them is the client's job.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import markdown as _markdown
+
+_MD_EXTENSIONS = ["fenced_code", "tables", "sane_lists", "nl2br"]
+
+
+def markdown_to_html(text: str) -> str:
+    """Render markdown (lists, code blocks, links, tables) as Matrix ``formatted_body`` HTML."""
+    return _markdown.markdown(text, extensions=_MD_EXTENSIONS, output_format="html").strip()
+
+
+def message_content(
+    text: str,
+    *,
+    thread_root: str | None = None,
+    reply_to: str | None = None,
+    msgtype: str = "m.text",
+) -> dict[str, Any]:
+    """Content of a markdown message, in a thread when ``thread_root`` is given.
+
+    A thread reply carries ``m.in_reply_to`` with ``is_falling_back`` so clients without thread
+    support still show what it answers.
+    """
+    content: dict[str, Any] = {
+        "msgtype": msgtype,
+        "body": text,
+        "format": "org.matrix.custom.html",
+        "formatted_body": markdown_to_html(text),
+        "m.mentions": {},
+    }
+    if thread_root:
+        content["m.relates_to"] = {
+            "rel_type": "m.thread",
+            "event_id": thread_root,
+            "is_falling_back": True,
+            "m.in_reply_to": {"event_id": reply_to or thread_root},
+        }
+    elif reply_to:
+        content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
+    return content
+
+
+def notice_content(
+    text: str, *, thread_root: str | None = None, reply_to: str | None = None
+) -> dict[str, Any]:
+    """A notice (status or error output that bots never answer)."""
+    return message_content(text, thread_root=thread_root, reply_to=reply_to, msgtype="m.notice")

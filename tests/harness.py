@@ -1,0 +1,327 @@
+"""Test harness: a human Matrix client, and the bot run in-process or as a subprocess.
+
+Shared by the end-to-end tests and by ``bench/`` (which imports it), so both drive mindroom the
+way a person would: over Matrix, through a real homeserver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nio
+
+from mindroom.bot import Bot, BotOptions
+from mindroom.config import parse_config
+from mindroom.matrix.homeserver import EmbeddedHomeserver
+
+Event = dict[str, Any]
+_names = itertools.count(1)
+REPO = Path(__file__).resolve().parent.parent
+
+
+def unique(prefix: str) -> str:
+    """A name no other test in this session uses (rooms and human accounts are session-wide)."""
+    return f"{prefix}{os.getpid()}x{next(_names)}"
+
+
+@dataclass
+class Human:
+    """A person with a Matrix client: sends messages and records everything they see."""
+
+    client: nio.AsyncClient
+    events: list[Event] = field(default_factory=list)
+    _sync: asyncio.Task[None] | None = None
+    _arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def user_id(self) -> str:
+        return self.client.user_id
+
+    @classmethod
+    async def create(cls, homeserver: EmbeddedHomeserver, name: str | None = None) -> Human:
+        """Register a fresh account, log in and start syncing."""
+        username = name or unique("human")
+        await homeserver.register_user(username, "secret-pw")
+        client = nio.AsyncClient(
+            homeserver.url, username, config=nio.AsyncClientConfig(encryption_enabled=False)
+        )
+        response = await client.login("secret-pw")
+        assert isinstance(response, nio.LoginResponse), response
+        human = cls(client)
+        await client.sync(timeout=0)
+        client.add_event_callback(human._record, nio.Event)
+        client.add_ephemeral_callback(human._record_typing, nio.TypingNoticeEvent)
+        human._sync = asyncio.create_task(client.sync_forever(timeout=30_000))
+        return human
+
+    async def _record(self, room: nio.MatrixRoom, event: nio.Event) -> None:
+        source = dict(event.source)
+        source["room_id"] = room.room_id
+        self.events.append(source)
+        self._arrived.set()
+
+    async def _record_typing(self, room: nio.MatrixRoom, event: nio.TypingNoticeEvent) -> None:
+        self.events.append(
+            {"type": "m.typing", "room_id": room.room_id, "content": {"user_ids": event.users}}
+        )
+        self._arrived.set()
+
+    async def join(self, room: str) -> str:
+        """Join by alias or ID; returns the room ID."""
+        response = await self.client.join(room)
+        assert isinstance(response, nio.JoinResponse), response
+        return response.room_id
+
+    async def send(
+        self,
+        room_id: str,
+        body: str,
+        *,
+        mention: list[str] | None = None,
+        thread_root: str | None = None,
+        msgtype: str = "m.text",
+        extra: dict[str, Any] | None = None,
+    ) -> str:
+        """Send a message (optionally mentioning user IDs, optionally in a thread)."""
+        content: dict[str, Any] = {"msgtype": msgtype, "body": body}
+        if mention is not None:
+            content["m.mentions"] = {"user_ids": mention}
+        if thread_root:
+            content["m.relates_to"] = {
+                "rel_type": "m.thread",
+                "event_id": thread_root,
+                "is_falling_back": True,
+                "m.in_reply_to": {"event_id": thread_root},
+            }
+        content.update(extra or {})
+        response = await self.client.room_send(room_id, "m.room.message", content)
+        assert isinstance(response, nio.RoomSendResponse), response
+        return response.event_id
+
+    def messages(self, room_id: str, sender: str | None = None) -> list[Event]:
+        """Every m.room.message seen in ``room_id`` (from ``sender`` when given)."""
+        return [
+            e
+            for e in self.events
+            if e.get("type") == "m.room.message"
+            and e["room_id"] == room_id
+            and (sender is None or e.get("sender") == sender)
+        ]
+
+    async def wait_for(self, predicate: Callable[[Event], bool], timeout: float = 20.0) -> Event:
+        """The first event (already seen or arriving) that satisfies ``predicate``."""
+        deadline = time.monotonic() + timeout
+        seen = 0
+        while True:
+            for event in self.events[seen:]:
+                if predicate(event):
+                    return event
+            seen = len(self.events)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("no matching event; saw:\n" + self._summary())
+            self._arrived.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._arrived.wait(), remaining)
+
+    async def wait_for_reply(self, room_id: str, to_event: str, timeout: float = 20.0) -> Event:
+        """The first message answering ``to_event`` (in its thread or replying to it)."""
+        return await self.wait_for(
+            lambda e: (
+                e["room_id"] == room_id
+                and e.get("type") == "m.room.message"
+                and e.get("sender") != self.user_id
+                and answers(e, to_event)
+            ),
+            timeout,
+        )
+
+    async def quiet(self, seconds: float) -> None:
+        """Let time pass so that a reply that should not come has had every chance to."""
+        await asyncio.sleep(seconds)
+
+    def _summary(self) -> str:
+        return "\n".join(
+            f"  {e.get('sender')} {e.get('type')} {json.dumps(e.get('content'))[:160]}"
+            for e in self.events[-15:]
+        )
+
+    async def close(self) -> None:
+        if self._sync:
+            self._sync.cancel()
+            await asyncio.gather(self._sync, return_exceptions=True)
+        await self.client.close()
+
+
+def relation(event: Event) -> dict[str, Any]:
+    return (event.get("content") or {}).get("m.relates_to") or {}
+
+
+def answers(event: Event, to_event: str) -> bool:
+    """True when ``event`` is in the thread of, or replies to, ``to_event``."""
+    rel = relation(event)
+    if rel.get("rel_type") == "m.replace":
+        return False
+    return (
+        rel.get("event_id") == to_event
+        or (rel.get("m.in_reply_to") or {}).get("event_id") == to_event
+    )
+
+
+def config_text(model_url: str, agents: dict[str, dict[str, Any]], **sections: Any) -> str:
+    """A config.yaml for tests: one scripted model ``default`` and the given agents."""
+    doc: dict[str, Any] = {
+        "models": {
+            "default": {
+                "provider": "openai",
+                "id": "scripted",
+                "base_url": model_url,
+                "api_key": "test",
+                "max_retries": 0,
+                "timeout_seconds": 20,
+            },
+        },
+        "agents": agents,
+    }
+    doc.update(sections)
+    return json.dumps(doc, indent=2)  # JSON is YAML
+
+
+class CredentialCache:
+    """Agent accounts live as long as the session's homeserver; so must their passwords.
+
+    Each test has its own storage; the cache copies the saved credentials in before a bot starts
+    and back after it stops, so ``@mindroom_general`` is one account for the whole session.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def install(self, storage: Path) -> None:
+        target = storage / "mindroom_data" / "credentials.json"
+        if self.path.exists() and not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(self.path, target)
+            target.chmod(0o600)
+
+    def collect(self, storage: Path) -> None:
+        source = storage / "mindroom_data" / "credentials.json"
+        if not source.exists():
+            return
+        merged: dict[str, dict[str, Any]] = {}
+        if self.path.exists():
+            merged = json.loads(self.path.read_text())
+        for homeserver, users in json.loads(source.read_text()).items():
+            merged.setdefault(homeserver, {}).update(users)
+        self.path.write_text(json.dumps(merged))
+
+
+@dataclass
+class BotHarness:
+    """Write a config into a storage folder and run mindroom on it, in-process."""
+
+    homeserver: EmbeddedHomeserver
+    storage: Path
+    credentials: CredentialCache
+    bot: Bot | None = None
+
+    def write_config(self, text: str) -> Path:
+        self.storage.mkdir(parents=True, exist_ok=True)
+        path = self.storage / "config.yaml"
+        path.write_text(text)
+        return path
+
+    async def start(self, config: str | None = None) -> Bot:
+        if config is not None:
+            self.write_config(config)
+        text = (self.storage / "config.yaml").read_text()
+        self.credentials.install(self.storage)
+        bot = Bot(
+            parse_config(text, "config.yaml"),
+            BotOptions(self.storage, self.homeserver.url, self.homeserver.shared_secret),
+        )
+        self.bot = bot
+        try:
+            await bot.start()
+        finally:
+            self.credentials.collect(self.storage)
+        return bot
+
+    async def stop(self) -> None:
+        if self.bot is not None:
+            await self.bot.stop()
+            self.credentials.collect(self.storage)
+            self.bot = None
+
+
+@dataclass
+class BotProcess:
+    """mindroom as a real process (``python -m mindroom run``), for restarts and kill -9."""
+
+    homeserver: EmbeddedHomeserver
+    storage: Path
+    credentials: CredentialCache
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.credentials.install(self.storage)
+        env = dict(os.environ)
+        env.update(
+            MATRIX_HOMESERVER=self.homeserver.url,
+            MATRIX_REGISTRATION_SHARED_SECRET=self.homeserver.shared_secret,
+            AGNO_TELEMETRY="false",
+        )
+        log = (self.storage / "bot.log").open("ab")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mindroom",
+                "run",
+                "--config",
+                str(self.storage / "config.yaml"),
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=self.storage,
+        )
+        log.close()
+
+    async def wait_running(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        log = self.storage / "bot.log"
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError("bot exited:\n" + log.read_text()[-3000:])
+            if log.exists() and "mindroom is running" in log.read_text().split("===")[-1]:
+                self.credentials.collect(self.storage)
+                return
+            await asyncio.sleep(0.1)
+        raise TimeoutError("bot did not start:\n" + log.read_text()[-3000:])
+
+    def mark_log(self) -> None:
+        with (self.storage / "bot.log").open("a") as handle:
+            handle.write("\n===\n")
+
+    async def stop(self, sig: int = signal.SIGTERM) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        code = await asyncio.to_thread(self.proc.wait, 30)
+        self.credentials.collect(self.storage)
+        self.proc = None
+        return code
