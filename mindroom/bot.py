@@ -1,10 +1,10 @@
 """The composition root: logs every account in, prepares rooms and answers messages.
 
-:class:`Bot` owns every long-running task (one sync loop per account, one task per reply) and
-cancels and awaits them on shutdown. Decisions live elsewhere: who answers is
-:func:`mindroom.routing.route_message`, what is said is
-:class:`mindroom.agents.runner.AgentRuntime`,
-how it looks on Matrix is :mod:`mindroom.matrix.send`.
+:class:`Bot` owns every long-running task (one sync loop per account, one task per handled
+message) and cancels and awaits them on shutdown. Decisions live elsewhere: who answers is
+:mod:`mindroom.routing`, what is said is :class:`mindroom.agents.runner.AgentRuntime`, how it
+looks on Matrix is :mod:`mindroom.matrix.reply`, what was already answered is
+:class:`mindroom.ledger.Ledger`.
 """
 
 from __future__ import annotations
@@ -13,27 +13,33 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mindroom import commands
+from mindroom.agents.router import choose_agent
 from mindroom.agents.runner import AgentRuntime, TurnRequest, session_id_for
 from mindroom.authorization import default_allowed_users, is_authorized
 from mindroom.config.schema import Config
-from mindroom.errors import MatrixError
+from mindroom.errors import MatrixError, ModelError
+from mindroom.ledger import Ledger
 from mindroom.matrix.accounts import CredentialStore, login_account, set_display_name
 from mindroom.matrix.client import MatrixAccount
-from mindroom.matrix.events import AgentIdentity, IncomingMessage
+from mindroom.matrix.events import AgentIdentity, IncomingMessage, parse_message
+from mindroom.matrix.reply import ReplyWriter
 from mindroom.matrix.rooms import bring_into_room, ensure_room, invite_user
-from mindroom.matrix.send import message_content, notice_content
-from mindroom.routing import route_message
+from mindroom.matrix.send import notice_content
+from mindroom.routing import Route, fallback_choice, route_handoff, route_message
 
 logger = logging.getLogger(__name__)
 
 ROUTER = "router"
 ACCOUNT_PREFIX = "mindroom_"
-_SEEN_EVENTS = 10_000
+_REMEMBERED = 10_000
 _SHUTDOWN_GRACE_S = 10.0
+
+Conversation = tuple[str, str | None]  # (room ID, thread root or None)
 
 
 @dataclass(frozen=True)
@@ -47,8 +53,17 @@ class BotOptions:
 
     @property
     def data_dir(self) -> Path:
-        """Runtime state (credentials, sessions, homeserver): ``<storage>/mindroom_data``."""
+        """Runtime state (credentials, sessions, ledger, homeserver) under ``<storage>``."""
         return self.storage / "mindroom_data"
+
+
+class _Bounded(OrderedDict[str, object]):
+    """An insertion-ordered map that forgets its oldest entries past a size."""
+
+    def remember(self, key: str, value: object = None) -> None:
+        self[key] = value
+        if len(self) > _REMEMBERED:
+            self.popitem(last=False)
 
 
 class Bot:
@@ -61,11 +76,13 @@ class Bot:
         self.router: MatrixAccount | None = None
         self.agents: dict[str, MatrixAccount] = {}
         self.room_ids: dict[str, str] = {}
+        self.ledger: Ledger | None = None
         self._sync_tasks: list[asyncio.Task[None]] = []
-        self._reply_tasks: set[asyncio.Task[None]] = set()
-        self._seen: OrderedDict[str, None] = OrderedDict()
-        self._threads: OrderedDict[tuple[str, str], set[str]] = OrderedDict()
-        self._started_ms = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._seen = _Bounded()
+        self._threads: OrderedDict[Conversation, set[str]] = OrderedDict()
+        self._hops: dict[Conversation, int] = {}
+        self._recent: dict[str, deque[str]] = {}
         self._allowed: list[str] = []
 
     # -- start-up -----------------------------------------------------------------------------
@@ -84,8 +101,8 @@ class Bot:
         return account
 
     async def start(self) -> None:
-        """Log in, sync once, prepare rooms, then start listening. Raises on fatal problems."""
-        self._started_ms = int(time.time() * 1000)
+        """Log in, sync once, prepare rooms, then listen and catch up. Raises on fatal problems."""
+        self.ledger = await Ledger.open(self.options.data_dir / "ledger.db")
         self.router = await self._login(ROUTER, "Router")
         self._allowed = self.config.authorization.allowed_users or default_allowed_users(
             self.router.server_name
@@ -101,10 +118,15 @@ class Bot:
         await asyncio.gather(*(account.first_sync() for account in everyone))
         await self._prepare_rooms()
         for account in everyone:
+            token = await self.ledger.sync_token(account.user_id)
             account.listen(self._on_message, self._on_invite)
             self._sync_tasks.append(
-                asyncio.create_task(account.sync_forever(), name=f"sync:{account.name}")
+                asyncio.create_task(
+                    account.sync_forever(since=token, on_synced=self._on_synced),
+                    name=f"sync:{account.name}",
+                )
             )
+        await self._resume_pending()
         logger.info(
             "mindroom is running on %s as %d agents in %d rooms",
             self.options.homeserver,
@@ -129,6 +151,28 @@ class Bot:
             for user_id in self.options.invite_users:
                 await invite_user(self.router, room_id, user_id)
 
+    async def _resume_pending(self) -> None:
+        """Answer what a previous run claimed but did not finish (a crash, a kill -9)."""
+        assert self.ledger is not None
+        window_start = time.time() - self.config.matrix.catch_up_seconds
+        expired = await self.ledger.expire(older_than=window_start)
+        if expired:
+            logger.info(
+                "%d unfinished replies are older than the catch-up window; skipped", expired
+            )
+        for pending in await self.ledger.pending(newer_than=window_start):
+            message = parse_message(pending.room_id, pending.source)
+            if message is None:
+                await self.ledger.finish(pending.event_id, "failed")
+                continue
+            logger.info("resuming the unfinished reply to %s", pending.event_id)
+            self._seen.remember(message.event_id)
+            if pending.responders:  # a hand-off: its responders were decided already
+                route = Route(pending.responders, "resumed hand-off")
+            else:
+                route = self._route(message, self._thread_senders_cached(message))
+            self._spawn(self._handle(message, route), f"resume:{message.event_id}")
+
     # -- events -------------------------------------------------------------------------------
 
     @property
@@ -146,14 +190,33 @@ class Bot:
             for name, account in self.agents.items()
         ]
 
-    def _first_sight(self, event_id: str) -> bool:
-        """True the first time any account hears ``event_id`` (several accounts share rooms)."""
-        if event_id in self._seen:
-            return False
-        self._seen[event_id] = None
-        if len(self._seen) > _SEEN_EVENTS:
-            self._seen.popitem(last=False)
-        return True
+    def room_agents(self, room_id: str) -> list[str]:
+        """Agents joined to ``room_id``, in config order."""
+        return [name for name, acc in self.agents.items() if room_id in acc.joined_rooms()]
+
+    def _allowed_in(self, room_id: str) -> list[str]:
+        for name, known_id in self.room_ids.items():
+            if known_id == room_id:
+                return self.config.room_config(name).allowed_users or self._allowed
+        return self._allowed
+
+    def _spawn(self, coro: object, name: str) -> None:
+        task = asyncio.create_task(coro, name=name)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _on_synced(self, account: MatrixAccount, token: str) -> None:
+        if self.ledger is None:
+            return
+        try:
+            await self.ledger.save_sync_token(account.user_id, token)
+        except Exception:
+            logger.exception("cannot save the sync position of %s", account.user_id)
+
+    def _thread_senders_cached(self, message: IncomingMessage) -> set[str]:
+        if not message.thread_root:
+            return set()
+        return self._threads.get((message.room_id, message.thread_root), set())
 
     async def _thread_senders(self, account: MatrixAccount, message: IncomingMessage) -> set[str]:
         """Who has posted in the message's thread: asked once per thread, then kept current."""
@@ -164,35 +227,74 @@ class Bot:
         if senders is None:
             senders = await account.thread_senders(message.room_id, message.thread_root)
             self._threads[key] = senders
-            if len(self._threads) > _SEEN_EVENTS:
+            if len(self._threads) > _REMEMBERED:
                 self._threads.popitem(last=False)
         senders.add(message.sender)
         return senders
 
-    async def _on_message(self, account: MatrixAccount, message: IncomingMessage) -> None:
-        if not self._first_sight(message.event_id):
-            return
-        thread_senders = await self._thread_senders(account, message)
-        if message.timestamp_ms and message.timestamp_ms < self._started_ms:
-            return  # history delivered on joining a room, not a new message
-        room_agents = [
-            name for name, acc in self.agents.items() if message.room_id in acc.joined_rooms()
-        ]
-        decision = route_message(
+    def _note(self, message: IncomingMessage) -> None:
+        """Keep the room's recent messages (router context) and the agent-hop count."""
+        recent = self._recent.setdefault(
+            message.room_id, deque(maxlen=self.config.router.context_messages)
+        )
+        if not message.is_edit:
+            recent.append(f"{message.sender}: {message.body[:500]}")
+        if message.sender not in self.own_user_ids and not message.is_notice:
+            self._hops[(message.room_id, message.thread_root)] = 0
+            self._hops[(message.room_id, None)] = 0
+
+    def _route(self, message: IncomingMessage, thread_senders: set[str]) -> Route:
+        return route_message(
             message,
-            room_agents=room_agents,
+            room_agents=self.room_agents(message.room_id),
             identities=self.identities(),
             own_user_ids=self.own_user_ids,
-            authorized=is_authorized(message.sender, self._allowed),
+            authorized=is_authorized(message.sender, self._allowed_in(message.room_id)),
             thread_senders=thread_senders,
         )
-        logger.debug("event %s in %s: %s", message.event_id, message.room_id, decision)
-        for agent in decision.responders:
-            task = asyncio.create_task(
-                self._answer(agent, message), name=f"reply:{agent}:{message.event_id}"
-            )
-            self._reply_tasks.add(task)
-            task.add_done_callback(self._reply_tasks.discard)
+
+    async def _on_message(self, account: MatrixAccount, message: IncomingMessage) -> None:
+        if message.receiver_membership not in (None, "join"):
+            return  # history from before this account joined; a member account may route it
+        if message.event_id in self._seen:
+            return
+        self._seen.remember(message.event_id)
+        thread_senders = await self._thread_senders(account, message)
+        route = self._route(message, thread_senders)
+        self._note(message)
+        if not (route.responders or route.command):
+            logger.debug("event %s in %s: %s", message.event_id, message.room_id, route.reason)
+            return
+        assert self.ledger is not None
+        age_s = time.time() - message.timestamp_ms / 1000
+        if age_s > self.config.matrix.catch_up_seconds:
+            if await self.ledger.claim(
+                message.event_id, message.room_id, (), message_source(message)
+            ):
+                await self.ledger.finish(message.event_id, "skipped")
+                logger.info(
+                    "skipping %s from %s in %s: %.0f s old, beyond catch_up_seconds (%.0f)",
+                    message.event_id,
+                    message.sender,
+                    message.room_id,
+                    age_s,
+                    self.config.matrix.catch_up_seconds,
+                )
+            return
+        # Claimed durably before anything is produced: a restart will not answer it again.
+        if not await self.ledger.claim(
+            message.event_id, message.room_id, (), message_source(message)
+        ):
+            return
+        logger.info(
+            "event %s in %s: %s (via %s, %s)",
+            message.event_id,
+            message.room_id,
+            route.reason,
+            account.name,
+            message.receiver_membership,
+        )
+        self._spawn(self._handle(message, route), f"handle:{message.event_id}")
 
     async def _on_invite(self, account: MatrixAccount, room_id: str, sender: str) -> None:
         if room_id in account.joined_rooms():
@@ -207,46 +309,156 @@ class Bot:
             account.log.info("declining invite to %s from unauthorized %s", room_id, sender)
             await account.client.room_leave(room_id)
 
+    # -- answering ----------------------------------------------------------------------------
+
+    async def _handle(self, message: IncomingMessage, route: Route) -> None:
+        """Produce every answer ``route`` asks for, then mark the event done in the ledger."""
+        assert self.ledger is not None
+        status = "done"
+        try:
+            if route.command:
+                await self._command(message)
+            else:
+                responders = route.responders
+                if route.ask_router:
+                    responders = (await self._choose(message, responders),)
+                await asyncio.gather(*(self._answer(agent, message) for agent in responders))
+        except asyncio.CancelledError:
+            raise  # left claimed: the next start resumes it
+        except Exception:  # the edge of one message: log it, keep the bot running
+            status = "failed"
+            logger.exception("handling %s in %s failed", message.event_id, message.room_id)
+        await self.ledger.finish(message.event_id, status)
+
+    async def _choose(self, message: IncomingMessage, candidates: tuple[str, ...]) -> str:
+        roles = [(name, self.config.agents[name].role) for name in candidates]
+        recent = list(self._recent.get(message.room_id, ()))[:-1]
+        try:
+            chosen = await choose_agent(
+                self.runtime.model(self.config.router_model), roles, recent, message.body
+            )
+        except ModelError as exc:
+            chosen = fallback_choice(candidates)
+            logger.warning("%s; falling back to %s for %s", exc, chosen, message.event_id)
+            return chosen
+        logger.info("router chose %s for %s", chosen, message.event_id)
+        return chosen
+
     async def _answer(self, agent: str, message: IncomingMessage) -> None:
+        assert self.ledger is not None
         account = self.agents[agent]
         in_thread = self.config.agent_thread_mode(agent) == "thread"
         thread_root = (message.thread_root or message.event_id) if in_thread else None
+        generation = await self.ledger.session_generation(message.room_id, thread_root)
         request = TurnRequest(
             agent=agent,
-            session_id=session_id_for(agent, message.room_id, thread_root),
+            session_id=session_id_for(agent, message.room_id, thread_root, generation),
             user_id=message.sender,
             text=message.body,
         )
-        try:
-            async with account.typing(message.room_id):
-                result = await self.runtime.run_turn(request)
-            if result.ok:
-                content = message_content(
-                    result.text, thread_root=thread_root, reply_to=message.event_id
+        writer = ReplyWriter(
+            account,
+            message.room_id,
+            thread_root=thread_root,
+            reply_to=message.event_id,
+            txn_key=f"{message.event_id}|{agent}",
+        )
+        if thread_root == message.event_id:  # a new thread: we know everyone in it
+            self._threads.setdefault((message.room_id, thread_root), set()).update(
+                {message.sender, account.user_id}
+            )
+        streaming = self.config.agent_streaming(agent)
+        async with account.typing(message.room_id):
+            result = await self.runtime.run_turn(
+                request, on_text=writer.update if streaming else None
+            )
+        if result.text.strip():
+            await writer.finish(result.text)
+        if not result.ok:
+            notice = notice_content(
+                f"⚠️ {result.error}", thread_root=thread_root, reply_to=message.event_id
+            )
+            await account.send(
+                message.room_id, notice, f"mindroom-error-{message.event_id}-{agent}"
+            )
+            return
+        await self._hand_off(agent, message, thread_root, result.text, writer.event_ids[-1])
+
+    async def _hand_off(
+        self,
+        agent: str,
+        message: IncomingMessage,
+        thread_root: str | None,
+        text: str,
+        reply_event_id: str,
+    ) -> None:
+        """Let agents named in ``agent``'s finished answer take over, within the hop cap."""
+        assert self.ledger is not None
+        key = (message.room_id, thread_root)
+        hops = self._hops.get(key, 0) + 1
+        self._hops[key] = hops
+        route = route_handoff(
+            text,
+            from_agent=agent,
+            room_agents=self.room_agents(message.room_id),
+            identities=self.identities(),
+            hops=hops,
+            max_hops=self.config.router.max_agent_hops,
+        )
+        if not route.responders:
+            if "cap" in route.reason:
+                logger.info(
+                    "not handing off from %s in %s: %s", agent, message.room_id, route.reason
                 )
-            else:
-                content = notice_content(
-                    f"⚠️ {result.error}", thread_root=thread_root, reply_to=message.event_id
-                )
-            await account.send(message.room_id, content)
-            if thread_root == message.event_id:  # a new thread: we know everyone in it
-                self._threads.setdefault(
-                    (message.room_id, thread_root), {message.sender, account.user_id}
-                )
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # the edge of one reply: log it, keep the bot running
-            account.log.exception("answering %s in %s failed", message.event_id, message.room_id)
+            return
+        handoff = IncomingMessage(
+            event_id=reply_event_id,
+            room_id=message.room_id,
+            sender=self.agents[agent].user_id,
+            body=text,
+            thread_root=thread_root,
+            timestamp_ms=int(time.time() * 1000),
+        )
+        self._seen.remember(reply_event_id)
+        if await self.ledger.claim(
+            reply_event_id, message.room_id, route.responders, message_source(handoff)
+        ):
+            logger.info("%s hands off to %s", agent, ", ".join(route.responders))
+            self._spawn(self._handle(handoff, route), f"handoff:{reply_event_id}")
+
+    async def _command(self, message: IncomingMessage) -> None:
+        assert self.ledger is not None
+        assert self.router is not None
+        command = commands.parse_command(message.body)
+        if command is None:
+            return
+        room_agents = self.room_agents(message.room_id)
+        if message.room_id in self.router.joined_rooms():
+            account = self.router
+        elif room_agents:
+            account = self.agents[room_agents[0]]  # a DM: the router is not there
+        else:
+            return
+        user_ids = {name: acc.user_id for name, acc in self.agents.items()}
+        if command.name == "help":
+            text = commands.help_text(self.config, room_agents, user_ids)
+        elif command.name == "agents":
+            text = commands.agents_text(self.config, user_ids)
+        elif command.name == "new":
+            generation = await self.ledger.new_session(message.room_id, message.thread_root)
+            text = commands.new_session_text(generation, message.thread_root is not None)
+        else:
+            text = commands.unknown_text(command)
+        content = notice_content(text, thread_root=message.thread_root, reply_to=message.event_id)
+        await account.send(message.room_id, content, f"mindroom-command-{message.event_id}")
 
     # -- shutdown -----------------------------------------------------------------------------
 
     async def stop(self) -> None:
-        """Let in-flight replies finish (briefly), then stop syncing and close everything."""
-        if self._reply_tasks:
-            _, pending = await asyncio.wait(self._reply_tasks, timeout=_SHUTDOWN_GRACE_S)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+        """Stop listening, let in-flight replies finish (briefly), then close everything.
+
+        A reply cancelled here stays claimed in the ledger and is resumed at the next start.
+        """
         accounts = [a for a in [self.router, *self.agents.values()] if a is not None]
         for account in accounts:
             account.stop()
@@ -254,7 +466,31 @@ class Bot:
             task.cancel()
         await asyncio.gather(*self._sync_tasks, return_exceptions=True)
         self._sync_tasks.clear()
+        if self._tasks:
+            _, pending = await asyncio.wait(self._tasks, timeout=_SHUTDOWN_GRACE_S)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
         for account in accounts:
             with contextlib.suppress(Exception):
                 await account.close()
         await self.runtime.close()
+        if self.ledger is not None:
+            await self.ledger.close()
+            self.ledger = None
+
+
+def message_source(message: IncomingMessage) -> dict[str, object]:
+    """Enough of the event to route and answer it again after a restart."""
+    content: dict[str, object] = {"msgtype": message.msgtype, "body": message.body}
+    if message.thread_root:
+        content["m.relates_to"] = {"rel_type": "m.thread", "event_id": message.thread_root}
+    if message.mention_ids:
+        content["m.mentions"] = {"user_ids": sorted(message.mention_ids)}
+    return {
+        "type": "m.room.message",
+        "event_id": message.event_id,
+        "sender": message.sender,
+        "origin_server_ts": message.timestamp_ms,
+        "content": content,
+    }

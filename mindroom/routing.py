@@ -1,15 +1,18 @@
-"""Who answers a message: a pure function over plain data.
+"""Who answers a message: pure functions over plain data.
 
-The rules, in order:
+:func:`route_message` decides for a message heard in a room, in order:
 
-1. Messages from mindroom's own accounts, edits (``m.replace``) and notices are never answered,
-   so bots cannot loop and corrections do not trigger a second answer.
+1. Messages from mindroom's own accounts, edits (``m.replace``) and notices are never routed
+   here: bots must not loop and corrections do not trigger a second answer. (Agents hand off
+   to each other through :func:`route_handoff`, which sees their final text.)
 2. Messages from unauthorized senders are never answered.
-3. Agents mentioned in the message (and present in the room) answer.
-4. With no mention, a thread keeps its agent: when exactly one agent has posted in the thread
-   it answers, unless several humans talk in that thread (then agents wait to be named).
-5. With no mention, a room with exactly one agent in it (a DM, say) is answered by that agent.
-6. Otherwise nobody answers.
+3. A command (``!name``, see :mod:`mindroom.commands`) is answered by the router.
+4. Agents mentioned in the message (and present in the room) answer.
+5. A thread keeps its agent: when exactly one agent has posted in the thread it answers, unless
+   several humans talk in that thread (then agents wait to be named).
+6. A room with exactly one agent in it (a DM, say) is answered by that agent.
+7. Several agents and no mention: the router model chooses among the room's agents.
+8. Otherwise nobody answers.
 """
 
 from __future__ import annotations
@@ -17,15 +20,24 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from mindroom.commands import parse_command
 from mindroom.matrix.events import AgentIdentity, IncomingMessage, mentioned_agents
 
 
 @dataclass(frozen=True)
 class Route:
-    """The decision for one message: who answers, and why (for the log)."""
+    """The decision for one message: who answers, and why (for the log).
+
+    ``ask_router`` means: let the router model pick one of ``responders``.
+    """
 
     responders: tuple[str, ...]
     reason: str
+    ask_router: bool = False
+    command: bool = False
+
+
+NOBODY = ()
 
 
 def route_message(
@@ -39,30 +51,63 @@ def route_message(
 ) -> Route:
     """Decide which agents answer ``message``.
 
-    ``room_agents`` are the names of the agents joined to the message's room, ``identities``
-    every configured agent (for mention parsing), ``own_user_ids`` every account mindroom runs,
-    ``thread_senders`` everyone who has posted in the message's thread (root included).
+    ``room_agents`` are the names of the agents joined to the message's room (config order),
+    ``identities`` every configured agent (for mention parsing), ``own_user_ids`` every account
+    mindroom runs, ``thread_senders`` everyone who has posted in the message's thread.
     """
     if message.sender in own_user_ids:
-        return Route((), "own account")
+        return Route(NOBODY, "own account")
     if message.is_edit:
-        return Route((), "edit")
+        return Route(NOBODY, "edit")
     if message.is_notice:
-        return Route((), "notice")
+        return Route(NOBODY, "notice")
     if not authorized:
-        return Route((), "sender not authorized")
+        return Route(NOBODY, "sender not authorized")
+    if parse_command(message.body) is not None:
+        return Route(NOBODY, "command", command=True)
     in_room = set(room_agents)
     mentioned = [a for a in mentioned_agents(message, identities) if a in in_room]
     if mentioned:
         return Route(tuple(mentioned), "mentioned")
     if message.thread_root and thread_senders:
         by_id = {identity.user_id: identity.name for identity in identities}
-        thread_agents = [by_id[s] for s in thread_senders if by_id.get(s) in in_room]
+        thread_agents = sorted({by_id[s] for s in thread_senders if by_id.get(s) in in_room})
         humans = {s for s in thread_senders if s not in own_user_ids} | {message.sender}
         if len(humans) > 1:
-            return Route((), "thread with several humans and no mention")
+            return Route(NOBODY, "thread with several humans and no mention")
         if len(thread_agents) == 1:
             return Route((thread_agents[0],), "agent of this thread")
     if len(room_agents) == 1:
         return Route((room_agents[0],), "only agent in room")
-    return Route((), "no agent mentioned")
+    if len(room_agents) > 1:
+        return Route(tuple(room_agents), "no mention: the router chooses", ask_router=True)
+    return Route(NOBODY, "no agent in room")
+
+
+def route_handoff(
+    text: str,
+    *,
+    from_agent: str,
+    room_agents: Sequence[str],
+    identities: Sequence[AgentIdentity],
+    hops: int,
+    max_hops: int,
+) -> Route:
+    """Which agents an agent's finished answer hands off to, by mentioning them.
+
+    ``hops`` counts agent answers since the last human message in this conversation; once it
+    reaches ``max_hops`` nobody is handed off to, so agents can never loop.
+    """
+    probe = IncomingMessage(event_id="", room_id="", sender="", body=text)
+    in_room = set(room_agents)
+    named = [a for a in mentioned_agents(probe, identities) if a in in_room and a != from_agent]
+    if not named:
+        return Route(NOBODY, "no hand-off")
+    if hops >= max_hops:
+        return Route(NOBODY, f"hand-off cap of {max_hops} agent replies reached")
+    return Route(tuple(named), f"hand-off from {from_agent}")
+
+
+def fallback_choice(candidates: Sequence[str]) -> str:
+    """The deterministic choice when the router model cannot decide: the first in config order."""
+    return candidates[0]

@@ -26,6 +26,7 @@ import nio
 from mindroom.bot import Bot, BotOptions
 from mindroom.config import parse_config
 from mindroom.matrix.homeserver import EmbeddedHomeserver
+from mindroom.matrix.send import IN_PROGRESS_MARKER
 
 Event = dict[str, Any]
 _names = itertools.count(1)
@@ -138,8 +139,13 @@ class Human:
                 await asyncio.wait_for(self._arrived.wait(), remaining)
 
     async def wait_for_reply(self, room_id: str, to_event: str, timeout: float = 20.0) -> Event:
-        """The first message answering ``to_event`` (in its thread or replying to it)."""
-        return await self.wait_for(
+        """The first message answering ``to_event``, with its final content once streamed.
+
+        A streamed reply arrives with an in-progress marker and is then edited; the returned
+        event carries the content of the final edit (and the original's relation), and the
+        original content under ``first_content``.
+        """
+        reply = await self.wait_for(
             lambda e: (
                 e["room_id"] == room_id
                 and e.get("type") == "m.room.message"
@@ -148,6 +154,39 @@ class Human:
             ),
             timeout,
         )
+        return await self.final(reply, timeout)
+
+    async def final(self, message: Event, timeout: float = 20.0) -> Event:
+        """``message`` with the content of its final edit (no in-progress marker)."""
+        if not message["content"].get("body", "").endswith(IN_PROGRESS_MARKER):
+            return message
+        edit = await self.wait_for(
+            lambda e: (
+                relation(e).get("rel_type") == "m.replace"
+                and relation(e).get("event_id") == message["event_id"]
+                and not e["content"]["m.new_content"]["body"].endswith(IN_PROGRESS_MARKER)
+            ),
+            timeout,
+        )
+        content = dict(edit["content"]["m.new_content"])
+        if "m.relates_to" in message["content"]:
+            content["m.relates_to"] = message["content"]["m.relates_to"]
+        return {**message, "content": content, "first_content": message["content"]}
+
+    def edits_of(self, event_id: str) -> list[Event]:
+        """Every edit of ``event_id`` seen so far, in order."""
+        return [
+            e
+            for e in self.events
+            if relation(e).get("rel_type") == "m.replace"
+            and relation(e).get("event_id") == event_id
+        ]
+
+    def posted(self, room_id: str, sender: str) -> list[Event]:
+        """Messages ``sender`` posted in ``room_id``, edits left out."""
+        return [
+            e for e in self.messages(room_id, sender) if relation(e).get("rel_type") != "m.replace"
+        ]
 
     async def quiet(self, seconds: float) -> None:
         """Let time pass so that a reply that should not come has had every chance to."""
@@ -259,6 +298,11 @@ class BotHarness:
         finally:
             self.credentials.collect(self.storage)
         return bot
+
+    async def start_in_room(self, config: str, room: str, human: Human) -> str:
+        """Start with ``config`` and have ``human`` join configured room ``room``."""
+        await self.start(config)
+        return await human.join(f"#{room}:{self.homeserver.server_name}")
 
     async def stop(self) -> None:
         if self.bot is not None:

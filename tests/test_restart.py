@@ -5,7 +5,7 @@ from __future__ import annotations
 import nio
 import pytest
 
-from tests.harness import BotHarness, Human, config_text, relation, unique
+from tests.harness import BotHarness, Human, config_text, unique
 from tests.scripted_model import ScriptedModel, all_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
@@ -42,12 +42,8 @@ async def test_restart_reuses_credentials_and_keeps_thread_history(
 
     model.push("It is heliotrope.")
     follow = await human.send(room_id, "what was the code word?", thread_root=root)
-    reply = await human.wait_for(
-        lambda e: (
-            e.get("sender") == general_id
-            and relation(e).get("m.in_reply_to", {}).get("event_id") == follow
-        )
-    )
+    reply = await human.wait_for_reply(room_id, follow)
+    assert reply["sender"] == general_id
     assert reply["content"]["body"] == "It is heliotrope."
     history = all_text(model.requests[-1])
     assert "the code word is heliotrope" in history

@@ -8,8 +8,9 @@ import pytest
 
 from mindroom.agents.runner import session_id_for
 from mindroom.authorization import default_allowed_users, is_authorized
+from mindroom.commands import parse_command
 from mindroom.matrix.events import AgentIdentity, IncomingMessage
-from mindroom.routing import Route, route_message
+from mindroom.routing import Route, fallback_choice, route_handoff, route_message
 
 ROOM = "!lobby:localhost"
 ROUTER = "@mindroom_router:localhost"
@@ -20,6 +21,7 @@ CODER = AgentIdentity("coder", "@mindroom_coder:localhost", "Coder")
 MIND = AgentIdentity("mind", "@mindroom_mind:localhost", "Mind")
 IDENTITIES = [GENERAL, CODER, MIND]
 OWN = {GENERAL.user_id, CODER.user_id, MIND.user_id, ROUTER}
+ROUTER_CHOOSES = "no mention: the router chooses"
 
 
 def msg(
@@ -104,7 +106,64 @@ def test_unauthorized_sender_is_not_answered_in_an_agents_thread() -> None:
     assert decision.responders == ()
 
 
-# -- rule 3: mentions -----------------------------------------------------------------------------
+# -- rule 3: commands ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("body", ["!help", "!new", "!agents", "!HELP me", "!nonsense"])
+def test_message_starting_with_bang_from_an_authorized_human_is_a_command(body: str) -> None:
+    assert route(msg(body)) == Route((), "command", command=True)
+
+
+def test_command_in_a_single_agent_room_goes_to_the_router_not_the_agent() -> None:
+    assert route(msg("!help"), ["general"]) == Route((), "command", command=True)
+
+
+def test_command_that_mentions_an_agent_is_still_a_command() -> None:
+    decision = route(msg("!help @coder", mentions={CODER.user_id}))
+    assert decision == Route((), "command", command=True)
+
+
+def test_command_in_an_agents_thread_is_a_command() -> None:
+    message = msg("!new", thread_root="$root")
+    decision = route(message, thread_senders={ALICE, CODER.user_id})
+    assert decision == Route((), "command", command=True)
+
+
+def test_command_from_an_unauthorized_sender_is_ignored() -> None:
+    decision = route(msg("!help", sender="@eve:evil.org"), authorized=False)
+    assert decision == Route((), "sender not authorized")
+    assert not decision.command
+
+
+@pytest.mark.parametrize("sender", [GENERAL.user_id, ROUTER])
+def test_command_from_an_own_account_is_ignored(sender: str) -> None:
+    decision = route(msg("!help", sender=sender))
+    assert decision == Route((), "own account")
+    assert not decision.command
+
+
+def test_edited_command_is_not_run_again() -> None:
+    decision = route(msg("!new", is_edit=True))
+    assert decision == Route((), "edit")
+
+
+def test_command_sent_as_a_notice_is_ignored() -> None:
+    decision = route(msg("!help", msgtype="m.notice"))
+    assert decision == Route((), "notice")
+
+
+def test_bang_inside_the_text_is_not_a_command() -> None:
+    decision = route(msg("hi!help"), ["general"])
+    assert decision == Route(("general",), "only agent in room")
+
+
+@pytest.mark.parametrize("body", ["! hello there", "!"])
+def test_message_routed_as_a_command_is_one_the_command_parser_accepts(body: str) -> None:
+    decision = route(msg(body), ["general"])
+    assert decision.responders or parse_command(body) is not None
+
+
+# -- rule 4: mentions -----------------------------------------------------------------------------
 
 
 def test_mention_picks_only_the_mentioned_agent_among_several() -> None:
@@ -121,9 +180,9 @@ def test_mention_by_m_mentions_without_body_text_is_answered() -> None:
     assert decision.responders == ("mind",)
 
 
-def test_mention_of_an_agent_not_in_the_room_is_ignored() -> None:
+def test_mention_of_an_agent_not_in_the_room_lets_the_router_choose_among_those_present() -> None:
     decision = route(msg("@coder hi"), ["general", "mind"])
-    assert decision.responders == ()
+    assert decision == Route(("general", "mind"), ROUTER_CHOOSES, ask_router=True)
 
 
 def test_mention_of_absent_agent_does_not_block_single_agent_room() -> None:
@@ -150,7 +209,7 @@ def test_mention_in_single_agent_room_gives_mentioned_reason() -> None:
     assert route(msg("@general hi"), ["general"]) == Route(("general",), "mentioned")
 
 
-# -- rule 4: thread continuity --------------------------------------------------------------------
+# -- rule 5: thread continuity --------------------------------------------------------------------
 
 
 def test_thread_with_exactly_one_agent_is_answered_by_it_without_mention() -> None:
@@ -179,16 +238,16 @@ def test_new_human_joining_an_agents_thread_stops_continuity() -> None:
     assert decision.responders == ()
 
 
-def test_thread_with_two_agents_and_no_mention_is_answered_by_nobody() -> None:
+def test_thread_with_two_agents_and_no_mention_asks_the_router() -> None:
     message = msg("and then?", thread_root="$root")
     decision = route(message, thread_senders={ALICE, CODER.user_id, GENERAL.user_id})
-    assert decision.responders == ()
+    assert decision == Route(("general", "coder", "mind"), ROUTER_CHOOSES, ask_router=True)
 
 
-def test_thread_agent_that_left_the_room_does_not_continue_the_thread() -> None:
+def test_thread_agent_that_left_the_room_does_not_continue_the_thread_the_router_chooses() -> None:
     message = msg("and then?", thread_root="$root")
     decision = route(message, ["general", "mind"], thread_senders={ALICE, CODER.user_id})
-    assert decision.responders == ()
+    assert decision == Route(("general", "mind"), ROUTER_CHOOSES, ask_router=True)
 
 
 def test_thread_agent_counts_even_if_another_agent_already_left() -> None:
@@ -203,17 +262,17 @@ def test_router_in_a_thread_is_not_a_human_nor_an_agent() -> None:
     assert decision.responders == ("mind",)
 
 
-def test_thread_of_humans_only_in_multi_agent_room_is_answered_by_nobody() -> None:
+def test_thread_of_one_human_only_in_multi_agent_room_asks_the_router() -> None:
     decision = route(msg("hm", thread_root="$root"), thread_senders={ALICE})
-    assert decision == Route((), "no agent mentioned")
+    assert decision == Route(("general", "coder", "mind"), ROUTER_CHOOSES, ask_router=True)
 
 
-def test_thread_senders_outside_a_thread_are_ignored() -> None:
+def test_thread_senders_outside_a_thread_are_ignored_and_the_router_chooses() -> None:
     decision = route(msg("hm"), thread_senders={ALICE, CODER.user_id})
-    assert decision.responders == ()
+    assert decision == Route(("general", "coder", "mind"), ROUTER_CHOOSES, ask_router=True)
 
 
-# -- rule 5: single-agent room --------------------------------------------------------------------
+# -- rule 6: single-agent room --------------------------------------------------------------------
 
 
 def test_single_agent_room_is_answered_without_mention() -> None:
@@ -226,25 +285,124 @@ def test_single_agent_room_answers_in_a_thread_of_humans_only() -> None:
 
 
 def test_single_agent_room_waits_to_be_named_in_a_thread_of_several_humans() -> None:
-    # Rule 4 comes before rule 5: once several humans talk in a thread, agents wait.
+    # Rule 5 comes before rule 6: once several humans talk in a thread, agents wait.
     message = msg("what do you think, bob?", thread_root="$root")
     decision = route(message, ["mind"], thread_senders={ALICE, BOB, MIND.user_id})
     assert decision.responders == ()
 
 
-# -- rule 6: otherwise nobody ---------------------------------------------------------------------
+# -- rule 7: several agents and no mention: the router chooses ------------------------------------
 
 
-def test_multi_agent_room_without_mention_is_answered_by_nobody() -> None:
-    assert route(msg("hello everyone")) == Route((), "no agent mentioned")
+def test_multi_agent_room_without_mention_asks_the_router() -> None:
+    decision = route(msg("hello everyone"))
+    assert decision == Route(("general", "coder", "mind"), ROUTER_CHOOSES, ask_router=True)
+
+
+def test_router_candidates_are_the_room_agents_in_the_given_order() -> None:
+    decision = route(msg("hello"), ["mind", "general"])
+    assert decision.responders == ("mind", "general")
+    assert decision.ask_router
+
+
+def test_mention_does_not_ask_the_router() -> None:
+    assert not route(msg("@coder fix this")).ask_router
+
+
+def test_single_agent_room_does_not_ask_the_router() -> None:
+    assert not route(msg("hi"), ["general"]).ask_router
+
+
+def test_mention_of_a_human_is_not_an_agent_mention_so_the_router_chooses() -> None:
+    decision = route(msg("@bob hi", mentions={BOB}))
+    assert decision == Route(("general", "coder", "mind"), ROUTER_CHOOSES, ask_router=True)
+
+
+# -- rule 8: otherwise nobody ---------------------------------------------------------------------
 
 
 def test_room_without_agents_is_answered_by_nobody() -> None:
-    assert route(msg("@general hi"), []).responders == ()
+    assert route(msg("@general hi"), []) == Route((), "no agent in room")
 
 
-def test_mention_of_a_human_is_not_an_agent_mention() -> None:
-    assert route(msg("@bob hi", mentions={BOB})).responders == ()
+# -- hand-off between agents ----------------------------------------------------------------------
+
+
+def handoff(
+    text: str,
+    *,
+    from_agent: str = "general",
+    room_agents: Sequence[str] = ("general", "coder", "mind"),
+    hops: int = 1,
+    max_hops: int = 3,
+) -> Route:
+    return route_handoff(
+        text,
+        from_agent=from_agent,
+        room_agents=room_agents,
+        identities=IDENTITIES,
+        hops=hops,
+        max_hops=max_hops,
+    )
+
+
+def test_agent_naming_another_agent_hands_off_to_it() -> None:
+    decision = handoff("@coder can you write the script?")
+    assert decision == Route(("coder",), "hand-off from general")
+
+
+def test_agent_naming_another_by_full_user_id_hands_off_to_it() -> None:
+    assert handoff("over to @mindroom_mind:localhost").responders == ("mind",)
+
+
+def test_agent_naming_itself_hands_off_to_nobody() -> None:
+    assert handoff("as @general I think so", from_agent="general") == Route((), "no hand-off")
+
+
+def test_agent_text_without_a_mention_hands_off_to_nobody() -> None:
+    assert handoff("the coder agent could help") == Route((), "no hand-off")
+
+
+def test_hand_off_to_an_agent_not_in_the_room_goes_to_nobody() -> None:
+    decision = handoff("@coder please", room_agents=("general", "mind"))
+    assert decision == Route((), "no hand-off")
+
+
+def test_hand_off_is_not_a_router_question_nor_a_command() -> None:
+    decision = handoff("@mind?")
+    assert not decision.ask_router
+    assert not decision.command
+
+
+def test_hand_off_below_the_hop_cap_goes_through() -> None:
+    assert handoff("@coder", hops=2, max_hops=3).responders == ("coder",)
+
+
+@pytest.mark.parametrize(("hops", "max_hops"), [(3, 3), (4, 3), (0, 0)])
+def test_hand_off_at_the_hop_cap_goes_to_nobody(hops: int, max_hops: int) -> None:
+    decision = handoff("@coder your turn", hops=hops, max_hops=max_hops)
+    assert decision.responders == ()
+    assert "cap" in decision.reason
+    assert str(max_hops) in decision.reason
+
+
+def test_several_agents_named_in_a_hand_off_keep_config_order() -> None:
+    decision = handoff("@mind and @coder, both of you", from_agent="general")
+    assert decision.responders == ("coder", "mind")
+
+
+def test_several_named_including_itself_hand_off_to_the_others_only() -> None:
+    assert handoff("@coder @general @mind", from_agent="coder").responders == ("general", "mind")
+
+
+def test_fallback_choice_is_the_first_candidate() -> None:
+    assert fallback_choice(("coder", "general", "mind")) == "coder"
+    assert fallback_choice(["mind"]) == "mind"
+
+
+def test_fallback_choice_is_deterministic() -> None:
+    candidates = ("general", "coder", "mind")
+    assert {fallback_choice(candidates) for _ in range(5)} == {"general"}
 
 
 # -- authorization --------------------------------------------------------------------------------

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agno.agent import Agent
+from agno.agent import Agent, RunEvent
 from agno.db.sqlite import AsyncSqliteDb
 from agno.models.base import Model
 from agno.run.base import RunStatus
@@ -26,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from mindroom.agents.models import build_model, describe_model
 from mindroom.config.schema import Config
+from mindroom.errors import ModelError
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +48,7 @@ class TurnResult:
     """The outcome of a turn: the answer text, or the reason there is none."""
 
     text: str
-    error: str | None = None
+    error: str | None = None  # set when the model failed; ``text`` then holds any partial answer
 
     @property
     def ok(self) -> bool:
@@ -53,9 +56,13 @@ class TurnResult:
         return self.error is None
 
 
-def session_id_for(agent: str, room_id: str, thread_root: str | None) -> str:
-    """The Agno session of ``agent`` in a room (``thread_root`` None) or in one thread."""
-    return f"{agent}:{room_id}:{thread_root}" if thread_root else f"{agent}:{room_id}"
+def session_id_for(agent: str, room_id: str, thread_root: str | None, generation: int = 0) -> str:
+    """The Agno session of ``agent`` in a room (``thread_root`` None) or in one thread.
+
+    ``generation`` counts ``!new`` restarts of that conversation.
+    """
+    base = f"{agent}:{room_id}:{thread_root}" if thread_root else f"{agent}:{room_id}"
+    return f"{base}#{generation}" if generation else base
 
 
 def _sqlite_engine(path: Path) -> AsyncEngine:
@@ -81,6 +88,7 @@ class AgentRuntime:
         self._models: dict[str, Model] = {}
         self._dbs: dict[str, AsyncSqliteDb] = {}
         self._engines: list[AsyncEngine] = []
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
     def _model(self, key: str) -> Model:
         if key not in self._models:
@@ -112,28 +120,62 @@ class AgentRuntime:
             telemetry=False,
         )
 
-    async def run_turn(self, request: TurnRequest) -> TurnResult:
-        """Answer ``request``; a failing model yields an error result, never an exception."""
+    def _lock(self, session_id: str) -> asyncio.Lock:
+        lock = self._locks.get(session_id)
+        if lock is None:
+            lock = self._locks[session_id] = asyncio.Lock()
+        return lock
+
+    async def run_turn(
+        self, request: TurnRequest, on_text: Callable[[str], Awaitable[None]] | None = None
+    ) -> TurnResult:
+        """Answer ``request``; a failing model yields an error result, never an exception.
+
+        With ``on_text`` the answer streams: it is called with the whole text so far after each
+        chunk. Turns of one session run one at a time, so its history stays coherent.
+        """
         model_key = self._config.agent_model(request.agent)
         model_desc = describe_model(model_key, self._config.models[model_key])
+        text = ""
         try:
-            agent = self.build_agent(request.agent)
-            output = await agent.arun(
-                request.text, session_id=request.session_id, user_id=request.user_id
-            )
+            async with self._lock(request.session_id):
+                agent = self.build_agent(request.agent)
+                if on_text is None:
+                    output = await agent.arun(
+                        request.text, session_id=request.session_id, user_id=request.user_id
+                    )
+                    if output.status == RunStatus.error:
+                        raise ModelError(str(output.content or "unknown error").strip())
+                    content = output.content
+                    text = content if isinstance(content, str) else str(content or "")
+                else:
+                    async for event in agent.arun(
+                        request.text,
+                        session_id=request.session_id,
+                        user_id=request.user_id,
+                        stream=True,
+                    ):
+                        if event.event == RunEvent.run_error:
+                            raise ModelError(str(event.content or "unknown error").strip())
+                        chunk = event.content if event.event == RunEvent.run_content else None
+                        if isinstance(chunk, str) and chunk:
+                            text += chunk
+                            await on_text(text)
         except asyncio.CancelledError:
             raise
+        except ModelError as exc:
+            logger.warning("model %s failed for agent %s: %s", model_desc, request.agent, exc)
+            return TurnResult(text, f"model {model_desc} failed: {exc}")
         except Exception as exc:  # an edge: any failure becomes a notice, never a crash
             logger.exception("turn of agent %s failed", request.agent)
-            return TurnResult("", f"model {model_desc} failed: {exc}")
-        if output.status == RunStatus.error:
-            reason = str(output.content or "unknown error").strip()
-            logger.warning("model %s failed for agent %s: %s", model_desc, request.agent, reason)
-            return TurnResult("", f"model {model_desc} failed: {reason}")
-        text = output.content if isinstance(output.content, str) else str(output.content or "")
+            return TurnResult(text, f"model {model_desc} failed: {exc}")
         if not text.strip():
             return TurnResult("", f"model {model_desc} returned an empty answer")
         return TurnResult(text)
+
+    def model(self, key: str) -> Model:
+        """The shared model object of configured model ``key``."""
+        return self._model(key)
 
     async def close(self) -> None:
         """Release database connections."""

@@ -19,6 +19,16 @@ RESERVED_NAMES = frozenset({"router"})
 ThreadMode = Literal["thread", "room"]
 
 
+def _check_user_patterns(value: list[str] | None) -> list[str] | None:
+    for pattern in value or []:
+        if not pattern.startswith("@") or ":" not in pattern:
+            raise ValueError(
+                f"{pattern!r} is not a Matrix user ID or glob (expected '@user:server' "
+                "or e.g. '@*:example.org')"
+            )
+    return value
+
+
 class _Strict(BaseModel):
     """Base for every config section: unknown keys are errors, values are immutable."""
 
@@ -47,6 +57,7 @@ class AgentConfig(_Strict):
     rooms: list[str] = Field(default_factory=list)
     thread_mode: ThreadMode | None = None
     history_runs: int | None = Field(default=None, ge=0)
+    streaming: bool | None = None
 
 
 class DefaultsConfig(_Strict):
@@ -56,6 +67,15 @@ class DefaultsConfig(_Strict):
     thread_mode: ThreadMode = "thread"
     history_runs: int = Field(default=10, ge=0)
     markdown: bool = True
+    streaming: bool = True
+
+
+class RouterConfig(_Strict):
+    """How a message that names no agent finds one, and how far agents may hand off."""
+
+    model: str | None = None
+    context_messages: int = Field(default=6, ge=0, le=50)
+    max_agent_hops: int = Field(default=3, ge=0, le=20)
 
 
 class RoomConfig(_Strict):
@@ -63,6 +83,12 @@ class RoomConfig(_Strict):
 
     join_rule: Literal["public", "invite"] = "public"
     topic: str | None = None
+    allowed_users: list[str] | None = None
+
+    @field_validator("allowed_users")
+    @classmethod
+    def _user_patterns(cls, value: list[str] | None) -> list[str] | None:
+        return _check_user_patterns(value)
 
 
 class MatrixConfig(_Strict):
@@ -70,6 +96,7 @@ class MatrixConfig(_Strict):
 
     homeserver: str = "http://localhost:8008"
     device_name: str = "mindroom"
+    catch_up_seconds: float = Field(default=300.0, ge=0)
 
 
 class AuthorizationConfig(_Strict):
@@ -84,13 +111,7 @@ class AuthorizationConfig(_Strict):
     @field_validator("allowed_users")
     @classmethod
     def _user_patterns(cls, value: list[str] | None) -> list[str] | None:
-        for pattern in value or []:
-            if not pattern.startswith("@") or ":" not in pattern:
-                raise ValueError(
-                    f"{pattern!r} is not a Matrix user ID or glob (expected '@user:server' "
-                    "or e.g. '@*:example.org')"
-                )
-        return value
+        return _check_user_patterns(value)
 
 
 class Config(_Strict):
@@ -101,6 +122,7 @@ class Config(_Strict):
     defaults: DefaultsConfig = Field(default_factory=DefaultsConfig)
     rooms: dict[str, RoomConfig] = Field(default_factory=dict)
     matrix: MatrixConfig = Field(default_factory=MatrixConfig)
+    router: RouterConfig = Field(default_factory=RouterConfig)
     authorization: AuthorizationConfig = Field(default_factory=AuthorizationConfig)
 
     @field_validator("agents")
@@ -130,6 +152,9 @@ class Config(_Strict):
                         f"agents.{name}.rooms: room name {room!r} is not a valid alias "
                         "(lowercase letters, digits, '.', '_' and '-')"
                     )
+        router_model = self.router.model
+        if router_model is not None and router_model not in self.models:
+            raise ValueError(f"router.model: unknown model {router_model!r}")
         for room in self.rooms:
             if room not in self.room_names:
                 raise ValueError(f"rooms.{room}: no agent lists this room in its rooms")
@@ -156,6 +181,16 @@ class Config(_Strict):
         """How many earlier runs of a session go into agent ``name``'s context."""
         runs = self.agents[name].history_runs
         return self.defaults.history_runs if runs is None else runs
+
+    def agent_streaming(self, name: str) -> bool:
+        """Whether agent ``name`` streams its answers (message, then edits)."""
+        streaming = self.agents[name].streaming
+        return self.defaults.streaming if streaming is None else streaming
+
+    @property
+    def router_model(self) -> str:
+        """The model key the router asks."""
+        return self.router.model or self.defaults.model
 
     def room_config(self, room: str) -> RoomConfig:
         """Settings of ``room``, defaults when it has none."""

@@ -17,7 +17,7 @@ import nio
 from mindroom.errors import MatrixError
 from mindroom.matrix.accounts import login_account
 from mindroom.matrix.local import local_user_store
-from mindroom.matrix.send import message_content
+from mindroom.matrix.send import IN_PROGRESS_MARKER, message_content
 
 QUIET_AFTER_REPLY_S = 3.0
 
@@ -55,15 +55,28 @@ async def chat(
         room_id = joined.room_id
         await client.sync(timeout=0, full_state=True)
         replies = asyncio.Queue[str]()
+        streaming: set[str] = set()  # answers still being written
 
         async def on_message(matrix_room: nio.MatrixRoom, event: nio.RoomMessage) -> None:
             if matrix_room.room_id != room_id or event.sender == client.user_id:
                 return
             content = event.source.get("content", {})
-            if content.get("m.relates_to", {}).get("rel_type") == "m.replace":
+            relation = content.get("m.relates_to") or {}
+            if relation.get("rel_type") == "m.replace":
+                # A streamed answer is complete when an edit drops the in-progress marker.
+                original = relation.get("event_id")
+                content = content.get("m.new_content") or {}
+                if original not in streaming:
+                    return
+            else:
+                original = event.event_id
+            body = str(content.get("body", ""))
+            if body.endswith(IN_PROGRESS_MARKER):
+                streaming.add(original)
                 return
+            streaming.discard(original)
             name = matrix_room.user_name(event.sender) or event.sender
-            await replies.put(f"{name}: {content.get('body', '')}")
+            await replies.put(f"{name}: {body}")
 
         client.add_event_callback(on_message, nio.RoomMessage)
         sync_task = asyncio.create_task(client.sync_forever(timeout=30_000))

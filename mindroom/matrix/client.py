@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -22,16 +23,17 @@ logger = logging.getLogger(__name__)
 
 MessageHandler = Callable[["MatrixAccount", IncomingMessage], Awaitable[None]]
 InviteHandler = Callable[["MatrixAccount", str, str], Awaitable[None]]
+SyncedHandler = Callable[["MatrixAccount", str], Awaitable[None]]
 
 SYNC_TIMEOUT_MS = 30_000
-_SYNC_FILTER = {
+_SYNC_FILTER: dict[str, Any] = {
     "presence": {"not_types": ["*"]},
     "account_data": {"not_types": ["*"]},
     "room": {"timeline": {"limit": 50}, "ephemeral": {"not_types": ["*"]}},
 }
 _TYPING_TIMEOUT_MS = 30_000
 _TYPING_REFRESH_S = 20.0
-_TYPING_DELAY_S = 0.3
+_TYPING_DELAY_S = 1.0
 
 
 class MatrixAccount:
@@ -44,6 +46,7 @@ class MatrixAccount:
         self._on_message: MessageHandler | None = None
         self._on_invite: InviteHandler | None = None
         self._stopping = False
+        self._sync_filter: str | dict[str, Any] = _SYNC_FILTER
         # Rooms joined through this process: the client only learns of them at its next sync.
         self._joined: set[str] = set()
 
@@ -67,10 +70,33 @@ class MatrixAccount:
         return set(room.users) if room else set()
 
     async def first_sync(self) -> None:
-        """Learn joined rooms and state without delivering the backlog to callbacks."""
-        response = await self.client.sync(timeout=0, full_state=True, sync_filter=_SYNC_FILTER)
+        """Learn joined rooms and state without delivering the backlog to callbacks.
+
+        Synapse answers an identical /sync from the same device out of a cache for two minutes,
+        which after a quick restart would hand back a stale position and replay everything
+        since; a one-off filter makes this request unlike any earlier one.
+        """
+        nonce = f"mindroom.nonce.{secrets.token_hex(8)}"
+        state_filter = {
+            **_SYNC_FILTER,
+            "room": {
+                "timeline": {"limit": 1, "not_types": [nonce]},
+                "ephemeral": {"not_types": ["*"]},
+            },
+        }
+        response = await self.client.sync(timeout=0, full_state=True, sync_filter=state_filter)
         if isinstance(response, nio.SyncError):
             raise MatrixError(f"first sync of {self.user_id} failed: {response.message}")
+        # An uploaded filter is parsed once; an inline one costs the server a parse per sync.
+        uploaded = await self.client.upload_filter(
+            presence=_SYNC_FILTER["presence"],
+            account_data=_SYNC_FILTER["account_data"],
+            room=_SYNC_FILTER["room"],
+        )
+        if isinstance(uploaded, nio.UploadFilterResponse):
+            self._sync_filter = uploaded.filter_id
+        else:
+            self.log.warning("cannot upload the sync filter: %s", uploaded.message)
 
     def listen(self, on_message: MessageHandler, on_invite: InviteHandler) -> None:
         """Deliver messages and invites heard from now on to these callbacks."""
@@ -85,7 +111,8 @@ class MatrixAccount:
             if message is not None and self._on_message is not None:
                 await self._on_message(self, message)
         except Exception:
-            self.log.exception("handling event %s in %s failed", event.event_id, room.room_id)
+            if not self._stopping:  # requests cut short by shutdown are expected
+                self.log.exception("handling event %s in %s failed", event.event_id, room.room_id)
 
     async def _invite_event(self, room: nio.MatrixRoom, event: nio.InviteMemberEvent) -> None:
         if (
@@ -99,13 +126,22 @@ class MatrixAccount:
         except Exception:
             self.log.exception("handling invite to %s failed", room.room_id)
 
-    async def sync_forever(self) -> None:
-        """Long-poll the homeserver until :meth:`stop`; transient failures back off and retry."""
+    async def sync_forever(
+        self, since: str | None = None, on_synced: SyncedHandler | None = None
+    ) -> None:
+        """Long-poll the homeserver until :meth:`stop`; transient failures back off and retry.
+
+        Starts from ``since`` (a saved position, to catch up on what arrived while mindroom was
+        down) or from the first sync. ``on_synced`` gets each new position once the events
+        before it were handled, so it can be saved.
+        """
         backoff = 1.0
+        position = since or self.client.next_batch
+        self.log.debug("syncing from %r (saved %r)", position, since)
         while not self._stopping:
             try:
                 response = await self.client.sync(
-                    timeout=SYNC_TIMEOUT_MS, sync_filter=_SYNC_FILTER, since=self.client.next_batch
+                    timeout=SYNC_TIMEOUT_MS, sync_filter=self._sync_filter, since=position
                 )
             except asyncio.CancelledError:
                 raise
@@ -113,6 +149,9 @@ class MatrixAccount:
                 response = exc
             if isinstance(response, nio.SyncResponse):
                 backoff = 1.0
+                position = response.next_batch
+                if on_synced is not None:
+                    await on_synced(self, position)
                 continue
             if self._stopping:
                 break
@@ -124,10 +163,14 @@ class MatrixAccount:
         """Make :meth:`sync_forever` return after the current request."""
         self._stopping = True
 
-    async def send(self, room_id: str, content: dict[str, Any]) -> str:
-        """Send an ``m.room.message`` and return its event ID."""
+    async def send(self, room_id: str, content: dict[str, Any], txn_id: str | None = None) -> str:
+        """Send an ``m.room.message`` and return its event ID.
+
+        The same ``txn_id`` from the same device is deduplicated by the homeserver, which makes
+        a retried send idempotent.
+        """
         response = await self.client.room_send(
-            room_id, "m.room.message", content, ignore_unverified_devices=True
+            room_id, "m.room.message", content, tx_id=txn_id, ignore_unverified_devices=True
         )
         if not isinstance(response, nio.RoomSendResponse):
             raise MatrixError(f"{self.user_id} cannot send to {room_id}: {response.message}")

@@ -29,6 +29,9 @@ class IncomingMessage:
     is_edit: bool = False
     mention_ids: frozenset[str] = field(default_factory=frozenset)
     timestamp_ms: int = 0
+    receiver_membership: str | None = None
+    """The receiving account's membership when the event was sent (``unsigned.membership``):
+    anything but ``join`` means history from before it joined."""
 
     @property
     def is_notice(self) -> bool:
@@ -70,8 +73,13 @@ def parse_message(room_id: str, source: Mapping[str, Any]) -> IncomingMessage | 
         reply_to=in_reply_to if isinstance(in_reply_to, str) else None,
         is_edit=rel_type == "m.replace",
         mention_ids=frozenset(mention_ids),
-        timestamp_ms=int(source.get("origin_server_ts") or 0),
+        timestamp_ms=_int(source.get("origin_server_ts")),
+        receiver_membership=_str_or_none(_mapping(source.get("unsigned")).get("membership")),
     )
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _str_or_none(value: Any) -> str | None:

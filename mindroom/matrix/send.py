@@ -53,3 +53,49 @@ def notice_content(
 ) -> dict[str, Any]:
     """A notice (status or error output that bots never answer)."""
     return message_content(text, thread_root=thread_root, reply_to=reply_to, msgtype="m.notice")
+
+
+MAX_BODY_CHARS = 12_000
+"""Where replies split: far below Matrix's 65,536-byte event limit even with the HTML copy."""
+
+IN_PROGRESS_MARKER = " ⋯"
+
+
+def split_message(text: str, limit: int = MAX_BODY_CHARS) -> list[str]:
+    """Split ``text`` into parts of at most ``limit`` characters.
+
+    Parts end at a paragraph boundary when one fits, else at a line end, else at a space, and
+    only as a last resort inside a word. No part is empty; joining the parts with the separators
+    they were split at gives back ``text`` (modulo the whitespace at the cut).
+    """
+    parts: list[str] = []
+    rest = text
+    while len(rest) > limit:
+        window = rest[: limit + 1]
+        cut = -1
+        for separator in ("\n\n", "\n", " "):
+            cut = window.rfind(separator)
+            if cut > 0:
+                break
+        if cut <= 0:
+            cut = limit
+        head, rest = rest[:cut].rstrip(), rest[cut:].lstrip()
+        if head:
+            parts.append(head)
+    if rest.strip() or not parts:
+        parts.append(rest)
+    return parts
+
+
+def edit_content(original_event_id: str, text: str, *, msgtype: str = "m.text") -> dict[str, Any]:
+    """An ``m.replace`` edit setting the message ``original_event_id`` to ``text``."""
+    new_content = message_content(text, msgtype=msgtype)
+    return {
+        "msgtype": msgtype,
+        "body": f"* {text}",
+        "format": "org.matrix.custom.html",
+        "formatted_body": f"* {new_content['formatted_body']}",
+        "m.new_content": new_content,
+        "m.relates_to": {"rel_type": "m.replace", "event_id": original_event_id},
+        "m.mentions": {},
+    }
