@@ -65,7 +65,10 @@ class Human:
         await client.sync(timeout=0)
         client.add_event_callback(human._record, nio.Event)
         client.add_ephemeral_callback(human._record_typing, nio.TypingNoticeEvent)
-        human._sync = asyncio.create_task(client.sync_forever(timeout=30_000))
+        # a large timeline limit: a test must see every event even when its sync lags behind
+        human._sync = asyncio.create_task(
+            client.sync_forever(timeout=30_000, sync_filter={"room": {"timeline": {"limit": 1000}}})
+        )
         return human
 
     async def _record(self, room: nio.MatrixRoom, event: nio.Event) -> None:

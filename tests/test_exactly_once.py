@@ -119,3 +119,22 @@ async def test_republishing_an_answer_with_the_same_key_posts_nothing_new(
     assert again.event_ids == first.event_ids  # the homeserver deduplicated the retry
     bodies = [e["content"]["body"] for e in human.messages(room_id, account.user_id)]
     assert bodies.count("the one answer") == 1
+
+
+async def test_a_backlog_larger_than_one_sync_is_answered_in_full(
+    bot_process: BotProcess, human: Human, model: ScriptedModel
+) -> None:
+    room = unique("solo")
+    await start_process(bot_process, config_text(model.base_url, {"general": {"rooms": [room]}}))
+    room_id = await human.join(f"#{room}:localhost")
+    await bot_process.stop(signal.SIGTERM)
+
+    # more than the 50 events one sync returns: the rest must be fetched, not skipped
+    sent = [await human.send(room_id, f"backlog {i}") for i in range(70)]
+    await restart(bot_process)
+    for event_id in sent:
+        await human.wait_for_reply(room_id, event_id, timeout=90)
+    await human.quiet(2.0)
+
+    assert all(len(answers_to(human, room_id, event_id)) == 1 for event_id in sent)
+    assert "filling a gap" in (bot_process.storage / "bot.log").read_text()

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import nio
-from nio.api import RelationshipType
+from nio.api import MessageDirection, RelationshipType
 
 from mindroom.errors import MatrixError
 from mindroom.matrix.events import IncomingMessage, parse_message
@@ -32,6 +32,7 @@ _SYNC_FILTER: dict[str, Any] = {
     "room": {"timeline": {"limit": 50}, "ephemeral": {"not_types": ["*"]}},
 }
 _TYPING_TIMEOUT_MS = 30_000
+_MAX_GAP_EVENTS = 1_000
 _TYPING_REFRESH_S = 20.0
 _TYPING_DELAY_S = 1.0
 
@@ -149,6 +150,7 @@ class MatrixAccount:
                 response = exc
             if isinstance(response, nio.SyncResponse):
                 backoff = 1.0
+                await self._fill_gaps(response, since=position)
                 position = response.next_batch
                 if on_synced is not None:
                     await on_synced(self, position)
@@ -158,6 +160,36 @@ class MatrixAccount:
             self.log.warning("sync failed (%s); retrying in %.0f s", response, backoff)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 30.0)
+
+    async def _fill_gaps(self, response: nio.SyncResponse, since: str | None) -> None:
+        """Deliver the events a *limited* timeline left out, so no message is ever skipped.
+
+        When more events arrived in a room than the sync returns, the server says so
+        (``limited``); the rest are fetched with /messages between the previous position and
+        the start of the returned timeline, and handed to the callbacks oldest first.
+        """
+        if not since:
+            return
+        for room_id, info in response.rooms.join.items():
+            if not info.timeline.limited or not info.timeline.prev_batch:
+                continue
+            missed: list[nio.Event] = []
+            start: str | None = info.timeline.prev_batch
+            while start and len(missed) < _MAX_GAP_EVENTS:
+                page = await self.client.room_messages(
+                    room_id, start=start, end=since, direction=MessageDirection.back, limit=100
+                )
+                if not isinstance(page, nio.RoomMessagesResponse) or not page.chunk:
+                    break
+                missed.extend(page.chunk)
+                start = page.end if page.end != start else None
+            room = self.client.rooms.get(room_id)
+            if room is None:
+                continue
+            self.log.info("filling a gap of %d events in %s", len(missed), room_id)
+            for event in reversed(missed):
+                if isinstance(event, nio.RoomMessage):
+                    await self._message_event(room, event)
 
     def stop(self) -> None:
         """Make :meth:`sync_forever` return after the current request."""
