@@ -30,6 +30,8 @@ from mindroom.matrix.events import AgentIdentity, IncomingMessage, parse_message
 from mindroom.matrix.reply import ReplyWriter
 from mindroom.matrix.rooms import bring_into_room, ensure_room, invite_user
 from mindroom.matrix.send import notice_content
+from mindroom.memory.registry import MemoryRegistry
+from mindroom.memory.watch import watch_memory_files
 from mindroom.routing import Route, fallback_choice, route_handoff, route_message
 
 logger = logging.getLogger(__name__)
@@ -72,7 +74,9 @@ class Bot:
     def __init__(self, config: Config, options: BotOptions) -> None:
         self.config = config
         self.options = options
-        self.runtime = AgentRuntime(config, options.data_dir)
+        self.memories = MemoryRegistry(config, options.storage)
+        self.runtime = AgentRuntime(config, options.data_dir, self.memories)
+        self._watch_stop = asyncio.Event()
         self.router: MatrixAccount | None = None
         self.agents: dict[str, MatrixAccount] = {}
         self.room_ids: dict[str, str] = {}
@@ -126,6 +130,16 @@ class Bot:
                     name=f"sync:{account.name}",
                 )
             )
+        for name in self.agents:
+            self.memories.for_agent(name)  # open (and index) every memory before the first turn
+        self._sync_tasks.append(
+            asyncio.create_task(
+                watch_memory_files(
+                    [self.memories.roots_parent()], self.memories.sync_changed, self._watch_stop
+                ),
+                name="memory-watch",
+            )
+        )
         await self._resume_pending()
         logger.info(
             "mindroom is running on %s as %d agents in %d rooms",
@@ -462,6 +476,7 @@ class Bot:
         accounts = [a for a in [self.router, *self.agents.values()] if a is not None]
         for account in accounts:
             account.stop()
+        self._watch_stop.set()
         for task in self._sync_tasks:
             task.cancel()
         await asyncio.gather(*self._sync_tasks, return_exceptions=True)
@@ -475,6 +490,7 @@ class Bot:
             with contextlib.suppress(Exception):
                 await account.close()
         await self.runtime.close()
+        self.memories.close()
         if self.ledger is not None:
             await self.ledger.close()
             self.ledger = None

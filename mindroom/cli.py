@@ -14,6 +14,7 @@ from pathlib import Path
 
 from mindroom.config import load_config
 from mindroom.errors import MindroomError
+from mindroom.memory_cli import add_memory_parser
 
 logger = logging.getLogger("mindroom")
 
@@ -119,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for a reply")
     chat.add_argument("message", nargs="*", help="message to send; none opens a prompt")
     chat.set_defaults(func=_chat)
+    add_memory_parser(sub, common)
     return parser
 
 
@@ -130,6 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _setup_logging(args.verbose)
     os.environ.setdefault("AGNO_TELEMETRY", "false")
     try:
+        if not asyncio.iscoroutinefunction(args.func):
+            return int(args.func(args))
         return asyncio.run(args.func(args))
     except MindroomError as exc:
         print(f"mindroom: {exc}", file=sys.stderr)

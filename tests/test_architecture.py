@@ -13,6 +13,12 @@ PACKAGE = Path(__file__).resolve().parent.parent / "mindroom"
 OWNERS = {"nio": "matrix", "agno": "agents", "ruamel": "config"}
 
 
+def test_memory_never_imports_matrix_or_agents() -> None:
+    for path in sorted((PACKAGE / "memory").glob("*.py")):
+        for module in imported_modules(path):
+            assert not module.startswith(("mindroom.matrix", "mindroom.agents")), path.name
+
+
 def imported_modules(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     names: set[str] = set()

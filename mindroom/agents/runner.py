@@ -21,14 +21,19 @@ from typing import Any
 
 from agno.agent import Agent, RunEvent
 from agno.db.sqlite import AsyncSqliteDb
+from agno.learn import LearningMachine, LearningMode, UserMemoryConfig, UserProfileConfig
 from agno.models.base import Model
 from agno.run.base import RunStatus
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from mindroom.agents.memory_tools import MemoryTools
 from mindroom.agents.models import build_model, describe_model
 from mindroom.config.schema import Config
 from mindroom.errors import ModelError
+from mindroom.memory.recall import build_recall
+from mindroom.memory.registry import MemoryRegistry
+from mindroom.memory.store import FileMemory
 
 logger = logging.getLogger(__name__)
 
@@ -82,12 +87,18 @@ def _sqlite_engine(path: Path) -> AsyncEngine:
 class AgentRuntime:
     """Owns the Agno side of every configured agent: models, session stores, turns."""
 
-    def __init__(self, config: Config, data_dir: Path) -> None:
+    def __init__(
+        self, config: Config, data_dir: Path, memories: MemoryRegistry | None = None
+    ) -> None:
         self._config = config
+        self._storage = data_dir.parent
         self._sessions_dir = data_dir / "sessions"
+        self.memories = memories
         self._models: dict[str, Model] = {}
         self._dbs: dict[str, AsyncSqliteDb] = {}
         self._engines: list[AsyncEngine] = []
+        self._learning_machines: dict[str, LearningMachine | None] = {}
+        self._toolkits: dict[str, MemoryTools] = {}
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
     def _model(self, key: str) -> Model:
@@ -103,9 +114,30 @@ class AgentRuntime:
             self._dbs[agent] = AsyncSqliteDb(db_engine=engine, session_table="agent_sessions")
         return self._dbs[agent]
 
-    def build_agent(self, name: str) -> Agent:
-        """The Agno agent for configured agent ``name`` (built fresh, cheap)."""
+    def _learning(self, name: str) -> LearningMachine | None:
+        mode = self._config.agent_learning(name)
+        if mode is None:
+            return None
+        folder = self._storage / "agents" / name / "learning"
+        folder.mkdir(parents=True, exist_ok=True)
+        engine = _sqlite_engine(folder / f"{name}.db")
+        self._engines.append(engine)
+        learning_mode = LearningMode.ALWAYS if mode == "always" else LearningMode.AGENTIC
+        return LearningMachine(
+            db=AsyncSqliteDb(db_engine=engine),
+            model=self._model(self._config.agent_model(name)),
+            user_profile=UserProfileConfig(mode=learning_mode),
+            user_memory=UserMemoryConfig(mode=learning_mode),
+        )
+
+    def build_agent(self, name: str, memory: FileMemory | None = None, recall: str = "") -> Agent:
+        """The Agno agent for configured agent ``name`` (built fresh, cheap).
+
+        ``memory`` gives it the memory tools, ``recall`` is this turn's memory block.
+        """
         cfg = self._config.agents[name]
+        if name not in self._learning_machines:
+            self._learning_machines[name] = self._learning(name)
         return Agent(
             id=name,
             name=cfg.display_name or name,
@@ -117,8 +149,37 @@ class AgentRuntime:
             add_history_to_context=True,
             num_history_runs=self._config.agent_history_runs(name),
             add_datetime_to_context=True,
+            tools=[self._memory_tools(memory)] if memory is not None else None,
+            additional_context=recall or None,
+            learning=self._learning_machines[name],
             telemetry=False,
         )
+
+    def _memory_tools(self, memory: FileMemory) -> MemoryTools:
+        """One toolkit per memory: Agno inspects tool signatures when a toolkit is built."""
+        tools = self._toolkits.get(memory.scope_id)
+        if tools is None:
+            tools = self._toolkits[memory.scope_id] = MemoryTools(memory)
+        return tools
+
+    async def _recall(self, agent: str, text: str) -> tuple[FileMemory | None, str]:
+        memory = self.memories.for_agent(agent) if self.memories else None
+        if memory is None:
+            return None, ""
+        settings = self._config.memory.file
+        try:
+            recall = await asyncio.to_thread(
+                build_recall,
+                memory,
+                text,
+                max_entrypoint_lines=settings.max_entrypoint_lines,
+                max_daily_lines=settings.max_daily_lines,
+                hits=settings.recall_hits,
+            )
+        except Exception:  # recall must never cost the answer
+            logger.exception("recall for agent %s failed", agent)
+            recall = ""
+        return memory, recall
 
     def _lock(self, session_id: str) -> asyncio.Lock:
         lock = self._locks.get(session_id)
@@ -139,7 +200,8 @@ class AgentRuntime:
         text = ""
         try:
             async with self._lock(request.session_id):
-                agent = self.build_agent(request.agent)
+                memory, recall = await self._recall(request.agent, request.text)
+                agent = self.build_agent(request.agent, memory, recall)
                 if on_text is None:
                     output = await agent.arun(
                         request.text, session_id=request.session_id, user_id=request.user_id

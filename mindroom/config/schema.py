@@ -17,6 +17,8 @@ ROOM_NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 RESERVED_NAMES = frozenset({"router"})
 
 ThreadMode = Literal["thread", "room"]
+MemoryBackendName = Literal["file", "none"]
+LearningMode = Literal["always", "agentic"]
 
 
 def _check_user_patterns(value: list[str] | None) -> list[str] | None:
@@ -58,6 +60,9 @@ class AgentConfig(_Strict):
     thread_mode: ThreadMode | None = None
     history_runs: int | None = Field(default=None, ge=0)
     streaming: bool | None = None
+    memory_backend: MemoryBackendName | None = None
+    learning: bool | None = None
+    learning_mode: LearningMode | None = None
 
 
 class DefaultsConfig(_Strict):
@@ -68,6 +73,31 @@ class DefaultsConfig(_Strict):
     history_runs: int = Field(default=10, ge=0)
     markdown: bool = True
     streaming: bool = True
+    learning: bool = False
+    learning_mode: LearningMode = "always"
+
+
+class FileMemoryConfig(_Strict):
+    """Where file memory lives and how much of it each turn sees."""
+
+    path: str | None = None
+    max_entrypoint_lines: int = Field(default=200, ge=1)
+    max_daily_lines: int = Field(default=80, ge=1)
+    recall_hits: int = Field(default=5, ge=0, le=50)
+
+
+class MemoryConfig(_Strict):
+    """Memory backend (``file`` or ``none``) and its settings. ``memory: none`` is shorthand."""
+
+    backend: MemoryBackendName = "file"
+    file: FileMemoryConfig = Field(default_factory=FileMemoryConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: object) -> object:
+        if isinstance(value, str):
+            return {"backend": value}
+        return value
 
 
 class RouterConfig(_Strict):
@@ -123,6 +153,7 @@ class Config(_Strict):
     rooms: dict[str, RoomConfig] = Field(default_factory=dict)
     matrix: MatrixConfig = Field(default_factory=MatrixConfig)
     router: RouterConfig = Field(default_factory=RouterConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
     authorization: AuthorizationConfig = Field(default_factory=AuthorizationConfig)
 
     @field_validator("agents")
@@ -186,6 +217,16 @@ class Config(_Strict):
         """Whether agent ``name`` streams its answers (message, then edits)."""
         streaming = self.agents[name].streaming
         return self.defaults.streaming if streaming is None else streaming
+
+    def agent_memory_backend(self, name: str) -> MemoryBackendName:
+        """The memory backend of agent ``name``."""
+        return self.agents[name].memory_backend or self.memory.backend
+
+    def agent_learning(self, name: str) -> LearningMode | None:
+        """Agno learning mode of agent ``name``, None when learning is off."""
+        agent = self.agents[name]
+        enabled = self.defaults.learning if agent.learning is None else agent.learning
+        return (agent.learning_mode or self.defaults.learning_mode) if enabled else None
 
     @property
     def router_model(self) -> str:

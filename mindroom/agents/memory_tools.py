@@ -1,0 +1,148 @@
+"""The memory tools every agent with a memory backend gets, as an Agno toolkit.
+
+Each tool works on one scope's memory (the one the turn belongs to) and returns text for the
+model. Errors come back as text that starts with ``error:`` and says what to do; they are
+never raised into the bot.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from agno.tools import Toolkit
+
+from mindroom.errors import MemoryStoreError
+from mindroom.memory.markdown import MemoryEntry
+from mindroom.memory.store import FileMemory
+
+logger = logging.getLogger(__name__)
+
+
+def _show(entry: MemoryEntry) -> str:
+    return f"[{entry.id}] ({entry.path}:{entry.start_line}) {entry.text}"
+
+
+async def _guard(action: Callable[[], Awaitable[str]]) -> str:
+    try:
+        return await action()
+    except MemoryStoreError as exc:
+        return f"error: {exc}"
+    except Exception as exc:  # a tool is an edge: the model gets text, the bot keeps running
+        logger.exception("memory tool failed")
+        return f"error: the memory operation failed ({type(exc).__name__}: {exc})"
+
+
+class MemoryTools(Toolkit):
+    """add/search/list/get/update/delete memories and read memory files of one scope."""
+
+    def __init__(self, memory: FileMemory, actor: str = "tool") -> None:
+        self.memory = memory
+        self.actor = actor
+        super().__init__(
+            name="memory",
+            tools=[
+                self.add_memory,
+                self.search_memories,
+                self.list_memories,
+                self.get_memory,
+                self.update_memory,
+                self.delete_memory,
+                self.memory_get,
+            ],
+        )
+
+    async def add_memory(self, text: str) -> str:
+        """Remember something durable about the user or the work (one fact per call).
+
+        Args:
+            text: The fact to remember, in the user's language.
+        """
+
+        async def act() -> str:
+            entry = await self.memory.add(text, actor=self.actor)
+            return f"remembered {_show(entry)}"
+
+        return await _guard(act)
+
+    async def search_memories(self, query: str, limit: int = 5) -> str:
+        """Search all memory files for entries matching the query.
+
+        Args:
+            query: Words to look for.
+            limit: How many results at most.
+        """
+
+        async def act() -> str:
+            hits = await self.memory.search(query, max(1, min(limit, 50)))
+            if not hits:
+                return f"no memories match {query!r}"
+            return "\n".join(f"{_show(hit.entry)} (score {hit.score:.2f})" for hit in hits)
+
+        return await _guard(act)
+
+    async def list_memories(self, limit: int = 20) -> str:
+        """List memories: long-term ones first, then the daily logs, newest first.
+
+        Args:
+            limit: How many entries at most.
+        """
+
+        async def act() -> str:
+            entries = await self.memory.list(max(1, min(limit, 200)))
+            return "\n".join(_show(e) for e in entries) or "no memories yet"
+
+        return await _guard(act)
+
+    async def get_memory(self, id: str) -> str:  # noqa: A002 - the name the model sees
+        """Show one memory by its id.
+
+        Args:
+            id: The memory id, as shown in brackets by the other tools.
+        """
+
+        async def act() -> str:
+            return _show(await self.memory.get(id))
+
+        return await _guard(act)
+
+    async def update_memory(self, id: str, text: str) -> str:  # noqa: A002
+        """Replace the text of a memory.
+
+        Args:
+            id: The memory id.
+            text: The new text.
+        """
+
+        async def act() -> str:
+            entry = await self.memory.update(id, text, actor=self.actor)
+            return f"updated {_show(entry)}"
+
+        return await _guard(act)
+
+    async def delete_memory(self, id: str) -> str:  # noqa: A002
+        """Forget a memory (it stays in the history and can be restored).
+
+        Args:
+            id: The memory id.
+        """
+
+        async def act() -> str:
+            entry = await self.memory.delete(id, actor=self.actor)
+            return f"deleted {_show(entry)}"
+
+        return await _guard(act)
+
+    async def memory_get(self, path: str, from_line: int = 1, lines: int = 100) -> str:
+        """Read lines of a memory file, e.g. "MEMORY.md" or "memory/2026-01-31.md".
+
+        Args:
+            path: The file, relative to the memory folder.
+            from_line: First line to read (1-based).
+            lines: How many lines.
+        """
+
+        async def act() -> str:
+            return await self.memory.read_file(path, from_line, lines)
+
+        return await _guard(act)

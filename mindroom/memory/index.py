@@ -1,0 +1,215 @@
+"""The search index of a scope: SQLite FTS5 with BM25 over every memory file. Derived data.
+
+One row per memory entry (a mindroom entry, a hand-written line or block), with its file and
+line range. The index follows the files, not the other way round: :meth:`MemoryIndex.sync`
+compares each file's inode, size and modification time with what was indexed and re-reads the ones
+that changed, and searches sync first, so a search never returns text that is no longer in
+the files. Deleting the index file loses nothing; :meth:`MemoryIndex.rebuild` gives the same
+result as any sequence of incremental syncs.
+
+Queries are an OR of the query's terms (stop words dropped), ranked by BM25; the raw BM25 value
+``b`` (lower is better, ``b <= 0``) is mapped to a score ``s / (1 + s)`` with ``s = -b``, so
+scores are in [0, 1) and comparable across queries in the same index.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from mindroom.memory.markdown import MemoryEntry, parse_entries
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, signature TEXT NOT NULL);
+CREATE VIRTUAL TABLE IF NOT EXISTS entries USING fts5(
+    text, path UNINDEXED, entry_id UNINDEXED, start_line UNINDEXED, end_line UNINDEXED,
+    tokenize = 'porter unicode61'
+);
+"""
+_STOP_TEXT = (
+    "a an and are as at be but by do does did for from had has have he her his i if in into "
+    "is it its me my no not of on or our she so that the their them then there these they "
+    "this to was we were what when where which who why will with you your"
+)
+_STOP_WORDS = frozenset(_STOP_TEXT.split())
+_TOKEN_RE = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One search result: the entry and its normalized score in [0, 1)."""
+
+    entry: MemoryEntry
+    score: float
+
+
+def query_terms(query: str) -> list[str]:
+    """The terms searched for: words of the query, stop words dropped unless nothing is left."""
+    words = [w.lower() for w in _TOKEN_RE.findall(query)]
+    kept = [w for w in words if w not in _STOP_WORDS]
+    return list(dict.fromkeys(kept or words))
+
+
+def fts_query(terms: list[str]) -> str:
+    """An FTS5 query that ORs the quoted terms (quoting keeps FTS syntax out of user text)."""
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def memory_files(root: Path) -> Iterator[tuple[str, Path]]:
+    """Every markdown file under ``root`` (relative posix path, path); hidden files skipped."""
+    for relative, full, _ in _scan(str(root), ""):
+        yield relative, Path(full)
+
+
+def _scan(folder: str, prefix: str) -> Iterator[tuple[str, str, os.DirEntry[str]]]:
+    """(relative path, full path, dir entry) of the markdown files below ``folder``, sorted.
+
+    Plain strings and ``os.scandir``: this runs before every search, so it must be cheap.
+    Symlinked folders are not followed.
+    """
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            yield from _scan(entry.path, f"{prefix}{entry.name}/")
+        elif entry.name.endswith(".md") and entry.is_file():
+            yield f"{prefix}{entry.name}", entry.path, entry
+
+
+def _signature(stat: os.stat_result) -> str:
+    """What tells a changed file: an atomic replace makes a new inode even within one clock tick."""
+    return f"{stat.st_ino}:{stat.st_mtime_ns}:{stat.st_size}"
+
+
+class MemoryIndex:
+    """The FTS5 index of one scope's files. Thread-safe; safe across processes (WAL)."""
+
+    def __init__(self, db_path: Path, root: Path) -> None:
+        self.db_path = db_path
+        self.root = root
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(db_path, timeout=30, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+        self._lock = threading.Lock()
+        # what this process last indexed; another process's writes only cost a re-index
+        self._signatures: dict[str, str] = dict(
+            self._db.execute("SELECT path, signature FROM files").fetchall()
+        )
+
+    def close(self) -> None:
+        """Close the database."""
+        with self._lock:
+            self._db.close()
+
+    def _index_file(self, relative: str, path: Path, stat: os.stat_result) -> None:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            text = ""
+        self._db.execute("DELETE FROM entries WHERE path = ?", (relative,))
+        self._db.executemany(
+            "INSERT INTO entries (text, path, entry_id, start_line, end_line)"
+            " VALUES (?, ?, ?, ?, ?)",
+            [
+                (e.text, relative, e.id, e.start_line, e.end_line)
+                for e in parse_entries(text, relative)
+            ],
+        )
+        signature = _signature(stat)
+        self._db.execute(
+            "INSERT OR REPLACE INTO files (path, signature) VALUES (?, ?)", (relative, signature)
+        )
+        self._signatures[relative] = signature
+
+    def sync(self) -> int:
+        """Bring the index up to the files; returns how many files were (re)indexed or dropped."""
+        with self._lock:
+            stale: list[tuple[str, Path, os.stat_result]] = []
+            present = set()
+            for relative, full, entry in _scan(str(self.root), ""):
+                try:
+                    stat = entry.stat()
+                except FileNotFoundError:
+                    continue
+                present.add(relative)
+                if self._signatures.get(relative) != _signature(stat):
+                    stale.append((relative, Path(full), stat))
+            gone = [path for path in self._signatures if path not in present]
+            if not stale and not gone:
+                return 0
+            with self._db:
+                for relative, path, stat in stale:
+                    self._index_file(relative, path, stat)
+                for relative in gone:
+                    self._db.execute("DELETE FROM entries WHERE path = ?", (relative,))
+                    self._db.execute("DELETE FROM files WHERE path = ?", (relative,))
+                    del self._signatures[relative]
+            return len(stale) + len(gone)
+
+    def rebuild(self) -> int:
+        """Forget everything and index every file again; returns the number of entries."""
+        with self._lock, self._db:
+            self._db.execute("DELETE FROM entries")
+            self._db.execute("DELETE FROM files")
+            self._signatures.clear()
+        self.sync()
+        return self.count()
+
+    def count(self) -> int:
+        """How many entries are indexed."""
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM entries").fetchone()[0])
+
+    def search(
+        self, query: str, limit: int = 5, *, exclude_paths: frozenset[str] = frozenset()
+    ) -> list[SearchHit]:
+        """The best ``limit`` entries for ``query`` (after syncing with the files)."""
+        self.sync()
+        terms = query_terms(query)
+        if not terms or limit <= 0:
+            return []
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT text, path, entry_id, start_line, end_line, bm25(entries) AS rank"
+                " FROM entries WHERE entries MATCH ? ORDER BY rank LIMIT ?",
+                (fts_query(terms), limit + len(exclude_paths) * limit),
+            ).fetchall()
+        hits = []
+        for text, path, entry_id, start, end, rank in rows:
+            if path in exclude_paths:
+                continue
+            strength = max(0.0, -float(rank))
+            hits.append(
+                SearchHit(
+                    MemoryEntry(entry_id, text, path, int(start), int(end)),
+                    strength / (1 + strength),
+                )
+            )
+        return hits[:limit]
+
+    def locate(self, entry_id: str) -> list[str]:
+        """Files that hold ``entry_id`` as of the last sync."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT DISTINCT path FROM entries WHERE entry_id = ?", (entry_id,)
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def snapshot(self) -> list[tuple[str, str, str, int, int]]:
+        """Every indexed row, sorted: for comparing an incremental index with a rebuild."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT path, entry_id, text, start_line, end_line FROM entries"
+            ).fetchall()
+        return sorted((r[0], r[1], r[2], int(r[3]), int(r[4])) for r in rows)

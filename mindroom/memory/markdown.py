@@ -1,0 +1,458 @@
+"""Memory entries in markdown files that people read and edit by hand. Pure functions, no I/O.
+
+A memory file (``MEMORY.md``, ``memory/YYYY-MM-DD.md``, a topic file) is ordinary markdown.
+Everything in it that is a memory is an *entry*; :func:`parse_entries` finds them and the edit
+functions change one entry while leaving every other byte of the file alone.
+
+Mindroom entries
+    What mindroom writes. The first line is a bullet that ends with an id marker; every further
+    line of the text is a continuation line indented by exactly two spaces, and a blank line of
+    the text is a line of exactly two spaces::
+
+        - Alice prefers tea <!-- m-1a2b3c4d -->
+        - Project X notes: <!-- m-0f0f0f0f -->
+            indented by two in the text
+          # a heading inside the text
+
+          second paragraph
+
+    The id is the *last* ``<!-- m-xxxxxxxx -->`` at the end of the first line (``m-`` and eight
+    lowercase hex digits), so a text whose own first line ends in something marker-like still
+    reads back with the right id and text. The entry runs over the following lines that start
+    with two spaces; whitespace-only lines at its end are not part of it. Entries start in
+    column 0 (an indented marker line is just text).
+
+Hand-written entries
+    Every other non-blank line is a memory of its own, except markdown headings (``# ...``,
+    and ``===`` underlines), horizontal rules, YAML front matter (``---`` on line 1 up to its
+    closing ``---`` or ``...``) and HTML comments (a line starting with ``<!--``, up to the line
+    that closes it). A leading ``-``, ``*``, ``+`` or ``1.`` bullet is not part of the text.
+    Lines indented deeper than a hand-written bullet that directly follow it belong to it (a
+    multi-line bullet; its continuation lines lose up to the bullet's content indentation, a
+    whitespace-only line between two of them is a blank line of the text, an empty line ends
+    it). A fenced code block (```` ``` ```` or ``~~~``, closed) is one entry, fences included.
+    A hand-written entry's id is :func:`hand_id` of its file and text, so it is stable while
+    the line is unchanged, wherever the line moves in the file.
+
+    Front matter, code fences and multi-line comments never extend across a mindroom entry's
+    first line: an opener whose closer would be after one stands alone. So entries mindroom
+    appends can never be swallowed by an unclosed ```` ``` ```` or ``<!--`` a person left behind.
+
+Lines are separated by ``\\n`` only (a ``\\r`` before it belongs to the line ending); a leading
+byte order mark is ignored and kept.
+
+Guarantees
+    * Texts round-trip exactly (after :func:`normalize_text`): any unicode, markdown inside,
+      headings and list items on any line, leading spaces, blank lines, ``<!-- m-... -->``
+      anywhere in the text.
+    * :func:`append_entry` only adds bytes at the end: a line ending if the file lacked a final
+      one, then the entry, ending in a newline. It never adds a blank line.
+    * :func:`replace_entry` and :func:`remove_entry` rewrite only the lines of the first entry
+      with the id; every other line keeps its bytes (trailing whitespace, ``\\r\\n`` endings, a
+      missing final newline). New lines take the line ending of the line they replace.
+    * After an edit every other entry parses exactly as before (same id, text, and line range
+      shifted by the edit). Where the rewritten lines alone would change how a neighbouring line
+      reads (an indented line that would join a bullet, a ``---`` that would become line 1 and
+      open front matter), one empty line is written with them to keep the neighbour apart.
+      The one case this cannot cover: removing the only mindroom entry that stood between an
+      unclosed fence (or comment, or front matter) opener and a later closing line; the entry
+      is removed anyway and the block closes as markdown would read it.
+    * Replacing a hand-written entry writes hand-written markdown: the same bullet marker and
+      indentation (``- `` when it had none and the text does not fit on one plain line, ``* ``
+      or ``-   `` when needed to read back right), or plain text / the verbatim code block when
+      it had no bullet; its id becomes ``hand_id(path, new_text)``. Only when no hand-written
+      form reads back as exactly the new text in that place (in practice: a text containing
+      ``-->`` below an unclosed ``<!--``) it becomes a mindroom entry ``m-`` + the old id's hex.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from dataclasses import replace as _replace
+
+ENTRY_ID_RE = re.compile(r"\bm-[0-9a-f]{8}\b")
+
+_ENTRY_LINE_RE = re.compile(r"^- (?P<first>.*) <!-- (?P<id>m-[0-9a-f]{8}) -->[ \t]*$")
+_HEADING_RE = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
+_UNDERLINE_RE = re.compile(r"^ {0,3}=+[ \t]*$")
+_RULE_RE = re.compile(r"^ {0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})$")
+_FENCE_RE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
+_COMMENT_RE = re.compile(r"^ {0,3}<!--")
+_BULLET_RE = re.compile(r"^(?P<prefix>[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+)(?P<rest>\S.*)$")
+_FRONT_OPEN_RE = re.compile(r"^---[ \t]*$")
+_FRONT_CLOSE_RE = re.compile(r"^(?:---|\.\.\.)[ \t]*$")
+_BOM = "\ufeff"
+
+
+@dataclass(frozen=True)
+class MemoryEntry:
+    """One memory in a file: a mindroom entry (``m-`` id) or a hand-written one (``h-`` id)."""
+
+    id: str
+    text: str
+    path: str
+    start_line: int
+    end_line: int
+
+    @property
+    def hand_written(self) -> bool:
+        """True for lines a person wrote (no id marker); their id follows their text."""
+        return self.id.startswith("h-")
+
+
+def new_entry_id() -> str:
+    """A fresh random mindroom entry id: ``m-`` and eight hex digits."""
+    return "m-" + secrets.token_hex(4)
+
+
+def hand_id(path: str, text: str) -> str:
+    """The id of a hand-written entry: ``h-`` + 8 hex of sha256(path NUL stripped text)."""
+    data = f"{path}\0{text.strip()}".encode("utf-8", "surrogatepass")
+    return "h-" + hashlib.sha256(data).hexdigest()[:8]
+
+
+def normalize_text(text: str) -> str:
+    """Memory text as stored: line breaks as ``\\n`` (also a lone ``\\r``), outer whitespace
+    stripped. Raises ValueError when nothing is left."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").strip()
+    if not text:
+        raise ValueError("memory text is empty")
+    return text
+
+
+def render_entry(entry_id: str, text: str) -> list[str]:
+    """The lines (without line endings) of a mindroom entry with ``entry_id`` and ``text``."""
+    if not ENTRY_ID_RE.fullmatch(entry_id):
+        raise ValueError(f"not a mindroom entry id: {entry_id!r}")
+    first, *rest = normalize_text(text).split("\n")
+    return [f"- {first} <!-- {entry_id} -->", *("  " + line for line in rest)]
+
+
+def parse_entries(document: str, path: str) -> list[MemoryEntry]:
+    """Every entry of ``document`` in file order; ``path`` is recorded in them (and in ids)."""
+    return [block.entry for block in _parse(_split_lines(_strip_bom(document)[1]), path)]
+
+
+def append_entry(document: str, entry_id: str, text: str) -> str:
+    """``document`` with a new mindroom entry at its end. Raises ValueError for a bad or taken id
+    or an empty text."""
+    rendered = render_entry(entry_id, text)
+    bom, body = _strip_bom(document)
+    lines = _split_lines(body)
+    if any(block.entry.id == entry_id for block in _parse(lines, "")):
+        raise ValueError(f"entry id {entry_id} is already in the document")
+    eol = _document_eol(lines)
+    if body and not body.endswith("\n"):
+        body += eol
+    return bom + body + "".join(line + eol for line in rendered)
+
+
+def replace_entry(document: str, path: str, entry_id: str, text: str) -> str | None:
+    """``document`` with the text of the first entry ``entry_id`` replaced (None: no such id).
+
+    A mindroom entry keeps its id. A hand-written entry stays hand-written where it can (see the
+    module docstring) and then reads back with id ``hand_id(path, text)``.
+    """
+    text = normalize_text(text)
+    bom, body = _strip_bom(document)
+    lines = _split_lines(body)
+    blocks = _parse(lines, path)
+    index = _find(blocks, entry_id)
+    if index is None:
+        return None
+    block = blocks[index]
+    if block.kind == "mindroom":
+        candidates = [(render_entry(entry_id, text), entry_id)]
+    else:
+        candidates = _hand_candidates(block, text, path, {b.entry.id for b in blocks})
+    return bom + "".join(_edit(lines, blocks, index, path, text, candidates))
+
+
+def remove_entry(document: str, path: str, entry_id: str) -> str | None:
+    """``document`` without the lines of the first entry ``entry_id`` (None: no such id)."""
+    bom, body = _strip_bom(document)
+    lines = _split_lines(body)
+    blocks = _parse(lines, path)
+    index = _find(blocks, entry_id)
+    if index is None:
+        return None
+    return bom + "".join(_edit(lines, blocks, index, path, "", [([], "")]))
+
+
+# -- parsing -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Block:
+    entry: MemoryEntry
+    kind: str  # "mindroom", "bullet", "plain" or "code"
+    prefix: str  # a bullet's marker with its indentation; else the first line's indentation
+
+
+def _strip_bom(document: str) -> tuple[str, str]:
+    if document.startswith(_BOM):
+        return _BOM, document[1:]
+    return "", document
+
+
+def _split_lines(text: str) -> list[str]:
+    """Lines with their endings; only ``\\n`` separates lines. ``"".join`` gives ``text`` back."""
+    parts = text.split("\n")
+    lines = [part + "\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def _content(line: str) -> str:
+    if line.endswith("\n"):
+        line = line[:-1]
+        if line.endswith("\r"):
+            line = line[:-1]
+    return line
+
+
+def _width(text: str) -> int:
+    """Columns of leading whitespace (a tab advances to the next multiple of four)."""
+    width = 0
+    for char in text:
+        if char == " ":
+            width += 1
+        elif char == "\t":
+            width += 4 - width % 4
+        else:
+            break
+    return width
+
+
+def _columns(prefix: str) -> int:
+    """Columns ``prefix`` takes at the start of a line (where a bullet's content starts)."""
+    return _width(re.sub(r"[^\t]", " ", prefix) + "x")
+
+
+def _indentation(line: str) -> str:
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def _strip_columns(line: str, columns: int) -> str:
+    """``line`` without up to ``columns`` columns of leading whitespace."""
+    width = 0
+    index = 0
+    while index < len(line) and width < columns and line[index] in " \t":
+        width = width + 1 if line[index] == " " else width + 4 - width % 4
+        index += 1
+    return line[index:]
+
+
+def _closing_line(contents: list[str], start: int, closes: re.Pattern[str] | str) -> int | None:
+    """The first line after ``start`` that ``closes`` (a regex, or a substring), unless a
+    mindroom entry line comes first."""
+    for index in range(start + 1, len(contents)):
+        line = contents[index]
+        if _ENTRY_LINE_RE.match(line):
+            return None
+        closed = closes in line if isinstance(closes, str) else closes.match(line)
+        if closed:
+            return index
+    return None
+
+
+def _fence_end(contents: list[str], start: int) -> int | None:
+    match = _FENCE_RE.match(contents[start])
+    if match is None:
+        return None
+    fence = match.group("fence")
+    if fence[0] == "`" and "`" in match.group("info"):
+        return None
+    closer = re.compile(rf"^ {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
+    return _closing_line(contents, start, closer)
+
+
+def _comment_end(contents: list[str], start: int) -> int | None:
+    match = _COMMENT_RE.match(contents[start])
+    if match is None:
+        return None
+    if "-->" in contents[start][match.end() :]:
+        return start
+    end = _closing_line(contents, start, "-->")
+    return start if end is None else end
+
+
+def _hand(path: str, text: str, start: int, end: int, kind: str, prefix: str) -> _Block:
+    return _Block(MemoryEntry(hand_id(path, text), text, path, start + 1, end + 1), kind, prefix)
+
+
+def _parse(lines: list[str], path: str) -> list[_Block]:
+    contents = [_content(line) for line in lines]
+    count = len(contents)
+    blocks: list[_Block] = []
+    index = 0
+    if contents and _FRONT_OPEN_RE.match(contents[0]):
+        end = _closing_line(contents, 0, _FRONT_CLOSE_RE)
+        if end is not None:
+            index = end + 1
+    while index < count:
+        line = contents[index]
+        if not line.strip():
+            index += 1
+            continue
+        entry = _ENTRY_LINE_RE.match(line)
+        if entry is not None:
+            end = index
+            follow = index + 1
+            while follow < count and contents[follow].startswith("  "):
+                if contents[follow].strip():
+                    end = follow
+                follow += 1
+            parts = [entry.group("first"), *(c[2:] for c in contents[index + 1 : end + 1])]
+            text = "\n".join(parts).strip()
+            found = MemoryEntry(entry.group("id"), text, path, index + 1, end + 1)
+            blocks.append(_Block(found, "mindroom", ""))
+            index = end + 1
+            continue
+        end = _fence_end(contents, index)
+        if end is not None:
+            text = "\n".join(contents[index : end + 1]).strip()
+            indent = _indentation(line)
+            blocks.append(_hand(path, text, index, end, "code", indent))
+            index = end + 1
+            continue
+        if _HEADING_RE.match(line) or _RULE_RE.match(line) or _UNDERLINE_RE.match(line):
+            index += 1
+            continue
+        end = _comment_end(contents, index)
+        if end is not None:
+            index = end + 1
+            continue
+        bullet = _BULLET_RE.match(line)
+        if bullet is not None:
+            prefix = bullet.group("prefix")
+            indent, offset = _width(prefix), _columns(prefix)
+            end = index
+            follow = index + 1
+            while follow < count and _width(contents[follow]) > indent:
+                if contents[follow].strip():
+                    end = follow
+                follow += 1
+            rest = (_strip_columns(c, offset) for c in contents[index + 1 : end + 1])
+            text = "\n".join([bullet.group("rest"), *rest]).strip()
+            blocks.append(_hand(path, text, index, end, "bullet", prefix))
+            index = end + 1
+            continue
+        indent = _indentation(line)
+        blocks.append(_hand(path, line.strip(), index, index, "plain", indent))
+        index += 1
+    return blocks
+
+
+# -- editing -----------------------------------------------------------------------------------
+
+
+def _find(blocks: list[_Block], entry_id: str) -> int | None:
+    for index, block in enumerate(blocks):
+        if block.entry.id == entry_id:
+            return index
+    return None
+
+
+def _eol_of(line: str) -> str | None:
+    if line.endswith("\r\n"):
+        return "\r\n"
+    if line.endswith("\n"):
+        return "\n"
+    return None
+
+
+def _document_eol(lines: list[str]) -> str:
+    """The line ending of the last line that has one (``\\n`` for none)."""
+    for line in reversed(lines):
+        eol = _eol_of(line)
+        if eol is not None:
+            return eol
+    return "\n"
+
+
+def _render_bullet(prefix: str, text: str) -> list[str]:
+    indent = " " * _columns(prefix)
+    first, *rest = text.split("\n")
+    return [prefix + first, *(indent + line for line in rest)]
+
+
+def _hand_candidates(
+    block: _Block, text: str, path: str, taken: set[str]
+) -> list[tuple[list[str], str]]:
+    """Ways to write ``text`` in place of a hand-written entry, most faithful first."""
+    new_id = hand_id(path, text)
+    forms: list[list[str]] = []
+    indent = _indentation(block.prefix)
+    if block.kind == "bullet":
+        forms.append(_render_bullet(block.prefix, text))
+    else:
+        # plain text, or a code block as written
+        first, *rest = text.split("\n")
+        forms.append([indent + first, *rest])
+    for marker in ("- ", "* ", "-   "):
+        forms.append(_render_bullet(indent + marker, text))
+    candidates: list[tuple[list[str], str]] = []
+    for form in forms:
+        if (form, new_id) not in candidates:
+            candidates.append((form, new_id))
+    digest = block.entry.id[2:]
+    while "m-" + digest in taken:
+        digest = hashlib.sha256(digest.encode()).hexdigest()[:8]
+    candidates.append((render_entry("m-" + digest, text), "m-" + digest))
+    return candidates
+
+
+_PADDINGS = ((False, False), (False, True), (True, False), (True, True))
+
+
+def _edit(
+    lines: list[str],
+    blocks: list[_Block],
+    index: int,
+    path: str,
+    text: str,
+    candidates: list[tuple[list[str], str]],
+) -> list[str]:
+    """``lines`` with the lines of ``blocks[index]`` replaced by the first candidate (content
+    lines, expected id) that leaves every other entry as it was and reads back as one entry
+    (id, ``text``); an empty candidate removes. Falls back to the last candidate unpadded."""
+    target = blocks[index].entry
+    start, stop = target.start_line - 1, target.end_line
+    eol = _eol_of(lines[start]) or (_eol_of(lines[start - 1]) if start else None) or "\n"
+    unterminated = _eol_of(lines[stop - 1]) is None
+    before, after = lines[:start], lines[stop:]
+    kept_before = [block.entry for block in blocks[:index]]
+
+    def splice(content: list[str], pad_before: bool, pad_after: bool) -> list[str]:
+        new = [""] * pad_before + content + [""] * pad_after
+        rendered = [line + eol for line in new]
+        if unterminated and rendered:
+            rendered[-1] = new[-1]
+        return before + rendered + after
+
+    for content, new_id in candidates:
+        for pad_before, pad_after in _PADDINGS:
+            if not content and pad_before:
+                continue
+            result = splice(content, pad_before, pad_after)
+            delta = len(result) - len(lines)
+            expected = list(kept_before)
+            if content:
+                first = start + 1 + pad_before
+                expected.append(MemoryEntry(new_id, text, path, first, first + len(content) - 1))
+            expected += [
+                _replace(
+                    b.entry,
+                    start_line=b.entry.start_line + delta,
+                    end_line=b.entry.end_line + delta,
+                )
+                for b in blocks[index + 1 :]
+            ]
+            if [block.entry for block in _parse(result, path)] == expected:
+                return result
+    return splice(candidates[-1][0], False, False)

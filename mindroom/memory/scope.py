@@ -1,0 +1,88 @@
+"""Memory scopes and their paths: where a scope's files live and what a path may name.
+
+A scope is one memory: an agent's (``agent_<name>``) or a team's
+(``team_<sorted member names joined by +>``). Its *root* holds the markdown files people read
+and edit (``MEMORY.md``, ``memory/YYYY-MM-DD.md``, topic files); its *state dir* under
+``mindroom_data/memory/<scope>/`` holds what is derived or control state (search index,
+history, locks). Pure path logic; nothing here reads or writes files except
+:func:`confined_path`, which resolves symlinks to check where a path really points.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from mindroom.errors import MemoryStoreError
+
+ENTRYPOINT = "MEMORY.md"
+DAILY_DIR = "memory"
+
+
+@dataclass(frozen=True)
+class MemoryScope:
+    """One memory: its id, the root of its files and the folder of its derived state."""
+
+    scope_id: str
+    root: Path
+    state_dir: Path
+
+    @property
+    def entrypoint(self) -> Path:
+        """The curated long-term file, ``MEMORY.md``."""
+        return self.root / ENTRYPOINT
+
+    def daily_path(self, day: str) -> str:
+        """Relative path of the daily file of ``day`` (``YYYY-MM-DD``)."""
+        return f"{DAILY_DIR}/{day}.md"
+
+
+def agent_scope_id(agent: str) -> str:
+    """The scope id of agent ``agent``'s own memory."""
+    return f"agent_{agent}"
+
+
+def team_scope_id(members: Iterable[str]) -> str:
+    """The scope id of the team of ``members`` (order does not matter)."""
+    return "team_" + "+".join(sorted(set(members)))
+
+
+def agent_scope(storage: Path, agent: str, file_root: str | None = None) -> MemoryScope:
+    """The scope of a shared agent: ``<storage>/agents/<agent>/workspace``.
+
+    ``file_root`` (``memory.file.path``) replaces ``<storage>/agents`` as the parent of the
+    agents' folders; relative to the storage root.
+    """
+    parent = storage / file_root if file_root else storage / "agents"
+    scope_id = agent_scope_id(agent)
+    return MemoryScope(scope_id, parent / agent / "workspace", state_dir(storage, scope_id))
+
+
+def state_dir(storage: Path, scope_id: str) -> Path:
+    """Where the derived state of ``scope_id`` lives."""
+    return storage / "mindroom_data" / "memory" / scope_id
+
+
+def confined_path(root: Path, relative: str) -> tuple[Path, str]:
+    """The file ``relative`` names inside ``root``, and its normalized relative form.
+
+    Refuses absolute paths, ``..``, anything but markdown files, and symlinks that lead out
+    of the root, each with a message that says why.
+    """
+    text = relative.strip().replace("\\", "/")
+    if not text:
+        raise MemoryStoreError("no path given: name a memory file like 'MEMORY.md'")
+    pure = PurePosixPath(text)
+    if pure.is_absolute() or text.startswith("~"):
+        raise MemoryStoreError(f"{relative!r} is absolute: give a path inside the memory folder")
+    if any(part == ".." for part in pure.parts):
+        raise MemoryStoreError(f"{relative!r} leaves the memory folder ('..' is not allowed)")
+    if pure.suffix.lower() != ".md":
+        raise MemoryStoreError(f"{relative!r} is not a markdown memory file (.md)")
+    candidate = root.joinpath(*pure.parts)
+    real_root = root.resolve()
+    real = candidate.resolve()
+    if real != real_root and real_root not in real.parents:
+        raise MemoryStoreError(f"{relative!r} points outside the memory folder")
+    return candidate, pure.as_posix()

@@ -1,0 +1,112 @@
+"""``mindroom memory ...``: work directly on an agent's memory files and index.
+
+Thin: resolves the scope from the config and prints what the memory store returns. Every write
+is recorded in the scope's history with actor ``cli``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from pathlib import Path
+
+from mindroom.config import load_config
+from mindroom.errors import ConfigError, MemoryStoreError
+from mindroom.memory.registry import MemoryRegistry
+from mindroom.memory.store import FileMemory
+
+
+def add_memory_parser(sub: argparse._SubParsersAction, common) -> None:  # type: ignore[type-arg]
+    """Register ``mindroom memory`` and its actions."""
+    memory = sub.add_parser("memory", help="read and edit an agent's memory")
+    actions = memory.add_subparsers(dest="action", required=True)
+
+    def action(name: str, help_text: str) -> argparse.ArgumentParser:
+        parser = actions.add_parser(name, help=help_text)
+        common(parser)
+        parser.add_argument("--agent", required=True, help="agent name")
+        parser.add_argument("--user", help="Matrix ID, for a private companion's memory")
+        parser.set_defaults(func=run_memory)
+        return parser
+
+    action("list", "list memories").add_argument("--limit", type=int, default=50)
+    search = action("search", "search memories")
+    search.add_argument("query")
+    search.add_argument("--limit", type=int, default=10)
+    add = action("add", "add a memory")
+    add.add_argument("text")
+    add.add_argument("--file", help="memory file (default MEMORY.md)")
+    action("get", "show one memory").add_argument("id")
+    action("history", "show the history (of one memory)").add_argument("id", nargs="?")
+    action("restore", "bring back a deleted memory").add_argument("id")
+    action("reindex", "rebuild the search index from the files")
+
+
+def _open(args: argparse.Namespace) -> tuple[FileMemory, MemoryRegistry]:
+    config_path = Path(args.config).resolve()
+    storage = Path(args.storage).resolve() if args.storage else config_path.parent
+    config = load_config(config_path)
+    if args.agent not in config.agents:
+        known = ", ".join(config.agents) or "none"
+        raise ConfigError(f"no agent {args.agent!r} in {config_path} (agents: {known})")
+    if args.user:
+        raise ConfigError(f"agent {args.agent!r} is not a private companion; drop --user")
+    registry = MemoryRegistry(config, storage)
+    memory = registry.for_agent(args.agent)
+    if memory is None:
+        raise ConfigError(f"agent {args.agent!r} has memory backend 'none'")
+    return memory, registry
+
+
+def _line(entry_id: str, path: str, line: int, text: str) -> str:
+    first, *rest = text.splitlines() or [""]
+    more = f" (+{len(rest)} lines)" if rest else ""
+    return f"{entry_id}  {path}:{line}  {first}{more}"
+
+
+def run_memory(args: argparse.Namespace) -> int:
+    """Carry out one ``mindroom memory`` action; prints results, returns the exit code."""
+    memory, registry = _open(args)
+    try:
+        return _act(args, memory)
+    except MemoryStoreError as exc:
+        print(f"mindroom memory: {exc}")
+        return 1
+    finally:
+        registry.close()
+
+
+def _act(args: argparse.Namespace, memory: FileMemory) -> int:
+    if args.action == "list":
+        entries = memory.list_sync(args.limit)
+        for e in entries:
+            print(_line(e.id, e.path, e.start_line, e.text))
+        print(f"({len(entries)} memories in {memory.scope.root})")
+    elif args.action == "search":
+        hits = memory.index.search(args.query, args.limit)
+        for hit in hits:
+            e = hit.entry
+            print(f"{hit.score:.2f}  {_line(e.id, e.path, e.start_line, e.text)}")
+        if not hits:
+            print(f"no memories match {args.query!r}")
+    elif args.action == "add":
+        e = memory.add_sync(args.text, actor="cli", path=args.file)
+        print(f"added {_line(e.id, e.path, e.start_line, e.text)}")
+    elif args.action == "get":
+        e = memory.find(args.id)
+        print(f"{e.id}  {e.path}:{e.start_line}-{e.end_line}\n{e.text}")
+    elif args.action == "history":
+        records = memory.history_of(args.id)
+        for r in records:
+            when = dt.datetime.fromtimestamp(r.time).strftime("%Y-%m-%d %H:%M:%S")
+            change = f"{r.old!r} -> {r.new!r}" if r.op == "update" else repr(r.new or r.old)
+            print(f"{when}  {r.actor:<6} {r.op:<8} {r.id}  {r.path}  {change}")
+        if not records:
+            print("no history yet")
+    elif args.action == "restore":
+        e = memory.restore_sync(args.id, actor="cli")
+        print(f"restored {_line(e.id, e.path, e.start_line, e.text)}")
+    elif args.action == "reindex":
+        count = memory.index.rebuild()
+        print(f"reindexed {count} memories from {memory.scope.root}")
+    return 0
