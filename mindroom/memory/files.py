@@ -17,6 +17,8 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from mindroom.errors import MemoryStoreError
+
 
 @contextlib.contextmanager
 def file_lock(lock_dir: Path, target: Path) -> Iterator[None]:
@@ -39,6 +41,10 @@ def read_text(path: Path) -> str:
             return handle.read()
     except FileNotFoundError:
         return ""
+    except UnicodeDecodeError as exc:
+        raise MemoryStoreError(
+            f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8"
+        ) from None
 
 
 def atomic_write(path: Path, text: str) -> None:

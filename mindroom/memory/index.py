@@ -66,12 +66,20 @@ def memory_files(root: Path) -> Iterator[tuple[str, Path]]:
         yield relative, Path(full)
 
 
-def _scan(folder: str, prefix: str) -> Iterator[tuple[str, str, os.DirEntry[str]]]:
+def _inside(path: str, root: str) -> bool:
+    real_root = os.path.realpath(root)
+    return os.path.realpath(path).startswith(real_root + os.sep)
+
+
+def _scan(
+    folder: str, prefix: str, root: str | None = None
+) -> Iterator[tuple[str, str, os.DirEntry[str]]]:
     """(relative path, full path, dir entry) of the markdown files below ``folder``, sorted.
 
     Plain strings and ``os.scandir``: this runs before every search, so it must be cheap.
     Symlinked folders are not followed.
     """
+    root = root or folder
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except (FileNotFoundError, NotADirectoryError):
@@ -80,8 +88,10 @@ def _scan(folder: str, prefix: str) -> Iterator[tuple[str, str, os.DirEntry[str]
         if entry.name.startswith("."):
             continue
         if entry.is_dir(follow_symlinks=False):
-            yield from _scan(entry.path, f"{prefix}{entry.name}/")
+            yield from _scan(entry.path, f"{prefix}{entry.name}/", root)
         elif entry.name.endswith(".md") and entry.is_file():
+            if entry.is_symlink() and not _inside(entry.path, root):
+                continue  # a link out of the memory folder is not memory
             yield f"{prefix}{entry.name}", entry.path, entry
 
 
@@ -114,7 +124,8 @@ class MemoryIndex:
 
     def _index_file(self, relative: str, path: Path, stat: os.stat_result) -> None:
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
+            with path.open(encoding="utf-8", errors="replace", newline="") as handle:
+                text = handle.read()  # as the store reads it: only "\n" ends a line
         except FileNotFoundError:
             text = ""
         self._db.execute("DELETE FROM entries WHERE path = ?", (relative,))
@@ -179,16 +190,16 @@ class MemoryIndex:
         terms = query_terms(query)
         if not terms or limit <= 0:
             return []
+        excluded = sorted(exclude_paths)
+        not_in = f" AND path NOT IN ({', '.join('?' * len(excluded))})" if excluded else ""
         with self._lock:
             rows = self._db.execute(
                 "SELECT text, path, entry_id, start_line, end_line, bm25(entries) AS rank"
-                " FROM entries WHERE entries MATCH ? ORDER BY rank LIMIT ?",
-                (fts_query(terms), limit + len(exclude_paths) * limit),
+                f" FROM entries WHERE entries MATCH ?{not_in} ORDER BY rank LIMIT ?",
+                (fts_query(terms), *excluded, limit),
             ).fetchall()
         hits = []
         for text, path, entry_id, start, end, rank in rows:
-            if path in exclude_paths:
-                continue
             strength = max(0.0, -float(rank))
             hits.append(
                 SearchHit(

@@ -43,6 +43,7 @@ def build_recall(
     label: str = "",
 ) -> str:
     """The recall block of ``memory`` for a turn answering ``query`` ('' when it is empty)."""
+    memory.prepare()
     now = now or dt.datetime.now()
     today = now.strftime("%Y-%m-%d")
     yesterday = (now - dt.timedelta(days=1)).strftime("%Y-%m-%d")

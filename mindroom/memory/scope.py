@@ -78,8 +78,10 @@ def confined_path(root: Path, relative: str) -> tuple[Path, str]:
         raise MemoryStoreError(f"{relative!r} is absolute: give a path inside the memory folder")
     if any(part == ".." for part in pure.parts):
         raise MemoryStoreError(f"{relative!r} leaves the memory folder ('..' is not allowed)")
-    if pure.suffix.lower() != ".md":
+    if pure.suffix != ".md":
         raise MemoryStoreError(f"{relative!r} is not a markdown memory file (.md)")
+    if any(part.startswith(".") for part in pure.parts):
+        raise MemoryStoreError(f"{relative!r} is hidden: memory files cannot start with '.'")
     candidate = root.joinpath(*pure.parts)
     real_root = root.resolve()
     real = candidate.resolve()

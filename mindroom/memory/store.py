@@ -48,6 +48,9 @@ class FileMemory:
         """Close the index."""
         self.index.close()
 
+    def prepare(self) -> None:
+        """Bring the files to a consistent state before reading them (mirrors repair here)."""
+
     # -- synchronous core (runs in a worker thread) --------------------------------------------
 
     def _entries(self, relative: str) -> list[MemoryEntry]:
@@ -164,7 +167,7 @@ class FileMemory:
         target, relative = confined_path(self.scope.root, path)
         if not target.is_file():
             raise MemoryStoreError(f"no memory file {relative!r}")
-        all_lines = read_text(target).splitlines()
+        all_lines = _lines(read_text(target))
         start = max(1, from_line)
         count = max(1, min(lines, MAX_READ_LINES))
         chosen = all_lines[start - 1 : start - 1 + count]
@@ -177,7 +180,7 @@ class FileMemory:
     def head(self, relative: str, max_lines: int) -> tuple[list[str], int]:
         """The first ``max_lines`` lines of a file and its total line count ([] when missing)."""
         target, _ = confined_path(self.scope.root, relative)
-        lines = read_text(target).splitlines()
+        lines = _lines(read_text(target))
         return lines[:max_lines], len(lines)
 
     def history_of(self, entry_id: str | None = None) -> list[HistoryRecord]:
@@ -211,6 +214,12 @@ class FileMemory:
 def today(now: dt.datetime | None = None) -> str:
     """Today's date as daily files name it (local time)."""
     return (now or dt.datetime.now()).strftime("%Y-%m-%d")
+
+
+def _lines(text: str) -> list[str]:
+    """Lines as entries count them: only "\n" ends a line (a "\r" before it is dropped)."""
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    return lines[:-1] if lines and lines[-1] == "" else lines
 
 
 def _checked(text: str) -> str:

@@ -1,0 +1,148 @@
+"""MemoryTools: the agent's memory tools return text, and errors as text, never raise."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mindroom.agents.memory_tools import MemoryTools
+from mindroom.memory.markdown import hand_id
+from mindroom.memory.scope import MemoryScope
+from mindroom.memory.store import FileMemory
+
+pytestmark = pytest.mark.asyncio
+
+ID = re.compile(r"\[(m-[0-9a-f]{8})\]")
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Iterator[FileMemory]:
+    root = tmp_path / "workspace"
+    root.mkdir()
+    mem = FileMemory(MemoryScope("agent_test", root, tmp_path / "state"))
+    yield mem
+    mem.close()
+
+
+@pytest.fixture
+def tools(memory: FileMemory) -> MemoryTools:
+    return MemoryTools(memory)
+
+
+def file_text(memory: FileMemory) -> str:
+    path = memory.scope.entrypoint
+    return path.read_text() if path.exists() else ""
+
+
+async def test_add_search_update_delete_round_trip_through_the_tools(
+    tools: MemoryTools, memory: FileMemory
+) -> None:
+    added = await tools.add_memory("The user's dog is named Pixel")
+    assert added.startswith("remembered [m-")
+    assert added.endswith("(MEMORY.md:1) The user's dog is named Pixel")
+    entry_id = ID.search(added).group(1)
+    assert file_text(memory) == f"- The user's dog is named Pixel <!-- {entry_id} -->\n"
+
+    found = await tools.search_memories("what is my dog called")
+    assert found.startswith(f"[{entry_id}] (MEMORY.md:1) The user's dog is named Pixel (score ")
+
+    assert await tools.get_memory(entry_id) == (
+        f"[{entry_id}] (MEMORY.md:1) The user's dog is named Pixel"
+    )
+
+    updated = await tools.update_memory(entry_id, "The user's dog is named Pixel, a beagle")
+    assert updated == f"updated [{entry_id}] (MEMORY.md:1) The user's dog is named Pixel, a beagle"
+    assert file_text(memory) == f"- The user's dog is named Pixel, a beagle <!-- {entry_id} -->\n"
+
+    deleted = await tools.delete_memory(entry_id)
+    assert deleted.startswith(f"deleted [{entry_id}]")
+    assert file_text(memory) == ""
+    assert await tools.list_memories() == "no memories yet"
+    assert await tools.search_memories("dog") == "no memories match 'dog'"
+
+
+async def test_tools_record_their_actor_in_the_history(memory: FileMemory) -> None:
+    tools = MemoryTools(memory, actor="agent:general")
+    entry_id = ID.search(await tools.add_memory("likes jazz")).group(1)
+    await tools.update_memory(entry_id, "likes bebop jazz")
+    assert [(r.actor, r.op) for r in memory.history_of(entry_id)] == [
+        ("agent:general", "add"),
+        ("agent:general", "update"),
+    ]
+
+
+async def test_tools_work_on_hand_written_lines(tools: MemoryTools, memory: FileMemory) -> None:
+    memory.scope.entrypoint.write_text("# Notes\n- buy milk\n- call mum\n")
+    listed = await tools.list_memories()
+    assert listed.splitlines() == [
+        f"[{hand_id('MEMORY.md', 'buy milk')}] (MEMORY.md:2) buy milk",
+        f"[{hand_id('MEMORY.md', 'call mum')}] (MEMORY.md:3) call mum",
+    ]
+    result = await tools.update_memory(hand_id("MEMORY.md", "buy milk"), "buy oat milk")
+    assert result.startswith("updated [h-")
+    assert file_text(memory) == "# Notes\n- buy oat milk\n- call mum\n"
+
+
+async def test_memory_get_returns_numbered_lines(tools: MemoryTools, memory: FileMemory) -> None:
+    memory.scope.entrypoint.write_text("# Notes\n- one\n- two\n- three\n")
+    assert await tools.memory_get("MEMORY.md", 2, 2) == (
+        "MEMORY.md (lines 2-3 of 4):\n    2  - one\n    3  - two\n(1 more lines after this)"
+    )
+
+
+async def test_list_limits_are_clamped(tools: MemoryTools) -> None:
+    for n in range(3):
+        await tools.add_memory(f"fact {n}")
+    assert len((await tools.list_memories(limit=0)).splitlines()) == 1
+    assert len((await tools.search_memories("fact", limit=-5)).splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda t: t.get_memory("m-deadbeef"), "error: no memory with id 'm-deadbeef'"),
+        (lambda t: t.update_memory("m-deadbeef", "x"), "error: no memory with id 'm-deadbeef'"),
+        (lambda t: t.delete_memory("m-deadbeef"), "error: no memory with id 'm-deadbeef'"),
+        (lambda t: t.add_memory("   "), "error: cannot store an empty memory"),
+        (lambda t: t.memory_get("../../etc/passwd.md"), "error: '../../etc/passwd.md' leaves"),
+        (lambda t: t.memory_get("/etc/passwd"), "error: '/etc/passwd' is absolute"),
+        (lambda t: t.memory_get("~/x.md"), "error: '~/x.md' is absolute"),
+        (lambda t: t.memory_get("notes.txt"), "error: 'notes.txt' is not a markdown"),
+        (lambda t: t.memory_get("topics/none.md"), "error: no memory file 'topics/none.md'"),
+    ],
+)
+async def test_errors_come_back_as_text_starting_with_error(
+    tools: MemoryTools, memory: FileMemory, call, message: str
+) -> None:
+    await tools.add_memory("an existing memory")
+    before = file_text(memory)
+
+    result = await call(tools)
+
+    assert isinstance(result, str)
+    assert result.startswith(message)
+    assert file_text(memory) == before
+
+
+async def test_updating_to_empty_text_is_an_error_and_keeps_the_file(
+    tools: MemoryTools, memory: FileMemory
+) -> None:
+    entry_id = ID.search(await tools.add_memory("keep this")).group(1)
+    before = file_text(memory)
+    result = await tools.update_memory(entry_id, "\n  \n")
+    assert result.startswith("error: cannot store an empty memory")
+    assert file_text(memory) == before
+
+
+async def test_an_unexpected_failure_comes_back_as_error_text(
+    tools: MemoryTools, memory: FileMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def boom(*args, **kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(memory, "add_sync", boom)
+    result = await tools.add_memory("anything")
+    assert result == "error: the memory operation failed (RuntimeError: disk on fire)"
