@@ -13,20 +13,20 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mindroom import commands
 from mindroom.agents.router import choose_agent
-from mindroom.agents.runner import AgentRuntime, TurnRequest, session_id_for
+from mindroom.agents.runner import AgentRuntime, TeamSpec, TurnRequest, session_id_for
 from mindroom.authorization import default_allowed_users, is_authorized
-from mindroom.config.schema import Config
+from mindroom.config.schema import AgentConfig, Config, TeamConfig
+from mindroom.conversation import ConversationState
 from mindroom.errors import MatrixError, ModelError
 from mindroom.ledger import Ledger
 from mindroom.matrix.accounts import CredentialStore, login_account, set_display_name
 from mindroom.matrix.client import MatrixAccount
-from mindroom.matrix.events import AgentIdentity, IncomingMessage, parse_message
+from mindroom.matrix.events import AgentIdentity, IncomingMessage, message_source, parse_message
 from mindroom.matrix.reply import ReplyWriter
 from mindroom.matrix.rooms import bring_into_room, ensure_room, invite_user
 from mindroom.matrix.send import notice_content
@@ -38,10 +38,7 @@ logger = logging.getLogger(__name__)
 
 ROUTER = "router"
 ACCOUNT_PREFIX = "mindroom_"
-_REMEMBERED = 10_000
 _SHUTDOWN_GRACE_S = 10.0
-
-Conversation = tuple[str, str | None]  # (room ID, thread root or None)
 
 
 @dataclass(frozen=True)
@@ -52,20 +49,12 @@ class BotOptions:
     homeserver: str
     shared_secret: str | None = None
     invite_users: tuple[str, ...] = field(default_factory=tuple)
+    config_dir: Path | None = None  # where relative paths in the config (templates) start
 
     @property
     def data_dir(self) -> Path:
         """Runtime state (credentials, sessions, ledger, homeserver) under ``<storage>``."""
         return self.storage / "mindroom_data"
-
-
-class _Bounded(OrderedDict[str, object]):
-    """An insertion-ordered map that forgets its oldest entries past a size."""
-
-    def remember(self, key: str, value: object = None) -> None:
-        self[key] = value
-        if len(self) > _REMEMBERED:
-            self.popitem(last=False)
 
 
 class Bot:
@@ -74,7 +63,7 @@ class Bot:
     def __init__(self, config: Config, options: BotOptions) -> None:
         self.config = config
         self.options = options
-        self.memories = MemoryRegistry(config, options.storage)
+        self.memories = MemoryRegistry(config, options.storage, options.config_dir)
         self.runtime = AgentRuntime(config, options.data_dir, self.memories)
         self._watch_stop = asyncio.Event()
         self.router: MatrixAccount | None = None
@@ -83,10 +72,7 @@ class Bot:
         self.ledger: Ledger | None = None
         self._sync_tasks: list[asyncio.Task[None]] = []
         self._tasks: set[asyncio.Task[None]] = set()
-        self._seen = _Bounded()
-        self._threads: OrderedDict[Conversation, set[str]] = OrderedDict()
-        self._hops: dict[Conversation, int] = {}
-        self._recent: dict[str, deque[str]] = {}
+        self.state = ConversationState(config.router.context_messages)
         self._allowed: list[str] = []
 
     # -- start-up -----------------------------------------------------------------------------
@@ -111,10 +97,11 @@ class Bot:
         self._allowed = self.config.authorization.allowed_users or default_allowed_users(
             self.router.server_name
         )
+        members = {**self.config.agents, **self.config.teams}
         accounts = await asyncio.gather(
             *(
-                self._login(name, agent.display_name or name.replace("_", " ").title())
-                for name, agent in self.config.agents.items()
+                self._login(name, member.display_name or name.replace("_", " ").title())
+                for name, member in members.items()
             )
         )
         self.agents = {account.name: account for account in accounts}
@@ -130,8 +117,8 @@ class Bot:
                     name=f"sync:{account.name}",
                 )
             )
-        for name in self.agents:
-            self.memories.for_agent(name)  # open (and index) every memory before the first turn
+        for name in self.config.agents:
+            self.memories.for_agent(name)  # open (and index) shared memories before the first turn
         self._sync_tasks.append(
             asyncio.create_task(
                 watch_memory_files(
@@ -156,9 +143,8 @@ class Bot:
                 self.router, name, join_rule=settings.join_rule, topic=settings.topic
             )
             self.room_ids[name] = room_id
-            members = [
-                self.agents[agent] for agent, cfg in self.config.agents.items() if name in cfg.rooms
-            ]
+            everyone = {**self.config.agents, **self.config.teams}
+            members = [self.agents[n] for n, cfg in everyone.items() if name in cfg.rooms]
             await asyncio.gather(
                 *(bring_into_room(self.router, room_id, member) for member in members)
             )
@@ -180,7 +166,7 @@ class Bot:
                 await self.ledger.finish(pending.event_id, "failed")
                 continue
             logger.info("resuming the unfinished reply to %s", pending.event_id)
-            self._seen.remember(message.event_id)
+            self.state.first_sight(message.event_id)
             if pending.responders:  # a hand-off: its responders were decided already
                 route = Route(pending.responders, "resumed hand-off")
             else:
@@ -200,9 +186,13 @@ class Bot:
     def identities(self) -> list[AgentIdentity]:
         """How each agent can be mentioned."""
         return [
-            AgentIdentity(name, account.user_id, self.config.agents[name].display_name or "")
+            AgentIdentity(name, account.user_id, self._member(name).display_name or "")
             for name, account in self.agents.items()
         ]
+
+    def _member(self, name: str) -> AgentConfig | TeamConfig:
+        """The config of agent or team ``name``."""
+        return self.config.agents.get(name) or self.config.teams[name]
 
     def room_agents(self, room_id: str) -> list[str]:
         """Agents joined to ``room_id``, in config order."""
@@ -228,34 +218,18 @@ class Bot:
             logger.exception("cannot save the sync position of %s", account.user_id)
 
     def _thread_senders_cached(self, message: IncomingMessage) -> set[str]:
-        if not message.thread_root:
-            return set()
-        return self._threads.get((message.room_id, message.thread_root), set())
+        return self.state.thread_senders(message.room_id, message.thread_root) or set()
 
     async def _thread_senders(self, account: MatrixAccount, message: IncomingMessage) -> set[str]:
         """Who has posted in the message's thread: asked once per thread, then kept current."""
         if not message.thread_root:
             return set()
-        key = (message.room_id, message.thread_root)
-        senders = self._threads.get(key)
+        senders = self.state.thread_senders(message.room_id, message.thread_root)
         if senders is None:
             senders = await account.thread_senders(message.room_id, message.thread_root)
-            self._threads[key] = senders
-            if len(self._threads) > _REMEMBERED:
-                self._threads.popitem(last=False)
-        senders.add(message.sender)
-        return senders
-
-    def _note(self, message: IncomingMessage) -> None:
-        """Keep the room's recent messages (router context) and the agent-hop count."""
-        recent = self._recent.setdefault(
-            message.room_id, deque(maxlen=self.config.router.context_messages)
+        return self.state.set_thread_senders(
+            message.room_id, message.thread_root, senders | {message.sender}
         )
-        if not message.is_edit:
-            recent.append(f"{message.sender}: {message.body[:500]}")
-        if message.sender not in self.own_user_ids and not message.is_notice:
-            self._hops[(message.room_id, message.thread_root)] = 0
-            self._hops[(message.room_id, None)] = 0
 
     def _route(self, message: IncomingMessage, thread_senders: set[str]) -> Route:
         return route_message(
@@ -270,12 +244,11 @@ class Bot:
     async def _on_message(self, account: MatrixAccount, message: IncomingMessage) -> None:
         if message.receiver_membership not in (None, "join"):
             return  # history from before this account joined; a member account may route it
-        if message.event_id in self._seen:
+        if not self.state.first_sight(message.event_id):
             return
-        self._seen.remember(message.event_id)
         thread_senders = await self._thread_senders(account, message)
         route = self._route(message, thread_senders)
-        self._note(message)
+        self.state.note(message, self.own_user_ids)
         if not (route.responders or route.command):
             logger.debug("event %s in %s: %s", message.event_id, message.room_id, route.reason)
             return
@@ -336,7 +309,17 @@ class Bot:
                 responders = route.responders
                 if route.ask_router:
                     responders = (await self._choose(message, responders),)
-                await asyncio.gather(*(self._answer(agent, message) for agent in responders))
+                agents = tuple(r for r in responders if r in self.config.agents)
+                if route.reason == "mentioned" and len(agents) > 1:
+                    # several agents named: one team answer, posted by the first in config order
+                    team = TeamSpec.ad_hoc(self.config, agents)
+                    others = [r for r in responders if r not in agents]
+                    await asyncio.gather(
+                        self._answer(team.members[0], message, team),
+                        *(self._answer(name, message) for name in others),
+                    )
+                else:
+                    await asyncio.gather(*(self._answer(name, message) for name in responders))
         except asyncio.CancelledError:
             raise  # left claimed: the next start resumes it
         except Exception:  # the edge of one message: log it, keep the bot running
@@ -345,8 +328,8 @@ class Bot:
         await self.ledger.finish(message.event_id, status)
 
     async def _choose(self, message: IncomingMessage, candidates: tuple[str, ...]) -> str:
-        roles = [(name, self.config.agents[name].role) for name in candidates]
-        recent = list(self._recent.get(message.room_id, ()))[:-1]
+        roles = [(name, self._member(name).role) for name in candidates]
+        recent = self.state.recent(message.room_id)[:-1]
         try:
             chosen = await choose_agent(
                 self.runtime.model(self.config.router_model), roles, recent, message.body
@@ -358,15 +341,25 @@ class Bot:
         logger.info("router chose %s for %s", chosen, message.event_id)
         return chosen
 
-    async def _answer(self, agent: str, message: IncomingMessage) -> None:
+    async def _answer(
+        self, agent: str, message: IncomingMessage, team: TeamSpec | None = None
+    ) -> None:
+        """``agent``'s account answers ``message``: as that agent, as a configured team (when
+        ``agent`` is one), or for the ad hoc ``team`` it posts for."""
         assert self.ledger is not None
         account = self.agents[agent]
-        in_thread = self.config.agent_thread_mode(agent) == "thread"
+        if team is None and agent in self.config.teams:
+            team = TeamSpec.configured(self.config, agent)
+        in_agent = agent in self.config.agents
+        thread_mode = self.config.agent_thread_mode(agent) if in_agent else "thread"
+        in_thread = thread_mode == "thread"
         thread_root = (message.thread_root or message.event_id) if in_thread else None
         generation = await self.ledger.session_generation(message.room_id, thread_root)
         request = TurnRequest(
             agent=agent,
-            session_id=session_id_for(agent, message.room_id, thread_root, generation),
+            session_id=session_id_for(
+                team.name if team else agent, message.room_id, thread_root, generation
+            ),
             user_id=message.sender,
             text=message.body,
         )
@@ -378,14 +371,17 @@ class Bot:
             txn_key=f"{message.event_id}|{agent}",
         )
         if thread_root == message.event_id:  # a new thread: we know everyone in it
-            self._threads.setdefault((message.room_id, thread_root), set()).update(
-                {message.sender, account.user_id}
+            self.state.set_thread_senders(
+                message.room_id, thread_root, {message.sender, account.user_id}
             )
-        streaming = self.config.agent_streaming(agent)
+        streaming = team is None and self.config.agent_streaming(agent)
         async with account.typing(message.room_id):
-            result = await self.runtime.run_turn(
-                request, on_text=writer.update if streaming else None
-            )
+            if team is not None:
+                result = await self.runtime.run_team_turn(team, request)
+            else:
+                result = await self.runtime.run_turn(
+                    request, on_text=writer.update if streaming else None
+                )
         if result.text.strip():
             await writer.finish(result.text)
         if not result.ok:
@@ -396,7 +392,8 @@ class Bot:
                 message.room_id, notice, f"mindroom-error-{message.event_id}-{agent}"
             )
             return
-        await self._hand_off(agent, message, thread_root, result.text, writer.event_ids[-1])
+        if team is None:
+            await self._hand_off(agent, message, thread_root, result.text, writer.event_ids[-1])
 
     async def _hand_off(
         self,
@@ -409,8 +406,7 @@ class Bot:
         """Let agents named in ``agent``'s finished answer take over, within the hop cap."""
         assert self.ledger is not None
         key = (message.room_id, thread_root)
-        hops = self._hops.get(key, 0) + 1
-        self._hops[key] = hops
+        hops = self.state.count_agent_reply(key)
         route = route_handoff(
             text,
             from_agent=agent,
@@ -433,7 +429,7 @@ class Bot:
             thread_root=thread_root,
             timestamp_ms=int(time.time() * 1000),
         )
-        self._seen.remember(reply_event_id)
+        self.state.first_sight(reply_event_id)
         if await self.ledger.claim(
             reply_event_id, message.room_id, route.responders, message_source(handoff)
         ):
@@ -494,19 +490,3 @@ class Bot:
         if self.ledger is not None:
             await self.ledger.close()
             self.ledger = None
-
-
-def message_source(message: IncomingMessage) -> dict[str, object]:
-    """Enough of the event to route and answer it again after a restart."""
-    content: dict[str, object] = {"msgtype": message.msgtype, "body": message.body}
-    if message.thread_root:
-        content["m.relates_to"] = {"rel_type": "m.thread", "event_id": message.thread_root}
-    if message.mention_ids:
-        content["m.mentions"] = {"user_ids": sorted(message.mention_ids)}
-    return {
-        "type": "m.room.message",
-        "event_id": message.event_id,
-        "sender": message.sender,
-        "origin_server_ts": message.timestamp_ms,
-        "content": content,
-    }

@@ -72,7 +72,13 @@ async def _run(args: argparse.Namespace) -> int:
             )
         bot = Bot(
             config,
-            BotOptions(storage, homeserver_url, shared_secret, invite_users=invite),
+            BotOptions(
+                storage,
+                homeserver_url,
+                shared_secret,
+                invite_users=invite,
+                config_dir=config_path.parent,
+            ),
         )
         stack.push_async_callback(bot.stop)
         stop = asyncio.Event()

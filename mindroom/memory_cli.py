@@ -49,10 +49,18 @@ def _open(args: argparse.Namespace) -> tuple[FileMemory, MemoryRegistry]:
     if args.agent not in config.agents:
         known = ", ".join(config.agents) or "none"
         raise ConfigError(f"no agent {args.agent!r} in {config_path} (agents: {known})")
-    if args.user:
+    private = config.agents[args.agent].private is not None
+    if args.user and not private:
         raise ConfigError(f"agent {args.agent!r} is not a private companion; drop --user")
-    registry = MemoryRegistry(config, storage)
-    memory = registry.for_agent(args.agent)
+    if private and not args.user:
+        raise ConfigError(
+            f"agent {args.agent!r} is a private companion with a memory per person: "
+            "name whose with --user @name:server"
+        )
+    if args.user and (not args.user.startswith("@") or ":" not in args.user):
+        raise ConfigError(f"--user {args.user!r} is not a Matrix ID like @alice:example.org")
+    registry = MemoryRegistry(config, storage, config_path.parent)
+    memory = registry.for_agent(args.agent, args.user)
     if memory is None:
         raise ConfigError(f"agent {args.agent!r} has memory backend 'none'")
     return memory, registry

@@ -22,6 +22,7 @@ ID = re.compile(r"m-[0-9a-f]{8}")
 def config(tmp_path: Path) -> Path:
     path = tmp_path / "config.yaml"
     shutil.copy(REPO / "config.yaml", path)
+    shutil.copytree(REPO / "mind_template", tmp_path / "mind_template")
     return path
 
 
@@ -185,11 +186,26 @@ def test_unknown_agent_exits_2_and_names_the_agent(cli) -> None:
 
 
 def test_user_on_a_non_private_agent_is_refused(cli, config: Path) -> None:
-    code, _, err = cli("add", "private thing", "--user", "@alice:example.org", agent="mind")
+    code, _, err = cli("add", "private thing", "--user", "@alice:example.org", agent="general")
     assert code == 2
     assert "not a private companion" in err
-    assert "'mind'" in err
-    assert not root_of(config, "mind").exists()
+    assert "'general'" in err
+
+
+def test_private_companion_needs_user_and_writes_that_users_root(cli, config: Path) -> None:
+    code, _, err = cli("add", "private thing", agent="mind")
+    assert code == 2
+    assert "--user" in err
+    code, out, _ = cli("add", "alice's secret", "--user", "@alice:example.org", agent="mind")
+    assert code == 0, out
+    private = config.parent / "private_instances"
+    written = list(private.glob("alice_*/mind_data/MEMORY.md"))
+    assert len(written) == 1
+    assert "alice's secret" in written[0].read_text()
+    assert "# About you" in written[0].read_text()  # scaffolded from the template first
+    code, out, _ = cli("list", "--user", "@bob:example.org", agent="mind")
+    assert code == 0
+    assert "alice's secret" not in out
 
 
 def test_storage_option_puts_the_memory_elsewhere(cli, tmp_path: Path, config: Path) -> None:

@@ -24,6 +24,8 @@ from agno.db.sqlite import AsyncSqliteDb
 from agno.learn import LearningMachine, LearningMode, UserMemoryConfig, UserProfileConfig
 from agno.models.base import Model
 from agno.run.base import RunStatus
+from agno.team import Team
+from agno.team.mode import TeamMode
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -59,6 +61,44 @@ class TurnResult:
     def ok(self) -> bool:
         """True when the model answered."""
         return self.error is None
+
+
+@dataclass(frozen=True)
+class TeamSpec:
+    """A team for one turn: a configured team, or an ad hoc one (several agents mentioned)."""
+
+    name: str
+    members: tuple[str, ...]
+    mode: str
+    model: str
+    display_name: str
+    role: str = ""
+    instructions: tuple[str, ...] = ()
+
+    @classmethod
+    def configured(cls, config: Config, name: str) -> TeamSpec:
+        team = config.teams[name]
+        return cls(
+            name=name,
+            members=tuple(team.agents),
+            mode=config.team_mode(name),
+            model=team.model or config.defaults.model,
+            display_name=team.display_name or name.replace("_", " ").title(),
+            role=team.role,
+            instructions=tuple(team.instructions),
+        )
+
+    @classmethod
+    def ad_hoc(cls, config: Config, members: tuple[str, ...]) -> TeamSpec:
+        ordered = tuple(m for m in config.agents if m in members)
+        return cls(
+            name="adhoc_" + "_".join(sorted(ordered)),
+            members=ordered,
+            mode=config.defaults.team_mode,
+            model=config.agent_model(ordered[0]),
+            display_name=" + ".join(config.agents[m].display_name or m for m in ordered),
+            role="Several agents answering together.",
+        )
 
 
 def session_id_for(agent: str, room_id: str, thread_root: str | None, generation: int = 0) -> str:
@@ -106,13 +146,21 @@ class AgentRuntime:
             self._models[key] = build_model(key, self._config.models[key])
         return self._models[key]
 
-    def _db(self, agent: str) -> AsyncSqliteDb:
-        if agent not in self._dbs:
-            self._sessions_dir.mkdir(parents=True, exist_ok=True)
-            engine = _sqlite_engine(self._sessions_dir / f"{agent}.db")
+    def _db(self, agent: str, requester: str | None = None) -> AsyncSqliteDb:
+        """The session store: per agent, or per requester for a private companion."""
+        instance = (
+            self.memories.private_instance(agent, requester)
+            if self.memories and requester and agent in self._config.agents
+            else None
+        )
+        path = instance.sessions_db if instance else self._sessions_dir / f"{agent}.db"
+        key = str(path)
+        if key not in self._dbs:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            engine = _sqlite_engine(path)
             self._engines.append(engine)
-            self._dbs[agent] = AsyncSqliteDb(db_engine=engine, session_table="agent_sessions")
-        return self._dbs[agent]
+            self._dbs[key] = AsyncSqliteDb(db_engine=engine, session_table="agent_sessions")
+        return self._dbs[key]
 
     def _learning(self, name: str) -> LearningMachine | None:
         mode = self._config.agent_learning(name)
@@ -130,10 +178,17 @@ class AgentRuntime:
             user_memory=UserMemoryConfig(mode=learning_mode),
         )
 
-    def build_agent(self, name: str, memory: FileMemory | None = None, recall: str = "") -> Agent:
+    def build_agent(
+        self,
+        name: str,
+        memory: FileMemory | None = None,
+        recall: str = "",
+        requester: str | None = None,
+    ) -> Agent:
         """The Agno agent for configured agent ``name`` (built fresh, cheap).
 
-        ``memory`` gives it the memory tools, ``recall`` is this turn's memory block.
+        ``memory`` gives it the memory tools, ``recall`` is this turn's memory block,
+        ``requester`` picks a private companion's session store.
         """
         cfg = self._config.agents[name]
         if name not in self._learning_machines:
@@ -142,7 +197,7 @@ class AgentRuntime:
             id=name,
             name=cfg.display_name or name,
             model=self._model(self._config.agent_model(name)),
-            db=self._db(name),
+            db=self._db(name, requester),
             description=cfg.role or None,
             instructions=list(cfg.instructions) or None,
             markdown=self._config.defaults.markdown,
@@ -162,24 +217,35 @@ class AgentRuntime:
             tools = self._toolkits[memory.scope_id] = MemoryTools(memory)
         return tools
 
-    async def _recall(self, agent: str, text: str) -> tuple[FileMemory | None, str]:
-        memory = self.memories.for_agent(agent) if self.memories else None
-        if memory is None:
-            return None, ""
+    async def _recall_block(self, memory: FileMemory, text: str, label: str = "") -> str:
         settings = self._config.memory.file
         try:
-            recall = await asyncio.to_thread(
+            return await asyncio.to_thread(
                 build_recall,
                 memory,
                 text,
                 max_entrypoint_lines=settings.max_entrypoint_lines,
                 max_daily_lines=settings.max_daily_lines,
                 hits=settings.recall_hits,
+                label=label,
             )
         except Exception:  # recall must never cost the answer
-            logger.exception("recall for agent %s failed", agent)
-            recall = ""
-        return memory, recall
+            logger.exception("recall of %s failed", memory.scope_id)
+            return ""
+
+    async def _recall(
+        self, agent: str, text: str, requester: str | None = None
+    ) -> tuple[FileMemory | None, str]:
+        """The agent's memory for this requester, and its recall plus its teams' recall."""
+        if self.memories is None:
+            return None, ""
+        memory = await asyncio.to_thread(self.memories.for_agent, agent, requester)
+        blocks = [await self._recall_block(memory, text)] if memory is not None else []
+        for team in self._config.teams_of(agent):
+            team_memory = self.memories.for_team(self._config.teams[team].agents)
+            if team_memory is not None:
+                blocks.append(await self._recall_block(team_memory, text, f"team {team}"))
+        return memory, "\n\n".join(b for b in blocks if b)
 
     def _lock(self, session_id: str) -> asyncio.Lock:
         lock = self._locks.get(session_id)
@@ -200,8 +266,8 @@ class AgentRuntime:
         text = ""
         try:
             async with self._lock(request.session_id):
-                memory, recall = await self._recall(request.agent, request.text)
-                agent = self.build_agent(request.agent, memory, recall)
+                memory, recall = await self._recall(request.agent, request.text, request.user_id)
+                agent = self.build_agent(request.agent, memory, recall, request.user_id)
                 if on_text is None:
                     output = await agent.arun(
                         request.text, session_id=request.session_id, user_id=request.user_id
@@ -233,6 +299,68 @@ class AgentRuntime:
             return TurnResult(text, f"model {model_desc} failed: {exc}")
         if not text.strip():
             return TurnResult("", f"model {model_desc} returned an empty answer")
+        return TurnResult(text)
+
+    async def run_team_turn(self, spec: TeamSpec, request: TurnRequest) -> TurnResult:
+        """Answer ``request`` as a team (Agno Team): one answer, written by the leader.
+
+        ``coordinate``: the leader delegates to the members it picks and writes the answer.
+        ``collaborate``: every member answers, then the leader writes one synthesis.
+        Team turns are not streamed; the answer is published whole.
+        """
+        model_desc = describe_model(spec.model, self._config.models[spec.model])
+        try:
+            async with self._lock(request.session_id):
+                members = []
+                member_blocks = []
+                for name in spec.members:
+                    memory, recall = await self._recall(name, request.text, request.user_id)
+                    members.append(self.build_agent(name, memory, recall, request.user_id))
+                    if recall:
+                        member_blocks.append(recall)
+                team_memory = (
+                    await asyncio.to_thread(
+                        self.memories.for_team, list(spec.members), request.user_id
+                    )
+                    if self.memories
+                    else None
+                )
+                blocks = []
+                if team_memory is not None:
+                    blocks.append(await self._recall_block(team_memory, request.text, "team"))
+                if self._config.memory.team_reads_member_memory:
+                    blocks.extend(member_blocks)
+                team = Team(
+                    id=spec.name,
+                    name=spec.display_name,
+                    role=spec.role or None,
+                    members=members,
+                    model=self._model(spec.model),
+                    mode=TeamMode.broadcast if spec.mode == "collaborate" else TeamMode.coordinate,
+                    instructions=list(spec.instructions) or None,
+                    db=self._db(f"team_{spec.name}"),
+                    add_history_to_context=True,
+                    num_history_runs=self._config.defaults.history_runs,
+                    markdown=self._config.defaults.markdown,
+                    add_datetime_to_context=True,
+                    additional_context="\n\n".join(b for b in blocks if b) or None,
+                    tools=[self._memory_tools(team_memory)] if team_memory is not None else None,
+                    telemetry=False,
+                )
+                output = await team.arun(
+                    request.text, session_id=request.session_id, user_id=request.user_id
+                )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # an edge: any failure becomes a notice, never a crash
+            logger.exception("team turn of %s failed", spec.name)
+            return TurnResult("", f"team {spec.name} (model {model_desc}) failed: {exc}")
+        if output.status == RunStatus.error:
+            reason = str(output.content or "unknown error").strip()
+            return TurnResult("", f"team {spec.name} (model {model_desc}) failed: {reason}")
+        text = output.content if isinstance(output.content, str) else str(output.content or "")
+        if not text.strip():
+            return TurnResult("", f"team {spec.name} returned an empty answer")
         return TurnResult(text)
 
     def model(self, key: str) -> Model:

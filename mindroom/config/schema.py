@@ -17,6 +17,7 @@ ROOM_NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 RESERVED_NAMES = frozenset({"router"})
 
 ThreadMode = Literal["thread", "room"]
+TeamMode = Literal["coordinate", "collaborate"]
 MemoryBackendName = Literal["file", "none"]
 LearningMode = Literal["always", "agentic"]
 
@@ -49,6 +50,26 @@ class ModelConfig(_Strict):
     max_retries: int = Field(default=2, ge=0)
 
 
+class PrivateConfig(_Strict):
+    """A private companion: one definition, a private state root per requester.
+
+    ``per: user`` shares the memory folder ``root`` among all of a person's private agents that
+    name the same ``root``; ``per: user_agent`` gives each (person, agent) its own.
+    ``template_dir`` (relative to the config file) is copied into a new memory folder.
+    """
+
+    per: Literal["user", "user_agent"] = "user"
+    root: str | None = None
+    template_dir: str | None = None
+
+    @field_validator("root")
+    @classmethod
+    def _root_name(cls, value: str | None) -> str | None:
+        if value is not None and not ROOM_NAME_RE.fullmatch(value.lower()):
+            raise ValueError(f"{value!r} is not a plain folder name")
+        return value
+
+
 class AgentConfig(_Strict):
     """One agent: its own Matrix account, its instructions and where it lives."""
 
@@ -63,6 +84,19 @@ class AgentConfig(_Strict):
     memory_backend: MemoryBackendName | None = None
     learning: bool | None = None
     learning_mode: LearningMode | None = None
+    private: PrivateConfig | None = None
+
+
+class TeamConfig(_Strict):
+    """A configured team: its own account; its members answer together."""
+
+    display_name: str | None = None
+    role: str = ""
+    agents: list[str] = Field(min_length=2)
+    mode: TeamMode | None = None
+    rooms: list[str] = Field(default_factory=list)
+    model: str | None = None
+    instructions: list[str] = Field(default_factory=list)
 
 
 class DefaultsConfig(_Strict):
@@ -75,6 +109,7 @@ class DefaultsConfig(_Strict):
     streaming: bool = True
     learning: bool = False
     learning_mode: LearningMode = "always"
+    team_mode: TeamMode = "coordinate"
 
 
 class FileMemoryConfig(_Strict):
@@ -91,6 +126,7 @@ class MemoryConfig(_Strict):
 
     backend: MemoryBackendName = "file"
     file: FileMemoryConfig = Field(default_factory=FileMemoryConfig)
+    team_reads_member_memory: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -149,6 +185,7 @@ class Config(_Strict):
 
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
+    teams: dict[str, TeamConfig] = Field(default_factory=dict)
     defaults: DefaultsConfig = Field(default_factory=DefaultsConfig)
     rooms: dict[str, RoomConfig] = Field(default_factory=dict)
     matrix: MatrixConfig = Field(default_factory=MatrixConfig)
@@ -183,22 +220,52 @@ class Config(_Strict):
                         f"agents.{name}.rooms: room name {room!r} is not a valid alias "
                         "(lowercase letters, digits, '.', '_' and '-')"
                     )
+        for name, team in self.teams.items():
+            if name in self.agents or name in RESERVED_NAMES or not AGENT_NAME_RE.fullmatch(name):
+                raise ValueError(
+                    f"teams.{name}: the name must be a safe identifier and differ from every "
+                    "agent's and 'router'"
+                )
+            for member in team.agents:
+                if member not in self.agents:
+                    raise ValueError(f"teams.{name}.agents: {member!r} is not a configured agent")
+                if self.agents[member].private is not None:
+                    raise ValueError(
+                        f"teams.{name}.agents: {member!r} is a private companion; private "
+                        "agents keep a memory per person and cannot be members of a configured "
+                        "team (mention them together for an ad hoc team instead)"
+                    )
+            if len(set(team.agents)) != len(team.agents):
+                raise ValueError(f"teams.{name}.agents: a member is listed twice")
+            if team.model is not None and team.model not in self.models:
+                raise ValueError(f"teams.{name}.model: unknown model {team.model!r}")
+            for room in team.rooms:
+                if not ROOM_NAME_RE.fullmatch(room):
+                    raise ValueError(f"teams.{name}.rooms: room name {room!r} is not valid")
         router_model = self.router.model
         if router_model is not None and router_model not in self.models:
             raise ValueError(f"router.model: unknown model {router_model!r}")
         for room in self.rooms:
             if room not in self.room_names:
-                raise ValueError(f"rooms.{room}: no agent lists this room in its rooms")
+                raise ValueError(f"rooms.{room}: no agent or team lists this room in its rooms")
         return self
 
     @property
     def room_names(self) -> list[str]:
         """Every room some agent lives in, in first-mention order."""
         seen: dict[str, None] = {}
-        for agent in self.agents.values():
-            for room in agent.rooms:
+        for member in [*self.agents.values(), *self.teams.values()]:
+            for room in member.rooms:
                 seen.setdefault(room, None)
         return list(seen)
+
+    def team_mode(self, name: str) -> TeamMode:
+        """How configured team ``name`` works."""
+        return self.teams[name].mode or self.defaults.team_mode
+
+    def teams_of(self, agent: str) -> list[str]:
+        """Configured teams ``agent`` is a member of."""
+        return [name for name, team in self.teams.items() if agent in team.agents]
 
     def agent_model(self, name: str) -> str:
         """The model key agent ``name`` uses."""

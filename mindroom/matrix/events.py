@@ -115,3 +115,19 @@ def mentioned_agents(message: IncomingMessage, agents: Iterable[AgentIdentity]) 
         if re.search(pattern, body):
             found.append(agent.name)
     return found
+
+
+def message_source(message: IncomingMessage) -> dict[str, Any]:
+    """Enough of the event to route and answer it again after a restart."""
+    content: dict[str, Any] = {"msgtype": message.msgtype, "body": message.body}
+    if message.thread_root:
+        content["m.relates_to"] = {"rel_type": "m.thread", "event_id": message.thread_root}
+    if message.mention_ids:
+        content["m.mentions"] = {"user_ids": sorted(message.mention_ids)}
+    return {
+        "type": "m.room.message",
+        "event_id": message.event_id,
+        "sender": message.sender,
+        "origin_server_ts": message.timestamp_ms,
+        "content": content,
+    }

@@ -1,4 +1,11 @@
-"""Which memory an agent uses: one :class:`FileMemory` per scope, opened on first use."""
+"""Which memory a turn uses: one open memory per scope, opened on first use.
+
+* a shared agent: ``agent_<name>`` under ``<storage>/agents/<name>/workspace``;
+* a private companion: the requester's own scope (see :mod:`mindroom.memory.private`),
+  scaffolded from the agent's template on first use;
+* a team: ``team_<members>``, mirrored into every member's folder; an ad hoc team with a
+  private member gets a scope keyed by the requester too.
+"""
 
 from __future__ import annotations
 
@@ -6,29 +13,86 @@ import threading
 from pathlib import Path
 
 from mindroom.config.schema import Config
-from mindroom.memory.scope import agent_scope
+from mindroom.memory.private import PrivateInstance, private_instance, requester_key, scaffold
+from mindroom.memory.scope import MemoryScope, agent_scope, team_scope_id
 from mindroom.memory.store import FileMemory
+from mindroom.memory.team import TeamMemory
 
 
 class MemoryRegistry:
     """Opens and keeps the memories of a storage root."""
 
-    def __init__(self, config: Config, storage: Path) -> None:
+    def __init__(self, config: Config, storage: Path, config_dir: Path | None = None) -> None:
         self.config = config
         self.storage = storage
+        self.config_dir = config_dir or storage
         self._open: dict[str, FileMemory] = {}
         self._lock = threading.Lock()
 
-    def for_agent(self, agent: str) -> FileMemory | None:
-        """The memory of shared agent ``agent``; None when its backend is ``none``."""
-        if self.config.agent_memory_backend(agent) == "none":
-            return None
-        scope = agent_scope(self.storage, agent, self.config.memory.file.path)
+    def _get(self, scope: MemoryScope) -> FileMemory:
         with self._lock:
             memory = self._open.get(scope.scope_id)
             if memory is None:
                 memory = self._open[scope.scope_id] = FileMemory(scope)
             return memory
+
+    def private_instance(self, agent: str, requester: str) -> PrivateInstance | None:
+        """The private instance of ``agent`` for ``requester``; None for a shared agent."""
+        private = self.config.agents[agent].private
+        if private is None:
+            return None
+        return private_instance(self.storage, agent, requester, per=private.per, root=private.root)
+
+    def for_agent(self, agent: str, requester: str | None = None) -> FileMemory | None:
+        """The memory agent ``agent`` uses when ``requester`` talks to it (None: no memory).
+
+        A private agent without a requester (the CLI without ``--user``) has no memory.
+        """
+        if self.config.agent_memory_backend(agent) == "none":
+            return None
+        private = self.config.agents[agent].private
+        if private is not None:
+            if requester is None:
+                return None
+            instance = self.private_instance(agent, requester)
+            assert instance is not None
+            scope = instance.memory_scope()
+            template = self.config_dir / private.template_dir if private.template_dir else None
+            scaffold(template, instance.memory_root, scope.state_dir / "scaffold.json")
+            return self._get(scope)
+        scope = agent_scope(self.storage, agent, self.config.memory.file.path)
+        return self._get(scope)
+
+    def for_team(
+        self, members: list[str], requester: str | None = None, via: str | None = None
+    ) -> FileMemory | None:
+        """The memory of the team of ``members`` (mirrored; keyed by requester if private)."""
+        if self.config.memory.backend == "none":
+            return None
+        if any(self.config.agents[m].private is not None for m in members):
+            if requester is None:
+                return None
+            key = requester_key(requester)
+            base = self.storage / "private_instances" / key / "teams" / team_scope_id(members)
+            scope = MemoryScope(f"{team_scope_id(members)}__{key}", base / "files", base / ".state")
+            return self._get(scope)
+        with self._lock:
+            key = f"{team_scope_id(members)}@{via or ''}"
+            memory = self._open.get(key)
+            if memory is None:
+                memory = self._open[key] = TeamMemory(
+                    self.storage, members, via=via, file_root=self.config.memory.file.path
+                )
+            return memory
+
+    def teams_for(self, agent: str) -> list[FileMemory]:
+        """The memories of the configured teams ``agent`` belongs to."""
+        found = []
+        for team in self.config.teams_of(agent):
+            memory = self.for_team(self.config.teams[team].agents)
+            if memory is not None:
+                found.append(memory)
+        return found
 
     def roots_parent(self) -> Path:
         """The folder that holds every shared agent's memory root."""
