@@ -17,22 +17,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mindroom import commands
-from mindroom.agents.router import choose_agent
+from mindroom.agents.router import choose_or_fall_back
 from mindroom.agents.runner import AgentRuntime, TeamSpec, TurnRequest, session_id_for
 from mindroom.authorization import default_allowed_users, is_authorized
+from mindroom.compaction import prepare_session
 from mindroom.config.schema import AgentConfig, Config, TeamConfig
 from mindroom.conversation import ConversationState
-from mindroom.errors import MatrixError, ModelError
+from mindroom.errors import MatrixError
+from mindroom.flush import FlushWorker
 from mindroom.ledger import Ledger
 from mindroom.matrix.accounts import CredentialStore, login_account, set_display_name
 from mindroom.matrix.client import MatrixAccount
 from mindroom.matrix.events import AgentIdentity, IncomingMessage, message_source, parse_message
 from mindroom.matrix.reply import ReplyWriter
-from mindroom.matrix.rooms import bring_into_room, ensure_room, invite_user
+from mindroom.matrix.rooms import prepare_room
 from mindroom.matrix.send import notice_content
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.watch import watch_memory_files
-from mindroom.routing import Route, fallback_choice, route_handoff, route_message
+from mindroom.routing import Route, route_handoff, route_message
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +68,7 @@ class Bot:
         self.memories = MemoryRegistry(config, options.storage, options.config_dir)
         self.runtime = AgentRuntime(config, options.data_dir, self.memories)
         self._watch_stop = asyncio.Event()
+        self.flush = FlushWorker(config, self.runtime, self.memories, options.data_dir)
         self.router: MatrixAccount | None = None
         self.agents: dict[str, MatrixAccount] = {}
         self.room_ids: dict[str, str] = {}
@@ -127,6 +130,7 @@ class Bot:
                 name="memory-watch",
             )
         )
+        self._sync_tasks.append(asyncio.create_task(self.flush.run(), name="memory-flush"))
         await self._resume_pending()
         logger.info(
             "mindroom is running on %s as %d agents in %d rooms",
@@ -137,19 +141,13 @@ class Bot:
 
     async def _prepare_rooms(self) -> None:
         assert self.router is not None
+        everyone = {**self.config.agents, **self.config.teams}
         for name in self.config.room_names:
             settings = self.config.room_config(name)
-            room_id = await ensure_room(
-                self.router, name, join_rule=settings.join_rule, topic=settings.topic
-            )
-            self.room_ids[name] = room_id
-            everyone = {**self.config.agents, **self.config.teams}
             members = [self.agents[n] for n, cfg in everyone.items() if name in cfg.rooms]
-            await asyncio.gather(
-                *(bring_into_room(self.router, room_id, member) for member in members)
+            self.room_ids[name] = await prepare_room(
+                self.router, name, settings, members, self.options.invite_users
             )
-            for user_id in self.options.invite_users:
-                await invite_user(self.router, room_id, user_id)
 
     async def _resume_pending(self) -> None:
         """Answer what a previous run claimed but did not finish (a crash, a kill -9)."""
@@ -330,16 +328,8 @@ class Bot:
     async def _choose(self, message: IncomingMessage, candidates: tuple[str, ...]) -> str:
         roles = [(name, self._member(name).role) for name in candidates]
         recent = self.state.recent(message.room_id)[:-1]
-        try:
-            chosen = await choose_agent(
-                self.runtime.model(self.config.router_model), roles, recent, message.body
-            )
-        except ModelError as exc:
-            chosen = fallback_choice(candidates)
-            logger.warning("%s; falling back to %s for %s", exc, chosen, message.event_id)
-            return chosen
-        logger.info("router chose %s for %s", chosen, message.event_id)
-        return chosen
+        model = self.runtime.model(self.config.router_model)
+        return await choose_or_fall_back(model, roles, recent, message.body, message.event_id)
 
     async def _answer(
         self, agent: str, message: IncomingMessage, team: TeamSpec | None = None
@@ -355,14 +345,23 @@ class Bot:
         in_thread = thread_mode == "thread"
         thread_root = (message.thread_root or message.event_id) if in_thread else None
         generation = await self.ledger.session_generation(message.room_id, thread_root)
-        request = TurnRequest(
-            agent=agent,
-            session_id=session_id_for(
-                team.name if team else agent, message.room_id, thread_root, generation
-            ),
-            user_id=message.sender,
-            text=message.body,
-        )
+        owner = team.name if team else agent
+        private = agent in self.config.agents and self.config.agents[agent].private is not None
+        requester = message.sender if private or team else None
+        session_id = session_id_for(owner, message.room_id, thread_root, generation)
+        carried = ""
+        if team is None:
+            session_id, carried = await prepare_session(
+                config=self.config,
+                ledger=self.ledger,
+                runtime=self.runtime,
+                flush=self.flush,
+                agent=agent,
+                base_session=session_id,
+                requester=requester,
+                incoming=message.body,
+            )
+        request = TurnRequest(agent, session_id, message.sender, message.body, carried)
         writer = ReplyWriter(
             account,
             message.room_id,
@@ -374,6 +373,7 @@ class Bot:
             self.state.set_thread_senders(
                 message.room_id, thread_root, {message.sender, account.user_id}
             )
+        await self.flush.prompted(owner, request.session_id)
         streaming = team is None and self.config.agent_streaming(agent)
         async with account.typing(message.room_id):
             if team is not None:
@@ -392,6 +392,9 @@ class Bot:
                 message.room_id, notice, f"mindroom-error-{message.event_id}-{agent}"
             )
             return
+        await self.flush.turn_finished(
+            owner, request.session_id, requester, team.members if team else ()
+        )
         if team is None:
             await self._hand_off(agent, message, thread_root, result.text, writer.event_ids[-1])
 
@@ -473,6 +476,7 @@ class Bot:
         for account in accounts:
             account.stop()
         self._watch_stop.set()
+        self.flush.stop()
         for task in self._sync_tasks:
             task.cancel()
         await asyncio.gather(*self._sync_tasks, return_exceptions=True)

@@ -9,6 +9,7 @@ One SQLite file (``mindroom_data/ledger.db``, WAL, busy timeout) holds:
 * ``sync_tokens``: each account's last processed sync position, so messages that arrived while
   the bot was down are delivered after a restart instead of being lost.
 * ``session_generations``: bumped by ``!new`` to start a fresh conversation in a room or thread.
+* ``compactions``: long threads continue in a new session carrying a summary of the old one.
 
 This is control state, not user data: deleting the file loses no memory, it only forgets which
 messages were already answered.
@@ -38,6 +39,11 @@ CREATE INDEX IF NOT EXISTS handled_pending ON handled (status, claimed_at);
 CREATE TABLE IF NOT EXISTS sync_tokens (
     account TEXT PRIMARY KEY,
     token   TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS compactions (
+    base_session TEXT PRIMARY KEY,
+    generation   INTEGER NOT NULL,
+    carried      TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS session_generations (
     room_id     TEXT NOT NULL,
@@ -165,3 +171,21 @@ class Ledger:
         )
         await self._db.commit()
         return generation
+
+    async def compaction(self, base_session: str) -> tuple[int, str]:
+        """How often a session was compacted, and what its summary carries over."""
+        async with self._db.execute(
+            "SELECT generation, carried FROM compactions WHERE base_session = ?", (base_session,)
+        ) as cursor:
+            row = await cursor.fetchone()
+        return (int(row[0]), str(row[1])) if row else (0, "")
+
+    async def save_compaction(self, base_session: str, generation: int, carried: str) -> None:
+        """Record a compaction of ``base_session``."""
+        await self._db.execute(
+            "INSERT INTO compactions (base_session, generation, carried) VALUES (?, ?, ?)"
+            " ON CONFLICT(base_session) DO UPDATE SET generation = excluded.generation,"
+            " carried = excluded.carried",
+            (base_session, generation, carried),
+        )
+        await self._db.commit()

@@ -41,6 +41,71 @@ def add_memory_parser(sub: argparse._SubParsersAction, common) -> None:  # type:
     action("restore", "bring back a deleted memory").add_argument("id")
     action("reindex", "rebuild the search index from the files")
 
+    flush = actions.add_parser("flush", help="run one memory flush cycle now")
+    common(flush)
+    flush.add_argument("--agent", help="only this agent's (or team's) sessions")
+    flush.set_defaults(func=run_flush)
+    status = actions.add_parser("flush-status", help="show the memory flush state")
+    common(status)
+    status.set_defaults(func=run_flush_status)
+
+
+def _storage(args: argparse.Namespace) -> tuple[Path, Path]:
+    config_path = Path(args.config).resolve()
+    return config_path, Path(args.storage).resolve() if args.storage else config_path.parent
+
+
+async def run_flush(args: argparse.Namespace) -> int:
+    """``mindroom memory flush``: one cycle now, ignoring idle times; prints what it wrote."""
+    from mindroom.agents.runner import AgentRuntime
+    from mindroom.flush import FlushWorker
+
+    config_path, storage = _storage(args)
+    config = load_config(config_path)
+    registry = MemoryRegistry(config, storage, config_path.parent)
+    runtime = AgentRuntime(config, storage / "mindroom_data", registry)
+    try:
+        worker = FlushWorker(config, runtime, registry, storage / "mindroom_data")
+        results = await worker.cycle(force=True, agent=args.agent)
+    finally:
+        await runtime.close()
+        registry.close()
+    for result in results:
+        entry = result.entry
+        who = f" for {entry.requester}" if entry.requester else ""
+        if result.error:
+            print(f"{entry.agent} {entry.session_id}{who}: failed: {result.error}")
+            continue
+        print(
+            f"{entry.agent} {entry.session_id}{who}: {result.messages} messages, "
+            f"{len(result.written)} new facts"
+        )
+        for fact in result.written:
+            print(f"  + {fact}")
+    if not results:
+        print("nothing to flush")
+    return 0
+
+
+def run_flush_status(args: argparse.Namespace) -> int:
+    """``mindroom memory flush-status``: the state table."""
+    from mindroom.memory.flush_state import FlushState
+
+    _, storage = _storage(args)
+    state = FlushState.load(storage / "mindroom_data" / "memory_flush_state.json")
+    entries = sorted(state.snapshot(), key=lambda e: (e.agent, e.session_id))
+    print(f"{'agent':<14} {'dirty':<6} {'cursor':>6} {'fail':>4}  {'next try':<19} session")
+    for e in entries:
+        when = (
+            dt.datetime.fromtimestamp(e.next_attempt_at).strftime("%Y-%m-%d %H:%M:%S")
+            if e.next_attempt_at
+            else "-"
+        )
+        flags = ("yes" if e.dirty else "no") + ("*" if e.in_flight else "")
+        print(f"{e.agent:<14} {flags:<6} {e.cursor:>6} {e.failures:>4}  {when:<19} {e.session_id}")
+    print(f"({len(entries)} sessions; * = in flight)")
+    return 0
+
 
 def _open(args: argparse.Namespace) -> tuple[FileMemory, MemoryRegistry]:
     config_path = Path(args.config).resolve()

@@ -224,7 +224,11 @@ def answers(event: Event, to_event: str) -> bool:
 
 
 def config_text(model_url: str, agents: dict[str, dict[str, Any]], **sections: Any) -> str:
-    """A config.yaml for tests: one scripted model ``default`` and the given agents."""
+    """A config.yaml for tests: one scripted model ``default`` and the given agents.
+
+    The background memory flush is off unless a test configures ``memory`` itself: its
+    extraction turns would otherwise interleave with the requests a test asserts on.
+    """
     doc: dict[str, Any] = {
         "models": {
             "default": {
@@ -237,6 +241,7 @@ def config_text(model_url: str, agents: dict[str, dict[str, Any]], **sections: A
             },
         },
         "agents": agents,
+        "memory": {"auto_flush": {"enabled": False}},
     }
     doc.update(sections)
     return json.dumps(doc, indent=2)  # JSON is YAML

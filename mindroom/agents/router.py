@@ -9,6 +9,7 @@ and the last few messages, which agent should answer? The answer is a JSON objec
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Sequence
 
@@ -17,6 +18,9 @@ from agno.models.base import Model
 from agno.run.base import RunStatus
 
 from mindroom.errors import ModelError
+from mindroom.routing import fallback_choice
+
+logger = logging.getLogger(__name__)
 
 _INSTRUCTIONS = [
     "You route chat messages to the single best-suited agent.",
@@ -71,4 +75,22 @@ async def choose_agent(
     chosen = parse_choice(answer, names)
     if chosen is None:
         raise ModelError(f"router model named no known agent: {answer[:200]!r}")
+    return chosen
+
+
+async def choose_or_fall_back(
+    model: Model,
+    candidates: Sequence[tuple[str, str]],
+    recent: Sequence[str],
+    message: str,
+    event_id: str,
+) -> str:
+    """The router model's choice, or the deterministic fallback (logged) when it fails."""
+    try:
+        chosen = await choose_agent(model, candidates, recent, message)
+    except ModelError as exc:
+        chosen = fallback_choice([name for name, _ in candidates])
+        logger.warning("%s; falling back to %s for %s", exc, chosen, event_id)
+        return chosen
+    logger.info("router chose %s for %s", chosen, event_id)
     return chosen

@@ -12,9 +12,10 @@ A model failure never raises out of :meth:`AgentRuntime.run_turn`: it comes back
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,13 @@ from agno.team.mode import TeamMode
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from mindroom.agents.extraction import (
+    ChatLine,
+    curate_facts,
+    extract_facts,
+    read_chat,
+    summarize_chat,
+)
 from mindroom.agents.memory_tools import MemoryTools
 from mindroom.agents.models import build_model, describe_model
 from mindroom.config.schema import Config
@@ -48,6 +56,7 @@ class TurnRequest:
     session_id: str
     user_id: str
     text: str
+    carried: str = ""  # what a compacted earlier part of the conversation said
 
 
 @dataclass(frozen=True)
@@ -139,6 +148,9 @@ class AgentRuntime:
         self._engines: list[AsyncEngine] = []
         self._learning_machines: dict[str, LearningMachine | None] = {}
         self._toolkits: dict[str, MemoryTools] = {}
+        self._active = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
     def _model(self, key: str) -> Model:
@@ -247,6 +259,23 @@ class AgentRuntime:
                 blocks.append(await self._recall_block(team_memory, text, f"team {team}"))
         return memory, "\n\n".join(b for b in blocks if b)
 
+    @contextlib.contextmanager
+    def _turn(self) -> Iterator[None]:
+        """Count a conversational turn in progress (background work waits for none)."""
+        self._active += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._active -= 1
+            if not self._active:
+                self._idle.set()
+
+    async def wait_idle(self) -> None:
+        """Return once no conversational turn is running: replies go first."""
+        while self._active:
+            await self._idle.wait()
+
     def _lock(self, session_id: str) -> asyncio.Lock:
         lock = self._locks.get(session_id)
         if lock is None:
@@ -265,30 +294,35 @@ class AgentRuntime:
         model_desc = describe_model(model_key, self._config.models[model_key])
         text = ""
         try:
-            async with self._lock(request.session_id):
-                memory, recall = await self._recall(request.agent, request.text, request.user_id)
-                agent = self.build_agent(request.agent, memory, recall, request.user_id)
-                if on_text is None:
-                    output = await agent.arun(
-                        request.text, session_id=request.session_id, user_id=request.user_id
+            with self._turn():
+                async with self._lock(request.session_id):
+                    memory, recall = await self._recall(
+                        request.agent, request.text, request.user_id
                     )
-                    if output.status == RunStatus.error:
-                        raise ModelError(str(output.content or "unknown error").strip())
-                    content = output.content
-                    text = content if isinstance(content, str) else str(content or "")
-                else:
-                    async for event in agent.arun(
-                        request.text,
-                        session_id=request.session_id,
-                        user_id=request.user_id,
-                        stream=True,
-                    ):
-                        if event.event == RunEvent.run_error:
-                            raise ModelError(str(event.content or "unknown error").strip())
-                        chunk = event.content if event.event == RunEvent.run_content else None
-                        if isinstance(chunk, str) and chunk:
-                            text += chunk
-                            await on_text(text)
+                    if request.carried:
+                        recall = f"{recall}\n\n{request.carried}".strip()
+                    agent = self.build_agent(request.agent, memory, recall, request.user_id)
+                    if on_text is None:
+                        output = await agent.arun(
+                            request.text, session_id=request.session_id, user_id=request.user_id
+                        )
+                        if output.status == RunStatus.error:
+                            raise ModelError(str(output.content or "unknown error").strip())
+                        content = output.content
+                        text = content if isinstance(content, str) else str(content or "")
+                    else:
+                        async for event in agent.arun(
+                            request.text,
+                            session_id=request.session_id,
+                            user_id=request.user_id,
+                            stream=True,
+                        ):
+                            if event.event == RunEvent.run_error:
+                                raise ModelError(str(event.content or "unknown error").strip())
+                            chunk = event.content if event.event == RunEvent.run_content else None
+                            if isinstance(chunk, str) and chunk:
+                                text += chunk
+                                await on_text(text)
         except asyncio.CancelledError:
             raise
         except ModelError as exc:
@@ -302,6 +336,11 @@ class AgentRuntime:
         return TurnResult(text)
 
     async def run_team_turn(self, spec: TeamSpec, request: TurnRequest) -> TurnResult:
+        """Answer ``request`` as a team; see :meth:`_team_turn`."""
+        with self._turn():
+            return await self._team_turn(spec, request)
+
+    async def _team_turn(self, spec: TeamSpec, request: TurnRequest) -> TurnResult:
         """Answer ``request`` as a team (Agno Team): one answer, written by the leader.
 
         ``coordinate``: the leader delegates to the members it picks and writes the answer.
@@ -362,6 +401,33 @@ class AgentRuntime:
         if not text.strip():
             return TurnResult("", f"team {spec.name} returned an empty answer")
         return TurnResult(text)
+
+    async def session_chat(
+        self, owner: str, session_id: str, requester: str | None, team: bool
+    ) -> tuple[list[ChatLine], float]:
+        """Chat history of a session of agent (or team) ``owner`` and its ``updated_at``."""
+        db = self._db(f"team_{owner}" if team else owner, None if team else requester)
+        return await read_chat(db, session_id, team)
+
+    async def extract(
+        self, model_key: str, lines: list[ChatLine], known: list[str], *, token: str, max_chars: int
+    ) -> list[str]:
+        """The durable facts in ``lines``, by model ``model_key`` (see extraction)."""
+        return await extract_facts(
+            self._model(model_key), lines, known, no_reply_token=token, max_chars=max_chars
+        )
+
+    async def curate(
+        self, model_key: str, daily: list[str], long_term: list[str], *, limit: int, token: str
+    ) -> list[str]:
+        """Facts from daily notes to promote into MEMORY.md (see extraction)."""
+        return await curate_facts(
+            self._model(model_key), daily, long_term, limit=limit, no_reply_token=token
+        )
+
+    async def summarize(self, model_key: str, lines: list[ChatLine]) -> str:
+        """A summary of ``lines`` that lets the conversation go on without them."""
+        return await summarize_chat(self._model(model_key), lines)
 
     def model(self, key: str) -> Model:
         """The shared model object of configured model ``key``."""

@@ -48,6 +48,8 @@ class ModelConfig(_Strict):
     temperature: float | None = None
     timeout_seconds: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=2, ge=0)
+    context_tokens: int | None = Field(default=None, ge=256)
+    """The model's context budget; a thread whose history nears it is compacted."""
 
 
 class PrivateConfig(_Strict):
@@ -121,12 +123,70 @@ class FileMemoryConfig(_Strict):
     recall_hits: int = Field(default=5, ge=0, le=50)
 
 
+class FlushBatchConfig(_Strict):
+    """How much one flush cycle takes on."""
+
+    max_sessions_per_cycle: int = Field(default=10, ge=1)
+    max_sessions_per_agent_per_cycle: int = Field(default=3, ge=1)
+
+
+class MemorySnippetsConfig(_Strict):
+    """Existing memory shown to the extraction turn, so it does not repeat what is known."""
+
+    memory_snippets: int = Field(default=5, ge=0)
+    snippet_max_chars: int = Field(default=400, ge=20)
+
+
+class ExtractorConfig(_Strict):
+    """The silent extraction turn."""
+
+    no_reply_token: str = "NO_REPLY"
+    max_messages_per_flush: int = Field(default=20, ge=1)
+    max_chars_per_flush: int = Field(default=12000, ge=200)
+    max_extraction_seconds: float = Field(default=30, gt=0)
+    include_memory_context: MemorySnippetsConfig = Field(default_factory=MemorySnippetsConfig)
+
+
+class CurationConfig(_Strict):
+    """Promotion of durable facts from daily files into MEMORY.md."""
+
+    enabled: bool = False
+    max_lines_per_pass: int = Field(default=20, ge=1)
+    max_passes_per_day: int = Field(default=1, ge=1)
+    append_only: bool = True
+
+
+class AutoFlushConfig(_Strict):
+    """The background loop that turns finished conversations into memory."""
+
+    enabled: bool = True
+    flush_interval_seconds: float = Field(default=1800, gt=0)
+    idle_seconds: float = Field(default=120, ge=0)
+    max_dirty_age_seconds: float = Field(default=600, ge=0)
+    stale_ttl_seconds: float = Field(default=86400, gt=0)
+    max_cross_session_reprioritize: int = Field(default=5, ge=0)
+    retry_cooldown_seconds: float = Field(default=30, ge=0)
+    max_retry_cooldown_seconds: float = Field(default=300, ge=0)
+    batch: FlushBatchConfig = Field(default_factory=FlushBatchConfig)
+    extractor: ExtractorConfig = Field(default_factory=ExtractorConfig)
+    curation: CurationConfig = Field(default_factory=CurationConfig)
+
+
+class CompactionConfig(_Strict):
+    """Long threads: flush, then replace old history by a summary plus the recent turns."""
+
+    threshold: float = Field(default=0.8, gt=0, le=1)
+    keep_recent_messages: int = Field(default=6, ge=0)
+
+
 class MemoryConfig(_Strict):
     """Memory backend (``file`` or ``none``) and its settings. ``memory: none`` is shorthand."""
 
     backend: MemoryBackendName = "file"
     file: FileMemoryConfig = Field(default_factory=FileMemoryConfig)
     team_reads_member_memory: bool = False
+    auto_flush: AutoFlushConfig = Field(default_factory=AutoFlushConfig)
+    compaction: CompactionConfig = Field(default_factory=CompactionConfig)
 
     @model_validator(mode="before")
     @classmethod

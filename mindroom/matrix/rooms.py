@@ -8,10 +8,13 @@ be found nor created is an error that says why: silently waiting for it helps no
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Sequence
 
 import nio
 
+from mindroom.config.schema import RoomConfig
 from mindroom.errors import MatrixError
 from mindroom.matrix.client import MatrixAccount
 
@@ -73,3 +76,18 @@ async def invite_user(router: MatrixAccount, room_id: str, user_id: str) -> None
     response = await router.client.room_invite(room_id, user_id)
     if isinstance(response, nio.RoomInviteError) and "already" not in response.message:
         logger.warning("cannot invite %s to %s: %s", user_id, room_id, response.message)
+
+
+async def prepare_room(
+    router: MatrixAccount,
+    name: str,
+    settings: RoomConfig,
+    members: Sequence[MatrixAccount],
+    invite_users: Sequence[str] = (),
+) -> str:
+    """Make configured room ``name`` exist with ``members`` in it and people invited."""
+    room_id = await ensure_room(router, name, join_rule=settings.join_rule, topic=settings.topic)
+    await asyncio.gather(*(bring_into_room(router, room_id, member) for member in members))
+    for user_id in invite_users:
+        await invite_user(router, room_id, user_id)
+    return room_id
