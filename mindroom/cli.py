@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mindroom.config import load_config
+from mindroom.config_cli import add_config_parser
 from mindroom.errors import MindroomError
 from mindroom.memory_cli import add_memory_parser
 
@@ -127,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("message", nargs="*", help="message to send; none opens a prompt")
     chat.set_defaults(func=_chat)
     add_memory_parser(sub, common)
+    add_config_parser(sub)
     return parser
 
 

@@ -85,9 +85,12 @@ def _explain(error: ValidationError, doc: Any, where: str) -> str:
         loc = tuple(
             p for p in item["loc"] if not (isinstance(p, str) and p.startswith("function-"))
         )
-        path = ".".join(str(p) for p in loc) or "(top level)"
+        path = ".".join(str(p) for p in loc)
         line = _line_of(doc, loc)
         at = f" (line {line})" if line else ""
+        if not path:  # a cross-reference check: its message names the key itself
+            lines.append(f"{where}: {item['msg'].removeprefix('Value error, ')}")
+            continue
         message = item["msg"]
         if item["type"] == "extra_forbidden":
             message = "unknown key"

@@ -1,0 +1,116 @@
+"""``mindroom config ...``: show, check and edit config.yaml without losing a comment.
+
+Thin: every edit goes through :class:`mindroom.config.store.ConfigDocument` (round-trip,
+validated as a whole before the file is replaced).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import shutil
+from importlib import resources
+from pathlib import Path
+
+from ruamel.yaml import YAML
+
+from mindroom.config.load import load_config
+from mindroom.config.store import ConfigDocument, parse_value
+
+
+def add_config_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register ``mindroom config`` and its actions."""
+    config = sub.add_parser("config", help="show, check and edit config.yaml")
+    actions = config.add_subparsers(dest="action", required=True)
+
+    def action(name: str, help_text: str) -> argparse.ArgumentParser:
+        parser = actions.add_parser(name, help=help_text)
+        parser.add_argument("--config", default="config.yaml", help="config file (./config.yaml)")
+        parser.set_defaults(func=run_config)
+        return parser
+
+    action("show", "print the config file")
+    action("validate", "check the config file")
+    action("get", "print one value").add_argument("key", help="dotted key, e.g. agents.general")
+    setter = action("set", "set one value (validated before the file is replaced)")
+    setter.add_argument("key")
+    setter.add_argument("value", help="a YAML value: text, 3, true, [a, b], {k: v}")
+    action("unset", "remove one key").add_argument("key")
+    add = action("add-agent", "add an agent")
+    add.add_argument("name")
+    add.add_argument("--role", default="")
+    add.add_argument("--model")
+    add.add_argument("--room", action="append", default=[], help="a room (repeatable)")
+    init = actions.add_parser("init", help="write a starter config.yaml, agents/, mind_template/")
+    init.add_argument("--path", default=".", help="folder (default: here)")
+    init.set_defaults(func=run_init)
+
+
+def _show(value: object) -> str:
+    if isinstance(value, (dict, list)):
+        out = io.StringIO()
+        yaml = YAML(typ="rt")
+        yaml.indent(mapping=2, sequence=4, offset=2)
+        yaml.dump(value, out)
+        return out.getvalue().rstrip()
+    return str(value)
+
+
+def run_config(args: argparse.Namespace) -> int:
+    """Carry out one ``mindroom config`` action."""
+    path = Path(args.config)
+    if args.action == "show":
+        print(path.read_text(encoding="utf-8"), end="")
+        return 0
+    if args.action == "validate":
+        config = load_config(path)
+        print(
+            f"{path}: valid ({len(config.agents)} agents, {len(config.teams)} teams, "
+            f"rooms: {', '.join(config.room_names) or 'none'})"
+        )
+        return 0
+    doc = ConfigDocument(path)
+    if args.action == "get":
+        print(_show(doc.get(args.key)))
+        return 0
+    if args.action == "set":
+        doc.set(args.key, parse_value(args.value))
+    elif args.action == "unset":
+        doc.unset(args.key)
+    elif args.action == "add-agent":
+        doc.add_agent(args.name, role=args.role, model=args.model, rooms=args.room)
+    written = doc.save()
+    print(f"{path}: {'updated' if written else 'unchanged'}")
+    return 0
+
+
+def run_init(args: argparse.Namespace) -> int:
+    """Write a starter install into ``--path``; never overwrites an existing file."""
+    target = Path(args.path)
+    target.mkdir(parents=True, exist_ok=True)
+    starter = resources.files("mindroom.config") / "starter"
+    created, kept = [], []
+
+    def place(source: object, destination: Path) -> None:
+        if destination.exists():
+            kept.append(destination)
+            return
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        with resources.as_file(source) as real:  # type: ignore[arg-type]
+            shutil.copyfile(real, destination)
+        created.append(destination)
+
+    place(starter / "config.yaml", target / "config.yaml")
+    place(starter / "agents_README.md", target / "agents" / "README.md")
+    template = starter / "mind_template"
+    for item in ("MEMORY.md", "memory/README.md"):
+        place(template.joinpath(*item.split("/")), target / "mind_template" / item)
+    for path in created:
+        print(f"created {path}")
+    for path in kept:
+        print(f"kept    {path} (exists)")
+    print(
+        "next: mindroom run --local"
+        + (f" --config {target / 'config.yaml'}" if args.path != "." else "")
+    )
+    return 0
