@@ -16,15 +16,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mindroom import commands
 from mindroom.agents.router import choose_or_fall_back
 from mindroom.agents.runner import AgentRuntime, TeamSpec, TurnRequest, session_id_for
 from mindroom.authorization import default_allowed_users, is_authorized
+from mindroom.command_runner import run_command
 from mindroom.compaction import prepare_session
 from mindroom.config.schema import AgentConfig, Config, TeamConfig
 from mindroom.conversation import ConversationState
 from mindroom.errors import MatrixError
 from mindroom.flush import FlushWorker
+from mindroom.handoff import hand_off
 from mindroom.ledger import Ledger
 from mindroom.matrix.accounts import CredentialStore, login_account, set_display_name
 from mindroom.matrix.client import MatrixAccount
@@ -34,7 +35,8 @@ from mindroom.matrix.rooms import prepare_room
 from mindroom.matrix.send import notice_content
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.watch import watch_memory_files
-from mindroom.routing import Route, route_handoff, route_message
+from mindroom.reload import ConfigReloader
+from mindroom.routing import Route, route_message
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +54,7 @@ class BotOptions:
     shared_secret: str | None = None
     invite_users: tuple[str, ...] = field(default_factory=tuple)
     config_dir: Path | None = None  # where relative paths in the config (templates) start
+    config_path: Path | None = None  # the file to watch for hot reload
 
     @property
     def data_dir(self) -> Path:
@@ -69,11 +72,13 @@ class Bot:
         self.runtime = AgentRuntime(config, options.data_dir, self.memories)
         self._watch_stop = asyncio.Event()
         self.flush = FlushWorker(config, self.runtime, self.memories, options.data_dir)
+        self.reloader = ConfigReloader(self, options.config_path) if options.config_path else None
         self.router: MatrixAccount | None = None
         self.agents: dict[str, MatrixAccount] = {}
         self.room_ids: dict[str, str] = {}
         self.ledger: Ledger | None = None
         self._sync_tasks: list[asyncio.Task[None]] = []
+        self._account_tasks: dict[str, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.state = ConversationState(config.router.context_messages)
         self._allowed: list[str] = []
@@ -112,14 +117,7 @@ class Bot:
         await asyncio.gather(*(account.first_sync() for account in everyone))
         await self._prepare_rooms()
         for account in everyone:
-            token = await self.ledger.sync_token(account.user_id)
-            account.listen(self._on_message, self._on_invite)
-            self._sync_tasks.append(
-                asyncio.create_task(
-                    account.sync_forever(since=token, on_synced=self._on_synced),
-                    name=f"sync:{account.name}",
-                )
-            )
+            await self._listen(account)
         for name in self.config.agents:
             self.memories.for_agent(name)  # open (and index) shared memories before the first turn
         self._sync_tasks.append(
@@ -131,6 +129,10 @@ class Bot:
             )
         )
         self._sync_tasks.append(asyncio.create_task(self.flush.run(), name="memory-flush"))
+        if self.reloader is not None:
+            self._sync_tasks.append(
+                asyncio.create_task(self.reloader.watch(self._watch_stop), name="config-watch")
+            )
         await self._resume_pending()
         logger.info(
             "mindroom is running on %s as %d agents in %d rooms",
@@ -138,6 +140,46 @@ class Bot:
             len(self.agents),
             len(self.room_ids),
         )
+
+    async def _listen(self, account: MatrixAccount) -> None:
+        assert self.ledger is not None
+        token = await self.ledger.sync_token(account.user_id)
+        account.listen(self._on_message, self._on_invite)
+        self._account_tasks[account.name] = asyncio.create_task(
+            account.sync_forever(since=token, on_synced=self._on_synced),
+            name=f"sync:{account.name}",
+        )
+
+    async def add_member(self, name: str) -> None:
+        """Start the account of an agent or team added to the config while running."""
+        member = self._member(name)
+        account = await self._login(name, member.display_name or name.replace("_", " ").title())
+        await account.first_sync()
+        self.agents[name] = account
+        await self._listen(account)
+
+    async def remove_member(self, name: str) -> None:
+        """An agent or team removed from the config: leave its rooms and stop its account."""
+        account = self.agents.pop(name)
+        account.stop()
+        for room_id in account.joined_rooms():
+            await account.client.room_leave(room_id)
+        task = self._account_tasks.pop(name, None)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await account.close()
+
+    def set_config(self, config: Config) -> None:
+        """Use ``config`` from the next turn on (hot reload); running turns finish as they were."""
+        self.config = config
+        self.runtime.set_config(config)
+        self.memories.config = config
+        self.flush.config = config
+
+    async def prepare_rooms(self) -> None:
+        """Make every configured room exist with its members in it (idempotent)."""
+        await self._prepare_rooms()
 
     async def _prepare_rooms(self) -> None:
         assert self.router is not None
@@ -169,7 +211,7 @@ class Bot:
                 route = Route(pending.responders, "resumed hand-off")
             else:
                 route = self._route(message, self._thread_senders_cached(message))
-            self._spawn(self._handle(message, route), f"resume:{message.event_id}")
+            self.spawn(self.handle(message, route), f"resume:{message.event_id}")
 
     # -- events -------------------------------------------------------------------------------
 
@@ -202,7 +244,7 @@ class Bot:
                 return self.config.room_config(name).allowed_users or self._allowed
         return self._allowed
 
-    def _spawn(self, coro: object, name: str) -> None:
+    def spawn(self, coro: object, name: str) -> None:
         task = asyncio.create_task(coro, name=name)  # type: ignore[arg-type]
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -279,7 +321,7 @@ class Bot:
             account.name,
             message.receiver_membership,
         )
-        self._spawn(self._handle(message, route), f"handle:{message.event_id}")
+        self.spawn(self.handle(message, route), f"handle:{message.event_id}")
 
     async def _on_invite(self, account: MatrixAccount, room_id: str, sender: str) -> None:
         if room_id in account.joined_rooms():
@@ -296,7 +338,7 @@ class Bot:
 
     # -- answering ----------------------------------------------------------------------------
 
-    async def _handle(self, message: IncomingMessage, route: Route) -> None:
+    async def handle(self, message: IncomingMessage, route: Route) -> None:
         """Produce every answer ``route`` asks for, then mark the event done in the ledger."""
         assert self.ledger is not None
         status = "done"
@@ -396,74 +438,10 @@ class Bot:
             owner, request.session_id, requester, team.members if team else ()
         )
         if team is None:
-            await self._hand_off(agent, message, thread_root, result.text, writer.event_ids[-1])
-
-    async def _hand_off(
-        self,
-        agent: str,
-        message: IncomingMessage,
-        thread_root: str | None,
-        text: str,
-        reply_event_id: str,
-    ) -> None:
-        """Let agents named in ``agent``'s finished answer take over, within the hop cap."""
-        assert self.ledger is not None
-        key = (message.room_id, thread_root)
-        hops = self.state.count_agent_reply(key)
-        route = route_handoff(
-            text,
-            from_agent=agent,
-            room_agents=self.room_agents(message.room_id),
-            identities=self.identities(),
-            hops=hops,
-            max_hops=self.config.router.max_agent_hops,
-        )
-        if not route.responders:
-            if "cap" in route.reason:
-                logger.info(
-                    "not handing off from %s in %s: %s", agent, message.room_id, route.reason
-                )
-            return
-        handoff = IncomingMessage(
-            event_id=reply_event_id,
-            room_id=message.room_id,
-            sender=self.agents[agent].user_id,
-            body=text,
-            thread_root=thread_root,
-            timestamp_ms=int(time.time() * 1000),
-        )
-        self.state.first_sight(reply_event_id)
-        if await self.ledger.claim(
-            reply_event_id, message.room_id, route.responders, message_source(handoff)
-        ):
-            logger.info("%s hands off to %s", agent, ", ".join(route.responders))
-            self._spawn(self._handle(handoff, route), f"handoff:{reply_event_id}")
+            await hand_off(self, agent, message, thread_root, result.text, writer.event_ids[-1])
 
     async def _command(self, message: IncomingMessage) -> None:
-        assert self.ledger is not None
-        assert self.router is not None
-        command = commands.parse_command(message.body)
-        if command is None:
-            return
-        room_agents = self.room_agents(message.room_id)
-        if message.room_id in self.router.joined_rooms():
-            account = self.router
-        elif room_agents:
-            account = self.agents[room_agents[0]]  # a DM: the router is not there
-        else:
-            return
-        user_ids = {name: acc.user_id for name, acc in self.agents.items()}
-        if command.name == "help":
-            text = commands.help_text(self.config, room_agents, user_ids)
-        elif command.name == "agents":
-            text = commands.agents_text(self.config, user_ids)
-        elif command.name == "new":
-            generation = await self.ledger.new_session(message.room_id, message.thread_root)
-            text = commands.new_session_text(generation, message.thread_root is not None)
-        else:
-            text = commands.unknown_text(command)
-        content = notice_content(text, thread_root=message.thread_root, reply_to=message.event_id)
-        await account.send(message.room_id, content, f"mindroom-command-{message.event_id}")
+        await run_command(self, message)
 
     # -- shutdown -----------------------------------------------------------------------------
 
@@ -477,6 +455,8 @@ class Bot:
             account.stop()
         self._watch_stop.set()
         self.flush.stop()
+        self._sync_tasks.extend(self._account_tasks.values())
+        self._account_tasks.clear()
         for task in self._sync_tasks:
             task.cancel()
         await asyncio.gather(*self._sync_tasks, return_exceptions=True)

@@ -79,6 +79,7 @@ async def _run(args: argparse.Namespace) -> int:
                 shared_secret,
                 invite_users=invite,
                 config_dir=config_path.parent,
+                config_path=config_path,
             ),
         )
         stack.push_async_callback(bot.stop)
@@ -92,6 +93,15 @@ async def _run(args: argparse.Namespace) -> int:
         await stop.wait()
         logger.info("stopping")
     return 0
+
+
+async def _doctor(args: argparse.Namespace) -> int:
+    from mindroom.doctor import render, run_doctor
+
+    config_path, storage = _paths(args)
+    checks = await run_doctor(config_path, storage, os.environ.get("MATRIX_HOMESERVER"))
+    print(render(checks))
+    return 0 if all(c.ok for c in checks) else 1
 
 
 async def _chat(args: argparse.Namespace) -> int:
@@ -127,6 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for a reply")
     chat.add_argument("message", nargs="*", help="message to send; none opens a prompt")
     chat.set_defaults(func=_chat)
+    doctor = sub.add_parser("doctor", help="check config, homeserver, models and storage")
+    common(doctor)
+    doctor.set_defaults(func=_doctor)
+
     add_memory_parser(sub, common)
     add_config_parser(sub)
     return parser

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from mindroom.config.schema import Config
 
-KNOWN = ("help", "new", "agents")
+KNOWN = ("help", "new", "agents", "config")
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,7 @@ def help_text(config: Config, room_agents: Sequence[str], user_ids: Mapping[str,
         "- `!help`: this message",
         "- `!agents`: every configured agent and its rooms",
         "- `!new`: start a fresh conversation here (forget this room's or thread's history)",
+        "- `!config status`: is the config file valid; admins: `!config get|set KEY [VALUE]`",
     ]
     return "\n".join(lines)
 

@@ -7,15 +7,12 @@ validated as a whole before the file is replaced).
 from __future__ import annotations
 
 import argparse
-import io
 import shutil
 from importlib import resources
 from pathlib import Path
 
-from ruamel.yaml import YAML
-
 from mindroom.config.load import load_config
-from mindroom.config.store import ConfigDocument, parse_value
+from mindroom.config.store import ConfigDocument, dump_value, parse_value
 
 
 def add_config_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -46,16 +43,6 @@ def add_config_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     init.set_defaults(func=run_init)
 
 
-def _show(value: object) -> str:
-    if isinstance(value, (dict, list)):
-        out = io.StringIO()
-        yaml = YAML(typ="rt")
-        yaml.indent(mapping=2, sequence=4, offset=2)
-        yaml.dump(value, out)
-        return out.getvalue().rstrip()
-    return str(value)
-
-
 def run_config(args: argparse.Namespace) -> int:
     """Carry out one ``mindroom config`` action."""
     path = Path(args.config)
@@ -71,7 +58,7 @@ def run_config(args: argparse.Namespace) -> int:
         return 0
     doc = ConfigDocument(path)
     if args.action == "get":
-        print(_show(doc.get(args.key)))
+        print(dump_value(doc.get(args.key)))
         return 0
     if args.action == "set":
         doc.set(args.key, parse_value(args.value))

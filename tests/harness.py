@@ -298,7 +298,12 @@ class BotHarness:
         self.credentials.install(self.storage)
         bot = Bot(
             parse_config(text, "config.yaml"),
-            BotOptions(self.storage, self.homeserver.url, self.homeserver.shared_secret),
+            BotOptions(
+                self.storage,
+                self.homeserver.url,
+                self.homeserver.shared_secret,
+                config_path=self.storage / "config.yaml",
+            ),
         )
         self.bot = bot
         try:

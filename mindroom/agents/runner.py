@@ -153,6 +153,14 @@ class AgentRuntime:
         self._idle.set()
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
+    def set_config(self, config: Config) -> None:
+        """Use ``config`` from the next turn on; models whose settings changed are rebuilt."""
+        for key in list(self._models):
+            if config.models.get(key) != self._config.models.get(key):
+                del self._models[key]
+        self._learning_machines.clear()
+        self._config = config
+
     def _model(self, key: str) -> Model:
         if key not in self._models:
             self._models[key] = build_model(key, self._config.models[key])

@@ -233,8 +233,9 @@ class AuthorizationConfig(_Strict):
     """
 
     allowed_users: list[str] | None = None
+    admins: list[str] = Field(default_factory=list)
 
-    @field_validator("allowed_users")
+    @field_validator("allowed_users", "admins")
     @classmethod
     def _user_patterns(cls, value: list[str] | None) -> list[str] | None:
         return _check_user_patterns(value)

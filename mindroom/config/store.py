@@ -242,3 +242,13 @@ def _to_yaml(value: Any) -> Any:
         seq.fa.set_flow_style()
         return seq
     return value
+
+
+def dump_value(value: Any) -> str:
+    """A config value as YAML text, for showing it (scalars as they are)."""
+    if isinstance(value, (dict, list)):
+        out = io.StringIO()
+        yaml = _yaml()
+        yaml.dump(value, out)
+        return out.getvalue().rstrip()
+    return str(value)

@@ -1,0 +1,136 @@
+"""Hot reload: edit config.yaml while mindroom runs; bad edits never take it down."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+
+import pytest
+
+from tests.harness import BotHarness, Human, config_text, relation, unique
+from tests.scripted_model import ScriptedModel, system_text
+
+pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError("not reached in time")
+        await asyncio.sleep(0.1)
+
+
+def write(bot: BotHarness, doc: dict) -> None:
+    path = bot.storage / "config.yaml"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=2))
+    tmp.replace(path)
+
+
+async def test_agents_are_added_changed_and_removed_while_running(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    room = unique("live")
+    doc = json.loads(config_text(model.base_url, {"general": {"rooms": [room]}}))
+    room_id = await bot.start_in_room(json.dumps(doc), room, human)
+    general_account = bot.bot.agents["general"]
+
+    doc["agents"]["coder"] = {"role": "Writes code.", "rooms": [room]}
+    write(bot, doc)
+    await eventually(lambda: "coder" in bot.bot.agents)
+    coder = bot.bot.agents["coder"].user_id
+    await human.wait_for(
+        lambda e: (
+            e.get("type") == "m.room.member"
+            and e.get("state_key") == coder
+            and e["content"].get("membership") == "join"
+        )
+    )
+    asked = await human.send(room_id, "@coder hello", mention=[coder])
+    reply = await human.wait_for_reply(room_id, asked)
+    assert reply["sender"] == coder
+    assert bot.bot.agents["general"] is general_account  # untouched agents keep running
+
+    doc["agents"]["general"]["instructions"] = ["Always answer in rhymes."]
+    write(bot, doc)
+    await eventually(
+        lambda: bot.bot.config.agents["general"].instructions == ["Always answer in rhymes."]
+    )
+    general = general_account.user_id
+    asked = await human.send(room_id, "@general hi", mention=[general])
+    await human.wait_for_reply(room_id, asked)
+    assert "Always answer in rhymes." in system_text(model.requests[-1])
+
+    del doc["agents"]["coder"]
+    write(bot, doc)
+    await human.wait_for(
+        lambda e: (
+            e.get("type") == "m.room.member"
+            and e.get("state_key") == coder
+            and e["content"].get("membership") == "leave"
+        )
+    )
+    assert "coder" not in bot.bot.agents
+
+
+async def test_invalid_config_keeps_the_bot_answering_until_it_is_fixed(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    room = unique("live")
+    doc = json.loads(config_text(model.base_url, {"general": {"rooms": [room]}}))
+    room_id = await bot.start_in_room(json.dumps(doc), room, human)
+    path = bot.storage / "config.yaml"
+
+    path.write_text("agents: [this is: not valid")
+    await eventually(lambda: bot.bot.reloader.error is not None)
+    asked = await human.send(room_id, "still there?")
+    await human.wait_for_reply(room_id, asked)
+    status = await human.send(room_id, "!config status")
+    shown = await human.wait_for_reply(room_id, status)
+    assert "not valid YAML" in shown["content"]["body"]
+    assert "config.yaml" in shown["content"]["body"]
+
+    doc["agents"]["general"]["instructions"] = ["Fixed and applied."]
+    write(bot, doc)
+    await eventually(lambda: bot.bot.reloader.error is None)
+    asked = await human.send(room_id, "and now?")
+    await human.wait_for_reply(room_id, asked)
+    assert "Fixed and applied." in system_text(model.requests[-1])
+
+
+async def test_config_set_in_chat_is_for_admins_only(
+    bot: BotHarness, human: Human, model: ScriptedModel, synapse
+) -> None:
+    room = unique("live")
+    config = config_text(
+        model.base_url,
+        {"general": {"rooms": [room]}},
+        authorization={"admins": [human.user_id]},
+    )
+    room_id = await bot.start_in_room(config, room, human)
+    other = await Human.create(synapse)
+    try:
+        await other.join(room_id)
+        refused = await other.send(room_id, "!config set agents.general.role Hacked")
+        answer = await other.wait_for_reply(room_id, refused)
+        assert "Only admins" in answer["content"]["body"]
+        assert bot.bot.config.agents["general"].role == ""
+
+        bad = await human.send(room_id, "!config set agents.general.model nowhere")
+        answer = await human.wait_for_reply(room_id, bad)
+        assert "Refused" in answer["content"]["body"]
+
+        good = await human.send(room_id, "!config set agents.general.role Tells jokes.")
+        answer = await human.wait_for_reply(room_id, good)
+        assert "applied" in answer["content"]["body"]
+        assert bot.bot.config.agents["general"].role == "Tells jokes."
+        assert "Tells jokes." in (bot.storage / "config.yaml").read_text()
+        got = await human.send(room_id, "!config get agents.general.role")
+        answer = await human.wait_for_reply(room_id, got)
+        assert "Tells jokes." in answer["content"]["body"]
+        assert relation(answer)["m.in_reply_to"]["event_id"] == got
+    finally:
+        await other.close()
