@@ -163,7 +163,7 @@ class Bot:
         account = self.agents.pop(name)
         account.stop()
         for room_id in account.joined_rooms():
-            await account.client.room_leave(room_id)
+            await account.leave(room_id)
         task = self._account_tasks.pop(name, None)
         if task is not None:
             task.cancel()

@@ -6,7 +6,8 @@ shown by ``!config status``. A valid change is applied as a diff:
 
 * added agents and teams get their accounts and join their rooms;
 * removed ones leave their rooms and stop;
-* changed ones take effect at their next turn (turns in progress finish as they started,
+* changed ones take effect at their next turn (a new display name at once, and they leave
+  rooms no longer listed for them) (turns in progress finish as they started,
   because agents are built per turn); models whose settings changed are rebuilt;
 * new rooms are created and joined; memory and flush settings apply at once.
 
@@ -28,6 +29,7 @@ from mindroom.config.load import load_config
 from mindroom.config.schema import Config
 from mindroom.config.store import ConfigDocument, parse_value
 from mindroom.errors import ConfigError
+from mindroom.matrix.accounts import set_display_name
 
 if TYPE_CHECKING:
     from mindroom.bot import Bot
@@ -90,7 +92,10 @@ class ConfigReloader:
             diff = diff_configs(self.bot.config, new)
             if diff.empty:
                 return diff
+            old = self.bot.config
             self.bot.set_config(new)
+            for name in diff.changed:
+                await self._update_member(name, old, new)
             for name in diff.removed:
                 await self.bot.remove_member(name)
             for name in diff.added:
@@ -105,6 +110,20 @@ class ConfigReloader:
                 ", ".join(diff.rooms_added) or "-",
             )
             return diff
+
+    async def _update_member(self, name: str, old: Config, new: Config) -> None:
+        """A changed agent or team: its display name, and rooms it no longer belongs to."""
+        before = old.agents.get(name) or old.teams[name]
+        after = new.agents.get(name) or new.teams[name]
+        account = self.bot.agents.get(name)
+        if account is None:
+            return
+        if after.display_name and after.display_name != before.display_name:
+            await set_display_name(account.client, after.display_name)
+        for room in set(before.rooms) - set(after.rooms):
+            room_id = self.bot.room_ids.get(room)
+            if room_id and room_id in account.joined_rooms():
+                await account.leave(room_id)
 
     async def watch(self, stop: asyncio.Event) -> None:
         """Reload on every change of the file until ``stop`` is set."""

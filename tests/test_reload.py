@@ -55,6 +55,7 @@ async def test_agents_are_added_changed_and_removed_while_running(
     assert bot.bot.agents["general"] is general_account  # untouched agents keep running
 
     doc["agents"]["general"]["instructions"] = ["Always answer in rhymes."]
+    doc["agents"]["general"]["display_name"] = "Poet"
     write(bot, doc)
     await eventually(
         lambda: bot.bot.config.agents["general"].instructions == ["Always answer in rhymes."]
@@ -63,6 +64,13 @@ async def test_agents_are_added_changed_and_removed_while_running(
     asked = await human.send(room_id, "@general hi", mention=[general])
     await human.wait_for_reply(room_id, asked)
     assert "Always answer in rhymes." in system_text(model.requests[-1])
+    await human.wait_for(
+        lambda e: (
+            e.get("type") == "m.room.member"
+            and e.get("state_key") == general
+            and e["content"].get("displayname") == "Poet"
+        )
+    )
 
     del doc["agents"]["coder"]
     write(bot, doc)

@@ -264,6 +264,14 @@ class MatrixAccount:
         self._joined.add(response.room_id)
         return response.room_id
 
+    async def leave(self, room_id: str) -> None:
+        """Leave ``room_id`` (a failure is logged: the room may already be gone)."""
+        response = await self.client.room_leave(room_id)
+        if isinstance(response, nio.ErrorResponse):
+            self.log.warning("cannot leave %s: %s", room_id, response.message)
+        self._joined.discard(room_id)
+        self.client.rooms.pop(room_id, None)
+
     async def close(self) -> None:
         """Stop syncing and close the HTTP session."""
         self.stop()
