@@ -62,7 +62,6 @@ class FlushWorker:
         self.memories = memories
         self.state = FlushState.load(data_dir / "memory_flush_state.json")
         self._wake = asyncio.Event()
-        self._curation_passes: dict[tuple[str, str], int] = {}
         self._stop = asyncio.Event()
         reset = self.state.reset_in_flight()
         if reset:
@@ -177,10 +176,14 @@ class FlushWorker:
         if memory is None:
             return []
         day = today()
-        passes = self._curation_passes.get((memory.scope_id, day), 0)
+        key = f"{memory.scope_id}|{day}"
+        passes = self.state.curation_passes.get(key, 0)
         if passes >= curation.max_passes_per_day:
             return []
-        self._curation_passes[(memory.scope_id, day)] = passes + 1
+        self.state.curation_passes = {
+            k: v for k, v in self.state.curation_passes.items() if k.endswith(day)
+        } | {key: passes + 1}
+        await asyncio.to_thread(self.state.save)
         entries = await memory.list(500)
         daily = [e.text for e in entries if e.path.startswith("memory/")][:200]
         long_term = [e.text for e in entries if e.path == "MEMORY.md"]

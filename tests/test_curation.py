@@ -46,12 +46,15 @@ async def test_curation_promotes_within_caps_once_a_day(
         entry = FlushEntry("general", "s1")
         promoted = await worker.curate(entry)
         again = await worker.curate(entry)  # the per-day cap
+        restarted = FlushWorker(config, runtime, registry, tmp_path / "mindroom_data")
+        after_restart = await restarted.curate(entry)  # the cap survives a restart
     finally:
         await runtime.close()
         registry.close()
 
     assert promoted == ["Ana is the user's daughter", "The user is vegetarian"]
     assert again == []
+    assert after_restart == []
     long_term = [e.text for e in memory.list_sync() if e.path == "MEMORY.md"]
     assert long_term == ["The user lives in Porto", *promoted]
     daily_texts = [e.text for e in memory.list_sync() if e.path == daily]

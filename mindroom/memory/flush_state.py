@@ -119,6 +119,7 @@ class FlushState:
 
     path: Path
     entries: dict[str, FlushEntry] = field(default_factory=dict)
+    curation_passes: dict[str, int] = field(default_factory=dict)  # "scope|day" -> passes
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -128,6 +129,9 @@ class FlushState:
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
             items = raw.get("entries", []) if isinstance(raw, dict) else []
+            passes = raw.get("curation_passes", {}) if isinstance(raw, dict) else {}
+            if isinstance(passes, dict):
+                state.curation_passes = {str(k): int(v) for k, v in passes.items()}
             for item in items if isinstance(items, list) else []:
                 item["team"] = tuple(item.get("team") or ())
                 entry = FlushEntry(**item)
@@ -139,7 +143,10 @@ class FlushState:
     def save(self) -> None:
         """Write the state atomically."""
         with self._lock:
-            data = {"entries": [asdict(e) for e in self.entries.values()]}
+            data = {
+                "entries": [asdict(e) for e in self.entries.values()],
+                "curation_passes": self.curation_passes,
+            }
             atomic_write(self.path, json.dumps(data, indent=1, ensure_ascii=False))
 
     def get(self, key: str) -> FlushEntry | None:
