@@ -245,6 +245,7 @@ class Bot:
         return self._allowed
 
     def spawn(self, coro: object, name: str) -> None:
+        """Run ``coro`` as a task the bot owns (awaited or cancelled at shutdown)."""
         task = asyncio.create_task(coro, name=name)  # type: ignore[arg-type]
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -56,6 +56,10 @@ class CredentialStore:
             raise MatrixError(f"{self.path}: unreadable credentials file: {exc}") from None
         return data if isinstance(data, dict) else {}
 
+    def accounts(self) -> list[tuple[str, str]]:
+        """Every saved (homeserver, localpart)."""
+        return [(hs, lp) for hs, users in self._read().items() for lp in users]
+
     def get(self, homeserver: str, localpart: str) -> Credentials | None:
         """Saved credentials of ``localpart`` on ``homeserver``, if any."""
         entry = self._read().get(homeserver, {}).get(localpart)

@@ -24,10 +24,8 @@ QUIET_AFTER_REPLY_S = 3.0
 
 def _homeserver_and_user(data_dir: Path) -> tuple[str, str]:
     store = local_user_store(data_dir)
-    data = store._read()
-    for homeserver, users in data.items():
-        for localpart in users:
-            return homeserver, localpart
+    for homeserver, localpart in store.accounts():
+        return homeserver, localpart
     raise MatrixError(
         f"no local user in {store.path}: start the bot with 'mindroom run --local' first"
     )
