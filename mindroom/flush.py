@@ -171,7 +171,7 @@ class FlushWorker:
 
     async def curate(self, entry: FlushEntry) -> list[str]:
         """Promote durable facts from the daily files into MEMORY.md (append-only, capped)."""
-        memory = self._memory(entry)
+        memory = await asyncio.to_thread(self._memory, entry)
         curation = self.settings.curation
         if memory is None:
             return []
@@ -235,7 +235,7 @@ class FlushWorker:
         self.state.put(entry)
         await asyncio.to_thread(self.state.save)
         try:
-            memory = self._memory(entry)
+            memory = await asyncio.to_thread(self._memory, entry)  # may open or scaffold files
             lines, updated_at = await self.runtime.session_chat(
                 entry.agent, entry.session_id, entry.requester, bool(entry.team)
             )

@@ -262,7 +262,9 @@ class AgentRuntime:
         memory = await asyncio.to_thread(self.memories.for_agent, agent, requester)
         blocks = [await self._recall_block(memory, text)] if memory is not None else []
         for team in self._config.teams_of(agent):
-            team_memory = self.memories.for_team(self._config.teams[team].agents)
+            team_memory = await asyncio.to_thread(
+                self.memories.for_team, self._config.teams[team].agents
+            )
             if team_memory is not None:
                 blocks.append(await self._recall_block(team_memory, text, f"team {team}"))
         return memory, "\n\n".join(b for b in blocks if b)
