@@ -115,11 +115,11 @@ class Bot:
         self.agents = {account.name: account for account in accounts}
         everyone = [self.router, *self.agents.values()]
         await asyncio.gather(*(account.first_sync() for account in everyone))
-        await self._prepare_rooms()
+        await self.prepare_rooms()
         for account in everyone:
             await self._listen(account)
-        for name in self.config.agents:
-            self.memories.for_agent(name)  # open (and index) shared memories before the first turn
+        for name in self.config.agents:  # open (and index) shared memories before the first turn
+            await asyncio.to_thread(self.memories.for_agent, name)
         self._sync_tasks.append(
             asyncio.create_task(
                 watch_memory_files(
@@ -179,9 +179,6 @@ class Bot:
 
     async def prepare_rooms(self) -> None:
         """Make every configured room exist with its members in it (idempotent)."""
-        await self._prepare_rooms()
-
-    async def _prepare_rooms(self) -> None:
         assert self.router is not None
         everyone = {**self.config.agents, **self.config.teams}
         for name in self.config.room_names:

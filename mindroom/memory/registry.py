@@ -85,15 +85,6 @@ class MemoryRegistry:
                 )
             return memory
 
-    def teams_for(self, agent: str) -> list[FileMemory]:
-        """The memories of the configured teams ``agent`` belongs to."""
-        found = []
-        for team in self.config.teams_of(agent):
-            memory = self.for_team(self.config.teams[team].agents)
-            if memory is not None:
-                found.append(memory)
-        return found
-
     def roots_parent(self) -> Path:
         """The folder that holds every shared agent's memory root."""
         file_root = self.config.memory.file.path

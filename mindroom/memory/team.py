@@ -46,15 +46,24 @@ class TeamMemory(FileMemory):
         self.mirrors = {m: mirror_root(storage, m, scope_id, file_root) for m in self.members}
         primary = via if via in self.mirrors else self.members[0]
         super().__init__(MemoryScope(scope_id, self.mirrors[primary], state_dir(storage, scope_id)))
+        # the copies' file signatures when last found equal; unchanged means nothing to compare
+        self._consistent: list[tuple[str, str, int, int, int]] | None = None
 
     def repair(self) -> list[str]:
         """Make every copy equal to the latest version of each file; returns what was repaired."""
         repaired = []
         with file_lock(self.scope.state_dir / "locks", self.scope.state_dir / "mirror"):
             versions: dict[str, list[tuple[int, Path]]] = {}
-            for root in self.mirrors.values():
+            signature = []
+            for member, root in self.mirrors.items():
                 for relative, path in memory_files(root):
-                    versions.setdefault(relative, []).append((path.stat().st_mtime_ns, path))
+                    stat = path.stat()
+                    versions.setdefault(relative, []).append((stat.st_mtime_ns, path))
+                    signature.append(
+                        (member, relative, stat.st_ino, stat.st_mtime_ns, stat.st_size)
+                    )
+            if signature == self._consistent:
+                return []  # nothing moved since the copies were last found equal: no reads
             for relative, found in versions.items():
                 latest = max(found)[1]
                 text = read_text(latest)
@@ -73,6 +82,12 @@ class TeamMemory(FileMemory):
                         old=current,
                         new=text,
                     )
+            self._consistent = [
+                (member, relative, stat.st_ino, stat.st_mtime_ns, stat.st_size)
+                for member, root in self.mirrors.items()
+                for relative, path in memory_files(root)
+                for stat in (path.stat(),)
+            ]
         return repaired
 
     def prepare(self) -> None:
