@@ -1,10 +1,12 @@
-"""The composition root: logs every account in, prepares rooms and answers messages.
+"""The composition root: logs every account in, prepares rooms, listens, and shuts down.
 
-:class:`Bot` owns every long-running task (one sync loop per account, one task per handled
-message) and cancels and awaits them on shutdown. Decisions live elsewhere: who answers is
-:mod:`mindroom.routing`, what is said is :class:`mindroom.agents.runner.AgentRuntime`, how it
-looks on Matrix is :mod:`mindroom.matrix.reply`, what was already answered is
-:class:`mindroom.ledger.Ledger`.
+:class:`Bot` is wiring and lifecycle only. It owns every task through a
+:class:`~mindroom.tasks.TaskSupervisor` (a sync loop per account, the memory watcher, the flush
+loop, the config watcher, one job per handled message). A message goes down from here and never
+climbs back: :meth:`Bot._on_message` dedupes, routes (:mod:`mindroom.routing`) and claims it in
+the :class:`~mindroom.ledger.Ledger`, then :class:`mindroom.answer.Answerer` plans, runs and
+posts the answers. Everything derived from the config is derived from the current config, so a
+hot reload applies at once.
 """
 
 from __future__ import annotations
@@ -13,30 +15,29 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from mindroom.agents.router import choose_or_fall_back
-from mindroom.agents.runner import AgentRuntime, TeamSpec, TurnRequest, session_id_for
+from mindroom.agents.runner import AgentRuntime
+from mindroom.answer import Answerer, humans, resumed_requester
 from mindroom.authorization import default_allowed_users, is_authorized
 from mindroom.command_runner import run_command
-from mindroom.compaction import prepare_session
 from mindroom.config.schema import AgentConfig, Config, TeamConfig
 from mindroom.conversation import ConversationState
 from mindroom.errors import MatrixError
 from mindroom.flush import FlushWorker
-from mindroom.handoff import hand_off
 from mindroom.ledger import Ledger
 from mindroom.matrix.accounts import CredentialStore, login_account, set_display_name
 from mindroom.matrix.client import MatrixAccount
 from mindroom.matrix.events import AgentIdentity, IncomingMessage, message_source, parse_message
-from mindroom.matrix.reply import ReplyWriter
 from mindroom.matrix.rooms import prepare_room
-from mindroom.matrix.send import notice_content
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.watch import watch_memory_files
 from mindroom.reload import ConfigReloader
-from mindroom.routing import Route, route_message
+from mindroom.routing import Route, RouteKind, route_message
+from mindroom.tasks import TaskSupervisor
 
 logger = logging.getLogger(__name__)
 
@@ -77,11 +78,9 @@ class Bot:
         self.agents: dict[str, MatrixAccount] = {}
         self.room_ids: dict[str, str] = {}
         self.ledger: Ledger | None = None
-        self._sync_tasks: list[asyncio.Task[None]] = []
-        self._account_tasks: dict[str, asyncio.Task[None]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self.answers: Answerer | None = None
+        self.tasks = TaskSupervisor()
         self.state = ConversationState(config.router.context_messages)
-        self._allowed: list[str] = []
 
     # -- start-up -----------------------------------------------------------------------------
 
@@ -101,11 +100,17 @@ class Bot:
     async def start(self) -> None:
         """Log in, sync once, prepare rooms, then listen and catch up. Raises on fatal problems."""
         self.ledger = await Ledger.open(self.options.data_dir / "ledger.db")
-        self.router = await self._login(ROUTER, "Router")
-        self._allowed = self.config.authorization.allowed_users or default_allowed_users(
-            self.router.server_name
+        self.answers = Answerer(
+            config=lambda: self.config,
+            presence=self,
+            ledger=self.ledger,
+            state=self.state,
+            runtime=self.runtime,
+            flush=self.flush,
+            run_command=self._command,
         )
-        members = {**self.config.agents, **self.config.teams}
+        self.router = await self._login(ROUTER, "Router")
+        members: dict[str, AgentConfig | TeamConfig] = {**self.config.agents, **self.config.teams}
         accounts = await asyncio.gather(
             *(
                 self._login(name, member.display_name or name.replace("_", " ").title())
@@ -117,22 +122,19 @@ class Bot:
         await asyncio.gather(*(account.first_sync() for account in everyone))
         await self.prepare_rooms()
         for account in everyone:
-            await self._listen(account)
+            self._listen(account)
         for name in self.config.agents:  # open (and index) shared memories before the first turn
             await asyncio.to_thread(self.memories.for_agent, name)
-        self._sync_tasks.append(
-            asyncio.create_task(
-                watch_memory_files(
-                    [self.memories.roots_parent()], self.memories.sync_changed, self._watch_stop
-                ),
-                name="memory-watch",
-            )
+        self.tasks.keep_running(
+            "memory-watch",
+            lambda: watch_memory_files(
+                [self.memories.roots_parent()], self.memories.sync_changed, self._watch_stop
+            ),
         )
-        self._sync_tasks.append(asyncio.create_task(self.flush.run(), name="memory-flush"))
+        self.tasks.keep_running("memory-flush", self.flush.run)
         if self.reloader is not None:
-            self._sync_tasks.append(
-                asyncio.create_task(self.reloader.watch(self._watch_stop), name="config-watch")
-            )
+            reloader = self.reloader
+            self.tasks.keep_running("config-watch", lambda: reloader.watch(self._watch_stop))
         await self._resume_pending()
         logger.info(
             "mindroom is running on %s as %d agents in %d rooms",
@@ -141,14 +143,16 @@ class Bot:
             len(self.room_ids),
         )
 
-    async def _listen(self, account: MatrixAccount) -> None:
-        assert self.ledger is not None
-        token = await self.ledger.sync_token(account.user_id)
+    def _listen(self, account: MatrixAccount) -> None:
+        """Deliver ``account``'s events from its saved sync position on (restarted on failure)."""
         account.listen(self._on_message, self._on_invite)
-        self._account_tasks[account.name] = asyncio.create_task(
-            account.sync_forever(since=token, on_synced=self._on_synced),
-            name=f"sync:{account.name}",
-        )
+
+        async def sync() -> None:
+            assert self.ledger is not None
+            token = await self.ledger.sync_token(account.user_id)
+            await account.sync_forever(since=token, on_synced=self._on_synced)
+
+        self.tasks.keep_running(f"sync:{account.name}", sync)
 
     async def add_member(self, name: str) -> None:
         """Start the account of an agent or team added to the config while running."""
@@ -156,7 +160,7 @@ class Bot:
         account = await self._login(name, member.display_name or name.replace("_", " ").title())
         await account.first_sync()
         self.agents[name] = account
-        await self._listen(account)
+        self._listen(account)
 
     async def remove_member(self, name: str) -> None:
         """An agent or team removed from the config: leave its rooms and stop its account."""
@@ -164,23 +168,21 @@ class Bot:
         account.stop()
         for room_id in account.joined_rooms():
             await account.leave(room_id)
-        task = self._account_tasks.pop(name, None)
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        await self.tasks.cancel(f"sync:{name}")
         await account.close()
 
     def set_config(self, config: Config) -> None:
-        """Use ``config`` from the next turn on (hot reload); running turns finish as they were."""
+        """Use ``config`` from now on (hot reload); running turns finish as they were."""
         self.config = config
         self.runtime.set_config(config)
         self.memories.config = config
         self.flush.config = config
+        self.state.set_context_messages(config.router.context_messages)
 
     async def prepare_rooms(self) -> None:
         """Make every configured room exist with its members in it (idempotent)."""
         assert self.router is not None
-        everyone = {**self.config.agents, **self.config.teams}
+        everyone: dict[str, AgentConfig | TeamConfig] = {**self.config.agents, **self.config.teams}
         for name in self.config.room_names:
             settings = self.config.room_config(name)
             members = [self.agents[n] for n, cfg in everyone.items() if name in cfg.rooms]
@@ -191,6 +193,7 @@ class Bot:
     async def _resume_pending(self) -> None:
         """Answer what a previous run claimed but did not finish (a crash, a kill -9)."""
         assert self.ledger is not None
+        assert self.answers is not None
         window_start = time.time() - self.config.matrix.catch_up_seconds
         expired = await self.ledger.expire(older_than=window_start)
         if expired:
@@ -205,14 +208,14 @@ class Bot:
             logger.info("resuming the unfinished reply to %s", pending.event_id)
             self.state.first_sight(message.event_id)
             if pending.responders:  # a hand-off: its responders were decided already
-                route = Route(pending.responders, "resumed hand-off")
+                route = Route(RouteKind.HANDOFF, pending.responders, "resumed hand-off")
             else:
                 route = self._route(message, self._thread_senders_cached(message))
-            self.spawn(self.handle(message, route), f"resume:{message.event_id}")
+            requester = resumed_requester(pending.source, message.sender)
+            self.spawn(self.answers.handle(message, route, requester), f"resume:{message.event_id}")
 
-    # -- events -------------------------------------------------------------------------------
+    # -- what the answer path sees (mindroom.answer.Presence) ---------------------------------
 
-    @property
     def own_user_ids(self) -> set[str]:
         """Every account mindroom runs."""
         ids = {account.user_id for account in self.agents.values()}
@@ -225,27 +228,48 @@ class Bot:
         return [
             AgentIdentity(name, account.user_id, self._member(name).display_name or "")
             for name, account in self.agents.items()
+            if name in self.config.agents or name in self.config.teams
         ]
 
-    def _member(self, name: str) -> AgentConfig | TeamConfig:
-        """The config of agent or team ``name``."""
-        return self.config.agents.get(name) or self.config.teams[name]
+    def account(self, name: str) -> MatrixAccount:
+        """The account of agent or team ``name``; KeyError when it is not running."""
+        return self.agents[name]
 
     def room_agents(self, room_id: str) -> list[str]:
         """Agents joined to ``room_id``, in config order."""
         return [name for name, acc in self.agents.items() if room_id in acc.joined_rooms()]
 
-    def _allowed_in(self, room_id: str) -> list[str]:
-        for name, known_id in self.room_ids.items():
-            if known_id == room_id:
-                return self.config.room_config(name).allowed_users or self._allowed
-        return self._allowed
+    def room_humans(self, room_id: str) -> frozenset[str]:
+        """The people joined to ``room_id``, as the accounts in it last synced."""
+        members: set[str] = set()
+        for account in [self.router, *self.agents.values()]:
+            if account is not None and room_id in account.joined_rooms():
+                members |= account.room_members(room_id)
+        return humans(members, self.own_user_ids())
 
-    def spawn(self, coro: object, name: str) -> None:
-        """Run ``coro`` as a task the bot owns (awaited or cancelled at shutdown)."""
-        task = asyncio.create_task(coro, name=name)  # type: ignore[arg-type]
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        """Run ``coro`` as a job the bot owns (awaited or cancelled at shutdown)."""
+        return self.tasks.spawn(coro, name)
+
+    # -- events -------------------------------------------------------------------------------
+
+    def _member(self, name: str) -> AgentConfig | TeamConfig:
+        """The config of agent or team ``name``."""
+        return self.config.agents.get(name) or self.config.teams[name]
+
+    def allowed_users(self, room_id: str | None = None) -> list[str]:
+        """Who may talk to mindroom (in ``room_id``), from the current config."""
+        if room_id is not None:
+            for name, known_id in self.room_ids.items():
+                if known_id == room_id and name in self.config.room_names:
+                    room_allowed = self.config.room_config(name).allowed_users
+                    if room_allowed:
+                        return room_allowed
+        allowed = self.config.authorization.allowed_users
+        if allowed:
+            return allowed
+        server = self.router.server_name if self.router else "*"
+        return default_allowed_users(server)
 
     async def _on_synced(self, account: MatrixAccount, token: str) -> None:
         if self.ledger is None:
@@ -274,8 +298,8 @@ class Bot:
             message,
             room_agents=self.room_agents(message.room_id),
             identities=self.identities(),
-            own_user_ids=self.own_user_ids,
-            authorized=is_authorized(message.sender, self._allowed_in(message.room_id)),
+            own_user_ids=self.own_user_ids(),
+            authorized=is_authorized(message.sender, self.allowed_users(message.room_id)),
             thread_senders=thread_senders,
         )
 
@@ -286,11 +310,12 @@ class Bot:
             return
         thread_senders = await self._thread_senders(account, message)
         route = self._route(message, thread_senders)
-        self.state.note(message, self.own_user_ids)
+        self.state.note(message, self.own_user_ids())
         if not (route.responders or route.command):
             logger.debug("event %s in %s: %s", message.event_id, message.room_id, route.reason)
             return
         assert self.ledger is not None
+        assert self.answers is not None
         age_s = time.time() - message.timestamp_ms / 1000
         if age_s > self.config.matrix.catch_up_seconds:
             if await self.ledger.claim(
@@ -319,12 +344,14 @@ class Bot:
             account.name,
             message.receiver_membership,
         )
-        self.spawn(self.handle(message, route), f"handle:{message.event_id}")
+        self.spawn(
+            self.answers.handle(message, route, message.sender), f"handle:{message.event_id}"
+        )
 
     async def _on_invite(self, account: MatrixAccount, room_id: str, sender: str) -> None:
         if room_id in account.joined_rooms():
             return
-        if sender in self.own_user_ids or is_authorized(sender, self._allowed):
+        if sender in self.own_user_ids() or is_authorized(sender, self.allowed_users()):
             account.log.info("accepting invite to %s from %s", room_id, sender)
             try:
                 await account.join(room_id)
@@ -333,110 +360,6 @@ class Bot:
         else:
             account.log.info("declining invite to %s from unauthorized %s", room_id, sender)
             await account.client.room_leave(room_id)
-
-    # -- answering ----------------------------------------------------------------------------
-
-    async def handle(self, message: IncomingMessage, route: Route) -> None:
-        """Produce every answer ``route`` asks for, then mark the event done in the ledger."""
-        assert self.ledger is not None
-        status = "done"
-        try:
-            if route.command:
-                await self._command(message)
-            else:
-                responders = route.responders
-                if route.ask_router:
-                    responders = (await self._choose(message, responders),)
-                agents = tuple(r for r in responders if r in self.config.agents)
-                if route.reason == "mentioned" and len(agents) > 1:
-                    # several agents named: one team answer, posted by the first in config order
-                    team = TeamSpec.ad_hoc(self.config, agents)
-                    others = [r for r in responders if r not in agents]
-                    await asyncio.gather(
-                        self._answer(team.members[0], message, team),
-                        *(self._answer(name, message) for name in others),
-                    )
-                else:
-                    await asyncio.gather(*(self._answer(name, message) for name in responders))
-        except asyncio.CancelledError:
-            raise  # left claimed: the next start resumes it
-        except Exception:  # the edge of one message: log it, keep the bot running
-            status = "failed"
-            logger.exception("handling %s in %s failed", message.event_id, message.room_id)
-        await self.ledger.finish(message.event_id, status)
-
-    async def _choose(self, message: IncomingMessage, candidates: tuple[str, ...]) -> str:
-        roles = [(name, self._member(name).role) for name in candidates]
-        recent = self.state.recent(message.room_id)[:-1]
-        model = self.runtime.model(self.config.router_model)
-        return await choose_or_fall_back(model, roles, recent, message.body, message.event_id)
-
-    async def _answer(
-        self, agent: str, message: IncomingMessage, team: TeamSpec | None = None
-    ) -> None:
-        """``agent``'s account answers ``message``: as that agent, as a configured team (when
-        ``agent`` is one), or for the ad hoc ``team`` it posts for."""
-        assert self.ledger is not None
-        account = self.agents[agent]
-        if team is None and agent in self.config.teams:
-            team = TeamSpec.configured(self.config, agent)
-        in_agent = agent in self.config.agents
-        thread_mode = self.config.agent_thread_mode(agent) if in_agent else "thread"
-        in_thread = thread_mode == "thread"
-        thread_root = (message.thread_root or message.event_id) if in_thread else None
-        generation = await self.ledger.session_generation(message.room_id, thread_root)
-        owner = team.name if team else agent
-        private = agent in self.config.agents and self.config.agents[agent].private is not None
-        requester = message.sender if private or team else None
-        session_id = session_id_for(owner, message.room_id, thread_root, generation)
-        carried = ""
-        if team is None:
-            session_id, carried = await prepare_session(
-                config=self.config,
-                ledger=self.ledger,
-                runtime=self.runtime,
-                flush=self.flush,
-                agent=agent,
-                base_session=session_id,
-                requester=requester,
-                incoming=message.body,
-            )
-        request = TurnRequest(agent, session_id, message.sender, message.body, carried)
-        writer = ReplyWriter(
-            account,
-            message.room_id,
-            thread_root=thread_root,
-            reply_to=message.event_id,
-            txn_key=f"{message.event_id}|{agent}",
-        )
-        if thread_root == message.event_id:  # a new thread: we know everyone in it
-            self.state.set_thread_senders(
-                message.room_id, thread_root, {message.sender, account.user_id}
-            )
-        await self.flush.prompted(owner, request.session_id)
-        streaming = team is None and self.config.agent_streaming(agent)
-        async with account.typing(message.room_id):
-            if team is not None:
-                result = await self.runtime.run_team_turn(team, request)
-            else:
-                result = await self.runtime.run_turn(
-                    request, on_text=writer.update if streaming else None
-                )
-        if result.text.strip():
-            await writer.finish(result.text)
-        if not result.ok:
-            notice = notice_content(
-                f"⚠️ {result.error}", thread_root=thread_root, reply_to=message.event_id
-            )
-            await account.send(
-                message.room_id, notice, f"mindroom-error-{message.event_id}-{agent}"
-            )
-            return
-        await self.flush.turn_finished(
-            owner, request.session_id, requester, team.members if team else ()
-        )
-        if team is None:
-            await hand_off(self, agent, message, thread_root, result.text, writer.event_ids[-1])
 
     async def _command(self, message: IncomingMessage) -> None:
         await run_command(self, message)
@@ -453,17 +376,7 @@ class Bot:
             account.stop()
         self._watch_stop.set()
         self.flush.stop()
-        self._sync_tasks.extend(self._account_tasks.values())
-        self._account_tasks.clear()
-        for task in self._sync_tasks:
-            task.cancel()
-        await asyncio.gather(*self._sync_tasks, return_exceptions=True)
-        self._sync_tasks.clear()
-        if self._tasks:
-            _, pending = await asyncio.wait(self._tasks, timeout=_SHUTDOWN_GRACE_S)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+        await self.tasks.stop(_SHUTDOWN_GRACE_S)
         for account in accounts:
             with contextlib.suppress(Exception):
                 await account.close()

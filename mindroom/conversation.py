@@ -61,6 +61,14 @@ class ConversationState:
             self._hops[(message.room_id, message.thread_root)] = 0
             self._hops[(message.room_id, None)] = 0
 
+    def set_context_messages(self, count: int) -> None:
+        """How many recent messages per room to keep from now on (hot reload)."""
+        if count != self._context_messages:
+            self._context_messages = count
+            self._recent = {
+                room: deque(messages, maxlen=count) for room, messages in self._recent.items()
+            }
+
     def recent(self, room_id: str) -> list[str]:
         """The room's last messages, oldest first."""
         return list(self._recent.get(room_id, ()))

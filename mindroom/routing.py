@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -24,20 +25,42 @@ from mindroom.commands import parse_command
 from mindroom.matrix.events import AgentIdentity, IncomingMessage, mentioned_agents
 
 
+class RouteKind(enum.Enum):
+    """What kind of decision a :class:`Route` is; code branches on this, never on ``reason``."""
+
+    IGNORED = "ignored"  # nobody answers (own account, edit, notice, unauthorized, no agent)
+    COMMAND = "command"  # the router answers a ``!command``
+    MENTIONED = "mentioned"  # the named agents answer (several: as one ad hoc team)
+    THREAD_AGENT = "thread agent"  # the agent of this thread continues
+    ONLY_AGENT = "only agent"  # the room's only agent answers
+    ROUTER = "router"  # the router model picks one of ``responders``
+    HANDOFF = "hand-off"  # an agent's answer named other agents
+    HANDOFF_CAPPED = "hand-off capped"  # it did, but the hop cap was reached
+    RESUMED = "resumed"  # an unfinished answer from a previous run, responders known
+
+
 @dataclass(frozen=True)
 class Route:
-    """The decision for one message: who answers, and why (for the log).
+    """The decision for one message: what kind, who answers, and why (for the log)."""
 
-    ``ask_router`` means: let the router model pick one of ``responders``.
-    """
+    kind: RouteKind
+    responders: tuple[str, ...] = ()
+    reason: str = ""
 
-    responders: tuple[str, ...]
-    reason: str
-    ask_router: bool = False
-    command: bool = False
+    @property
+    def ask_router(self) -> bool:
+        """True when the router model picks one of ``responders``."""
+        return self.kind is RouteKind.ROUTER
 
+    @property
+    def command(self) -> bool:
+        """True when the message is a command for the router."""
+        return self.kind is RouteKind.COMMAND
 
-NOBODY = ()
+    @property
+    def team(self) -> bool:
+        """True when several named agents answer together as one ad hoc team."""
+        return self.kind is RouteKind.MENTIONED and len(self.responders) > 1
 
 
 def route_message(
@@ -56,32 +79,32 @@ def route_message(
     mindroom runs, ``thread_senders`` everyone who has posted in the message's thread.
     """
     if message.sender in own_user_ids:
-        return Route(NOBODY, "own account")
+        return Route(RouteKind.IGNORED, reason="own account")
     if message.is_edit:
-        return Route(NOBODY, "edit")
+        return Route(RouteKind.IGNORED, reason="edit")
     if message.is_notice:
-        return Route(NOBODY, "notice")
+        return Route(RouteKind.IGNORED, reason="notice")
     if not authorized:
-        return Route(NOBODY, "sender not authorized")
+        return Route(RouteKind.IGNORED, reason="sender not authorized")
     if parse_command(message.body) is not None:
-        return Route(NOBODY, "command", command=True)
+        return Route(RouteKind.COMMAND, reason="command")
     in_room = set(room_agents)
     mentioned = [a for a in mentioned_agents(message, identities) if a in in_room]
     if mentioned:
-        return Route(tuple(mentioned), "mentioned")
+        return Route(RouteKind.MENTIONED, tuple(mentioned), "mentioned")
     if message.thread_root and thread_senders:
         by_id = {identity.user_id: identity.name for identity in identities}
         thread_agents = sorted({by_id[s] for s in thread_senders if by_id.get(s) in in_room})
         humans = {s for s in thread_senders if s not in own_user_ids} | {message.sender}
         if len(humans) > 1:
-            return Route(NOBODY, "thread with several humans and no mention")
+            return Route(RouteKind.IGNORED, reason="thread with several humans and no mention")
         if len(thread_agents) == 1:
-            return Route((thread_agents[0],), "agent of this thread")
+            return Route(RouteKind.THREAD_AGENT, (thread_agents[0],), "agent of this thread")
     if len(room_agents) == 1:
-        return Route((room_agents[0],), "only agent in room")
+        return Route(RouteKind.ONLY_AGENT, (room_agents[0],), "only agent in room")
     if len(room_agents) > 1:
-        return Route(tuple(room_agents), "no mention: the router chooses", ask_router=True)
-    return Route(NOBODY, "no agent in room")
+        return Route(RouteKind.ROUTER, tuple(room_agents), "no mention: the router chooses")
+    return Route(RouteKind.IGNORED, reason="no agent in room")
 
 
 def route_handoff(
@@ -102,10 +125,12 @@ def route_handoff(
     in_room = set(room_agents)
     named = [a for a in mentioned_agents(probe, identities) if a in in_room and a != from_agent]
     if not named:
-        return Route(NOBODY, "no hand-off")
+        return Route(RouteKind.IGNORED, reason="no hand-off")
     if hops >= max_hops:
-        return Route(NOBODY, f"hand-off cap of {max_hops} agent replies reached")
-    return Route(tuple(named), f"hand-off from {from_agent}")
+        return Route(
+            RouteKind.HANDOFF_CAPPED, reason=f"hand-off cap of {max_hops} agent replies reached"
+        )
+    return Route(RouteKind.HANDOFF, tuple(named), f"hand-off from {from_agent}")
 
 
 def fallback_choice(candidates: Sequence[str]) -> str:

@@ -10,7 +10,7 @@ from mindroom.agents.runner import session_id_for
 from mindroom.authorization import default_allowed_users, is_authorized
 from mindroom.commands import parse_command
 from mindroom.matrix.events import AgentIdentity, IncomingMessage
-from mindroom.routing import Route, fallback_choice, route_handoff, route_message
+from mindroom.routing import Route, RouteKind, fallback_choice, route_handoff, route_message
 
 ROOM = "!lobby:localhost"
 ROUTER = "@mindroom_router:localhost"
@@ -74,7 +74,7 @@ def test_message_from_own_account_is_never_answered(sender: str) -> None:
 
 def test_edit_is_never_answered() -> None:
     decision = route(msg("* @general fixed", is_edit=True), ["general"])
-    assert decision == Route((), "edit")
+    assert decision == Route(RouteKind.IGNORED, reason="edit")
 
 
 def test_edit_in_a_thread_of_one_agent_is_never_answered() -> None:
@@ -85,7 +85,7 @@ def test_edit_in_a_thread_of_one_agent_is_never_answered() -> None:
 
 def test_notice_is_never_answered() -> None:
     decision = route(msg("@general status", msgtype="m.notice"), ["general"])
-    assert decision == Route((), "notice")
+    assert decision == Route(RouteKind.IGNORED, reason="notice")
 
 
 def test_emote_in_single_agent_room_is_answered() -> None:
@@ -97,7 +97,7 @@ def test_emote_in_single_agent_room_is_answered() -> None:
 
 def test_unauthorized_sender_is_never_answered_even_when_mentioning() -> None:
     decision = route(msg("@general hi", sender="@eve:evil.org"), ["general"], authorized=False)
-    assert decision == Route((), "sender not authorized")
+    assert decision == Route(RouteKind.IGNORED, reason="sender not authorized")
 
 
 def test_unauthorized_sender_is_not_answered_in_an_agents_thread() -> None:
@@ -111,50 +111,50 @@ def test_unauthorized_sender_is_not_answered_in_an_agents_thread() -> None:
 
 @pytest.mark.parametrize("body", ["!help", "!new", "!agents", "!HELP me", "!nonsense"])
 def test_message_starting_with_bang_from_an_authorized_human_is_a_command(body: str) -> None:
-    assert route(msg(body)) == Route((), "command", command=True)
+    assert route(msg(body)) == Route(RouteKind.COMMAND, reason="command")
 
 
 def test_command_in_a_single_agent_room_goes_to_the_router_not_the_agent() -> None:
-    assert route(msg("!help"), ["general"]) == Route((), "command", command=True)
+    assert route(msg("!help"), ["general"]) == Route(RouteKind.COMMAND, reason="command")
 
 
 def test_command_that_mentions_an_agent_is_still_a_command() -> None:
     decision = route(msg("!help @coder", mentions={CODER.user_id}))
-    assert decision == Route((), "command", command=True)
+    assert decision == Route(RouteKind.COMMAND, reason="command")
 
 
 def test_command_in_an_agents_thread_is_a_command() -> None:
     message = msg("!new", thread_root="$root")
     decision = route(message, thread_senders={ALICE, CODER.user_id})
-    assert decision == Route((), "command", command=True)
+    assert decision == Route(RouteKind.COMMAND, reason="command")
 
 
 def test_command_from_an_unauthorized_sender_is_ignored() -> None:
     decision = route(msg("!help", sender="@eve:evil.org"), authorized=False)
-    assert decision == Route((), "sender not authorized")
+    assert decision == Route(RouteKind.IGNORED, reason="sender not authorized")
     assert not decision.command
 
 
 @pytest.mark.parametrize("sender", [GENERAL.user_id, ROUTER])
 def test_command_from_an_own_account_is_ignored(sender: str) -> None:
     decision = route(msg("!help", sender=sender))
-    assert decision == Route((), "own account")
+    assert decision == Route(RouteKind.IGNORED, reason="own account")
     assert not decision.command
 
 
 def test_edited_command_is_not_run_again() -> None:
     decision = route(msg("!new", is_edit=True))
-    assert decision == Route((), "edit")
+    assert decision == Route(RouteKind.IGNORED, reason="edit")
 
 
 def test_command_sent_as_a_notice_is_ignored() -> None:
     decision = route(msg("!help", msgtype="m.notice"))
-    assert decision == Route((), "notice")
+    assert decision == Route(RouteKind.IGNORED, reason="notice")
 
 
 def test_bang_inside_the_text_is_not_a_command() -> None:
     decision = route(msg("hi!help"), ["general"])
-    assert decision == Route(("general",), "only agent in room")
+    assert decision == Route(RouteKind.ONLY_AGENT, ("general",), "only agent in room")
 
 
 @pytest.mark.parametrize("body", ["! hello there", "!"])
@@ -168,7 +168,7 @@ def test_message_routed_as_a_command_is_one_the_command_parser_accepts(body: str
 
 def test_mention_picks_only_the_mentioned_agent_among_several() -> None:
     decision = route(msg("@coder fix this"))
-    assert decision == Route(("coder",), "mentioned")
+    assert decision == Route(RouteKind.MENTIONED, ("coder",), "mentioned")
 
 
 def test_several_mentioned_agents_all_answer_in_config_order() -> None:
@@ -182,7 +182,7 @@ def test_mention_by_m_mentions_without_body_text_is_answered() -> None:
 
 def test_mention_of_an_agent_not_in_the_room_lets_the_router_choose_among_those_present() -> None:
     decision = route(msg("@coder hi"), ["general", "mind"])
-    assert decision == Route(("general", "mind"), ROUTER_CHOOSES, ask_router=True)
+    assert decision == Route(RouteKind.ROUTER, ("general", "mind"), ROUTER_CHOOSES)
 
 
 def test_mention_of_absent_agent_does_not_block_single_agent_room() -> None:
@@ -196,7 +196,7 @@ def test_only_mentioned_agents_present_in_the_room_answer() -> None:
 def test_mentioned_agent_beats_thread_continuity() -> None:
     message = msg("@coder what do you think?", thread_root="$root")
     decision = route(message, thread_senders={ALICE, GENERAL.user_id})
-    assert decision == Route(("coder",), "mentioned")
+    assert decision == Route(RouteKind.MENTIONED, ("coder",), "mentioned")
 
 
 def test_mention_is_answered_in_a_thread_with_several_humans() -> None:
@@ -206,7 +206,9 @@ def test_mention_is_answered_in_a_thread_with_several_humans() -> None:
 
 
 def test_mention_in_single_agent_room_gives_mentioned_reason() -> None:
-    assert route(msg("@general hi"), ["general"]) == Route(("general",), "mentioned")
+    assert route(msg("@general hi"), ["general"]) == Route(
+        RouteKind.MENTIONED, ("general",), "mentioned"
+    )
 
 
 # -- rule 5: thread continuity --------------------------------------------------------------------
@@ -215,7 +217,7 @@ def test_mention_in_single_agent_room_gives_mentioned_reason() -> None:
 def test_thread_with_exactly_one_agent_is_answered_by_it_without_mention() -> None:
     message = msg("and then?", thread_root="$root")
     decision = route(message, thread_senders={ALICE, CODER.user_id})
-    assert decision == Route(("coder",), "agent of this thread")
+    assert decision == Route(RouteKind.THREAD_AGENT, ("coder",), "agent of this thread")
 
 
 def test_thread_root_by_agent_counts_for_continuity() -> None:
@@ -241,13 +243,13 @@ def test_new_human_joining_an_agents_thread_stops_continuity() -> None:
 def test_thread_with_two_agents_and_no_mention_asks_the_router() -> None:
     message = msg("and then?", thread_root="$root")
     decision = route(message, thread_senders={ALICE, CODER.user_id, GENERAL.user_id})
-    assert decision == Route(("general", "coder", "mind"), ROUTER_CHOOSES, ask_router=True)
+    assert decision == Route(RouteKind.ROUTER, ("general", "coder", "mind"), ROUTER_CHOOSES)
 
 
 def test_thread_agent_that_left_the_room_does_not_continue_the_thread_the_router_chooses() -> None:
     message = msg("and then?", thread_root="$root")
     decision = route(message, ["general", "mind"], thread_senders={ALICE, CODER.user_id})
-    assert decision == Route(("general", "mind"), ROUTER_CHOOSES, ask_router=True)
+    assert decision == Route(RouteKind.ROUTER, ("general", "mind"), ROUTER_CHOOSES)
 
 
 def test_thread_agent_counts_even_if_another_agent_already_left() -> None:
@@ -264,19 +266,21 @@ def test_router_in_a_thread_is_not_a_human_nor_an_agent() -> None:
 
 def test_thread_of_one_human_only_in_multi_agent_room_asks_the_router() -> None:
     decision = route(msg("hm", thread_root="$root"), thread_senders={ALICE})
-    assert decision == Route(("general", "coder", "mind"), ROUTER_CHOOSES, ask_router=True)
+    assert decision == Route(RouteKind.ROUTER, ("general", "coder", "mind"), ROUTER_CHOOSES)
 
 
 def test_thread_senders_outside_a_thread_are_ignored_and_the_router_chooses() -> None:
     decision = route(msg("hm"), thread_senders={ALICE, CODER.user_id})
-    assert decision == Route(("general", "coder", "mind"), ROUTER_CHOOSES, ask_router=True)
+    assert decision == Route(RouteKind.ROUTER, ("general", "coder", "mind"), ROUTER_CHOOSES)
 
 
 # -- rule 6: single-agent room --------------------------------------------------------------------
 
 
 def test_single_agent_room_is_answered_without_mention() -> None:
-    assert route(msg("hi"), ["mind"]) == Route(("mind",), "only agent in room")
+    assert route(msg("hi"), ["mind"]) == Route(
+        RouteKind.ONLY_AGENT, ("mind",), "only agent in room"
+    )
 
 
 def test_single_agent_room_answers_in_a_thread_of_humans_only() -> None:
@@ -296,7 +300,7 @@ def test_single_agent_room_waits_to_be_named_in_a_thread_of_several_humans() -> 
 
 def test_multi_agent_room_without_mention_asks_the_router() -> None:
     decision = route(msg("hello everyone"))
-    assert decision == Route(("general", "coder", "mind"), ROUTER_CHOOSES, ask_router=True)
+    assert decision == Route(RouteKind.ROUTER, ("general", "coder", "mind"), ROUTER_CHOOSES)
 
 
 def test_router_candidates_are_the_room_agents_in_the_given_order() -> None:
@@ -315,14 +319,14 @@ def test_single_agent_room_does_not_ask_the_router() -> None:
 
 def test_mention_of_a_human_is_not_an_agent_mention_so_the_router_chooses() -> None:
     decision = route(msg("@bob hi", mentions={BOB}))
-    assert decision == Route(("general", "coder", "mind"), ROUTER_CHOOSES, ask_router=True)
+    assert decision == Route(RouteKind.ROUTER, ("general", "coder", "mind"), ROUTER_CHOOSES)
 
 
 # -- rule 8: otherwise nobody ---------------------------------------------------------------------
 
 
 def test_room_without_agents_is_answered_by_nobody() -> None:
-    assert route(msg("@general hi"), []) == Route((), "no agent in room")
+    assert route(msg("@general hi"), []) == Route(RouteKind.IGNORED, reason="no agent in room")
 
 
 # -- hand-off between agents ----------------------------------------------------------------------
@@ -348,7 +352,7 @@ def handoff(
 
 def test_agent_naming_another_agent_hands_off_to_it() -> None:
     decision = handoff("@coder can you write the script?")
-    assert decision == Route(("coder",), "hand-off from general")
+    assert decision == Route(RouteKind.HANDOFF, ("coder",), "hand-off from general")
 
 
 def test_agent_naming_another_by_full_user_id_hands_off_to_it() -> None:
@@ -356,16 +360,18 @@ def test_agent_naming_another_by_full_user_id_hands_off_to_it() -> None:
 
 
 def test_agent_naming_itself_hands_off_to_nobody() -> None:
-    assert handoff("as @general I think so", from_agent="general") == Route((), "no hand-off")
+    assert handoff("as @general I think so", from_agent="general") == Route(
+        RouteKind.IGNORED, reason="no hand-off"
+    )
 
 
 def test_agent_text_without_a_mention_hands_off_to_nobody() -> None:
-    assert handoff("the coder agent could help") == Route((), "no hand-off")
+    assert handoff("the coder agent could help") == Route(RouteKind.IGNORED, reason="no hand-off")
 
 
 def test_hand_off_to_an_agent_not_in_the_room_goes_to_nobody() -> None:
     decision = handoff("@coder please", room_agents=("general", "mind"))
-    assert decision == Route((), "no hand-off")
+    assert decision == Route(RouteKind.IGNORED, reason="no hand-off")
 
 
 def test_hand_off_is_not_a_router_question_nor_a_command() -> None:

@@ -44,6 +44,9 @@ from mindroom.errors import ModelError
 from mindroom.memory.recall import build_recall
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.store import FileMemory
+from mindroom.turns import TeamSpec, is_private, session_id_for
+
+__all__ = ["AgentRuntime", "TeamSpec", "TurnRequest", "TurnResult", "session_id_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,9 +57,10 @@ class TurnRequest:
 
     agent: str
     session_id: str
-    user_id: str
+    user_id: str  # the person the turn is for (a private agent's memory is theirs)
     text: str
     carried: str = ""  # what a compacted earlier part of the conversation said
+    private_recall: bool = True  # False: private memory neither recalled nor readable by tools
 
 
 @dataclass(frozen=True)
@@ -70,53 +74,6 @@ class TurnResult:
     def ok(self) -> bool:
         """True when the model answered."""
         return self.error is None
-
-
-@dataclass(frozen=True)
-class TeamSpec:
-    """A team for one turn: a configured team, or an ad hoc one (several agents mentioned)."""
-
-    name: str
-    members: tuple[str, ...]
-    mode: str
-    model: str
-    display_name: str
-    role: str = ""
-    instructions: tuple[str, ...] = ()
-
-    @classmethod
-    def configured(cls, config: Config, name: str) -> TeamSpec:
-        team = config.teams[name]
-        return cls(
-            name=name,
-            members=tuple(team.agents),
-            mode=config.team_mode(name),
-            model=team.model or config.defaults.model,
-            display_name=team.display_name or name.replace("_", " ").title(),
-            role=team.role,
-            instructions=tuple(team.instructions),
-        )
-
-    @classmethod
-    def ad_hoc(cls, config: Config, members: tuple[str, ...]) -> TeamSpec:
-        ordered = tuple(m for m in config.agents if m in members)
-        return cls(
-            name="adhoc_" + "_".join(sorted(ordered)),
-            members=ordered,
-            mode=config.defaults.team_mode,
-            model=config.agent_model(ordered[0]),
-            display_name=" + ".join(config.agents[m].display_name or m for m in ordered),
-            role="Several agents answering together.",
-        )
-
-
-def session_id_for(agent: str, room_id: str, thread_root: str | None, generation: int = 0) -> str:
-    """The Agno session of ``agent`` in a room (``thread_root`` None) or in one thread.
-
-    ``generation`` counts ``!new`` restarts of that conversation.
-    """
-    base = f"{agent}:{room_id}:{thread_root}" if thread_root else f"{agent}:{room_id}"
-    return f"{base}#{generation}" if generation else base
 
 
 def _sqlite_engine(path: Path) -> AsyncEngine:
@@ -254,10 +211,16 @@ class AgentRuntime:
             return ""
 
     async def _recall(
-        self, agent: str, text: str, requester: str | None = None
+        self, agent: str, text: str, requester: str | None = None, private_recall: bool = True
     ) -> tuple[FileMemory | None, str]:
-        """The agent's memory for this requester, and its recall plus its teams' recall."""
+        """The agent's memory for this requester, and its recall plus its teams' recall.
+
+        Without ``private_recall`` a private agent gets neither: its answer may be read by
+        people other than the requester (see :mod:`mindroom.turns`).
+        """
         if self.memories is None:
+            return None, ""
+        if not private_recall and self._config.agents[agent].private is not None:
             return None, ""
         memory = await asyncio.to_thread(self.memories.for_agent, agent, requester)
         blocks = [await self._recall_block(memory, text)] if memory is not None else []
@@ -307,7 +270,7 @@ class AgentRuntime:
             with self._turn():
                 async with self._lock(request.session_id):
                     memory, recall = await self._recall(
-                        request.agent, request.text, request.user_id
+                        request.agent, request.text, request.user_id, request.private_recall
                     )
                     if request.carried:
                         recall = f"{recall}\n\n{request.carried}".strip()
@@ -363,7 +326,9 @@ class AgentRuntime:
                 members = []
                 member_blocks = []
                 for name in spec.members:
-                    memory, recall = await self._recall(name, request.text, request.user_id)
+                    memory, recall = await self._recall(
+                        name, request.text, request.user_id, request.private_recall
+                    )
                     members.append(self.build_agent(name, memory, recall, request.user_id))
                     if recall:
                         member_blocks.append(recall)
@@ -372,6 +337,7 @@ class AgentRuntime:
                         self.memories.for_team, list(spec.members), request.user_id
                     )
                     if self.memories
+                    and (request.private_recall or not is_private(self._config, spec.name, spec))
                     else None
                 )
                 blocks = []

@@ -1,0 +1,305 @@
+"""The answer path: from a routed message to posted answers, flush marks and hand-offs.
+
+A message arrives from :mod:`mindroom.bot` with its :class:`~mindroom.routing.Route` and the
+person it is for. For each answering agent this module asks :func:`mindroom.turns.plan_turn`
+who acts, for whom and where (the only place that is decided), runs the turn, writes the
+reply, marks the session for the flush, and passes the turn on when the answer names other
+agents. It goes down, never back up: all it needs of the bot is :class:`Presence`.
+
+It does not listen to Matrix, claim events or resume them at start-up: that is the bot's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any, Protocol
+
+from mindroom.agents.router import choose_or_fall_back
+from mindroom.agents.runner import AgentRuntime, TurnRequest
+from mindroom.compaction import prepare_session
+from mindroom.config.schema import AgentConfig, Config, TeamConfig
+from mindroom.conversation import ConversationState
+from mindroom.flush import FlushWorker
+from mindroom.ledger import Ledger
+from mindroom.matrix.client import MatrixAccount
+from mindroom.matrix.events import AgentIdentity, IncomingMessage, message_source
+from mindroom.matrix.reply import ReplyWriter
+from mindroom.matrix.send import notice_content
+from mindroom.routing import Route, RouteKind, route_handoff
+from mindroom.turns import TeamSpec, TurnPlan, answer_thread, plan_turn
+
+logger = logging.getLogger(__name__)
+
+REQUESTER_KEY = "mindroom_requester"
+"""Where a hand-off's ledger record keeps the person the chain is for (see :meth:`resume`)."""
+
+PRIVATE_NOTE = "\n\n🔒 _This answer used {who}'s private memory._"
+
+
+class Presence(Protocol):
+    """What the answer path needs of mindroom's accounts and rooms (the bot provides it)."""
+
+    def account(self, name: str) -> MatrixAccount:
+        """The account of agent or team ``name``; KeyError when it is not running."""
+        ...
+
+    def room_agents(self, room_id: str) -> list[str]:
+        """Agents joined to ``room_id``, in config order."""
+        ...
+
+    def identities(self) -> list[AgentIdentity]:
+        """How each agent can be mentioned."""
+        ...
+
+    def own_user_ids(self) -> set[str]:
+        """Every account mindroom runs."""
+        ...
+
+    def room_humans(self, room_id: str) -> frozenset[str]:
+        """The people (not mindroom's accounts) joined to ``room_id``."""
+        ...
+
+    def spawn(self, coro: Any, name: str) -> object:
+        """Run ``coro`` as a job the bot owns."""
+        ...
+
+
+class Answerer:
+    """Answers routed messages; one per bot."""
+
+    def __init__(
+        self,
+        *,
+        config: Callable[[], Config],
+        presence: Presence,
+        ledger: Ledger,
+        state: ConversationState,
+        runtime: AgentRuntime,
+        flush: FlushWorker,
+        run_command: Callable[[IncomingMessage], Awaitable[None]],
+    ) -> None:
+        self._config = config  # read at every use: a hot reload applies at the next step
+        self._presence = presence
+        self._ledger = ledger
+        self._state = state
+        self._runtime = runtime
+        self._flush = flush
+        self._run_command = run_command
+
+    async def handle(self, message: IncomingMessage, route: Route, requester: str) -> None:
+        """Produce every answer ``route`` asks for, then mark the event done in the ledger.
+
+        ``requester`` is the person the answers are for: the message's sender, or for a
+        hand-off the person whose message started the chain.
+        """
+        status = "done"
+        try:
+            if route.command:
+                await self._run_command(message)
+            else:
+                responders = route.responders
+                if route.ask_router:
+                    responders = (await self._choose(message, responders),)
+                ok = await self._answer_all(message, route, responders, requester)
+                status = "done" if ok else "failed"
+        except asyncio.CancelledError:
+            raise  # left claimed: the next start resumes it
+        except Exception:  # the edge of one message: log it, keep the bot running
+            status = "failed"
+            logger.exception("handling %s in %s failed", message.event_id, message.room_id)
+        await self._ledger.finish(message.event_id, status)
+
+    async def _answer_all(
+        self, message: IncomingMessage, route: Route, responders: tuple[str, ...], requester: str
+    ) -> bool:
+        """Every responder answers, concurrently; True when all of them did."""
+        config = self._config()
+        agents = tuple(r for r in responders if r in config.agents)
+        answers: list[tuple[str, TeamSpec | None]]
+        if route.kind is RouteKind.MENTIONED and len(agents) > 1:
+            # several agents named: one team answer, posted by the first in config order
+            team = TeamSpec.ad_hoc(config, agents)
+            answers = [(team.members[0], team)]
+            answers += [(r, None) for r in responders if r not in agents]
+        else:
+            answers = [(r, None) for r in responders]
+        async with asyncio.TaskGroup() as group:  # siblings are owned and awaited together
+            tasks = [
+                group.create_task(self._answer_guarded(name, message, route, requester, team))
+                for name, team in answers
+            ]
+        return all(task.result() for task in tasks)
+
+    async def _answer_guarded(
+        self,
+        agent: str,
+        message: IncomingMessage,
+        route: Route,
+        requester: str,
+        team: TeamSpec | None,
+    ) -> bool:
+        """One agent's answer; its failure is logged and does not cancel its siblings."""
+        try:
+            await self.answer(agent, message, route, requester, team)
+            return True
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception(
+                "%s could not answer %s in %s", agent, message.event_id, message.room_id
+            )
+            return False
+
+    async def _choose(self, message: IncomingMessage, candidates: tuple[str, ...]) -> str:
+        config = self._config()
+        members: dict[str, AgentConfig | TeamConfig] = {**config.agents, **config.teams}
+        roles = [(name, members[name].role) for name in candidates if name in members]
+        recent = self._state.recent(message.room_id)[:-1]
+        model = self._runtime.model(config.router_model)
+        return await choose_or_fall_back(model, roles, recent, message.body, message.event_id)
+
+    def _thread_humans(self, room_id: str, thread_root: str | None, sender: str) -> set[str]:
+        own = self._presence.own_user_ids()
+        known = self._state.thread_senders(room_id, thread_root) if thread_root else None
+        return {s for s in (known or set()) | {sender} if s not in own}
+
+    async def plan(
+        self,
+        agent: str,
+        message: IncomingMessage,
+        route: Route,
+        requester: str,
+        team: TeamSpec | None = None,
+    ) -> TurnPlan:
+        """The :class:`TurnPlan` for ``agent`` answering ``message`` for ``requester``."""
+        config = self._config()
+        root = answer_thread(config, agent, message.thread_root, message.event_id)
+        generation = await self._ledger.session_generation(message.room_id, root)
+        return plan_turn(
+            config,
+            agent=agent,
+            route=route,
+            room_id=message.room_id,
+            event_id=message.event_id,
+            thread_root=message.thread_root,
+            requester=requester,
+            room_humans=self._presence.room_humans(message.room_id),
+            thread_humans=self._thread_humans(message.room_id, root, message.sender),
+            team=team,
+            generation=generation,
+        )
+
+    async def answer(
+        self,
+        agent: str,
+        message: IncomingMessage,
+        route: Route,
+        requester: str,
+        team: TeamSpec | None = None,
+    ) -> None:
+        """``agent``'s account answers ``message`` as its :class:`TurnPlan` says."""
+        try:
+            account = self._presence.account(agent)
+        except KeyError:
+            logger.info("%s is no longer configured; not answering %s", agent, message.event_id)
+            return
+        plan = await self.plan(agent, message, route, requester, team)
+        config = self._config()
+        session_id, carried = plan.session_id, ""
+        if plan.team is None:
+            session_id, carried = await prepare_session(
+                config=config,
+                ledger=self._ledger,
+                runtime=self._runtime,
+                flush=self._flush,
+                agent=plan.agent,
+                base_session=plan.session_id,
+                requester=plan.scope_requester,
+                incoming=message.body,
+            )
+        request = TurnRequest(
+            plan.agent, session_id, plan.requester, message.body, carried, plan.private_recall
+        )
+        writer = ReplyWriter(
+            account,
+            plan.room_id,
+            thread_root=plan.thread_root,
+            reply_to=plan.reply_to,
+            txn_key=plan.txn_key,
+        )
+        if plan.thread_root == message.event_id:  # a new thread: we know everyone in it
+            self._state.set_thread_senders(
+                plan.room_id, plan.thread_root, {message.sender, account.user_id}
+            )
+        await self._flush.prompted(plan.owner, session_id)
+        async with account.typing(plan.room_id):
+            if plan.team is not None:
+                result = await self._runtime.run_team_turn(plan.team, request)
+            else:
+                result = await self._runtime.run_turn(
+                    request, on_text=writer.update if plan.streaming else None
+                )
+        text = result.text
+        if result.ok and plan.private_marked:
+            text += PRIVATE_NOTE.format(who=plan.requester)
+        if text.strip():
+            await writer.finish(text)
+        if not result.ok:
+            notice = notice_content(
+                f"⚠️ {result.error}", thread_root=plan.thread_root, reply_to=plan.reply_to
+            )
+            await account.send(plan.room_id, notice, f"mindroom-error-{plan.reply_to}-{agent}")
+            return
+        await self._flush.turn_finished(
+            plan.owner, session_id, plan.scope_requester, plan.team.members if plan.team else ()
+        )
+        if plan.team is None:
+            await self._hand_off(plan, account, result.text, writer.event_ids[-1])
+
+    async def _hand_off(
+        self, plan: TurnPlan, account: MatrixAccount, text: str, reply_event_id: str
+    ) -> None:
+        """Let agents named in the finished answer take over, for the same person, capped."""
+        config = self._config()
+        hops = self._state.count_agent_reply((plan.room_id, plan.thread_root))
+        route = route_handoff(
+            text,
+            from_agent=plan.agent,
+            room_agents=self._presence.room_agents(plan.room_id),
+            identities=self._presence.identities(),
+            hops=hops,
+            max_hops=config.router.max_agent_hops,
+        )
+        if route.kind is RouteKind.HANDOFF_CAPPED:
+            logger.info("not handing off from %s in %s: %s", plan.agent, plan.room_id, route.reason)
+        if route.kind is not RouteKind.HANDOFF:
+            return
+        handoff = IncomingMessage(
+            event_id=reply_event_id,
+            room_id=plan.room_id,
+            sender=account.user_id,
+            body=text,
+            thread_root=plan.thread_root,
+            timestamp_ms=int(time.time() * 1000),
+        )
+        self._state.first_sight(reply_event_id)
+        source = {**message_source(handoff), REQUESTER_KEY: plan.requester}
+        if await self._ledger.claim(reply_event_id, plan.room_id, route.responders, source):
+            logger.info("%s hands off to %s", plan.agent, ", ".join(route.responders))
+            self._presence.spawn(
+                self.handle(handoff, route, plan.requester), f"handoff:{reply_event_id}"
+            )
+
+
+def resumed_requester(source: dict[str, Any], sender: str) -> str:
+    """The person an unfinished answer was for, from its ledger record."""
+    requester = source.get(REQUESTER_KEY)
+    return requester if isinstance(requester, str) and requester else sender
+
+
+def humans(members: Collection[str], own_user_ids: Collection[str]) -> frozenset[str]:
+    """``members`` without mindroom's own accounts."""
+    return frozenset(m for m in members if m not in own_user_ids)
