@@ -290,9 +290,10 @@ class AgentRuntime:
                             user_id=request.user_id,
                             stream=True,
                         ):
-                            if event.event == RunEvent.run_error:
+                            kind = getattr(event, "event", None)  # a final RunOutput has none
+                            if kind == RunEvent.run_error:
                                 raise ModelError(str(event.content or "unknown error").strip())
-                            chunk = event.content if event.event == RunEvent.run_content else None
+                            chunk = event.content if kind == RunEvent.run_content else None
                             if isinstance(chunk, str) and chunk:
                                 text += chunk
                                 await on_text(text)
@@ -323,7 +324,7 @@ class AgentRuntime:
         model_desc = describe_model(spec.model, self._config.models[spec.model])
         try:
             async with self._lock(request.session_id):
-                members = []
+                members: list[Agent | Team] = []
                 member_blocks = []
                 for name in spec.members:
                     memory, recall = await self._recall(
