@@ -246,3 +246,45 @@ async def test_revoking_a_user_by_hot_reload_applies_at_once(
     assert bot.bot is not None
     assert len(alice.messages(room_id)) > 3  # more than the new limit were seen...
     assert len(bot.bot.state.recent(room_id)) == 3  # ...and the router keeps only 3
+
+
+def extract_pets(request: dict[str, Any]) -> Reply | str:
+    """Extraction writes one fact per pet named in the transcript; team leaders answer."""
+    if "long-term memory of an assistant" in system_text(request):
+        pets = re.findall(r"my (dog|cat) is (\w+)", last_user_text(request))
+        return "\n".join(f"- the {kind} is {name}" for kind, name in pets) or "NO_REPLY"
+    return "Team answer."
+
+
+async def test_an_ad_hoc_team_flushes_each_persons_words_into_their_own_memory(
+    bot: BotHarness, human: Human, model: ScriptedModel, synapse
+) -> None:
+    alice, room = human, unique("lobby")
+    model.set_handler(extract_pets)
+    config = json.loads(lobby_config(model, room))
+    config["memory"] = {"auto_flush": {"enabled": True, "idle_seconds": 3600}}
+    bob = await Human.create(synapse)
+    try:
+        room_id = await bot.start_in_room(json.dumps(config), room, alice)
+        await bob.join(room_id)
+        assert bot.bot is not None
+        both = [bot.bot.agents[name].user_id for name in ("general", "mind")]
+        root = await alice.send(room_id, "@general @mind my dog is Rex", mention=both)
+        await alice.wait_for_reply(room_id, root, timeout=40)
+        said = await bob.send(
+            room_id, "@general @mind my cat is Tom", mention=both, thread_root=root
+        )
+        await bob.wait_for_reply(room_id, said, timeout=40)
+        await bot.bot.flush.cycle(force=True)  # (a prompt may have flushed one already)
+    finally:
+        await bob.close()
+
+    def written(person: str) -> str:
+        teams = bot.storage / "private_instances" / requester_key(person) / "teams"
+        return "".join(p.read_text() for p in teams.rglob("memory/*.md"))
+
+    alice_text, bob_text = written(alice.user_id), written(bob.user_id)
+    assert "the dog is Rex" in alice_text
+    assert "Tom" not in alice_text
+    assert "the cat is Tom" in bob_text
+    assert "Rex" not in bob_text

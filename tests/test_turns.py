@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from mindroom.answer import REQUESTER_KEY, resumed_requester
 from mindroom.config import parse_config
 from mindroom.config.schema import Config
 from mindroom.routing import Route, RouteKind
@@ -164,3 +165,10 @@ def test_shared_agents_are_never_gated_or_marked(config: Config) -> None:
     )
     assert p.private_recall
     assert not p.private_marked
+
+
+def test_a_resumed_hand_off_is_for_the_person_recorded_in_the_ledger() -> None:
+    source = {"sender": "@mindroom_general:localhost", REQUESTER_KEY: ALICE}
+    assert resumed_requester(source, "@mindroom_general:localhost") == ALICE
+    assert resumed_requester({"sender": BOB}, BOB) == BOB  # a person's own message
+    assert resumed_requester({REQUESTER_KEY: 42}, BOB) == BOB  # a damaged record
