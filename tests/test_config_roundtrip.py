@@ -133,3 +133,22 @@ def test_long_values_are_never_rewrapped(path: Path) -> None:
     doc.set("agents.coder", {"role": longer, "rooms": ["lobby"]})
     assert doc.save() is True
     assert path.read_bytes() == after.encode()
+
+
+def test_a_json_style_file_is_edited_in_flow_style_in_place(path: Path) -> None:
+    before = (
+        '{\n  "models": {"default": {"provider": "openai", "id": "m"}},\n'
+        '  "agents": {\n    "general": {\n      "rooms": [\n        "x"\n      ]\n    }\n  }\n}\n'
+    )
+    after = (
+        '{\n  "models": {"default": {"provider": "openai", "id": "m"}},\n'
+        '  "agents": {\n    "general": {\n      "rooms": [\n        "x"\n'
+        "      ], role: Tells jokes.\n    }\n  }, memory: {auto_flush: {idle_seconds: 60}}\n}\n"
+    )
+    result = edit(
+        path,
+        before.encode(),
+        ("agents.general.role", "Tells jokes."),
+        ("memory", "{auto_flush: {idle_seconds: 60}}"),
+    )
+    assert result == after.encode()

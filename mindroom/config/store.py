@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
@@ -99,9 +99,21 @@ def edit_config(path: Path) -> Iterator[ConfigDocument]:
 class _EmptyValue(Exception):
     """The walk of a dotted key met ``key:`` with no value (``value``) at part ``index``."""
 
-    def __init__(self, key: Node, value: Node, index: int) -> None:
+    def __init__(self, key: Node, value: Node, index: int, flow: bool) -> None:
         super().__init__(index)
-        self.key, self.value, self.index = key, value, index
+        self.key, self.value, self.index, self.flow = key, value, index, flow
+
+
+class _Walk(NamedTuple):
+    """Where a dotted key leads: the deepest mapping reached (None in an empty file), the key
+    node that holds it (None at the top), whether that key is itself inside ``{...}``, and how
+    many parts of the key exist."""
+
+    parts: list[str]
+    mapping: MappingNode | None
+    owner: Node | None
+    owner_in_flow: bool
+    found: int
 
 
 def _digest(data: bytes) -> bytes:
@@ -141,24 +153,24 @@ class ConfigDocument:
         self._body = self._body[:start] + new + self._body[end:]
         self._parse()
 
-    def _find(self, key: str) -> tuple[list[str], MappingNode | None, Node | None, int]:
-        """Walk dotted ``key``: (parts, the deepest mapping reached, the key node holding it
-        (None at the top), how many parts were found)."""
+    def _find(self, key: str) -> _Walk:
+        """Walk dotted ``key`` through the mappings of the file."""
         parts = [p for p in key.split(".") if p]
         if not parts:
             raise ConfigError("empty key: use a dotted path like agents.general.role")
         if self._root is None:
-            return parts, None, None, 0
-        node, owner = self._root, None
+            return _Walk(parts, None, None, False, 0)
+        node, owner, owner_in_flow = self._root, None, False
         for index, part in enumerate(parts):
             if index and yt.is_empty_null(node):  # "key:" with no value yet: fill it in
-                raise _EmptyValue(owner, node, index)  # type: ignore[arg-type]
+                raise _EmptyValue(owner, node, index, owner_in_flow)  # type: ignore[arg-type]
             if not isinstance(node, MappingNode):
                 where = repr(parts[index - 1]) if index else "the top level"
                 raise ConfigError(f"{key}: {where} is a value that is not a mapping")
             found = yt.entry(node, part)
             if found is None or index == len(parts) - 1:
-                return parts, node, owner, index + (found is not None)
+                return _Walk(parts, node, owner, owner_in_flow, index + (found is not None))
+            owner_in_flow = bool(node.flow_style)
             owner, node = found
             if node.start_mark.index < owner.end_mark.index:  # an alias (*name) of an earlier node
                 raise ConfigError(f"{key}: {part!r} is an alias; edit the anchored value")
@@ -176,28 +188,28 @@ class ConfigDocument:
     def set(self, key: str, value: Any) -> None:
         """Set dotted ``key`` (creating mappings on the way)."""
         try:
-            parts, mapping, owner, found = self._find(key)
+            walk = self._find(key)
         except _EmptyValue as empty:
-            parts = [p for p in key.split(".") if p]
-            for part in reversed(parts[empty.index :]):
+            for part in reversed([p for p in key.split(".") if p][empty.index :]):
                 value = {part: value}
-            self._replace(empty.key, empty.value, value)
+            self._replace(empty.key, empty.value, value, flow=empty.flow)
             return
+        parts, mapping, found = walk.parts, walk.mapping, walk.found
         if mapping is not None and found == len(parts):
             key_node, value_node = yt.entry(mapping, parts[-1])  # type: ignore[misc]
-            self._replace(key_node, value_node, value)
+            self._replace(key_node, value_node, value, flow=bool(mapping.flow_style))
             return
         for part in reversed(parts[found + 1 :]):  # missing mappings are built whole
             value = {part: value}
         if mapping is None:
             self._add_to_top(parts[0], value)
         else:
-            self._add(mapping, owner, parts[found], value)
+            self._add(walk, parts[found], value)
 
     def unset(self, key: str) -> None:
         """Remove dotted ``key``; comments and blank lines around it stay."""
         try:
-            parts, mapping, owner, found = self._find(key)
+            parts, mapping, owner, owner_in_flow, found = self._find(key)
         except _EmptyValue:
             mapping = None
         if mapping is None or found < len(parts):
@@ -205,22 +217,21 @@ class ConfigDocument:
         text = self._body
         position = [k.value for k, _ in mapping.value].index(parts[-1])
         key_node, value_node = mapping.value[position]
-        if mapping.flow_style:
-            rest = {k: v for k, v in self.get(".".join(parts[:-1])).items() if k != parts[-1]}
-            self._splice(
-                mapping.start_mark.index, mapping.end_mark.index, yt.render_flow(dict(rest))
-            )
-        elif len(mapping.value) == 1 and owner is not None:
-            self._replace(owner, mapping, {})
-        elif text[
-            yt.line_start(text, key_node.start_mark.index) : key_node.start_mark.index
-        ].strip():
+        start, end = key_node.start_mark.index, yt.entry_end(text, key_node, value_node)
+        if len(mapping.value) == 1 and owner is not None:
+            self._replace(owner, mapping, {}, flow=owner_in_flow)
+        elif mapping.flow_style and len(mapping.value) == 1:
+            self._splice(mapping.start_mark.index, mapping.end_mark.index, "{}")
+        elif mapping.flow_style and position + 1 < len(mapping.value):
+            self._splice(start, mapping.value[position + 1][0].start_mark.index, "")
+        elif mapping.flow_style:  # the last pair: from the end of the one before it
+            before = mapping.value[position - 1]
+            self._splice(yt.entry_end(text, *before), end, "")
+        elif text[yt.line_start(text, start) : start].strip():
             # the first key of a sequence item ("- name: x"): the next key takes its place
-            next_key = mapping.value[position + 1][0]
-            self._splice(key_node.start_mark.index, next_key.start_mark.index, "")
+            self._splice(start, mapping.value[position + 1][0].start_mark.index, "")
         else:
-            end = yt.entry_end(text, key_node, value_node)
-            self._splice(yt.line_start(text, key_node.start_mark.index), yt.line_end(text, end), "")
+            self._splice(yt.line_start(text, start), yt.line_end(text, end), "")
 
     def add_agent(
         self, name: str, *, role: str = "", model: str | None = None, rooms: Sequence[str] = ()
@@ -237,46 +248,52 @@ class ConfigDocument:
         entry["rooms"] = list(rooms)
         self.set(f"agents.{name}", entry)
 
-    def _replace(self, key: Node, old: Node, value: Any) -> None:
-        """Put ``value`` in place of the value node ``old`` of ``key``."""
+    def _replace(self, key: Node, old: Node, value: Any, *, flow: bool) -> None:
+        """Put ``value`` in place of the value node ``old`` of ``key`` (``flow``: inside
+        ``{...}``, where only flow-style text is valid)."""
         text, style = self._body, self._style
-        column = key.start_mark.column
-        rendered = yt.render_entry("k", value, column, style)[len("k:") :]
+        colon, end = yt.after_colon(text, key), yt.entry_end(text, key, old)
+        if flow:
+            inline = yt.render_inline(value)
+            if yt.is_empty_null(old):
+                self._splice(colon, colon, " " + inline)
+            else:
+                self._splice(old.start_mark.index, end, inline)
+            return
+        rendered = yt.render_entry("k", value, key.start_mark.column, style)[len("k:") :]
         rendered = rendered[: -len(style.newline)]
         block = rendered.startswith(style.newline)  # a non-empty mapping: lines of its own
-        colon, end = yt.after_colon(text, key), yt.entry_end(text, key, old)
+        lines = rendered[len(style.newline) :] + style.newline
         if yt.is_block(old):
             comment = text[colon : yt.line_end(text, colon)].rstrip("\r\n")
             if block:  # keep the key line (and its comment); the new lines replace the old
-                self._splice(
-                    yt.line_end(text, colon),
-                    yt.line_end(text, end),
-                    rendered[len(style.newline) :] + style.newline,
-                )
+                self._splice(yt.line_end(text, colon), yt.line_end(text, end), lines)
             else:
                 self._splice(colon, end, rendered + (comment if comment.strip() else ""))
         elif block:  # a scalar becomes a mapping: new lines after the key's line
             self._splice(colon, end, "")
             at = yt.line_end(self._body, colon)
-            self._splice(at, at, rendered[len(style.newline) :] + style.newline)
+            self._splice(at, at, lines)
         elif yt.is_empty_null(old):
             self._splice(colon, colon, rendered)
         else:
             self._splice(old.start_mark.index, end, rendered.lstrip(" "))
 
-    def _add(self, mapping: MappingNode, owner: Node | None, key: str, value: Any) -> None:
-        """Add ``key: value`` at the end of ``mapping`` (whose key is ``owner``)."""
-        text, style = self._body, self._style
-        if mapping.flow_style and not mapping.value and owner is not None:
-            self._replace(owner, mapping, {key: value})
+    def _add(self, walk: _Walk, key: str, value: Any) -> None:
+        """Add ``key: value`` at the end of the mapping ``walk`` reached."""
+        text, style, mapping = self._body, self._style, walk.mapping
+        assert mapping is not None
+        if mapping.flow_style and not mapping.value and walk.owner and not walk.owner_in_flow:
+            self._replace(walk.owner, mapping, {key: value}, flow=False)  # "{}" becomes a block
+        elif mapping.flow_style and not mapping.value:
+            start, end = mapping.start_mark.index, mapping.end_mark.index
+            self._splice(start, end, yt.render_inline({key: value}))
         elif mapping.flow_style:
-            close = mapping.end_mark.index - 1  # the "}"
-            pair = yt.render_flow({key: value})[1:-1]
-            self._splice(close, close, (", " if mapping.value else "") + pair)
+            at = yt.entry_end(text, *mapping.value[-1])
+            self._splice(at, at, ", " + yt.render_inline({key: value})[1:-1])
         else:
             column = mapping.value[0][0].start_mark.column
-            last_key, last_value = mapping.value[-1]
-            at = yt.line_end(text, yt.entry_end(text, last_key, last_value))
+            at = yt.line_end(text, yt.entry_end(text, *mapping.value[-1]))
             lead = "" if at == 0 or text[at - 1] == "\n" else style.newline
             line = " " * column + yt.render_entry(key, value, column, style)
             self._splice(at, at, lead + line)

@@ -157,11 +157,11 @@ def render_entry(key: str, value: Any, column: int, style: Style) -> str:
     return "".join(line + style.newline for line in shifted)
 
 
-def render_flow(mapping: dict[str, Any]) -> str:
-    """``mapping`` as one flow-style line, ``{k: v, ...}`` (for a ``{...}`` in the file)."""
+def render_inline(value: Any) -> str:
+    """``value`` as flow-style text on one line (for a value inside ``{...}`` or ``[...]``)."""
     yaml = YAML(typ="rt")
     yaml.width = NO_WRAP
     yaml.default_flow_style = True
     out = io.StringIO()
-    yaml.dump(to_yaml(mapping), out)
-    return out.getvalue().strip()
+    yaml.dump(CommentedMap([("k", to_yaml(value))]), out)
+    return out.getvalue().strip()[len("{k: ") : -len("}")]
