@@ -20,6 +20,7 @@ from mindroom.cli import main
 from mindroom.config import store
 from mindroom.config.store import ConfigDocument, parse_value
 from mindroom.errors import ConfigError
+from mindroom.reload import set_in_file
 
 REPO = Path(__file__).resolve().parent.parent
 NAMES = [f"{group}{i}" for group in "ab" for i in range(20)]
@@ -45,6 +46,7 @@ def cli_set(config: Path, key: str, value: str) -> subprocess.CompletedProcess[s
     )
 
 
+@pytest.mark.timeout(600)  # 40 interpreter start-ups on a shared 2-core machine
 def test_concurrent_cli_sets_on_different_keys_all_land(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(many_agents())
@@ -68,6 +70,37 @@ def test_concurrent_cli_sets_on_different_keys_all_land(tmp_path: Path) -> None:
     landed = ConfigDocument(config)
     roles = {name: landed.get(f"agents.{name}").get("role") for name in NAMES}
     assert roles == {name: f"Role of {name}." for name in NAMES}  # 40 of 40
+
+
+@pytest.mark.timeout(600)
+def test_chat_sets_and_cli_sets_take_turns_and_all_land(tmp_path: Path) -> None:
+    """``!config set`` (``set_in_file``, in bot threads) and CLI processes share one lock."""
+    config = tmp_path / "config.yaml"
+    config.write_text(many_agents())
+    chat_names, cli_names = NAMES[:10], NAMES[20:30]
+    codes: dict[str, int] = {}
+    written: dict[str, bool] = {}
+
+    def cli_worker() -> None:
+        for name in cli_names:
+            codes[name] = cli_set(config, f"agents.{name}.role", f"Role of {name}.").returncode
+
+    def chat_worker() -> None:
+        for name in chat_names:
+            written[name] = set_in_file(config, f"agents.{name}.role", f"Role of {name}.")
+
+    threads = [threading.Thread(target=cli_worker), threading.Thread(target=chat_worker)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert codes == dict.fromkeys(cli_names, 0)
+    assert written == dict.fromkeys(chat_names, True)
+    landed = ConfigDocument(config)
+    both = chat_names + cli_names
+    roles = {name: landed.get(f"agents.{name}").get("role") for name in both}
+    assert roles == {name: f"Role of {name}." for name in both}  # 20 of 20
 
 
 def test_a_file_changed_between_load_and_save_is_refused_and_kept(tmp_path: Path) -> None:

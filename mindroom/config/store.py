@@ -136,7 +136,9 @@ class ConfigDocument:
         try:
             self.original = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+            raise ConfigError(
+                f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8"
+            ) from None
         self._bom = _BOM if self.original.startswith(_BOM) else ""
         self._body = self.original[len(self._bom) :]
         self._parse()
