@@ -152,3 +152,20 @@ def test_a_json_style_file_is_edited_in_flow_style_in_place(path: Path) -> None:
         ("memory", "{auto_flush: {idle_seconds: 60}}"),
     )
     assert result == after.encode()
+
+
+def test_a_quoted_value_stays_quoted_and_setting_the_same_value_changes_nothing(
+    path: Path,
+) -> None:
+    before = MODELS.replace("id: m", 'id: "${MINDROOM_MODEL:-m}"   # quoted on purpose')
+    before += "defaults:\n  history_runs: 3\n"
+    path.write_text(before)
+    doc = ConfigDocument(path)
+    doc.set("models.default.id", "${MINDROOM_MODEL:-m}")
+    doc.set("defaults.history_runs", 3)
+    assert doc.save() is False
+    assert path.read_text() == before
+    after = before.replace("${MINDROOM_MODEL:-m}", "${MINDROOM_MODEL:-other}")
+    assert edit(path, before.encode(), ("models.default.id", "${MINDROOM_MODEL:-other}")) == (
+        after.encode()
+    )

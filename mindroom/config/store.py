@@ -32,6 +32,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError
 from ruamel.yaml.nodes import MappingNode, Node
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
 
 from mindroom.config import yaml_text as yt
 from mindroom.config.load import parse_config
@@ -39,6 +40,7 @@ from mindroom.config.schema import Config
 from mindroom.errors import ConfigError
 
 LOCK_TIMEOUT_SECONDS = 30.0
+_QUOTED = {"'": SingleQuotedScalarString, '"': DoubleQuotedScalarString}
 _BOM = "\ufeff"
 
 
@@ -198,7 +200,12 @@ class ConfigDocument:
             return
         parts, mapping, found = walk.parts, walk.mapping, walk.found
         if mapping is not None and found == len(parts):
+            if self.get(key) == value:  # the same value: leave its text (and quoting) alone
+                return
             key_node, value_node = yt.entry(mapping, parts[-1])  # type: ignore[misc]
+            quote = getattr(value_node, "style", None)
+            if isinstance(value, str) and quote in _QUOTED:
+                value = _QUOTED[quote](value)  # keep the file's quoting of this value
             self._replace(key_node, value_node, value, flow=bool(mapping.flow_style))
             return
         for part in reversed(parts[found + 1 :]):  # missing mappings are built whole
@@ -230,8 +237,8 @@ class ConfigDocument:
             before = mapping.value[position - 1]
             self._splice(yt.entry_end(text, *before), end, "")
         elif text[yt.line_start(text, start) : start].strip():
-            # the first key of a sequence item ("- name: x"): the next key takes its place
-            self._splice(start, mapping.value[position + 1][0].start_mark.index, "")
+            # something shares the key's line (a "--- " or a tag): deleting lines would take it too
+            raise ConfigError(f"{key}: shares its line with other text; remove it in an editor")
         else:
             self._splice(yt.line_start(text, start), yt.line_end(text, end), "")
 
