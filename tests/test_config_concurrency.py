@@ -18,7 +18,7 @@ import pytest
 
 from mindroom.cli import main
 from mindroom.config import store
-from mindroom.config.store import ConfigDocument, parse_value
+from mindroom.config.store import ConfigDocument, config_lock, lock_path, parse_value
 from mindroom.errors import ConfigError
 from mindroom.reload import set_in_file
 
@@ -144,3 +144,37 @@ def test_cli_set_racing_an_editor_fails_with_a_message_and_keeps_the_editors_fil
     assert "changed since it was read; run the command again" in captured.err
     assert "updated" not in captured.out
     assert config.read_text() == theirs
+
+
+HOLD_LOCK = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_lock_held_by_another_process_bounds_the_wait_with_a_clear_error(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(many_agents())
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(lock_path(config))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == "held\n"
+        with (
+            pytest.raises(ConfigError, match="nothing was written, try again"),
+            config_lock(config, timeout=0.2),
+        ):
+            pass
+    finally:
+        holder.communicate("", timeout=30)  # the holder exits: the kernel drops its lock
+    with config_lock(config, timeout=5):  # positive control: free again, taken at once
+        assert lock_path(config).name == ".config.yaml.lock"
