@@ -1,7 +1,7 @@
 """``mindroom config ...``: show, check and edit config.yaml without losing a comment.
 
-Thin: every edit goes through :class:`mindroom.config.store.ConfigDocument` (round-trip,
-validated as a whole before the file is replaced).
+Thin: every edit goes through :func:`mindroom.config.store.edit_config` (round-trip, under the
+config lock, validated as a whole before the file is replaced).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 
 from mindroom.config.load import load_config
-from mindroom.config.store import ConfigDocument, dump_value, parse_value
+from mindroom.config.store import ConfigDocument, dump_value, edit_config, parse_value
 
 
 def add_config_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -56,17 +56,19 @@ def run_config(args: argparse.Namespace) -> int:
             f"rooms: {', '.join(config.room_names) or 'none'})"
         )
         return 0
-    doc = ConfigDocument(path)
     if args.action == "get":
-        print(dump_value(doc.get(args.key)))
+        print(dump_value(ConfigDocument(path).get(args.key)))
         return 0
-    if args.action == "set":
-        doc.set(args.key, parse_value(args.value))
-    elif args.action == "unset":
-        doc.unset(args.key)
-    elif args.action == "add-agent":
-        doc.add_agent(args.name, role=args.role, model=args.model, rooms=args.room)
-    written = doc.save()
+    # load, edit and save under one lock: concurrent commands take turns and all land; a change
+    # by a writer that takes no lock (an editor) between load and save is refused, not overwritten
+    with edit_config(path) as doc:
+        if args.action == "set":
+            doc.set(args.key, parse_value(args.value))
+        elif args.action == "unset":
+            doc.unset(args.key)
+        elif args.action == "add-agent":
+            doc.add_agent(args.name, role=args.role, model=args.model, rooms=args.room)
+        written = doc.save()
     print(f"{path}: {'updated' if written else 'unchanged'}")
     return 0
 

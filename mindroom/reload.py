@@ -12,7 +12,9 @@ shown by ``!config status``. A valid change is applied as a diff:
 * new rooms are created and joined; memory and flush settings apply at once.
 
 ``!config get KEY`` and ``!config set KEY VALUE`` (admins only, ``authorization.admins``) go
-through the same validated round-trip edit as the CLI, and the watcher applies the result.
+through the same validated round-trip edit as the CLI, under the same lock, and the watcher
+applies the result. A set that finds the file changed since it read it (a person saved meanwhile)
+is refused and writes nothing.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from watchfiles import awatch
 
 from mindroom.config.load import load_config
 from mindroom.config.schema import Config
-from mindroom.config.store import ConfigDocument, parse_value
+from mindroom.config.store import ConfigDocument, edit_config, parse_value
 from mindroom.errors import ConfigError
 from mindroom.matrix.accounts import set_display_name
 
@@ -154,17 +156,24 @@ class ConfigReloader:
         if not is_admin:
             return "Only admins (authorization.admins) may read or change the config."
         try:
-            doc = await asyncio.to_thread(ConfigDocument, self.path)
             if action == "get" and rest.strip():
+                doc = await asyncio.to_thread(ConfigDocument, self.path)
                 value = doc.get(rest.strip())
                 return f"`{rest.strip()}` = `{value}`"
             key, _, raw = rest.strip().partition(" ")
             if action == "set" and key and raw:
-                doc.set(key, parse_value(raw))
-                written = await asyncio.to_thread(doc.save)
+                written = await asyncio.to_thread(set_in_file, self.path, key, parse_value(raw))
                 if written:
                     await self.reload()
                 return f"Set `{key}`; applied." if written else f"`{key}` already had that value."
-        except ConfigError as exc:
+        except ConfigError as exc:  # invalid, or the file changed meanwhile: nothing was written
             return f"Refused: {exc}"
         return "Usage: `!config status`, `!config get KEY`, `!config set KEY VALUE`"
+
+
+def set_in_file(path: Path, key: str, value: object) -> bool:
+    """Set ``key`` in the config file as ``mindroom config set`` does: load, edit and save
+    under the config lock; refused (ConfigError) if someone else changed the file meanwhile."""
+    with edit_config(path) as doc:
+        doc.set(key, value)
+        return doc.save()

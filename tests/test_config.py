@@ -463,3 +463,16 @@ def test_config_is_immutable() -> None:
     with pytest.raises(ValidationError, match="frozen"):
         config.agents["general"].rooms = ["elsewhere"]  # type: ignore[misc]
     assert config.agents["general"].rooms == ["lobby"]
+
+
+def test_a_config_that_is_not_utf8_is_an_error_naming_the_file_and_byte(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_bytes(b'models:\n  default:\n    provider: openai\n    id: "caf\xe9"\n')
+    with pytest.raises(ConfigError, match=r"config\.yaml: not UTF-8 text \(byte 52\)"):
+        load_config(path)
+
+
+def test_a_config_with_a_byte_order_mark_loads(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_bytes(b"\xef\xbb\xbfmodels:\n  default:\n    provider: openai\n    id: m\n")
+    assert load_config(path).models["default"].id == "m"

@@ -124,4 +124,6 @@ def load_config(path: Path, env: Mapping[str, str] | None = None) -> Config:
         raise ConfigError(f"{path}: no such file (create one, or pass --config PATH)") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     return parse_config(text, str(path), env)
