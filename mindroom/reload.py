@@ -30,6 +30,7 @@ from mindroom.config.schema import Config
 from mindroom.config.store import ConfigDocument, parse_value
 from mindroom.errors import ConfigError
 from mindroom.matrix.accounts import set_display_name
+from mindroom.redact import redact_config_value
 
 if TYPE_CHECKING:
     from mindroom.bot import Bot
@@ -156,7 +157,7 @@ class ConfigReloader:
         try:
             doc = await asyncio.to_thread(ConfigDocument, self.path)
             if action == "get" and rest.strip():
-                value = doc.get(rest.strip())
+                value = redact_config_value(rest.strip(), doc.get(rest.strip()))
                 return f"`{rest.strip()}` = `{value}`"
             key, _, raw = rest.strip().partition(" ")
             if action == "set" and key and raw:

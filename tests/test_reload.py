@@ -142,3 +142,49 @@ async def test_config_set_in_chat_is_for_admins_only(
         assert relation(answer)["m.in_reply_to"]["event_id"] == got
     finally:
         await other.close()
+
+
+async def test_config_answers_in_chat_never_show_a_secret(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    secret = "plain-password-42"  # no well-known format: hidden because of its key
+    room = unique("live")
+    doc = json.loads(
+        config_text(
+            model.base_url,
+            {"general": {"rooms": [room]}},
+            authorization={"admins": [human.user_id]},
+        )
+    )
+    doc["models"]["default"]["api_key"] = secret
+    room_id = await bot.start_in_room(json.dumps(doc), room, human)
+
+    async def ask(command: str) -> str:
+        asked = await human.send(room_id, command)
+        answer = await human.wait_for_reply(room_id, asked)
+        content = answer["content"]
+        return content["body"] + "\n" + content.get("formatted_body", "")
+
+    shown = await ask("!config get models.default.id")  # positive control: values are shown
+    assert "scripted" in shown
+    shown = await ask("!config get models.default.api_key")
+    assert "models.default.api_key" in shown
+    assert "redacted" in shown
+    assert secret not in shown
+    shown = await ask("!config get models.default")
+    assert "scripted" in shown
+    assert secret not in shown
+    shown = await ask("!config get models")
+    assert "scripted" in shown
+    assert secret not in shown
+
+    # a syntax error whose message quotes the line holding the key
+    path = bot.storage / "config.yaml"
+    path.write_text(
+        f"models:\n  default:\n    id: scripted\n    api_key: {secret} : oops\nagents: {{}}\n"
+    )
+    await eventually(lambda: bot.bot.reloader.error is not None)
+    assert secret in bot.bot.reloader.error  # the error does quote it
+    shown = await ask("!config status")
+    assert "not valid YAML" in shown
+    assert secret not in shown

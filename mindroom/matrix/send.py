@@ -3,6 +3,9 @@
 Pure functions returning event content dicts; sending them is the client's job. The HTML is
 always sanitised to the subset the Matrix spec lets clients render (``m.room.message``
 msgtypes): text from a model or a person may carry raw HTML, and markdown passes it through.
+Notices (command answers, status and error reports) are bot output that every member of the
+room reads; they lose their secrets (:func:`mindroom.redact.redact_text`) here, in one place.
+An agent's own reply (``m.text``) is the model's answer to a person and is kept as written.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from urllib.parse import urlsplit
 
 import markdown as _markdown
 import nh3
+
+from mindroom.redact import redact_text
 
 _MD_EXTENSIONS = ["fenced_code", "tables", "sane_lists", "nl2br"]
 
@@ -79,8 +84,9 @@ def message_content(
     """Content of a markdown message, in a thread when ``thread_root`` is given.
 
     A thread reply carries ``m.in_reply_to`` with ``is_falling_back`` so clients without thread
-    support still show what it answers.
+    support still show what it answers. A notice is posted with its secrets redacted.
     """
+    text = _shown(text, msgtype)
     content: dict[str, Any] = {
         "msgtype": msgtype,
         "body": text,
@@ -98,6 +104,10 @@ def message_content(
     elif reply_to:
         content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
     return content
+
+
+def _shown(text: str, msgtype: str) -> str:
+    return redact_text(text) if msgtype == "m.notice" else text
 
 
 def notice_content(
@@ -141,6 +151,7 @@ def split_message(text: str, limit: int = MAX_BODY_CHARS) -> list[str]:
 
 def edit_content(original_event_id: str, text: str, *, msgtype: str = "m.text") -> dict[str, Any]:
     """An ``m.replace`` edit setting the message ``original_event_id`` to ``text``."""
+    text = _shown(text, msgtype)
     new_content = message_content(text, msgtype=msgtype)
     return {
         "msgtype": msgtype,
