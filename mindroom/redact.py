@@ -24,12 +24,15 @@ from typing import Any
 
 REDACTED = "[redacted]"
 
-# A key is secret when a word of it is one of these (case-insensitive; ``tokens`` is a count).
-_SECRET_KEY = re.compile(
-    r"(api[_-]?key|apikey|access[_-]?key|private[_-]?key|signing[_-]?key|secret|"
-    r"passw(?:or)?d|passphrase|credentials?|token(?!s|iz))",
-    re.IGNORECASE,
+# A key is secret when one of its words (snake_case, kebab-case or camelCase) is one of these,
+# or two adjacent words are one of the pairs: ``tokens`` (a count) and ``secretary`` are not.
+_SECRET_WORDS = frozenset(
+    {"secret", "password", "passwd", "passphrase", "credential", "credentials", "token", "apikey"}
 )
+_SECRET_PAIRS = frozenset(
+    {("api", "key"), ("access", "key"), ("private", "key"), ("signing", "key")}
+)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _ENV_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 _ENV_REFERENCE_CUT = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*")  # as _ASSIGNMENT cuts it, at "}"
 
@@ -63,7 +66,11 @@ _ASSIGNMENT = re.compile(
 
 def is_secret_key(key: str) -> bool:
     """True when the last part of the dotted ``key`` names a secret (``models.x.api_key``)."""
-    return bool(_SECRET_KEY.search(key.rsplit(".", 1)[-1]))
+    last = _CAMEL.sub("_", key.rsplit(".", 1)[-1]).lower()
+    words = [word for word in re.split(r"[_\-\s]+", last) if word]
+    return any(word in _SECRET_WORDS for word in words) or any(
+        pair in _SECRET_PAIRS for pair in zip(words, words[1:], strict=False)
+    )
 
 
 def _secret_shown(value: str) -> str:

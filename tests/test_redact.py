@@ -30,6 +30,8 @@ from tests.scripted_model import Reply, ScriptedModel
         "aws_access_key_id",
         "private_key",
         "credentials",
+        "authToken",
+        "X-Api-Key",
     ],
 )
 def test_secret_key_names_are_recognised(key: str) -> None:
@@ -49,6 +51,9 @@ def test_secret_key_names_are_recognised(key: str) -> None:
         "private",
         "role",
         "models.default.id",
+        "secretary",
+        "tokenizer",
+        "keyboard",
     ],
 )
 def test_ordinary_key_names_are_not_secret(key: str) -> None:
