@@ -55,11 +55,14 @@ _KNOWN_FORMATS = re.compile(
     re.DOTALL,
 )
 _BEARER = re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{4,}", re.IGNORECASE)
-_URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+(@)", re.IGNORECASE)
+_URL_PASSWORD = re.compile(
+    r"((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+(@)", re.IGNORECASE
+)
 # ``key: value``, ``"key": "value"``, ``KEY=value``, ``?key=value``: the value is checked
-# against the key in _assignment. The separator never crosses a line.
+# against the key in _assignment. The separator never crosses a line. A key starts only at the
+# start of a word: trying every position inside a long word would take quadratic time.
 _ASSIGNMENT = re.compile(
-    r"(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?[ \t]*[:=][ \t]*['\"]?)"
+    r"(?<![A-Za-z0-9_.-])(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?[ \t]*[:=][ \t]*['\"]?)"
     r"(?P<value>[^\s'\",;&?}\]]+)"
 )
 
