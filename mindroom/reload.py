@@ -155,9 +155,8 @@ class ConfigReloader:
                 logger.error("config not reloaded, the running config stays: %s", exc)
                 return None
             self.error, self.invalid = None, False
-            self.problems = []
             self.bot.set_config(new)
-            await self._finish(started, diff, old, new)
+            self.problems = await self._finish(started, diff, old, new)
             self.applied += 1
             logger.info(
                 "config reloaded: added %s, removed %s, changed %s, new rooms %s",
@@ -195,20 +194,22 @@ class ConfigReloader:
 
     async def _finish(
         self, started: list[MatrixAccount], diff: ConfigDiff, old: Config, new: Config
-    ) -> None:
-        """The steps after the switch; each failure is kept in ``problems``, the rest go on."""
+    ) -> list[str]:
+        """The steps after the switch; each failure is returned, the rest go on."""
         steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
             *((f"adding {a.name}", partial(self.bot.add_member, a)) for a in started),
             *((f"updating {n}", partial(self._update_member, n, old, new)) for n in diff.changed),
             *((f"removing {n}", partial(self.bot.remove_member, n)) for n in diff.removed),
             ("preparing rooms", self.bot.prepare_rooms),
         ]
+        problems = []
         for what, step in steps:
             try:
                 await step()
             except Exception as exc:  # applied already: report, retry at the next reload
                 logger.exception("config reload: %s failed", what)
-                self.problems.append(f"{what} failed: {exc}")
+                problems.append(f"{what} failed: {exc}")
+        return problems
 
     async def _update_member(self, name: str, old: Config, new: Config) -> None:
         """A changed agent or team: its display name, and rooms it no longer belongs to."""

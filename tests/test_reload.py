@@ -7,6 +7,7 @@ import json
 import time
 from collections.abc import Callable
 
+import nio
 import pytest
 
 from tests.harness import BotHarness, Human, config_text, relation, unique
@@ -274,3 +275,43 @@ async def test_config_set_in_chat_says_when_the_change_could_not_be_applied(
     answer = (await human.wait_for_reply(room_id, asked))["content"]["body"]
     assert "previous config is still running" in answer  # the file still names the taken agent
     assert bot.bot.config.agents["general"].role == ""
+
+
+async def test_a_room_that_cannot_be_prepared_after_the_switch_is_reported_and_retried(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    room = unique("live")
+    closed = unique("closed")
+    doc = json.loads(config_text(model.base_url, {"general": {"rooms": [room]}}))
+    room_id = await bot.start_in_room(json.dumps(doc), room, human)
+    # Someone else holds the alias of the new room, in a room the router may not join.
+    created = await human.client.room_create(
+        alias=closed, name=closed, preset=nio.RoomPreset.private_chat
+    )
+    assert isinstance(created, nio.RoomCreateResponse), created
+
+    doc["agents"]["general"]["rooms"] = [room, closed]
+    doc["agents"]["general"]["role"] = "Lives in two rooms."
+    write(bot, doc)
+    await eventually(lambda: bool(bot.bot.reloader.problems))
+
+    asked = await human.send(room_id, "!config status")
+    shown = (await human.wait_for_reply(room_id, asked))["content"]["body"]
+    assert "is applied" in shown
+    assert "preparing rooms failed" in shown
+    assert f"#{closed}:" in shown  # which room, and why
+    assert "cannot join" in shown
+    assert bot.bot.config.agents["general"].role == "Lives in two rooms."
+    asked = await human.send(room_id, "still answering?")
+    assert (await human.wait_for_reply(room_id, asked))["sender"] == bot.bot.agents[
+        "general"
+    ].user_id
+
+    invited = await human.client.room_invite(created.room_id, bot.bot.router.user_id)
+    assert isinstance(invited, nio.RoomInviteResponse), invited
+    write(bot, doc)  # saved again unchanged: the failed step is retried
+    await eventually(lambda: not bot.bot.reloader.problems)
+    assert created.room_id in bot.bot.agents["general"].joined_rooms()
+    asked = await human.send(room_id, "!config status")
+    shown = (await human.wait_for_reply(room_id, asked))["content"]["body"]
+    assert "valid and applied" in shown
