@@ -154,22 +154,38 @@ class Bot:
 
         self.tasks.keep_running(f"sync:{account.name}", sync)
 
-    async def add_member(self, name: str) -> None:
-        """Start the account of an agent or team added to the config while running."""
-        member = self._member(name)
-        account = await self._login(name, member.display_name or name.replace("_", " ").title())
-        await account.first_sync()
-        self.agents[name] = account
+    async def start_member(self, name: str, display_name: str) -> MatrixAccount:
+        """Log in and sync once the account of an agent or team a reload is adding.
+
+        It does not listen yet: :meth:`add_member` makes it a member once the new config is in
+        place. On failure nothing is left open.
+        """
+        account = await self._login(name, display_name)
+        try:
+            await account.first_sync()
+        except BaseException:
+            await account.close()
+            raise
+        return account
+
+    async def add_member(self, account: MatrixAccount) -> None:
+        """Make an account from :meth:`start_member` a member: answered for and listening."""
+        self.agents[account.name] = account
         self._listen(account)
 
     async def remove_member(self, name: str) -> None:
-        """An agent or team removed from the config: leave its rooms and stop its account."""
+        """An agent or team removed from the config: leave its rooms and stop its account.
+
+        The account is stopped and closed even when leaving a room fails.
+        """
         account = self.agents.pop(name)
         account.stop()
-        for room_id in account.joined_rooms():
-            await account.leave(room_id)
-        await self.tasks.cancel(f"sync:{name}")
-        await account.close()
+        try:
+            for room_id in account.joined_rooms():
+                await account.leave(room_id)
+        finally:
+            await self.tasks.cancel(f"sync:{name}")
+            await account.close()
 
     def set_config(self, config: Config) -> None:
         """Use ``config`` from now on (hot reload); running turns finish as they were."""

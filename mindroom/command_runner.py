@@ -1,22 +1,72 @@
 """Carry out a chat command for the bot: pick the account that answers, act, reply as a notice.
 
-The texts come from :mod:`mindroom.commands` (pure); ``!config`` is the reloader's.
+The texts come from :mod:`mindroom.commands` (pure); ``!config`` is the reloader's. The bot is
+seen through :class:`CommandHost`, the few things a command reads or does.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from mindroom import commands
 from mindroom.authorization import is_authorized
+from mindroom.config.schema import Config
+from mindroom.matrix.client import MatrixAccount
 from mindroom.matrix.events import IncomingMessage
 from mindroom.matrix.send import notice_content
 
-if TYPE_CHECKING:
-    from mindroom.bot import Bot
+
+class SessionLedger(Protocol):
+    """Where ``!new`` starts a fresh session."""
+
+    async def new_session(self, room_id: str, thread_root: str | None) -> int:
+        """Start a fresh conversation in the room or thread; returns the new generation."""
+        ...
 
 
-async def run_command(bot: Bot, message: IncomingMessage) -> None:
+class ConfigChat(Protocol):
+    """Who answers ``!config ...``."""
+
+    async def chat(self, argument: str, is_admin: bool) -> str:
+        """The answer to ``!config <argument>``."""
+        ...
+
+
+class CommandHost(Protocol):
+    """What running a command needs from the bot."""
+
+    @property
+    def config(self) -> Config:
+        """The config in use."""
+        ...
+
+    @property
+    def router(self) -> MatrixAccount | None:
+        """The router's account (answers commands in rooms it is in)."""
+        ...
+
+    @property
+    def agents(self) -> Mapping[str, MatrixAccount]:
+        """The running account of each agent and team, by name."""
+        ...
+
+    @property
+    def ledger(self) -> SessionLedger | None:
+        """Session generations (``!new``)."""
+        ...
+
+    @property
+    def reloader(self) -> ConfigChat | None:
+        """The config reloader, when a config file is watched."""
+        ...
+
+    def room_agents(self, room_id: str) -> Sequence[str]:
+        """Agents and teams joined to ``room_id``, in config order."""
+        ...
+
+
+async def run_command(bot: CommandHost, message: IncomingMessage) -> None:
     """Answer the command in ``message``, in its thread, from the router (or a DM's agent)."""
     assert bot.ledger is not None
     assert bot.router is not None

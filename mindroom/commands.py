@@ -36,16 +36,32 @@ def parse_command(body: str) -> Command | None:
     return Command(name.lower(), rest[0].strip() if rest else "")
 
 
-def _agent_line(config: Config, name: str, user_id: str) -> str:
-    agent = config.agents[name]
-    role = f": {agent.role}" if agent.role else ""
-    return f"- **{agent.display_name or name}** ({user_id}){role}"
+def _sentence(text: str) -> str:
+    """``text`` as a sentence: stripped, ending in one full stop (or its own ``!``/``?``)."""
+    text = text.strip()
+    return text if not text or text[-1] in ".!?" else f"{text}."
+
+
+def _member_line(config: Config, name: str, user_id: str) -> str | None:
+    """``- **Name** (@id): Role.`` for an agent; a team's line also names its members.
+
+    None for a name the config does not know (an account being added or removed by a reload).
+    """
+    member = config.agents.get(name) or config.teams.get(name)
+    if member is None:
+        return None
+    line = f"- **{member.display_name or name}** ({user_id})"
+    if name in config.teams:
+        line += f", a team of {', '.join(config.teams[name].agents)}"
+    role = _sentence(member.role)
+    return f"{line}: {role}" if role else line
 
 
 def help_text(config: Config, room_agents: Sequence[str], user_ids: Mapping[str, str]) -> str:
-    """``!help``: the agents in this room with their roles, and the commands."""
+    """``!help``: the agents and teams in this room with their roles, and the commands."""
     lines = ["**Agents in this room**"]
-    lines += [_agent_line(config, name, user_ids[name]) for name in room_agents] or ["- (none)"]
+    members = [_member_line(config, name, user_ids.get(name, name)) for name in room_agents]
+    lines += [line for line in members if line is not None] or ["- (none)"]
     lines += [
         "",
         "Mention an agent to ask it; in a thread, the agent that answered keeps answering. "
@@ -53,19 +69,32 @@ def help_text(config: Config, room_agents: Sequence[str], user_ids: Mapping[str,
         "",
         "**Commands**",
         "- `!help`: this message",
-        "- `!agents`: every configured agent and its rooms",
+        "- `!agents`: every configured agent and team and its rooms",
         "- `!new`: start a fresh conversation here (forget this room's or thread's history)",
         "- `!config status`: is the config file valid; admins: `!config get|set KEY [VALUE]`",
     ]
     return "\n".join(lines)
 
 
+def _with_rooms(line: str, rooms: Sequence[str]) -> str:
+    where = ", ".join(f"#{room}" for room in rooms) or "none (DM only)"
+    separator = "" if line.endswith((".", "!", "?")) else "."
+    return f"{line}{separator} Rooms: {where}."
+
+
 def agents_text(config: Config, user_ids: Mapping[str, str]) -> str:
-    """``!agents``: every configured agent, its role and rooms."""
+    """``!agents``: every configured agent and team, its role and rooms."""
     lines = ["**Configured agents**"]
     for name, agent in config.agents.items():
-        rooms = ", ".join(f"#{room}" for room in agent.rooms) or "no rooms (DM only)"
-        lines.append(f"{_agent_line(config, name, user_ids.get(name, name))}; rooms: {rooms}")
+        line = _member_line(config, name, user_ids.get(name, name))
+        assert line is not None  # a configured name
+        lines.append(_with_rooms(line, agent.rooms))
+    if config.teams:
+        lines += ["", "**Configured teams**"]
+        for name, team in config.teams.items():
+            line = _member_line(config, name, user_ids.get(name, name))
+            assert line is not None
+            lines.append(_with_rooms(line, team.rooms))
     return "\n".join(lines)
 
 

@@ -11,6 +11,16 @@ shown by ``!config status``. A valid change is applied as a diff:
   because agents are built per turn); models whose settings changed are rebuilt;
 * new rooms are created and joined; memory and flush settings apply at once.
 
+A reload is a transaction, in this order: validate; log in and sync the accounts of added
+agents and teams; switch the config; leave and stop removed ones; prepare rooms. Until the
+switch nothing the running bot uses has changed, so a failure there (an account that cannot
+log in, or not within a minute) closes what was started, keeps the previous config and
+records why; ``!config status`` says so. After the switch, each remaining step runs even when
+an earlier one failed, and a failure is reported as a problem of the applied config (rooms are
+prepared again at the next reload).
+
+The reloader sees the bot through :class:`ReloadTarget`, the few things a reload changes.
+
 ``!config get KEY`` and ``!config set KEY VALUE`` (admins only, ``authorization.admins``) go
 through the same validated round-trip edit as the CLI, under the same lock, and the watcher
 applies the result. A set that finds the file changed since it read it (a person saved meanwhile)
@@ -21,24 +31,62 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from watchfiles import awatch
 
 from mindroom.config.load import load_config
 from mindroom.config.schema import Config
 from mindroom.config.store import ConfigDocument, edit_config, parse_value
-from mindroom.errors import ConfigError
+from mindroom.errors import ConfigError, MindroomError
 from mindroom.matrix.accounts import set_display_name
-
-if TYPE_CHECKING:
-    from mindroom.bot import Bot
+from mindroom.matrix.client import MatrixAccount
+from mindroom.redact import redact_config_value
 
 logger = logging.getLogger(__name__)
 
 DEBOUNCE_MS = 200
+MEMBER_START_TIMEOUT_S = 60.0
+"""How long the accounts a reload adds may take to log in and sync before it is given up."""
+
+
+class ReloadTarget(Protocol):
+    """What a reload needs from the running bot."""
+
+    @property
+    def config(self) -> Config:
+        """The config in use."""
+        ...
+
+    @property
+    def agents(self) -> Mapping[str, MatrixAccount]:
+        """The running account of each agent and team, by name."""
+        ...
+
+    @property
+    def room_ids(self) -> Mapping[str, str]:
+        """Room IDs by configured room name."""
+        ...
+
+    def set_config(self, config: Config) -> None:
+        """Use ``config`` from now on."""
+
+    async def start_member(self, name: str, display_name: str) -> MatrixAccount:
+        """Log in an added member's account, not listening yet; leaves nothing open on failure."""
+        ...
+
+    async def add_member(self, account: MatrixAccount) -> None:
+        """Make a started account a member (after the switch to the config naming it)."""
+
+    async def remove_member(self, name: str) -> None:
+        """Leave the rooms of a removed member and stop its account."""
+
+    async def prepare_rooms(self) -> None:
+        """Make every configured room exist with its members in it (idempotent)."""
 
 
 @dataclass(frozen=True)
@@ -72,37 +120,45 @@ def diff_configs(old: Config, new: Config) -> ConfigDiff:
 
 
 class ConfigReloader:
-    """Watches the config file of a running bot and applies valid changes."""
+    """Watches the config file of a running bot and applies valid changes as one transaction.
 
-    def __init__(self, bot: Bot, path: Path) -> None:
+    State for ``!config status``: ``error`` is why the last change was not applied (the file is
+    invalid, ``invalid`` True, or starting it failed), ``problems`` what went wrong after an
+    applied switch; ``applied`` counts applied reloads.
+    """
+
+    def __init__(self, bot: ReloadTarget, path: Path) -> None:
         self.bot = bot
         self.path = path
         self.error: str | None = None
+        self.invalid = False
+        self.problems: list[str] = []
         self.applied = 0
         self._lock = asyncio.Lock()
 
     async def reload(self) -> ConfigDiff | None:
-        """Read, validate and apply the file now; None when it is invalid (error kept)."""
+        """Read, validate and apply the file now; None when it was not applied (error kept)."""
         async with self._lock:
             try:
                 new = await asyncio.to_thread(load_config, self.path)
             except ConfigError as exc:
-                self.error = str(exc)
+                self.error, self.invalid = str(exc), True
                 logger.error("config not reloaded, the running config stays: %s", exc)
                 return None
-            self.error = None
-            diff = diff_configs(self.bot.config, new)
-            if diff.empty:
-                return diff
             old = self.bot.config
+            diff = diff_configs(old, new)
+            if diff.empty and not self.problems:
+                self.error, self.invalid = None, False
+                return diff
+            try:
+                started = await self._start_members(diff.added, new)
+            except Exception as exc:  # the whole change is refused; the old config runs on
+                self.error, self.invalid = str(exc), False
+                logger.error("config not reloaded, the running config stays: %s", exc)
+                return None
+            self.error, self.invalid = None, False
             self.bot.set_config(new)
-            for name in diff.changed:
-                await self._update_member(name, old, new)
-            for name in diff.removed:
-                await self.bot.remove_member(name)
-            for name in diff.added:
-                await self.bot.add_member(name)
-            await self.bot.prepare_rooms()
+            self.problems = await self._finish(started, diff, old, new)
             self.applied += 1
             logger.info(
                 "config reloaded: added %s, removed %s, changed %s, new rooms %s",
@@ -112,6 +168,50 @@ class ConfigReloader:
                 ", ".join(diff.rooms_added) or "-",
             )
             return diff
+
+    async def _start_members(self, names: tuple[str, ...], new: Config) -> list[MatrixAccount]:
+        """Log in every added member, or none: on a failure the started ones are closed."""
+        started: list[MatrixAccount] = []
+        name = ""
+        try:
+            async with asyncio.timeout(MEMBER_START_TIMEOUT_S):
+                for name in names:
+                    member = new.agents.get(name) or new.teams[name]
+                    display = member.display_name or name.replace("_", " ").title()
+                    started.append(await self.bot.start_member(name, display))
+        except BaseException as exc:
+            for account in started:
+                try:
+                    await account.close()
+                except Exception:
+                    logger.exception("closing the account of %s failed", account.name)
+            if isinstance(exc, TimeoutError):
+                raise MindroomError(
+                    f"the account of {name} did not log in within {MEMBER_START_TIMEOUT_S:.0f} s"
+                ) from exc
+            if isinstance(exc, Exception):
+                raise MindroomError(f"the account of {name} could not start: {exc}") from exc
+            raise
+        return started
+
+    async def _finish(
+        self, started: list[MatrixAccount], diff: ConfigDiff, old: Config, new: Config
+    ) -> list[str]:
+        """The steps after the switch; each failure is returned, the rest go on."""
+        steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
+            *((f"adding {a.name}", partial(self.bot.add_member, a)) for a in started),
+            *((f"updating {n}", partial(self._update_member, n, old, new)) for n in diff.changed),
+            *((f"removing {n}", partial(self.bot.remove_member, n)) for n in diff.removed),
+            ("preparing rooms", self.bot.prepare_rooms),
+        ]
+        problems = []
+        for what, step in steps:
+            try:
+                await step()
+            except Exception as exc:  # applied already: report, retry at the next reload
+                logger.exception("config reload: %s failed", what)
+                problems.append(f"{what} failed: {exc}")
+        return problems
 
     async def _update_member(self, name: str, old: Config, new: Config) -> None:
         """A changed agent or team: its display name, and rooms it no longer belongs to."""
@@ -143,9 +243,21 @@ class ConfigReloader:
                 logger.exception("applying the new config failed")
 
     def status_text(self) -> str:
-        """``!config status``."""
-        if self.error:
+        """``!config status``: the real state of the running config."""
+        if self.error and self.invalid:
             return f"⚠️ The config file has an error; the running config stays:\n\n{self.error}"
+        if self.error:
+            return (
+                f"⚠️ Reloading {self.path.name} failed; the change was not applied and the "
+                f"previous config is still running ({self.applied} reloads applied):\n\n"
+                f"{self.error}"
+            )
+        if self.problems:
+            listed = "\n".join(f"- {problem}" for problem in self.problems)
+            return (
+                f"⚠️ Config {self.path.name} is applied ({self.applied} reloads), but some steps "
+                f"failed:\n\n{listed}"
+            )
         return f"Config {self.path.name} is valid and applied ({self.applied} reloads)."
 
     async def chat(self, argument: str, is_admin: bool) -> str:
@@ -158,14 +270,16 @@ class ConfigReloader:
         try:
             if action == "get" and rest.strip():
                 doc = await asyncio.to_thread(ConfigDocument, self.path)
-                value = doc.get(rest.strip())
+                value = redact_config_value(rest.strip(), doc.get(rest.strip()))
                 return f"`{rest.strip()}` = `{value}`"
             key, _, raw = rest.strip().partition(" ")
             if action == "set" and key and raw:
                 written = await asyncio.to_thread(set_in_file, self.path, key, parse_value(raw))
-                if written:
-                    await self.reload()
-                return f"Set `{key}`; applied." if written else f"`{key}` already had that value."
+                if not written:
+                    return f"`{key}` already had that value."
+                if await self.reload() is None:
+                    return f"Set `{key}` in {self.path.name}, but:\n\n{self.status_text()}"
+                return f"Set `{key}`; applied."
         except ConfigError as exc:  # invalid, or the file changed meanwhile: nothing was written
             return f"Refused: {exc}"
         return "Usage: `!config status`, `!config get KEY`, `!config set KEY VALUE`"

@@ -13,6 +13,8 @@ from mindroom.commands import (
     unknown_text,
 )
 from mindroom.config import Config, parse_config
+from tests.harness import BotHarness, Human, config_text, unique
+from tests.scripted_model import ScriptedModel
 
 CONFIG_YAML = """\
 models:
@@ -29,12 +31,19 @@ agents:
   mind:
     display_name: Mind
     rooms: []
+teams:
+  crew:
+    display_name: The Crew
+    role: General and coder together.
+    agents: [general, coder]
+    rooms: [dev]
 """
 
 USER_IDS = {
     "general": "@mindroom_general:localhost",
     "coder": "@mindroom_coder:localhost",
     "mind": "@mindroom_mind:localhost",
+    "crew": "@mindroom_crew:localhost",
 }
 
 
@@ -185,6 +194,43 @@ def test_agents_keeps_config_order(config: Config) -> None:
     assert positions == sorted(positions)
 
 
+# -- configured teams -----------------------------------------------------------------------------
+
+
+def test_help_in_a_room_with_a_configured_team_lists_the_team_and_its_members(
+    config: Config,
+) -> None:
+    text = help_text(config, ["general", "coder", "crew"], USER_IDS)
+    crew = _line_of(text, "@mindroom_crew:localhost")
+    assert "The Crew" in crew
+    assert "General and coder together" in crew
+    assert "team" in crew
+    assert "general" in crew
+    assert "coder" in crew
+
+
+def test_agents_lists_configured_teams_with_members_and_rooms(config: Config) -> None:
+    text = agents_text(config, USER_IDS)
+    crew = _line_of(text, "@mindroom_crew:localhost")
+    assert "#dev" in crew
+    assert "general" in crew
+    assert "coder" in crew
+    assert "#dev" not in _line_of(text, "@mindroom_mind:localhost")
+
+
+def test_a_role_ending_in_a_period_reads_as_one_sentence(config: Config) -> None:
+    for text in (agents_text(config, USER_IDS), help_text(config, ["crew"], USER_IDS)):
+        assert ".;" not in text
+        assert ".." not in text
+        assert "General and coder together." in text
+
+
+def test_agents_line_for_a_role_without_a_period_still_separates_the_rooms(config: Config) -> None:
+    line = _line_of(agents_text(config, USER_IDS), "@mindroom_coder:localhost")
+    assert "Writes and reviews code." in line
+    assert line.endswith("Rooms: #dev.")
+
+
 # -- new_session_text and unknown_text ------------------------------------------------------------
 
 
@@ -208,3 +254,39 @@ def test_unknown_command_names_it_and_suggests_help() -> None:
     text = unknown_text(Command("frobnicate", "now"))
     assert "!frobnicate" in text
     assert "!help" in text
+
+
+# -- over Matrix ----------------------------------------------------------------------------------
+
+
+@pytest.mark.synapse
+@pytest.mark.asyncio
+async def test_help_and_agents_answer_in_a_room_with_a_configured_team(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    room = unique("crew")
+    config = config_text(
+        model.base_url,
+        {
+            "general": {"role": "Helps with anything.", "rooms": [room]},
+            "coder": {"role": "Writes code.", "rooms": [room]},
+        },
+        teams={"crew": {"agents": ["general", "coder"], "role": "Both at once.", "rooms": [room]}},
+    )
+    room_id = await bot.start_in_room(config, room, human)
+    crew = bot.bot.agents["crew"].user_id
+
+    asked = await human.send(room_id, "!help")
+    help_reply = await human.wait_for_reply(room_id, asked)
+    body = help_reply["content"]["body"]
+    assert help_reply["sender"] == bot.bot.router.user_id
+    assert crew in body
+    assert "Both at once." in body
+    assert bot.bot.agents["general"].user_id in body
+
+    listed = await human.send(room_id, "!agents")
+    agents_reply = await human.wait_for_reply(room_id, listed)
+    crew_line = _line_of(agents_reply["content"]["body"], crew)
+    assert f"#{room}" in crew_line
+    assert ".;" not in agents_reply["content"]["body"]
+    assert model.requests == []  # commands never reach a model

@@ -7,6 +7,7 @@ import json
 import time
 from collections.abc import Callable
 
+import nio
 import pytest
 
 from tests.harness import BotHarness, Human, config_text, relation, unique
@@ -142,3 +143,175 @@ async def test_config_set_in_chat_is_for_admins_only(
         assert relation(answer)["m.in_reply_to"]["event_id"] == got
     finally:
         await other.close()
+
+
+async def test_config_answers_in_chat_never_show_a_secret(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    secret = "plain-password-42"  # no well-known format: hidden because of its key
+    room = unique("live")
+    doc = json.loads(
+        config_text(
+            model.base_url,
+            {"general": {"rooms": [room]}},
+            authorization={"admins": [human.user_id]},
+        )
+    )
+    doc["models"]["default"]["api_key"] = secret
+    room_id = await bot.start_in_room(json.dumps(doc), room, human)
+
+    async def ask(command: str) -> str:
+        asked = await human.send(room_id, command)
+        answer = await human.wait_for_reply(room_id, asked)
+        content = answer["content"]
+        return content["body"] + "\n" + content.get("formatted_body", "")
+
+    shown = await ask("!config get models.default.id")  # positive control: values are shown
+    assert "scripted" in shown
+    shown = await ask("!config get models.default.api_key")
+    assert "models.default.api_key" in shown
+    assert "redacted" in shown
+    assert secret not in shown
+    shown = await ask("!config get models.default")
+    assert "scripted" in shown
+    assert secret not in shown
+    shown = await ask("!config get models")
+    assert "scripted" in shown
+    assert secret not in shown
+
+    # a syntax error whose message quotes the line holding the key
+    path = bot.storage / "config.yaml"
+    path.write_text(
+        f"models:\n  default:\n    id: scripted\n    api_key: {secret} : oops\nagents: {{}}\n"
+    )
+    await eventually(lambda: bot.bot.reloader.error is not None)
+    assert secret in bot.bot.reloader.error  # the error does quote it
+    shown = await ask("!config status")
+    assert "not valid YAML" in shown
+    assert secret not in shown
+
+
+async def test_a_reload_whose_new_agent_cannot_log_in_is_not_applied_and_says_so(
+    bot: BotHarness, human: Human, model: ScriptedModel, synapse
+) -> None:
+    room = unique("live")
+    taken = unique("taken")
+    fresh = unique("fresh")
+    # Someone else owns the account the new agent needs: mindroom cannot register or log in.
+    await synapse.register_user(f"mindroom_{taken}", "not-ours-pw")
+    doc = json.loads(config_text(model.base_url, {"general": {"rooms": [room]}}))
+    room_id = await bot.start_in_room(json.dumps(doc), room, human)
+    old_config = bot.bot.config
+
+    async def status() -> str:
+        asked = await human.send(room_id, "!config status")
+        return (await human.wait_for_reply(room_id, asked))["content"]["body"]
+
+    assert "valid and applied" in await status()  # positive control of the status text
+
+    failing = json.loads(json.dumps(doc))
+    failing["agents"][fresh] = {"role": "Starts fine.", "rooms": [room]}
+    failing["agents"][taken] = {"role": "Cannot log in.", "rooms": [room]}
+    failing["agents"]["general"]["role"] = "Changed by the failed reload."
+    write(bot, failing)
+    await eventually(lambda: bot.bot.reloader.error is not None or taken in bot.bot.config.agents)
+    await eventually(lambda: bot.bot.reloader.error is not None, timeout=5.0)
+
+    shown = await status()
+    assert "failed" in shown
+    assert taken in shown  # which agent
+    assert "already exists" in shown  # and why
+    assert "previous config is still running" in shown
+    assert bot.bot.config is old_config  # nothing of the change was applied
+    assert set(bot.bot.agents) == {"general"}  # the agent that did start was stopped again
+
+    general = bot.bot.agents["general"].user_id
+    asked = await human.send(room_id, "are you still there?")
+    reply = await human.wait_for_reply(room_id, asked)
+    assert reply["sender"] == general
+    assert "Changed by the failed reload." not in system_text(model.requests[-1])
+
+    fixed = json.loads(json.dumps(failing))
+    del fixed["agents"][taken]
+    write(bot, fixed)
+    await eventually(lambda: fresh in bot.bot.agents and bot.bot.reloader.error is None)
+    shown = await status()
+    assert "valid and applied" in shown
+    assert "failed" not in shown
+    assert bot.bot.config.agents["general"].role == "Changed by the failed reload."
+    fresh_id = bot.bot.agents[fresh].user_id
+    await human.wait_for(
+        lambda e: (
+            e.get("type") == "m.room.member"
+            and e.get("state_key") == fresh_id
+            and e["content"].get("membership") == "join"
+        )
+    )
+    asked = await human.send(room_id, f"@{fresh} hello", mention=[fresh_id])
+    assert (await human.wait_for_reply(room_id, asked))["sender"] == fresh_id
+
+
+async def test_config_set_in_chat_says_when_the_change_could_not_be_applied(
+    bot: BotHarness, human: Human, model: ScriptedModel, synapse
+) -> None:
+    room = unique("live")
+    taken = unique("taken")
+    await synapse.register_user(f"mindroom_{taken}", "not-ours-pw")
+    config = config_text(
+        model.base_url,
+        {"general": {"rooms": [room]}},
+        authorization={"admins": [human.user_id]},
+    )
+    room_id = await bot.start_in_room(config, room, human)
+
+    asked = await human.send(room_id, f"!config set agents.{taken}.rooms [{room}]")
+    answer = (await human.wait_for_reply(room_id, asked))["content"]["body"]
+    assert f"Set `agents.{taken}.rooms`" in answer
+    assert "applied" not in answer.replace("not applied", "").replace("reloads applied", "")
+    assert "previous config is still running" in answer
+    assert taken not in bot.bot.config.agents
+
+    asked = await human.send(room_id, "!config set agents.general.role Still works.")
+    answer = (await human.wait_for_reply(room_id, asked))["content"]["body"]
+    assert "previous config is still running" in answer  # the file still names the taken agent
+    assert bot.bot.config.agents["general"].role == ""
+
+
+async def test_a_room_that_cannot_be_prepared_after_the_switch_is_reported_and_retried(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    room = unique("live")
+    closed = unique("closed")
+    doc = json.loads(config_text(model.base_url, {"general": {"rooms": [room]}}))
+    room_id = await bot.start_in_room(json.dumps(doc), room, human)
+    # Someone else holds the alias of the new room, in a room the router may not join.
+    created = await human.client.room_create(
+        alias=closed, name=closed, preset=nio.RoomPreset.private_chat
+    )
+    assert isinstance(created, nio.RoomCreateResponse), created
+
+    doc["agents"]["general"]["rooms"] = [room, closed]
+    doc["agents"]["general"]["role"] = "Lives in two rooms."
+    write(bot, doc)
+    await eventually(lambda: bool(bot.bot.reloader.problems))
+
+    asked = await human.send(room_id, "!config status")
+    shown = (await human.wait_for_reply(room_id, asked))["content"]["body"]
+    assert "is applied" in shown
+    assert "preparing rooms failed" in shown
+    assert f"#{closed}:" in shown  # which room, and why
+    assert "cannot join" in shown
+    assert bot.bot.config.agents["general"].role == "Lives in two rooms."
+    asked = await human.send(room_id, "still answering?")
+    assert (await human.wait_for_reply(room_id, asked))["sender"] == bot.bot.agents[
+        "general"
+    ].user_id
+
+    invited = await human.client.room_invite(created.room_id, bot.bot.router.user_id)
+    assert isinstance(invited, nio.RoomInviteResponse), invited
+    write(bot, doc)  # saved again unchanged: the failed step is retried
+    await eventually(lambda: not bot.bot.reloader.problems)
+    assert created.room_id in bot.bot.agents["general"].joined_rooms()
+    asked = await human.send(room_id, "!config status")
+    shown = (await human.wait_for_reply(room_id, asked))["content"]["body"]
+    assert "valid and applied" in shown

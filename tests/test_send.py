@@ -235,3 +235,135 @@ def test_random_corpus_exercises_every_kind_of_cut() -> None:
             gap = text[start + len(part) : next_start]
             kinds.add(next((sep for sep in ("\n\n", "\n", " ") if sep in gap), "hard"))
     assert kinds == {"\n\n", "\n", " ", "hard"}
+
+
+# -- markdown_to_html: sanitised to the Matrix HTML subset ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "hi <script>alert('pwned')</script> there",
+        "<SCRIPT src=https://evil.example/x.js></SCRIPT>",
+        "<div><script>document.cookie</script></div>",
+    ],
+)
+def test_script_elements_and_their_content_are_removed(text: str) -> None:
+    html = markdown_to_html(text)
+    assert "<script" not in html.lower()
+    assert "alert" not in html
+    assert "document.cookie" not in html
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<img src="mxc://localhost/abc" onerror="alert(1)">',
+        '<b onclick="alert(1)">bold</b>',
+        '<a href="https://example.org" onmouseover="alert(1)">x</a>',
+        '<p style="background:url(javascript:alert(1))">shown</p>',
+    ],
+)
+def test_event_handler_and_style_attributes_are_removed(text: str) -> None:
+    html = markdown_to_html(text)
+    for attribute in ("onerror", "onclick", "onmouseover", "style", "alert"):
+        assert attribute not in html
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[click me](javascript:alert(1))",
+        '<a href="javascript:alert(1)">click me</a>',
+        '<a href="JaVaScRiPt:alert(1)">click me</a>',
+        '<a href="data:text/html;base64,PHNjcmlwdD4=">click me</a>',
+        '<a href="vbscript:msgbox(1)">click me</a>',
+    ],
+)
+def test_links_with_dangerous_schemes_lose_their_target(text: str) -> None:
+    html = markdown_to_html(text)
+    assert "click me" in html  # the text stays
+    for scheme in ("javascript", "data:", "vbscript"):
+        assert scheme not in html.lower()
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["<iframe src='https://evil.example'></iframe>x", "<object>x</object>", "<form>x</form>"],
+)
+def test_tags_outside_the_matrix_subset_are_removed(text: str) -> None:
+    html = markdown_to_html(text)
+    for tag in ("iframe", "object", "form"):
+        assert f"<{tag}" not in html
+
+
+def test_images_must_come_from_the_homeserver() -> None:
+    assert 'src="mxc://localhost/abc"' in markdown_to_html("![cat](mxc://localhost/abc)")
+    tracked = markdown_to_html("![cat](https://tracker.example/pixel.png)")
+    assert "tracker.example" not in tracked
+    assert 'alt="cat"' in tracked
+
+
+def test_code_blocks_keep_their_language_class_and_content() -> None:
+    html = markdown_to_html("```python\nif a < b and c > d:\n    print('<b>')\n```")
+    assert '<pre><code class="language-python">' in html
+    assert "if a &lt; b and c &gt; d:" in html
+    assert "&lt;b&gt;" in html  # markup inside code is shown, not run
+
+
+def test_other_code_classes_are_dropped() -> None:
+    html = markdown_to_html('<code class="evil language-x">x</code>')
+    assert "evil" not in html
+
+
+def test_tables_lists_and_emphasis_survive() -> None:
+    text = (
+        "| a | b |\n|---|---|\n| 1 | 2 |\n\n3. three\n4. four\n\n**bold** _it_ `code`\n\n> quoted"
+    )
+    html = markdown_to_html(text)
+    for fragment in (
+        "<table>",
+        "<thead>",
+        "<th>a</th>",
+        "<tbody>",
+        "<td>2</td>",
+        '<ol start="3">',
+        "<li>three</li>",
+        "<strong>bold</strong>",
+        "<em>it</em>",
+        "<code>code</code>",
+        "<blockquote>",
+    ):
+        assert fragment in html, (fragment, html)
+
+
+@pytest.mark.parametrize(
+    ("text", "href"),
+    [
+        ("[docs](https://example.org/a?b=1)", "https://example.org/a?b=1"),
+        ("[plain](http://example.org)", "http://example.org"),
+        ("[mail](mailto:alice@example.org)", "mailto:alice@example.org"),
+        ("[files](ftp://example.org/f)", "ftp://example.org/f"),
+    ],
+)
+def test_links_with_allowed_schemes_survive(text: str, href: str) -> None:
+    html = markdown_to_html(text)
+    assert f'href="{href}"' in html
+    assert "rel=" not in html  # not in the Matrix subset
+
+
+def test_matrix_colour_and_spoiler_attributes_survive() -> None:
+    html = markdown_to_html(
+        '<font color="#ff0000" data-mx-color="#00ff00">red</font> '
+        '<span data-mx-spoiler="plot" data-mx-bg-color="#000000" class="x">twist</span>'
+    )
+    assert '<font color="#ff0000" data-mx-color="#00ff00">red</font>' in html
+    assert 'data-mx-spoiler="plot"' in html
+    assert 'data-mx-bg-color="#000000"' in html
+    assert "class=" not in html
+
+
+def test_message_and_edit_content_carry_sanitised_html() -> None:
+    text = "see <img src=x onerror=alert(1)>"
+    assert "onerror" not in edit_content("$e", text)["formatted_body"]
+    assert "onerror" not in edit_content("$e", text)["m.new_content"]["formatted_body"]

@@ -15,6 +15,7 @@ from agno.tools import Toolkit
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.markdown import MemoryEntry
 from mindroom.memory.store import FileMemory
+from mindroom.redact import redact_text
 
 logger = logging.getLogger(__name__)
 
@@ -27,10 +28,10 @@ async def _guard(action: Callable[[], Awaitable[str]]) -> str:
     try:
         return await action()
     except MemoryStoreError as exc:
-        return f"error: {exc}"
+        return redact_text(f"error: {exc}")
     except Exception as exc:  # a tool is an edge: the model gets text, the bot keeps running
         logger.exception("memory tool failed")
-        return f"error: the memory operation failed ({type(exc).__name__}: {exc})"
+        return redact_text(f"error: the memory operation failed ({type(exc).__name__}: {exc})")
 
 
 class MemoryTools(Toolkit):

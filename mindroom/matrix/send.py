@@ -1,20 +1,77 @@
 """Build the content of messages mindroom sends: replies in threads, notices, markdown as HTML.
 
-Pure functions returning event content dicts; sending them is the client's job.
+Pure functions returning event content dicts; sending them is the client's job. The HTML is
+always sanitised to the subset the Matrix spec lets clients render (``m.room.message``
+msgtypes): text from a model or a person may carry raw HTML, and markdown passes it through.
+Notices (command answers, status and error reports) are bot output that every member of the
+room reads; they lose their secrets (:func:`mindroom.redact.redact_text`) here, in one place.
+An agent's own reply (``m.text``) is the model's answer to a person and is kept as written.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
+from urllib.parse import urlsplit
 
 import markdown as _markdown
+import nh3
+
+from mindroom.redact import redact_text
 
 _MD_EXTENSIONS = ["fenced_code", "tables", "sane_lists", "nl2br"]
 
+# The client-server spec's "HTML tags to permit", with their attributes.
+_TAGS = frozenset(
+    {
+        *("font", "del", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "p", "a", "ul"),
+        *("ol", "sup", "sub", "li", "b", "i", "u", "strong", "em", "strike", "code", "hr"),
+        *("br", "div", "table", "thead", "tbody", "tr", "th", "td", "caption", "pre", "span"),
+        *("img", "details", "summary"),
+    }
+)
+_ATTRIBUTES = {
+    "font": {"data-mx-bg-color", "data-mx-color", "color"},
+    "span": {"data-mx-bg-color", "data-mx-color", "data-mx-spoiler"},
+    "a": {"name", "target", "href"},
+    "img": {"width", "height", "alt", "title", "src"},
+    "ol": {"start"},
+    "code": {"class"},
+}
+_LINK_SCHEMES = frozenset({"https", "http", "ftp", "mailto", "magnet"})
+_IMAGE_SCHEMES = frozenset({"mxc"})  # clients must not fetch images from anywhere else
+_LANGUAGE_CLASS = re.compile(r"language-[A-Za-z0-9_+#.-]+")
+
+
+def _keep_attribute(tag: str, attribute: str, value: str) -> str | None:
+    """Drop URLs whose scheme the spec does not allow (relative ones too), and any code class
+    but ``language-*``."""
+    if attribute in ("href", "src"):
+        schemes = _IMAGE_SCHEMES if tag == "img" else _LINK_SCHEMES
+        return value if urlsplit(value.strip()).scheme.lower() in schemes else None
+    if attribute == "class":
+        languages = [c for c in value.split() if _LANGUAGE_CLASS.fullmatch(c)]
+        return languages[0] if languages else None
+    return value
+
+
+def sanitize_html(html: str) -> str:
+    """``html`` reduced to the Matrix HTML subset: no scripts, handlers, styles or bad URLs."""
+    return nh3.clean(
+        html,
+        tags=set(_TAGS),
+        clean_content_tags={"script", "style"},
+        attributes={tag: set(names) for tag, names in _ATTRIBUTES.items()},
+        attribute_filter=_keep_attribute,
+        url_schemes=set(_LINK_SCHEMES | _IMAGE_SCHEMES),
+        link_rel=None,
+    )
+
 
 def markdown_to_html(text: str) -> str:
-    """Render markdown (lists, code blocks, links, tables) as Matrix ``formatted_body`` HTML."""
-    return _markdown.markdown(text, extensions=_MD_EXTENSIONS, output_format="html").strip()
+    """Render markdown (lists, code blocks, links, tables) as sanitised ``formatted_body`` HTML."""
+    html = _markdown.markdown(text, extensions=_MD_EXTENSIONS, output_format="html")
+    return sanitize_html(html).strip()
 
 
 def message_content(
@@ -27,8 +84,9 @@ def message_content(
     """Content of a markdown message, in a thread when ``thread_root`` is given.
 
     A thread reply carries ``m.in_reply_to`` with ``is_falling_back`` so clients without thread
-    support still show what it answers.
+    support still show what it answers. A notice is posted with its secrets redacted.
     """
+    text = _shown(text, msgtype)
     content: dict[str, Any] = {
         "msgtype": msgtype,
         "body": text,
@@ -46,6 +104,10 @@ def message_content(
     elif reply_to:
         content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
     return content
+
+
+def _shown(text: str, msgtype: str) -> str:
+    return redact_text(text) if msgtype == "m.notice" else text
 
 
 def notice_content(
@@ -89,6 +151,7 @@ def split_message(text: str, limit: int = MAX_BODY_CHARS) -> list[str]:
 
 def edit_content(original_event_id: str, text: str, *, msgtype: str = "m.text") -> dict[str, Any]:
     """An ``m.replace`` edit setting the message ``original_event_id`` to ``text``."""
+    text = _shown(text, msgtype)
     new_content = message_content(text, msgtype=msgtype)
     return {
         "msgtype": msgtype,
