@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import re
 import resource
 import threading
 import time
@@ -23,13 +24,14 @@ import pytest_asyncio
 
 from mindroom.agents.runner import AgentRuntime, TurnRequest
 from mindroom.config import parse_config
+from mindroom.matrix.homeserver import EmbeddedHomeserver
 from mindroom.memory.registry import MemoryRegistry
-from tests.harness import config_text
-from tests.scripted_model import ScriptedModel, all_text
-
-pytestmark = pytest.mark.asyncio
+from mindroom.resources import private_instance_limit
+from tests.harness import BotProcess, Human, config_text, unique
+from tests.scripted_model import ScriptedModel, all_text, last_user_text
 
 FDS_PER_PERSON = 6  # session db + memory index, each a database, its -wal and its -shm
+BOT_FD_LIMIT = 160  # where, before the descriptors were bounded, the 22nd person got an error
 
 
 def open_fds() -> list[str]:
@@ -122,6 +124,7 @@ async def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> No
 
 
 @pytest.mark.timeout(600)  # 200 real turns; slow on a loaded machine, and that is no failure
+@pytest.mark.asyncio
 async def test_descriptors_and_threads_stay_bounded_while_200_people_talk_to_a_companion(
     make_runtime: Callable[[int | None], Runtime], model: ScriptedModel
 ) -> None:
@@ -150,6 +153,7 @@ async def test_descriptors_and_threads_stay_bounded_while_200_people_talk_to_a_c
     )
 
 
+@pytest.mark.asyncio
 async def test_a_person_whose_instance_was_closed_keeps_history_and_memory(
     make_runtime: Callable[[int | None], Runtime], model: ScriptedModel
 ) -> None:
@@ -179,6 +183,7 @@ async def test_a_person_whose_instance_was_closed_keeps_history_and_memory(
     assert "what is my cat called" in said[-2]
 
 
+@pytest.mark.asyncio
 async def test_a_session_store_in_use_by_a_turn_is_closed_only_after_the_turn(
     make_runtime: Callable[[int | None], Runtime], model: ScriptedModel
 ) -> None:
@@ -210,6 +215,7 @@ async def test_a_session_store_in_use_by_a_turn_is_closed_only_after_the_turn(
     assert [line.text for line in lines] == ["a slow question", "slow answer"]
 
 
+@pytest.mark.asyncio
 async def test_running_out_of_descriptors_is_reported_as_such_not_as_a_model_failure(
     make_runtime: Callable[[int | None], Runtime], model: ScriptedModel
 ) -> None:
@@ -234,3 +240,93 @@ async def test_running_out_of_descriptors_is_reported_as_such_not_as_a_model_fai
     assert "model" not in result.error.split(":")[0]
     # positive control: with descriptors back, the same person is answered
     assert await bench.turn("@newcomer:localhost") == "fine"
+
+
+def test_the_registry_keeps_only_the_most_recent_people_open_and_reopens_the_others(
+    tmp_path: Path,
+) -> None:
+    config = parse_config(
+        "models: {default: {id: x}}\n"
+        "agents: {mind: {private: {per: user}}}\n"
+        "memory: {max_open_private_instances: 3}\n",
+        "config.yaml",
+    )
+    registry = MemoryRegistry(config, tmp_path)
+    try:
+        first = registry.for_agent("mind", person(0))
+        assert first is not None
+        first.add_sync("person0 keeps bees", actor="test")
+        for i in range(1, 10):
+            memory = registry.for_agent("mind", person(i))
+            assert memory is not None
+            memory.add_sync(f"person{i} keeps goats", actor="test")
+        assert len(registry.open_private()) == 3
+        assert not first.index.is_open  # the least recent were closed
+
+        # whoever still holds a closed memory can use it; the person's next turn gets it back
+        assert [h.entry.text for h in first.index.search("bees")] == ["person0 keeps bees"]
+        again = registry.for_agent("mind", person(0))
+        assert again is not None
+        assert [h.entry.text for h in again.index.search("bees")] == ["person0 keeps bees"]
+        assert registry.open_private()[-1] == again.scope_id
+        assert len(registry.open_private()) == 3
+    finally:
+        registry.close()
+
+
+def test_the_open_instance_cap_is_lowered_to_what_the_descriptor_limit_affords() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert private_instance_limit(64) == (64 if soft >= 64 * 2 * FDS_PER_PERSON else soft // 12)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (BOT_FD_LIMIT, hard))
+    try:
+        limited = private_instance_limit(64)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert limited == BOT_FD_LIMIT // 2 // FDS_PER_PERSON == 13
+    assert private_instance_limit(5) == 5 or soft < 5 * 12
+
+
+@pytest.mark.synapse
+@pytest.mark.timeout(600)
+@pytest.mark.asyncio
+async def test_the_bot_answers_40_people_under_a_160_descriptor_limit(
+    bot_process: BotProcess, human: Human, model: ScriptedModel, synapse: EmbeddedHomeserver
+) -> None:
+    room = unique("mind")
+    bot_process.storage.mkdir(parents=True, exist_ok=True)
+    (bot_process.storage / "config.yaml").write_text(
+        config_text(model.base_url, {"mind": {"rooms": [room], "private": {"per": "user"}}})
+    )
+    model.set_handler(lambda request: "hello " + last_user_text(request).split()[-1])
+    bot_process.command_prefix = ("prlimit", f"--nofile={BOT_FD_LIMIT}:{BOT_FD_LIMIT}")
+    bot_process.start()
+    await bot_process.wait_running()
+    assert bot_process.proc is not None
+    limits = await asyncio.to_thread(Path(f"/proc/{bot_process.proc.pid}/limits").read_text)
+    assert re.search(rf"Max open files\s+{BOT_FD_LIMIT}\s+{BOT_FD_LIMIT}", limits), limits
+
+    room_id = await human.join(f"#{room}:localhost")
+    people = [human]
+    bot_fds: list[int] = []  # the bot's open descriptors after each group was answered
+    try:
+        for _ in range(39):
+            people.append(await Human.create(synapse))
+        await asyncio.gather(*(p.join(room_id) for p in people[1:]))
+        replies = []
+        for batch in range(0, len(people), 5):  # a few people at a time, like a busy day
+            group = list(enumerate(people))[batch : batch + 5]
+            asked = [await p.send(room_id, f"hi, I am number{i}") for i, p in group]
+            for (i, p), event_id in zip(group, asked, strict=True):
+                reply = await p.final(await p.wait_for_reply(room_id, event_id, timeout=60))
+                replies.append((i, reply["content"]["body"], reply["content"]["msgtype"]))
+            bot_fds.append(len(os.listdir(f"/proc/{bot_process.proc.pid}/fd")))
+    finally:
+        await asyncio.gather(*(p.close() for p in people[1:]))
+
+    assert replies == [(i, f"hello number{i}", "m.text") for i in range(40)]
+    assert len(list((bot_process.storage / "private_instances").iterdir())) == 40
+    print(f"bot descriptors after each group of 5 people: {bot_fds}")
+    assert max(bot_fds) < BOT_FD_LIMIT
+    log = (bot_process.storage / "bot.log").read_text()
+    assert "ran out of open files" not in log
+    assert "unable to open database file" not in log
