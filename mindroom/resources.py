@@ -69,18 +69,20 @@ def open_descriptors() -> int | None:
     """How many descriptors the process has open now (None where /proc is not available)."""
     try:
         return len(os.listdir("/proc/self/fd"))
-    except OSError:
-        return None
+    except OSError as exc:
+        # listing needs a descriptor too: refused for lack of one, the process is at its limit
+        return descriptor_limit() if exc.errno in _EXHAUSTED_ERRNOS else None
 
 
 def exhaustion_message(failure: BaseException | str) -> str | None:
     """A message for a failure to open a file for lack of descriptors; None for anything else.
 
     ``failure`` is an exception (its whole chain is examined) or the error text a library
-    returned instead of raising (Agno reports a failed run as text). SQLite says only "unable
-    to open database file": that is reported as running out when the process is at its limit,
-    and otherwise as a database that could not be opened (permissions, disk), never as a
-    model failure.
+    returned instead of raising (Agno reports a failed run as text, e.g. "Connection error."
+    when no socket could be made). A failure is taken as running out when it says so (EMFILE,
+    "too many open files") or when the process is at its limit right now. SQLite's "unable
+    to open database file" away from the limit is a database that could not be opened
+    (permissions, disk): reported as such, still never as a model failure.
     """
     if isinstance(failure, str):
         texts = [failure]
@@ -91,18 +93,19 @@ def exhaustion_message(failure: BaseException | str) -> str | None:
         else:
             texts = [str(e) for e in chain]
     lowered = " ".join(texts).lower()
-    limit = descriptor_limit()
-    if _SQLITE_OPEN_TEXT in lowered and _EXHAUSTED_TEXT not in lowered:
-        count = open_descriptors()
-        if limit is not None and count is not None and count < limit - _NEAR_LIMIT:
-            return (
-                "mindroom could not open a database file (check permissions and free disk "
-                f"space; {count} of {limit} descriptors open): {_SQLITE_OPEN_TEXT}"
-            )
-    elif _EXHAUSTED_TEXT not in lowered:
-        return None
+    limit, count = descriptor_limit(), open_descriptors()
+    at_limit = limit is not None and count is not None and count >= limit - _NEAR_LIMIT
+    if not at_limit and _EXHAUSTED_TEXT not in lowered:
+        if _SQLITE_OPEN_TEXT not in lowered:
+            return None
+        return (
+            "mindroom could not open a database file (check permissions and free disk space; "
+            f"{count} of {limit} descriptors open): {_SQLITE_OPEN_TEXT}"
+        )
     limit_text = f" (limit {limit})" if limit is not None else ""
+    detail = texts[0].strip() if texts[0] != _EXHAUSTED_TEXT else ""
     return (
-        f"mindroom ran out of open files{limit_text} and could not answer. "
+        f"mindroom ran out of open files{limit_text} and could not answer"
+        f"{f' ({detail})' if detail else ''}. "
         "Raise the limit (ulimit -n) or lower memory.max_open_private_instances."
     )

@@ -26,7 +26,7 @@ from mindroom.agents.runner import AgentRuntime, TurnRequest
 from mindroom.config import parse_config
 from mindroom.matrix.homeserver import EmbeddedHomeserver
 from mindroom.memory.registry import MemoryRegistry
-from mindroom.resources import private_instance_limit
+from mindroom.resources import exhaustion_message, private_instance_limit
 from tests.harness import BotProcess, Human, config_text, unique
 from tests.scripted_model import ScriptedModel, all_text, last_user_text
 
@@ -266,10 +266,18 @@ def test_the_registry_keeps_only_the_most_recent_people_open_and_reopens_the_oth
         # whoever still holds a closed memory can use it; the person's next turn gets it back
         assert [h.entry.text for h in first.index.search("bees")] == ["person0 keeps bees"]
         again = registry.for_agent("mind", person(0))
-        assert again is not None
-        assert [h.entry.text for h in again.index.search("bees")] == ["person0 keeps bees"]
-        assert registry.open_private()[-1] == again.scope_id
+        assert again is first  # the one still held: never two open copies of one scope
+        assert registry.open_private()[-1] == first.scope_id
         assert len(registry.open_private()) == 3
+
+        scope_id = first.scope_id
+        del first, again, memory
+        for i in range(1, 4):  # person0 is closed again, and nobody holds it now
+            registry.for_agent("mind", person(i))
+        assert scope_id not in registry.open_private()
+        fresh = registry.for_agent("mind", person(0))
+        assert fresh is not None
+        assert [h.entry.text for h in fresh.index.search("bees")] == ["person0 keeps bees"]
     finally:
         registry.close()
 
@@ -330,3 +338,49 @@ async def test_the_bot_answers_40_people_under_a_160_descriptor_limit(
     log = (bot_process.storage / "bot.log").read_text()
     assert "ran out of open files" not in log
     assert "unable to open database file" not in log
+
+
+def test_a_failure_at_the_descriptor_limit_is_reported_as_running_out() -> None:
+    assert exhaustion_message("Connection error.") is None  # not at the limit: not ours to say
+    assert exhaustion_message(ValueError("bad answer")) is None
+    emfile = OSError(errno.EMFILE, "Too many open files")
+    try:
+        raise RuntimeError("wrapped") from emfile
+    except RuntimeError as exc:
+        wrapped = exc
+    assert "ran out of open files" in (exhaustion_message(wrapped) or "")
+    away = exhaustion_message("(sqlite3.OperationalError) unable to open database file")
+    assert away is not None
+    assert away.startswith("mindroom could not open a database file")
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(open_fds()) + 4, hard))
+    try:
+        at_limit = exhaustion_message("Connection error.")
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert at_limit is not None
+    assert at_limit.startswith("mindroom ran out of open files")
+    assert "Connection error." in at_limit
+
+
+@pytest.mark.asyncio
+async def test_reloading_the_config_reuses_the_learning_database(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    text = config_text(
+        model.base_url, {"student": {"rooms": ["r"], "learning": True, "learning_mode": "agentic"}}
+    )
+    config = parse_config(text, "config.yaml")
+    runtime = AgentRuntime(config, tmp_path / "mindroom_data", MemoryRegistry(config, tmp_path))
+    model.set_handler(lambda request: "fine")
+    learning_db = str(tmp_path / "agents" / "student" / "learning" / "student.db")
+    try:
+        for _ in range(5):
+            runtime.set_config(parse_config(text, "config.yaml"))  # a hot reload
+            result = await runtime.run_turn(TurnRequest("student", "s", "@u:localhost", "hi"))
+            assert result.ok, result.error
+        opened = [t for t in open_fds() if t == learning_db]
+        assert len(opened) == 1  # one connection, not one per reload
+    finally:
+        await runtime.close()

@@ -10,12 +10,15 @@ Shared memories stay open. Memories keyed by a requester (private companions, th
 are kept open only for the most recently used ``memory.max_open_private_instances`` people
 (lowered to what the descriptor limit affords, see :mod:`mindroom.resources`): the least
 recently used one is closed, and whoever still holds it finds its index reopened on next use.
+While anyone holds a closed memory, the next turn of that person gets that same object back
+(so there is never a second open copy of one scope).
 So a thousand people over a day cost the descriptors of the recently active ones, not of all.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from pathlib import Path
 
@@ -36,6 +39,8 @@ class MemoryRegistry:
         self.config_dir = config_dir or storage
         self._open: dict[str, FileMemory] = {}
         self._private: OrderedDict[str, FileMemory] = OrderedDict()  # least recent first
+        # closed ones someone still holds (a turn's tools): handed out again, never duplicated
+        self._closed: weakref.WeakValueDictionary[str, FileMemory] = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
 
     def private_capacity(self) -> int:
@@ -57,13 +62,16 @@ class MemoryRegistry:
     def _get_private(self, scope: MemoryScope) -> FileMemory:
         """The memory of a requester's scope, kept among the recently used (LRU)."""
         with self._lock:
-            memory = self._private.get(scope.scope_id)
+            memory = self._private.get(scope.scope_id) or self._closed.pop(scope.scope_id, None)
             if memory is None:
-                memory = self._private[scope.scope_id] = FileMemory(scope)
+                memory = FileMemory(scope)
+            self._private[scope.scope_id] = memory
             self._private.move_to_end(scope.scope_id)
             evicted = []
             while len(self._private) > self.private_capacity():
-                evicted.append(self._private.popitem(last=False)[1])
+                scope_id, old = self._private.popitem(last=False)
+                self._closed[scope_id] = old
+                evicted.append(old)
         for old in evicted:  # outside the registry lock: closing waits for the index's own
             old.close()
         return memory
