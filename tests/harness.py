@@ -332,6 +332,7 @@ class BotProcess:
     storage: Path
     credentials: CredentialCache
     proc: subprocess.Popen[bytes] | None = None
+    command_prefix: tuple[str, ...] = ()  # e.g. ("prlimit", "--nofile=160:160")
 
     def start(self) -> None:
         self.credentials.install(self.storage)
@@ -344,6 +345,7 @@ class BotProcess:
         log = (self.storage / "bot.log").open("ab")
         self.proc = subprocess.Popen(
             [
+                *self.command_prefix,
                 sys.executable,
                 "-m",
                 "mindroom",

@@ -435,3 +435,47 @@ def test_deleting_the_index_db_and_rebuilding_loses_nothing(tmp_path: Path, root
         assert texts(again.index.search("kiwi", 10)) == hits_before
     finally:
         again.close()
+
+
+# -- closing and reopening (a person's index is closed to free descriptors) ---------------------
+
+
+def index_files_open(db: Path) -> list[str]:
+    """This process's open descriptors on the index database (and its -wal, -shm)."""
+    targets = []
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            targets.append(os.readlink(f"/proc/self/fd/{name}"))
+        except FileNotFoundError:
+            continue
+    return [t for t in targets if t.startswith(str(db))]
+
+
+def test_a_closed_index_reopens_on_next_use_and_sees_edits_made_meanwhile(
+    index: MemoryIndex, root: Path
+) -> None:
+    write(root, "MEMORY.md", ["Bob plays the violin"])
+    assert texts(index.search("violin")) == ["Bob plays the violin"]
+    assert index_files_open(index.db_path)  # positive control: open while in use
+
+    index.close()
+    assert not index.is_open
+    assert index_files_open(index.db_path) == []
+    write(root, "MEMORY.md", ["Bob plays the cello"])
+
+    assert texts(index.search("cello")) == ["Bob plays the cello"]
+    assert texts(index.search("violin")) == []
+    assert index.is_open
+
+
+def test_an_index_deleted_while_closed_is_rebuilt_from_the_files_when_reopened(
+    index: MemoryIndex, root: Path
+) -> None:
+    write(root, "MEMORY.md", FILLER)
+    assert index.sync() == 1
+    index.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{index.db_path}{suffix}").unlink(missing_ok=True)
+
+    assert texts(index.search("violin")) == ["Bob plays the violin on Sundays"]
+    assert index.snapshot() == truth(root)

@@ -18,7 +18,6 @@ import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from agno.agent import Agent, RunEvent
 from agno.db.sqlite import AsyncSqliteDb
@@ -27,8 +26,6 @@ from agno.models.base import Model
 from agno.run.base import RunStatus
 from agno.team import Team
 from agno.team.mode import TeamMode
-from sqlalchemy import event
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from mindroom.agents.extraction import (
     ChatLine,
@@ -39,11 +36,13 @@ from mindroom.agents.extraction import (
 )
 from mindroom.agents.memory_tools import MemoryTools
 from mindroom.agents.models import build_model, describe_model
+from mindroom.agents.session_stores import SessionStores
 from mindroom.config.schema import Config
 from mindroom.errors import ModelError
 from mindroom.memory.recall import build_recall
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.store import FileMemory
+from mindroom.resources import exhaustion_message, private_instance_limit
 from mindroom.turns import TeamSpec, is_private, session_id_for
 
 __all__ = ["AgentRuntime", "TeamSpec", "TurnRequest", "TurnResult", "session_id_for"]
@@ -76,18 +75,6 @@ class TurnResult:
         return self.error is None
 
 
-def _sqlite_engine(path: Path) -> AsyncEngine:
-    """An async SQLite engine with WAL and a busy timeout, so readers never see 'locked'."""
-    engine = create_async_engine(f"sqlite+aiosqlite:///{path}", connect_args={"timeout": 30})
-
-    @event.listens_for(engine.sync_engine, "connect")
-    def _pragmas(dbapi_connection: Any, _record: Any) -> None:
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.close()
-
-    return engine
 
 
 class AgentRuntime:
@@ -101,8 +88,9 @@ class AgentRuntime:
         self._sessions_dir = data_dir / "sessions"
         self.memories = memories
         self._models: dict[str, Model] = {}
-        self._dbs: dict[str, AsyncSqliteDb] = {}
-        self._engines: list[AsyncEngine] = []
+        self._stores = SessionStores(
+            private_instance_limit(config.memory.max_open_private_instances)
+        )
         self._learning_machines: dict[str, LearningMachine | None] = {}
         self._toolkits: dict[str, MemoryTools] = {}
         self._active = 0
@@ -116,6 +104,7 @@ class AgentRuntime:
             if config.models.get(key) != self._config.models.get(key):
                 del self._models[key]
         self._learning_machines.clear()
+        self._stores.capacity = private_instance_limit(config.memory.max_open_private_instances)
         self._config = config
 
     def _model(self, key: str) -> Model:
@@ -131,25 +120,20 @@ class AgentRuntime:
             else None
         )
         path = instance.sessions_db if instance else self._sessions_dir / f"{agent}.db"
-        key = str(path)
-        if key not in self._dbs:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            engine = _sqlite_engine(path)
-            self._engines.append(engine)
-            self._dbs[key] = AsyncSqliteDb(db_engine=engine, session_table="agent_sessions")
-        return self._dbs[key]
+        return self._stores.get(
+            path, per_person=instance is not None, session_table="agent_sessions"
+        )
 
     def _learning(self, name: str) -> LearningMachine | None:
         mode = self._config.agent_learning(name)
         if mode is None:
             return None
-        folder = self._storage / "agents" / name / "learning"
-        folder.mkdir(parents=True, exist_ok=True)
-        engine = _sqlite_engine(folder / f"{name}.db")
-        self._engines.append(engine)
+        db = self._stores.get(
+            self._storage / "agents" / name / "learning" / f"{name}.db", per_person=False
+        )
         learning_mode = LearningMode.ALWAYS if mode == "always" else LearningMode.AGENTIC
         return LearningMachine(
-            db=AsyncSqliteDb(db_engine=engine),
+            db=db,
             model=self._model(self._config.agent_model(name)),
             user_profile=UserProfileConfig(mode=learning_mode),
             user_memory=UserMemoryConfig(mode=learning_mode),
@@ -189,9 +173,12 @@ class AgentRuntime:
 
     def _memory_tools(self, memory: FileMemory) -> MemoryTools:
         """One toolkit per memory: Agno inspects tool signatures when a toolkit is built."""
-        tools = self._toolkits.get(memory.scope_id)
-        if tools is None:
-            tools = self._toolkits[memory.scope_id] = MemoryTools(memory)
+        tools = self._toolkits.pop(memory.scope_id, None)
+        if tools is None or tools.memory is not memory:  # the registry reopened that memory
+            tools = MemoryTools(memory)
+        self._toolkits[memory.scope_id] = tools  # most recent last; keep as many as are open
+        while len(self._toolkits) > len(self._config.agents) + 2 * self._stores.capacity:
+            del self._toolkits[next(iter(self._toolkits))]
         return tools
 
     async def _recall_block(self, memory: FileMemory, text: str, label: str = "") -> str:
@@ -238,7 +225,8 @@ class AgentRuntime:
         self._active += 1
         self._idle.clear()
         try:
-            yield
+            with self._stores.leasing():  # no session store is closed under a running turn
+                yield
         finally:
             self._active -= 1
             if not self._active:
@@ -300,9 +288,17 @@ class AgentRuntime:
         except asyncio.CancelledError:
             raise
         except ModelError as exc:
+            if resource_error := exhaustion_message(str(exc)):
+                logger.error("turn of agent %s failed: %s (%s)", request.agent, resource_error, exc)
+                return TurnResult(text, resource_error)
             logger.warning("model %s failed for agent %s: %s", model_desc, request.agent, exc)
             return TurnResult(text, f"model {model_desc} failed: {exc}")
         except Exception as exc:  # an edge: any failure becomes a notice, never a crash
+            if resource_error := exhaustion_message(exc):
+                logger.error(
+                    "turn of agent %s failed: %s", request.agent, resource_error, exc_info=exc
+                )
+                return TurnResult(text, resource_error)
             logger.exception("turn of agent %s failed", request.agent)
             return TurnResult(text, f"model {model_desc} failed: {exc}")
         if not text.strip():
@@ -369,10 +365,16 @@ class AgentRuntime:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # an edge: any failure becomes a notice, never a crash
+            if resource_error := exhaustion_message(exc):
+                logger.error("team turn of %s failed: %s", spec.name, resource_error, exc_info=exc)
+                return TurnResult("", resource_error)
             logger.exception("team turn of %s failed", spec.name)
             return TurnResult("", f"team {spec.name} (model {model_desc}) failed: {exc}")
         if output.status == RunStatus.error:
             reason = str(output.content or "unknown error").strip()
+            if resource_error := exhaustion_message(reason):
+                logger.error("team turn of %s failed: %s (%s)", spec.name, resource_error, reason)
+                return TurnResult("", resource_error)
             return TurnResult("", f"team {spec.name} (model {model_desc}) failed: {reason}")
         text = output.content if isinstance(output.content, str) else str(output.content or "")
         if not text.strip():
@@ -383,8 +385,9 @@ class AgentRuntime:
         self, owner: str, session_id: str, requester: str | None, team: bool
     ) -> tuple[list[ChatLine], float]:
         """Chat history of a session of agent (or team) ``owner`` and its ``updated_at``."""
-        db = self._db(f"team_{owner}" if team else owner, None if team else requester)
-        return await read_chat(db, session_id, team)
+        with self._stores.leasing():
+            db = self._db(f"team_{owner}" if team else owner, None if team else requester)
+            return await read_chat(db, session_id, team)
 
     async def extract(
         self, model_key: str, lines: list[ChatLine], known: list[str], *, token: str, max_chars: int
@@ -412,7 +415,4 @@ class AgentRuntime:
 
     async def close(self) -> None:
         """Release database connections."""
-        for engine in self._engines:
-            await engine.dispose()
-        self._engines.clear()
-        self._dbs.clear()
+        await self._stores.close()

@@ -185,6 +185,8 @@ class MemoryConfig(_Strict):
     backend: MemoryBackendName = "file"
     file: FileMemoryConfig = Field(default_factory=FileMemoryConfig)
     team_reads_member_memory: bool = False
+    # private companions: people whose session db and index stay open (least recent closed)
+    max_open_private_instances: int = Field(default=64, ge=1)
     auto_flush: AutoFlushConfig = Field(default_factory=AutoFlushConfig)
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
 

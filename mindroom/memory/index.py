@@ -101,26 +101,54 @@ def _signature(stat: os.stat_result) -> str:
 
 
 class MemoryIndex:
-    """The FTS5 index of one scope's files. Thread-safe; safe across processes (WAL)."""
+    """The FTS5 index of one scope's files. Thread-safe; safe across processes (WAL).
+
+    The database connection opens on first use and again on the first use after
+    :meth:`close`, so a closed index (e.g. a person's, closed to free descriptors) keeps
+    working for whoever still holds it.
+    """
 
     def __init__(self, db_path: Path, root: Path) -> None:
         self.db_path = db_path
         self.root = root
-        db_path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(db_path, timeout=30, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
         self._lock = threading.Lock()
+        self._connection: sqlite3.Connection | None = None
         # what this process last indexed; another process's writes only cost a re-index
-        self._signatures: dict[str, str] = dict(
-            self._db.execute("SELECT path, signature FROM files").fetchall()
-        )
+        self._signatures: dict[str, str] = {}
+        with self._lock:
+            self._open()
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the database connection is open now."""
+        return self._connection is not None
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        """The open connection (the lock is held): opened again if it was closed."""
+        return self._connection or self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.db_path, timeout=30, check_same_thread=False)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+            # the file may have been deleted or rebuilt while closed: trust only what it holds
+            self._signatures = dict(db.execute("SELECT path, signature FROM files").fetchall())
+        except BaseException:
+            db.close()
+            raise
+        self._connection = db
+        return db
 
     def close(self) -> None:
-        """Close the database."""
+        """Close the database (the next use opens it again)."""
         with self._lock:
-            self._db.close()
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
 
     def _index_file(self, relative: str, path: Path, stat: os.stat_result) -> None:
         try:
@@ -146,6 +174,7 @@ class MemoryIndex:
     def sync(self) -> int:
         """Bring the index up to the files; returns how many files were (re)indexed or dropped."""
         with self._lock:
+            db = self._db  # first: reopening reloads what the file says is indexed
             stale: list[tuple[str, Path, os.stat_result]] = []
             present = set()
             for relative, full, entry in _scan(str(self.root), ""):
@@ -159,12 +188,12 @@ class MemoryIndex:
             gone = [path for path in self._signatures if path not in present]
             if not stale and not gone:
                 return 0
-            with self._db:
+            with db:
                 for relative, path, stat in stale:
                     self._index_file(relative, path, stat)
                 for relative in gone:
-                    self._db.execute("DELETE FROM entries WHERE path = ?", (relative,))
-                    self._db.execute("DELETE FROM files WHERE path = ?", (relative,))
+                    db.execute("DELETE FROM entries WHERE path = ?", (relative,))
+                    db.execute("DELETE FROM files WHERE path = ?", (relative,))
                     del self._signatures[relative]
             return len(stale) + len(gone)
 

@@ -5,11 +5,21 @@
   scaffolded from the agent's template on first use;
 * a team: ``team_<members>``, mirrored into every member's folder; an ad hoc team with a
   private member gets a scope keyed by the requester too.
+
+Shared memories stay open. Memories keyed by a requester (private companions, their teams)
+are kept open only for the most recently used ``memory.max_open_private_instances`` people
+(lowered to what the descriptor limit affords, see :mod:`mindroom.resources`): the least
+recently used one is closed, and whoever still holds it finds its index reopened on next use.
+While anyone holds a closed memory, the next turn of that person gets that same object back
+(so there is never a second open copy of one scope).
+So a thousand people over a day cost the descriptors of the recently active ones, not of all.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
+from collections import OrderedDict
 from pathlib import Path
 
 from mindroom.config.schema import Config
@@ -17,6 +27,7 @@ from mindroom.memory.private import PrivateInstance, private_instance, requester
 from mindroom.memory.scope import MemoryScope, agent_scope, team_scope_id
 from mindroom.memory.store import FileMemory
 from mindroom.memory.team import TeamMemory
+from mindroom.resources import private_instance_limit
 
 
 class MemoryRegistry:
@@ -27,7 +38,19 @@ class MemoryRegistry:
         self.storage = storage
         self.config_dir = config_dir or storage
         self._open: dict[str, FileMemory] = {}
+        self._private: OrderedDict[str, FileMemory] = OrderedDict()  # least recent first
+        # closed ones someone still holds (a turn's tools): handed out again, never duplicated
+        self._closed: weakref.WeakValueDictionary[str, FileMemory] = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
+
+    def private_capacity(self) -> int:
+        """How many requester-keyed memories stay open (the rest are closed until used)."""
+        return private_instance_limit(self.config.memory.max_open_private_instances)
+
+    def open_private(self) -> list[str]:
+        """Scope ids of the requester-keyed memories open now, least recently used first."""
+        with self._lock:
+            return list(self._private)
 
     def _get(self, scope: MemoryScope) -> FileMemory:
         with self._lock:
@@ -35,6 +58,23 @@ class MemoryRegistry:
             if memory is None:
                 memory = self._open[scope.scope_id] = FileMemory(scope)
             return memory
+
+    def _get_private(self, scope: MemoryScope) -> FileMemory:
+        """The memory of a requester's scope, kept among the recently used (LRU)."""
+        with self._lock:
+            memory = self._private.get(scope.scope_id) or self._closed.pop(scope.scope_id, None)
+            if memory is None:
+                memory = FileMemory(scope)
+            self._private[scope.scope_id] = memory
+            self._private.move_to_end(scope.scope_id)
+            evicted = []
+            while len(self._private) > self.private_capacity():
+                scope_id, old = self._private.popitem(last=False)
+                self._closed[scope_id] = old
+                evicted.append(old)
+        for old in evicted:  # outside the registry lock: closing waits for the index's own
+            old.close()
+        return memory
 
     def private_instance(self, agent: str, requester: str) -> PrivateInstance | None:
         """The private instance of ``agent`` for ``requester``; None for a shared agent."""
@@ -59,7 +99,7 @@ class MemoryRegistry:
             scope = instance.memory_scope()
             template = self.config_dir / private.template_dir if private.template_dir else None
             scaffold(template, instance.memory_root, scope.state_dir / "scaffold.json")
-            return self._get(scope)
+            return self._get_private(scope)
         scope = agent_scope(self.storage, agent, self.config.memory.file.path)
         return self._get(scope)
 
@@ -75,7 +115,7 @@ class MemoryRegistry:
             key = requester_key(requester)
             base = self.storage / "private_instances" / key / "teams" / team_scope_id(members)
             scope = MemoryScope(f"{team_scope_id(members)}__{key}", base / "files", base / ".state")
-            return self._get(scope)
+            return self._get_private(scope)
         with self._lock:
             key = f"{team_scope_id(members)}@{via or ''}"
             memory = self._open.get(key)
@@ -93,7 +133,7 @@ class MemoryRegistry:
     def sync_changed(self, changed: set[Path]) -> None:
         """Re-index the open memories whose files are among ``changed``."""
         with self._lock:
-            memories = list(self._open.values())
+            memories = [*self._open.values(), *self._private.values()]
         for memory in memories:
             root = memory.scope.root.resolve()
             if any(root in path.resolve().parents for path in changed):
@@ -102,6 +142,7 @@ class MemoryRegistry:
     def close(self) -> None:
         """Close every open memory."""
         with self._lock:
-            for memory in self._open.values():
+            for memory in [*self._open.values(), *self._private.values()]:
                 memory.close()
             self._open.clear()
+            self._private.clear()

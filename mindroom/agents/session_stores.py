@@ -1,0 +1,151 @@
+"""The Agno session databases of a runtime, with a bound on how many stay open.
+
+A store is an :class:`AsyncSqliteDb` on its own SQLAlchemy engine (aiosqlite: each pooled
+connection is a thread and three descriptors). Shared stores (a shared agent's, a team's,
+a learning machine's) are few and stay open. Stores keyed by a person (a private companion's
+sessions) are kept open for the ``capacity`` most recently used; beyond that the least
+recently used one that no turn is using is retired: its engine is disposed (``await
+engine.dispose()``, which closes its connections and their threads) by a task this object owns,
+and the store opens again, from the same file, the next time that person talks.
+
+A store is leased while in use: every store fetched inside :meth:`SessionStores.leasing` (a
+turn, a read of a session's chat) is held until that block ends, so an engine is never disposed
+under a running turn; if every open store is leased the bound is exceeded for a moment and
+restored when the leases end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agno.db.sqlite import AsyncSqliteDb
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+logger = logging.getLogger(__name__)
+
+
+def sqlite_engine(path: Path) -> AsyncEngine:
+    """An async SQLite engine with WAL and a busy timeout, so readers never see 'locked'."""
+    engine = create_async_engine(f"sqlite+aiosqlite:///{path}", connect_args={"timeout": 30})
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    return engine
+
+
+@dataclass(eq=False)
+class _Store:
+    path: str
+    db: AsyncSqliteDb
+    engine: AsyncEngine
+    leases: int = 0
+
+
+@dataclass(eq=False)
+class _LeaseScope:
+    stores: list[_Store] = field(default_factory=list)
+
+
+_scope: ContextVar[_LeaseScope | None] = ContextVar("mindroom_session_store_leases", default=None)
+
+
+class SessionStores:
+    """Open session databases by path: shared ones pinned, per-person ones in an LRU."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._pinned: dict[str, _Store] = {}
+        self._recent: OrderedDict[str, _Store] = OrderedDict()  # least recently used first
+        self._disposals: set[asyncio.Task[None]] = set()
+        self._undisposed: list[AsyncEngine] = []  # retired with no event loop running
+
+    def get(self, path: Path, *, per_person: bool, **db_options: Any) -> AsyncSqliteDb:
+        """The store at ``path``, opened on first use; leased to the enclosing :meth:`leasing`.
+
+        ``per_person`` stores count against the capacity; ``db_options`` go to
+        :class:`AsyncSqliteDb` when the store is opened (e.g. ``session_table``).
+        """
+        key = str(path)
+        store = self._pinned.get(key) or self._recent.get(key)
+        if store is None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            engine = sqlite_engine(path)
+            store = _Store(key, AsyncSqliteDb(db_engine=engine, **db_options), engine)
+            (self._recent if per_person else self._pinned)[key] = store
+        if key in self._recent:
+            self._recent.move_to_end(key)
+        scope = _scope.get()
+        if scope is not None:
+            store.leases += 1
+            scope.stores.append(store)
+        self._trim(keep=key)
+        return store.db
+
+    @contextlib.contextmanager
+    def leasing(self) -> Iterator[None]:
+        """Hold every store fetched in this block (in this task) until the block ends."""
+        scope = _LeaseScope()
+        token = _scope.set(scope)
+        try:
+            yield
+        finally:
+            _scope.reset(token)
+            for store in scope.stores:
+                store.leases -= 1
+            self._trim()
+
+    def open_paths(self) -> list[str]:
+        """Paths of the per-person stores open now, least recently used first."""
+        return list(self._recent)
+
+    def _trim(self, keep: str | None = None) -> None:
+        """Retire the least recently used unleased per-person stores beyond the capacity
+        (never ``keep``, the one just handed out)."""
+        excess = len(self._recent) - self.capacity
+        if excess <= 0:
+            return
+        idle = [s for s in self._recent.values() if s.leases == 0 and s.path != keep][:excess]
+        for store in idle:
+            del self._recent[store.path]
+            self._retire(store.engine)
+
+    def _retire(self, engine: AsyncEngine) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a synchronous caller): dispose at close
+            self._undisposed.append(engine)
+            return
+        task = loop.create_task(engine.dispose(), name="dispose session store")
+        self._disposals.add(task)
+        task.add_done_callback(self._disposed)
+
+    def _disposed(self, task: asyncio.Task[None]) -> None:
+        self._disposals.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("closing a session store failed", exc_info=task.exception())
+
+    async def close(self) -> None:
+        """Dispose every engine, including retired ones still being disposed."""
+        engines = [s.engine for s in [*self._pinned.values(), *self._recent.values()]]
+        engines += self._undisposed
+        self._pinned.clear()
+        self._recent.clear()
+        self._undisposed.clear()
+        for engine in engines:
+            await engine.dispose()
+        if self._disposals:
+            await asyncio.gather(*self._disposals, return_exceptions=True)
