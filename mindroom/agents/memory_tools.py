@@ -30,7 +30,9 @@ async def _guard(action: Callable[[], Awaitable[str]]) -> str:
         return f"error: {exc}"
     except Exception as exc:  # a tool is an edge: the model gets text, the bot keeps running
         logger.exception("memory tool failed")
-        return f"error: the memory operation failed ({type(exc).__name__}: {exc})"
+        # an OSError's text names the absolute path of the storage: never show it
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return f"error: the memory operation failed ({type(exc).__name__}: {reason})"
 
 
 class MemoryTools(Toolkit):

@@ -353,8 +353,10 @@ _skipped: set[tuple[str, str, str]] = set()
 
 def skip_unreadable(scope: MemoryScope, relative: str, error: MemoryStoreError) -> None:
     """Log (once per scope, file and reason, not every turn) that a file is left out."""
-    key = (scope.scope_id, relative, str(error))
+    key = (str(scope.root), relative, str(error))
     if key not in _skipped:
+        if len(_skipped) > 10_000:  # a bound, not a cache: at worst a file is logged again
+            _skipped.clear()
         _skipped.add(key)
         logger.warning("memory %s: skipping %s: %s", scope.scope_id, relative, error)
 
