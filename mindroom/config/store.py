@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import copy
 import io
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
+from mindroom.atomic import atomic_write
 from mindroom.config.load import parse_config
 from mindroom.config.schema import Config
 from mindroom.errors import ConfigError
@@ -150,17 +149,7 @@ class ConfigDocument:
         parse_config(text, str(self.path))
         if text == self.original:
             return False
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp, self.path.stat().st_mode & 0o777)
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(self.path, text)
         self.original = text
         return True
 

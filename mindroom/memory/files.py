@@ -296,9 +296,10 @@ def edit_file(
             time.sleep(_POLL_SECONDS)
 
 
-def create_file(path: Path, text: str) -> bool:
-    """Create ``path`` with ``text`` unless it exists (then False, the file untouched)."""
-    tmp = write_temp(path, text)
+def create_file(path: Path, data: str | bytes) -> bool:
+    """Create ``path`` with ``data`` unless it exists (then False, the file untouched): a file
+    a person makes at the same moment is never overwritten, and a crash leaves no half file."""
+    tmp = write_temp(path, data)
     try:
         os.link(tmp, path)
     except FileExistsError:
