@@ -7,6 +7,7 @@ while mindroom writes; a file replaced at the worst moment; a writer killed with
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import re
 import signal
@@ -157,7 +158,6 @@ def test_a_file_mid_save_by_an_in_place_editor_is_not_taken_as_the_truth(
     path = memory.scope.entrypoint
     full = "".join(f"- line {n}\n" for n in range(40))
     path.write_text(full, encoding="utf-8")
-    time.sleep(QUIET)  # the file is old: a write may base itself on it
     handle = path.open("w", encoding="utf-8")  # an editor starts saving: truncated...
     handle.write(full[:100])
     handle.flush()  # ... and the first chunk is on disk
@@ -175,6 +175,55 @@ def test_a_file_mid_save_by_an_in_place_editor_is_not_taken_as_the_truth(
     lines = path.read_text(encoding="utf-8").splitlines()
     assert lines[:40] == full.splitlines()  # the whole save, nothing cut
     assert FACT_ID.search(lines[40])
+
+
+def save_once_at(monkeypatch: pytest.MonkeyPatch, name: str, path: Path, line: str) -> None:
+    """Make a person save ``path`` (rename-style) just before mindroom's first call of ``name``."""
+    real = getattr(files, name)
+    calls = []
+
+    def person_saves_first(*args: object, **kwargs: object) -> object:
+        if not calls:
+            calls.append(1)
+            rename_save(path, path.read_text(encoding="utf-8") + line + "\n")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(files, name, person_saves_first)
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["exchange", "no_exchange"])
+@pytest.mark.parametrize("moment", ["write_temp", "_digest"])
+def test_a_save_after_mindroom_read_the_file_is_kept_and_the_edit_reapplied(
+    memory: FileMemory, monkeypatch: pytest.MonkeyPatch, exchange: bool, moment: str
+) -> None:
+    path = memory.scope.entrypoint
+    path.write_text("- line one\n", encoding="utf-8")
+    if not exchange:  # a platform without renameat2: the hash check before os.replace
+        monkeypatch.setattr(files, "_exchange", lambda a, b: errno.ENOSYS)
+    save_once_at(monkeypatch, moment, path, "- saved meanwhile")
+
+    entry = memory.add_sync("Alice likes tea", actor="tool")
+
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines == ["- line one", "- saved meanwhile", f"- Alice likes tea <!-- {entry.id} -->"]
+
+
+def test_a_save_between_the_check_and_the_swap_is_swapped_back(
+    memory: FileMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = memory.scope.entrypoint
+    path.write_text("- line one\n", encoding="utf-8")
+    save_once_at(monkeypatch, "_exchange", path, "- saved at the last moment")
+
+    entry = memory.add_sync("Bob likes coffee", actor="tool")
+
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines == [
+        "- line one",
+        "- saved at the last moment",
+        f"- Bob likes coffee <!-- {entry.id} -->",
+    ]
+    assert sorted(p.name for p in memory.scope.root.iterdir()) == ["MEMORY.md"]
 
 
 # -- item 9: a bound on every operation ----------------------------------------------------------
