@@ -226,6 +226,33 @@ def test_a_save_between_the_check_and_the_swap_is_swapped_back(
     assert sorted(p.name for p in memory.scope.root.iterdir()) == ["MEMORY.md"]
 
 
+def test_saves_before_both_swaps_keep_the_newest_as_the_file_and_the_other_beside_it(
+    memory: FileMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = memory.scope.entrypoint
+    path.write_text("- line one\n", encoding="utf-8")
+    real = files._exchange
+    calls: list[int] = []
+
+    def two_saves(a: Path, b: Path) -> int:
+        calls.append(1)
+        if len(calls) <= 2:  # before mindroom's swap, and before it swaps back
+            rename_save(path, path.read_text(encoding="utf-8") + f"- save {len(calls)}\n")
+        return real(a, b)
+
+    monkeypatch.setattr(files, "_exchange", two_saves)
+
+    entry = memory.add_sync("Carol likes cocoa", actor="tool")
+
+    # the second save was made on the file as it briefly was (with mindroom's entry): it is
+    # the newest version and keeps the name; the first save, which it replaced, is kept beside
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines == ["- line one", f"- Carol likes cocoa <!-- {entry.id} -->", "- save 2"]
+    conflicts = list(memory.scope.root.glob("MEMORY.conflict-*.md"))
+    assert len(conflicts) == 1
+    assert conflicts[0].read_text(encoding="utf-8").splitlines() == ["- line one", "- save 1"]
+
+
 # -- item 9: a bound on every operation ----------------------------------------------------------
 
 

@@ -20,8 +20,10 @@ daily files, topic files) goes through :func:`edit_file`, which applies a pure e
    If its hash is the one the edit was based on, it is deleted: done. If not, a person saved
    between the read and the swap (an editor that renames over the file, or one that rewrites
    it in place through a handle opened earlier): their version is exchanged back, ours is
-   dropped, and the protocol starts again from step 2 -- re-read, re-apply. So a version
-   mindroom did not see is never thrown away, whatever the timing. Where the platform has no
+   dropped, and the protocol starts again from step 2 -- re-read, re-apply. (Should yet another
+   save land between the two swaps, the newest save gets the file name and the one before it
+   is kept beside it as ``<name>.conflict-<time>.md``.) So a version mindroom did not see is
+   never thrown away, whatever the timing. Where the platform has no
    exchange (not Linux, or a filesystem without it) the hash is compared just before an
    ``os.replace``: the same check with a window of microseconds instead of none. A new file
    is created with ``link()``, which fails if a person created the file meanwhile.
@@ -46,6 +48,7 @@ import fcntl
 import hashlib
 import logging
 import os
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -204,7 +207,8 @@ def _digest(path: Path) -> str | None:
 
 def _keep_conflict(path: Path, displaced: Path) -> None:
     """A version nobody asked to drop sits at a temp name: keep it beside the file, visibly."""
-    conflict = path.with_name(f"{path.stem}.conflict-{time.strftime('%Y%m%d-%H%M%S')}{path.suffix}")
+    stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+    conflict = path.with_name(f"{path.stem}.conflict-{stamp}{path.suffix}")
     os.replace(displaced, conflict)
     logger.warning("kept a concurrently saved version of %s as %s", path.name, conflict.name)
 
@@ -240,6 +244,12 @@ def _commit(path: Path, seen: _Version, new: str) -> bool:
         failure = _exchange(tmp, path)
         if failure:
             raise OSError(failure, os.strerror(failure), str(path))
+        if os.stat(tmp).st_ino != written.st_ino:
+            # and another save came between the two swaps (it replaced ours): the newest save
+            # gets the file name back, the one before it is kept beside it
+            failure = _exchange(tmp, path)
+            if failure:
+                raise OSError(failure, os.strerror(failure), str(path))
         displaced_at_tmp = os.stat(tmp).st_ino != written.st_ino
         return False
     finally:
