@@ -196,7 +196,7 @@ async def test_repeated_update_and_delete_in_one_turn_answer_like_the_first_time
     assert [r.op for r in memory.history_of(entry.id)] == ["add", "update", "delete"]
 
 
-async def test_a_write_cut_off_after_its_history_record_is_completed_once_by_the_resumed_turn(
+async def test_a_write_cut_off_after_its_history_record_is_written_once_by_the_resumed_turn(
     memory: FileMemory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real_edit = store_module.edit_file
@@ -217,4 +217,6 @@ async def test_a_write_cut_off_after_its_history_record_is_completed_once_by_the
 
     ids = FILE_ID.findall(file_text(memory))
     assert len(ids) == 1
-    assert [(r.op, r.id) for r in memory.history_of() if r.op == "add"] == [("add", ids[0])]
+    records = memory.history_of()
+    assert [r.op for r in records] == ["add", "abort", "add"]  # the cut-off write is marked
+    assert records[2].id == ids[0]

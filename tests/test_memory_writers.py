@@ -386,14 +386,25 @@ def test_a_writer_killed_right_after_the_file_change_leaves_the_history_record(
     memory = FileMemory(scope)
     try:
         records = memory.history_of(written[0].id)
-        assert [(r.op, r.new) for r in records] == [("add", "killed mid-write")]
+        assert [(r.op, r.new) for r in records] == [("add", "killed mid-write")]  # no abort
+        assert list((scope.state_dir / "intents").iterdir()) == []
     finally:
         memory.close()
 
 
-def test_a_writer_killed_before_the_file_change_leaves_no_fact(scope: MemoryScope) -> None:
+def test_a_writer_killed_before_the_file_change_leaves_no_fact_and_its_record_is_aborted(
+    scope: MemoryScope,
+) -> None:
     (scope.root / "MEMORY.md").write_text("- hand line\n", encoding="utf-8")
 
     kill_a_writer(scope, "before_swap")
+    memory = FileMemory(scope)  # opening settles what the killed writer announced
+    try:
+        records = memory.history_of()
+    finally:
+        memory.close()
 
     assert (scope.root / "MEMORY.md").read_text() == "- hand line\n"
+    assert [r.op for r in records] == ["add", "abort"]
+    assert records[0].id == records[1].id
+    assert list((scope.state_dir / "intents").iterdir()) == []

@@ -7,7 +7,9 @@ what ``mindroom memory restore`` reads. The history is append-only and never rew
 A record is written (and fsynced) *before* the file change it describes, as its intent: a
 crash between the two leaves a record without its change, never a change without its record.
 A write that turns out not to happen after its record was written (a person's save made it
-unnecessary) is followed by an ``abort`` record with the same id. A record may carry an
+unnecessary, or the write failed) is followed by an ``abort`` record with the same id; so is
+one whose process was killed before the change, when the scope is next opened (the store keeps
+an intent marker per write in flight, see :class:`mindroom.memory.store.FileMemory`). A record may carry an
 ``op_key``, the idempotency key of a tool call (see :mod:`mindroom.agents.memory_tools`): a
 repeated call with a recorded key is answered from the record instead of written twice.
 """
