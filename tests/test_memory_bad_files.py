@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from mindroom.agents.memory_tools import MemoryTools
+from mindroom.errors import MemoryStoreError
 from mindroom.memory.recall import build_recall
 from mindroom.memory.scope import MemoryScope
 from mindroom.memory.store import FileMemory
@@ -102,3 +104,15 @@ async def test_list_memories_lists_the_readable_files_and_names_no_absolute_path
     assert TODAY in read
     assert str(tmp_path) not in read
     assert str(tmp_path) not in listed
+
+
+@pytest.mark.timeout(60)
+def test_a_fifo_named_like_a_memory_file_is_refused_not_waited_on(memory: FileMemory) -> None:
+    os.mkfifo(memory.scope.root / "memory" / "2024-05-01.md")
+    (memory.scope.root / "MEMORY.md").write_text("- Alice drinks green tea\n", encoding="utf-8")
+
+    with pytest.raises(MemoryStoreError, match="not a regular file"):
+        memory.add_sync("x", actor="t", path="memory/2024-05-01.md")
+    with pytest.raises(MemoryStoreError, match="2024-05-01.md"):
+        memory.read_file_sync("memory/2024-05-01.md")
+    assert "Alice drinks green tea" in recall(memory)

@@ -49,6 +49,7 @@ import hashlib
 import logging
 import os
 import secrets
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -154,10 +155,30 @@ def read_text(path: Path, name: str | None = None) -> str:
     ``name`` is how errors name the file (default: its file name; never an absolute path).
     """
     try:
-        data = path.read_bytes()
+        fd = _open_regular(path, name or path.name)
     except FileNotFoundError:
         return ""
-    return _decode(data, name or path.name)
+    try:
+        return _decode(_read_all(fd), name or path.name)
+    finally:
+        os.close(fd)
+
+
+def _open_regular(path: Path, name: str) -> int:
+    """Open ``path`` for reading, refusing anything but a regular file (a FIFO named like a
+    memory file would block a reader forever)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise MemoryStoreError(f"{name} is not a regular file")
+    return fd
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 @dataclass(frozen=True)
@@ -170,20 +191,17 @@ class _Version:
     settled: bool  # unchanged during the read, and quiet long enough (or our own last write)
 
 
-def _read_version(path: Path) -> _Version:
+def _read_version(path: Path, name: str) -> _Version:
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = _open_regular(path, name)
     except FileNotFoundError:
         return _Version(b"", "", False, True)
     try:
         before = os.fstat(fd)
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
+        data = _read_all(fd)
         after = os.fstat(fd)
     finally:
         os.close(fd)
-    data = b"".join(chunks)
     try:
         current = os.stat(path).st_ino
     except FileNotFoundError:
@@ -200,9 +218,13 @@ def _read_version(path: Path) -> _Version:
 
 def _digest(path: Path) -> str | None:
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except FileNotFoundError:
+        fd = _open_regular(path, path.name)
+    except (FileNotFoundError, MemoryStoreError):
         return None
+    try:
+        return hashlib.sha256(_read_all(fd)).hexdigest()
+    finally:
+        os.close(fd)
 
 
 def _keep_conflict(path: Path, displaced: Path) -> None:
@@ -289,7 +311,7 @@ def edit_file(
     with file_lock(lock_dir, path, timeout):
         real = path.resolve() if path.is_symlink() else path  # edit the file, keep the link
         while True:
-            version = _read_version(real)
+            version = _read_version(real, name)
             if version.settled:
                 old = _decode(version.data, name)
                 new = edit(old)

@@ -9,9 +9,11 @@ crash between the two leaves a record without its change, never a change without
 A write that turns out not to happen after its record was written (a person's save made it
 unnecessary, or the write failed) is followed by an ``abort`` record with the same id; so is
 one whose process was killed before the change, when the scope is next opened (the store keeps
-an intent marker per write in flight, see :class:`mindroom.memory.store.FileMemory`). A record may carry an
-``op_key``, the idempotency key of a tool call (see :mod:`mindroom.agents.memory_tools`): a
-repeated call with a recorded key is answered from the record instead of written twice.
+an intent marker per write in flight, see :class:`mindroom.memory.store.FileMemory`).
+
+A record may carry an ``op_key``, the idempotency key of a tool call (see
+:mod:`mindroom.agents.memory_tools`): a repeated call with a recorded key is answered from the
+record instead of written twice.
 """
 
 from __future__ import annotations
