@@ -363,32 +363,32 @@ class FileMemory:
 
     # -- the async backend interface ----------------------------------------------------------
     # Each call runs in a worker thread and is bounded: it answers or fails with a
-    # MemoryStoreError, never hangs (see _bounded).
+    # MemoryStoreError, never hangs (see bounded).
 
     async def add(
         self, text: str, *, actor: str, path: str | None = None, op_key: str | None = None
     ) -> MemoryEntry:
-        return await _bounded(self.add_sync, text, actor=actor, path=path, op_key=op_key)
+        return await bounded(self.add_sync, text, actor=actor, path=path, op_key=op_key)
 
     async def search(self, query: str, limit: int = 5) -> list[SearchHit]:
-        return await _bounded(self.index.search, query, limit)
+        return await bounded(self.index.search, query, limit)
 
     async def list(self, limit: int = 50) -> list[MemoryEntry]:
-        return await _bounded(self.list_sync, limit)
+        return await bounded(self.list_sync, limit)
 
     async def get(self, entry_id: str) -> MemoryEntry:
-        return await _bounded(self.find, entry_id)
+        return await bounded(self.find, entry_id)
 
     async def update(
         self, entry_id: str, text: str, *, actor: str, op_key: str | None = None
     ) -> MemoryEntry:
-        return await _bounded(self.update_sync, entry_id, text, actor=actor, op_key=op_key)
+        return await bounded(self.update_sync, entry_id, text, actor=actor, op_key=op_key)
 
     async def delete(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
-        return await _bounded(self.delete_sync, entry_id, actor=actor, op_key=op_key)
+        return await bounded(self.delete_sync, entry_id, actor=actor, op_key=op_key)
 
     async def read_file(self, path: str, from_line: int = 1, lines: int = 100) -> str:
-        return await _bounded(self.read_file_sync, path, from_line, lines)
+        return await bounded(self.read_file_sync, path, from_line, lines)
 
 
 _T = TypeVar("_T")
@@ -404,8 +404,9 @@ def _no_stop_iteration(function: Callable[..., _T], *args: Any, **kwargs: Any) -
         raise MemoryStoreError("the memory operation failed; try again") from None
 
 
-async def _bounded(function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-    """Run ``function`` in a worker thread; MemoryStoreError if it takes over CALL_SECONDS."""
+async def bounded(function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """Run ``function`` in a worker thread; MemoryStoreError if it takes over CALL_SECONDS
+    (the thread itself cannot be stopped; the caller gets its answer, an error, in time)."""
     try:
         return await asyncio.wait_for(
             asyncio.to_thread(_no_stop_iteration, function, *args, **kwargs), CALL_SECONDS

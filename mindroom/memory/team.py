@@ -23,7 +23,6 @@ missing copies are recorded in the team's history.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -36,7 +35,7 @@ from mindroom.memory.files import atomic_write, clean_temp_files, edit_file, fil
 from mindroom.memory.index import SearchHit, memory_files
 from mindroom.memory.markdown import ENTRY_ID_RE, MemoryEntry, parse_entries, remove_entry
 from mindroom.memory.scope import MemoryScope, state_dir, team_scope_id
-from mindroom.memory.store import FileMemory, skip_unreadable
+from mindroom.memory.store import FileMemory, bounded, skip_unreadable
 
 _T = TypeVar("_T")
 _PASSES = 3  # a person saving during a pass makes another pass; bounded
@@ -289,5 +288,5 @@ class TeamMemory(FileMemory):
         return super().list_sync(limit)
 
     async def search(self, query: str, limit: int = 5) -> list[SearchHit]:
-        await asyncio.to_thread(self.repair)
+        await bounded(self.repair)
         return await super().search(query, limit)
