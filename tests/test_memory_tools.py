@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.agents.memory_tools import MemoryTools
+from mindroom.agents.memory_tools import MemoryTools, tool_turn
+from mindroom.memory import store as store_module
 from mindroom.memory.markdown import hand_id
 from mindroom.memory.scope import MemoryScope
 from mindroom.memory.store import FileMemory
@@ -16,6 +17,7 @@ from mindroom.memory.store import FileMemory
 pytestmark = pytest.mark.asyncio
 
 ID = re.compile(r"\[(m-[0-9a-f]{8})\]")
+FILE_ID = re.compile(r"<!-- (m-[0-9a-f]{8}) -->")
 
 
 @pytest.fixture
@@ -146,3 +148,75 @@ async def test_an_unexpected_failure_comes_back_as_error_text(
     monkeypatch.setattr(memory, "add_sync", boom)
     result = await tools.add_memory("anything")
     assert result == "error: the memory operation failed (RuntimeError: disk on fire)"
+
+
+# -- a resumed turn writes nothing twice --------------------------------------------------------
+
+
+async def test_a_turn_repeated_with_the_same_turn_key_writes_each_memory_once(
+    memory: FileMemory,
+) -> None:
+    facts = [f"fact number {n} about the project" for n in range(60)]
+    with tool_turn("$event1|mind"):
+        for fact in facts:
+            assert (await MemoryTools(memory).add_memory(fact)).startswith("remembered")
+    first = FILE_ID.findall(file_text(memory))
+
+    # the resumed turn, in a new process: a fresh store on the same files and history
+    again = FileMemory(memory.scope)
+    try:
+        with tool_turn("$event1|mind"):
+            answers = [await MemoryTools(again).add_memory(fact) for fact in facts]
+    finally:
+        again.close()
+
+    assert len(first) == 60
+    assert FILE_ID.findall(file_text(memory)) == first  # 60 entries, not 120
+    assert [ID.search(a).group(1) for a in answers] == first  # answered with the same entries
+    with tool_turn("$event2|mind"):  # control: another turn's identical fact is written
+        await MemoryTools(memory).add_memory(facts[0])
+    assert len(FILE_ID.findall(file_text(memory))) == 61
+
+
+async def test_repeated_update_and_delete_in_one_turn_answer_like_the_first_time(
+    memory: FileMemory,
+) -> None:
+    tools = MemoryTools(memory)
+    entry = memory.add_sync("Standup at nine", actor="t")
+    with tool_turn("$e|mind"):
+        first_update = await tools.update_memory(entry.id, "Standup at ten")
+        repeated_update = await tools.update_memory(entry.id, "Standup at ten")
+        first_delete = await tools.delete_memory(entry.id)
+        repeated_delete = await tools.delete_memory(entry.id)
+
+    assert first_update.startswith("updated")
+    assert repeated_update == first_update
+    assert first_delete.startswith("deleted")
+    assert repeated_delete.startswith("deleted")  # not "error: no memory with id"
+    assert [r.op for r in memory.history_of(entry.id)] == ["add", "update", "delete"]
+
+
+async def test_a_write_cut_off_after_its_history_record_is_written_once_by_the_resumed_turn(
+    memory: FileMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_edit = store_module.edit_file
+
+    def crash_after_the_record(path, lock_dir, edit, **kwargs):  # noqa: ANN001
+        kwargs["before_write"]("", "")  # the history record is written...
+        raise OSError("killed")  # ... and the process dies before the file changes
+
+    monkeypatch.setattr(store_module, "edit_file", crash_after_the_record)
+    with tool_turn("$event3|mind"):
+        assert (await MemoryTools(memory).add_memory("Parking in lot B")).startswith("error:")
+    assert file_text(memory) == ""
+    monkeypatch.setattr(store_module, "edit_file", real_edit)
+
+    with tool_turn("$event3|mind"):  # resumed
+        await MemoryTools(memory).add_memory("Parking in lot B")
+        await MemoryTools(memory).add_memory("Parking in lot B")
+
+    ids = FILE_ID.findall(file_text(memory))
+    assert len(ids) == 1
+    records = memory.history_of()
+    assert [r.op for r in records] == ["add", "abort", "add"]  # the cut-off write is marked
+    assert records[2].id == ids[0]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -232,22 +234,110 @@ def test_later_hand_edit_of_one_copy_wins_in_both(
     assert copy_of(storage, "b").read_text() == edited_text
 
 
-def test_older_divergent_copy_loses_to_the_newer_one(
+def test_two_diverged_hand_edits_are_merged_and_neither_is_overwritten(
     storage: Path, open_team: Callable[..., TeamMemory]
 ) -> None:
     team = open_team(via="a")
     team.add_sync("Build server: jenkins", actor="test")
     newest = copy_of(storage, "b").read_text().replace("jenkins", "buildkite")
-    copy_of(storage, "b").write_text(newest, encoding="utf-8")
+    copy_of(storage, "b").write_text(newest + "- Standup at ten\n", encoding="utf-8")
     stale = copy_of(storage, "a").read_text().replace("jenkins", "travis")
     copy_of(storage, "a").write_text(stale, encoding="utf-8")
     set_mtime(copy_of(storage, "a"), 1_700_000_000)
     set_mtime(copy_of(storage, "b"), 1_700_000_500)
 
+    texts = sorted(e.text for e in team.list_sync())
+
+    assert texts == ["Build server: buildkite", "Build server: travis", "Standup at ten"]
+    assert copy_of(storage, "a").read_text() == copy_of(storage, "b").read_text()
+
+
+def test_a_hand_deletion_in_one_copy_and_an_addition_in_the_other_both_apply(
+    storage: Path, open_team: Callable[..., TeamMemory]
+) -> None:
+    team = open_team(via="a")
+    gone = team.add_sync("Old wifi password hint", actor="test")
+    team.add_sync("Lunch at noon", actor="test")
+    b_text = copy_of(storage, "b").read_text()
+    copy_of(storage, "b").write_text(
+        "".join(line + "\n" for line in b_text.splitlines() if gone.id not in line),
+        encoding="utf-8",
+    )
+    with copy_of(storage, "a").open("a", encoding="utf-8") as handle:
+        handle.write("- Fire drill on Friday\n")
+
     texts = [e.text for e in team.list_sync()]
 
-    assert texts == ["Build server: buildkite"]
-    assert copy_of(storage, "a").read_text() == newest
+    assert texts == ["Lunch at noon", "Fire drill on Friday"]
+    assert copy_of(storage, "a").read_text() == copy_of(storage, "b").read_text()
+
+
+def test_a_flush_write_and_a_tool_write_at_once_reach_every_copy(
+    storage: Path, open_team: Callable[..., TeamMemory]
+) -> None:
+    via_a, via_b = open_team(via="a"), open_team(via="b")  # as the flush and a turn open it
+    errors: list[BaseException] = []
+
+    def flush() -> None:
+        try:
+            for n in range(25):
+                via_a.append_unique_sync(f"flush fact {n}", actor="flush", path="MEMORY.md")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    def tool() -> None:
+        try:
+            for n in range(25):
+                via_b.add_sync(f"tool fact {n}", actor="tool")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=flush), threading.Thread(target=tool)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    wanted = {f"flush fact {n}" for n in range(25)} | {f"tool fact {n}" for n in range(25)}
+    for member in ("a", "b"):
+        texts = [e.text for e in parse_entries(copy_of(storage, member).read_text(), "MEMORY.md")]
+        assert sorted(texts) == sorted(wanted), member
+
+
+def test_a_hand_edit_of_one_mirror_survives_a_concurrent_tool_write(
+    storage: Path, open_team: Callable[..., TeamMemory]
+) -> None:
+    team = open_team(via="a")
+    team.add_sync("first tool fact", actor="tool")
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def tool() -> None:
+        try:
+            for n in range(30):
+                team.add_sync(f"tool fact {n}", actor="tool")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=tool)
+    worker.start()
+    deadline = time.monotonic() + 30
+    while copy_of(storage, "b").read_text().count("tool fact") < 6:  # writes are under way
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    with copy_of(storage, "b").open("a", encoding="utf-8") as handle:  # a person appends
+        handle.write("- hand fact written in b\n")
+    worker.join()
+    assert errors == []
+    team.list_sync()
+
+    for member in ("a", "b"):
+        texts = [e.text for e in parse_entries(copy_of(storage, member).read_text(), "MEMORY.md")]
+        assert "hand fact written in b" in texts, member
+        assert {f"tool fact {n}" for n in range(30)} <= set(texts), member
 
 
 def test_repairs_are_recorded_in_the_history_as_repair(

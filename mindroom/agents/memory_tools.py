@@ -3,12 +3,22 @@
 Each tool works on one scope's memory (the one the turn belongs to) and returns text for the
 model. Errors come back as text that starts with ``error:`` and says what to do; they are
 never raised into the bot.
+
+Writes are idempotent within a turn: the runner wraps each turn in :func:`tool_turn` with a
+key naming the turn (the message that started it and the agent). A write tool derives an
+operation key from that turn key, its name and its normalized arguments, and the store answers
+a call whose key its history already records with the entry written then. So a turn resumed
+after a crash, which asks for the same writes again, writes each memory once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import hashlib
+import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 
 from agno.tools import Toolkit
 
@@ -18,6 +28,34 @@ from mindroom.memory.store import FileMemory
 from mindroom.redact import redact_text
 
 logger = logging.getLogger(__name__)
+
+
+_turn_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "mindroom_tool_turn", default=None
+)
+
+
+@contextlib.contextmanager
+def tool_turn(key: str) -> Iterator[None]:
+    """Run a turn's tool calls under ``key`` (e.g. ``"<trigger event id>|<agent>"``).
+
+    The same key on a resumed turn makes its memory writes repeat nothing.
+    """
+    token = _turn_key.set(key)
+    try:
+        yield
+    finally:
+        _turn_key.reset(token)
+
+
+def operation_key(tool: str, *arguments: str) -> str | None:
+    """The idempotency key of a write tool call in the current turn (None outside a turn)."""
+    turn = _turn_key.get()
+    if turn is None:
+        return None
+    normalized = [" ".join(argument.split()) for argument in arguments]
+    data = json.dumps([turn, tool, normalized], ensure_ascii=False).encode()
+    return "op-" + hashlib.sha256(data).hexdigest()[:32]
 
 
 def _show(entry: MemoryEntry) -> str:
@@ -31,7 +69,9 @@ async def _guard(action: Callable[[], Awaitable[str]]) -> str:
         return redact_text(f"error: {exc}")
     except Exception as exc:  # a tool is an edge: the model gets text, the bot keeps running
         logger.exception("memory tool failed")
-        return redact_text(f"error: the memory operation failed ({type(exc).__name__}: {exc})")
+        # an OSError's text names the absolute path of the storage: never show it
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return redact_text(f"error: the memory operation failed ({type(exc).__name__}: {reason})")
 
 
 class MemoryTools(Toolkit):
@@ -61,7 +101,8 @@ class MemoryTools(Toolkit):
         """
 
         async def act() -> str:
-            entry = await self.memory.add(text, actor=self.actor)
+            key = operation_key("add_memory", text)
+            entry = await self.memory.add(text, actor=self.actor, op_key=key)
             return f"remembered {_show(entry)}"
 
         return await _guard(act)
@@ -116,7 +157,8 @@ class MemoryTools(Toolkit):
         """
 
         async def act() -> str:
-            entry = await self.memory.update(id, text, actor=self.actor)
+            key = operation_key("update_memory", id, text)
+            entry = await self.memory.update(id, text, actor=self.actor, op_key=key)
             return f"updated {_show(entry)}"
 
         return await _guard(act)
@@ -129,7 +171,8 @@ class MemoryTools(Toolkit):
         """
 
         async def act() -> str:
-            entry = await self.memory.delete(id, actor=self.actor)
+            key = operation_key("delete_memory", id)
+            entry = await self.memory.delete(id, actor=self.actor, op_key=key)
             return f"deleted {_show(entry)}"
 
         return await _guard(act)

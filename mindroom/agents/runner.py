@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Iterator
@@ -34,7 +35,7 @@ from mindroom.agents.extraction import (
     read_chat,
     summarize_chat,
 )
-from mindroom.agents.memory_tools import MemoryTools
+from mindroom.agents.memory_tools import MemoryTools, tool_turn
 from mindroom.agents.models import build_model, describe_model
 from mindroom.agents.session_stores import SessionStores
 from mindroom.config.schema import Config
@@ -60,6 +61,15 @@ class TurnRequest:
     text: str
     carried: str = ""  # what a compacted earlier part of the conversation said
     private_recall: bool = True  # False: private memory neither recalled nor readable by tools
+
+
+def _turn_key(request: TurnRequest, actor: str) -> str:
+    """Names a turn for idempotent tool writes: a resumed turn gets the same key.
+
+    The trigger event id is not in the request, so the session and the message text stand
+    in for it (the same text sent twice in one session shares its tool writes)."""
+    digest = hashlib.sha256(request.text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{request.session_id}|{actor}|{digest}"
 
 
 @dataclass(frozen=True)
@@ -255,7 +265,7 @@ class AgentRuntime:
         model_desc = describe_model(model_key, self._config.models[model_key])
         text = ""
         try:
-            with self._turn():
+            with self._turn(), tool_turn(_turn_key(request, request.agent)):
                 async with self._lock(request.session_id):
                     memory, recall = await self._recall(
                         request.agent, request.text, request.user_id, request.private_recall
@@ -307,7 +317,7 @@ class AgentRuntime:
 
     async def run_team_turn(self, spec: TeamSpec, request: TurnRequest) -> TurnResult:
         """Answer ``request`` as a team; see :meth:`_team_turn`."""
-        with self._turn():
+        with self._turn(), tool_turn(_turn_key(request, spec.name)):
             return await self._team_turn(spec, request)
 
     async def _team_turn(self, spec: TeamSpec, request: TurnRequest) -> TurnResult:

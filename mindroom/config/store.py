@@ -21,7 +21,6 @@ import fcntl
 import hashlib
 import io
 import os
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -34,6 +33,7 @@ from ruamel.yaml.error import YAMLError
 from ruamel.yaml.nodes import MappingNode, Node
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
 
+from mindroom.atomic import atomic_write
 from mindroom.config import yaml_text as yt
 from mindroom.config.load import parse_config
 from mindroom.config.schema import Config
@@ -342,30 +342,10 @@ class ConfigDocument:
                     f"{self.path}: changed since it was read; run the command again "
                     "(nothing was written)"
                 )
-            _replace_file(Path(os.path.realpath(self.path)), data)
+            atomic_write(Path(os.path.realpath(self.path)), data)
         self._seen = _digest(data)
         self.original = text
         return True
-
-
-def _replace_file(target: Path, data: bytes) -> None:
-    """Write ``data`` to a temp file beside ``target``, fsync, and rename it over ``target``."""
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, target.stat().st_mode & 0o777)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    folder = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)  # the rename itself survives a crash
-    finally:
-        os.close(folder)
 
 
 def dump_value(value: Any) -> str:

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import secrets
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import nio
 
+from mindroom.atomic import atomic_write
 from mindroom.errors import MatrixError
 from mindroom.matrix.registration import register_with_shared_secret
 
@@ -69,18 +68,7 @@ class CredentialStore:
         """Save credentials (atomic rename; the file is never readable by others)."""
         data = self._read()
         data.setdefault(homeserver, {})[localpart] = asdict(creds)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".credentials.")
-        try:
-            os.fchmod(fd, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(data, handle, indent=2)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(self.path, json.dumps(data, indent=2), mode=0o600)
 
 
 def new_client(homeserver: str, user: str = "") -> nio.AsyncClient:

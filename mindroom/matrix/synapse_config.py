@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
 import secrets
 import string
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mindroom.atomic import atomic_write
 from mindroom.errors import HomeserverError
 
 logger = logging.getLogger(__name__)
@@ -228,8 +228,4 @@ def ensure_signing_key(path: Path) -> None:
 
 def write_private(path: Path, text: str) -> None:
     """Write ``text`` atomically to ``path`` with mode 0600."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    atomic_write(path, text, mode=0o600)

@@ -3,12 +3,24 @@
 Each record has the time, the actor (``agent``, ``tool``, ``flush``, ``cli``...), the operation,
 the memory id, the file, and the old and new text. A deleted entry lives on here, which is
 what ``mindroom memory restore`` reads. The history is append-only and never rewritten.
+
+A record is written (and fsynced) *before* the file change it describes, as its intent: a
+crash between the two leaves a record without its change, never a change without its record.
+A write that turns out not to happen after its record was written (a person's save made it
+unnecessary, or the write failed) is followed by an ``abort`` record with the same id; so is
+one whose process was killed before the change, when the scope is next opened (the store keeps
+an intent marker per write in flight, see :class:`mindroom.memory.store.FileMemory`).
+
+A record may carry an ``op_key``, the idempotency key of a tool call (see
+:mod:`mindroom.agents.memory_tools`): a repeated call with a recorded key is answered from the
+record instead of written twice.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,11 +34,12 @@ class HistoryRecord:
 
     time: float
     actor: str
-    op: str  # add | update | delete | restore | repair
+    op: str  # add | update | delete | restore | repair | abort
     id: str
     path: str
     old: str | None
     new: str | None
+    op_key: str | None = None
 
 
 class History:
@@ -35,12 +48,22 @@ class History:
     def __init__(self, path: Path, lock_dir: Path) -> None:
         self.path = path
         self._lock_dir = lock_dir
+        self._op_keys: dict[str, HistoryRecord] | None = None  # loaded on first use
+        self._guard = threading.Lock()
 
     def append(
-        self, *, actor: str, op: str, entry_id: str, path: str, old: str | None, new: str | None
+        self,
+        *,
+        actor: str,
+        op: str,
+        entry_id: str,
+        path: str,
+        old: str | None,
+        new: str | None,
+        op_key: str | None = None,
     ) -> HistoryRecord:
         """Record one write (durably: the line is fsynced before returning)."""
-        record = HistoryRecord(time.time(), actor, op, entry_id, path, old, new)
+        record = HistoryRecord(time.time(), actor, op, entry_id, path, old, new, op_key)
         line = json.dumps(asdict(record), ensure_ascii=False) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with file_lock(self._lock_dir, self.path):
@@ -50,7 +73,18 @@ class History:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+        if op_key is not None:
+            with self._guard:
+                if self._op_keys is not None:
+                    self._op_keys[op_key] = record
         return record
+
+    def by_op_key(self, op_key: str) -> HistoryRecord | None:
+        """The record written for the tool call ``op_key``, if any."""
+        with self._guard:
+            if self._op_keys is None:
+                self._op_keys = {r.op_key: r for r in self.records() if r.op_key is not None}
+            return self._op_keys.get(op_key)
 
     def records(self, entry_id: str | None = None) -> list[HistoryRecord]:
         """Every record (of ``entry_id`` when given), oldest first; torn lines are skipped."""

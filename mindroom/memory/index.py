@@ -89,10 +89,17 @@ def _scan(
             continue
         if entry.is_dir(follow_symlinks=False):
             yield from _scan(entry.path, f"{prefix}{entry.name}/", root)
-        elif entry.name.endswith(".md") and entry.is_file():
+        elif entry.name.endswith(".md") and _is_file(entry):
             if entry.is_symlink() and not _inside(entry.path, root):
                 continue  # a link out of the memory folder is not memory
             yield f"{prefix}{entry.name}", entry.path, entry
+
+
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:  # a symlink loop: not a memory file
+        return False
 
 
 def _signature(stat: os.stat_result) -> str:

@@ -20,7 +20,8 @@ Layout (``<key>`` as above)::
 
 Scaffolding copies the template's files into a new memory folder, backfills files added to the
 template later, and never overwrites a file the person edited nor brings back one they deleted:
-a manifest records every file ever scaffolded.
+a manifest records every file ever scaffolded. A copy is created atomically and only if the
+file is still absent at that instant (:func:`mindroom.memory.files.create_file`).
 """
 
 from __future__ import annotations
@@ -30,13 +31,12 @@ import json
 import logging
 import os
 import re
-import shutil
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
 from mindroom.errors import MemoryStoreError
-from mindroom.memory.files import atomic_write, file_lock
+from mindroom.memory.files import atomic_write, create_file, file_lock
 from mindroom.memory.scope import MemoryScope
 
 logger = logging.getLogger(__name__)
@@ -132,9 +132,7 @@ def scaffold(template: Path | None, memory_root: Path, manifest: Path) -> list[s
             if relative in done:
                 continue
             target = memory_root / relative
-            if not target.exists():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(template / relative, target)
+            if not target.exists() and create_file(target, (template / relative).read_bytes()):
                 copied.append(relative)
             done.add(relative)
         if done != recorded or not manifest.exists():

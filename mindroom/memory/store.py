@@ -2,18 +2,28 @@
 
 This is the ``file`` backend. The markdown files are the source of truth; every method reads
 them (through the index, which syncs with them first) and every write goes through
-:func:`mindroom.memory.files.edit_file` (locked, re-read, atomic) and is recorded in the
-history. The blocking work runs in a thread so the event loop never waits on disk.
+:func:`mindroom.memory.files.edit_file` (locked, re-read, never replacing a version it did not
+see) after its history record is written. An answer is built from the text written, never
+from a re-read. The blocking work runs in a thread with a bound, so the event loop never waits
+on disk and a call always answers. A file that cannot be read is skipped by listing and
+recall (logged once), not allowed to take the rest of the memory down.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any, TypeVar
 
 from mindroom.errors import MemoryStoreError
-from mindroom.memory.files import edit_file, read_text
+from mindroom.memory.files import clean_temp_files, edit_file, file_lock, read_text
 from mindroom.memory.history import History, HistoryRecord
 from mindroom.memory.index import MemoryIndex, SearchHit, memory_files
 from mindroom.memory.markdown import (
@@ -28,6 +38,8 @@ from mindroom.memory.markdown import (
 )
 from mindroom.memory.scope import ENTRYPOINT, MemoryScope, confined_path
 
+logger = logging.getLogger(__name__)
+
 MAX_READ_LINES = 400
 
 
@@ -39,6 +51,8 @@ class FileMemory:
         self.scope_id = scope.scope_id
         self.index = MemoryIndex(scope.state_dir / "index.db", scope.root)
         self.history = History(scope.state_dir / "history.jsonl", self._locks)
+        clean_temp_files(scope.root, self._locks)  # a crashed writer's leftovers
+        self._reconcile_intents()
 
     @property
     def _locks(self) -> Path:
@@ -55,7 +69,101 @@ class FileMemory:
 
     def _entries(self, relative: str) -> list[MemoryEntry]:
         path, relative = confined_path(self.scope.root, relative)
-        return parse_entries(read_text(path), relative)
+        return parse_entries(read_text(path, relative), relative)
+
+    def _write(
+        self,
+        relative: str,
+        edit: Callable[[str], str | None],
+        record: Callable[[], HistoryRecord] | None,
+    ) -> tuple[str, str]:
+        """Edit file ``relative`` by the write protocol; ``record`` writes the history record
+        of the change, once, before the file changes, and leaves an intent marker until the
+        write is settled: done, or followed by an ``abort`` record if the file did not change.
+        """
+        target, relative = confined_path(self.scope.root, relative)
+        intents: list[tuple[HistoryRecord, Path]] = []
+
+        def before_write(_old: str, _new: str) -> None:
+            if record is not None and not intents:
+                written = record()
+                intents.append((written, self._mark_intent(written)))
+
+        try:
+            old, new = edit_file(
+                target, self._locks, edit, name=relative, before_write=before_write
+            )
+        except BaseException:
+            for written, marker in intents:
+                self._settle(written, marker)
+            raise
+        for written, marker in intents:
+            if old == new:
+                self._abort(written)
+            marker.unlink(missing_ok=True)
+        return old, new
+
+    # -- intents: a record written, its file change not yet known to have happened -------------
+
+    @property
+    def _intents(self) -> Path:
+        return self.scope.state_dir / "intents"
+
+    def _mark_intent(self, record: HistoryRecord) -> Path:
+        self._intents.mkdir(parents=True, exist_ok=True)
+        marker = self._intents / f"{time.time_ns()}-{secrets.token_hex(3)}.json"
+        marker.write_text(json.dumps(asdict(record), ensure_ascii=False), encoding="utf-8")
+        return marker
+
+    def _abort(self, record: HistoryRecord) -> None:
+        self.history.append(
+            actor=record.actor, op="abort", entry_id=record.id, path=record.path,
+            old=None, new=None, op_key=record.op_key,
+        )  # fmt: skip
+
+    def _happened(self, record: HistoryRecord) -> bool:
+        """Whether the file shows the change ``record`` announced."""
+        try:
+            entries = self._entries(record.path)
+        except MemoryStoreError:
+            return False
+        if record.op == "delete":
+            return all(e.id != record.id for e in entries)
+        if record.op == "update":
+            return any(e.text == record.new for e in entries)
+        return any(e.id == record.id for e in entries)
+
+    def _settle(self, record: HistoryRecord, marker: Path) -> None:
+        if not self._happened(record):
+            self._abort(record)
+        marker.unlink(missing_ok=True)
+
+    def _reconcile_intents(self) -> None:
+        """At open: settle the writes a crashed process announced but may not have made."""
+        try:
+            markers = sorted(self._intents.iterdir())
+        except FileNotFoundError:
+            return
+        for marker in markers:
+            try:
+                record = HistoryRecord(**json.loads(marker.read_text(encoding="utf-8")))
+                target, _ = confined_path(self.scope.root, record.path)
+            except (OSError, ValueError, TypeError, MemoryStoreError):
+                marker.unlink(missing_ok=True)  # torn by the crash: its write never began
+                continue
+            try:
+                with file_lock(self._locks, target, timeout=0):  # a live writer holds it
+                    if marker.exists():
+                        self._settle(record, marker)
+            except MemoryStoreError:
+                continue
+
+    def _repeated(self, op_key: str | None) -> HistoryRecord | None:
+        """The record of an earlier call with ``op_key`` that really wrote (None: write now)."""
+        if op_key is None:
+            return None
+        record = self.history.by_op_key(op_key)
+        return None if record is None or record.op == "abort" else record
 
     def find(self, entry_id: str) -> MemoryEntry:
         """The entry ``entry_id`` as it is in its file now."""
@@ -67,68 +175,111 @@ class FileMemory:
                     return entry
         raise MemoryStoreError(f"no memory with id {entry_id!r} (search or list to find ids)")
 
-    def add_sync(self, text: str, *, actor: str, path: str | None = None) -> MemoryEntry:
-        """Append a new entry to ``path`` (default ``MEMORY.md``)."""
+    def add_sync(
+        self, text: str, *, actor: str, path: str | None = None, op_key: str | None = None
+    ) -> MemoryEntry:
+        """Append a new entry to ``path`` (default ``MEMORY.md``).
+
+        ``op_key`` makes the call idempotent: if the history records a write with that key,
+        its entry is returned (and written again only if a crash kept it out of the file).
+        """
         text = _checked(text)
-        target, relative = confined_path(self.scope.root, path or ENTRYPOINT)
-        entry_id = new_entry_id()
-        edit_file(target, self._locks, lambda doc: append_entry(doc, entry_id, text))
-        self.history.append(
-            actor=actor, op="add", entry_id=entry_id, path=relative, old=None, new=text
-        )
-        return next(e for e in self._entries(relative) if e.id == entry_id)
+        _, relative = confined_path(self.scope.root, path or ENTRYPOINT)
+        earlier = self._repeated(op_key)
+        if earlier is not None:
+            present = _entry(self._entries(earlier.path), earlier.id)
+            if present is not None:
+                return present
+            relative, entry_id, text = earlier.path, earlier.id, earlier.new or text
+            record = None  # the intent is recorded: complete it
+        else:
+            entry_id = new_entry_id()
+
+            def record() -> HistoryRecord:
+                return self.history.append(
+                    actor=actor, op="add", entry_id=entry_id, path=relative,
+                    old=None, new=text, op_key=op_key,
+                )  # fmt: skip
+
+        def edit(doc: str) -> str | None:
+            if _entry(parse_entries(doc, relative), entry_id) is not None:
+                return None
+            return append_entry(doc, entry_id, text)
+
+        _, new = self._write(relative, edit, record)
+        return _found(new, relative, entry_id)
 
     def append_unique_sync(self, text: str, *, actor: str, path: str) -> MemoryEntry | None:
         """Append ``text`` to ``path`` unless an entry with the same text is already there."""
         text = _checked(text)
-        target, relative = confined_path(self.scope.root, path)
+        _, relative = confined_path(self.scope.root, path)
         entry_id = new_entry_id()
 
         def edit(doc: str) -> str | None:
             existing = {_same(e.text) for e in parse_entries(doc, relative)}
             return None if _same(text) in existing else append_entry(doc, entry_id, text)
 
-        old, new = edit_file(target, self._locks, edit)
-        if old == new:
-            return None
-        self.history.append(
-            actor=actor, op="add", entry_id=entry_id, path=relative, old=None, new=text
-        )
-        return next(e for e in self._entries(relative) if e.id == entry_id)
+        def record() -> HistoryRecord:
+            return self.history.append(
+                actor=actor, op="add", entry_id=entry_id, path=relative, old=None, new=text
+            )
 
-    def update_sync(self, entry_id: str, text: str, *, actor: str) -> MemoryEntry:
+        old, new = self._write(relative, edit, record)
+        return None if old == new else _found(new, relative, entry_id)
+
+    def update_sync(
+        self, entry_id: str, text: str, *, actor: str, op_key: str | None = None
+    ) -> MemoryEntry:
         """Replace the text of ``entry_id`` in its file."""
         text = _checked(text)
+        earlier = self._repeated(op_key)
+        if earlier is not None and earlier.op == "update":
+            return self.find(
+                hand_id(earlier.path, text) if earlier.id.startswith("h-") else earlier.id
+            )
         entry = self.find(entry_id)
-        target, _ = confined_path(self.scope.root, entry.path)
-        old, new = edit_file(
-            target, self._locks, lambda doc: replace_entry(doc, entry.path, entry.id, text)
-        )
-        if old == new and entry.text != text:
-            raise MemoryStoreError(f"memory {entry_id!r} changed while updating; try again")
-        self.history.append(
-            actor=actor, op="update", entry_id=entry.id, path=entry.path, old=entry.text, new=text
-        )
-        # a hand-written line's id follows its text: find the entry where it stood
-        entries = self._entries(entry.path)
-        wanted = hand_id(entry.path, text) if entry.hand_written else entry.id
-        return next(
-            (e for e in entries if e.id == wanted),
-            next(e for e in entries if e.start_line == entry.start_line),
-        )
 
-    def delete_sync(self, entry_id: str, *, actor: str) -> MemoryEntry:
+        def record() -> HistoryRecord:
+            return self.history.append(
+                actor=actor, op="update", entry_id=entry.id, path=entry.path,
+                old=entry.text, new=text, op_key=op_key,
+            )  # fmt: skip
+
+        old, new = self._write(
+            entry.path, lambda doc: replace_entry(doc, entry.path, entry.id, text), record
+        )
+        if old == new:
+            if entry.text != text:
+                raise MemoryStoreError(f"memory {entry_id!r} changed while updating; try again")
+            return entry
+        # a hand-written line's id follows its text: find the entry where it stood
+        entries = parse_entries(new, entry.path)
+        wanted = hand_id(entry.path, text) if entry.hand_written else entry.id
+        found = _entry(entries, wanted) or next(
+            (e for e in entries if e.start_line == entry.start_line), None
+        )
+        if found is None:
+            raise MemoryStoreError(f"memory {entry_id!r} changed while updating; look it up again")
+        return found
+
+    def delete_sync(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
         """Remove ``entry_id`` from its file; the history keeps its text."""
+        earlier = self._repeated(op_key)
+        if earlier is not None and earlier.op == "delete":
+            return MemoryEntry(earlier.id, earlier.old or "", earlier.path, 0, 0)
         entry = self.find(entry_id)
-        target, _ = confined_path(self.scope.root, entry.path)
-        old, new = edit_file(
-            target, self._locks, lambda doc: remove_entry(doc, entry.path, entry.id)
+
+        def record() -> HistoryRecord:
+            return self.history.append(
+                actor=actor, op="delete", entry_id=entry.id, path=entry.path,
+                old=entry.text, new=None, op_key=op_key,
+            )  # fmt: skip
+
+        old, new = self._write(
+            entry.path, lambda doc: remove_entry(doc, entry.path, entry.id), record
         )
         if old == new:
             raise MemoryStoreError(f"memory {entry_id!r} changed while deleting; try again")
-        self.history.append(
-            actor=actor, op="delete", entry_id=entry.id, path=entry.path, old=entry.text, new=None
-        )
         return entry
 
     def restore_sync(self, entry_id: str, *, actor: str) -> MemoryEntry:
@@ -136,28 +287,44 @@ class FileMemory:
         deletions = [r for r in self.history.records(entry_id) if r.op == "delete"]
         if not deletions:
             raise MemoryStoreError(f"the history has no deletion of {entry_id!r}")
-        record = deletions[-1]
-        assert record.old is not None
-        target, relative = confined_path(self.scope.root, record.path)
+        deleted = deletions[-1]
+        assert deleted.old is not None
+        _, relative = confined_path(self.scope.root, deleted.path)
         if any(e.id == entry_id for e in self._entries(relative)):
             raise MemoryStoreError(f"memory {entry_id!r} is already in {relative}")
         # a hand-written line comes back as a regular entry
-        new_id = new_entry_id() if record.id.startswith("h-") else record.id
-        edit_file(target, self._locks, lambda doc: append_entry(doc, new_id, record.old or ""))
-        self.history.append(
-            actor=actor, op="restore", entry_id=new_id, path=relative, old=None, new=record.old
-        )
-        return next(e for e in self._entries(relative) if e.id == new_id)
+        new_id = new_entry_id() if deleted.id.startswith("h-") else deleted.id
+
+        def record() -> HistoryRecord:
+            return self.history.append(
+                actor=actor, op="restore", entry_id=new_id, path=relative,
+                old=None, new=deleted.old,
+            )  # fmt: skip
+
+        def edit(doc: str) -> str | None:
+            if _entry(parse_entries(doc, relative), new_id) is not None:
+                return None
+            return append_entry(doc, new_id, deleted.old or "")
+
+        _, new = self._write(relative, edit, record)
+        return _found(new, relative, new_id)
 
     def list_sync(self, limit: int = 50) -> list[MemoryEntry]:
-        """Entries of MEMORY.md, then daily files newest first, then other files."""
+        """Entries of MEMORY.md, then daily files newest first, then other files.
+
+        A file that cannot be read (not UTF-8, a link out of the folder) is skipped and logged.
+        """
         files = [relative for relative, _ in memory_files(self.scope.root)]
         daily = sorted((f for f in files if f.startswith("memory/")), reverse=True)
         ordered = [f for f in files if f == ENTRYPOINT] + daily
         ordered += [f for f in files if f not in ordered]
         found: list[MemoryEntry] = []
         for relative in ordered:
-            found.extend(self._entries(relative))
+            try:
+                found.extend(self._entries(relative))
+            except MemoryStoreError as exc:
+                skip_unreadable(self.scope, relative, exc)
+                continue
             if len(found) >= limit:
                 break
         return found[:limit]
@@ -167,7 +334,7 @@ class FileMemory:
         target, relative = confined_path(self.scope.root, path)
         if not target.is_file():
             raise MemoryStoreError(f"no memory file {relative!r}")
-        all_lines = _lines(read_text(target))
+        all_lines = _lines(read_text(target, relative))
         start = max(1, from_line)
         count = max(1, min(lines, MAX_READ_LINES))
         chosen = all_lines[start - 1 : start - 1 + count]
@@ -178,9 +345,16 @@ class FileMemory:
         return f"{relative} ({span}):\n{body}{more}"
 
     def head(self, relative: str, max_lines: int) -> tuple[list[str], int]:
-        """The first ``max_lines`` lines of a file and its total line count ([] when missing)."""
-        target, _ = confined_path(self.scope.root, relative)
-        lines = _lines(read_text(target))
+        """The first ``max_lines`` lines of a file and its total line count ([] when missing).
+
+        A file that cannot be read is skipped (logged once) and reads as missing.
+        """
+        try:
+            target, relative = confined_path(self.scope.root, relative)
+            lines = _lines(read_text(target, relative))
+        except MemoryStoreError as exc:
+            skip_unreadable(self.scope, relative, exc)
+            return [], 0
         return lines[:max_lines], len(lines)
 
     def history_of(self, entry_id: str | None = None) -> list[HistoryRecord]:
@@ -188,27 +362,72 @@ class FileMemory:
         return self.history.records(entry_id)
 
     # -- the async backend interface ----------------------------------------------------------
+    # Each call runs in a worker thread and is bounded: it answers or fails with a
+    # MemoryStoreError, never hangs (see bounded).
 
-    async def add(self, text: str, *, actor: str, path: str | None = None) -> MemoryEntry:
-        return await asyncio.to_thread(self.add_sync, text, actor=actor, path=path)
+    async def add(
+        self, text: str, *, actor: str, path: str | None = None, op_key: str | None = None
+    ) -> MemoryEntry:
+        return await bounded(self.add_sync, text, actor=actor, path=path, op_key=op_key)
 
     async def search(self, query: str, limit: int = 5) -> list[SearchHit]:
-        return await asyncio.to_thread(self.index.search, query, limit)
+        return await bounded(self.index.search, query, limit)
 
     async def list(self, limit: int = 50) -> list[MemoryEntry]:
-        return await asyncio.to_thread(self.list_sync, limit)
+        return await bounded(self.list_sync, limit)
 
     async def get(self, entry_id: str) -> MemoryEntry:
-        return await asyncio.to_thread(self.find, entry_id)
+        return await bounded(self.find, entry_id)
 
-    async def update(self, entry_id: str, text: str, *, actor: str) -> MemoryEntry:
-        return await asyncio.to_thread(self.update_sync, entry_id, text, actor=actor)
+    async def update(
+        self, entry_id: str, text: str, *, actor: str, op_key: str | None = None
+    ) -> MemoryEntry:
+        return await bounded(self.update_sync, entry_id, text, actor=actor, op_key=op_key)
 
-    async def delete(self, entry_id: str, *, actor: str) -> MemoryEntry:
-        return await asyncio.to_thread(self.delete_sync, entry_id, actor=actor)
+    async def delete(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
+        return await bounded(self.delete_sync, entry_id, actor=actor, op_key=op_key)
 
     async def read_file(self, path: str, from_line: int = 1, lines: int = 100) -> str:
-        return await asyncio.to_thread(self.read_file_sync, path, from_line, lines)
+        return await bounded(self.read_file_sync, path, from_line, lines)
+
+
+_T = TypeVar("_T")
+
+# far above files.OPERATION_SECONDS: a safety net, the protocol's own bounds come first
+CALL_SECONDS = 60.0
+
+
+def _no_stop_iteration(function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    try:
+        return function(*args, **kwargs)
+    except StopIteration:  # would never resolve the awaiting future: make it an error
+        raise MemoryStoreError("the memory operation failed; try again") from None
+
+
+async def bounded(function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """Run ``function`` in a worker thread; MemoryStoreError if it takes over CALL_SECONDS
+    (the thread itself cannot be stopped; the caller gets its answer, an error, in time)."""
+    try:
+        return await asyncio.wait_for(
+            asyncio.to_thread(_no_stop_iteration, function, *args, **kwargs), CALL_SECONDS
+        )
+    except TimeoutError:
+        raise MemoryStoreError(
+            f"the memory operation did not finish in {CALL_SECONDS:.0f} s; try again"
+        ) from None
+
+
+_skipped: set[tuple[str, str, str]] = set()
+
+
+def skip_unreadable(scope: MemoryScope, relative: str, error: MemoryStoreError) -> None:
+    """Log (once per scope, file and reason, not every turn) that a file is left out."""
+    key = (str(scope.root), relative, str(error))
+    if key not in _skipped:
+        if len(_skipped) > 10_000:  # a bound, not a cache: at worst a file is logged again
+            _skipped.clear()
+        _skipped.add(key)
+        logger.warning("memory %s: skipping %s: %s", scope.scope_id, relative, error)
 
 
 def today(now: dt.datetime | None = None) -> str:
@@ -220,6 +439,19 @@ def _lines(text: str) -> list[str]:
     """Lines as entries count them: only "\n" ends a line (a "\r" before it is dropped)."""
     lines = [line.removesuffix("\r") for line in text.split("\n")]
     return lines[:-1] if lines and lines[-1] == "" else lines
+
+
+def _entry(entries: list[MemoryEntry], entry_id: str) -> MemoryEntry | None:
+    return next((e for e in entries if e.id == entry_id), None)
+
+
+def _found(document: str, relative: str, entry_id: str) -> MemoryEntry:
+    """The entry ``entry_id`` in the text just written (not re-read: a later save may have
+    changed the file already, which must not turn a done write into an error or a hang)."""
+    entry = _entry(parse_entries(document, relative), entry_id)
+    if entry is None:
+        raise MemoryStoreError(f"memory {entry_id} was written but is no longer in {relative}")
+    return entry
 
 
 def _checked(text: str) -> str:

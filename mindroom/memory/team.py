@@ -3,31 +3,98 @@
 A team's files live once per member, under
 ``<storage>/agents/<member>/memory_files/team_<members>/`` (``MEMORY.md``, ``memory/...``), so
 each member's folder holds everything it knows. Writes go to one copy through the normal
-:class:`FileMemory` path (locked, atomic, with history) and are then copied to every other copy,
-so an entry has one id in all of them; update and delete through any member reach every copy.
+:class:`FileMemory` path (locked, never replacing an unseen version, with history) and are then
+carried to every other copy, so an entry has one id in all of them; update and delete through
+any member reach every copy.
 
-Before every operation the copies are compared: a copy that is missing a file, or holds a
-different version of it, is repaired from the most recently written copy (latest write wins),
-and the repair is recorded in the team's history.
+One lock (the team's mirror lock, shared by every process and every member's view of the
+team) is held around the whole operation: compare the copies, the edit itself, and carrying
+it to the other copies. Copies are compared by *content* against the *base*: the text every
+copy had when they were last made equal (kept under the team's state dir). A copy equal to the
+base is unchanged; a copy that differs was edited. When one copy changed, its text goes to
+the others. When several changed (two hand edits in two mirrors, or a hand edit racing a
+write), they are merged entry by entry (:func:`merge_copies`): what one side added is added,
+what one side removed is removed, and an entry both sides changed differently keeps both texts
+(the other side's as a plain line). A hand edit is never overwritten. A missing copy is
+restored. Writes to copies go through :func:`mindroom.memory.files.edit_file`, so a person
+saving a copy while it is being written is merged too, not lost. Repairs of diverged or
+missing copies are recorded in the team's history.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
+import hashlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
-from mindroom.memory.files import atomic_write, file_lock, read_text
+from mindroom.errors import MemoryStoreError
+from mindroom.memory.files import atomic_write, clean_temp_files, edit_file, file_lock, read_text
 from mindroom.memory.index import SearchHit, memory_files
-from mindroom.memory.markdown import MemoryEntry
+from mindroom.memory.markdown import ENTRY_ID_RE, MemoryEntry, parse_entries, remove_entry
 from mindroom.memory.scope import MemoryScope, state_dir, team_scope_id
-from mindroom.memory.store import FileMemory
+from mindroom.memory.store import FileMemory, bounded, skip_unreadable
+
+_T = TypeVar("_T")
+_PASSES = 3  # a person saving during a pass makes another pass; bounded
 
 
 def mirror_root(storage: Path, member: str, scope_id: str, file_root: str | None = None) -> Path:
     """Where ``member`` keeps its copy of team ``scope_id``'s files."""
     parent = storage / file_root if file_root else storage / "agents"
     return parent / member / "memory_files" / scope_id
+
+
+def _raw_lines(document: str, entry: MemoryEntry) -> list[str]:
+    lines = document.removeprefix("\ufeff").split("\n")
+    return [line.removesuffix("\r") for line in lines[entry.start_line - 1 : entry.end_line]]
+
+
+def merge_copies(base: str, ours: str, theirs: str, path: str) -> str:
+    """``ours`` with the changes ``theirs`` made to ``base``, entry by entry (pure).
+
+    Entries ``theirs`` added (or changed) are appended as written there (a mindroom entry whose
+    id ``ours`` holds with another text loses its id marker and becomes a plain line); entries
+    ``theirs`` removed are removed from ``ours`` when ``ours`` still has them unchanged.
+    """
+    if theirs in (base, ours):
+        return ours
+    if ours == base:
+        return theirs
+    base_entries = {(e.id, e.text) for e in parse_entries(base, path)}
+    their_entries = parse_entries(theirs, path)
+    their_keys = {(e.id, e.text) for e in their_entries}
+    result = ours
+    for entry_id, text in base_entries - their_keys:  # removed there
+        if (entry_id, text) in {(e.id, e.text) for e in parse_entries(result, path)}:
+            result = remove_entry(result, path, entry_id) or result
+    current = parse_entries(result, path)
+    keys = {(e.id, e.text) for e in current}
+    ids = {e.id for e in current}
+    added: list[str] = []
+    for entry in their_entries:
+        if (entry.id, entry.text) in base_entries or (entry.id, entry.text) in keys:
+            continue
+        lines = _raw_lines(theirs, entry)
+        if entry.id in ids and ENTRY_ID_RE.fullmatch(entry.id):
+            lines[0] = lines[0].replace(f" <!-- {entry.id} -->", "")  # both changed it: keep both
+        added.extend(lines)
+    if not added:
+        return result
+    if result and not result.endswith("\n"):
+        result += "\n"
+    return result + "".join(line + "\n" for line in added)
+
+
+def _carry(seen: str | None, merged: str, base: str | None, path: str) -> Callable[[str], str]:
+    """The edit that brings a copy read as ``seen`` to ``merged``, merging a newer save."""
+
+    def edit(doc: str) -> str:
+        return merged if doc == (seen or "") else merge_copies(base or "", merged, doc, path)
+
+    return edit
 
 
 class TeamMemory(FileMemory):
@@ -46,99 +113,180 @@ class TeamMemory(FileMemory):
         self.mirrors = {m: mirror_root(storage, m, scope_id, file_root) for m in self.members}
         primary = via if via in self.mirrors else self.members[0]
         super().__init__(MemoryScope(scope_id, self.mirrors[primary], state_dir(storage, scope_id)))
+        for root in self.mirrors.values():
+            clean_temp_files(root, self._locks)
+        self._held = threading.local()
         # the copies' file signatures when last found equal; unchanged means nothing to compare
-        self._consistent: list[tuple[str, str, int, int, int]] | None = None
+        self._consistent: list[tuple[str, str, int, int, int, int]] | None = None
+
+    # -- comparing and carrying copies (always under the mirror lock) --------------------------
+
+    @contextmanager
+    def _mirror_lock(self) -> Iterator[None]:
+        """The team's one lock; re-entrant within a thread (an update's find repairs too)."""
+        if getattr(self._held, "depth", 0):
+            self._held.depth += 1
+            try:
+                yield
+            finally:
+                self._held.depth -= 1
+            return
+        with file_lock(self._locks, self.scope.state_dir / "mirror"):
+            self._held.depth = 1
+            try:
+                yield
+            finally:
+                self._held.depth = 0
+
+    def _base_path(self, relative: str) -> Path:
+        digest = hashlib.sha256(relative.encode()).hexdigest()[:24]
+        return self.scope.state_dir / "mirror_base" / f"{digest}.md"
+
+    def _signature(self) -> list[tuple[str, str, int, int, int, int]]:
+        found = []
+        for member, root in self.mirrors.items():
+            for relative, path in memory_files(root):
+                try:
+                    stat = path.stat()
+                except FileNotFoundError:
+                    continue
+                found.append(
+                    (
+                        member,
+                        relative,
+                        stat.st_ino,
+                        stat.st_mtime_ns,
+                        stat.st_ctime_ns,
+                        stat.st_size,
+                    )
+                )
+        return found
+
+    def _sync_file(self, relative: str, propagating: bool) -> tuple[list[str], bool]:
+        """Make every copy of ``relative`` equal (see the module docstring).
+
+        Returns the copies repaired (recorded in the history) and whether anything was written.
+        """
+        base_path = self._base_path(relative)
+        base = read_text(base_path) if base_path.exists() else None
+        texts: dict[str, str | None] = {}
+        for member, root in self.mirrors.items():
+            path = root / relative
+            texts[member] = read_text(path, relative) if path.is_file() else None
+        if all(text is None for text in texts.values()):
+            base_path.unlink(missing_ok=True)
+            return [], False
+        # the edits: the primary's first (the change this operation made), then the others
+        primary = self._primary_member()
+        edits: list[str] = []
+        for member in [primary, *self.mirrors]:
+            text = texts[member]
+            if text is not None and text != base and text not in edits:
+                edits.append(text)
+        merged = edits[0] if edits else base or ""
+        for other in edits[1:]:
+            merged = merge_copies(base or "", merged, other, relative)
+        repaired: list[str] = []
+        wrote = False
+        for member, root in self.mirrors.items():
+            seen = texts[member]
+            if seen == merged:
+                continue
+            wrote = True
+            _, new = edit_file(
+                root / relative,
+                self._locks,
+                _carry(seen, merged, base, relative),
+                name=f"{member}:{relative}",
+            )
+            if propagating and seen == base and new == merged:
+                continue  # carrying the edit this operation made: not a repair
+            repaired.append(f"{member}:{relative}")
+            self.history.append(
+                actor="repair", op="repair", entry_id="", path=f"{member}:{relative}",
+                old=seen, new=new,
+            )  # fmt: skip
+        if merged != base:
+            atomic_write(base_path, merged)
+        return repaired, wrote
+
+    def _primary_member(self) -> str:
+        return next(m for m, root in self.mirrors.items() if root == self.scope.root)
+
+    def _repair_locked(self, propagating: bool = False) -> list[str]:
+        repaired: list[str] = []
+        for _ in range(_PASSES):
+            signature = self._signature()
+            if signature == self._consistent:
+                break
+            wrote = False
+            for relative in sorted({entry[1] for entry in signature}):
+                try:
+                    done, written = self._sync_file(relative, propagating)
+                except MemoryStoreError as exc:  # an unreadable copy: leave that file alone
+                    skip_unreadable(self.scope, relative, exc)
+                    continue
+                repaired += done
+                wrote = wrote or written
+            if not wrote:  # every copy equal, read after the last write: nothing moved since
+                self._consistent = signature
+                break
+        return repaired
 
     def repair(self) -> list[str]:
-        """Make every copy equal to the latest version of each file; returns what was repaired."""
-        repaired = []
-        with file_lock(self.scope.state_dir / "locks", self.scope.state_dir / "mirror"):
-            versions: dict[str, list[tuple[int, Path]]] = {}
-            signature = []
-            for member, root in self.mirrors.items():
-                for relative, path in memory_files(root):
-                    stat = path.stat()
-                    versions.setdefault(relative, []).append((stat.st_mtime_ns, path))
-                    signature.append(
-                        (member, relative, stat.st_ino, stat.st_mtime_ns, stat.st_size)
-                    )
-            if signature == self._consistent:
-                return []  # nothing moved since the copies were last found equal: no reads
-            for relative, found in versions.items():
-                latest = max(found)[1]
-                text = read_text(latest)
-                for member, root in self.mirrors.items():
-                    target = root / relative
-                    current = read_text(target) if target.exists() else None
-                    if current == text:
-                        continue
-                    atomic_write(target, text)
-                    repaired.append(f"{member}:{relative}")
-                    self.history.append(
-                        actor="repair",
-                        op="repair",
-                        entry_id="",
-                        path=f"{member}:{relative}",
-                        old=current,
-                        new=text,
-                    )
-            self._consistent = [
-                (member, relative, stat.st_ino, stat.st_mtime_ns, stat.st_size)
-                for member, root in self.mirrors.items()
-                for relative, path in memory_files(root)
-                for stat in (path.stat(),)
-            ]
-        return repaired
+        """Make every copy equal, keeping every copy's edits; returns what was repaired."""
+        with self._mirror_lock():
+            return self._repair_locked()
 
     def prepare(self) -> None:
         self.repair()
 
-    def _propagate(self, relative: str) -> None:
-        source = self.scope.root / relative
-        text = read_text(source)
-        with file_lock(self.scope.state_dir / "locks", self.scope.state_dir / "mirror"):
-            for root in self.mirrors.values():
-                if root != self.scope.root:
-                    atomic_write(root / relative, text)
+    def _mirrored(self, operation: Callable[[], _T]) -> _T:
+        """Run a write under the mirror lock: repair, the write, then carry it to every copy."""
+        with self._mirror_lock():
+            self._repair_locked()
+            try:
+                return operation()
+            finally:
+                self._consistent = None
+                self._repair_locked(propagating=True)
 
-    # every read repairs first; every write propagates after
+    # every read repairs first; every write runs inside one mirror lock
     def find(self, entry_id: str) -> MemoryEntry:
         self.repair()
         return super().find(entry_id)
 
-    def add_sync(self, text: str, *, actor: str, path: str | None = None) -> MemoryEntry:
-        self.repair()
-        entry = super().add_sync(text, actor=actor, path=path)
-        self._propagate(entry.path)
-        return entry
+    def add_sync(
+        self, text: str, *, actor: str, path: str | None = None, op_key: str | None = None
+    ) -> MemoryEntry:
+        return self._mirrored(
+            lambda: super(TeamMemory, self).add_sync(text, actor=actor, path=path, op_key=op_key)
+        )
 
     def append_unique_sync(self, text: str, *, actor: str, path: str) -> MemoryEntry | None:
-        self.repair()
-        entry = super().append_unique_sync(text, actor=actor, path=path)
-        if entry is not None:
-            self._propagate(entry.path)
-        return entry
+        return self._mirrored(
+            lambda: super(TeamMemory, self).append_unique_sync(text, actor=actor, path=path)
+        )
 
-    def update_sync(self, entry_id: str, text: str, *, actor: str) -> MemoryEntry:
-        entry = super().update_sync(entry_id, text, actor=actor)  # find() repairs first
-        self._propagate(entry.path)
-        return entry
+    def update_sync(
+        self, entry_id: str, text: str, *, actor: str, op_key: str | None = None
+    ) -> MemoryEntry:
+        return self._mirrored(
+            lambda: super(TeamMemory, self).update_sync(entry_id, text, actor=actor, op_key=op_key)
+        )
 
-    def delete_sync(self, entry_id: str, *, actor: str) -> MemoryEntry:
-        entry = super().delete_sync(entry_id, actor=actor)
-        self._propagate(entry.path)
-        return entry
+    def delete_sync(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
+        return self._mirrored(
+            lambda: super(TeamMemory, self).delete_sync(entry_id, actor=actor, op_key=op_key)
+        )
 
     def restore_sync(self, entry_id: str, *, actor: str) -> MemoryEntry:
-        self.repair()
-        entry = super().restore_sync(entry_id, actor=actor)
-        self._propagate(entry.path)
-        return entry
+        return self._mirrored(lambda: super(TeamMemory, self).restore_sync(entry_id, actor=actor))
 
     def list_sync(self, limit: int = 50) -> list[MemoryEntry]:
         self.repair()
         return super().list_sync(limit)
 
     async def search(self, query: str, limit: int = 5) -> list[SearchHit]:
-        await asyncio.to_thread(self.repair)
+        await bounded(self.repair)
         return await super().search(query, limit)
