@@ -25,6 +25,7 @@ async def _converse(config_path: Path) -> None:
         await runtime.run_turn(TurnRequest("general", "s1", "@u:x", "my cat is called Miso"))
         await worker.turn_finished("general", "s1", None)
     finally:
+        await worker.aclose()
         await runtime.close()
         registry.close()
 
