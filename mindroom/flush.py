@@ -215,8 +215,8 @@ class FlushWorker:
     async def run(self) -> None:
         """Flush every interval or when woken, until :meth:`stop`."""
         self._closed = False
+        self._wake.set()  # a first cycle at once: sessions left dirty by the previous run
         try:
-            await self._schedule_next()  # sessions left dirty by the previous run
             while not self._stop.is_set():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(
