@@ -269,6 +269,7 @@ async def test_memory_flush_run_by_the_cli_beside_the_running_bot_is_not_undone(
     # the bot goes on (a new thread marks its own session) and flushes what is due
     more = await human.send(room_id, "my brother is called Tom")
     await human.wait_for_reply(room_id, more)
+    await wait_until(lambda: sum(r["dirty"] for r in flush_rows(bot.storage)) == 1)  # marked
     await bot.bot.flush.cycle(force=True)
 
     sister = [r for r in model.requests if is_extraction(r) and "sister" in conversation(r)]
