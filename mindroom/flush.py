@@ -106,6 +106,9 @@ class FlushWorker:
         self._ledger: Ledger | None = None
         self._opening = asyncio.Lock()
         self._closed = False
+        self._users = 0  # statements running on the shared connection
+        self._unused = asyncio.Event()
+        self._unused.set()
         self._boot = boot_id()
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
@@ -130,7 +133,15 @@ class FlushWorker:
         """The ledger; after :meth:`aclose` (a reply finishing during shutdown) a short-lived
         connection, so a late mark is still saved and no connection is left open."""
         if not self._closed:
-            yield await self._open()
+            ledger = await self._open()
+            self._users += 1
+            self._unused.clear()
+            try:
+                yield ledger
+            finally:
+                self._users -= 1
+                if not self._users:
+                    self._unused.set()
             return
         ledger = await Ledger.open(self.data_dir / "ledger.db")
         try:
@@ -141,6 +152,7 @@ class FlushWorker:
     async def aclose(self) -> None:
         """Close the ledger connection (later calls use short-lived ones)."""
         self._closed = True
+        await self._unused.wait()  # a mark being written (one statement) finishes first
         async with self._opening:
             if self._ledger is not None:
                 await self._ledger.close()

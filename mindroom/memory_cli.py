@@ -68,6 +68,7 @@ async def run_flush(args: argparse.Namespace) -> int:
     try:
         # the same ledger table as a running bot: sessions it is extracting now are left to it
         results = await worker.cycle(force=True, agent=args.agent)
+        pending = await worker.entries(args.agent)
     finally:
         await worker.aclose()
         await runtime.close()
@@ -84,7 +85,10 @@ async def run_flush(args: argparse.Namespace) -> int:
         )
         for fact in result.written:
             print(f"  + {fact}")
-    if not results:
+    busy = [e for e in pending if e.in_flight]
+    if busy:
+        print(f"{len(busy)} sessions are being flushed by another process (the running bot)")
+    if not results and not busy:
         print("nothing to flush")
     return 0
 
