@@ -16,7 +16,15 @@ import pytest
 
 from mindroom.memory.markdown import parse_entries
 from mindroom.memory.store import today
-from tests.harness import BotHarness, BotProcess, Human, config_text, relation, unique
+from tests.harness import (
+    BotHarness,
+    BotProcess,
+    Human,
+    answers,
+    config_text,
+    relation,
+    unique,
+)
 from tests.scripted_model import Reply, ScriptedModel, all_text, system_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
@@ -283,3 +291,35 @@ async def test_memory_flush_run_by_the_cli_beside_the_running_bot_is_not_undone(
     ]
     rows = flush_rows(bot.storage)
     assert [(r["dirty"], r["cursor"]) for r in rows] == [(0, 2), (0, 2)]
+
+
+async def test_a_bot_with_a_reply_always_in_progress_still_flushes(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    room = unique("solo")
+    config = config_text(model.base_url, {"general": {"rooms": [room]}}, memory=FLUSH)
+    room_id = await bot.start_in_room(config, room, human)
+    release = threading.Event()  # the model's answer to "hold" is held open until set
+
+    def handler(request: dict) -> str:
+        if not is_extraction(request) and "hold" in all_text(request):
+            release.wait(60)
+            return "Done holding."
+        return sister_facts(request)
+
+    model.set_handler(handler)
+    try:
+        told = await human.send(room_id, "my sister is called Maya")
+        await human.wait_for_reply(room_id, told)
+        held = await human.send(room_id, "hold this thread open")  # a turn that never ends
+        await wait_until(lambda: any("hold" in all_text(r) for r in model.requests))
+
+        await wait_until(lambda: daily(bot.storage).exists())
+
+        # the held turn is still running: its reply has not been posted
+        assert not any(answers(e, held) for e in human.messages(room_id))
+    finally:
+        release.set()
+    await human.wait_for_reply(room_id, held)  # positive control: the held reply does land
+    entries = parse_entries(daily(bot.storage).read_text(), "memory/x.md")
+    assert [e.text for e in entries] == ["The user's sister is called Maya"]
