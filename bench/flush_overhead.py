@@ -32,8 +32,8 @@ from tests.scripted_model import ScriptedModel, all_text, system_text  # noqa: E
 
 def handler(request: dict) -> str:
     if "You maintain the long-term memory" in system_text(request):
-        text = all_text(request)
-        return "- " + text.rsplit("fact", 1)[-1][:40].strip() if "fact" in text else "NO_REPLY"
+        said = all_text(request).split("Conversation:\n", 1)[-1].split("\n\nDurable facts")[0]
+        return "- " + said.rsplit("fact", 1)[-1][:40].strip() if "fact" in said else "NO_REPLY"
     return "ok"
 
 
