@@ -91,11 +91,16 @@ def test_a_refusal_in_any_common_wording_is_treated_as_no_reply(answer: str) -> 
 
 
 def test_a_fact_that_merely_starts_with_a_negation_is_still_a_fact() -> None:
-    answer = "- Nothing scares the user more than spiders\n- No one in the family eats meat"
+    answer = (
+        "- Nothing scares the user more than spiders\n"
+        "- No one in the family eats meat, they keep a vegan household\n"
+        "- None of the user's siblings live nearby"
+    )
 
     assert parse_facts(answer, "NO_REPLY") == [
         "Nothing scares the user more than spiders",
-        "No one in the family eats meat",
+        "No one in the family eats meat, they keep a vegan household",
+        "None of the user's siblings live nearby",
     ]
 
 

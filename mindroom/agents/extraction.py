@@ -136,8 +136,9 @@ _EMPHASIS = re.compile(r"(\*\*|__)(.+?)\1")
 _PREAMBLE = re.compile(
     r"^(here (is|are)|below (is|are)|sure|okay|ok|certainly|of course)\b", re.IGNORECASE
 )
-# A refusal starts with a negation and speaks about memory, facts or news; a fact that merely
-# starts with "Nothing" or "No" ("Nothing scares the user more than spiders") does not.
+# A refusal is short, starts with a negation and speaks about memory, facts or news; a fact
+# that merely starts with "Nothing" or "No" ("Nothing scares the user more than spiders", "No one
+# in the family eats meat") does not.
 _NEGATION = (
     r"(nothing|none|no|not any|there (is|are|was) (nothing|no)|there'?s (nothing|no)|"
     r"i (did not|didn't|do not|don't|could not|couldn't|can't|cannot) (find|see|identify)|"
@@ -145,15 +146,20 @@ _NEGATION = (
     r"nada|no hay|ning[uú]na?|nenhuma?|n[aã]o h[aá]|niente|nulla|nessuna?|non c'[eè])"
 )
 _ABOUT_MEMORY = (
-    r"(remember|memor|fact|note|noting|notable|noteworthy|worth|durable|new|store|stor|save|"
-    r"record|relevant|important|keep|much|else|here|to add|"
-    r"merken|erinner|fakt|neu|wert|speicher|behalten|"
+    r"(remember|memor|facts?\b|worth|noteworthy|notable|durable|\bnew\b|relevant|important|"
+    r"significant|lasting|to (add|note|save|store|keep|record)|"
+    r"merken|erinner|fakt|neue|wert|speicher|"
     r"retenir|fait|nouveau|nouvel|m[ée]mor|noter|"
     r"recordar|hecho|nuev|guardar|lembrar|fato|facto|novo|nova|relevante|importante|"
     r"ricordare|fatt|nuov|salvare|da segnalare)"
 )
-_REFUSAL = re.compile(rf"^{_NEGATION}\b.{{0,60}}?{_ABOUT_MEMORY}", re.IGNORECASE)
-_BARE_REFUSAL = re.compile(r"^(none|nothing|n/?a|nichts|rien|nada|niente)$", re.IGNORECASE)
+_REFUSAL = re.compile(rf"^{_NEGATION}\b.{{0,40}}?{_ABOUT_MEMORY}", re.IGNORECASE)
+_BARE_REFUSAL = re.compile(
+    r"^(none|nothing|n/?a|nichts|rien|nada|niente)"
+    r"( (much|else|new|here|at all|to add|of note|this time|for now|so far))*$",
+    re.IGNORECASE,
+)
+_REFUSAL_MAX_WORDS = 12
 
 
 def _clean(text: str) -> str:
@@ -168,7 +174,9 @@ def _bare(text: str) -> str:
 
 def _is_refusal(text: str, no_reply_token: str) -> bool:
     bare = _bare(text)
-    return bare == no_reply_token or bool(_BARE_REFUSAL.match(bare) or _REFUSAL.match(bare))
+    if bare == no_reply_token or _BARE_REFUSAL.match(bare):
+        return True
+    return len(bare.split()) <= _REFUSAL_MAX_WORDS and bool(_REFUSAL.match(bare))
 
 
 def parse_facts(answer: str, no_reply_token: str) -> list[str]:
