@@ -1,18 +1,27 @@
 """The background memory flush: finished conversations become durable memory, silently.
 
-:class:`FlushWorker` is owned by the bot. A finished turn marks its session dirty (and wakes the
-worker); a new prompt boosts the agent's other dirty sessions. Every
-``flush_interval_seconds``, or when woken, the worker picks eligible sessions
-(:mod:`mindroom.memory.flush_state`), reads what they said since the last flush through Agno,
-runs the silent extraction turn on the agent's own model and appends each new fact to today's
-daily file of the right scope (agent, private requester or team), with actor ``flush`` in the
-history. It never touches Matrix, and it never delays a reply: before each session it waits until no
-turn is running, so it works in the gaps between replies.
+:class:`FlushWorker` is owned by the bot (and made for one run by ``mindroom memory flush``).
+A finished turn marks its session dirty (and wakes the worker); a new prompt boosts the agent's
+other dirty sessions. Every ``flush_interval_seconds``, or when woken, the worker picks eligible
+sessions (:mod:`mindroom.memory.flush_state`), reads what they said since the last flush through
+Agno, runs the silent extraction turn on the agent's own model and appends each new fact to
+today's daily file of the right scope (agent, private requester or team), with actor ``flush``
+in the history. For a session with a requester (a private companion, a team) only that
+person's turns are read, so one person's words never land in another's memory.
 
-A long backlog is taken in bounded chunks across cycles (the message cursor advances only past
-what was extracted). Failures and timeouts back off; a crash mid-flush leaves an in-flight mark
-that the next start clears, and extraction skips facts already in the file, so a retried chunk
-adds nothing twice.
+The control state is a table of the ledger (``mindroom_data/ledger.db``). Before extracting a
+session the worker claims it with one atomic ``UPDATE ... WHERE in_flight = 0``: the bot's
+worker, compaction and the CLI (another process) never extract the same chunk twice, and none
+of them can undo another's progress. A claim records its process (pid, boot id) and time; one
+left by a dead process is cleared when a worker opens the ledger and once it is older than a
+bound. The cursor advances only past facts that were stored: a failure, a timeout or an answer
+with no readable fact backs off and retries the same chunk (extraction skips facts already in
+the file, so a retry adds nothing twice).
+
+It never touches Matrix and a reply never waits for it: the loop is its own task, and before
+each session it lets running replies go first for at most :data:`YIELD_TO_REPLIES_SECONDS`, so a
+bot that is always busy still flushes. Compaction does not extract either: :meth:`flush_now`
+only marks the session to be flushed first (see :mod:`mindroom.compaction`).
 """
 
 from __future__ import annotations
@@ -20,25 +29,58 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
-from dataclasses import dataclass, replace
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from mindroom.agents.extraction import ChatLine, bounded_chunk
+from mindroom.agents.extraction import ChatLine, next_chunk
 from mindroom.agents.runner import AgentRuntime
 from mindroom.config.schema import Config
+from mindroom.ledger import Ledger
 from mindroom.memory.flush_state import (
+    LEGACY_STATE_FILE,
+    FlushClaim,
     FlushEntry,
-    FlushState,
     backoff,
     boost_others,
+    boot_id,
     choose_batch,
-    mark_dirty,
+    claim_is_dead,
+    is_stale,
+    load_legacy_state,
 )
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.store import FileMemory, today
 
 logger = logging.getLogger(__name__)
+
+YIELD_TO_REPLIES_SECONDS = 2.0  # the longest a flush waits for running replies to finish
+
+
+async def migrate_legacy_state(ledger: Ledger, data_dir: Path) -> None:
+    """Move ``memory_flush_state.json`` of earlier versions into the ledger once (it is then
+    renamed ``.migrated``), so an upgrade loses no cursor, failure count or dirty mark."""
+    legacy = data_dir / LEGACY_STATE_FILE
+    if not await asyncio.to_thread(legacy.exists):
+        return
+    entries, passes = await asyncio.to_thread(load_legacy_state, legacy)
+    added = await ledger.flush_import(entries, passes)
+    with contextlib.suppress(FileNotFoundError):  # another process moved it first
+        await asyncio.to_thread(legacy.replace, legacy.with_name(legacy.name + ".migrated"))
+    logger.info("moved %d flush entries from %s into the ledger", added, legacy.name)
+
+
+async def read_flush_state(data_dir: Path) -> list[FlushEntry]:
+    """Every flush entry in the ledger under ``data_dir`` (for ``mindroom memory flush-status``)."""
+    ledger = await Ledger.open(data_dir / "ledger.db")
+    try:
+        await migrate_legacy_state(ledger, data_dir)
+        return await ledger.flush_entries()
+    finally:
+        await ledger.close()
 
 
 @dataclass(frozen=True)
@@ -52,7 +94,7 @@ class FlushResult:
 
 
 class FlushWorker:
-    """Owns the flush state and the loop."""
+    """Claims dirty sessions in the ledger, extracts them, and runs the loop."""
 
     def __init__(
         self, config: Config, runtime: AgentRuntime, memories: MemoryRegistry, data_dir: Path
@@ -60,25 +102,85 @@ class FlushWorker:
         self.config = config
         self.runtime = runtime
         self.memories = memories
-        self.state = FlushState.load(data_dir / "memory_flush_state.json")
+        self.data_dir = data_dir
+        self._ledger: Ledger | None = None
+        self._opening = asyncio.Lock()
+        self._closed = False
+        self._users = 0  # statements running on the shared connection
+        self._unused = asyncio.Event()
+        self._unused.set()
+        self._boot = boot_id()
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
-        reset = self.state.reset_in_flight()
-        if reset:
-            logger.info("cleared %d flushes left in flight by the previous run", reset)
-            self.state.save()
 
     @property
     def settings(self):  # noqa: ANN201 - AutoFlushConfig, looked up live (hot reload)
         return self.config.memory.auto_flush
 
-    # -- marks from the reply path (cheap, never blocking) --------------------------------------
+    # -- the ledger ---------------------------------------------------------------------------
 
-    def _entry(
-        self, owner: str, session_id: str, requester: str | None, team: tuple[str, ...]
-    ) -> FlushEntry:
-        fresh = FlushEntry(owner, session_id, requester, team)
-        return self.state.get(fresh.key) or fresh
+    async def _open(self) -> Ledger:
+        async with self._opening:
+            if self._ledger is None:
+                ledger = await Ledger.open(self.data_dir / "ledger.db")
+                await migrate_legacy_state(ledger, self.data_dir)
+                await self._recover(ledger)
+                self._ledger = ledger
+            return self._ledger
+
+    @contextlib.asynccontextmanager
+    async def _state(self) -> AsyncIterator[Ledger]:
+        """The ledger; after :meth:`aclose` (a reply finishing during shutdown) a short-lived
+        connection, so a late mark is still saved and no connection is left open."""
+        if not self._closed:
+            ledger = await self._open()
+            self._users += 1
+            self._unused.clear()
+            try:
+                yield ledger
+            finally:
+                self._users -= 1
+                if not self._users:
+                    self._unused.set()
+            return
+        ledger = await Ledger.open(self.data_dir / "ledger.db")
+        try:
+            yield ledger
+        finally:
+            await ledger.close()
+
+    async def aclose(self) -> None:
+        """Close the ledger connection (later calls use short-lived ones)."""
+        self._closed = True
+        await self._unused.wait()  # a mark being written (one statement) finishes first
+        async with self._opening:
+            if self._ledger is not None:
+                await self._ledger.close()
+                self._ledger = None
+
+    def _claim_ttl(self) -> float:
+        """How long a claim may live: well past the extraction timeout plus the writes."""
+        return 2 * self.settings.extractor.max_extraction_seconds + 120
+
+    async def _recover(self, ledger: Ledger) -> None:
+        """Clear claims whose process is gone (a crash) or that outlived their bound."""
+        now = time.time()
+        for key, claim in await ledger.flush_claims():
+            dead = claim_is_dead(claim, now, boot=self._boot, max_age=self._claim_ttl())
+            if dead and await ledger.flush_clear_claim(key, claim.claim_id):
+                logger.info("cleared a flush claim of %s left by process %d", key, claim.pid)
+
+    async def entries(self, agent: str | None = None) -> list[FlushEntry]:
+        """The flush state: every session (of one agent or team) the ledger tracks."""
+        async with self._state() as ledger:
+            return await ledger.flush_entries(agent)
+
+    async def entry(self, key: str) -> FlushEntry | None:
+        """One session's flush state, by :attr:`FlushEntry.key`."""
+        async with self._state() as ledger:
+            return await ledger.flush_entry(key)
+
+    # -- marks from the reply path (one small ledger write, never an extraction) ---------------
 
     async def turn_finished(
         self, owner: str, session_id: str, requester: str | None, team: tuple[str, ...] = ()
@@ -86,59 +188,69 @@ class FlushWorker:
         """A turn of ``owner`` in ``session_id`` finished: the session is dirty."""
         if not self.settings.enabled:
             return
-        entry = mark_dirty(self._entry(owner, session_id, requester, team), time.time())
-        self.state.put(replace(entry, boosted=False) if not entry.boosted else entry)
-        await asyncio.to_thread(self.state.save)
+        async with self._state() as ledger:
+            await ledger.flush_mark_dirty(
+                FlushEntry(owner, session_id, requester, tuple(team)), time.time()
+            )
         self._wake.set()
 
     async def prompted(self, owner: str, session_id: str) -> None:
         """A new prompt for ``owner``: flush its other dirty sessions soon."""
         if not self.settings.enabled:
             return
-        boosted = boost_others(
-            self.state.snapshot(), owner, session_id, self.settings.max_cross_session_reprioritize
-        )
-        if boosted:
-            self.state.put(*boosted)
-            await asyncio.to_thread(self.state.save)
-            self._wake.set()
+        async with self._state() as ledger:
+            boosted = boost_others(
+                await ledger.flush_entries(owner),
+                owner,
+                session_id,
+                self.settings.max_cross_session_reprioritize,
+            )
+            if boosted and await ledger.flush_boost([e.key for e in boosted]):
+                self._wake.set()
 
     async def flush_now(self, owner: str, session_id: str, requester: str | None) -> int:
-        """Flush everything not yet flushed of one session, now (before a compaction)."""
-        entry = mark_dirty(self._entry(owner, session_id, requester, ()), time.time())
-        self.state.put(entry)
-        written = 0
-        for _ in range(100):  # a bounded number of chunks
-            result = await self.flush_session(entry)
-            written += len(result.written)
-            if result.error or not result.entry.dirty:
-                break
-            entry = result.entry
-        return written
+        """Have everything not yet flushed of one session extracted next, in the background.
+
+        Used before a compaction: the compacted session stays in Agno's store, unchanged, and
+        its entry is dirty and boosted until the worker has extracted all of it, so no fact is
+        lost, and the reply that compacts does not wait. Returns the facts written before
+        returning: always 0 (kept for callers that log it).
+        """
+        async with self._state() as ledger:
+            entry = FlushEntry(owner, session_id, requester)
+            await ledger.flush_mark_dirty(entry, time.time(), boost=True)
+        self._wake.set()
+        return 0
 
     # -- the loop -----------------------------------------------------------------------------
 
     async def run(self) -> None:
         """Flush every interval or when woken, until :meth:`stop`."""
-        self._schedule_next()  # sessions left dirty by the previous run
-        while not self._stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.settings.flush_interval_seconds)
-            self._wake.clear()
-            if self._stop.is_set() or not self.settings.enabled:
-                continue
-            try:
-                await self.cycle()
-            except Exception:  # the loop's edge: log and go on
-                logger.exception("memory flush cycle failed")
-            # sessions waiting only for their idle time: look again when the first is due
-            self._schedule_next()
+        self._closed = False
+        self._wake.set()  # a first cycle at once: sessions left dirty by the previous run
+        try:
+            while not self._stop.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(
+                        self._wake.wait(), self.settings.flush_interval_seconds
+                    )
+                self._wake.clear()
+                if self._stop.is_set() or not self.settings.enabled:
+                    continue
+                try:
+                    await self.cycle()
+                    # sessions waiting only for their idle time: look again when the first is due
+                    await self._schedule_next()
+                except Exception:  # the loop's edge: log and go on
+                    logger.exception("memory flush cycle failed")
+        finally:
+            await self.aclose()
 
-    def _schedule_next(self) -> None:
+    async def _schedule_next(self) -> None:
         now = time.time()
         due = [
             max(e.last_seen_at + self.settings.idle_seconds, e.next_attempt_at)
-            for e in self.state.snapshot()
+            for e in await self.entries()
             if e.dirty and not e.in_flight
         ]
         if due:
@@ -150,22 +262,36 @@ class FlushWorker:
         self._stop.set()
         self._wake.set()
 
+    async def _yield_to_replies(self) -> None:
+        """Let running replies go first, for a bounded time: a busy bot must still flush."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.runtime.wait_idle(), YIELD_TO_REPLIES_SECONDS)
+
     async def cycle(self, *, force: bool = False, agent: str | None = None) -> list[FlushResult]:
-        """One flush cycle; ``force`` ignores idle times and cooldowns (the CLI's flush)."""
+        """One flush cycle; ``force`` ignores idle times and cooldowns (the CLI's flush).
+
+        Sessions another process is extracting right now are left to it.
+        """
         now = time.time()
-        self.state.drop_stale(now, self.settings)
-        entries = [e for e in self.state.snapshot() if agent is None or e.agent == agent]
+        async with self._state() as ledger:
+            await self._recover(ledger)
+            entries = await ledger.flush_entries(agent)
+            stale = [e for e in entries if is_stale(e, now, self.settings)]
+            if stale:
+                await ledger.flush_forget(stale)
         if force:
             batch = [e for e in entries if e.dirty and not e.in_flight]
         else:
             batch = choose_batch(entries, now, self.settings)
         results = []
         for entry in batch:
-            await self.runtime.wait_idle()  # replies go first; a flush waits for a gap
-            results.append(await self.flush_session(entry))
+            await self._yield_to_replies()
+            result = await self.flush_session(entry)
+            if result is not None:
+                results.append(result)
         if self.settings.curation.enabled:
             for entry in {r.entry.key: r.entry for r in results if r.written}.values():
-                await self.runtime.wait_idle()
+                await self._yield_to_replies()
                 await self.curate(entry)
         return results
 
@@ -175,15 +301,12 @@ class FlushWorker:
         curation = self.settings.curation
         if memory is None:
             return []
-        day = today()
-        key = f"{memory.scope_id}|{day}"
-        passes = self.state.curation_passes.get(key, 0)
-        if passes >= curation.max_passes_per_day:
+        async with self._state() as ledger:
+            allowed = await ledger.flush_curation_pass(
+                memory.scope_id, today(), curation.max_passes_per_day
+            )
+        if not allowed:
             return []
-        self.state.curation_passes = {
-            k: v for k, v in self.state.curation_passes.items() if k.endswith(day)
-        } | {key: passes + 1}
-        await asyncio.to_thread(self.state.save)
         entries = await memory.list(500)
         daily = [e.text for e in entries if e.path.startswith("memory/")][:200]
         long_term = [e.text for e in entries if e.path == "MEMORY.md"]
@@ -228,31 +351,56 @@ class FlushWorker:
             return self.config.agent_model(entry.agent)
         return self.config.agent_model(entry.team[0]) if entry.team else self.config.defaults.model
 
-    async def flush_session(self, entry: FlushEntry) -> FlushResult:
-        """Extract the next chunk of one session into memory."""
-        settings = self.settings.extractor
-        entry = replace(entry, in_flight=True)
-        self.state.put(entry)
-        await asyncio.to_thread(self.state.save)
+    async def flush_session(self, entry: FlushEntry) -> FlushResult | None:
+        """Claim one session and extract its next chunk into memory.
+
+        None when the session is clean or another worker or process holds it.
+        """
+        claim = FlushClaim(uuid.uuid4().hex, os.getpid(), self._boot, time.time())
+        async with self._state() as ledger:
+            claimed = await ledger.flush_claim(entry.key, claim)
+        if claimed is None:
+            return None
         try:
-            memory = await asyncio.to_thread(self._memory, entry)  # may open or scaffold files
-            lines, updated_at = await self.runtime.session_chat(
-                entry.agent, entry.session_id, entry.requester, bool(entry.team)
+            return await self._extract(claimed, claim.claim_id)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):  # free it for the next run at once
+                async with self._state() as ledger:
+                    await ledger.flush_clear_claim(claimed.key, claim.claim_id)
+            raise
+        except Exception as exc:  # timeouts, model failures, unreadable answers back off
+            failed = backoff(claimed, time.time(), self.settings)
+            async with self._state() as ledger:
+                await ledger.flush_back_off(failed, claim.claim_id)
+            reason = (
+                "timed out" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
             )
-            fresh = lines[entry.cursor :]
-            if memory is None or not fresh:
-                done = replace(entry, in_flight=False, dirty=False, boosted=False, failures=0)
-                self.state.put(done)
-                await asyncio.to_thread(self.state.save)
-                return FlushResult(done, (), 0)
-            count = bounded_chunk(
-                fresh, settings.max_messages_per_flush, settings.max_chars_per_flush
+            logger.warning(
+                "flushing a %s session failed (%s); retrying later", claimed.agent, reason
             )
-            chunk = fresh[:count]
+            return FlushResult(failed, (), 0, reason)
+
+    async def _extract(self, claimed: FlushEntry, claim_id: str) -> FlushResult:
+        settings = self.settings.extractor
+        memory = await asyncio.to_thread(self._memory, claimed)  # may open or scaffold files
+        lines, updated_at = await self.runtime.session_chat(
+            claimed.agent, claimed.session_id, claimed.requester, bool(claimed.team)
+        )
+        chunk, cursor = next_chunk(
+            lines,
+            claimed.cursor,
+            claimed.requester,
+            max_messages=settings.max_messages_per_flush,
+            max_chars=settings.max_chars_per_flush,
+        )
+        written: list[str] = []
+        if memory is None:
+            cursor = claimed.cursor  # nowhere to write: keep the place for a later memory
+        elif chunk:
             known = await self._known(memory, chunk)
             facts = await asyncio.wait_for(
                 self.runtime.extract(
-                    self._model_key(entry),
+                    self._model_key(claimed),
                     chunk,
                     known,
                     token=settings.no_reply_token,
@@ -260,7 +408,6 @@ class FlushWorker:
                 ),
                 settings.max_extraction_seconds,
             )
-            written = []
             for fact in facts:
                 added = await asyncio.to_thread(
                     memory.append_unique_sync,
@@ -270,43 +417,23 @@ class FlushWorker:
                 )
                 if added is not None:
                     written.append(added.text)
-            cursor = entry.cursor + count
-            current = self.state.get(entry.key) or entry
-            # a turn that finished while this flush ran leaves the session dirty
-            more = cursor < len(lines) or current.dirty_revision != entry.dirty_revision
-            done = replace(
-                current,
-                in_flight=False,
-                cursor=cursor,
-                dirty=more,
-                boosted=more and entry.boosted,
-                flushed_updated_at=updated_at,
-                failures=0,
-                next_attempt_at=0.0,
-            )
-            self.state.put(done)
-            await asyncio.to_thread(self.state.save)
+        more = memory is not None and cursor < len(lines)
+        async with self._state() as ledger:
+            done = await ledger.flush_finish(claimed, claim_id, cursor, more, updated_at)
+        if done is None:  # the claim outlived its bound and was cleared; the next run redoes it
+            logger.warning("a flush of a %s session outlived its claim", claimed.agent)
+            return FlushResult(claimed, tuple(written), len(chunk), "claim expired")
+        if chunk:
             logger.info(
                 "flushed %d messages of a %s session: %d new facts%s",
-                count,
-                entry.agent,
+                len(chunk),
+                claimed.agent,
                 len(written),
-                " (more to go)" if more else "",
+                " (more to go)" if done.dirty else "",
             )
-            if more:
-                self._wake.set()
-            return FlushResult(done, tuple(written), count)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # timeouts and model failures back off
-            failed = backoff(entry, time.time(), self.settings)
-            self.state.put(failed)
-            await asyncio.to_thread(self.state.save)
-            reason = (
-                "timed out" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
-            )
-            logger.warning("flushing a %s session failed (%s); retrying later", entry.agent, reason)
-            return FlushResult(failed, (), 0, reason)
+        if done.dirty:
+            self._wake.set()
+        return FlushResult(done, tuple(written), len(chunk))
 
     async def _known(self, memory: FileMemory, chunk: list[ChatLine]) -> list[str]:
         snippets = self.settings.extractor.include_memory_context

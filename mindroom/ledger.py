@@ -10,6 +10,10 @@ One SQLite file (``mindroom_data/ledger.db``, WAL, busy timeout) holds:
   the bot was down are delivered after a restart instead of being lost.
 * ``session_generations``: bumped by ``!new`` to start a fresh conversation in a room or thread.
 * ``compactions``: long threads continue in a new session carrying a summary of the old one.
+* ``flush_sessions`` and ``flush_curation``: the memory flush's control state (which sessions
+  are dirty, how far they were extracted, who is extracting one now). Every process (the bot,
+  ``mindroom memory flush``) works on these rows with atomic statements, so two of them never
+  extract the same chunk and neither undoes the other's progress.
 
 This is control state, not user data: deleting the file loses no memory, it only forgets which
 messages were already answered.
@@ -24,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import aiosqlite
+
+from mindroom.memory.flush_state import FlushClaim, FlushEntry
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS handled (
@@ -50,6 +56,33 @@ CREATE TABLE IF NOT EXISTS session_generations (
     thread_root TEXT NOT NULL,
     generation  INTEGER NOT NULL,
     PRIMARY KEY (room_id, thread_root)
+);
+CREATE TABLE IF NOT EXISTS flush_sessions (
+    key                TEXT PRIMARY KEY,
+    agent              TEXT NOT NULL,
+    session_id         TEXT NOT NULL,
+    requester          TEXT NOT NULL DEFAULT '',
+    team               TEXT NOT NULL DEFAULT '[]',
+    dirty              INTEGER NOT NULL DEFAULT 0,
+    dirty_revision     INTEGER NOT NULL DEFAULT 0,
+    first_dirty_at     REAL NOT NULL DEFAULT 0,
+    last_seen_at       REAL NOT NULL DEFAULT 0,
+    flushed_updated_at REAL NOT NULL DEFAULT 0,
+    cursor             INTEGER NOT NULL DEFAULT 0,
+    in_flight          INTEGER NOT NULL DEFAULT 0,
+    failures           INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at    REAL NOT NULL DEFAULT 0,
+    boosted            INTEGER NOT NULL DEFAULT 0,
+    claim_id           TEXT,
+    claim_pid          INTEGER,
+    claim_boot         TEXT,
+    claimed_at         REAL
+);
+CREATE TABLE IF NOT EXISTS flush_curation (
+    scope  TEXT NOT NULL,
+    day    TEXT NOT NULL,
+    passes INTEGER NOT NULL,
+    PRIMARY KEY (scope, day)
 );
 """
 
@@ -189,3 +222,220 @@ class Ledger:
             (base_session, generation, carried),
         )
         await self._db.commit()
+
+    # -- memory flush control state -------------------------------------------------------------
+    # The claimer of a row owns its cursor, failures and cooldown; everyone else only marks it
+    # dirty or boosted. Each method is one statement, so it is atomic across processes.
+
+    async def flush_entries(self, agent: str | None = None) -> list[FlushEntry]:
+        """Every flush entry (of one agent or team), oldest key first."""
+        where, args = ("WHERE agent = ?", (agent,)) if agent is not None else ("", ())
+        async with self._db.execute(
+            f"SELECT {_FLUSH_COLUMNS} FROM flush_sessions {where} ORDER BY key", args
+        ) as cursor:
+            return [_flush_entry(row) for row in await cursor.fetchall()]
+
+    async def flush_entry(self, key: str) -> FlushEntry | None:
+        """One flush entry by :attr:`FlushEntry.key`."""
+        async with self._db.execute(
+            f"SELECT {_FLUSH_COLUMNS} FROM flush_sessions WHERE key = ?", (key,)
+        ) as cursor:
+            row = await cursor.fetchone()
+        return _flush_entry(row) if row else None
+
+    async def flush_mark_dirty(self, entry: FlushEntry, now: float, *, boost: bool = False) -> None:
+        """A turn of ``entry``'s session finished: dirty it (see ``flush_state.mark_dirty``)."""
+        await self._db.execute(
+            "INSERT INTO flush_sessions (key, agent, session_id, requester, team, dirty,"
+            " dirty_revision, first_dirty_at, last_seen_at, boosted)"
+            " VALUES (?, ?, ?, ?, ?, 1, 1, ?, ?, ?)"
+            " ON CONFLICT(key) DO UPDATE SET dirty = 1, dirty_revision = dirty_revision + 1,"
+            " first_dirty_at = CASE WHEN dirty = 1 THEN first_dirty_at ELSE excluded.first_dirty_at"
+            " END, last_seen_at = excluded.last_seen_at, team = excluded.team,"
+            " boosted = MAX(boosted, excluded.boosted)",
+            (
+                entry.key,
+                entry.agent,
+                entry.session_id,
+                entry.requester or "",
+                json.dumps(list(entry.team)),
+                now,
+                now,
+                int(boost),
+            ),
+        )
+        await self._db.commit()
+
+    async def flush_boost(self, keys: list[str]) -> int:
+        """Flush these dirty sessions soon; returns how many were boosted."""
+        if not keys:
+            return 0
+        marks = ", ".join("?" * len(keys))
+        cursor = await self._db.execute(
+            f"UPDATE flush_sessions SET boosted = 1 WHERE dirty = 1 AND key IN ({marks})", keys
+        )
+        await self._db.commit()
+        return cursor.rowcount
+
+    async def flush_claim(self, key: str, claim: FlushClaim) -> FlushEntry | None:
+        """Take a dirty session for extraction; None when it is clean or someone else has it."""
+        async with self._db.execute(
+            "UPDATE flush_sessions SET in_flight = 1, claim_id = ?, claim_pid = ?, claim_boot = ?,"
+            " claimed_at = ? WHERE key = ? AND in_flight = 0 AND dirty = 1"
+            f" RETURNING {_FLUSH_COLUMNS}",
+            (claim.claim_id, claim.pid, claim.boot, claim.claimed_at, key),
+        ) as cursor:
+            row = await cursor.fetchone()
+        await self._db.commit()
+        return _flush_entry(row) if row else None
+
+    async def flush_finish(
+        self, claimed: FlushEntry, claim_id: str, cursor: int, more: bool, updated_at: float
+    ) -> FlushEntry | None:
+        """Release a claim after the facts up to ``cursor`` were stored.
+
+        The session stays dirty when ``more`` lines wait or a turn finished meanwhile (its
+        revision moved). None when the claim was lost (expired and taken over).
+        """
+        async with self._db.execute(
+            "UPDATE flush_sessions SET in_flight = 0, claim_id = NULL, claim_pid = NULL,"
+            " claim_boot = NULL, claimed_at = NULL, cursor = ?, failures = 0,"
+            " next_attempt_at = 0, flushed_updated_at = ?,"
+            " dirty = (? OR dirty_revision != ?),"
+            " boosted = (boosted AND (? OR dirty_revision != ?))"
+            f" WHERE key = ? AND claim_id = ? RETURNING {_FLUSH_COLUMNS}",
+            (
+                cursor,
+                updated_at,
+                int(more),
+                claimed.dirty_revision,
+                int(more),
+                claimed.dirty_revision,
+                claimed.key,
+                claim_id,
+            ),
+        ) as rows:
+            row = await rows.fetchone()
+        await self._db.commit()
+        return _flush_entry(row) if row else None
+
+    async def flush_back_off(self, failed: FlushEntry, claim_id: str) -> bool:
+        """Release a claim after a failure, with ``failed``'s failures and next attempt time."""
+        cursor = await self._db.execute(
+            "UPDATE flush_sessions SET in_flight = 0, claim_id = NULL, claim_pid = NULL,"
+            " claim_boot = NULL, claimed_at = NULL, failures = ?, next_attempt_at = ?"
+            " WHERE key = ? AND claim_id = ?",
+            (failed.failures, failed.next_attempt_at, failed.key, claim_id),
+        )
+        await self._db.commit()
+        return cursor.rowcount == 1
+
+    async def flush_claims(self) -> list[tuple[str, FlushClaim]]:
+        """Every claim held now: (entry key, claim)."""
+        async with self._db.execute(
+            "SELECT key, claim_id, claim_pid, claim_boot, claimed_at FROM flush_sessions"
+            " WHERE in_flight = 1"
+        ) as cursor:
+            rows = await cursor.fetchall()
+        return [
+            (row[0], FlushClaim(row[1] or "", int(row[2] or 0), row[3] or "", float(row[4] or 0)))
+            for row in rows
+        ]
+
+    async def flush_clear_claim(self, key: str, claim_id: str) -> bool:
+        """Drop a claim whose owner is gone, so the session can be flushed again."""
+        cursor = await self._db.execute(
+            "UPDATE flush_sessions SET in_flight = 0, claim_id = NULL, claim_pid = NULL,"
+            " claim_boot = NULL, claimed_at = NULL"
+            " WHERE key = ? AND in_flight = 1 AND (claim_id = ? OR claim_id IS NULL)",
+            (key, claim_id or None),
+        )
+        await self._db.commit()
+        return cursor.rowcount == 1
+
+    async def flush_forget(self, entries: list[FlushEntry]) -> int:
+        """Delete stale entries, unless they were marked or claimed since they were read."""
+        count = 0
+        for entry in entries:
+            cursor = await self._db.execute(
+                "DELETE FROM flush_sessions WHERE key = ? AND in_flight = 0 AND dirty = 0"
+                " AND dirty_revision = ?",
+                (entry.key, entry.dirty_revision),
+            )
+            count += cursor.rowcount
+        await self._db.commit()
+        return count
+
+    async def flush_import(self, entries: list[FlushEntry], passes: dict[str, int]) -> int:
+        """Add entries (and curation passes, ``"scope|day" -> n``) from the old state file.
+
+        Rows already in the table win; an in-flight mark of the old file is dropped (the
+        process that set it is gone). Returns how many entries were added.
+        """
+        added = 0
+        for e in entries:
+            cursor = await self._db.execute(
+                f"INSERT OR IGNORE INTO flush_sessions ({_FLUSH_COLUMNS}) VALUES"
+                " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)",
+                (
+                    e.key,
+                    e.agent,
+                    e.session_id,
+                    e.requester or "",
+                    json.dumps(list(e.team)),
+                    int(e.dirty),
+                    e.dirty_revision,
+                    e.first_dirty_at,
+                    e.last_seen_at,
+                    e.flushed_updated_at,
+                    e.cursor,
+                    e.failures,
+                    e.next_attempt_at,
+                    int(e.boosted),
+                ),
+            )
+            added += cursor.rowcount
+        for scope_day, count in passes.items():
+            scope, _, day = scope_day.rpartition("|")
+            await self._db.execute(
+                "INSERT OR IGNORE INTO flush_curation (scope, day, passes) VALUES (?, ?, ?)",
+                (scope, day, count),
+            )
+        await self._db.commit()
+        return added
+
+    async def flush_curation_pass(self, scope: str, day: str, limit: int) -> bool:
+        """Take one of ``scope``'s ``limit`` curation passes of ``day``; False when used up."""
+        await self._db.execute("DELETE FROM flush_curation WHERE day != ?", (day,))
+        cursor = await self._db.execute(
+            "INSERT INTO flush_curation (scope, day, passes) SELECT ?, ?, 1 WHERE ? > 0"
+            " ON CONFLICT(scope, day) DO UPDATE SET passes = passes + 1 WHERE passes < ?",
+            (scope, day, limit, limit),
+        )
+        await self._db.commit()
+        return cursor.rowcount == 1
+
+
+_FLUSH_COLUMNS = (
+    "key, agent, session_id, requester, team, dirty, dirty_revision, first_dirty_at,"
+    " last_seen_at, flushed_updated_at, cursor, in_flight, failures, next_attempt_at, boosted"
+)
+
+
+def _flush_entry(row: Any) -> FlushEntry:
+    return FlushEntry(
+        agent=row[1],
+        session_id=row[2],
+        requester=row[3] or None,
+        team=tuple(json.loads(row[4] or "[]")),
+        dirty=bool(row[5]),
+        dirty_revision=int(row[6]),
+        first_dirty_at=float(row[7]),
+        last_seen_at=float(row[8]),
+        flushed_updated_at=float(row[9]),
+        cursor=int(row[10]),
+        in_flight=bool(row[11]),
+        failures=int(row[12]),
+        next_attempt_at=float(row[13]),
+        boosted=bool(row[14]),
+    )

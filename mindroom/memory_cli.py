@@ -64,10 +64,13 @@ async def run_flush(args: argparse.Namespace) -> int:
     config = load_config(config_path)
     registry = MemoryRegistry(config, storage, config_path.parent)
     runtime = AgentRuntime(config, storage / "mindroom_data", registry)
+    worker = FlushWorker(config, runtime, registry, storage / "mindroom_data")
     try:
-        worker = FlushWorker(config, runtime, registry, storage / "mindroom_data")
+        # the same ledger table as a running bot: sessions it is extracting now are left to it
         results = await worker.cycle(force=True, agent=args.agent)
+        pending = await worker.entries(args.agent)
     finally:
+        await worker.aclose()
         await runtime.close()
         registry.close()
     for result in results:
@@ -82,18 +85,21 @@ async def run_flush(args: argparse.Namespace) -> int:
         )
         for fact in result.written:
             print(f"  + {fact}")
-    if not results:
+    busy = [e for e in pending if e.in_flight]
+    if busy:
+        print(f"{len(busy)} sessions are being flushed by another process (the running bot)")
+    if not results and not busy:
         print("nothing to flush")
     return 0
 
 
-def run_flush_status(args: argparse.Namespace) -> int:
-    """``mindroom memory flush-status``: the state table."""
-    from mindroom.memory.flush_state import FlushState
+async def run_flush_status(args: argparse.Namespace) -> int:
+    """``mindroom memory flush-status``: the flush table of the ledger."""
+    from mindroom.flush import read_flush_state
 
     _, storage = _storage(args)
-    state = FlushState.load(storage / "mindroom_data" / "memory_flush_state.json")
-    entries = sorted(state.snapshot(), key=lambda e: (e.agent, e.session_id))
+    entries = await read_flush_state(storage / "mindroom_data")
+    entries.sort(key=lambda e: (e.agent, e.session_id, e.requester or ""))
     print(f"{'agent':<14} {'dirty':<6} {'cursor':>6} {'fail':>4}  {'next try':<19} session")
     for e in entries:
         when = (
@@ -102,7 +108,11 @@ def run_flush_status(args: argparse.Namespace) -> int:
             else "-"
         )
         flags = ("yes" if e.dirty else "no") + ("*" if e.in_flight else "")
-        print(f"{e.agent:<14} {flags:<6} {e.cursor:>6} {e.failures:>4}  {when:<19} {e.session_id}")
+        who = f" for {e.requester}" if e.requester else ""
+        print(
+            f"{e.agent:<14} {flags:<6} {e.cursor:>6} {e.failures:>4}  {when:<19} "
+            f"{e.session_id}{who}"
+        )
     print(f"({len(entries)} sessions; * = in flight)")
     return 0
 

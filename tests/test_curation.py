@@ -48,7 +48,9 @@ async def test_curation_promotes_within_caps_once_a_day(
         again = await worker.curate(entry)  # the per-day cap
         restarted = FlushWorker(config, runtime, registry, tmp_path / "mindroom_data")
         after_restart = await restarted.curate(entry)  # the cap survives a restart
+        await restarted.aclose()
     finally:
+        await worker.aclose()
         await runtime.close()
         registry.close()
 

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
+import sqlite3
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -12,7 +16,15 @@ import pytest
 
 from mindroom.memory.markdown import parse_entries
 from mindroom.memory.store import today
-from tests.harness import BotHarness, BotProcess, Human, config_text, relation, unique
+from tests.harness import (
+    BotHarness,
+    BotProcess,
+    Human,
+    answers,
+    config_text,
+    relation,
+    unique,
+)
 from tests.scripted_model import Reply, ScriptedModel, all_text, system_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
@@ -31,16 +43,34 @@ def sister_facts(request: dict) -> str:
     return "Nice to hear!"
 
 
+def conversation(request: dict) -> str:
+    """The conversation part of an extraction prompt (not what memory already holds)."""
+    return all_text(request).split("Conversation:\n", 1)[-1]
+
+
 def daily(storage: Path) -> Path:
     return storage / "agents" / "general" / "workspace" / "memory" / f"{today()}.md"
 
 
 async def wait_until(check, timeout: float = 20.0) -> None:  # noqa: ANN001
+    """Poll ``check`` (a function, or a coroutine function) until it is true."""
     deadline = time.monotonic() + timeout
-    while not check():
+    while True:
+        result = check()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return
         if time.monotonic() > deadline:
             raise TimeoutError("condition not met")
         await asyncio.sleep(0.1)
+
+
+def flush_rows(storage: Path) -> list[dict]:
+    """The flush table of the ledger, read as another process would."""
+    with contextlib.closing(sqlite3.connect(storage / "mindroom_data" / "ledger.db")) as db:
+        db.row_factory = sqlite3.Row
+        return [dict(row) for row in db.execute("SELECT * FROM flush_sessions ORDER BY key")]
 
 
 async def test_a_finished_conversation_becomes_memory_without_a_word_in_the_room(
@@ -77,10 +107,14 @@ async def test_no_reply_writes_nothing(bot: BotHarness, human: Human, model: Scr
     said = await human.send(room_id, "nice weather today")
     await human.wait_for_reply(room_id, said)
     await wait_until(lambda: any(is_extraction(r) for r in model.requests))
-    await wait_until(lambda: not any(e.dirty for e in bot.bot.flush.state.snapshot()))
+
+    async def clean() -> bool:
+        return not any(e.dirty for e in await bot.bot.flush.entries())
+
+    await wait_until(clean)
 
     assert not daily(bot.storage).exists()
-    entry = bot.bot.flush.state.snapshot()[0]
+    entry = (await bot.bot.flush.entries())[0]
     assert entry.cursor == 2  # the exchange was read, nothing was worth keeping
 
 
@@ -109,17 +143,20 @@ async def test_killed_during_extraction_the_session_is_flushed_once_after_restar
     told = await human.send(room_id, "my sister is called Maya")
     await human.wait_for_reply(room_id, told)
     await wait_until(lambda: calls["extractions"] == 1)
+    killed = bot_process.proc.pid if bot_process.proc else 0
     await bot_process.stop(signal.SIGKILL)
-    state = json.loads(
-        (bot_process.storage / "mindroom_data" / "memory_flush_state.json").read_text()
-    )
-    assert state["entries"][0]["in_flight"] is True  # the crash left it in flight
+    rows = flush_rows(bot_process.storage)
+    # the crash left the session claimed by the dead process
+    assert [(r["in_flight"], r["claim_pid"]) for r in rows] == [(1, killed)]
 
     bot_process.mark_log()
     bot_process.start()
     await bot_process.wait_running()
     await wait_until(lambda: daily(bot_process.storage).exists(), timeout=30)
-    await asyncio.sleep(1.5)
+    # the flush is over once its claim is released and the session is clean
+    await wait_until(
+        lambda: [(r["dirty"], r["in_flight"]) for r in flush_rows(bot_process.storage)] == [(0, 0)]
+    )
     await bot_process.stop(signal.SIGTERM)
 
     entries = parse_entries(daily(bot_process.storage).read_text(), "memory/x.md")
@@ -133,7 +170,7 @@ async def test_killed_during_extraction_the_session_is_flushed_once_after_restar
     assert len(posted) == 1
 
 
-async def test_a_thread_past_its_budget_is_flushed_then_compacted_and_keeps_answering(
+async def test_a_long_thread_is_compacted_without_waiting_for_the_flush_and_loses_no_fact(
     bot: BotHarness, human: Human, model: ScriptedModel
 ) -> None:
     room = unique("solo")
@@ -149,10 +186,12 @@ async def test_a_thread_past_its_budget_is_flushed_then_compacted_and_keeps_answ
     )
     config["models"]["default"]["context_tokens"] = 256  # about 1,000 characters
     room_id = await bot.start_in_room(json.dumps(config), room, human)
+    release = threading.Event()  # extraction answers are held until the replies were seen
 
     def handler(request: dict) -> str:
         system = system_text(request)
         if EXTRACTION_MARK in system:
+            release.wait(60)
             return (
                 "- The user is planning a trip to Lisbon"
                 if "Lisbon" in all_text(request)
@@ -163,11 +202,20 @@ async def test_a_thread_past_its_budget_is_flushed_then_compacted_and_keeps_answ
         return "Sounds good."
 
     model.set_handler(handler)
-    root = await human.send(room_id, "I am planning a trip to Lisbon. " + "Details. " * 40)
-    await human.wait_for_reply(room_id, root)
-    for i in range(4):
-        follow = await human.send(room_id, f"more thoughts {i}: " + "Blah. " * 40, thread_root=root)
-        await human.wait_for_reply(room_id, follow)
+    try:
+        root = await human.send(room_id, "I am planning a trip to Lisbon. " + "Details. " * 40)
+        await human.wait_for_reply(room_id, root)
+        for i in range(4):
+            text = f"more thoughts {i}: " + "Blah. " * 40
+            follow = await human.send(room_id, text, thread_root=root)
+            await human.wait_for_reply(room_id, follow)  # never waits for an extraction
+        extractions = [r for r in model.requests if is_extraction(r)]
+        # the compaction asked for the flush, which is running (held) in the background
+        await wait_until(lambda: any(is_extraction(r) for r in model.requests))
+        assert not daily(bot.storage).exists()
+    finally:
+        release.set()
+    await wait_until(lambda: daily(bot.storage).exists())
 
     kinds = [
         "extract"
@@ -178,9 +226,100 @@ async def test_a_thread_past_its_budget_is_flushed_then_compacted_and_keeps_answ
         for r in model.requests
     ]
     assert "summary" in kinds
-    assert kinds.index("extract") < kinds.index("summary")  # memory first, then compaction
+    assert len(extractions) <= 1  # at most the one held extraction started before the replies
     after = [r for r, k in zip(model.requests, kinds, strict=True) if k == "chat"][-1]
     assert "SUMMARY: the user is planning a trip to Lisbon" in system_text(after)
     assert "Details. Details." not in all_text(after)  # the old messages themselves are gone
+    extracted = [r for r in model.requests if is_extraction(r)]
+    assert "I am planning a trip to Lisbon" in all_text(extracted[0])  # the compacted turns
     facts = parse_entries(daily(bot.storage).read_text(), "memory/x.md")
     assert [e.text for e in facts] == ["The user is planning a trip to Lisbon"]
+
+
+async def test_memory_flush_run_by_the_cli_beside_the_running_bot_is_not_undone(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    room = unique("solo")
+    quiet = {"auto_flush": {"enabled": True, "idle_seconds": 3600, "max_dirty_age_seconds": 3600}}
+    config = config_text(model.base_url, {"general": {"rooms": [room]}}, memory=quiet)
+    room_id = await bot.start_in_room(config, room, human)
+
+    def family(request: dict) -> str:
+        if not is_extraction(request):
+            return "Nice to hear!"
+        said = conversation(request)
+        found = [
+            f"- The user's {w} is called {n}"
+            for w, n in (("sister", "Maya"), ("brother", "Tom"))
+            if w in said
+        ]
+        return "\n".join(found) or "NO_REPLY"
+
+    model.set_handler(family)
+    told = await human.send(room_id, "my sister is called Maya")
+    await human.wait_for_reply(room_id, told)
+
+    cli = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "mindroom",
+        "memory",
+        "flush",
+        "--config",
+        str(bot.storage / "config.yaml"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await cli.communicate()
+    assert cli.returncode == 0, out.decode()
+    assert "1 new facts" in out.decode()
+
+    # the bot goes on (a new thread marks its own session) and flushes what is due
+    more = await human.send(room_id, "my brother is called Tom")
+    await human.wait_for_reply(room_id, more)
+    await wait_until(lambda: sum(r["dirty"] for r in flush_rows(bot.storage)) == 1)  # marked
+    await bot.bot.flush.cycle(force=True)
+
+    sister = [r for r in model.requests if is_extraction(r) and "sister" in conversation(r)]
+    brother = [r for r in model.requests if is_extraction(r) and "brother" in conversation(r)]
+    assert len(sister) == 1  # the CLI's flush stands: the bot never extracts it again
+    assert len(brother) == 1  # positive control: the bot's own flush ran
+    entries = parse_entries(daily(bot.storage).read_text(), "memory/x.md")
+    assert sorted(e.text for e in entries) == [
+        "The user's brother is called Tom",
+        "The user's sister is called Maya",
+    ]
+    rows = flush_rows(bot.storage)
+    assert [(r["dirty"], r["cursor"]) for r in rows] == [(0, 2), (0, 2)]
+
+
+async def test_a_bot_with_a_reply_always_in_progress_still_flushes(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    room = unique("solo")
+    config = config_text(model.base_url, {"general": {"rooms": [room]}}, memory=FLUSH)
+    room_id = await bot.start_in_room(config, room, human)
+    release = threading.Event()  # the model's answer to "hold" is held open until set
+
+    def handler(request: dict) -> str:
+        if not is_extraction(request) and "hold" in all_text(request):
+            release.wait(60)
+            return "Done holding."
+        return sister_facts(request)
+
+    model.set_handler(handler)
+    try:
+        told = await human.send(room_id, "my sister is called Maya")
+        await human.wait_for_reply(room_id, told)
+        held = await human.send(room_id, "hold this thread open")  # a turn that never ends
+        await wait_until(lambda: any("hold" in all_text(r) for r in model.requests))
+
+        await wait_until(lambda: daily(bot.storage).exists())
+
+        # the held turn is still running: its reply has not been posted
+        assert not any(answers(e, held) for e in human.messages(room_id))
+    finally:
+        release.set()
+    await human.wait_for_reply(room_id, held)  # positive control: the held reply does land
+    entries = parse_entries(daily(bot.storage).read_text(), "memory/x.md")
+    assert [e.text for e in entries] == ["The user's sister is called Maya"]

@@ -1,9 +1,12 @@
-"""Flush decisions (pure functions over FlushEntry), the state file, extraction helpers."""
+"""Flush decisions (pure functions over FlushEntry), claims, the old state file, extraction
+helpers."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+import os
+import subprocess
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -11,14 +14,17 @@ import pytest
 from mindroom.agents.extraction import ChatLine, bounded_chunk, parse_facts
 from mindroom.config.schema import AutoFlushConfig
 from mindroom.memory.flush_state import (
+    FlushClaim,
     FlushEntry,
-    FlushState,
     backoff,
     boost_others,
     choose_batch,
+    claim_is_dead,
     eligible,
     is_stale,
+    load_legacy_state,
     mark_dirty,
+    pid_alive,
 )
 
 NOW = 1_000_000.0
@@ -209,32 +215,75 @@ def test_backoff_doubles_the_cooldown_up_to_the_max_and_clears_in_flight() -> No
     assert entry.dirty  # still to be flushed
 
 
-def test_is_stale_after_stale_ttl_since_last_seen() -> None:
+def test_is_stale_after_stale_ttl_since_last_seen_once_clean() -> None:
     config = settings(stale_ttl_seconds=1000)
 
-    assert is_stale(dirty(first=NOW - 2000, seen=NOW - 1001), NOW, config)
-    assert not is_stale(dirty(first=NOW - 2000, seen=NOW - 999), NOW, config)
+    clean = replace(dirty(first=NOW - 2000, seen=NOW - 1001), dirty=False)
+    assert is_stale(clean, NOW, config)
+    assert not is_stale(replace(clean, last_seen_at=NOW - 999), NOW, config)
 
 
-# -- the state file ---------------------------------------------------------------------------
+def test_a_dirty_session_is_never_stale_so_its_unflushed_facts_are_never_dropped() -> None:
+    config = settings(stale_ttl_seconds=1000)
+
+    assert not is_stale(dirty(first=NOW - 99_000, seen=NOW - 99_000), NOW, config)
 
 
-def test_state_round_trips_through_the_file_including_team_members(tmp_path: Path) -> None:
+# -- claims -----------------------------------------------------------------------------------
+
+
+def claim(pid: int = 42, boot: str = "b1", age: float = 10.0) -> FlushClaim:
+    return FlushClaim("c1", pid, boot, NOW - age)
+
+
+def test_a_recent_claim_of_a_live_process_on_this_boot_is_alive() -> None:
+    assert not claim_is_dead(claim(), NOW, boot="b1", max_age=100, alive=lambda pid: True)
+
+
+def test_a_claim_of_a_process_that_is_gone_is_dead() -> None:
+    assert claim_is_dead(claim(), NOW, boot="b1", max_age=100, alive=lambda pid: False)
+
+
+def test_a_claim_from_before_a_reboot_is_dead_even_if_its_pid_was_reused() -> None:
+    assert claim_is_dead(claim(boot="b0"), NOW, boot="b1", max_age=100, alive=lambda pid: True)
+
+
+def test_a_claim_older_than_its_bound_is_dead_even_if_its_owner_lives() -> None:
+    old = claim(age=101)
+    assert claim_is_dead(old, NOW, boot="b1", max_age=100, alive=lambda pid: True)
+
+
+def test_pid_alive_tells_this_process_from_one_that_exited() -> None:
+    child = subprocess.Popen(["true"])
+    child.wait()
+
+    assert pid_alive(os.getpid())
+    assert not pid_alive(child.pid)
+
+
+# -- the state file of earlier versions (moved into the ledger once) --------------------------
+
+
+def _legacy(path: Path, *entries: FlushEntry, passes: dict[str, int] | None = None) -> None:
+    data = {"entries": [asdict(e) for e in entries], "curation_passes": passes or {}}
+    path.write_text(json.dumps(data))
+
+
+def test_an_old_state_file_is_read_including_team_members(tmp_path: Path) -> None:
     path = tmp_path / "memory_flush_state.json"
-    state = FlushState(path)
     solo = dirty("general", "s1", cursor=4, failures=1, next_attempt_at=NOW + 30)
     team = FlushEntry("crew", "t1", "@u:localhost", ("general", "coder"), dirty=True)
-    state.put(solo, team)
-    state.save()
+    _legacy(path, solo, team, passes={"general|2026-11-22": 1})
 
-    loaded = FlushState.load(path)
+    entries, passes = load_legacy_state(path)
 
-    assert loaded.entries == {solo.key: solo, team.key: team}
-    assert loaded.get(team.key).team == ("general", "coder")  # a tuple again, not a list
+    assert entries == [solo, team]
+    assert entries[1].team == ("general", "coder")  # a tuple again, not a list
+    assert passes == {"general|2026-11-22": 1}
 
 
 def test_a_missing_state_file_loads_empty(tmp_path: Path) -> None:
-    assert FlushState.load(tmp_path / "nope.json").entries == {}
+    assert load_legacy_state(tmp_path / "nope.json") == ([], {})
 
 
 @pytest.mark.parametrize(
@@ -246,7 +295,7 @@ def test_a_corrupt_state_file_loads_empty(tmp_path: Path, content: str) -> None:
     path = tmp_path / "memory_flush_state.json"
     path.write_bytes(content.encode("latin-1"))
 
-    assert FlushState.load(path).entries == {}
+    assert load_legacy_state(path) == ([], {})
 
 
 @pytest.mark.parametrize("content", ["[]", "null"])
@@ -256,36 +305,7 @@ def test_a_state_file_holding_json_of_the_wrong_shape_loads_empty(
     path = tmp_path / "memory_flush_state.json"
     path.write_text(content)
 
-    assert FlushState.load(path).entries == {}
-
-
-def test_reset_in_flight_clears_every_mark_and_counts_them(tmp_path: Path) -> None:
-    state = FlushState(tmp_path / "state.json")
-    state.put(dirty(session="a", in_flight=True), dirty(session="b", in_flight=True), dirty())
-
-    assert state.reset_in_flight() == 2
-    assert not any(e.in_flight for e in state.snapshot())
-    assert state.reset_in_flight() == 0
-
-
-def test_drop_stale_removes_only_entries_not_seen_for_the_ttl(tmp_path: Path) -> None:
-    state = FlushState(tmp_path / "state.json")
-    old = dirty(session="old", first=NOW - 5000, seen=NOW - 5000)
-    fresh = dirty(session="fresh", first=NOW - 5000, seen=NOW - 10)
-    state.put(old, fresh)
-
-    assert state.drop_stale(NOW, settings(stale_ttl_seconds=1000)) == 1
-    assert [e.session_id for e in state.snapshot()] == ["fresh"]
-
-
-def test_the_state_file_is_plain_json_with_an_entries_list(tmp_path: Path) -> None:
-    path = tmp_path / "state.json"
-    state = FlushState(path)
-    state.put(dirty())
-    state.save()
-
-    raw = json.loads(path.read_text())
-    assert [item["session_id"] for item in raw["entries"]] == ["s1"]
+    assert load_legacy_state(path) == ([], {})
 
 
 # -- extraction helpers -----------------------------------------------------------------------

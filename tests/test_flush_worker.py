@@ -7,12 +7,15 @@ worker is driven by hand (``turn_finished``, ``prompted``, ``cycle``) instead of
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import re
+import sqlite3
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +72,7 @@ class World:
     registry: MemoryRegistry
     runtime: AgentRuntime
     worker: FlushWorker
+    workers: list[FlushWorker]
 
     @property
     def data_dir(self) -> Path:
@@ -84,16 +88,28 @@ class World:
             return []
         return [e.text for e in parse_entries(self.daily.read_text(), "memory/x.md")]
 
-    def entry(self, session: str = "s1", worker: FlushWorker | None = None) -> FlushEntry:
-        found = (worker or self.worker).state.get(FlushEntry("general", session).key)
+    async def entry(self, session: str = "s1", worker: FlushWorker | None = None) -> FlushEntry:
+        found = await (worker or self.worker).entry(FlushEntry("general", session).key)
         assert found is not None, f"no flush entry for {session}"
         return found
+
+    def force(self, session: str = "s1", **columns: object) -> None:
+        """Set columns of a session's row in the ledger, as another process could have."""
+        sets = ", ".join(f"{name} = ?" for name in columns)
+        with contextlib.closing(sqlite3.connect(self.data_dir / "ledger.db")) as db:
+            db.execute(
+                f"UPDATE flush_sessions SET {sets} WHERE key = ?",
+                (*columns.values(), FlushEntry("general", session).key),
+            )
+            db.commit()
 
     def extractions(self) -> list[dict[str, Any]]:
         return [r for r in self.model.requests if is_extraction(r)]
 
     def new_worker(self) -> FlushWorker:
-        return FlushWorker(self.config, self.runtime, self.registry, self.data_dir)
+        worker = FlushWorker(self.config, self.runtime, self.registry, self.data_dir)
+        self.workers.append(worker)
+        return worker
 
     async def turn(self, text: str, session: str = "s1") -> None:
         """One conversational turn, then the mark the bot makes after it."""
@@ -118,12 +134,14 @@ async def make_world(model: ScriptedModel, tmp_path: Path) -> AsyncIterator[Call
         registry = MemoryRegistry(config, tmp_path)
         runtime = AgentRuntime(config, tmp_path / "mindroom_data", registry)
         worker = FlushWorker(config, runtime, registry, tmp_path / "mindroom_data")
-        world = World(model, tmp_path, config, registry, runtime, worker)
+        world = World(model, tmp_path, config, registry, runtime, worker, [worker])
         made.append(world)
         return world
 
     yield make
     for world in made:
+        for worker in world.workers:
+            await worker.aclose()
         await world.runtime.close()
         world.registry.close()
 
@@ -141,12 +159,12 @@ async def test_a_fact_stated_in_a_conversation_lands_in_todays_daily_file_writte
     memory = world.registry.for_agent("general")
     assert memory is not None
     assert [(h.actor, h.op, h.new) for h in memory.history_of()] == [("flush", "add", SISTER)]
-    entry = world.entry()
+    entry = await world.entry()
     assert (entry.dirty, entry.in_flight, entry.cursor, entry.failures) == (False, False, 2, 0)
     assert entry.flushed_updated_at > 0
     # the extractor saw the conversation, and the chat reply was the only other model call
     assert len(world.extractions()) == 1
-    assert "user: my sister is called Maya" in conversation(world.extractions()[0])
+    assert f"{USER}: my sister is called Maya" in conversation(world.extractions()[0])
     assert len(world.model.requests) == 2
 
 
@@ -161,7 +179,7 @@ async def test_no_reply_writes_nothing_yet_the_session_is_clean_and_the_cursor_a
     assert [(r.written, r.messages, r.error) for r in results] == [((), 2, None)]
     assert len(world.extractions()) == 1
     assert not world.daily.exists()
-    entry = world.entry()
+    entry = await world.entry()
     assert (entry.dirty, entry.cursor) == (False, 2)
     assert await world.worker.cycle(force=True) == []  # nothing left to look at
 
@@ -176,8 +194,7 @@ async def test_flushing_again_never_duplicates_a_fact(make_world: Callable[..., 
     assert len(world.extractions()) == 1
 
     # the same chunk extracted again (as after a crash that lost the cursor): nothing is added
-    entry = world.entry()
-    world.worker.state.put(replace(entry, cursor=0, dirty=True))
+    world.force(cursor=0, dirty=1)
     results = await world.worker.cycle(force=True)
 
     assert len(world.extractions()) == 2
@@ -207,7 +224,7 @@ async def test_a_long_backlog_is_extracted_in_bounded_chunks_over_several_cycles
 
     per_cycle = []
     for _ in range(10):
-        if not world.entry().dirty:
+        if not (await world.entry()).dirty:
             break
         results = await world.worker.cycle(force=True)
         per_cycle.append([r.messages for r in results])
@@ -219,7 +236,7 @@ async def test_a_long_backlog_is_extracted_in_bounded_chunks_over_several_cycles
     assert sorted(seen) == list(range(1, 51))  # every message once, none skipped or repeated
     counts = Counter(world.facts())
     assert counts == Counter(f"fact about message {n}" for n in range(1, 51))
-    entry = world.entry()
+    entry = await world.entry()
     assert (entry.cursor, entry.dirty, entry.in_flight) == (100, False, False)
 
 
@@ -247,7 +264,7 @@ async def test_a_slow_extraction_times_out_and_backs_off_twice_as_long_each_time
 
     assert [r.error for r in results] == ["timed out"]
     assert after - before < 2.0  # the 3 s answer was not waited for
-    entry = world.entry()
+    entry = await world.entry()
     assert (entry.failures, entry.in_flight, entry.dirty, entry.cursor) == (1, False, True, 0)
     assert before + 10 <= entry.next_attempt_at <= after + 10
     assert await world.worker.cycle() == []  # in its cooldown: not picked by a normal cycle
@@ -257,35 +274,52 @@ async def test_a_slow_extraction_times_out_and_backs_off_twice_as_long_each_time
     after = time.time()
 
     assert [r.error for r in results] == ["timed out"]
-    entry = world.entry()
+    entry = await world.entry()
     assert (entry.failures, entry.in_flight) == (2, False)
     assert before + 20 <= entry.next_attempt_at <= after + 20
     assert not world.daily.exists()
-    saved = json.loads((world.data_dir / "memory_flush_state.json").read_text())
-    assert saved["entries"][0]["failures"] == 2
+    restarted = world.new_worker()  # the failure count is durable: it is in the ledger
+    assert (await world.entry(worker=restarted)).failures == 2
 
 
-async def test_a_flush_left_in_flight_by_a_crash_is_cleared_on_start_and_flushed_once(
+async def test_a_flush_left_in_flight_by_a_dead_process_is_cleared_on_start_and_flushed_once(
     make_world: Callable[..., World],
 ) -> None:
     world = make_world(idle_seconds=0)
     await world.turn("my sister is called Maya")
-    # the process died mid-flush: the saved state still says in flight
-    world.worker.state.put(replace(world.entry(), in_flight=True))
-    world.worker.state.save()
-    assert await world.worker.cycle() == []  # an in-flight session is never picked twice
-    state_file = world.data_dir / "memory_flush_state.json"
-    assert json.loads(state_file.read_text())["entries"][0]["in_flight"] is True
+    # a process died mid-flush: its claim is still in the ledger
+    dead = await asyncio.create_subprocess_exec("true")
+    await dead.wait()
+    world.force(in_flight=1, claim_id="gone", claim_pid=dead.pid, claimed_at=time.time())
+    live = world.new_worker()
+    assert (await world.entry(worker=live)).in_flight is False  # cleared when a worker opens
+    world.force(in_flight=1, claim_id="gone", claim_pid=dead.pid, claimed_at=time.time())
+    assert (await world.entry()).in_flight is True  # a worker already open only sees it ...
 
-    restarted = world.new_worker()
+    results = await world.worker.cycle()  # ... until its next cycle clears it
 
-    assert world.entry(worker=restarted).in_flight is False
-    assert json.loads(state_file.read_text())["entries"][0]["in_flight"] is False
-    results = await restarted.cycle()
     assert [r.written for r in results] == [(SISTER,)]
-    assert await restarted.cycle(force=True) == []
+    assert await world.worker.cycle(force=True) == []
     assert len(world.extractions()) == 1
     assert world.facts() == [SISTER]
+
+
+async def test_a_claim_of_a_live_process_is_respected_until_it_outlives_its_bound(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world(idle_seconds=0, extractor={"max_extraction_seconds": 1})
+    await world.turn("my sister is called Maya")
+    # another live process (here: this one, under a claim id no worker of ours holds)
+    world.force(in_flight=1, claim_id="cli", claim_pid=os.getpid(), claimed_at=time.time())
+
+    assert await world.worker.cycle(force=True) == []  # left to its owner
+    assert world.extractions() == []
+
+    world.force(claimed_at=time.time() - 1000)  # the owner hung far past the bound
+    results = await world.worker.cycle(force=True)
+
+    assert [r.written for r in results] == [(SISTER,)]
+    assert len(world.extractions()) == 1
 
 
 async def test_a_new_prompt_boosts_the_agents_other_dirty_session_so_only_it_is_flushed(
@@ -298,12 +332,12 @@ async def test_a_new_prompt_boosts_the_agents_other_dirty_session_so_only_it_is_
 
     await world.worker.prompted("general", "s1")
 
-    assert (world.entry("s1").boosted, world.entry("s2").boosted) == (False, True)
+    assert ((await world.entry("s1")).boosted, (await world.entry("s2")).boosted) == (False, True)
     results = await world.worker.cycle()
     assert [r.entry.session_id for r in results] == ["s2"]
     assert world.facts() == [BROTHER]
-    assert (world.entry("s1").dirty, world.entry("s2").dirty) == (True, False)
-    assert world.entry("s2").boosted is False
+    assert ((await world.entry("s1")).dirty, (await world.entry("s2")).dirty) == (True, False)
+    assert (await world.entry("s2")).boosted is False
     assert len(world.extractions()) == 1
 
 
@@ -315,8 +349,7 @@ async def test_with_auto_flush_disabled_nothing_is_marked(
     await world.turn("my brother is called Tom", "s2")
     await world.worker.prompted("general", "s1")
 
-    assert world.worker.state.snapshot() == []
-    assert not (world.data_dir / "memory_flush_state.json").exists()
+    assert await world.worker.entries() == []
     assert await world.worker.cycle(force=True) == []
     assert world.extractions() == []
     assert not world.daily.exists()
@@ -347,7 +380,7 @@ async def test_a_turn_finishing_during_a_flush_is_flushed_later(
     await world.turn("my brother is called Tom")  # finishes while the first flush runs
     await flushing
 
-    assert world.entry().dirty  # two messages past the cursor are still to be flushed
+    assert (await world.entry()).dirty  # two messages past the cursor are still to be flushed
     await world.worker.cycle(force=True)
     assert world.facts() == [SISTER, BROTHER]
 
@@ -362,14 +395,162 @@ async def test_every_message_of_a_chunk_reaches_the_extractor(
     def chat(request: dict[str, Any]) -> ReplyLike:
         return family_facts(request) if is_extraction(request) else padded("Noted")
 
-    world = make_world(chat, idle_seconds=0, extractor={"max_chars_per_flush": 200})
+    world = make_world(chat, idle_seconds=0, extractor={"max_chars_per_flush": 250})
     await world.turn(padded("my sister is called Maya"))
     await world.turn(padded("and the weather is fine"))
 
     results = await world.worker.cycle()
 
-    # 4 messages of 50 characters plus their "role: " prefixes: 3 fit in 200 characters
+    # 4 messages of 50 characters plus their "speaker: " prefixes: 3 fit in 250 characters
     assert [r.messages for r in results] == [3]
     said = conversation(world.extractions()[0])
     assert "my sister is called Maya" in said
     assert world.facts() == [SISTER]
+
+
+# -- answers the parser must read, or refuse to take as flushed -------------------------------
+
+
+async def test_a_numbered_list_answer_stores_every_fact(make_world: Callable[..., World]) -> None:
+    def numbered(request: dict[str, Any]) -> ReplyLike:
+        if not is_extraction(request):
+            return "Nice!"
+        return f"Here are the facts:\n\n1. **{SISTER}**\n2. {BROTHER}\n"
+
+    world = make_world(numbered, idle_seconds=0)
+    await world.turn("my sister is Maya and my brother is Tom")
+
+    results = await world.worker.cycle()
+
+    assert [r.written for r in results] == [(SISTER, BROTHER)]
+    assert world.facts() == [SISTER, BROTHER]
+
+
+async def test_a_chatty_refusal_stores_nothing_and_the_session_is_flushed(
+    make_world: Callable[..., World],
+) -> None:
+    def chatty(request: dict[str, Any]) -> ReplyLike:
+        return "Nothing worth remembering here." if is_extraction(request) else "Hi!"
+
+    world = make_world(chatty, idle_seconds=0)
+    await world.turn("hello")
+
+    results = await world.worker.cycle()
+
+    assert [(r.written, r.messages, r.error) for r in results] == [((), 2, None)]
+    assert len(world.extractions()) == 1  # positive control: the refusal was read
+    assert not world.daily.exists()
+    assert ((await world.entry()).dirty, (await world.entry()).cursor) == (False, 2)
+
+
+async def test_an_unreadable_answer_keeps_the_cursor_and_the_facts_are_stored_on_retry(
+    make_world: Callable[..., World],
+) -> None:
+    answers = iter(["Here are the facts:", f"- {SISTER}"])
+
+    def unreadable_first(request: dict[str, Any]) -> ReplyLike:
+        return next(answers) if is_extraction(request) else "Nice to hear!"
+
+    world = make_world(unreadable_first, idle_seconds=0, retry_cooldown_seconds=60)
+    await world.turn("my sister is called Maya")
+
+    results = await world.worker.cycle()
+
+    assert len(world.extractions()) == 1
+    assert [r.written for r in results] == [()]
+    assert "Here are the facts:" in (results[0].error or "")  # the warning quotes the answer
+    entry = await world.entry()
+    assert (entry.cursor, entry.dirty, entry.failures) == (0, True, 1)  # not marked flushed
+    assert not world.daily.exists()
+
+    results = await world.worker.cycle(force=True)  # the retry reads the same chunk
+
+    assert [r.written for r in results] == [(SISTER,)]
+    assert world.facts() == [SISTER]
+    entry = await world.entry()
+    assert (entry.cursor, entry.dirty, entry.failures) == (2, False, 0)
+
+
+# -- several claimers, one ledger -------------------------------------------------------------
+
+
+async def test_two_workers_racing_for_one_dirty_session_extract_it_once(
+    make_world: Callable[..., World],
+) -> None:
+    def slow(request: dict[str, Any]) -> ReplyLike:
+        if is_extraction(request):
+            return Reply(family_facts(request), delay=1.0)  # both workers are in the race
+        return family_facts(request)
+
+    world = make_world(slow, idle_seconds=0)
+    await world.turn("my sister is called Maya")
+    other = world.new_worker()  # e.g. the CLI's worker, with its own ledger connection
+
+    first, second = await asyncio.gather(
+        world.worker.cycle(force=True), other.cycle(force=True)
+    )
+
+    assert sorted([len(first), len(second)]) == [0, 1]  # one of them got the claim
+    sister = [r for r in world.extractions() if "sister" in conversation(r)]
+    assert len(sister) == 1
+    assert world.facts() == [SISTER]
+
+    # positive control: a second turn is extracted by whichever worker runs next
+    await world.turn("my brother is called Tom")
+    await other.cycle(force=True)
+    assert len(world.extractions()) == 2
+    assert world.facts() == [SISTER, BROTHER]
+
+
+async def test_a_busy_runtime_with_a_reply_always_running_still_flushes(
+    make_world: Callable[..., World],
+) -> None:
+    def held(request: dict[str, Any]) -> ReplyLike:
+        if not is_extraction(request) and "hold" in last_user_text(request):
+            return Reply("finally", delay=30)  # a turn that stays in progress throughout
+        return family_facts(request)
+
+    world = make_world(held, idle_seconds=0)
+    await world.turn("my sister is called Maya", "s1")
+    busy = asyncio.create_task(
+        world.runtime.run_turn(TurnRequest("general", "s2", USER, "hold the line"))
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while not any("hold" in last_user_text(r) for r in world.model.requests):
+            assert time.monotonic() < deadline, "the held turn never reached the model"
+            await asyncio.sleep(0.02)
+
+        results = await world.worker.cycle()
+
+        assert not busy.done()  # the reply was still running the whole time
+        assert [r.written for r in results] == [(SISTER,)]
+        assert world.facts() == [SISTER]
+    finally:
+        busy.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await busy
+
+
+async def test_an_old_state_file_is_moved_into_the_ledger_once_and_nothing_is_lost(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world(idle_seconds=0)
+    await world.worker.aclose()
+    await world.runtime.run_turn(TurnRequest("general", "s1", USER, "my sister is called Maya"))
+    await world.runtime.run_turn(TurnRequest("general", "s1", USER, "my brother is called Tom"))
+    # an earlier version had flushed the first exchange and left the session dirty, in flight
+    legacy = world.data_dir / "memory_flush_state.json"
+    old = FlushEntry("general", "s1", dirty=True, dirty_revision=2, cursor=2, in_flight=True)
+    legacy.write_text(json.dumps({"entries": [asdict(old)], "curation_passes": {}}))
+
+    upgraded = world.new_worker()
+    entry = await world.entry(worker=upgraded)
+
+    assert (entry.cursor, entry.dirty, entry.in_flight) == (2, True, False)
+    assert not legacy.exists()
+    assert legacy.with_name("memory_flush_state.json.migrated").exists()
+    results = await upgraded.cycle()
+    assert [r.written for r in results] == [(BROTHER,)]  # only what was not flushed before
+    assert "sister" not in conversation(world.extractions()[0])
+    assert world.facts() == [BROTHER]

@@ -1,13 +1,20 @@
 """The silent extraction turn: a finished stretch of conversation in, durable facts out.
 
-It reads a session through Agno's session API (never raw SQL), and asks the agent's own model
-for the facts worth keeping, one per line, in the conversation's language, given what memory
-already holds so it does not repeat it. The model answers the no-reply token (``NO_REPLY``) or
-nothing when there is nothing to keep. No Matrix access, no tools, no session of its own.
+It reads a session through Agno's session API (never raw SQL), run by run, so every message
+keeps the Matrix ID of the person whose turn it was. The transcript names each speaker
+(``@alice:example.org: ...``) and the model is asked for the facts worth keeping, one per line,
+in the conversation's language, given what memory already holds so it does not repeat it.
+
+The answer is read leniently (numbered lists, any bullet, bold, headings, code fences, plain
+lines) and a refusal in any common wording counts as the no-reply token (``NO_REPLY``). An
+answer with text but no readable fact raises :class:`UnreadableAnswerError`, so the caller
+retries later instead of marking the conversation flushed and losing its facts.
+No Matrix access, no tools, no session of its own.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,16 +28,35 @@ from mindroom.errors import ModelError
 
 @dataclass(frozen=True)
 class ChatLine:
-    """One message of a session's chat history."""
+    """One message of a session's chat history, and whose turn (Agno run) it belongs to."""
 
     role: str
     text: str
+    user_id: str | None = None  # the Matrix ID the run was made for, when known
+
+    @property
+    def speaker(self) -> str:
+        """How the transcript names the author: a person's Matrix ID, else the role."""
+        if self.role == "user" and self.user_id:
+            return self.user_id
+        return self.role
+
+
+class UnreadableAnswerError(ModelError):
+    """The model answered text in which no fact and no refusal could be read."""
+
+
+def transcript(lines: Sequence[ChatLine]) -> str:
+    """The conversation as the extractor reads it, one ``speaker: text`` line per message."""
+    return "\n".join(f"{line.speaker}: {line.text}" for line in lines)
 
 
 INSTRUCTIONS = [
     "You maintain the long-term memory of an assistant. You read part of a conversation and "
     "write down the durable facts worth remembering later: facts about the people (names, "
     "preferences, plans, relationships, decisions) and about the ongoing work.",
+    "Each line of the conversation starts with who wrote it: a person's Matrix ID (like "
+    "@alice:example.org) or 'assistant'. Attribute every fact to the person who said it.",
     "Write each fact as its own line starting with '- ', short and self-contained, in the "
     "language the user wrote in.",
     "Do not repeat facts listed under 'Already remembered'. Skip small talk and anything "
@@ -40,16 +66,26 @@ INSTRUCTIONS = [
 
 
 async def read_chat(db: object, session_id: str, team: bool) -> tuple[list[ChatLine], float]:
-    """The chat history (user and assistant messages) of a session, and its ``updated_at``."""
+    """The chat history (user and assistant messages) of a session, and its ``updated_at``.
+
+    Walks the session's top-level runs as Agno's ``get_chat_history`` does (member runs of a
+    team and messages replayed from history are skipped), keeping each run's ``user_id``.
+    """
     kind = SessionType.TEAM if team else SessionType.AGENT
     session = await db.get_session(session_id=session_id, session_type=kind)  # type: ignore[attr-defined]
     if session is None:
         return [], 0.0
-    lines = [
-        ChatLine(m.role, m.content if isinstance(m.content, str) else str(m.content or ""))
-        for m in session.get_chat_history()
-        if m.role in ("user", "assistant")
-    ]
+    lines = []
+    for run in session.runs or []:
+        if getattr(run, "parent_run_id", None) is not None:
+            continue  # a team member's own run: the leader's run holds the conversation
+        user_id = getattr(run, "user_id", None)
+        for message in run.messages or []:
+            if message.role not in ("user", "assistant") or getattr(message, "from_history", False):
+                continue
+            content = message.content
+            text = content if isinstance(content, str) else str(content or "")
+            lines.append(ChatLine(message.role, text, user_id))
     return lines, float(session.updated_at or 0)
 
 
@@ -57,7 +93,7 @@ def bounded_chunk(lines: Sequence[ChatLine], max_messages: int, max_chars: int) 
     """How many of ``lines`` (from the start) one extraction takes: at least one."""
     taken, chars = 0, 0
     for line in lines[:max_messages]:
-        size = len(line.role) + 3 + len(line.text)  # as the transcript writes it: "role: text\n"
+        size = len(line.speaker) + 3 + len(line.text)  # as the transcript writes it
         if taken and chars + size > max_chars:
             break
         taken += 1
@@ -65,19 +101,113 @@ def bounded_chunk(lines: Sequence[ChatLine], max_messages: int, max_chars: int) 
     return taken
 
 
-def parse_facts(answer: str, no_reply_token: str) -> list[str]:
-    """Facts in the model's answer; none for the no-reply token or an empty answer.
+def next_chunk(
+    lines: Sequence[ChatLine],
+    cursor: int,
+    requester: str | None,
+    *,
+    max_messages: int,
+    max_chars: int,
+) -> tuple[list[ChatLine], int]:
+    """The next lines to extract after ``cursor``, and the cursor once they are stored.
 
-    Bulleted lines are facts; an answer of a single plain line is one fact.
+    With a ``requester`` only the lines of that person's runs are taken (their messages and
+    the replies to them): a session several people share never puts one person's words into
+    another's memory. Other people's lines are passed over, and the cursor (an index into all
+    ``lines``) stops right before the first own line not taken, so nothing is skipped.
     """
-    text = answer.strip()
-    if not text or text.strip("`'\". ") == no_reply_token:
-        return []
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    bullets = [line[2:].strip() for line in lines if line.startswith(("- ", "* ", "• "))]
-    if bullets:
-        return [b for b in bullets if b and b != no_reply_token]
-    return lines if len(lines) == 1 else []
+    own = [
+        (index, line)
+        for index, line in enumerate(lines)
+        if index >= cursor and (requester is None or line.user_id in (requester, None))
+    ]
+    count = bounded_chunk([line for _, line in own], max_messages, max_chars)
+    chunk = [line for _, line in own[:count]]
+    end = own[count][0] if count < len(own) else len(lines)
+    return chunk, max(end, cursor)
+
+
+# -- reading the answer -----------------------------------------------------------------------
+
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*•+‣◦–—]|\(?\d{1,3}[.)]|\(\d{1,3}\))\s+(.*)$")
+_HEADING = re.compile(r"^\s*#{1,6}\s")
+_EMPHASIS = re.compile(r"(\*\*|__)(.+?)\1")
+_PREAMBLE = re.compile(
+    r"^(here (is|are)|below (is|are)|sure|okay|ok|certainly|of course)\b", re.IGNORECASE
+)
+# A refusal is short, starts with a negation and speaks about memory, facts or news; a fact
+# that merely starts with "Nothing" or "No" ("Nothing scares the user more than spiders", "No one
+# in the family eats meat") does not.
+_NEGATION = (
+    r"(nothing|none|no|not any|there (is|are|was) (nothing|no)|there'?s (nothing|no)|"
+    r"i (did not|didn't|do not|don't|could not|couldn't|can't|cannot) (find|see|identify)|"
+    r"nichts|keine?n?|es gibt (nichts|keine)|rien|aucune?|il n'y a (rien|pas|aucun)|pas de|"
+    r"nada|no hay|ning[uú]na?|nenhuma?|n[aã]o h[aá]|niente|nulla|nessuna?|non c'[eè])"
+)
+_ABOUT_MEMORY = (
+    r"(remember|memor|facts?\b|worth|noteworthy|notable|durable|\bnew\b|relevant|important|"
+    r"significant|lasting|to (add|note|save|store|keep|record)|"
+    r"merken|erinner|fakt|neue|wert|speicher|"
+    r"retenir|fait|nouveau|nouvel|m[ée]mor|noter|"
+    r"recordar|hecho|nuev|guardar|lembrar|fato|facto|novo|nova|relevante|importante|"
+    r"ricordare|fatt|nuov|salvare|da segnalare)"
+)
+_REFUSAL = re.compile(rf"^{_NEGATION}\b.{{0,40}}?{_ABOUT_MEMORY}", re.IGNORECASE)
+_BARE_REFUSAL = re.compile(
+    r"^(none|nothing|n/?a|nichts|rien|nada|niente)"
+    r"( (much|else|new|here|at all|to add|of note|this time|for now|so far))*$",
+    re.IGNORECASE,
+)
+_REFUSAL_MAX_WORDS = 12
+
+
+def _clean(text: str) -> str:
+    """A line without markdown emphasis or inline-code ticks, trimmed."""
+    text = _EMPHASIS.sub(r"\2", text).strip()
+    return text.strip("`").strip()
+
+
+def _bare(text: str) -> str:
+    return text.strip("`'\"*_.!:;, ").strip()
+
+
+def _is_refusal(text: str, no_reply_token: str) -> bool:
+    bare = _bare(text)
+    if bare == no_reply_token or _BARE_REFUSAL.match(bare):
+        return True
+    return len(bare.split()) <= _REFUSAL_MAX_WORDS and bool(_REFUSAL.match(bare))
+
+
+def parse_facts(answer: str, no_reply_token: str) -> list[str]:
+    """The facts in the model's answer; none for the no-reply token, a refusal or no answer.
+
+    List items of any common shape (``-``, ``*``, ``•``, ``+``, ``1.``, ``1)``) are facts; with
+    no list at all, each plain line is one. Headings, preambles ("Here are the facts:"), code
+    fences and emphasis are dropped. Raises :class:`UnreadableAnswerError` (quoting the answer)
+    when the answer holds text but neither a fact nor a refusal.
+    """
+    items: list[str] = []
+    plain: list[str] = []
+    refused = False
+    for raw in answer.splitlines():
+        if not raw.strip() or _FENCE.match(raw) or _HEADING.match(raw):
+            continue
+        item = _LIST_ITEM.match(raw)
+        text = _clean(item.group(1) if item else raw)
+        if not text:
+            continue
+        if _is_refusal(text, no_reply_token):
+            refused = True
+        elif text.endswith(":") or (not item and _PREAMBLE.match(text)):
+            continue  # a heading, a preamble or a sub-heading of a list
+        else:
+            (items if item else plain).append(text)
+    facts = items or ([] if refused else plain)
+    if not facts and not refused and answer.strip():
+        snippet = " ".join(answer.split())[:160]
+        raise UnreadableAnswerError(f"no fact could be read in the model's answer: {snippet!r}")
+    return facts
 
 
 async def extract_facts(
@@ -89,7 +219,7 @@ async def extract_facts(
     max_chars: int,
 ) -> list[str]:
     """Ask ``model`` for the durable facts in ``lines``."""
-    conversation = "\n".join(f"{line.role}: {line.text}" for line in lines)[-max_chars:]
+    conversation = transcript(lines)[-max_chars:]
     remembered = "\n".join(f"- {k}" for k in known) or "(nothing yet)"
     prompt = (
         f"Already remembered:\n{remembered}\n\nConversation:\n{conversation}\n\n"
@@ -149,7 +279,6 @@ SUMMARY_MARK = "Summary of the earlier part of this conversation"
 
 async def summarize_chat(model: Model, lines: Sequence[ChatLine]) -> str:
     """Summarize a conversation so it can continue without its older messages."""
-    transcript = "\n".join(f"{line.role}: {line.text}" for line in lines)
     agent = Agent(
         model=model,
         instructions=[
@@ -160,7 +289,7 @@ async def summarize_chat(model: Model, lines: Sequence[ChatLine]) -> str:
         markdown=False,
         telemetry=False,
     )
-    output = await agent.arun(transcript)
+    output = await agent.arun(transcript(lines))
     if output.status == RunStatus.error:
         raise ModelError(str(output.content or "summary failed"))
     return str(output.content or "").strip()

@@ -1,21 +1,26 @@
-"""Control state of the memory flush: which sessions are dirty, what was flushed, what failed.
+"""Control state of the memory flush: which sessions are dirty, what was flushed, who flushes.
 
-Kept in ``mindroom_data/memory_flush_state.json`` (written atomically). It is control state,
-not memory: losing it only means sessions get looked at again (extraction never duplicates a
-line that is already in the daily file). The decisions are pure functions over
-:class:`FlushEntry` values; :class:`FlushState` only loads, saves and holds them.
+The state lives in the ``flush_sessions`` table of the ledger (``mindroom_data/ledger.db``), so
+the bot, compaction and ``mindroom memory flush`` share it and claim a session atomically
+before extracting it. It is control state, not memory: losing it only means sessions get looked
+at again (extraction never duplicates a line that is already in the daily file).
+
+This module holds the values and the pure decisions over them (:class:`FlushEntry`,
+:func:`eligible`, :func:`choose_batch`, :func:`backoff`, :func:`claim_is_dead`...) and reads the
+``memory_flush_state.json`` of earlier versions once, to move it into the table.
 """
 
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, replace
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mindroom.config.schema import AutoFlushConfig
-from mindroom.memory.files import atomic_write
+
+LEGACY_STATE_FILE = "memory_flush_state.json"
 
 
 @dataclass(frozen=True)
@@ -109,71 +114,79 @@ def backoff(entry: FlushEntry, now: float, config: AutoFlushConfig) -> FlushEntr
 
 
 def is_stale(entry: FlushEntry, now: float, config: AutoFlushConfig) -> bool:
-    """Not seen for ``stale_ttl_seconds``: dropped from the state."""
+    """Clean and not seen for ``stale_ttl_seconds``: dropped from the state.
+
+    A dirty entry is never stale: its facts are not in memory yet.
+    """
+    if entry.dirty or entry.in_flight:
+        return False
     return now - max(entry.last_seen_at, entry.first_dirty_at) > config.stale_ttl_seconds
 
 
-@dataclass
-class FlushState:
-    """The state file and its entries. Thread-safe; every change is saved atomically."""
+@dataclass(frozen=True)
+class FlushClaim:
+    """Who is extracting a session now: a process (pid, boot) since ``claimed_at``."""
 
-    path: Path
-    entries: dict[str, FlushEntry] = field(default_factory=dict)
-    curation_passes: dict[str, int] = field(default_factory=dict)  # "scope|day" -> passes
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    claim_id: str
+    pid: int
+    boot: str
+    claimed_at: float
 
-    @classmethod
-    def load(cls, path: Path) -> FlushState:
-        """Read the state; a missing or unreadable file starts empty (it is control state)."""
-        state = cls(path)
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-            items = raw.get("entries", []) if isinstance(raw, dict) else []
-            passes = raw.get("curation_passes", {}) if isinstance(raw, dict) else {}
-            if isinstance(passes, dict):
-                state.curation_passes = {str(k): int(v) for k, v in passes.items()}
-            for item in items if isinstance(items, list) else []:
-                item["team"] = tuple(item.get("team") or ())
-                entry = FlushEntry(**item)
-                state.entries[entry.key] = entry
-        except (FileNotFoundError, ValueError, TypeError, AttributeError):
-            pass
-        return state
 
-    def save(self) -> None:
-        """Write the state atomically."""
-        with self._lock:
-            data = {
-                "entries": [asdict(e) for e in self.entries.values()],
-                "curation_passes": self.curation_passes,
-            }
-            atomic_write(self.path, json.dumps(data, indent=1, ensure_ascii=False))
+def boot_id() -> str:
+    """This machine's boot id (Linux), so a claim from before a reboot is known to be dead."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
 
-    def get(self, key: str) -> FlushEntry | None:
-        with self._lock:
-            return self.entries.get(key)
 
-    def put(self, *entries: FlushEntry) -> None:
-        """Store entries (in memory; call :meth:`save` to persist)."""
-        with self._lock:
-            for entry in entries:
-                self.entries[entry.key] = entry
+def pid_alive(pid: int) -> bool:
+    """True when a process ``pid`` exists (it may belong to someone else)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
-    def snapshot(self) -> list[FlushEntry]:
-        with self._lock:
-            return list(self.entries.values())
 
-    def reset_in_flight(self) -> int:
-        """After a crash no flush is really running: clear every in-flight mark."""
-        with self._lock:
-            stuck = [e for e in self.entries.values() if e.in_flight]
-            for entry in stuck:
-                self.entries[entry.key] = replace(entry, in_flight=False)
-        return len(stuck)
+def claim_is_dead(
+    claim: FlushClaim,
+    now: float,
+    *,
+    boot: str,
+    max_age: float,
+    alive: Callable[[int], bool] = pid_alive,
+) -> bool:
+    """A claim nobody will finish: from another boot, of a gone process, or older than ``max_age``.
 
-    def drop_stale(self, now: float, config: AutoFlushConfig) -> int:
-        with self._lock:
-            stale = [k for k, e in self.entries.items() if is_stale(e, now, config)]
-            for key in stale:
-                del self.entries[key]
-        return len(stale)
+    The age bound covers a recycled pid; a live claimer that outlives it finds its claim gone
+    and drops its result (the facts it stored stay; a retry adds no duplicates).
+    """
+    if now - claim.claimed_at > max_age:
+        return True
+    if claim.boot and boot and claim.boot != boot:
+        return True
+    return not alive(claim.pid)
+
+
+def load_legacy_state(path: Path) -> tuple[list[FlushEntry], dict[str, int]]:
+    """Entries and curation passes of an old ``memory_flush_state.json`` (empty if unreadable)."""
+    entries: list[FlushEntry] = []
+    passes: dict[str, int] = {}
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        items = raw.get("entries", []) if isinstance(raw, dict) else []
+        found = raw.get("curation_passes", {}) if isinstance(raw, dict) else {}
+        if isinstance(found, dict):
+            passes = {str(k): int(v) for k, v in found.items()}
+        for item in items if isinstance(items, list) else []:
+            item["team"] = tuple(item.get("team") or ())
+            entries.append(FlushEntry(**item))
+    except (FileNotFoundError, ValueError, TypeError, AttributeError):
+        return [], {}
+    return entries, passes
