@@ -221,7 +221,13 @@ class Answerer:
                 incoming=message.body,
             )
         request = TurnRequest(
-            plan.agent, session_id, plan.requester, message.body, carried, plan.private_recall
+            plan.agent,
+            session_id,
+            plan.requester,
+            message.body,
+            carried,
+            plan.private_recall,
+            trigger=plan.reply_to,
         )
         writer = ReplyWriter(
             account,

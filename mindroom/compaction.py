@@ -1,11 +1,13 @@
-"""Long threads: when a session nears the model's context budget, flush it, then compact it.
+"""Long threads: when a session nears the model's context budget, compact it.
 
 Before a turn, the session's history is measured (about four characters a token). Past
-``memory.compaction.threshold`` of the model's ``context_tokens``, mindroom first flushes every
-turn of the session not yet in memory (so nothing the user said is lost from memory), then
+``memory.compaction.threshold`` of the model's ``context_tokens``, mindroom hands every turn of
+the session not yet in memory to the background flush (the old Agno session stays until it is
+extracted, so nothing the user said is lost from memory, and the reply does not wait), then
 writes a summary of the older messages and continues the thread in a fresh Agno session that
 carries the summary and the most recent messages. The thread goes on as if nothing happened.
-Models without ``context_tokens`` are never compacted.
+Models without ``context_tokens`` are never compacted. Sessions are per person for private
+agents (see :mod:`mindroom.turns`), so each person's compaction is their own.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ async def prepare_session(
         [ChatLine("system", carried), *lines], incoming, budget, settings.threshold
     ):
         return session_id, carried
-    written = await flush.flush_now(agent, session_id, requester)  # memory first
+    await flush.flush_now(agent, session_id, requester)  # extracted in the background
     keep = settings.keep_recent_messages
     older, recent = lines[: len(lines) - keep], lines[len(lines) - keep :]
     summary = await runtime.summarize(
@@ -69,9 +71,8 @@ async def prepare_session(
     generation += 1
     await ledger.save_compaction(base_session, generation, carried)
     logger.info(
-        "compacted a %s thread (%d messages summarized, %d facts flushed first)",
+        "compacted a %s thread (%d messages summarized; the flush extracts them)",
         agent,
         len(older),
-        written,
     )
     return compacted_id(base_session, generation), carried

@@ -61,13 +61,16 @@ class TurnRequest:
     text: str
     carried: str = ""  # what a compacted earlier part of the conversation said
     private_recall: bool = True  # False: private memory neither recalled nor readable by tools
+    trigger: str = ""  # the event answered: a resumed turn repeats no tool write of it
 
 
 def _turn_key(request: TurnRequest, actor: str) -> str:
     """Names a turn for idempotent tool writes: a resumed turn gets the same key.
 
-    The trigger event id is not in the request, so the session and the message text stand
-    in for it (the same text sent twice in one session shares its tool writes)."""
+    The answer path passes the trigger event (``request.trigger``); without one (the CLI,
+    tests) the session and the message text stand in for it."""
+    if request.trigger:
+        return f"{request.trigger}|{actor}"
     digest = hashlib.sha256(request.text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return f"{request.session_id}|{actor}|{digest}"
 
