@@ -1,4 +1,4 @@
-"""The README's commands are the truth: CI runs exactly them, with the test settings they rely on."""
+"""The README's commands are the truth: CI runs exactly them, with the settings they rely on."""
 
 from __future__ import annotations
 
