@@ -330,10 +330,10 @@ def _parse(lines: list[str], path: str) -> list[_Block]:
         bullet = _BULLET_RE.match(line)
         if bullet is not None:
             prefix = bullet.group("prefix")
-            indent, offset = _width(prefix), _columns(prefix)
+            width, offset = _width(prefix), _columns(prefix)
             end = index
             follow = index + 1
-            while follow < count and _width(contents[follow]) > indent:
+            while follow < count and _width(contents[follow]) > width:
                 if contents[follow].strip():
                     end = follow
                 follow += 1
