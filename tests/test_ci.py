@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import tomllib
 from pathlib import Path
@@ -53,3 +54,16 @@ def test_pytest_runs_with_strict_markers_and_a_per_test_timeout() -> None:
     assert "--strict-markers" in pytest_options["addopts"].split()
     assert int(pytest_options["timeout"]) > 0
     assert any(marker.startswith("slow:") for marker in pytest_options["markers"])
+
+
+def test_every_test_marked_slow_still_exists() -> None:
+    from tests.conftest import SLOW
+
+    for filename, names in SLOW.items():
+        tree = ast.parse((REPO / "tests" / filename).read_text(encoding="utf-8"))
+        defined = {
+            node.name
+            for node in tree.body
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        }
+        assert names <= defined, f"{filename}: {sorted(names - defined)} no longer exist"
