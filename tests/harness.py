@@ -363,7 +363,9 @@ async def settle(human: Human, room_id: str, storage: Path, timeout: float = 30.
        claimed before the turn that caused it finishes);
     3. ``human`` has seen everything posted in the room so far (:meth:`Human.fence`).
 
-    Works for the in-process bot and for a bot process alike (it reads the ledger file).
+    Works for the in-process bot and for a bot process alike (it reads the ledger file). The
+    control is a human message in the room's main timeline: like any, it resets the agent-hop
+    count there (not in threads), and the router's notice answering it is in the room.
     """
     deadline = time.monotonic() + timeout
     control = await human.send(room_id, CONTROL_COMMAND)
