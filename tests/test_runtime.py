@@ -110,6 +110,7 @@ async def test_streaming_sends_one_message_then_edits_it_to_the_full_text(
 
     asked = await human.send(room_id, "tell me a long story")
     reply = await human.wait_for_reply(room_id, asked)
+    await bot.settle(human, room_id)  # a second message would have come by now
 
     assert reply["first_content"]["body"].endswith(IN_PROGRESS_MARKER)
     assert len(reply["first_content"]["body"]) < len(full)
@@ -198,6 +199,7 @@ async def test_commands_are_answered_by_the_router_in_their_thread(
     bogus = await human.send(room_id, "!frobnicate")
     hint = await human.wait_for_reply(room_id, bogus)
     assert "!help" in hint["content"]["body"]
+    await bot.settle(human, room_id)
     assert model.requests == []  # commands never reach a model
 
 
@@ -215,6 +217,7 @@ async def test_new_command_starts_a_fresh_session_in_room_mode(
     assert "fresh" in confirmation["content"]["body"]
     after = await human.send(room_id, "what is my secret?")
     await human.wait_for_reply(room_id, after)
+    await bot.settle(human, room_id)
 
     assert len(model.requests) == 2
     assert "my secret is 1234" not in all_text(model.requests[1])
