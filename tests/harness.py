@@ -25,11 +25,15 @@ import nio
 
 from mindroom.bot import Bot, BotOptions
 from mindroom.config import parse_config
+from mindroom.ledger import Ledger
 from mindroom.matrix.homeserver import EmbeddedHomeserver
 from mindroom.matrix.send import IN_PROGRESS_MARKER
 
 Event = dict[str, Any]
 _names = itertools.count(1)
+# An event type no part of mindroom listens to: see Human.fence.
+FENCE_EVENT = "org.mindroom.test.fence"
+CONTROL_COMMAND = "!agents"
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -191,8 +195,21 @@ class Human:
             e for e in self.messages(room_id, sender) if relation(e).get("rel_type") != "m.replace"
         ]
 
+    async def fence(self, room_id: str, timeout: float = 20.0) -> None:
+        """Return once this client has seen every event posted in ``room_id`` before the call.
+
+        Sends an event of a type no bot reads and waits for its own echo: the homeserver orders
+        a room's events, so whatever was posted before the fence has arrived when it does.
+        """
+        response = await self.client.room_send(room_id, FENCE_EVENT, {"fence": next(_names)})
+        assert isinstance(response, nio.RoomSendResponse), response
+        await self.wait_for(lambda e: e.get("event_id") == response.event_id, timeout)
+
     async def quiet(self, seconds: float) -> None:
-        """Let time pass so that a reply that should not come has had every chance to."""
+        """Deprecated: a sleep proves nothing on a loaded machine; use ``BotHarness.settle``.
+
+        Kept only for test files not yet converted (test_exactly_once.py, test_flush_e2e.py).
+        """
         await asyncio.sleep(seconds)
 
     def _summary(self) -> str:
@@ -317,11 +334,57 @@ class BotHarness:
         await self.start(config)
         return await human.join(f"#{room}:{self.homeserver.server_name}")
 
+    async def settle(self, human: Human, room_id: str, timeout: float = 30.0) -> Event:
+        """The positive control behind every "nothing else was answered" assertion.
+
+        ``human`` sends a command that must be answered (``!agents``, which needs no model) and
+        waits for its answer; see :func:`settle` for why, after that, anything the bot was going
+        to post about earlier events has been posted and seen. Returns the control's answer.
+        """
+        return await settle(human, room_id, self.storage, timeout)
+
     async def stop(self) -> None:
         if self.bot is not None:
             await self.bot.stop()
             self.credentials.collect(self.storage)
             self.bot = None
+
+
+async def settle(human: Human, room_id: str, storage: Path, timeout: float = 30.0) -> Event:
+    """Send a control command that must be answered and wait until the bot has gone quiet.
+
+    Three conditions, each waited for, never slept on:
+
+    1. the control's answer arrived: every account reads a room's events in order, so each
+       event sent before the control has been read and routed (an event that was going to be
+       answered has been claimed in the ledger by then: claims are queued in order too);
+    2. the ledger (``<storage>/mindroom_data/ledger.db``) holds no claimed, unfinished event:
+       every reply, edit and hand-off started for an earlier event has been sent (a hand-off is
+       claimed before the turn that caused it finishes);
+    3. ``human`` has seen everything posted in the room so far (:meth:`Human.fence`).
+
+    Works for the in-process bot and for a bot process alike (it reads the ledger file). The
+    control is a human message in the room's main timeline: like any, it resets the agent-hop
+    count there (not in threads), and the router's notice answering it is in the room.
+    """
+    deadline = time.monotonic() + timeout
+    control = await human.send(room_id, CONTROL_COMMAND)
+    answer = await human.wait_for_reply(room_id, control, timeout)
+    await wait_until_ledger_idle(storage / "mindroom_data" / "ledger.db", deadline)
+    await human.fence(room_id, max(deadline - time.monotonic(), 1.0))
+    return answer
+
+
+async def wait_until_ledger_idle(path: Path, deadline: float) -> None:
+    """Poll the ledger until no claimed event is unfinished (raises TimeoutError at deadline)."""
+    ledger = await Ledger.open(path)
+    try:
+        while pending := await ledger.pending(newer_than=0):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the bot is still answering {[p.event_id for p in pending]}")
+            await asyncio.sleep(0.05)
+    finally:
+        await ledger.close()
 
 
 @dataclass
@@ -372,6 +435,10 @@ class BotProcess:
                 return
             await asyncio.sleep(0.1)
         raise TimeoutError("bot did not start:\n" + log.read_text()[-3000:])
+
+    async def settle(self, human: Human, room_id: str, timeout: float = 30.0) -> Event:
+        """As :meth:`BotHarness.settle`, for the bot process."""
+        return await settle(human, room_id, self.storage, timeout)
 
     def mark_log(self) -> None:
         with (self.storage / "bot.log").open("a") as handle:

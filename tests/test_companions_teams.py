@@ -113,7 +113,7 @@ async def test_configured_team_in_coordinate_mode_delegates_and_answers_once(
 
     asked = await human.send(room_id, "@crew please write hello world", mention=[crew])
     reply = await human.wait_for_reply(room_id, asked, timeout=40)
-    await human.quiet(1.0)
+    await bot.settle(human, room_id)
 
     assert reply["sender"] == crew
     assert reply["content"]["body"].startswith("Team answer:")
@@ -167,7 +167,7 @@ async def test_mentioning_two_agents_gets_one_team_answer(
         room_id, "@general and @coder, what do you think?", mention=[general, coder]
     )
     reply = await human.wait_for_reply(room_id, asked, timeout=40)
-    await human.quiet(1.5)
+    await bot.settle(human, room_id)
 
     assert reply["sender"] == general  # the first member in config order posts
     assert reply["content"]["body"].startswith("Team answer:")

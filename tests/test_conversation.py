@@ -80,7 +80,7 @@ async def test_of_two_agents_only_the_mentioned_one_answers(
 
     asked = await human.send(room_id, "@coder write hello world", mention=[coder])
     reply = await human.wait_for_reply(room_id, asked)
-    await human.quiet(1.5)
+    await bot.settle(human, room_id)
 
     assert reply["sender"] == coder
     assert len(model.requests) == 1  # no router call, no second agent
@@ -166,7 +166,7 @@ async def test_edits_notices_and_bot_messages_are_ignored(
     await human.send(room_id, "a notice", msgtype="m.notice")
     # The agent itself (another mindroom account) posting in the room must not trigger anyone.
     await general.send(room_id, {"msgtype": "m.text", "body": "talking to myself"})
-    await human.quiet(2.0)
+    await bot.settle(human, room_id)  # the three events above were read before the control
 
     assert len(model.requests) == 1
     posted = [
@@ -230,7 +230,7 @@ async def test_unauthorized_user_gets_no_reply(
         ignored = await stranger.send(room_id, "hello, I am not allowed")
         allowed = await human.send(room_id, "hello, I am allowed")
         await human.wait_for_reply(room_id, allowed)
-        await human.quiet(1.0)
+        await bot.settle(human, room_id)
         assert not any(relation(e).get("event_id") == ignored for e in human.messages(room_id))
         assert len(model.requests) == 1
     finally:

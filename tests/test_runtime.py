@@ -60,7 +60,7 @@ async def test_router_model_failure_still_yields_one_reply(
 
     asked = await human.send(room_id, "hello?")
     reply = await human.wait_for_reply(room_id, asked)
-    await human.quiet(1.0)
+    await bot.settle(human, room_id)
 
     assert reply["content"]["body"] == "answered anyway"
     assert reply["sender"] == bot.bot.agents["general"].user_id  # the deterministic fallback
@@ -88,7 +88,8 @@ async def test_agents_hand_off_by_mention_and_the_chain_is_capped(
 
     await human.send(room_id, "@general start the relay", mention=[general])
     await human.wait_for(lambda e: e.get("sender") == coder)
-    await human.quiet(3.0)
+    await human.wait_for(lambda e: len(human.posted(room_id, general)) == 2)  # hop 3 came
+    await bot.settle(human, room_id)  # and the capped hop 4 would have come by now
 
     assert len(human.posted(room_id, general)) == 2  # hop 1 and hop 3
     assert len(human.posted(room_id, coder)) == 1  # hop 2
@@ -109,6 +110,7 @@ async def test_streaming_sends_one_message_then_edits_it_to_the_full_text(
 
     asked = await human.send(room_id, "tell me a long story")
     reply = await human.wait_for_reply(room_id, asked)
+    await bot.settle(human, room_id)  # a second message would have come by now
 
     assert reply["first_content"]["body"].endswith(IN_PROGRESS_MARKER)
     assert len(reply["first_content"]["body"]) < len(full)
@@ -130,7 +132,7 @@ async def test_streaming_off_sends_the_whole_answer_once(
 
     asked = await human.send(room_id, "hi")
     reply = await human.wait_for_reply(room_id, asked)
-    await human.quiet(0.5)
+    await bot.settle(human, room_id)
 
     assert reply["content"]["body"] == "all at once"
     assert "first_content" not in reply
@@ -162,7 +164,7 @@ async def test_long_reply_is_split_at_paragraph_boundaries(
         ),
         timeout=30,
     )
-    await human.quiet(2.0)
+    await bot.settle(human, room_id)  # every part's final edit is in
 
     parts = [await human.final(e) for e in human.posted(room_id, general)]
     bodies = [p["content"]["body"] for p in parts]
@@ -197,6 +199,7 @@ async def test_commands_are_answered_by_the_router_in_their_thread(
     bogus = await human.send(room_id, "!frobnicate")
     hint = await human.wait_for_reply(room_id, bogus)
     assert "!help" in hint["content"]["body"]
+    await bot.settle(human, room_id)
     assert model.requests == []  # commands never reach a model
 
 
@@ -214,6 +217,7 @@ async def test_new_command_starts_a_fresh_session_in_room_mode(
     assert "fresh" in confirmation["content"]["body"]
     after = await human.send(room_id, "what is my secret?")
     await human.wait_for_reply(room_id, after)
+    await bot.settle(human, room_id)
 
     assert len(model.requests) == 2
     assert "my secret is 1234" not in all_text(model.requests[1])
@@ -236,7 +240,7 @@ async def test_unauthorized_commands_are_ignored_and_room_overrides_apply(
         ignored_message = await outsider.send(room_id, "hello from outside")
         allowed = await human.send(room_id, "hello from inside")
         await human.wait_for_reply(room_id, allowed)
-        await human.quiet(1.0)
+        await bot.settle(human, room_id)
 
         answered = {relation(e).get("event_id") for e in human.messages(room_id)}
         assert ignored_command not in answered
@@ -296,7 +300,7 @@ async def test_fifty_concurrent_messages_in_five_threads_are_each_answered_once(
         )
     )
     replies = [await human.wait_for_reply(room_id, event_id, timeout=60) for event_id in sent]
-    await human.quiet(2.0)
+    await bot.settle(human, room_id, timeout=60)
 
     for event_id, reply in zip(sent, replies, strict=True):
         answers = [

@@ -317,7 +317,8 @@ class Config(_Strict):
     def room_names(self) -> list[str]:
         """Every room some agent lives in, in first-mention order."""
         seen: dict[str, None] = {}
-        for member in [*self.agents.values(), *self.teams.values()]:
+        members: list[AgentConfig | TeamConfig] = [*self.agents.values(), *self.teams.values()]
+        for member in members:
             for room in member.rooms:
                 seen.setdefault(room, None)
         return list(seen)
