@@ -12,6 +12,7 @@ import json
 import os
 import re
 import sqlite3
+import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -365,19 +366,24 @@ async def wait_for_extraction(world: World, timeout: float = 5.0) -> None:
 async def test_a_turn_finishing_during_a_flush_is_flushed_later(
     make_world: Callable[..., World],
 ) -> None:
-    first = {"slow": True}
+    release = (
+        threading.Event()
+    )  # the first extraction waits for it: the race is set up, not hoped for
+    first = {"held": True}
 
-    def slow_first_extraction(request: dict[str, Any]) -> ReplyLike:
-        if is_extraction(request) and first.pop("slow", False):
-            return Reply(family_facts(request), delay=0.5)
+    def held_first_extraction(request: dict[str, Any]) -> ReplyLike:
+        if is_extraction(request) and first.pop("held", False):
+            release.wait(30)  # (the scripted server's thread, not the event loop)
         return family_facts(request)
 
-    world = make_world(slow_first_extraction, idle_seconds=0)
+    world = make_world(held_first_extraction, idle_seconds=0)
     await world.turn("my sister is called Maya")
     flushing = asyncio.create_task(world.worker.cycle())
     await wait_for_extraction(world)
 
-    await world.turn("my brother is called Tom")  # finishes while the first flush runs
+    await world.turn("my brother is called Tom")
+    assert not flushing.done()  # the turn above finished while the first flush was running
+    release.set()
     await flushing
 
     assert (await world.entry()).dirty  # two messages past the cursor are still to be flushed
@@ -486,9 +492,7 @@ async def test_two_workers_racing_for_one_dirty_session_extract_it_once(
     await world.turn("my sister is called Maya")
     other = world.new_worker()  # e.g. the CLI's worker, with its own ledger connection
 
-    first, second = await asyncio.gather(
-        world.worker.cycle(force=True), other.cycle(force=True)
-    )
+    first, second = await asyncio.gather(world.worker.cycle(force=True), other.cycle(force=True))
 
     assert sorted([len(first), len(second)]) == [0, 1]  # one of them got the claim
     sister = [r for r in world.extractions() if "sister" in conversation(r)]
