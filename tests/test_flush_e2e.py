@@ -85,7 +85,12 @@ async def test_a_finished_conversation_becomes_memory_without_a_word_in_the_room
     told = await human.send(room_id, "my sister is called Maya")
     await human.wait_for_reply(room_id, told)
     await wait_until(lambda: daily(bot.storage).exists())
-    await human.quiet(1.0)
+
+    async def flushed() -> bool:
+        return not any(e.dirty or e.in_flight for e in await bot.bot.flush.entries())
+
+    await wait_until(flushed)  # the flush has done all it will do for this conversation...
+    await human.fence(room_id)  # ...and the human has seen everything posted until now
 
     entries = parse_entries(daily(bot.storage).read_text(), "memory/x.md")
     assert [e.text for e in entries] == ["The user's sister is called Maya"]
