@@ -231,9 +231,7 @@ class FlushWorker:
         try:
             while not self._stop.is_set():
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(
-                        self._wake.wait(), self.settings.flush_interval_seconds
-                    )
+                    await asyncio.wait_for(self._wake.wait(), self.settings.flush_interval_seconds)
                 self._wake.clear()
                 if self._stop.is_set() or not self.settings.enabled:
                     continue

@@ -54,9 +54,7 @@ async def test_config_set_in_chat_racing_an_editor_is_refused_and_keeps_the_edit
     assert body.startswith("Refused:"), body
     assert "config.yaml: changed since it was read; run the command again" in body
     assert path.read_text() == theirs  # the person's save, byte for byte
-    await eventually(
-        lambda: bot.bot.config.agents["general"].instructions == ["Edited by hand."]
-    )
+    await eventually(lambda: bot.bot.config.agents["general"].instructions == ["Edited by hand."])
     assert bot.bot.config.agents["general"].role == ""
 
     monkeypatch.undo()  # positive control: without a racing editor the same command lands

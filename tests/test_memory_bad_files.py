@@ -31,9 +31,7 @@ def memory(tmp_path: Path) -> Iterator[FileMemory]:
 
 
 def recall(memory: FileMemory, query: str = "tea") -> str:
-    return build_recall(
-        memory, query, max_entrypoint_lines=50, max_daily_lines=30, hits=3, now=NOW
-    )
+    return build_recall(memory, query, max_entrypoint_lines=50, max_daily_lines=30, hits=3, now=NOW)
 
 
 def with_bad_files(memory: FileMemory, tmp_path: Path) -> None:

@@ -88,8 +88,6 @@ class TurnResult:
         return self.error is None
 
 
-
-
 class AgentRuntime:
     """Owns the Agno side of every configured agent: models, session stores, turns."""
 
