@@ -140,6 +140,12 @@ class MatrixAccount:
         position = since or self.client.next_batch
         self.log.debug("syncing from %r (saved %r)", position, since)
         while not self._stopping:
+            # nio drops a sync response whose next_batch equals its own ("already received")
+            # without running any callback. After first_sync its position is the head of the
+            # stream, which is exactly where the catch-up from a saved position ends when
+            # nothing else happened since: the whole backlog would be thrown away. Its position
+            # must be the one this request starts from.
+            self.client.next_batch = position
             try:
                 response = await self.client.sync(
                     timeout=SYNC_TIMEOUT_MS, sync_filter=self._sync_filter, since=position
