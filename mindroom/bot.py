@@ -177,10 +177,13 @@ class Bot:
         self._listen(account)
 
     async def remove_member(self, name: str) -> None:
-        """An agent or team removed from the config: leave its rooms and stop its account.
+        """An agent or team removed from the config: end its running answers (their messages
+        are finished, not left streaming), leave its rooms and stop its account.
 
         The account is stopped and closed even when leaving a room fails.
         """
+        if self.answers is not None:
+            await self.answers.interrupt(name)
         account = self.agents.pop(name)
         account.stop()
         try:
@@ -214,6 +217,7 @@ class Bot:
         assert self.ledger is not None
         window_start = time.time() - self.config.matrix.catch_up_seconds
         expired = await self.ledger.expire(older_than=window_start)
+        await self.ledger.forget_finished_reply_parts()
         if expired:
             logger.info(
                 "%d unfinished replies are older than the catch-up window; skipped", expired

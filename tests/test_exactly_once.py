@@ -44,6 +44,31 @@ async def restart(bot_process: BotProcess) -> None:
     await bot_process.wait_running()
 
 
+async def wait_until_answered(
+    storage: Path, event_ids: list[str], status: str = "done", timeout: float = 30.0
+) -> None:
+    """Poll the bot's ledger until every one of ``event_ids`` has ``status`` (default: done)."""
+    path = storage / "mindroom_data" / "ledger.db"
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.closing(sqlite3.connect(path, timeout=10)) as db:
+            marks = ",".join("?" * len(event_ids))
+            count = db.execute(
+                f"SELECT COUNT(*) FROM handled WHERE status = ? AND event_id IN ({marks})",
+                [status, *event_ids],
+            ).fetchone()[0]
+        if count == len(event_ids):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{count} of {len(event_ids)} marked {status}")
+        await asyncio.sleep(0.1)
+
+
+def echo(request: dict) -> str:
+    """The scripted model answers each message with a line naming it."""
+    return f"answer to: {last_user_text(request)}"
+
+
 async def test_kill_9_between_receipt_and_reply_answers_once_after_restart(
     bot_process: BotProcess, human: Human, model: ScriptedModel
 ) -> None:
@@ -59,7 +84,10 @@ async def test_kill_9_between_receipt_and_reply_answers_once_after_restart(
     await restart(bot_process)
 
     reply = await human.wait_for_reply(room_id, asked, timeout=30)
-    await human.quiet(3.0)
+    model.push("and the next one")
+    sentinel = await human.send(room_id, "answered after everything before it")
+    await human.wait_for_reply(room_id, sentinel, timeout=30)
+    await wait_until_answered(bot_process.storage, [asked, sentinel])
     assert reply["content"]["body"] == "answered after the crash"
     assert len(answers_to(human, room_id, asked)) == 1
 
@@ -67,6 +95,7 @@ async def test_kill_9_between_receipt_and_reply_answers_once_after_restart(
 async def test_messages_sent_while_down_are_answered_once(
     bot_process: BotProcess, human: Human, model: ScriptedModel
 ) -> None:
+    model.set_handler(echo)
     room = unique("solo")
     await start_process(bot_process, config_text(model.base_url, {"general": {"rooms": [room]}}))
     room_id = await human.join(f"#{room}:localhost")
@@ -75,35 +104,40 @@ async def test_messages_sent_while_down_are_answered_once(
     asked = await human.send(room_id, "did you miss me?")
     await restart(bot_process)
     await human.wait_for_reply(room_id, asked, timeout=30)
+    await wait_until_answered(bot_process.storage, [asked])
 
     await bot_process.stop(signal.SIGTERM)  # and once more: nothing is answered twice
     await restart(bot_process)
-    await human.quiet(3.0)
+    sentinel = await human.send(room_id, "sentinel")  # answered after anything owed before it
+    await human.wait_for_reply(room_id, sentinel, timeout=30)
+    await wait_until_answered(bot_process.storage, [sentinel])
     assert len(answers_to(human, room_id, asked)) == 1
-    assert len(model.requests) == 1
+    assert [last_user_text(r) for r in model.requests] == ["did you miss me?", "sentinel"]
 
 
 async def test_messages_older_than_the_catch_up_window_are_skipped_with_a_log_line(
     bot_process: BotProcess, human: Human, model: ScriptedModel
 ) -> None:
+    window_s = 1.0
     room = unique("solo")
     config = json.loads(config_text(model.base_url, {"general": {"rooms": [room]}}))
-    config["matrix"] = {"catch_up_seconds": 2}
+    config["matrix"] = {"catch_up_seconds": window_s}
     await start_process(bot_process, json.dumps(config))
     room_id = await human.join(f"#{room}:localhost")
     await bot_process.stop(signal.SIGTERM)
 
     stale = await human.send(room_id, "too old by the time you are back")
-    await asyncio.sleep(3.0)
+    sent = await human.wait_for(lambda e: e.get("event_id") == stale)
+    age_s = time.time() - sent["origin_server_ts"] / 1000
+    await asyncio.sleep(max(0.0, window_s - age_s) + 0.1)  # until it is older than the window
     await restart(bot_process)
-    fresh = await human.send(room_id, "and this one is new")
-    await human.wait_for_reply(room_id, fresh, timeout=30)
-    await human.quiet(2.0)
+    await wait_until_answered(bot_process.storage, [stale], status="skipped")
 
-    assert answers_to(human, room_id, stale) == []
     log = (bot_process.storage / "bot.log").read_text()
     assert f"skipping {stale}" in log
     assert "beyond catch_up_seconds" in log
+    assert answers_to(human, room_id, stale) == []  # a decision, recorded: it is never answered
+    assert model.requests == []
 
 
 async def test_republishing_an_answer_with_the_same_key_posts_nothing_new(
@@ -115,9 +149,9 @@ async def test_republishing_an_answer_with_the_same_key_posts_nothing_new(
     account = bot.bot.agents["general"]
     root = await human.send(room_id, "root")
 
-    first = ReplyWriter(account, room_id, thread_root=root, reply_to=root, txn_key="k1")
+    first = ReplyWriter(account, room_id, thread_root=root, reply_to=root, agent="general")
     await first.finish("the one answer")
-    again = ReplyWriter(account, room_id, thread_root=root, reply_to=root, txn_key="k1")
+    again = ReplyWriter(account, room_id, thread_root=root, reply_to=root, agent="general")
     await again.finish("the one answer")
     await human.wait_for(lambda e: e.get("event_id") == first.event_ids[0])
     await human.quiet(1.0)
@@ -144,29 +178,6 @@ async def test_a_backlog_larger_than_one_sync_is_answered_in_full(
 
     assert all(len(answers_to(human, room_id, event_id)) == 1 for event_id in sent)
     assert "filling a gap" in (bot_process.storage / "bot.log").read_text()
-
-
-async def wait_until_answered(storage: Path, event_ids: list[str], timeout: float = 30.0) -> None:
-    """Poll the bot's ledger until every one of ``event_ids`` is marked done."""
-    path = storage / "mindroom_data" / "ledger.db"
-    deadline = time.monotonic() + timeout
-    while True:
-        with contextlib.closing(sqlite3.connect(path, timeout=10)) as db:
-            marks = ",".join("?" * len(event_ids))
-            done = db.execute(
-                f"SELECT COUNT(*) FROM handled WHERE status = 'done' AND event_id IN ({marks})",
-                event_ids,
-            ).fetchone()[0]
-        if done == len(event_ids):
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{done} of {len(event_ids)} marked done")
-        await asyncio.sleep(0.1)
-
-
-def echo(request: dict) -> str:
-    """The scripted model answers each message with a line naming it."""
-    return f"answer to: {last_user_text(request)}"
 
 
 async def test_messages_sent_while_killed_are_all_answered_exactly_once_every_round(

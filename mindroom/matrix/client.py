@@ -214,6 +214,12 @@ class MatrixAccount:
             raise MatrixError(f"{self.user_id} cannot send to {room_id}: {response.message}")
         return response.event_id
 
+    async def redact(self, room_id: str, event_id: str, reason: str) -> None:
+        """Redact ``event_id``; a failure is logged (it may be gone already)."""
+        response = await self.client.room_redact(room_id, event_id, reason=reason)
+        if isinstance(response, nio.ErrorResponse):
+            self.log.warning("cannot redact %s in %s: %s", event_id, room_id, response.message)
+
     async def set_typing(self, room_id: str, typing: bool) -> None:
         """Show or hide the typing notice; a failure only costs the notice."""
         response = await self.client.room_typing(room_id, typing, timeout=_TYPING_TIMEOUT_MS)
