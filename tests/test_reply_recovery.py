@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
+from pathlib import Path
 
 import pytest
 
+from mindroom.ledger import Ledger
+from mindroom.matrix.reply import FIRST_POST_DELAY_S, INTERRUPTED_NOTE, ReplyWriter
 from mindroom.matrix.send import IN_PROGRESS_MARKER
 from tests.harness import BotHarness, BotProcess, Event, Human, config_text, relation, unique
 from tests.scripted_model import Reply, ScriptedModel
@@ -69,9 +73,7 @@ async def test_a_reply_killed_while_streaming_is_finished_in_place_after_restart
         sentinel = await human.send(room_id, f"thanks, round {round_no}")
         await human.wait_for_reply(room_id, sentinel, timeout=30)
 
-        assert [e["event_id"] for e in answers_to(human, room_id, asked)] == [
-            partial["event_id"]
-        ]
+        assert [e["event_id"] for e in answers_to(human, room_id, asked)] == [partial["event_id"]]
         assert latest_body(human, partial) == final
 
 
@@ -109,7 +111,107 @@ async def test_an_agent_removed_mid_answer_leaves_a_finished_message(
             and e["content"].get("membership") == "leave"
         )
     )
-    assert ended["content"]["m.new_content"]["body"].endswith("*(interrupted)*")
+    assert ended["content"]["m.new_content"]["body"].endswith(INTERRUPTED_NOTE)
     assert "word0" in ended["content"]["m.new_content"]["body"]
     assert latest_body(human, partial) == ended["content"]["m.new_content"]["body"]
     await wait_until_answered(bot.storage, [asked], status="failed")  # not left to resume
+
+
+class CrashAfterSend(Exception):
+    """Stands for the process dying between a post and the record of its event ID."""
+
+
+class DiesBeforeRecording:
+    """The real ledger, except that the process 'dies' before a posted part is recorded."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    async def reply_parts(self, trigger_id: str, agent: str) -> dict[int, str | None]:
+        return await self.ledger.reply_parts(trigger_id, agent)
+
+    async def begin_reply_part(self, trigger_id: str, agent: str, part: int) -> None:
+        await self.ledger.begin_reply_part(trigger_id, agent, part)
+
+    async def record_reply_part(
+        self, trigger_id: str, agent: str, part: int, event_id: str
+    ) -> None:
+        raise CrashAfterSend(event_id)
+
+
+async def test_a_post_whose_event_id_was_never_recorded_is_found_and_edited_not_repeated(
+    bot: BotHarness, human: Human, model: ScriptedModel, tmp_path: Path
+) -> None:
+    room = unique("solo")
+    room_id = await bot.start_in_room(
+        config_text(model.base_url, {"general": {"rooms": [room]}}), room, human
+    )
+    account = bot.bot.agents["general"]
+    asked = await human.send(room_id, "root")
+    ledger = await Ledger.open(tmp_path / "ledger.db")
+    try:
+        first = ReplyWriter(
+            account,
+            room_id,
+            thread_root=asked,
+            reply_to=asked,
+            agent="general",
+            posted=DiesBeforeRecording(ledger),
+        )
+        await first.update("the first words")  # starts the clock, posts nothing yet
+        await asyncio.sleep(FIRST_POST_DELAY_S + 0.05)  # past it, the next update posts
+        with pytest.raises(CrashAfterSend):
+            await first.update("the first words of a long answer")
+        assert await ledger.reply_parts(asked, "general") == {0: None}
+
+        resumed = ReplyWriter(
+            account, room_id, thread_root=asked, reply_to=asked, agent="general", posted=ledger
+        )
+        await resumed.finish("the whole answer, resumed")
+    finally:
+        await ledger.close()
+
+    message = await human.wait_for(lambda e: e.get("event_id") == resumed.event_ids[0])
+    await human.wait_for(
+        lambda e: (
+            relation(e).get("event_id") == message["event_id"]
+            and e["content"].get("m.new_content", {}).get("body") == "the whole answer, resumed"
+        )
+    )
+    assert message["content"]["body"].endswith(IN_PROGRESS_MARKER)  # the first run's post
+    assert [e["event_id"] for e in answers_to(human, room_id, asked)] == [message["event_id"]]
+    assert latest_body(human, message) == "the whole answer, resumed"
+
+
+async def test_a_reply_cut_short_by_shutdown_says_so_and_is_finished_by_the_next_start(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    room = unique("solo")
+    room_id = await bot.start_in_room(
+        config_text(model.base_url, {"general": {"rooms": [room]}}), room, human
+    )
+    model.push(Reply(text=" ".join(f"word{i}" for i in range(80)), chunks=80, chunk_delay=SLOW))
+    model.push("the answer after the restart")
+    asked = await human.send(room_id, "a long answer, please")
+    partial = await human.wait_for(is_partial_answer(human, room_id, asked), timeout=30)
+
+    await bot.stop()  # outlasts the shutdown grace: the answer is cancelled
+    interrupted = await human.wait_for(
+        lambda e: (
+            relation(e).get("event_id") == partial["event_id"]
+            and e["content"].get("m.new_content", {}).get("body", "").endswith(INTERRUPTED_NOTE)
+        )
+    )
+    await wait_until_answered(bot.storage, [asked], status="claimed")  # left to resume
+
+    await bot.start()
+    await human.wait_for(
+        lambda e: (
+            relation(e).get("event_id") == partial["event_id"]
+            and e["content"].get("m.new_content", {}).get("body") == "the answer after the restart"
+        )
+    )
+    await wait_until_answered(bot.storage, [asked])
+    assert "word0" in interrupted["content"]["m.new_content"]["body"]
+    assert [e["event_id"] for e in answers_to(human, room_id, asked)] == [partial["event_id"]]
+    assert latest_body(human, partial) == "the answer after the restart"
