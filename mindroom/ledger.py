@@ -4,8 +4,8 @@ One SQLite file (``mindroom_data/ledger.db``, WAL, busy timeout) holds:
 
 * ``handled``: every triggering event mindroom decided to answer, claimed *before* the reply is
   produced and marked done after it was sent. A restart (clean or ``kill -9``) finds claimed but
-  unfinished events and answers them; replies are sent with transaction IDs derived from the
-  event, so a reply that did reach the homeserver before the crash is not posted twice.
+  unfinished events and answers them again; ``reply_parts`` makes that answer edit what the
+  earlier run posted instead of posting twice.
 * ``sync_tokens``: each account's last processed sync position, so messages that arrived while
   the bot was down are delivered after a restart instead of being lost.
 * ``reply_parts``: the message each part of a reply was posted as, keyed by the triggering event,

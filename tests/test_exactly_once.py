@@ -161,6 +161,7 @@ async def test_republishing_an_answer_with_the_same_key_posts_nothing_new(
     assert bodies.count("the one answer") == 1
 
 
+@pytest.mark.timeout(300)  # many replies; slow on a loaded machine
 async def test_a_backlog_larger_than_one_sync_is_answered_in_full(
     bot_process: BotProcess, human: Human, model: ScriptedModel
 ) -> None:
@@ -180,6 +181,7 @@ async def test_a_backlog_larger_than_one_sync_is_answered_in_full(
     assert "filling a gap" in (bot_process.storage / "bot.log").read_text()
 
 
+@pytest.mark.timeout(300)  # many replies; slow on a loaded machine
 async def test_messages_sent_while_killed_are_all_answered_exactly_once_every_round(
     bot_process: BotProcess, human: Human, model: ScriptedModel
 ) -> None:

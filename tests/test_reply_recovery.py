@@ -41,6 +41,7 @@ def is_partial_answer(human: Human, room_id: str, asked: str):  # noqa: ANN201
     )
 
 
+@pytest.mark.timeout(300)  # many replies; slow on a loaded machine
 async def test_a_reply_killed_while_streaming_is_finished_in_place_after_restart(
     bot_process: BotProcess, human: Human, model: ScriptedModel
 ) -> None:
