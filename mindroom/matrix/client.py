@@ -89,10 +89,14 @@ class MatrixAccount:
         if isinstance(response, nio.SyncError):
             raise MatrixError(f"first sync of {self.user_id} failed: {response.message}")
         # An uploaded filter is parsed once; an inline one costs the server a parse per sync.
+        # Synapse stores identical filters once, so without this run's nonce the catch-up
+        # request (saved position, same filter, same timeout) would be the very request the
+        # previous run left long-polling, and could be answered from that run's cache.
+        timeline = {**_SYNC_FILTER["room"]["timeline"], "not_types": [nonce]}
+        room = {**_SYNC_FILTER["room"], "timeline": timeline}
+        self._sync_filter = {**_SYNC_FILTER, "room": room}
         uploaded = await self.client.upload_filter(
-            presence=_SYNC_FILTER["presence"],
-            account_data=_SYNC_FILTER["account_data"],
-            room=_SYNC_FILTER["room"],
+            presence=_SYNC_FILTER["presence"], account_data=_SYNC_FILTER["account_data"], room=room
         )
         if isinstance(uploaded, nio.UploadFilterResponse):
             self._sync_filter = uploaded.filter_id
