@@ -148,7 +148,7 @@ async def test_a_post_whose_event_id_was_never_recorded_is_found_and_edited_not_
         config_text(model.base_url, {"general": {"rooms": [room]}}), room, human
     )
     account = bot.bot.agents["general"]
-    asked = await human.send(room_id, "root")
+    asked = await human.send(room_id, "root", msgtype="m.notice")  # the bot answers no notice
     ledger = await Ledger.open(tmp_path / "ledger.db")
     try:
         first = ReplyWriter(

@@ -25,6 +25,33 @@ async def logged_in(homeserver: EmbeddedHomeserver, username: str) -> nio.AsyncC
     return client
 
 
+async def hear_one(homeserver: EmbeddedHomeserver, username: str, since: str) -> list[str]:
+    """Start ``username`` afresh (a restart), catch up from ``since``: the first message heard."""
+    heard: list[str] = []
+    arrived = asyncio.Event()
+
+    async def on_message(_account: MatrixAccount, message: IncomingMessage) -> None:
+        heard.append(message.event_id)
+        arrived.set()
+
+    async def on_invite(_account: MatrixAccount, _room_id: str, _sender: str) -> None:
+        return None
+
+    after = MatrixAccount(username, await logged_in(homeserver, username))
+    await after.first_sync()
+    after.listen(on_message, on_invite)
+    syncing = asyncio.create_task(after.sync_forever(since=since))
+    try:
+        await asyncio.wait_for(arrived.wait(), 20)
+    finally:
+        after.stop()
+        syncing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await syncing
+        await after.client.close()
+    return heard
+
+
 async def test_a_message_sent_while_away_is_delivered_when_nothing_else_moved_the_stream(
     synapse: EmbeddedHomeserver, human: Human
 ) -> None:
@@ -47,27 +74,40 @@ async def test_a_message_sent_while_away_is_delivered_when_nothing_else_moved_th
 
     asked = await human.send(room.room_id, "sent while you were away")
 
-    heard: list[IncomingMessage] = []
-    arrived = asyncio.Event()
+    heard = await hear_one(synapse, username, since=saved)
+    assert heard == [asked]
 
-    async def on_message(_account: MatrixAccount, message: IncomingMessage) -> None:
-        heard.append(message)
-        arrived.set()
 
-    async def on_invite(_account: MatrixAccount, _room_id: str, _sender: str) -> None:
-        return None
+async def test_the_first_position_is_saved_before_anything_happens_so_a_quick_restart_catches_up(
+    synapse: EmbeddedHomeserver, human: Human
+) -> None:
+    """A run stopped before its first long-poll returned must still leave a position to catch
+    up from; without one the next run starts at the head and loses what was sent meanwhile."""
+    username = unique("quick")
+    await synapse.register_user(username, "secret-pw")
+    room = await human.client.room_create(invite=[f"@{username}:{synapse.server_name}"])
+    assert isinstance(room, nio.RoomCreateResponse), room
 
-    after = MatrixAccount("away", await logged_in(synapse, username))
-    await after.first_sync()
-    after.listen(on_message, on_invite)
-    syncing = asyncio.create_task(after.sync_forever(since=saved))
-    try:
-        await asyncio.wait_for(arrived.wait(), 20)
+    saved: list[str] = []
+    reported = asyncio.Event()
+
+    async def on_synced(_account: MatrixAccount, token: str) -> None:
+        saved.append(token)
+        reported.set()
+
+    first_run = MatrixAccount("quick", await logged_in(synapse, username))
+    await first_run.join(room.room_id)
+    await first_run.first_sync()
+    syncing = asyncio.create_task(first_run.sync_forever(on_synced=on_synced))
+    try:  # nothing happens in the room: a long-poll would not return for 30 s
+        await asyncio.wait_for(reported.wait(), 10)
     finally:
-        after.stop()
+        first_run.stop()
         syncing.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await syncing
-        await after.client.close()
+        await first_run.client.close()
 
-    assert [message.event_id for message in heard] == [asked]
+    asked = await human.send(room.room_id, "sent right after you stopped")
+    heard = await hear_one(synapse, username, since=saved[-1])
+    assert heard == [asked]

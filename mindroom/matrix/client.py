@@ -143,6 +143,10 @@ class MatrixAccount:
         backoff = 1.0
         position = since or self.client.next_batch
         self.log.debug("syncing from %r (saved %r)", position, since)
+        if not since and on_synced is not None:
+            # Nothing saved yet: the first sync's position is where a restart must catch up
+            # from, even when this run ends before its first long-poll returns.
+            await on_synced(self, position)
         while not self._stopping:
             # nio drops a sync response whose next_batch equals its own ("already received")
             # without running any callback. After first_sync its position is the head of the
