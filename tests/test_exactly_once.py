@@ -15,7 +15,7 @@ import pytest
 from mindroom.bot import Bot, BotOptions
 from mindroom.config import parse_config
 from mindroom.matrix.reply import ReplyWriter
-from tests.harness import BotHarness, BotProcess, Human, config_text, relation, unique
+from tests.harness import BotHarness, BotProcess, Human, config_text, relation, settle, unique
 from tests.scripted_model import Reply, ScriptedModel, last_user_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
@@ -154,7 +154,7 @@ async def test_republishing_an_answer_with_the_same_key_posts_nothing_new(
     again = ReplyWriter(account, room_id, thread_root=root, reply_to=root, agent="general")
     await again.finish("the one answer")
     await human.wait_for(lambda e: e.get("event_id") == first.event_ids[0])
-    await human.quiet(1.0)
+    await bot.settle(human, room_id)  # positive control: the room's events were all seen
 
     assert again.event_ids == first.event_ids  # the homeserver deduplicated the retry
     bodies = [e["content"]["body"] for e in human.messages(room_id, account.user_id)]
@@ -175,7 +175,7 @@ async def test_a_backlog_larger_than_one_sync_is_answered_in_full(
     await restart(bot_process)
     for event_id in sent:
         await human.wait_for_reply(room_id, event_id, timeout=90)
-    await human.quiet(2.0)
+    await settle(human, room_id, bot_process.storage)
 
     assert all(len(answers_to(human, room_id, event_id)) == 1 for event_id in sent)
     assert "filling a gap" in (bot_process.storage / "bot.log").read_text()
