@@ -88,6 +88,8 @@ class Answerer:
         self._runtime = runtime
         self._flush = flush
         self._run_command = run_command
+        self._running: dict[str, set[asyncio.Task[Any]]] = {}  # answers per agent, for interrupt
+        self._interrupted: set[asyncio.Task[Any]] = set()
 
     async def handle(self, message: IncomingMessage, route: Route, requester: str) -> None:
         """Produce every answer ``route`` asks for, then mark the event done in the ledger.
@@ -142,16 +144,35 @@ class Answerer:
         team: TeamSpec | None,
     ) -> bool:
         """One agent's answer; its failure is logged and does not cancel its siblings."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._running.setdefault(agent, set()).add(task)
         try:
             await self.answer(agent, message, route, requester, team)
             return True
         except asyncio.CancelledError:
-            raise
+            if task not in self._interrupted:
+                raise  # shutdown: left claimed, the next start resumes it
+            task.uncancel()
+            logger.info("%s was removed while answering %s", agent, message.event_id)
+            return False
         except Exception:
             logger.exception(
                 "%s could not answer %s in %s", agent, message.event_id, message.room_id
             )
             return False
+        finally:
+            self._running.get(agent, set()).discard(task)
+            self._interrupted.discard(task)
+
+    async def interrupt(self, agent: str) -> None:
+        """End ``agent``'s running answers (it was removed from the config): each message is
+        finished with what was written so far and a note, never left streaming."""
+        tasks = self._running.pop(agent, set())
+        for task in tasks:
+            self._interrupted.add(task)
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _choose(self, message: IncomingMessage, candidates: tuple[str, ...]) -> str:
         config = self._config()
@@ -234,25 +255,26 @@ class Answerer:
             plan.room_id,
             thread_root=plan.thread_root,
             reply_to=plan.reply_to,
-            txn_key=plan.txn_key,
+            agent=plan.agent,
+            posted=self._ledger,  # a resumed answer edits what an earlier run posted
         )
         if plan.thread_root == message.event_id:  # a new thread: we know everyone in it
             self._state.set_thread_senders(
                 plan.room_id, plan.thread_root, {message.sender, account.user_id}
             )
         await self._flush.prompted(plan.owner, session_id)
-        async with account.typing(plan.room_id):
+        async with account.typing(plan.room_id), writer.interruptible():
             if plan.team is not None:
                 result = await self._runtime.run_team_turn(plan.team, request)
             else:
                 result = await self._runtime.run_turn(
                     request, on_text=writer.update if plan.streaming else None
                 )
-        text = result.text
-        if result.ok and plan.private_marked:
-            text += PRIVATE_NOTE.format(who=plan.requester)
-        if text.strip():
-            await writer.finish(text)
+            text = result.text
+            if result.ok and plan.private_marked:
+                text += PRIVATE_NOTE.format(who=plan.requester)
+            if text.strip():
+                await writer.finish(text)
         if not result.ok:
             notice = notice_content(
                 f"⚠️ {result.error}", thread_root=plan.thread_root, reply_to=plan.reply_to

@@ -28,7 +28,7 @@ from mindroom.config.schema import AgentConfig, Config, TeamConfig
 from mindroom.conversation import ConversationState
 from mindroom.errors import MatrixError
 from mindroom.flush import FlushWorker
-from mindroom.ledger import Ledger
+from mindroom.ledger import Ledger, PendingEvent
 from mindroom.matrix.accounts import CredentialStore, login_account, set_display_name
 from mindroom.matrix.client import MatrixAccount
 from mindroom.matrix.events import AgentIdentity, IncomingMessage, message_source, parse_message
@@ -121,6 +121,9 @@ class Bot:
         everyone = [self.router, *self.agents.values()]
         await asyncio.gather(*(account.first_sync() for account in everyone))
         await self.prepare_rooms()
+        # Taken before any sync loop runs: a message the catch-up sync claims from now on is
+        # answered by that sync alone, never resumed as well.
+        unfinished = await self._unfinished()
         for account in everyone:
             self._listen(account)
         for name in self.config.agents:  # open (and index) shared memories before the first turn
@@ -135,7 +138,7 @@ class Bot:
         if self.reloader is not None:
             reloader = self.reloader
             self.tasks.keep_running("config-watch", lambda: reloader.watch(self._watch_stop))
-        await self._resume_pending()
+        self._resume(unfinished)
         logger.info(
             "mindroom is running on %s as %d agents in %d rooms",
             self.options.homeserver,
@@ -174,10 +177,13 @@ class Bot:
         self._listen(account)
 
     async def remove_member(self, name: str) -> None:
-        """An agent or team removed from the config: leave its rooms and stop its account.
+        """An agent or team removed from the config: end its running answers (their messages
+        are finished, not left streaming), leave its rooms and stop its account.
 
         The account is stopped and closed even when leaving a room fails.
         """
+        if self.answers is not None:
+            await self.answers.interrupt(name)
         account = self.agents.pop(name)
         account.stop()
         try:
@@ -206,23 +212,31 @@ class Bot:
                 self.router, name, settings, members, self.options.invite_users
             )
 
-    async def _resume_pending(self) -> None:
-        """Answer what a previous run claimed but did not finish (a crash, a kill -9)."""
+    async def _unfinished(self) -> list[tuple[IncomingMessage, PendingEvent]]:
+        """What a previous run claimed but did not finish (a crash, a kill -9), oldest first."""
         assert self.ledger is not None
-        assert self.answers is not None
         window_start = time.time() - self.config.matrix.catch_up_seconds
         expired = await self.ledger.expire(older_than=window_start)
+        await self.ledger.forget_finished_reply_parts()
         if expired:
             logger.info(
                 "%d unfinished replies are older than the catch-up window; skipped", expired
             )
+        unfinished: list[tuple[IncomingMessage, PendingEvent]] = []
         for pending in await self.ledger.pending(newer_than=window_start):
             message = parse_message(pending.room_id, pending.source)
             if message is None:
                 await self.ledger.finish(pending.event_id, "failed")
                 continue
-            logger.info("resuming the unfinished reply to %s", pending.event_id)
-            self.state.first_sight(message.event_id)
+            self.state.first_sight(message.event_id)  # a re-delivery by the catch-up is ignored
+            unfinished.append((message, pending))
+        return unfinished
+
+    def _resume(self, unfinished: list[tuple[IncomingMessage, PendingEvent]]) -> None:
+        """Answer the unfinished messages again; the reply writer edits what was posted."""
+        assert self.answers is not None
+        for message, pending in unfinished:
+            logger.info("resuming the unfinished reply to %s", message.event_id)
             if pending.responders:  # a hand-off: its responders were decided already
                 route = Route(RouteKind.HANDOFF, pending.responders, "resumed hand-off")
             else:

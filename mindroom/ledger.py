@@ -4,10 +4,13 @@ One SQLite file (``mindroom_data/ledger.db``, WAL, busy timeout) holds:
 
 * ``handled``: every triggering event mindroom decided to answer, claimed *before* the reply is
   produced and marked done after it was sent. A restart (clean or ``kill -9``) finds claimed but
-  unfinished events and answers them; replies are sent with transaction IDs derived from the
-  event, so a reply that did reach the homeserver before the crash is not posted twice.
+  unfinished events and answers them again; ``reply_parts`` makes that answer edit what the
+  earlier run posted instead of posting twice.
 * ``sync_tokens``: each account's last processed sync position, so messages that arrived while
   the bot was down are delivered after a restart instead of being lost.
+* ``reply_parts``: the message each part of a reply was posted as, keyed by the triggering event,
+  the agent and the part's index; a row is written before the part is sent and completed with
+  its event ID right after, so a resumed reply edits what an earlier run posted.
 * ``session_generations``: bumped by ``!new`` to start a fresh conversation in a room or thread.
 * ``compactions``: long threads continue in a new session carrying a summary of the old one.
 * ``flush_sessions`` and ``flush_curation``: the memory flush's control state (which sessions
@@ -50,6 +53,13 @@ CREATE TABLE IF NOT EXISTS compactions (
     base_session TEXT PRIMARY KEY,
     generation   INTEGER NOT NULL,
     carried      TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS reply_parts (
+    trigger_id TEXT NOT NULL,
+    agent      TEXT NOT NULL,
+    part       INTEGER NOT NULL,
+    event_id   TEXT,
+    PRIMARY KEY (trigger_id, agent, part)
 );
 CREATE TABLE IF NOT EXISTS session_generations (
     room_id     TEXT NOT NULL,
@@ -222,6 +232,46 @@ class Ledger:
             (base_session, generation, carried),
         )
         await self._db.commit()
+
+    # -- reply parts: what a reply posted, so a resumed reply edits instead of posting again ----
+
+    async def reply_parts(self, trigger_id: str, agent: str) -> dict[int, str | None]:
+        """Parts of ``agent``'s reply to ``trigger_id`` an earlier send began: index -> event ID
+        (None when the send began but its event ID was never recorded)."""
+        async with self._db.execute(
+            "SELECT part, event_id FROM reply_parts WHERE trigger_id = ? AND agent = ?",
+            (trigger_id, agent),
+        ) as cursor:
+            rows = await cursor.fetchall()
+        return {int(row[0]): row[1] for row in rows}
+
+    async def begin_reply_part(self, trigger_id: str, agent: str, part: int) -> None:
+        """Record, before it is sent, that part ``part`` of the reply is about to be posted."""
+        await self._db.execute(
+            "INSERT OR IGNORE INTO reply_parts (trigger_id, agent, part) VALUES (?, ?, ?)",
+            (trigger_id, agent, part),
+        )
+        await self._db.commit()
+
+    async def record_reply_part(
+        self, trigger_id: str, agent: str, part: int, event_id: str
+    ) -> None:
+        """Record the event ID part ``part`` of the reply was posted as."""
+        await self._db.execute(
+            "INSERT INTO reply_parts (trigger_id, agent, part, event_id) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT(trigger_id, agent, part) DO UPDATE SET event_id = excluded.event_id",
+            (trigger_id, agent, part, event_id),
+        )
+        await self._db.commit()
+
+    async def forget_finished_reply_parts(self) -> int:
+        """Drop the parts of replies no longer claimed (answered, failed, expired)."""
+        cursor = await self._db.execute(
+            "DELETE FROM reply_parts WHERE trigger_id NOT IN"
+            " (SELECT event_id FROM handled WHERE status = 'claimed')"
+        )
+        await self._db.commit()
+        return cursor.rowcount
 
     # -- memory flush control state -------------------------------------------------------------
     # The claimer of a row owns its cursor, failures and cooldown; everyone else only marks it

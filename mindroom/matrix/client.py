@@ -89,10 +89,14 @@ class MatrixAccount:
         if isinstance(response, nio.SyncError):
             raise MatrixError(f"first sync of {self.user_id} failed: {response.message}")
         # An uploaded filter is parsed once; an inline one costs the server a parse per sync.
+        # Synapse stores identical filters once, so without this run's nonce the catch-up
+        # request (saved position, same filter, same timeout) would be the very request the
+        # previous run left long-polling, and could be answered from that run's cache.
+        timeline = {**_SYNC_FILTER["room"]["timeline"], "not_types": [nonce]}
+        room = {**_SYNC_FILTER["room"], "timeline": timeline}
+        self._sync_filter = {**_SYNC_FILTER, "room": room}
         uploaded = await self.client.upload_filter(
-            presence=_SYNC_FILTER["presence"],
-            account_data=_SYNC_FILTER["account_data"],
-            room=_SYNC_FILTER["room"],
+            presence=_SYNC_FILTER["presence"], account_data=_SYNC_FILTER["account_data"], room=room
         )
         if isinstance(uploaded, nio.UploadFilterResponse):
             self._sync_filter = uploaded.filter_id
@@ -139,7 +143,17 @@ class MatrixAccount:
         backoff = 1.0
         position = since or self.client.next_batch
         self.log.debug("syncing from %r (saved %r)", position, since)
+        if not since and on_synced is not None:
+            # Nothing saved yet: the first sync's position is where a restart must catch up
+            # from, even when this run ends before its first long-poll returns.
+            await on_synced(self, position)
         while not self._stopping:
+            # nio drops a sync response whose next_batch equals its own ("already received")
+            # without running any callback. After first_sync its position is the head of the
+            # stream, which is exactly where the catch-up from a saved position ends when
+            # nothing else happened since: the whole backlog would be thrown away. Its position
+            # must be the one this request starts from.
+            self.client.next_batch = position
             try:
                 response = await self.client.sync(
                     timeout=SYNC_TIMEOUT_MS, sync_filter=self._sync_filter, since=position
@@ -207,6 +221,12 @@ class MatrixAccount:
         if not isinstance(response, nio.RoomSendResponse):
             raise MatrixError(f"{self.user_id} cannot send to {room_id}: {response.message}")
         return response.event_id
+
+    async def redact(self, room_id: str, event_id: str, reason: str) -> None:
+        """Redact ``event_id``; a failure is logged (it may be gone already)."""
+        response = await self.client.room_redact(room_id, event_id, reason=reason)
+        if isinstance(response, nio.ErrorResponse):
+            self.log.warning("cannot redact %s in %s: %s", event_id, room_id, response.message)
 
     async def set_typing(self, room_id: str, typing: bool) -> None:
         """Show or hide the typing notice; a failure only costs the notice."""
