@@ -117,11 +117,6 @@ class TurnPlan:
         """The requester whose private scope the turn uses; None for shared memory."""
         return self.requester if self.private else None
 
-    @property
-    def txn_key(self) -> str:
-        """What makes this answer's transaction IDs unique (and stable across a resume)."""
-        return f"{self.reply_to}|{self.agent}"
-
 
 def is_private(config: Config, agent: str, team: TeamSpec | None) -> bool:
     """True when a turn of ``agent`` (or ``team``) uses per-person private state."""
