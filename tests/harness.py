@@ -205,13 +205,6 @@ class Human:
         assert isinstance(response, nio.RoomSendResponse), response
         await self.wait_for(lambda e: e.get("event_id") == response.event_id, timeout)
 
-    async def quiet(self, seconds: float) -> None:
-        """Deprecated: a sleep proves nothing on a loaded machine; use ``BotHarness.settle``.
-
-        Kept only for test files not yet converted (test_exactly_once.py, test_flush_e2e.py).
-        """
-        await asyncio.sleep(seconds)
-
     def _summary(self) -> str:
         return "\n".join(
             f"  {e.get('sender')} {e.get('type')} {json.dumps(e.get('content'))[:160]}"

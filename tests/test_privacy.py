@@ -207,15 +207,19 @@ async def test_two_people_in_one_thread_keep_their_own_history_and_compaction(
     assert "bob the baker" in all_text(bobs_second)  # bob's own history is kept
 
 
+@pytest.mark.parametrize("where", ["authorization", "room"])
 async def test_revoking_a_user_by_hot_reload_applies_at_once(
-    bot: BotHarness, human: Human, model: ScriptedModel, synapse
+    bot: BotHarness, human: Human, model: ScriptedModel, synapse, where: str
 ) -> None:
     alice, room = human, unique("lobby")
     bob = await Human.create(synapse)
     model.set_handler(lambda request: f"answer to {last_user_text(request)}")
     try:
         everyone = {"allowed_users": [alice.user_id, bob.user_id]}
-        config = config_text(model.base_url, {"general": {"rooms": [room]}}, authorization=everyone)
+        sections = {"authorization": everyone} if where == "authorization" else {}
+        if where == "room":
+            sections["rooms"] = {room: everyone}
+        config = config_text(model.base_url, {"general": {"rooms": [room]}}, **sections)
         room_id = await bot.start_in_room(config, room, alice)
         await bob.join(room_id)
         assert bot.bot is not None
@@ -224,7 +228,10 @@ async def test_revoking_a_user_by_hot_reload_applies_at_once(
         await bob.wait_for_reply(room_id, before)
 
         doc = json.loads(config)
-        doc["authorization"]["allowed_users"] = [alice.user_id]
+        if where == "room":
+            doc["rooms"][room]["allowed_users"] = [alice.user_id]
+        else:
+            doc["authorization"]["allowed_users"] = [alice.user_id]
         doc["router"] = {"context_messages": 3}
         applied = bot.bot.reloader.applied
         bot.write_config(json.dumps(doc))

@@ -123,7 +123,8 @@ async def login_account(
             if exc.errcode in ("M_USER_IN_USE", "M_EXCLUSIVE"):
                 raise MatrixError(
                     f"account @{localpart} already exists on {homeserver} but its password is "
-                    f"not in {store.path}; restore that file or delete the account",
+                    f"not in {store.path.parent.name}/{store.path.name} (under the storage "
+                    "root); restore that file or delete the account",
                     exc.errcode,
                 ) from None
             raise
