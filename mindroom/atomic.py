@@ -4,16 +4,19 @@ A crash (kill -9, power loss) leaves the old file or the new one, never half of 
 goes to a temp file in the same folder (``.<name>.<8 hex>.tmp``), is fsynced, and is renamed
 over the target; the folder is fsynced after the rename. A failed write removes its temp file.
 
-This module knows nothing about memory or config: it only writes bytes. Coordinating several
-writers of one file (locks, "changed since read") is the caller's business, e.g.
+:func:`acquire_lock` is the one bounded ``flock`` every writer takes (flock itself has no
+timeout). This module knows nothing about memory or config: it only writes bytes. Coordinating
+several writers of one file (locks, "changed since read") is the caller's business, e.g.
 :mod:`mindroom.memory.files`.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import secrets
+import time
 from pathlib import Path
 
 # what temp_path() names look like; lets a clean-up remove only our own leftovers
@@ -78,3 +81,34 @@ def atomic_write(path: Path, data: str | bytes, *, mode: int | None = None) -> N
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+LOCK_POLL_SECONDS = 0.02
+
+
+def acquire_lock(lock_file: Path, timeout: float, *, mode: int = 0o600) -> int:
+    """Take an exclusive ``flock`` on ``lock_file`` (created if missing); returns its descriptor.
+
+    Threads and processes exclude each other; closing the descriptor (:func:`release_lock`, or
+    the process dying) releases it. Raises TimeoutError when another holder kept it for
+    ``timeout`` seconds, OSError when the lock file cannot be opened.
+    """
+    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, mode)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise TimeoutError(f"{lock_file.name} held for {timeout:.0f} s") from None
+            time.sleep(LOCK_POLL_SECONDS)  # polling keeps the wait bounded
+
+
+def release_lock(fd: int) -> None:
+    """Release a lock taken by :func:`acquire_lock`."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

@@ -17,11 +17,9 @@ they take turns.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import io
 import os
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -33,7 +31,7 @@ from ruamel.yaml.error import YAMLError
 from ruamel.yaml.nodes import MappingNode, Node
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
 
-from mindroom.atomic import atomic_write
+from mindroom.atomic import acquire_lock, atomic_write, release_lock
 from mindroom.config import yaml_text as yt
 from mindroom.config.load import parse_config
 from mindroom.config.schema import Config
@@ -64,25 +62,18 @@ def config_lock(path: Path, timeout: float = LOCK_TIMEOUT_SECONDS) -> Iterator[N
     """Hold the config's write lock; waits up to ``timeout`` seconds for another writer."""
     where = lock_path(path)
     try:
-        fd = os.open(where, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = acquire_lock(where, timeout, mode=0o644)
+    except TimeoutError:
+        raise ConfigError(
+            f"{path}: another edit has held {where.name} for {timeout:.0f} s; "
+            "nothing was written, try again"
+        ) from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot create the lock file {where}: {exc.strerror}") from None
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise ConfigError(
-                        f"{path}: another edit has held {where.name} for {timeout:.0f} s; "
-                        "nothing was written, try again"
-                    ) from None
-                time.sleep(0.02)  # polling keeps the wait bounded; flock has no timeout
         yield
     finally:
-        os.close(fd)  # closing the descriptor releases the lock
+        release_lock(fd)
 
 
 @contextmanager

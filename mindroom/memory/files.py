@@ -44,7 +44,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import fcntl
 import hashlib
 import logging
 import os
@@ -56,7 +55,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from mindroom.atomic import TEMP_NAME_RE, atomic_write, fsync_dir, write_temp
+from mindroom.atomic import (
+    TEMP_NAME_RE,
+    acquire_lock,
+    atomic_write,
+    fsync_dir,
+    release_lock,
+    write_temp,
+)
 from mindroom.errors import MemoryStoreError
 
 __all__ = [
@@ -119,25 +125,16 @@ def file_lock(lock_dir: Path, target: Path, timeout: float | None = None) -> Ite
     timeout = OPERATION_SECONDS if timeout is None else timeout
     lock_dir.mkdir(parents=True, exist_ok=True)
     name = hashlib.sha256(str(target.resolve()).encode()).hexdigest()[:24]
-    fd = os.open(lock_dir / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise MemoryStoreError(
-                        f"{target.name} is busy: another writer held it for {timeout:.0f} s"
-                    ) from None
-                time.sleep(_POLL_SECONDS)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        fd = acquire_lock(lock_dir / f"{name}.lock", timeout)
+    except TimeoutError:
+        raise MemoryStoreError(
+            f"{target.name} is busy: another writer held it for {timeout:.0f} s"
+        ) from None
+    try:
+        yield
     finally:
-        os.close(fd)
+        release_lock(fd)
 
 
 def _decode(data: bytes, name: str) -> str:
