@@ -62,6 +62,10 @@ class Presence(Protocol):
         """The people (not mindroom's accounts) joined to ``room_id``."""
         ...
 
+    def is_direct(self, room_id: str) -> bool:
+        """True for a direct chat: one person and one of mindroom's accounts in the room."""
+        ...
+
     def spawn(self, coro: Any, name: str) -> object:
         """Run ``coro`` as a job the bot owns."""
         ...
@@ -197,7 +201,8 @@ class Answerer:
     ) -> TurnPlan:
         """The :class:`TurnPlan` for ``agent`` answering ``message`` for ``requester``."""
         config = self._config()
-        root = answer_thread(config, agent, message.thread_root, message.event_id)
+        direct = self._presence.is_direct(message.room_id)
+        root = answer_thread(config, agent, message.thread_root, message.event_id, direct=direct)
         generation = await self._ledger.session_generation(message.room_id, root)
         return plan_turn(
             config,
@@ -211,6 +216,7 @@ class Answerer:
             thread_humans=self._thread_humans(message.room_id, root, message.sender),
             team=team,
             generation=generation,
+            direct=direct,
         )
 
     async def answer(

@@ -277,6 +277,15 @@ class Bot:
                 members |= account.room_members(room_id)
         return humans(members, self.own_user_ids())
 
+    def is_direct(self, room_id: str) -> bool:
+        """True for a direct chat: one person and one of mindroom's accounts in the room."""
+        members: set[str] = set()
+        for account in [self.router, *self.agents.values()]:
+            if account is not None and room_id in account.joined_rooms():
+                members |= account.room_members(room_id) | {account.user_id}
+        own = members & self.own_user_ids()
+        return len(own) == 1 and len(members - own) == 1
+
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         """Run ``coro`` as a job the bot owns (awaited or cancelled at shutdown)."""
         return self.tasks.spawn(coro, name)

@@ -127,11 +127,31 @@ def is_private(config: Config, agent: str, team: TeamSpec | None) -> bool:
     return agent in config.agents and config.agents[agent].private is not None
 
 
-def answer_thread(config: Config, agent: str, thread_root: str | None, event_id: str) -> str | None:
-    """The thread ``agent`` answers the event ``event_id`` in (None: the room's timeline)."""
-    in_agent = agent in config.agents
-    in_thread = (config.agent_thread_mode(agent) if in_agent else "thread") == "thread"
-    return (thread_root or event_id) if in_thread else None
+def thread_mode(config: Config, agent: str, *, direct: bool = False) -> str:
+    """``thread`` or ``room``: where ``agent`` answers.
+
+    A direct chat (one person, one agent) is one conversation: answered in the timeline,
+    unless the agent sets its own ``thread_mode``. Elsewhere the agent's mode, else the
+    defaults'. Teams answer in threads.
+    """
+    if agent not in config.agents:
+        return "thread"
+    own = config.agents[agent].thread_mode
+    if direct:
+        return own or "room"
+    return own or config.defaults.thread_mode
+
+
+def answer_thread(
+    config: Config, agent: str, thread_root: str | None, event_id: str, *, direct: bool = False
+) -> str | None:
+    """The thread ``agent`` answers the event ``event_id`` in (None: the room's timeline).
+
+    A message someone wrote in a thread is answered in that thread whatever the mode.
+    """
+    if thread_mode(config, agent, direct=direct) == "thread":
+        return thread_root or event_id
+    return thread_root
 
 
 def plan_turn(
@@ -147,16 +167,18 @@ def plan_turn(
     thread_humans: Collection[str],
     team: TeamSpec | None = None,
     generation: int = 0,
+    direct: bool = False,
 ) -> TurnPlan:
     """The plan for ``agent`` answering the event ``event_id`` for ``requester``.
 
     ``route`` is why the agent answers; ``room_humans`` are the people joined to the room and
     ``thread_humans`` the people who have posted in the message's thread (both without
-    mindroom's own accounts); ``generation`` counts ``!new`` in this room or thread.
+    mindroom's own accounts); ``generation`` counts ``!new`` in this room or thread;
+    ``direct`` says the room is a direct chat (one person, one agent).
     """
     if team is None and agent in config.teams:
         team = TeamSpec.configured(config, agent)
-    root = answer_thread(config, agent, thread_root, event_id)
+    root = answer_thread(config, agent, thread_root, event_id, direct=direct)
     owner = team.name if team else agent
     private = is_private(config, agent, team)
     session_id = session_id_for(owner, room_id, root, generation)
