@@ -62,6 +62,10 @@ class Presence(Protocol):
         """The people (not mindroom's accounts) joined to ``room_id``."""
         ...
 
+    def display_name(self, room_id: str, user_id: str) -> str | None:
+        """``user_id``'s display name in ``room_id`` (None when unknown)."""
+        ...
+
     def is_direct(self, room_id: str) -> bool:
         """True for a direct chat: one person and one of mindroom's accounts in the room."""
         ...
@@ -247,14 +251,16 @@ class Answerer:
                 requester=plan.scope_requester,
                 incoming=message.body,
             )
+        speaker = who(self._presence.display_name(plan.room_id, message.sender), message.sender)
         request = TurnRequest(
             plan.agent,
             session_id,
             plan.requester,
-            message.body,
+            f"{speaker}: {message.body}" if plan.group else message.body,
             carried,
             plan.private_recall,
             trigger=plan.reply_to,
+            speaker=speaker,
         )
         writer = ReplyWriter(
             account,
@@ -326,6 +332,11 @@ class Answerer:
             self._presence.spawn(
                 self.handle(handoff, route, plan.requester), f"handoff:{reply_event_id}"
             )
+
+
+def who(display_name: str | None, user_id: str) -> str:
+    """How the model is told who speaks: ``Alice (@alice:example.org)``, or the bare ID."""
+    return f"{display_name} ({user_id})" if display_name and display_name != user_id else user_id
 
 
 def resumed_requester(source: dict[str, Any], sender: str) -> str:

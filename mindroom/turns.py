@@ -106,6 +106,7 @@ class TurnPlan:
     private_recall: bool  # the requester's private memory may enter the prompt and tools
     private_marked: bool  # the answer says it used private memory (others may read it)
     streaming: bool
+    group: bool = False  # other people are in the room: every message says who wrote it
 
     @property
     def owner(self) -> str:
@@ -183,11 +184,11 @@ def plan_turn(
     private = is_private(config, agent, team)
     session_id = session_id_for(owner, room_id, root, generation)
     recall, marked = True, False
+    others_in_room = set(room_humans) - {requester}
+    others_in_thread = set(thread_humans) - {requester}
+    alone = not others_in_room or (root is not None and not others_in_thread)
     if private:
         session_id = private_session_id(session_id, requester)
-        others_in_room = set(room_humans) - {requester}
-        others_in_thread = set(thread_humans) - {requester}
-        alone = not others_in_room or (root is not None and not others_in_thread)
         addressed = route.kind in (RouteKind.MENTIONED, RouteKind.THREAD_AGENT)
         recall = alone or addressed
         marked = not alone and addressed
@@ -203,4 +204,5 @@ def plan_turn(
         private_recall=recall,
         private_marked=marked,
         streaming=team is None and config.agent_streaming(agent),
+        group=bool(others_in_room),
     )

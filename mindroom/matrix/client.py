@@ -70,6 +70,11 @@ class MatrixAccount:
         room = self.client.rooms.get(room_id)
         return set(room.users) if room else set()
 
+    def display_name(self, room_id: str, user_id: str) -> str | None:
+        """``user_id``'s display name in ``room_id`` as this account last saw it."""
+        room = self.client.rooms.get(room_id)
+        return room.user_name(user_id) if room else None
+
     async def first_sync(self) -> None:
         """Learn joined rooms and state without delivering the backlog to callbacks.
 
