@@ -18,7 +18,7 @@ from mindroom.matrix.chat import chat
 from mindroom.matrix.homeserver import EmbeddedHomeserver
 from mindroom.matrix.local import ensure_local_user, local_user_store
 from tests.harness import REPO, BotHarness, Human, config_text, relation, unique
-from tests.scripted_model import ScriptedModel, all_text
+from tests.scripted_model import Reply, ScriptedModel, all_text
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
 
@@ -166,3 +166,21 @@ async def test_chat_says_no_agent_answered_when_the_bot_is_not_running(
     printed: list[str] = []
     assert await chat(data_dir, room, "hello?", timeout=2, out=printed.append) == 1
     assert any("no answer" in line and "mindroom run" in line for line in printed), printed
+
+
+async def test_a_streamed_answer_is_printed_once_with_its_final_text(
+    bot: BotHarness, human: Human, model: ScriptedModel, synapse: EmbeddedHomeserver, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "chat_data"
+    await _local_user(synapse, data_dir)
+    room = await _one_agent_room(bot, model)
+    room_id = await human.join(f"#{room}:{synapse.server_name}")
+    text = " ".join(f"word{i}" for i in range(40))
+    model.push(Reply(text=text, chunks=20, chunk_delay=0.15))
+    printed: list[str] = []
+    assert await chat(data_dir, room, "tell me a lot", timeout=30, out=printed.append) == 0
+    assert printed == [f"General: {text}"]
+    # The positive control: the answer really was streamed, as a message and its edits.
+    await human.fence(room_id)
+    answer = next(e for e in human.posted(room_id, bot.bot.agents["general"].user_id))
+    assert human.edits_of(answer["event_id"])
