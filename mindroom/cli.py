@@ -134,7 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", help="talk to the agents from the terminal (local user)")
     common(chat)
     chat.add_argument("--room", default="lobby", help="room name or alias (lobby)")
-    chat.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for a reply")
+    chat.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds to wait for an answer (60)"
+    )
     chat.add_argument("message", nargs="*", help="message to send; none opens a prompt")
     chat.set_defaults(func=_chat)
     doctor = sub.add_parser("doctor", help="check config, homeserver, models and storage")

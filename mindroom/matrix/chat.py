@@ -1,17 +1,24 @@
 """``mindroom chat``: a small terminal Matrix client for the local human account.
 
 It logs in with the credentials ``mindroom run --local`` saved, joins the room by alias, sends a
-message (or reads lines from a prompt) and prints what others post in the room, threads
-included, as it arrives. It is deliberately tiny: it is for trying mindroom out, not a client.
+message (or reads lines from a prompt) and prints the answers to what it sent: messages in its
+threads or replying to its own events, each answer's final text once (a streamed answer is
+printed when its last edit drops the in-progress marker). Nothing else in the room is printed,
+so running it again never shows earlier replies. At the prompt every line continues one thread,
+so the agent has the conversation's history; ``/new`` starts another, ``/room NAME`` switches.
+It is deliberately tiny: it is for trying mindroom out, not a client.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable
+from collections import deque
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 import nio
 
 from mindroom.errors import MatrixError
@@ -20,6 +27,10 @@ from mindroom.matrix.local import local_user_store
 from mindroom.matrix.send import IN_PROGRESS_MARKER, message_content
 
 QUIET_AFTER_REPLY_S = 3.0
+PROBE_TIMEOUT_S = 5.0
+HELP = "Each line continues one thread; /new starts another, /room NAME switches, Ctrl-D quits."
+_NOT_RUNNING = "is 'mindroom run' running? Its log says why no agent answered"
+_BUFFERED_EVENTS = 500  # events that arrived before the send that they answer returned
 
 
 def _homeserver_and_user(data_dir: Path) -> tuple[str, str]:
@@ -31,69 +42,125 @@ def _homeserver_and_user(data_dir: Path) -> tuple[str, str]:
     )
 
 
+async def _check_reachable(homeserver: str) -> None:
+    """Fail within seconds when the homeserver does not answer (nio would retry forever)."""
+    timeout = aiohttp.ClientTimeout(total=PROBE_TIMEOUT_S)
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.get(f"{homeserver}/_matrix/client/versions") as response,
+        ):
+            if response.status == 200:
+                return
+            reason = f"HTTP {response.status}"
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        reason = str(exc) or type(exc).__name__
+    raise MatrixError(
+        f"cannot reach the homeserver at {homeserver} ({reason}): "
+        "is 'mindroom run --local' running?"
+    )
+
+
+class _Answers:
+    """Picks the answers to this chat's own messages out of everything the room shows.
+
+    An answer is a message in a thread rooted at one of our events or replying to one; its
+    edits are followed until the text is final, which is queued once. Events can arrive before
+    the send they answer has returned its event id, so unmatched ones are kept (boundedly) and
+    looked at again when :meth:`sent` learns a new id.
+    """
+
+    def __init__(self, user_id: str) -> None:
+        self.user_id = user_id
+        self.own: set[str] = set()
+        self.answered: set[str] = set()  # own events that got an answer
+        self.threaded: set[str] = set()  # own events answered inside a thread under them
+        self.streaming: set[str] = set()  # answers whose final text has not come yet
+        self.done: set[str] = set()
+        self.queue = asyncio.Queue[str]()
+        self._unmatched: deque[tuple[nio.MatrixRoom, dict[str, Any]]] = deque(
+            maxlen=_BUFFERED_EVENTS
+        )
+
+    def sent(self, event_id: str) -> None:
+        self.own.add(event_id)
+        waiting = list(self._unmatched)
+        self._unmatched.clear()
+        for room, source in waiting:
+            self.seen(room, source)
+
+    def seen(self, room: nio.MatrixRoom, source: dict[str, Any]) -> None:
+        if source.get("sender") == self.user_id or source.get("type") != "m.room.message":
+            return
+        content = source.get("content") or {}
+        relation = content.get("m.relates_to") or {}
+        if relation.get("rel_type") == "m.replace":
+            answer = str(relation.get("event_id"))
+            if answer in self.done:
+                return
+            if answer not in self.streaming:
+                self._unmatched.append((room, source))
+                return
+            content = content.get("m.new_content") or {}
+        else:
+            answer = str(source.get("event_id"))
+            if answer in self.done or answer in self.streaming:
+                return
+            reply_to = (relation.get("m.in_reply_to") or {}).get("event_id")
+            root = relation.get("event_id") if relation.get("rel_type") == "m.thread" else None
+            ours = [e for e in (root, reply_to) if e in self.own]
+            if not ours:
+                self._unmatched.append((room, source))
+                return
+            self.answered.update(ours)
+            if root in self.own:
+                self.threaded.add(root)
+        body = str(content.get("body", ""))
+        if body.endswith(IN_PROGRESS_MARKER):
+            self.streaming.add(answer)
+            return
+        self.streaming.discard(answer)
+        self.done.add(answer)
+        name = room.user_name(source["sender"]) or source["sender"]
+        self.queue.put_nowait(f"{name}: {body}")
+
+
+async def _lines_from_stdin() -> AsyncIterator[str]:
+    while line := await asyncio.to_thread(sys.stdin.readline):
+        yield line
+
+
 async def chat(
     data_dir: Path,
     room: str,
     message: str | None,
     *,
-    timeout: float = 120.0,
+    timeout: float = 60.0,
     out: Callable[[str], None] = print,
+    lines: AsyncIterator[str] | None = None,
 ) -> int:
-    """Send ``message`` (or prompt for lines when None) to ``room`` and print the replies."""
+    """Send ``message`` (or prompt for ``lines``, stdin by default, when None) to ``room`` and
+    print the answers. Returns 1 when a one-shot message got no answer within ``timeout``."""
     homeserver, localpart = _homeserver_and_user(data_dir)
+    await _check_reachable(homeserver)
     client = await login_account(
         homeserver, localpart, local_user_store(data_dir), device_name="mindroom chat"
     )
     try:
-        server_name = client.user_id.split(":", 1)[1]
-        alias = room if room.startswith(("#", "!")) else f"#{room}:{server_name}"
-        joined = await client.join(alias)
-        if not isinstance(joined, nio.JoinResponse):
-            raise MatrixError(f"cannot join {alias}: {joined.message}")
-        room_id = joined.room_id
-        await client.sync(timeout=0, full_state=True)
-        replies = asyncio.Queue[str]()
-        streaming: set[str] = set()  # answers still being written
+        await client.sync(timeout=0, full_state=True)  # skip the history: only new events count
+        answers = _Answers(client.user_id)
 
         async def on_message(matrix_room: nio.MatrixRoom, event: nio.RoomMessage) -> None:
-            if matrix_room.room_id != room_id or event.sender == client.user_id:
-                return
-            content = event.source.get("content", {})
-            relation = content.get("m.relates_to") or {}
-            if relation.get("rel_type") == "m.replace":
-                # A streamed answer is complete when an edit drops the in-progress marker.
-                original = relation.get("event_id")
-                content = content.get("m.new_content") or {}
-                if original not in streaming:
-                    return
-            else:
-                original = event.event_id
-            body = str(content.get("body", ""))
-            if body.endswith(IN_PROGRESS_MARKER):
-                streaming.add(original)
-                return
-            streaming.discard(original)
-            name = matrix_room.user_name(event.sender) or event.sender
-            await replies.put(f"{name}: {body}")
+            answers.seen(matrix_room, event.source)
 
         client.add_event_callback(on_message, nio.RoomMessage)
         sync_task = asyncio.create_task(client.sync_forever(timeout=30_000))
         try:
+            room_id, alias = await _join(client, room)
             if message is not None:
-                return await _send_and_wait(client, room_id, message, replies, timeout, out)
-            out(f"Talking in {alias} as {client.user_id}. Ctrl-D to quit.")
-            printer = asyncio.create_task(_drain(replies, out, None))
-            try:
-                while line := await asyncio.to_thread(sys.stdin.readline):
-                    if line.strip():
-                        await client.room_send(
-                            room_id, "m.room.message", message_content(line.strip())
-                        )
-                await asyncio.sleep(QUIET_AFTER_REPLY_S)  # let late replies print
-                return 0
-            finally:
-                printer.cancel()
-                await asyncio.gather(printer, return_exceptions=True)
+                return await _send_and_wait(client, room_id, message, answers, timeout, out)
+            out(f"Talking in {alias} as {client.user_id}. {HELP}")
+            return await _prompt(client, room_id, answers, timeout, out, lines)
         finally:
             sync_task.cancel()
             await asyncio.gather(sync_task, return_exceptions=True)
@@ -101,32 +168,114 @@ async def chat(
         await client.close()
 
 
+async def _join(client: nio.AsyncClient, room: str) -> tuple[str, str]:
+    server_name = client.user_id.split(":", 1)[1]
+    alias = room if room.startswith(("#", "!")) else f"#{room}:{server_name}"
+    joined = await client.join(alias)
+    if not isinstance(joined, nio.JoinResponse):
+        raise MatrixError(f"cannot join {alias}: {joined.message}")
+    return joined.room_id, alias
+
+
+async def _send(client: nio.AsyncClient, room_id: str, content: dict[str, Any]) -> str:
+    sent = await client.room_send(room_id, "m.room.message", content)
+    if not isinstance(sent, nio.RoomSendResponse):
+        raise MatrixError(f"cannot send: {sent.message}")
+    return sent.event_id
+
+
 async def _send_and_wait(
     client: nio.AsyncClient,
     room_id: str,
     message: str,
-    replies: asyncio.Queue[str],
+    answers: _Answers,
     timeout: float,
     out: Callable[[str], None],
 ) -> int:
-    sent = await client.room_send(room_id, "m.room.message", message_content(message))
-    if not isinstance(sent, nio.RoomSendResponse):
-        raise MatrixError(f"cannot send: {sent.message}")
+    answers.sent(await _send(client, room_id, message_content(message)))
     try:
-        out(await asyncio.wait_for(replies.get(), timeout))
+        out(await asyncio.wait_for(answers.queue.get(), timeout))
     except TimeoutError:
-        out(f"(no reply within {timeout:.0f} s)")
+        out(f"(no answer within {timeout:.0f} s: {_NOT_RUNNING})")
         return 1
-    await _drain(replies, out, QUIET_AFTER_REPLY_S)
+    await _drain(answers, out, QUIET_AFTER_REPLY_S, timeout)
     return 0
 
 
-async def _drain(
-    replies: asyncio.Queue[str], out: Callable[[str], None], quiet: float | None
+async def _prompt(
+    client: nio.AsyncClient,
+    room_id: str,
+    answers: _Answers,
+    timeout: float,
+    out: Callable[[str], None],
+    lines: AsyncIterator[str] | None,
+) -> int:
+    printer = asyncio.create_task(_drain(answers, out, None, None))
+    watchers: set[asyncio.Task[None]] = set()
+    root: str | None = None  # the first event of the current conversation
+    try:
+        async for raw in lines if lines is not None else _lines_from_stdin():
+            line = raw.strip()
+            if not line:
+                continue
+            if line == "/new":
+                root = None
+                out("(new conversation)")
+                continue
+            if line.startswith("/room"):
+                name = line.removeprefix("/room").strip()
+                if not name:
+                    out(HELP)
+                    continue
+                try:
+                    room_id, alias = await _join(client, name)
+                except MatrixError as exc:
+                    out(f"({exc})")
+                    continue
+                root = None
+                out(f"(now in {alias})")
+                continue
+            # The conversation continues in the first line's thread unless the agent answered
+            # it in the room's timeline (a DM in room mode): then the timeline is the history.
+            in_room_mode = root in answers.answered and root not in answers.threaded
+            in_thread = root is not None and not in_room_mode
+            content = message_content(line, thread_root=root if in_thread else None)
+            event_id = await _send(client, room_id, content)
+            answers.sent(event_id)
+            root = root or event_id
+            watcher = asyncio.create_task(_watch(answers, event_id, timeout, out))
+            watchers.add(watcher)
+            watcher.add_done_callback(watchers.discard)
+        printer.cancel()
+        await asyncio.gather(printer, return_exceptions=True)
+        if answers.streaming or answers.own - answers.answered:
+            await _drain(answers, out, QUIET_AFTER_REPLY_S, timeout)  # let late answers print
+        return 0
+    finally:
+        for task in (printer, *watchers):
+            task.cancel()
+        await asyncio.gather(printer, *watchers, return_exceptions=True)
+
+
+async def _watch(
+    answers: _Answers, event_id: str, timeout: float, out: Callable[[str], None]
 ) -> None:
-    """Print replies until none has come for ``quiet`` seconds (forever when None)."""
+    """Say so at the prompt when a line got no answer within ``timeout``."""
+    await asyncio.sleep(timeout)
+    if event_id not in answers.answered:
+        out(f"(no answer within {timeout:.0f} s: {_NOT_RUNNING})")
+
+
+async def _drain(
+    answers: _Answers, out: Callable[[str], None], quiet: float | None, limit: float | None
+) -> None:
+    """Print answers until none has come for ``quiet`` seconds (forever when None); an answer
+    still being written is waited for, up to ``limit`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = None if limit is None else loop.time() + limit
     while True:
         try:
-            out(await asyncio.wait_for(replies.get(), quiet))
+            out(await asyncio.wait_for(answers.queue.get(), quiet))
         except TimeoutError:
-            return
+            if not answers.streaming or (deadline is not None and loop.time() > deadline):
+                return
