@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -39,16 +42,13 @@ def wait_for_log(path: Path, text: str, proc: subprocess.Popen[bytes], timeout: 
     raise TimeoutError(f"{text!r} not logged:\n{path.read_text()[-3000:]}")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_run_against_an_unreachable_homeserver_says_why_and_stops_on_a_signal(
-    tmp_path: Path, sig: signal.Signals
-) -> None:
-    url = f"http://127.0.0.1:{closed_port()}"
+def start_run(tmp_path: Path, homeserver: str) -> tuple[subprocess.Popen[bytes], Path]:
+    """``python -m mindroom run`` as a real process against ``homeserver``; its log file."""
     (tmp_path / "config.yaml").write_text(
         config_text("http://127.0.0.1:9/v1", {"general": {"rooms": ["lobby"]}})
     )
     log = tmp_path / "run.log"
-    env = {**os.environ, "MATRIX_HOMESERVER": url, "AGNO_TELEMETRY": "false"}
+    env = {**os.environ, "MATRIX_HOMESERVER": homeserver, "AGNO_TELEMETRY": "false"}
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "mindroom", "run", "--config", str(tmp_path / "config.yaml")],
@@ -57,24 +57,104 @@ def test_run_against_an_unreachable_homeserver_says_why_and_stops_on_a_signal(
             stderr=subprocess.STDOUT,
             cwd=tmp_path,
         )
+    return proc, log
+
+
+def stop_run(proc: subprocess.Popen[bytes], sig: int) -> int:
+    """Send ``sig`` and return the exit code; a process still running after a generous bound
+    is killed and fails the test."""
     try:
-        # Two attempts: the first, then one after the backoff; each names the URL and the error.
-        wait_for_log(log, "attempt 2", proc, 60)
         proc.send_signal(sig)
-        code = proc.wait(15)  # generous; a hang fails here
+        return proc.wait(15)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_run_against_an_unreachable_homeserver_says_why_and_stops_on_a_signal(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+    proc, log = start_run(tmp_path, url)
+    # Two attempts: the first, then one after the backoff; each names the URL and the error.
+    try:
+        wait_for_log(log, "attempt 2", proc, 60)
+    finally:
+        code = stop_run(proc, sig)
     text = log.read_text()
     attempts = [line for line in text.splitlines() if "cannot reach the homeserver" in line]
     assert len(attempts) >= 2, text
     assert url in attempts[0]
     assert "onnect" in attempts[0]  # the reason: connection refused
-    assert "retrying in" in attempts[0]
+    assert "retrying in 1 s" in attempts[0]
+    assert "retrying in 2 s" in attempts[1]  # the wait grows
     assert "Timed out, sleeping" not in text
     assert code == 0, text
     assert "stopping" in text
+
+
+class StuckHomeserver(ThreadingHTTPServer):
+    """Answers the versions endpoint; every other request hangs until the server closes."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        self.release = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _answer(self) -> None:
+                server.paths.append(self.path)
+                if self.path.startswith("/_matrix/client/versions"):
+                    body = json.dumps({"versions": ["v1.11"]}).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                server.release.wait(60)
+
+            do_GET = do_POST = do_PUT = _answer
+
+        super().__init__(("127.0.0.1", 0), Handler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+def test_run_stops_on_sigterm_while_logging_in_to_a_homeserver_that_never_answers(
+    tmp_path: Path,
+) -> None:
+    server = StuckHomeserver()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        proc, log = start_run(tmp_path, server.url)
+        try:
+            deadline = time.monotonic() + 60
+            # wait until an account request (register or login) is in flight and stuck
+            while not any("versions" not in p for p in server.paths):
+                assert proc.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.05)
+        finally:
+            code = stop_run(proc, signal.SIGTERM)
+    finally:
+        server.release.set()
+        server.shutdown()
+        server.server_close()
+    text = log.read_text()
+    assert code == 0, text
+    assert "stopping" in text
+    assert "cannot reach the homeserver" not in text  # it did answer
 
 
 def test_a_dotenv_beside_the_config_provides_its_variables(
