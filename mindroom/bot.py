@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mindroom.agents.probe import warn_unreachable_models
 from mindroom.agents.runner import AgentRuntime
 from mindroom.answer import Answerer, humans, resumed_requester
 from mindroom.authorization import default_allowed_users, is_authorized
@@ -32,6 +33,7 @@ from mindroom.ledger import Ledger, PendingEvent
 from mindroom.matrix.accounts import CredentialStore, login_account, set_display_name
 from mindroom.matrix.client import MatrixAccount
 from mindroom.matrix.events import AgentIdentity, IncomingMessage, message_source, parse_message
+from mindroom.matrix.probe import wait_for_homeserver
 from mindroom.matrix.rooms import prepare_room
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.watch import watch_memory_files
@@ -81,6 +83,7 @@ class Bot:
         self.answers: Answerer | None = None
         self.tasks = TaskSupervisor()
         self.state = ConversationState(config.router.context_messages)
+        self.model_probe: asyncio.Task[None] | None = None  # the start-up reachability check
 
     # -- start-up -----------------------------------------------------------------------------
 
@@ -98,7 +101,13 @@ class Bot:
         return account
 
     async def start(self) -> None:
-        """Log in, sync once, prepare rooms, then listen and catch up. Raises on fatal problems."""
+        """Log in, sync once, prepare rooms, then listen and catch up. Raises on fatal problems.
+
+        An unreachable homeserver is waited for (each attempt logged); cancel to give up.
+        """
+        # In the background, so a slow or absent model server never delays start-up.
+        self.model_probe = asyncio.create_task(warn_unreachable_models(self.config))
+        await wait_for_homeserver(self.options.homeserver)
         self.ledger = await Ledger.open(self.options.data_dir / "ledger.db")
         self.answers = Answerer(
             config=lambda: self.config,
@@ -420,6 +429,9 @@ class Bot:
         A reply cancelled here stays claimed in the ledger and is resumed at the next start.
         """
         accounts = [a for a in [self.router, *self.agents.values()] if a is not None]
+        if self.model_probe is not None:
+            self.model_probe.cancel()
+            await asyncio.gather(self.model_probe, return_exceptions=True)
         for account in accounts:
             account.stop()
         self._watch_stop.set()

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mindroom.config import load_config
+from mindroom.config.load import load_dotenv_beside
 from mindroom.config_cli import add_config_parser
 from mindroom.errors import MindroomError
 from mindroom.memory_cli import add_memory_parser
@@ -44,6 +45,35 @@ def _paths(args: argparse.Namespace) -> tuple[Path, Path]:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    """Run until Ctrl-C or SIGTERM, which stop it at any point: during login, the first sync,
+    a retry's wait, or while running."""
+    main = asyncio.current_task()
+    assert main is not None
+    signalled = asyncio.Event()
+
+    def on_signal() -> None:
+        if not signalled.is_set():  # one cancel: the clean-up after it must not be cut short
+            signalled.set()
+            logger.info("stopping")
+            main.cancel()
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal)
+    try:
+        await _serve(args)
+    except asyncio.CancelledError:
+        if not signalled.is_set():
+            raise
+        main.uncancel()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    return 0
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    """Start everything and run until cancelled; the exit stack closes what was started."""
     from mindroom.bot import Bot, BotOptions
 
     config_path, storage = _paths(args)
@@ -59,8 +89,8 @@ async def _run(args: argparse.Namespace) -> int:
 
             homeserver = EmbeddedHomeserver(data_dir / "homeserver", port=args.port)
             print(f"Starting the local homeserver in {homeserver.data_dir} ...")
-            await homeserver.start()
             stack.push_async_callback(homeserver.stop)
+            await homeserver.start()
             homeserver_url, shared_secret = homeserver.url, homeserver.shared_secret
             user = await ensure_local_user(data_dir, homeserver_url, shared_secret, args.user)
             invite = (user.user_id,)
@@ -83,16 +113,10 @@ async def _run(args: argparse.Namespace) -> int:
             ),
         )
         stack.push_async_callback(bot.stop)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
         await bot.start()
         rooms = ", ".join(f"#{name}" for name in bot.room_ids) or "(none)"
         print(f"mindroom is running: {len(bot.agents)} agents in {rooms}. Ctrl-C stops.")
-        await stop.wait()
-        logger.info("stopping")
-    return 0
+        await asyncio.Event().wait()  # until a signal cancels this task
 
 
 async def _doctor(args: argparse.Namespace) -> int:
@@ -154,6 +178,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)  # progress shows up even when piped
     _setup_logging(args.verbose)
+    if isinstance(getattr(args, "config", None), str):
+        # Once, before anything reads the environment: run, doctor, chat and the rest alike.
+        load_dotenv_beside(Path(args.config).resolve())
     os.environ.setdefault("AGNO_TELEMETRY", "false")
     try:
         if not asyncio.iscoroutinefunction(args.func):

@@ -56,6 +56,7 @@ OWNERS: dict[str, tuple[Callable[[str], bool], str]] = {
     "openai": (AGENTS, "mindroom.agents"),
     "anthropic": (AGENTS, "mindroom.agents"),
     "ruamel": (inside("mindroom.config"), "mindroom.config"),
+    "dotenv": (inside("mindroom.config"), "mindroom.config"),
     "sqlalchemy": (SESSIONS, "mindroom.agents, mindroom.ledger"),
     "aiosqlite": (SESSIONS, "mindroom.agents, mindroom.ledger"),
     "watchfiles": (named("watch", "reload"), "a module named watch.py or reload.py"),
@@ -178,6 +179,7 @@ def test_every_sdk_the_package_declares_has_an_owner_or_is_harmless() -> None:
         "matrix-nio": "nio",
         "ruamel.yaml": "ruamel",
         "sqlalchemy[asyncio]": "sqlalchemy",
+        "python-dotenv": "dotenv",
     }
     for requirement in project["project"]["dependencies"]:
         name = requirement.split(";")[0]

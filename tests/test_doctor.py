@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from mindroom.agents.probe import model_fix
+from mindroom.config import load_config
 from mindroom.doctor import render, run_doctor
 from tests.harness import config_text
 from tests.scripted_model import Reply, ScriptedModel
@@ -37,6 +39,8 @@ async def test_doctor_reports_working_parts_and_explains_broken_ones(
     assert checks["model default"].ok
     assert not checks["model down"].ok
     assert "base_url" in checks["model down"].fix
+    # the same words as the start-up warning and the error notice in the room
+    assert checks["model down"].fix == model_fix("down", load_config(config).models["down"])
     assert checks["storage"].ok
     table = render(list(checks.values()))
     assert "FAIL model down" in table

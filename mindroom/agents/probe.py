@@ -1,11 +1,40 @@
-"""Probing a configured model for ``mindroom doctor``: one tiny completion request."""
+"""Probing configured models: one tiny completion (``mindroom doctor``) or a reachability check
+at start-up, and the one text that says what to do when a model fails."""
 
 from __future__ import annotations
 
-from openai import AsyncOpenAI
+import asyncio
+import logging
 
+from openai import APIConnectionError, APIStatusError, AsyncOpenAI
+
+from mindroom.agents.models import OLLAMA_DEFAULT_URL
 from mindroom.checks import Check
-from mindroom.config.schema import ModelConfig
+from mindroom.config.schema import Config, ModelConfig
+
+logger = logging.getLogger(__name__)
+
+REACH_TIMEOUT_S = 5.0
+_DEFAULT_URLS = {
+    "openai": "https://api.openai.com/v1",
+    "ollama": OLLAMA_DEFAULT_URL,
+    "anthropic": "https://api.anthropic.com",
+}
+
+
+def endpoint(model: ModelConfig) -> str:
+    """Where requests for ``model`` go."""
+    return (model.base_url or _DEFAULT_URLS[model.provider]).rstrip("/")
+
+
+def model_fix(name: str, model: ModelConfig) -> str:
+    """What to do when model ``name`` fails: the doctor, the start-up warning and the error
+    notice in the room all say this."""
+    return (
+        f"is the model server at {endpoint(model)} running? Check models.{name} in config.yaml "
+        "(base_url, api_key, id; or OPENAI_BASE_URL, OPENAI_API_KEY, MINDROOM_MODEL, also "
+        "read from a .env file beside it), then run mindroom doctor"
+    )
 
 
 async def check_model(name: str, model: ModelConfig) -> Check:
@@ -20,11 +49,54 @@ async def check_model(name: str, model: ModelConfig) -> Check:
         )
         return Check(f"model {name}", True, f"{model.id} at {base or 'api.openai.com'} answers")
     except Exception as exc:  # every failure is a finding
-        return Check(
-            f"model {name}",
-            False,
-            f"{model.id} at {base}: {exc}",
-            "check base_url, api_key and id (OPENAI_BASE_URL, OPENAI_API_KEY, MINDROOM_MODEL)",
-        )
+        return Check(f"model {name}", False, f"{model.id} at {base}: {exc}", model_fix(name, model))
     finally:
         await client.close()
+
+
+async def _unreachable(model: ModelConfig) -> str | None:
+    """Why nothing answers at ``model``'s endpoint, or None when something does.
+
+    It lists models (a free request): any HTTP answer counts, a wrong key included; this checks
+    the connection and leaves the key to the first turn and the doctor.
+    """
+    if model.provider == "anthropic":
+        return None  # not an OpenAI-compatible endpoint; the doctor does not check it either
+    client = AsyncOpenAI(
+        base_url=endpoint(model),
+        api_key=model.api_key or "none",
+        timeout=REACH_TIMEOUT_S,
+        max_retries=0,
+    )
+    try:
+        await client.models.list()
+    except APIStatusError:
+        return None
+    except APIConnectionError as exc:  # APITimeoutError is one too
+        cause = exc.__cause__
+        return f"{exc}: {cause}" if cause else str(exc)
+    finally:
+        await client.close()
+    return None
+
+
+async def warn_unreachable_models(config: Config) -> None:
+    """Log one warning, with the fix, for each configured model whose endpoint does not answer.
+
+    Meant to run in the background at start-up: it never raises and never delays anything.
+    """
+    try:
+        names = list(config.models)
+        errors = await asyncio.gather(*(_unreachable(config.models[n]) for n in names))
+        for name, error in zip(names, errors, strict=True):
+            if error is not None:
+                model = config.models[name]
+                logger.warning(
+                    "model %s at %s is unreachable (%s): %s",
+                    name,
+                    endpoint(model),
+                    error,
+                    model_fix(name, model),
+                )
+    except Exception:  # a probe failing must not look like a model failing, nor stop start-up
+        logger.exception("checking the models' endpoints failed")

@@ -37,6 +37,7 @@ from mindroom.agents.extraction import (
 )
 from mindroom.agents.memory_tools import MemoryTools, tool_turn
 from mindroom.agents.models import build_model, describe_model
+from mindroom.agents.probe import model_fix
 from mindroom.agents.session_stores import SessionStores
 from mindroom.config.schema import Config
 from mindroom.errors import ModelError
@@ -279,6 +280,7 @@ class AgentRuntime:
         """
         model_key = self._config.agent_model(request.agent)
         model_desc = describe_model(model_key, self._config.models[model_key])
+        fix = model_fix(model_key, self._config.models[model_key])
         text = ""
         try:
             with self._turn(), tool_turn(_turn_key(request, request.agent)):
@@ -319,7 +321,7 @@ class AgentRuntime:
                 logger.error("turn of agent %s failed: %s (%s)", request.agent, resource_error, exc)
                 return TurnResult(text, resource_error)
             logger.warning("model %s failed for agent %s: %s", model_desc, request.agent, exc)
-            return TurnResult(text, f"model {model_desc} failed: {exc}")
+            return TurnResult(text, f"model {model_desc} failed: {exc}. Fix: {fix}")
         except Exception as exc:  # an edge: any failure becomes a notice, never a crash
             if resource_error := exhaustion_message(exc):
                 logger.error(
@@ -327,7 +329,7 @@ class AgentRuntime:
                 )
                 return TurnResult(text, resource_error)
             logger.exception("turn of agent %s failed", request.agent)
-            return TurnResult(text, f"model {model_desc} failed: {exc}")
+            return TurnResult(text, f"model {model_desc} failed: {exc}. Fix: {fix}")
         if not text.strip():
             return TurnResult("", f"model {model_desc} returned an empty answer")
         return TurnResult(text)

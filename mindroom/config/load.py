@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from dotenv import load_dotenv
 from pydantic import ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
@@ -114,6 +115,19 @@ def parse_config(text: str, where: str, env: Mapping[str, str] | None = None) ->
         return Config.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_explain(exc, doc, where)) from None
+
+
+def load_dotenv_beside(config_path: Path) -> bool:
+    """Read the ``.env`` file next to ``config_path`` into the environment, if there is one.
+
+    Variables already set in the environment win: the file only fills in what is missing, so
+    ``OPENAI_API_KEY=... mindroom run`` still overrides it. Returns whether a file was read.
+    """
+    dotenv = config_path.parent / ".env"
+    if not dotenv.is_file():
+        return False
+    load_dotenv(dotenv, override=False)
+    return True
 
 
 def load_config(path: Path, env: Mapping[str, str] | None = None) -> Config:

@@ -1,14 +1,59 @@
-"""Probing a homeserver for ``mindroom doctor``: does it answer, can accounts be registered."""
+"""Probing a homeserver: does it answer (waited for at start), can accounts be registered
+(``mindroom doctor``)."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 
 import aiohttp
 
 from mindroom.checks import Check
 
+logger = logging.getLogger(__name__)
+
 TIMEOUT = aiohttp.ClientTimeout(total=10)
+RETRY_FIRST_S = 1.0
+RETRY_MAX_S = 30.0
+
+
+async def _versions_error(session: aiohttp.ClientSession, url: str) -> str | None:
+    """Why ``url`` does not answer as a homeserver, or None when it does."""
+    try:
+        async with session.get(f"{url}/_matrix/client/versions") as response:
+            if response.status == 200:
+                return None
+            return f"HTTP {response.status} from {url}/_matrix/client/versions"
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        return str(exc) or type(exc).__name__
+
+
+async def wait_for_homeserver(url: str) -> None:
+    """Return once ``url`` answers as a Matrix homeserver; log each failed attempt and retry.
+
+    The wait between attempts doubles from 1 s up to 30 s. It never gives up by itself (a
+    homeserver that starts later is found): cancelling the caller is how to stop waiting.
+    """
+    url = url.rstrip("/")
+    logger.info("connecting to the homeserver at %s", url)
+    delay = RETRY_FIRST_S
+    attempt = 1
+    async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+        while (error := await _versions_error(session, url)) is not None:
+            logger.warning(
+                "cannot reach the homeserver at %s (attempt %d): %s; retrying in %.0f s "
+                "(is it running? set MATRIX_HOMESERVER or matrix.homeserver, or use --local)",
+                url,
+                attempt,
+                error,
+                delay,
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX_S)
+            attempt += 1
+    if attempt > 1:
+        logger.info("the homeserver at %s answers (attempt %d)", url, attempt)
 
 
 async def check_homeserver(url: str) -> list[Check]:
