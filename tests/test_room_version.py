@@ -57,10 +57,10 @@ async def test_embedded_homeserver_refuses_registration_without_the_shared_secre
 ) -> None:
     username = unique("walkin")
     body = {"username": username, "password": "pw-123456", "auth": {"type": "m.login.dummy"}}
-    async with aiohttp.ClientSession() as session:
-        async with session.post(f"{synapse.url}/_matrix/client/v3/register", json=body) as resp:
-            status = resp.status
-            answer = await resp.json()
+    url = f"{synapse.url}/_matrix/client/v3/register"
+    async with aiohttp.ClientSession() as session, session.post(url, json=body) as resp:
+        status = resp.status
+        answer = await resp.json()
     assert status == 403, answer
     assert answer.get("errcode") == "M_FORBIDDEN"
     # Positive control: the same name registers through the shared secret.

@@ -1,11 +1,11 @@
 """Files the embedded Synapse needs: ``homeserver.yaml``, its log config and signing key.
 
 What it does: names the files in a homeserver data directory; builds the config for a new data
-directory (SQLite, loopback client listener, registration only through the shared secret, rate limits effectively off, no
-federation); on later runs loads the existing config, checks its server name and rewrites only
-the client listener's host and port (and a missing shared secret); renders the log config;
-writes a signing key in the format ``--generate-keys`` uses; writes all of these privately
-(mode 0600, atomically).
+directory (SQLite, loopback client listener, registration only through the shared secret, rate
+limits effectively off, no federation); on later runs loads the existing config, checks its
+server name and rewrites only the client listener's host and port (and a missing shared
+secret); renders the log config; writes a signing key in the format ``--generate-keys`` uses;
+writes all of these privately (mode 0600, atomically).
 
 What it does not do: choose the port (the caller passes that policy in), start or stop
 anything (that is :class:`mindroom.matrix.homeserver.EmbeddedHomeserver`), or validate or
