@@ -3,11 +3,14 @@ registers accounts only through its shared secret (issue 11, item 13)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import aiohttp
 import nio
 import pytest
 
 from mindroom.config import parse_config
+from mindroom.doctor import run_doctor
 from mindroom.matrix.homeserver import EmbeddedHomeserver
 from tests.harness import BotHarness, Human, config_text, unique
 from tests.scripted_model import ScriptedModel
@@ -65,3 +68,26 @@ async def test_embedded_homeserver_refuses_registration_without_the_shared_secre
     assert answer.get("errcode") == "M_FORBIDDEN"
     # Positive control: the same name registers through the shared secret.
     assert await synapse.register_user(username, "pw-123456") == f"@{username}:localhost"
+
+
+@pytest.mark.synapse
+@pytest.mark.asyncio
+async def test_doctor_accepts_registration_through_the_local_homeservers_secret(
+    synapse: EmbeddedHomeserver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `mindroom run --local` registers with the secret in its homeserver.yaml; the doctor,
+    # run next to it without MATRIX_REGISTRATION_SHARED_SECRET, must not call that a failure.
+    monkeypatch.delenv("MATRIX_REGISTRATION_SHARED_SECRET", raising=False)
+    config = tmp_path / "config.yaml"
+    config.write_text("agents: {}\n")
+
+    checks = {c.name: c for c in await run_doctor(config, tmp_path, synapse.url)}
+    assert not checks["registration"].ok  # no local homeserver here, no secret: a real problem
+    assert "MATRIX_REGISTRATION_SHARED_SECRET" in checks["registration"].fix
+
+    local = tmp_path / "mindroom_data" / "homeserver"
+    local.mkdir(parents=True)
+    (local / "homeserver.yaml").write_text(f"registration_shared_secret: {synapse.shared_secret}\n")
+    checks = {c.name: c for c in await run_doctor(config, tmp_path, synapse.url)}
+    assert checks["registration"].ok, checks["registration"]
+    assert "shared-secret" in checks["registration"].detail
