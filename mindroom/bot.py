@@ -218,7 +218,12 @@ class Bot:
             settings = self.config.room_config(name)
             members = [self.agents[n] for n, cfg in everyone.items() if name in cfg.rooms]
             self.room_ids[name] = await prepare_room(
-                self.router, name, settings, members, self.options.invite_users
+                self.router,
+                name,
+                settings,
+                members,
+                self.options.invite_users,
+                self.config.matrix.room_version,
             )
 
     async def _unfinished(self) -> list[tuple[IncomingMessage, PendingEvent]]:

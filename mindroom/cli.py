@@ -29,13 +29,23 @@ def _setup_logging(verbose: bool) -> None:
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
-    for noisy in ("nio", "httpx", "openai", "aiosqlite", "sqlalchemy"):
+    # watchfiles logs every file change at INFO; nio every sync step.
+    for noisy in ("nio", "aiosqlite", "sqlalchemy", "watchfiles"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # Model HTTP requests (httpx2 is the transport of openai 3.x) are debug output.
+    for transport in ("httpx", "httpx2", "openai"):
+        logging.getLogger(transport).setLevel(logging.DEBUG if verbose else logging.WARNING)
     # nio warns about every expected error response (an unknown alias, say); Agno logs model
-    # failures that mindroom reports itself, with the model's name.
+    # failures that mindroom reports itself in one line, with the model's name. Agno resets its
+    # loggers' levels on every run, so a filter (which it leaves alone) keeps them quiet.
     logging.getLogger("nio.responses").setLevel(logging.ERROR)
     if not verbose:
-        logging.getLogger("agno").setLevel(logging.CRITICAL)
+        for name in ("agno", "agno-team", "agno-workflow"):
+            logging.getLogger(name).addFilter(_only_critical)
+
+
+def _only_critical(record: logging.LogRecord) -> bool:
+    return record.levelno >= logging.CRITICAL
 
 
 def _paths(args: argparse.Namespace) -> tuple[Path, Path]:

@@ -17,6 +17,7 @@ from mindroom.config.load import load_config
 from mindroom.config.schema import Config
 from mindroom.errors import ConfigError
 from mindroom.matrix.probe import check_homeserver
+from mindroom.matrix.synapse_config import CONFIG_FILE
 
 
 def check_storage(storage: Path) -> Check:
@@ -39,7 +40,9 @@ async def run_doctor(config_path: Path, storage: Path, homeserver: str | None) -
     except ConfigError as exc:
         config, checks = None, [Check("config", False, str(exc), "fix the key it names")]
     url = homeserver or (config.matrix.homeserver if config else "http://localhost:8008")
-    checks += await check_homeserver(url.rstrip("/"))
+    # The embedded homeserver has open registration off; `run --local` uses its secret.
+    local_secret = (storage / "mindroom_data" / "homeserver" / CONFIG_FILE).exists()
+    checks += await check_homeserver(url.rstrip("/"), local_secret)
     if config is not None:
         checks += await asyncio.gather(*(check_model(n, m) for n, m in config.models.items()))
     checks.append(check_storage(storage))

@@ -169,7 +169,7 @@ def _act(args: argparse.Namespace, memory: FileMemory) -> int:
         hits = memory.index.search(args.query, args.limit)
         for hit in hits:
             e = hit.entry
-            print(f"{hit.score:.2f}  {_line(e.id, e.path, e.start_line, e.text)}")
+            print(f"{hit.score:.3g}  {_line(e.id, e.path, e.start_line, e.text)}")
         if not hits:
             print(f"no memories match {args.query!r}")
     elif args.action == "add":

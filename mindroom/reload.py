@@ -147,8 +147,11 @@ class ConfigReloader:
                 return None
             old = self.bot.config
             diff = diff_configs(old, new)
+            was_invalid = self.invalid
             if diff.empty and not self.problems:
                 self.error, self.invalid = None, False
+                if was_invalid:
+                    logger.info("config is valid again; applied (no change to the running config)")
                 return diff
             try:
                 started = await self._start_members(diff.added, new)
@@ -161,7 +164,8 @@ class ConfigReloader:
             self.problems = await self._finish(started, diff, old, new)
             self.applied += 1
             logger.info(
-                "config reloaded: added %s, removed %s, changed %s, new rooms %s",
+                "%s: added %s, removed %s, changed %s, new rooms %s",
+                "config is valid again; applied" if was_invalid else "config reloaded",
                 ", ".join(diff.added) or "-",
                 ", ".join(diff.removed) or "-",
                 ", ".join(diff.changed) or "-",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -69,3 +70,22 @@ def test_local_default_runs_and_the_terminal_chat_gets_an_answer(
     assert code == 0, log.read_text()
     assert "Homeserver" in log.read_text()
     assert "stopped" in log.read_text()
+
+
+def test_port_in_use_error_names_the_port_option(tmp_path: Path) -> None:
+    shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "mindroom", "run", "--local", "--port", str(port)],
+            cwd=tmp_path,
+            env=dict(os.environ, OPENAI_BASE_URL="http://127.0.0.1:9/v1"),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"port {port} is in use" in result.stderr
+    assert "choose another with --port N" in result.stderr

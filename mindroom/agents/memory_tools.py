@@ -119,7 +119,7 @@ class MemoryTools(Toolkit):
             hits = await self.memory.search(query, max(1, min(limit, 50)))
             if not hits:
                 return f"no memories match {query!r}"
-            return "\n".join(f"{_show(hit.entry)} (score {hit.score:.2f})" for hit in hits)
+            return "\n".join(f"{_show(hit.entry)} (score {hit.score:.3g})" for hit in hits)
 
         return await _guard(act)
 

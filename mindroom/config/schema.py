@@ -225,6 +225,8 @@ class MatrixConfig(_Strict):
     homeserver: str = "http://localhost:8008"
     device_name: str = "mindroom"
     catch_up_seconds: float = Field(default=300.0, ge=0)
+    # Version 12 room IDs break common clients (matrix-commander); 10 works everywhere.
+    room_version: str = Field(default="10", min_length=1)
 
 
 class AuthorizationConfig(_Strict):

@@ -205,7 +205,8 @@ class MatrixAccount:
             room = self.client.rooms.get(room_id)
             if room is None:
                 continue
-            self.log.info("filling a gap of %d events in %s", len(missed), room_id)
+            if missed:  # a limited timeline with nothing left out needs no line
+                self.log.info("filling a gap of %d events in %s", len(missed), room_id)
             for event in reversed(missed):
                 if isinstance(event, nio.RoomMessage):
                     await self._message_event(room, event)

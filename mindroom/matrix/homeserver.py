@@ -207,9 +207,9 @@ class EmbeddedHomeserver:
         await kill_stale_synapse(self._pid_file, self._data_dir)
         if not port_is_free(self._host, self.port):
             raise HomeserverError(
-                f"Port {self.port} on {self._host} is in use, so the homeserver in "
-                f"{self._data_dir} cannot listen on it. Stop whatever uses it, or pick another "
-                f"port (port=0 picks a free one; it is saved in {self.config_file})."
+                f"port {self.port} is in use; choose another with --port N (--port 0 picks "
+                f"a free one) or stop whatever listens on {self._host}:{self.port}. The "
+                f"homeserver in {self._data_dir} saves its port in {self.config_file}."
             )
 
         log_offsets = {p: file_size(p) for p in (self.log_file, self.stdout_file)}

@@ -56,8 +56,12 @@ async def wait_for_homeserver(url: str) -> None:
         logger.info("the homeserver at %s answers (attempt %d)", url, attempt)
 
 
-async def check_homeserver(url: str) -> list[Check]:
-    """The versions endpoint answers, and how accounts can be registered."""
+async def check_homeserver(url: str, local_secret: bool = False) -> list[Check]:
+    """The versions endpoint answers, and how accounts can be registered.
+
+    ``local_secret``: the embedded homeserver's config (with its shared secret) is in the
+    storage root, so ``mindroom run --local`` registers with the secret, not openly.
+    """
     checks = []
     try:
         async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
@@ -70,7 +74,7 @@ async def check_homeserver(url: str) -> list[Check]:
                         f"{url} answers (spec {versions[-1] if versions else '?'})",
                     )
                 )
-            if os.environ.get("MATRIX_REGISTRATION_SHARED_SECRET"):
+            if local_secret or os.environ.get("MATRIX_REGISTRATION_SHARED_SECRET"):
                 async with session.get(f"{url}/_synapse/admin/v1/register") as response:
                     ok = response.status == 200
                     checks.append(

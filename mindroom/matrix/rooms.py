@@ -26,10 +26,22 @@ def room_alias(name: str, server_name: str) -> str:
     return f"#{name}:{server_name}"
 
 
+DEFAULT_ROOM_VERSION = "10"
+
+
 async def ensure_room(
-    router: MatrixAccount, name: str, *, join_rule: str = "public", topic: str | None = None
+    router: MatrixAccount,
+    name: str,
+    *,
+    join_rule: str = "public",
+    topic: str | None = None,
+    room_version: str = DEFAULT_ROOM_VERSION,
 ) -> str:
-    """The room ID of configured room ``name``, creating the room when it does not exist."""
+    """The room ID of configured room ``name``, creating the room when it does not exist.
+
+    A new room gets ``room_version`` (``matrix.room_version``): the homeserver's own default
+    may be one that common clients cannot handle yet. An existing room keeps its version.
+    """
     alias = room_alias(name, router.server_name)
     client = router.client
     resolved = await client.room_resolve_alias(alias)
@@ -47,6 +59,7 @@ async def ensure_room(
         alias=name,
         name=name,
         topic=topic,
+        room_version=room_version,
         preset=nio.RoomPreset.public_chat if join_rule == "public" else nio.RoomPreset.private_chat,
         initial_state=[
             {"type": "m.room.history_visibility", "content": {"history_visibility": "shared"}}
@@ -54,7 +67,13 @@ async def ensure_room(
     )
     if not isinstance(created, nio.RoomCreateResponse):
         raise MatrixError(f"cannot create room {alias}: {created.message}")
-    logger.info("created room %s (%s, join rule %s)", alias, created.room_id, join_rule)
+    logger.info(
+        "created room %s (%s, join rule %s, room version %s)",
+        alias,
+        created.room_id,
+        join_rule,
+        room_version,
+    )
     return created.room_id
 
 
@@ -84,9 +103,16 @@ async def prepare_room(
     settings: RoomConfig,
     members: Sequence[MatrixAccount],
     invite_users: Sequence[str] = (),
+    room_version: str = DEFAULT_ROOM_VERSION,
 ) -> str:
     """Make configured room ``name`` exist with ``members`` in it and people invited."""
-    room_id = await ensure_room(router, name, join_rule=settings.join_rule, topic=settings.topic)
+    room_id = await ensure_room(
+        router,
+        name,
+        join_rule=settings.join_rule,
+        topic=settings.topic,
+        room_version=room_version,
+    )
     await asyncio.gather(*(bring_into_room(router, room_id, member) for member in members))
     for user_id in invite_users:
         await invite_user(router, room_id, user_id)

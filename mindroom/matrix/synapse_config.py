@@ -1,11 +1,11 @@
 """Files the embedded Synapse needs: ``homeserver.yaml``, its log config and signing key.
 
 What it does: names the files in a homeserver data directory; builds the config for a new data
-directory (SQLite, loopback client listener, open registration, rate limits effectively off, no
-federation); on later runs loads the existing config, checks its server name and rewrites only
-the client listener's host and port (and a missing shared secret); renders the log config;
-writes a signing key in the format ``--generate-keys`` uses; writes all of these privately
-(mode 0600, atomically).
+directory (SQLite, loopback client listener, registration only through the shared secret, rate
+limits effectively off, no federation); on later runs loads the existing config, checks its
+server name and rewrites only the client listener's host and port (and a missing shared
+secret); renders the log config; writes a signing key in the format ``--generate-keys`` uses;
+writes all of these privately (mode 0600, atomically).
 
 What it does not do: choose the port (the caller passes that policy in), start or stop
 anything (that is :class:`mindroom.matrix.homeserver.EmbeddedHomeserver`), or validate or
@@ -156,8 +156,9 @@ def new_config(data_dir: Path, server_name: str, host: str, port: int) -> dict[s
         "registration_shared_secret": secrets.token_urlsafe(32),
         "macaroon_secret_key": secrets.token_urlsafe(32),
         "form_secret": secrets.token_urlsafe(32),
-        "enable_registration": True,
-        "enable_registration_without_verification": True,
+        # Accounts only through registration_shared_secret: an open local server would let
+        # anyone who can reach the port create accounts.
+        "enable_registration": False,
         "report_stats": False,
         "trusted_key_servers": [],
         "suppress_key_server_warning": True,
