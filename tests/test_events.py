@@ -14,6 +14,7 @@ from mindroom.matrix.events import (
     parse_message,
 )
 from mindroom.matrix.send import markdown_to_html, message_content, notice_content
+from mindroom.routing import route_message
 
 ROOM = "!lobby:localhost"
 GENERAL = AgentIdentity("general", "@mindroom_general:localhost", "General")
@@ -494,3 +495,21 @@ def test_sent_notice_parses_back_as_a_notice() -> None:
     message = parse_message(ROOM, event(notice_content("status")))
     assert message is not None
     assert message.is_notice
+
+
+@pytest.mark.parametrize("rel_type", ["m.reference", "org.example.x", "m.annotation.custom"])
+def test_message_with_an_unknown_relation_is_a_plain_message(rel_type: str) -> None:
+    source = text("@general hi", **{"m.relates_to": {"rel_type": rel_type, "event_id": "$x"}})
+    message = parse_message(ROOM, source)
+    assert message is not None
+    assert (message.body, message.thread_root, message.is_edit) == ("@general hi", None, False)
+
+
+def test_message_with_an_unknown_relation_is_routed_like_a_plain_one() -> None:
+    source = text("hello", **{"m.relates_to": {"rel_type": "org.example.x", "event_id": "$x"}})
+    message = parse_message(ROOM, source)
+    assert message is not None
+    decision = route_message(
+        message, room_agents=["general"], identities=AGENTS, own_user_ids=set(), authorized=True
+    )
+    assert decision.responders == ("general",)
