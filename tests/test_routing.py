@@ -345,7 +345,11 @@ def test_mention_of_a_human_is_not_an_agent_mention_so_the_router_chooses() -> N
 
 
 def test_room_without_agents_is_answered_by_nobody() -> None:
-    assert route(msg("@general hi"), []) == Route(RouteKind.IGNORED, reason="no agent in room")
+    assert route(msg("hi"), []) == Route(RouteKind.IGNORED, reason="no agent in room")
+
+
+def test_mention_in_a_room_without_agents_names_the_absent_agent() -> None:
+    assert route(msg("@general hi"), []).absent == ("general",)
 
 
 # -- hand-off between agents ----------------------------------------------------------------------
