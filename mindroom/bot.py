@@ -33,8 +33,10 @@ from mindroom.matrix.accounts import CredentialStore, login_account, set_display
 from mindroom.matrix.client import MatrixAccount
 from mindroom.matrix.events import AgentIdentity, IncomingMessage, message_source, parse_message
 from mindroom.matrix.rooms import prepare_room
+from mindroom.matrix.send import notice_content
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.watch import watch_memory_files
+from mindroom.notices import ENCRYPTED_ROOM_NOTICE, absent_notice
 from mindroom.reload import ConfigReloader
 from mindroom.routing import Route, RouteKind, route_message
 from mindroom.tasks import TaskSupervisor
@@ -81,6 +83,7 @@ class Bot:
         self.answers: Answerer | None = None
         self.tasks = TaskSupervisor()
         self.state = ConversationState(config.router.context_messages)
+        self._encryption_noticed: set[str] = set()  # rooms told already (the ledger is durable)
 
     # -- start-up -----------------------------------------------------------------------------
 
@@ -121,6 +124,7 @@ class Bot:
         everyone = [self.router, *self.agents.values()]
         await asyncio.gather(*(account.first_sync() for account in everyone))
         await self.prepare_rooms()
+        await self._rooms_seen_at_start(everyone)
         # Taken before any sync loop runs: a message the catch-up sync claims from now on is
         # answered by that sync alone, never resumed as well.
         unfinished = await self._unfinished()
@@ -148,7 +152,7 @@ class Bot:
 
     def _listen(self, account: MatrixAccount) -> None:
         """Deliver ``account``'s events from its saved sync position on (restarted on failure)."""
-        account.listen(self._on_message, self._on_invite)
+        account.listen(self._on_message, self._on_invite, self._on_encrypted_room)
 
         async def sync() -> None:
             assert self.ledger is not None
@@ -156,6 +160,15 @@ class Bot:
             await account.sync_forever(since=token, on_synced=self._on_synced)
 
         self.tasks.keep_running(f"sync:{account.name}", sync)
+
+    async def _rooms_seen_at_start(self, accounts: list[MatrixAccount]) -> None:
+        """Answer what the first sync found: invites that arrived while mindroom was down or
+        starting (accepted or declined like live ones) and encrypted rooms it is in."""
+        for account in accounts:
+            for room_id, inviter in account.pending_invites():
+                await self._on_invite(account, room_id, inviter)
+            for room_id in account.encrypted_rooms():
+                await self._on_encrypted_room(account, room_id)
 
     async def start_member(self, name: str, display_name: str) -> MatrixAccount:
         """Log in and sync once the account of an agent or team a reload is adding.
@@ -341,7 +354,7 @@ class Bot:
         thread_senders = await self._thread_senders(account, message)
         route = self._route(message, thread_senders)
         self.state.note(message, self.own_user_ids())
-        if not (route.responders or route.command):
+        if not (route.responders or route.command or route.absent):
             logger.debug("event %s in %s: %s", message.event_id, message.room_id, route.reason)
             return
         assert self.ledger is not None
@@ -374,6 +387,12 @@ class Bot:
             account.name,
             message.receiver_membership,
         )
+        if route.kind is RouteKind.MENTIONED_ABSENT:
+            try:
+                await self._on_absent_mention(message, route)
+            finally:
+                await self.ledger.finish(message.event_id, "noticed")
+            return
         self.spawn(
             self.answers.handle(message, route, message.sender), f"handle:{message.event_id}"
         )
@@ -387,9 +406,55 @@ class Bot:
                 await account.join(room_id)
             except MatrixError as exc:
                 account.log.warning("%s", exc)
+                return
+            if await account.is_encrypted(room_id):
+                await self._on_encrypted_room(account, room_id)
         else:
             account.log.info("declining invite to %s from unauthorized %s", room_id, sender)
-            await account.client.room_leave(room_id)
+            await account.leave(room_id)
+
+    async def _on_encrypted_room(self, account: MatrixAccount, room_id: str) -> None:
+        """Say once, in the room and in the log, that mindroom cannot read an encrypted room.
+
+        Remembered in the ledger, so neither later encrypted messages nor restarts repeat it.
+        """
+        if room_id in self._encryption_noticed:
+            return
+        self._encryption_noticed.add(room_id)
+        assert self.ledger is not None
+        key = f"mindroom-encrypted-room-{room_id}"
+        if not await self.ledger.claim(key, room_id, (), {"notice": "encrypted room"}):
+            return
+        logger.warning(
+            "room %s is end-to-end encrypted; mindroom cannot read it (told the room as %s)",
+            room_id,
+            account.name,
+        )
+        try:
+            await account.send(room_id, notice_content(ENCRYPTED_ROOM_NOTICE), key)
+        finally:
+            await self.ledger.finish(key, "noticed")
+
+    async def _on_absent_mention(self, message: IncomingMessage, route: Route) -> None:
+        """Tell the room that the agents a message names are not in it, and how to invite them."""
+        assert self.router is not None
+        room_agents = self.room_agents(message.room_id)
+        if message.room_id in self.router.joined_rooms():
+            account = self.router
+        elif room_agents:
+            account = self.agents[room_agents[0]]
+        else:
+            return  # nobody of ours can post here
+        absent = [
+            (self._member(n).display_name or n, self.agents[n].user_id)
+            for n in route.absent
+            if n in self.agents
+        ]
+        if not absent:
+            return
+        text = absent_notice(absent)
+        content = notice_content(text, thread_root=message.thread_root, reply_to=message.event_id)
+        await account.send(message.room_id, content, f"mindroom-absent-{message.event_id}")
 
     async def _command(self, message: IncomingMessage) -> None:
         await run_command(self, message)
