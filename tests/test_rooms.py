@@ -18,6 +18,15 @@ ENCRYPTION_STATE = {
     "content": {"algorithm": "m.megolm.v1.aes-sha2"},
 }
 
+# What an encrypting client sends: mindroom cannot decrypt it (and need not, here).
+MEGOLM_CONTENT = {
+    "algorithm": "m.megolm.v1.aes-sha2",
+    "ciphertext": "AwgAEpAB",
+    "sender_key": "abc",
+    "session_id": "def",
+    "device_id": "DEVICE",
+}
+
 
 def joined(user_id: str, room_id: str) -> Any:
     """A predicate: ``user_id`` joined ``room_id``."""
@@ -86,13 +95,7 @@ async def test_agent_invited_to_an_encrypted_room_posts_one_notice_that_survives
     sent = await human.client.room_send(
         room_id,
         "m.room.encrypted",
-        {
-            "algorithm": "m.megolm.v1.aes-sha2",
-            "ciphertext": "AwgAEpAB",
-            "sender_key": "abc",
-            "session_id": "def",
-            "device_id": "DEVICE",
-        },
+        MEGOLM_CONTENT,
     )
     assert isinstance(sent, nio.RoomSendResponse), sent
     await bot.stop()
@@ -122,3 +125,27 @@ async def test_mention_of_an_agent_not_in_the_room_gets_a_notice_on_how_to_invit
     general = bot.bot.agents["general"].user_id
     assert human.posted(room_id, general) == []
     assert model.requests == []
+
+
+async def test_a_room_that_turns_encryption_on_gets_the_notice_at_its_first_encrypted_message(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    config = config_text(model.base_url, {"general": {"rooms": []}})
+    await bot.start(config)
+    general = bot.bot.agents["general"].user_id
+    created = await human.client.room_create(invite=[general], is_direct=True)
+    assert isinstance(created, nio.RoomCreateResponse), created
+    room_id = created.room_id
+    await human.wait_for(joined(general, room_id), timeout=30)
+    await bot.settle(human, room_id)
+    assert encryption_notices(human, room_id, general) == []
+
+    turned_on = await human.client.room_put_state(
+        room_id, "m.room.encryption", {"algorithm": "m.megolm.v1.aes-sha2"}
+    )
+    assert isinstance(turned_on, nio.RoomPutStateResponse), turned_on
+    sent = await human.client.room_send(room_id, "m.room.encrypted", MEGOLM_CONTENT)
+    assert isinstance(sent, nio.RoomSendResponse), sent
+    await human.wait_for(lambda e: bool(encryption_notices(human, room_id, general)))
+    await bot.settle(human, room_id)
+    assert len(encryption_notices(human, room_id, general)) == 1
