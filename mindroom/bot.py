@@ -255,7 +255,7 @@ class Bot:
             else:
                 route = self._route(message, self._thread_senders_cached(message))
             requester = resumed_requester(pending.source, message.sender)
-            self.spawn(self.answers.handle(message, route, requester), f"resume:{message.event_id}")
+            self.spawn(self._handle(message, route, requester), f"resume:{message.event_id}")
 
     # -- what the answer path sees (mindroom.answer.Presence) ---------------------------------
 
@@ -387,15 +387,16 @@ class Bot:
             account.name,
             message.receiver_membership,
         )
+        self.spawn(self._handle(message, route, message.sender), f"handle:{message.event_id}")
+
+    def _handle(
+        self, message: IncomingMessage, route: Route, requester: str
+    ) -> Coroutine[Any, Any, None]:
+        """The job for a claimed message: its answers, or the notice that no agent named is here."""
+        assert self.answers is not None
         if route.kind is RouteKind.MENTIONED_ABSENT:
-            try:
-                await self._on_absent_mention(message, route)
-            finally:
-                await self.ledger.finish(message.event_id, "noticed")
-            return
-        self.spawn(
-            self.answers.handle(message, route, message.sender), f"handle:{message.event_id}"
-        )
+            return self._on_absent_mention(message, route)
+        return self.answers.handle(message, route, requester)
 
     async def _on_invite(self, account: MatrixAccount, room_id: str, sender: str) -> None:
         if room_id in account.joined_rooms():
@@ -436,25 +437,33 @@ class Bot:
             await self.ledger.finish(key, "noticed")
 
     async def _on_absent_mention(self, message: IncomingMessage, route: Route) -> None:
-        """Tell the room that the agents a message names are not in it, and how to invite them."""
+        """Tell the room that the agents a message names are not in it, and how to invite them
+        (as the router if it is in the room, else the room's agent); then mark it handled."""
         assert self.router is not None
+        assert self.ledger is not None
         room_agents = self.room_agents(message.room_id)
         if message.room_id in self.router.joined_rooms():
-            account = self.router
-        elif room_agents:
-            account = self.agents[room_agents[0]]
+            account: MatrixAccount | None = self.router
         else:
-            return  # nobody of ours can post here
+            account = self.agents[room_agents[0]] if room_agents else None
         absent = [
             (self._member(n).display_name or n, self.agents[n].user_id)
             for n in route.absent
             if n in self.agents
         ]
-        if not absent:
-            return
-        text = absent_notice(absent)
-        content = notice_content(text, thread_root=message.thread_root, reply_to=message.event_id)
-        await account.send(message.room_id, content, f"mindroom-absent-{message.event_id}")
+        status = "noticed"
+        try:
+            if account is not None and absent:
+                content = notice_content(
+                    absent_notice(absent),
+                    thread_root=message.thread_root,
+                    reply_to=message.event_id,
+                )
+                await account.send(message.room_id, content, f"mindroom-absent-{message.event_id}")
+        except MatrixError as exc:
+            status = "failed"
+            logger.warning("cannot post the absent-agent notice for %s: %s", message.event_id, exc)
+        await self.ledger.finish(message.event_id, status)
 
     async def _command(self, message: IncomingMessage) -> None:
         await run_command(self, message)
