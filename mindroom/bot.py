@@ -431,8 +431,8 @@ class Bot:
             room_id,
             account.name,
         )
-        try:
-            await account.send(room_id, notice_content(ENCRYPTED_ROOM_NOTICE), key)
+        try:  # the ledger alone keeps it to one: the homeserver forgets transaction ids
+            await account.send(room_id, notice_content(ENCRYPTED_ROOM_NOTICE))
         finally:
             await self.ledger.finish(key, "noticed")
 
