@@ -62,6 +62,14 @@ class Presence(Protocol):
         """The people (not mindroom's accounts) joined to ``room_id``."""
         ...
 
+    def display_name(self, room_id: str, user_id: str) -> str | None:
+        """``user_id``'s display name in ``room_id`` (None when unknown)."""
+        ...
+
+    def is_direct(self, room_id: str) -> bool:
+        """True for a direct chat: one person and one of mindroom's accounts in the room."""
+        ...
+
     def spawn(self, coro: Any, name: str) -> object:
         """Run ``coro`` as a job the bot owns."""
         ...
@@ -197,7 +205,8 @@ class Answerer:
     ) -> TurnPlan:
         """The :class:`TurnPlan` for ``agent`` answering ``message`` for ``requester``."""
         config = self._config()
-        root = answer_thread(config, agent, message.thread_root, message.event_id)
+        direct = self._presence.is_direct(message.room_id)
+        root = answer_thread(config, agent, message.thread_root, message.event_id, direct=direct)
         generation = await self._ledger.session_generation(message.room_id, root)
         return plan_turn(
             config,
@@ -211,6 +220,7 @@ class Answerer:
             thread_humans=self._thread_humans(message.room_id, root, message.sender),
             team=team,
             generation=generation,
+            direct=direct,
         )
 
     async def answer(
@@ -241,14 +251,16 @@ class Answerer:
                 requester=plan.scope_requester,
                 incoming=message.body,
             )
+        speaker = who(self._presence.display_name(plan.room_id, message.sender), message.sender)
         request = TurnRequest(
             plan.agent,
             session_id,
             plan.requester,
-            message.body,
+            f"{speaker}: {message.body}" if plan.group else message.body,
             carried,
             plan.private_recall,
             trigger=plan.reply_to,
+            speaker=speaker,
         )
         writer = ReplyWriter(
             account,
@@ -320,6 +332,11 @@ class Answerer:
             self._presence.spawn(
                 self.handle(handoff, route, plan.requester), f"handoff:{reply_event_id}"
             )
+
+
+def who(display_name: str | None, user_id: str) -> str:
+    """How the model is told who speaks: ``Alice (@alice:example.org)``, or the bare ID."""
+    return f"{display_name} ({user_id})" if display_name and display_name != user_id else user_id
 
 
 def resumed_requester(source: dict[str, Any], sender: str) -> str:

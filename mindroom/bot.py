@@ -290,6 +290,24 @@ class Bot:
                 members |= account.room_members(room_id)
         return humans(members, self.own_user_ids())
 
+    def display_name(self, room_id: str, user_id: str) -> str | None:
+        """``user_id``'s display name in ``room_id``, as an account in the room saw it."""
+        for account in [self.router, *self.agents.values()]:
+            if account is not None and room_id in account.joined_rooms():
+                name = account.display_name(room_id, user_id)
+                if name:
+                    return name
+        return None
+
+    def is_direct(self, room_id: str) -> bool:
+        """True for a direct chat: one person and one of mindroom's accounts in the room."""
+        members: set[str] = set()
+        for account in [self.router, *self.agents.values()]:
+            if account is not None and room_id in account.joined_rooms():
+                members |= account.room_members(room_id) | {account.user_id}
+        own = members & self.own_user_ids()
+        return len(own) == 1 and len(members - own) == 1
+
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         """Run ``coro`` as a job the bot owns (awaited or cancelled at shutdown)."""
         return self.tasks.spawn(coro, name)

@@ -106,6 +106,7 @@ class TurnPlan:
     private_recall: bool  # the requester's private memory may enter the prompt and tools
     private_marked: bool  # the answer says it used private memory (others may read it)
     streaming: bool
+    group: bool = False  # other people are in the room: every message says who wrote it
 
     @property
     def owner(self) -> str:
@@ -127,11 +128,31 @@ def is_private(config: Config, agent: str, team: TeamSpec | None) -> bool:
     return agent in config.agents and config.agents[agent].private is not None
 
 
-def answer_thread(config: Config, agent: str, thread_root: str | None, event_id: str) -> str | None:
-    """The thread ``agent`` answers the event ``event_id`` in (None: the room's timeline)."""
-    in_agent = agent in config.agents
-    in_thread = (config.agent_thread_mode(agent) if in_agent else "thread") == "thread"
-    return (thread_root or event_id) if in_thread else None
+def thread_mode(config: Config, agent: str, *, direct: bool = False) -> str:
+    """``thread`` or ``room``: where ``agent`` answers.
+
+    A direct chat (one person, one agent) is one conversation: answered in the timeline,
+    unless the agent sets its own ``thread_mode``. Elsewhere the agent's mode, else the
+    defaults'. Teams answer in threads.
+    """
+    if agent not in config.agents:
+        return "thread"
+    own = config.agents[agent].thread_mode
+    if direct:
+        return own or "room"
+    return own or config.defaults.thread_mode
+
+
+def answer_thread(
+    config: Config, agent: str, thread_root: str | None, event_id: str, *, direct: bool = False
+) -> str | None:
+    """The thread ``agent`` answers the event ``event_id`` in (None: the room's timeline).
+
+    A message someone wrote in a thread is answered in that thread whatever the mode.
+    """
+    if thread_mode(config, agent, direct=direct) == "thread":
+        return thread_root or event_id
+    return thread_root
 
 
 def plan_turn(
@@ -147,25 +168,27 @@ def plan_turn(
     thread_humans: Collection[str],
     team: TeamSpec | None = None,
     generation: int = 0,
+    direct: bool = False,
 ) -> TurnPlan:
     """The plan for ``agent`` answering the event ``event_id`` for ``requester``.
 
     ``route`` is why the agent answers; ``room_humans`` are the people joined to the room and
     ``thread_humans`` the people who have posted in the message's thread (both without
-    mindroom's own accounts); ``generation`` counts ``!new`` in this room or thread.
+    mindroom's own accounts); ``generation`` counts ``!new`` in this room or thread;
+    ``direct`` says the room is a direct chat (one person, one agent).
     """
     if team is None and agent in config.teams:
         team = TeamSpec.configured(config, agent)
-    root = answer_thread(config, agent, thread_root, event_id)
+    root = answer_thread(config, agent, thread_root, event_id, direct=direct)
     owner = team.name if team else agent
     private = is_private(config, agent, team)
     session_id = session_id_for(owner, room_id, root, generation)
     recall, marked = True, False
+    others_in_room = set(room_humans) - {requester}
+    others_in_thread = set(thread_humans) - {requester}
+    alone = not others_in_room or (root is not None and not others_in_thread)
     if private:
         session_id = private_session_id(session_id, requester)
-        others_in_room = set(room_humans) - {requester}
-        others_in_thread = set(thread_humans) - {requester}
-        alone = not others_in_room or (root is not None and not others_in_thread)
         addressed = route.kind in (RouteKind.MENTIONED, RouteKind.THREAD_AGENT)
         recall = alone or addressed
         marked = not alone and addressed
@@ -181,4 +204,5 @@ def plan_turn(
         private_recall=recall,
         private_marked=marked,
         streaming=team is None and config.agent_streaming(agent),
+        group=bool(others_in_room),
     )

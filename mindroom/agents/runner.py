@@ -62,6 +62,21 @@ class TurnRequest:
     carried: str = ""  # what a compacted earlier part of the conversation said
     private_recall: bool = True  # False: private memory neither recalled nor readable by tools
     trigger: str = ""  # the event answered: a resumed turn repeats no tool write of it
+    speaker: str = ""  # who wrote the message: "Alice (@alice:example.org)"
+
+
+SPEAKER_NOTE = (
+    "You are answering {speaker}. Several people may talk to you: when you remember something "
+    "about a person, say who it is about, with their name and Matrix ID, e.g. "
+    '"{speaker} prefers tea".'
+)
+
+
+def _with_speaker(context: str, speaker: str) -> str:
+    """The turn's context with who is speaking (nothing when unknown)."""
+    if not speaker:
+        return context
+    return f"{context}\n\n{SPEAKER_NOTE.format(speaker=speaker)}".strip()
 
 
 def _turn_key(request: TurnRequest, actor: str) -> str:
@@ -273,6 +288,7 @@ class AgentRuntime:
                     )
                     if request.carried:
                         recall = f"{recall}\n\n{request.carried}".strip()
+                    recall = _with_speaker(recall, request.speaker)
                     agent = self.build_agent(request.agent, memory, recall, request.user_id)
                     if on_text is None:
                         output = await agent.arun(
@@ -366,7 +382,10 @@ class AgentRuntime:
                     num_history_runs=self._config.defaults.history_runs,
                     markdown=self._config.defaults.markdown,
                     add_datetime_to_context=True,
-                    additional_context="\n\n".join(b for b in blocks if b) or None,
+                    additional_context=_with_speaker(
+                        "\n\n".join(b for b in blocks if b), request.speaker
+                    )
+                    or None,
                     tools=[self._memory_tools(team_memory)] if team_memory is not None else None,
                     telemetry=False,
                 )

@@ -96,6 +96,11 @@ class MatrixAccount:
         response = await self.client.room_get_state_event(room_id, "m.room.encryption")
         return isinstance(response, nio.RoomGetStateEventResponse)
 
+    def display_name(self, room_id: str, user_id: str) -> str | None:
+        """``user_id``'s display name in ``room_id`` as this account last saw it."""
+        room = self.client.rooms.get(room_id)
+        return room.user_name(user_id) if room else None
+
     async def first_sync(self) -> None:
         """Learn joined rooms and state without delivering the backlog to callbacks.
 

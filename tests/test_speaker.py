@@ -1,0 +1,48 @@
+"""The model knows who is speaking, and in a group who said what (issue 11.2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mindroom.answer import who
+from tests.harness import BotHarness, Human, config_text, unique
+from tests.scripted_model import ScriptedModel, all_text, last_user_text, system_text
+
+
+def test_a_speaker_is_named_with_display_name_and_matrix_id() -> None:
+    assert who("Alice", "@alice:example.org") == "Alice (@alice:example.org)"
+    assert who(None, "@alice:example.org") == "@alice:example.org"
+    assert who("@alice:example.org", "@alice:example.org") == "@alice:example.org"
+
+
+@pytest.mark.synapse
+@pytest.mark.asyncio
+async def test_in_a_room_with_several_people_the_model_is_told_who_speaks(
+    bot: BotHarness, human: Human, model: ScriptedModel, synapse
+) -> None:
+    alice, room = human, unique("lobby")
+    model.set_handler(lambda request: "noted")
+    bob = await Human.create(synapse)
+    try:
+        config = config_text(model.base_url, {"general": {"rooms": [room]}})
+        room_id = await bot.start_in_room(config, room, alice)
+        await bob.join(room_id)
+        assert bot.bot is not None
+        general = bot.bot.agents["general"].user_id
+        root = await alice.send(room_id, "@general I prefer tea", mention=[general])
+        await alice.wait_for_reply(room_id, root)
+        said = await bob.send(
+            room_id, "@general I prefer coffee", mention=[general], thread_root=root
+        )
+        await bob.wait_for_reply(room_id, said)
+        request = next(r for r in reversed(model.requests) if "coffee" in last_user_text(r))
+    finally:
+        await bob.close()
+
+    assert f"You are answering {bob.user_id}" in system_text(request) or (
+        f"({bob.user_id}) prefers tea" in system_text(request)  # with a display name
+    )
+    assert f"({bob.user_id}): @general I prefer coffee" in last_user_text(request)
+    alices = next(r for r in model.requests if "tea" in last_user_text(r))
+    assert f"({alice.user_id}): @general I prefer tea" in last_user_text(alices)
+    assert bob.user_id not in all_text(alices)  # each turn names its own speaker
