@@ -11,6 +11,7 @@ from mindroom.matrix.events import (
     AgentIdentity,
     IncomingMessage,
     mentioned_agents,
+    message_source,
     parse_message,
 )
 from mindroom.matrix.send import markdown_to_html, message_content, notice_content
@@ -503,6 +504,22 @@ def test_message_with_an_unknown_relation_is_a_plain_message(rel_type: str) -> N
     message = parse_message(ROOM, source)
     assert message is not None
     assert (message.body, message.thread_root, message.is_edit) == ("@general hi", None, False)
+    assert (message.relation, message.threadable) == (rel_type, False)
+    resumed = parse_message(ROOM, message_source(message))
+    assert resumed is not None
+    assert (resumed.relation, resumed.thread_root) == (rel_type, None)
+
+
+def test_thread_messages_and_plain_replies_have_no_other_relation() -> None:
+    in_thread = parse_message(
+        ROOM, text("x", **{"m.relates_to": {"rel_type": "m.thread", "event_id": "$r"}})
+    )
+    reply = parse_message(
+        ROOM, text("x", **{"m.relates_to": {"m.in_reply_to": {"event_id": "$r"}}})
+    )
+    assert in_thread is not None
+    assert reply is not None
+    assert (in_thread.relation, reply.relation, reply.threadable) == (None, None, True)
 
 
 def test_message_with_an_unknown_relation_is_routed_like_a_plain_one() -> None:

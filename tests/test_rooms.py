@@ -149,3 +149,20 @@ async def test_a_room_that_turns_encryption_on_gets_the_notice_at_its_first_encr
     await human.wait_for(lambda e: bool(encryption_notices(human, room_id, general)))
     await bot.settle(human, room_id)
     assert len(encryption_notices(human, room_id, general)) == 1
+
+
+@pytest.mark.parametrize("rel_type", ["m.reference", "org.example.x"])
+async def test_message_with_an_unknown_relation_type_is_answered_as_a_plain_message(
+    bot: BotHarness, human: Human, model: ScriptedModel, rel_type: str
+) -> None:
+    room = unique("relation")
+    room_id = await bot.start_in_room(
+        config_text(model.base_url, {"general": {"rooms": [room]}}), room, human
+    )
+    general = bot.bot.agents["general"].user_id
+    first = await human.send(room_id, "first")
+    await human.wait_for(lambda e: answers(e, first) and e.get("sender") == general)
+    related = {"m.relates_to": {"rel_type": rel_type, "event_id": first}}
+    asked = await human.send(room_id, "and this one?", extra=related)
+    reply = await human.wait_for(lambda e: answers(e, asked) and e.get("sender") == general)
+    assert "and this one?" in reply["content"]["body"]
