@@ -33,10 +33,9 @@ from mindroom.matrix.accounts import CredentialStore, login_account, set_display
 from mindroom.matrix.client import MatrixAccount
 from mindroom.matrix.events import AgentIdentity, IncomingMessage, message_source, parse_message
 from mindroom.matrix.rooms import prepare_room
-from mindroom.matrix.send import notice_content
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.watch import watch_memory_files
-from mindroom.notices import ENCRYPTED_ROOM_NOTICE, absent_notice
+from mindroom.notices import tell_absent, tell_encrypted_room
 from mindroom.reload import ConfigReloader
 from mindroom.routing import Route, RouteKind, route_message
 from mindroom.tasks import TaskSupervisor
@@ -433,30 +432,13 @@ class Bot:
             await account.leave(room_id)
 
     async def _on_encrypted_room(self, account: MatrixAccount, room_id: str) -> None:
-        """Say once, in the room and in the log, that mindroom cannot read an encrypted room.
-
-        Remembered in the ledger, so neither later encrypted messages nor restarts repeat it.
-        """
-        if room_id in self._encryption_noticed:
-            return
-        self._encryption_noticed.add(room_id)
-        assert self.ledger is not None
-        key = f"mindroom-encrypted-room-{room_id}"
-        if not await self.ledger.claim(key, room_id, (), {"notice": "encrypted room"}):
-            return
-        logger.warning(
-            "room %s is end-to-end encrypted; mindroom cannot read it (told the room as %s)",
-            room_id,
-            account.name,
-        )
-        try:  # the ledger alone keeps it to one: the homeserver forgets transaction ids
-            await account.send(room_id, notice_content(ENCRYPTED_ROOM_NOTICE))
-        finally:
-            await self.ledger.finish(key, "noticed")
+        if room_id not in self._encryption_noticed:  # the ledger remembers it across restarts
+            self._encryption_noticed.add(room_id)
+            assert self.ledger is not None
+            await tell_encrypted_room(self.ledger, account, room_id)
 
     async def _on_absent_mention(self, message: IncomingMessage, route: Route) -> None:
-        """Tell the room that the agents a message names are not in it, and how to invite them
-        (as the router if it is in the room, else the room's agent); then mark it handled."""
+        """Posted as the router if it is in the room, else as the room's agent."""
         assert self.router is not None
         assert self.ledger is not None
         room_agents = self.room_agents(message.room_id)
@@ -469,19 +451,7 @@ class Bot:
             for n in route.absent
             if n in self.agents
         ]
-        status = "noticed"
-        try:
-            if account is not None and absent:
-                content = notice_content(
-                    absent_notice(absent),
-                    thread_root=message.thread_root,
-                    reply_to=message.event_id,
-                )
-                await account.send(message.room_id, content, f"mindroom-absent-{message.event_id}")
-        except MatrixError as exc:
-            status = "failed"
-            logger.warning("cannot post the absent-agent notice for %s: %s", message.event_id, exc)
-        await self.ledger.finish(message.event_id, status)
+        await tell_absent(self.ledger, account, message, absent)
 
     async def _command(self, message: IncomingMessage) -> None:
         await run_command(self, message)

@@ -70,6 +70,36 @@ async def test_invite_sent_while_the_bot_was_down_is_accepted_at_the_next_start(
     assert "are you there?" in reply["content"]["body"]
 
 
+async def test_invite_from_an_outsider_sent_while_the_bot_was_down_is_declined_at_start(
+    bot: BotHarness, human: Human, model: ScriptedModel, synapse: Any
+) -> None:
+    outsider = await Human.create(synapse)
+    try:
+        config = config_text(
+            model.base_url,
+            {"general": {"rooms": []}},
+            authorization={"allowed_users": [human.user_id]},
+        )
+        await bot.start(config)
+        general = bot.bot.agents["general"].user_id
+        await bot.stop()
+        (bot.storage / "mindroom_data" / "ledger.db").unlink()  # only the first sync sees it
+        created = await outsider.client.room_create(invite=[general], is_direct=True)
+        assert isinstance(created, nio.RoomCreateResponse), created
+        await bot.start()
+        await outsider.wait_for(
+            lambda e: (
+                e.get("room_id") == created.room_id
+                and e.get("type") == "m.room.member"
+                and e.get("state_key") == general
+                and e["content"].get("membership") == "leave"
+            )
+        )
+        assert not any(joined(general, created.room_id)(e) for e in outsider.events)
+    finally:
+        await outsider.close()
+
+
 async def test_agent_invited_to_an_encrypted_room_posts_one_notice_that_survives_restarts(
     bot: BotHarness, human: Human, model: ScriptedModel
 ) -> None:
