@@ -206,7 +206,14 @@ class Answerer:
         """The :class:`TurnPlan` for ``agent`` answering ``message`` for ``requester``."""
         config = self._config()
         direct = self._presence.is_direct(message.room_id)
-        root = answer_thread(config, agent, message.thread_root, message.event_id, direct=direct)
+        root = answer_thread(
+            config,
+            agent,
+            message.thread_root,
+            message.event_id,
+            direct=direct,
+            threadable=message.threadable,
+        )
         generation = await self._ledger.session_generation(message.room_id, root)
         return plan_turn(
             config,
@@ -221,6 +228,7 @@ class Answerer:
             team=team,
             generation=generation,
             direct=direct,
+            threadable=message.threadable,
         )
 
     async def answer(

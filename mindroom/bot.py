@@ -37,6 +37,7 @@ from mindroom.matrix.probe import wait_for_homeserver
 from mindroom.matrix.rooms import prepare_room
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.watch import watch_memory_files
+from mindroom.notices import tell_absent, tell_encrypted_room
 from mindroom.reload import ConfigReloader
 from mindroom.routing import Route, RouteKind, route_message
 from mindroom.tasks import TaskSupervisor
@@ -84,6 +85,7 @@ class Bot:
         self.tasks = TaskSupervisor()
         self.state = ConversationState(config.router.context_messages)
         self.model_probe: asyncio.Task[None] | None = None  # the start-up reachability check
+        self._encryption_noticed: set[str] = set()  # rooms told already (the ledger is durable)
 
     # -- start-up -----------------------------------------------------------------------------
 
@@ -130,6 +132,7 @@ class Bot:
         everyone = [self.router, *self.agents.values()]
         await asyncio.gather(*(account.first_sync() for account in everyone))
         await self.prepare_rooms()
+        await self._rooms_seen_at_start(everyone)
         # Taken before any sync loop runs: a message the catch-up sync claims from now on is
         # answered by that sync alone, never resumed as well.
         unfinished = await self._unfinished()
@@ -157,7 +160,7 @@ class Bot:
 
     def _listen(self, account: MatrixAccount) -> None:
         """Deliver ``account``'s events from its saved sync position on (restarted on failure)."""
-        account.listen(self._on_message, self._on_invite)
+        account.listen(self._on_message, self._on_invite, self._on_encrypted_room)
 
         async def sync() -> None:
             assert self.ledger is not None
@@ -165,6 +168,15 @@ class Bot:
             await account.sync_forever(since=token, on_synced=self._on_synced)
 
         self.tasks.keep_running(f"sync:{account.name}", sync)
+
+    async def _rooms_seen_at_start(self, accounts: list[MatrixAccount]) -> None:
+        """Answer what the first sync found: invites that arrived while mindroom was down or
+        starting (accepted or declined like live ones) and encrypted rooms it is in."""
+        for account in accounts:
+            for room_id, inviter in account.pending_invites():
+                await self._on_invite(account, room_id, inviter)
+            for room_id in account.encrypted_rooms():
+                await self._on_encrypted_room(account, room_id)
 
     async def start_member(self, name: str, display_name: str) -> MatrixAccount:
         """Log in and sync once the account of an agent or team a reload is adding.
@@ -256,7 +268,7 @@ class Bot:
             else:
                 route = self._route(message, self._thread_senders_cached(message))
             requester = resumed_requester(pending.source, message.sender)
-            self.spawn(self.answers.handle(message, route, requester), f"resume:{message.event_id}")
+            self.spawn(self._handle(message, route, requester), f"resume:{message.event_id}")
 
     # -- what the answer path sees (mindroom.answer.Presence) ---------------------------------
 
@@ -373,7 +385,7 @@ class Bot:
         thread_senders = await self._thread_senders(account, message)
         route = self._route(message, thread_senders)
         self.state.note(message, self.own_user_ids())
-        if not (route.responders or route.command):
+        if not (route.responders or route.command or route.absent):
             logger.debug("event %s in %s: %s", message.event_id, message.room_id, route.reason)
             return
         assert self.ledger is not None
@@ -406,9 +418,16 @@ class Bot:
             account.name,
             message.receiver_membership,
         )
-        self.spawn(
-            self.answers.handle(message, route, message.sender), f"handle:{message.event_id}"
-        )
+        self.spawn(self._handle(message, route, message.sender), f"handle:{message.event_id}")
+
+    def _handle(
+        self, message: IncomingMessage, route: Route, requester: str
+    ) -> Coroutine[Any, Any, None]:
+        """The job for a claimed message: its answers, or the notice that no agent named is here."""
+        assert self.answers is not None
+        if route.kind is RouteKind.MENTIONED_ABSENT:
+            return self._on_absent_mention(message, route)
+        return self.answers.handle(message, route, requester)
 
     async def _on_invite(self, account: MatrixAccount, room_id: str, sender: str) -> None:
         if room_id in account.joined_rooms():
@@ -419,9 +438,34 @@ class Bot:
                 await account.join(room_id)
             except MatrixError as exc:
                 account.log.warning("%s", exc)
+                return
+            if await account.is_encrypted(room_id):
+                await self._on_encrypted_room(account, room_id)
         else:
             account.log.info("declining invite to %s from unauthorized %s", room_id, sender)
-            await account.client.room_leave(room_id)
+            await account.leave(room_id)
+
+    async def _on_encrypted_room(self, account: MatrixAccount, room_id: str) -> None:
+        if room_id not in self._encryption_noticed:  # the ledger remembers it across restarts
+            self._encryption_noticed.add(room_id)
+            assert self.ledger is not None
+            await tell_encrypted_room(self.ledger, account, room_id)
+
+    async def _on_absent_mention(self, message: IncomingMessage, route: Route) -> None:
+        """Posted as the router if it is in the room, else as the room's agent."""
+        assert self.router is not None
+        assert self.ledger is not None
+        room_agents = self.room_agents(message.room_id)
+        if message.room_id in self.router.joined_rooms():
+            account: MatrixAccount | None = self.router
+        else:
+            account = self.agents[room_agents[0]] if room_agents else None
+        absent = [
+            (self._member(n).display_name or n, self.agents[n].user_id)
+            for n in route.absent
+            if n in self.agents
+        ]
+        await tell_absent(self.ledger, account, message, absent)
 
     async def _command(self, message: IncomingMessage) -> None:
         await run_command(self, message)

@@ -7,7 +7,9 @@
    to each other through :func:`route_handoff`, which sees their final text.)
 2. Messages from unauthorized senders are never answered.
 3. A command (``!name``, see :mod:`mindroom.commands`) is answered by the router.
-4. Agents mentioned in the message (and present in the room) answer.
+4. Agents mentioned in the message (and present in the room) answer. When every agent it
+   mentions is absent from the room, no other agent answers in its place: the route says who is
+   absent (``MENTIONED_ABSENT``) and the bot posts a notice on how to invite them.
 5. A thread keeps its agent: when exactly one agent has posted in the thread it answers, unless
    several humans talk in that thread (then agents wait to be named).
 6. A room with exactly one agent in it (a DM, say) is answered by that agent.
@@ -31,6 +33,7 @@ class RouteKind(enum.Enum):
     IGNORED = "ignored"  # nobody answers (own account, edit, notice, unauthorized, no agent)
     COMMAND = "command"  # the router answers a ``!command``
     MENTIONED = "mentioned"  # the named agents answer (several: as one ad hoc team)
+    MENTIONED_ABSENT = "mentioned absent"  # only agents not in the room were named: a notice
     THREAD_AGENT = "thread agent"  # the agent of this thread continues
     ONLY_AGENT = "only agent"  # the room's only agent answers
     ROUTER = "router"  # the router model picks one of ``responders``
@@ -46,6 +49,8 @@ class Route:
     kind: RouteKind
     responders: tuple[str, ...] = ()
     reason: str = ""
+    absent: tuple[str, ...] = ()
+    """Agents the message names that are not in the room (``MENTIONED_ABSENT``)."""
 
     @property
     def ask_router(self) -> bool:
@@ -89,9 +94,16 @@ def route_message(
     if parse_command(message.body) is not None:
         return Route(RouteKind.COMMAND, reason="command")
     in_room = set(room_agents)
-    mentioned = [a for a in mentioned_agents(message, identities) if a in in_room]
+    named = mentioned_agents(message, identities)
+    mentioned = [a for a in named if a in in_room]
     if mentioned:
         return Route(RouteKind.MENTIONED, tuple(mentioned), "mentioned")
+    if named:
+        return Route(
+            RouteKind.MENTIONED_ABSENT,
+            reason="mentioned agents are not in the room",
+            absent=tuple(named),
+        )
     if message.thread_root and thread_senders:
         by_id = {identity.user_id: identity.name for identity in identities}
         thread_agents = sorted({by_id[s] for s in thread_senders if by_id.get(s) in in_room})

@@ -144,13 +144,20 @@ def thread_mode(config: Config, agent: str, *, direct: bool = False) -> str:
 
 
 def answer_thread(
-    config: Config, agent: str, thread_root: str | None, event_id: str, *, direct: bool = False
+    config: Config,
+    agent: str,
+    thread_root: str | None,
+    event_id: str,
+    *,
+    direct: bool = False,
+    threadable: bool = True,
 ) -> str | None:
     """The thread ``agent`` answers the event ``event_id`` in (None: the room's timeline).
 
-    A message someone wrote in a thread is answered in that thread whatever the mode.
+    A message someone wrote in a thread is answered in that thread whatever the mode; one that
+    cannot root a thread (it has another relation) is answered in the timeline.
     """
-    if thread_mode(config, agent, direct=direct) == "thread":
+    if threadable and thread_mode(config, agent, direct=direct) == "thread":
         return thread_root or event_id
     return thread_root
 
@@ -169,6 +176,7 @@ def plan_turn(
     team: TeamSpec | None = None,
     generation: int = 0,
     direct: bool = False,
+    threadable: bool = True,
 ) -> TurnPlan:
     """The plan for ``agent`` answering the event ``event_id`` for ``requester``.
 
@@ -179,7 +187,7 @@ def plan_turn(
     """
     if team is None and agent in config.teams:
         team = TeamSpec.configured(config, agent)
-    root = answer_thread(config, agent, thread_root, event_id, direct=direct)
+    root = answer_thread(config, agent, thread_root, event_id, direct=direct, threadable=threadable)
     owner = team.name if team else agent
     private = is_private(config, agent, team)
     session_id = session_id_for(owner, room_id, root, generation)

@@ -11,9 +11,11 @@ from mindroom.matrix.events import (
     AgentIdentity,
     IncomingMessage,
     mentioned_agents,
+    message_source,
     parse_message,
 )
 from mindroom.matrix.send import markdown_to_html, message_content, notice_content
+from mindroom.routing import route_message
 
 ROOM = "!lobby:localhost"
 GENERAL = AgentIdentity("general", "@mindroom_general:localhost", "General")
@@ -494,3 +496,37 @@ def test_sent_notice_parses_back_as_a_notice() -> None:
     message = parse_message(ROOM, event(notice_content("status")))
     assert message is not None
     assert message.is_notice
+
+
+@pytest.mark.parametrize("rel_type", ["m.reference", "org.example.x", "m.annotation.custom"])
+def test_message_with_an_unknown_relation_is_a_plain_message(rel_type: str) -> None:
+    source = text("@general hi", **{"m.relates_to": {"rel_type": rel_type, "event_id": "$x"}})
+    message = parse_message(ROOM, source)
+    assert message is not None
+    assert (message.body, message.thread_root, message.is_edit) == ("@general hi", None, False)
+    assert (message.relation, message.threadable) == (rel_type, False)
+    resumed = parse_message(ROOM, message_source(message))
+    assert resumed is not None
+    assert (resumed.relation, resumed.thread_root) == (rel_type, None)
+
+
+def test_thread_messages_and_plain_replies_have_no_other_relation() -> None:
+    in_thread = parse_message(
+        ROOM, text("x", **{"m.relates_to": {"rel_type": "m.thread", "event_id": "$r"}})
+    )
+    reply = parse_message(
+        ROOM, text("x", **{"m.relates_to": {"m.in_reply_to": {"event_id": "$r"}}})
+    )
+    assert in_thread is not None
+    assert reply is not None
+    assert (in_thread.relation, reply.relation, reply.threadable) == (None, None, True)
+
+
+def test_message_with_an_unknown_relation_is_routed_like_a_plain_one() -> None:
+    source = text("hello", **{"m.relates_to": {"rel_type": "org.example.x", "event_id": "$x"}})
+    message = parse_message(ROOM, source)
+    assert message is not None
+    decision = route_message(
+        message, room_agents=["general"], identities=AGENTS, own_user_ids=set(), authorized=True
+    )
+    assert decision.responders == ("general",)

@@ -180,13 +180,32 @@ def test_mention_by_m_mentions_without_body_text_is_answered() -> None:
     assert decision.responders == ("mind",)
 
 
-def test_mention_of_an_agent_not_in_the_room_lets_the_router_choose_among_those_present() -> None:
+def test_mention_of_an_agent_not_in_the_room_is_not_answered_by_another_agent() -> None:
     decision = route(msg("@coder hi"), ["general", "mind"])
-    assert decision == Route(RouteKind.ROUTER, ("general", "mind"), ROUTER_CHOOSES)
+    assert decision.kind is RouteKind.MENTIONED_ABSENT
+    assert decision.responders == ()
+    assert decision.absent == ("coder",)
 
 
-def test_mention_of_absent_agent_does_not_block_single_agent_room() -> None:
-    assert route(msg("@coder hi"), ["general"]).responders == ("general",)
+def test_mention_of_an_absent_agent_in_a_single_agent_room_gets_the_absent_notice() -> None:
+    decision = route(msg("@coder hi"), ["general"])
+    assert decision.kind is RouteKind.MENTIONED_ABSENT
+    assert decision.absent == ("coder",)
+
+
+def test_mention_of_an_absent_agent_in_an_agents_thread_gets_the_absent_notice() -> None:
+    message = msg("@coder hi", thread_root="$root")
+    decision = route(message, ["general"], thread_senders={ALICE, GENERAL.user_id})
+    assert (decision.kind, decision.absent) == (RouteKind.MENTIONED_ABSENT, ("coder",))
+
+
+def test_absent_agent_mentioned_beside_a_present_one_leaves_the_present_one_to_answer() -> None:
+    decision = route(msg("@coder @general hi"), ["general"])
+    assert decision == Route(RouteKind.MENTIONED, ("general",), "mentioned")
+
+
+def test_absent_mention_from_an_unauthorized_sender_is_ignored() -> None:
+    assert route(msg("@coder hi"), ["general"], authorized=False).kind is RouteKind.IGNORED
 
 
 def test_only_mentioned_agents_present_in_the_room_answer() -> None:
@@ -326,7 +345,11 @@ def test_mention_of_a_human_is_not_an_agent_mention_so_the_router_chooses() -> N
 
 
 def test_room_without_agents_is_answered_by_nobody() -> None:
-    assert route(msg("@general hi"), []) == Route(RouteKind.IGNORED, reason="no agent in room")
+    assert route(msg("hi"), []) == Route(RouteKind.IGNORED, reason="no agent in room")
+
+
+def test_mention_in_a_room_without_agents_names_the_absent_agent() -> None:
+    assert route(msg("@general hi"), []).absent == ("general",)
 
 
 # -- hand-off between agents ----------------------------------------------------------------------

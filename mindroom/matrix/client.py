@@ -23,6 +23,7 @@ logger = logging.getLogger(__name__)
 
 MessageHandler = Callable[["MatrixAccount", IncomingMessage], Awaitable[None]]
 InviteHandler = Callable[["MatrixAccount", str, str], Awaitable[None]]
+EncryptedHandler = Callable[["MatrixAccount", str], Awaitable[None]]
 SyncedHandler = Callable[["MatrixAccount", str], Awaitable[None]]
 
 SYNC_TIMEOUT_MS = 30_000
@@ -46,6 +47,7 @@ class MatrixAccount:
         self.log = logger.getChild(name)
         self._on_message: MessageHandler | None = None
         self._on_invite: InviteHandler | None = None
+        self._on_encrypted: EncryptedHandler | None = None
         self._stopping = False
         self._sync_filter: str | dict[str, Any] = _SYNC_FILTER
         # Rooms joined through this process: the client only learns of them at its next sync.
@@ -69,6 +71,30 @@ class MatrixAccount:
         """Joined members of ``room_id`` as this account last saw them."""
         room = self.client.rooms.get(room_id)
         return set(room.users) if room else set()
+
+    def pending_invites(self) -> list[tuple[str, str]]:
+        """Invites not yet answered, as of the last sync: ``(room_id, inviter)`` pairs.
+
+        An invite sent while mindroom was down or starting is only in the first sync's
+        ``rooms.invite``; the start-up answers these like the ones heard while listening.
+        """
+        return [
+            (room_id, room.inviter or "")
+            for room_id, room in self.client.invited_rooms.items()
+            if room_id not in self.joined_rooms()
+        ]
+
+    def encrypted_rooms(self) -> list[str]:
+        """Joined rooms with end-to-end encryption on (``m.room.encryption``), as last synced."""
+        return [room_id for room_id, room in self.client.rooms.items() if room.encrypted]
+
+    async def is_encrypted(self, room_id: str) -> bool:
+        """True when ``room_id`` has end-to-end encryption on (asks the server if not synced)."""
+        room = self.client.rooms.get(room_id)
+        if room is not None and room.encrypted:
+            return True
+        response = await self.client.room_get_state_event(room_id, "m.room.encryption")
+        return isinstance(response, nio.RoomGetStateEventResponse)
 
     def display_name(self, room_id: str, user_id: str) -> str | None:
         """``user_id``'s display name in ``room_id`` as this account last saw it."""
@@ -108,11 +134,32 @@ class MatrixAccount:
         else:
             self.log.warning("cannot upload the sync filter: %s", uploaded.message)
 
-    def listen(self, on_message: MessageHandler, on_invite: InviteHandler) -> None:
-        """Deliver messages and invites heard from now on to these callbacks."""
+    def listen(
+        self,
+        on_message: MessageHandler,
+        on_invite: InviteHandler,
+        on_encrypted: EncryptedHandler | None = None,
+    ) -> None:
+        """Deliver messages, invites and encrypted events heard from now on to these callbacks.
+
+        mindroom cannot decrypt yet: ``on_encrypted`` hears the room of each encrypted event.
+        """
         self._on_message, self._on_invite = on_message, on_invite
+        self._on_encrypted = on_encrypted
         self.client.add_event_callback(self._message_event, nio.RoomMessage)
         self.client.add_event_callback(self._invite_event, nio.InviteMemberEvent)
+        self.client.add_event_callback(
+            self._encrypted_event, (nio.MegolmEvent, nio.UnknownEncryptedEvent)
+        )
+
+    async def _encrypted_event(self, room: nio.MatrixRoom, event: nio.Event) -> None:
+        if self._on_encrypted is None or event.sender == self.user_id:
+            return
+        try:
+            await self._on_encrypted(self, room.room_id)
+        except Exception:
+            if not self._stopping:
+                self.log.exception("handling encrypted event in %s failed", room.room_id)
 
     async def _message_event(self, room: nio.MatrixRoom, event: nio.Event) -> None:
         # The edge of every event: one bad event or failing handler must not end the sync loop.

@@ -27,11 +27,19 @@ class IncomingMessage:
     thread_root: str | None = None
     reply_to: str | None = None
     is_edit: bool = False
+    relation: str | None = None
+    """The ``rel_type`` of any relation other than a thread (``m.reference``, an unknown one):
+    such a message is answered like a plain one, but cannot root a thread."""
     mention_ids: frozenset[str] = field(default_factory=frozenset)
     timestamp_ms: int = 0
     receiver_membership: str | None = None
     """The receiving account's membership when the event was sent (``unsigned.membership``):
     anything but ``join`` means history from before it joined."""
+
+    @property
+    def threadable(self) -> bool:
+        """False when the homeserver refuses a thread rooted at this message (it has a relation)."""
+        return self.relation is None
 
     @property
     def is_notice(self) -> bool:
@@ -72,6 +80,7 @@ def parse_message(room_id: str, source: Mapping[str, Any]) -> IncomingMessage | 
         thread_root=_str_or_none(relates.get("event_id")) if rel_type == "m.thread" else None,
         reply_to=in_reply_to if isinstance(in_reply_to, str) else None,
         is_edit=rel_type == "m.replace",
+        relation=rel_type if isinstance(rel_type, str) and rel_type != "m.thread" else None,
         mention_ids=frozenset(mention_ids),
         timestamp_ms=_int(source.get("origin_server_ts")),
         receiver_membership=_str_or_none(_mapping(source.get("unsigned")).get("membership")),
@@ -122,6 +131,8 @@ def message_source(message: IncomingMessage) -> dict[str, Any]:
     content: dict[str, Any] = {"msgtype": message.msgtype, "body": message.body}
     if message.thread_root:
         content["m.relates_to"] = {"rel_type": "m.thread", "event_id": message.thread_root}
+    elif message.relation:
+        content["m.relates_to"] = {"rel_type": message.relation}
     if message.mention_ids:
         content["m.mentions"] = {"user_ids": sorted(message.mention_ids)}
     return {
