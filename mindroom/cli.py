@@ -16,6 +16,7 @@ from mindroom.config import load_config
 from mindroom.config.load import load_dotenv_beside
 from mindroom.config_cli import add_config_parser
 from mindroom.errors import MindroomError
+from mindroom.invocation import invoked_as
 from mindroom.memory_cli import add_memory_parser
 
 logger = logging.getLogger("mindroom")
@@ -109,7 +110,7 @@ async def _serve(args: argparse.Namespace) -> None:
                 f"  homeserver: {user.homeserver}\n"
                 f"  user:       {user.user_id}\n"
                 f"  password:   {user.password}\n"
-                "or talk from this machine: mindroom chat 'hello'\n"
+                f"or talk from this machine: {invoked_as()} chat 'hello'\n"
             )
         bot = Bot(
             config,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from mindroom.config.load import load_config
 from mindroom.config.store import ConfigDocument, dump_value, edit_config, parse_value
+from mindroom.invocation import invoked_as
 
 
 def add_config_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -99,7 +100,7 @@ def run_init(args: argparse.Namespace) -> int:
     for path in kept:
         print(f"kept    {path} (exists)")
     print(
-        "next: mindroom run --local"
+        f"next: {invoked_as()} run --local"
         + (f" --config {target / 'config.yaml'}" if args.path != "." else "")
     )
     return 0

@@ -11,6 +11,7 @@ from openai import APIConnectionError, APIStatusError, AsyncOpenAI
 from mindroom.agents.models import OLLAMA_DEFAULT_URL
 from mindroom.checks import Check
 from mindroom.config.schema import Config, ModelConfig
+from mindroom.invocation import README_COMMAND
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ def model_fix(name: str, model: ModelConfig) -> str:
     return (
         f"is the model server at {endpoint(model)} running? Check models.{name} in config.yaml "
         "(base_url, api_key, id; or OPENAI_BASE_URL, OPENAI_API_KEY, MINDROOM_MODEL, also "
-        "read from a .env file beside it), then run mindroom doctor"
+        f"read from a .env file beside it), then run {README_COMMAND} doctor"
     )
 
 

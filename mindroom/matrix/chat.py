@@ -22,6 +22,7 @@ import aiohttp
 import nio
 
 from mindroom.errors import MatrixError
+from mindroom.invocation import README_COMMAND, invoked_as
 from mindroom.matrix.accounts import login_account
 from mindroom.matrix.local import local_user_store
 from mindroom.matrix.send import IN_PROGRESS_MARKER, message_content
@@ -29,7 +30,7 @@ from mindroom.matrix.send import IN_PROGRESS_MARKER, message_content
 QUIET_AFTER_REPLY_S = 3.0
 PROBE_TIMEOUT_S = 5.0
 HELP = "Each line continues one thread; /new starts another, /room NAME switches, Ctrl-D quits."
-_NOT_RUNNING = "is 'mindroom run' running? Its log says why no agent answered"
+_NOT_RUNNING = f"is '{README_COMMAND} run' running? Its log says why no agent answered"
 _BUFFERED_EVENTS = 500  # events that arrived before the send that they answer returned
 
 
@@ -38,7 +39,7 @@ def _homeserver_and_user(data_dir: Path) -> tuple[str, str]:
     for homeserver, localpart in store.accounts():
         return homeserver, localpart
     raise MatrixError(
-        f"no local user in {store.path}: start the bot with 'mindroom run --local' first"
+        f"no local user in {store.path}: start the bot with '{invoked_as()} run --local' first"
     )
 
 
@@ -57,7 +58,7 @@ async def _check_reachable(homeserver: str) -> None:
         reason = str(exc) or type(exc).__name__
     raise MatrixError(
         f"cannot reach the homeserver at {homeserver} ({reason}): "
-        "is 'mindroom run --local' running?"
+        f"is '{invoked_as()} run --local' running?"
     )
 
 

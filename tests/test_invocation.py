@@ -1,0 +1,29 @@
+"""Hints print the command as the person can run it, not a bare `mindroom` (issue 11.14)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mindroom.invocation import README_COMMAND, invoked_as
+
+
+def test_a_venv_script_below_the_current_folder_is_shown_relative(tmp_path: Path) -> None:
+    script = tmp_path / ".venv" / "bin" / "mindroom"
+    script.parent.mkdir(parents=True)
+    script.touch()
+    assert invoked_as(str(script), cwd=tmp_path) == ".venv/bin/mindroom"
+
+
+def test_a_script_elsewhere_is_shown_by_its_full_path(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "env" / "bin" / "mindroom"
+    here = tmp_path / "project"
+    here.mkdir()
+    assert invoked_as(str(elsewhere), cwd=here) == str(elsewhere.resolve())
+
+
+def test_python_dash_m_is_shown_as_such() -> None:
+    assert invoked_as("/x/mindroom/__main__.py") == "python -m mindroom"
+
+
+def test_a_bare_name_not_on_path_falls_back_to_the_readme_command() -> None:
+    assert invoked_as("mindroom-not-on-this-path") == README_COMMAND
