@@ -272,12 +272,13 @@ class Bot:
 
     # -- what the answer path sees (mindroom.answer.Presence) ---------------------------------
 
+    def _accounts(self) -> list[MatrixAccount]:
+        """Every account mindroom runs, the router first."""
+        return [a for a in [self.router, *self.agents.values()] if a is not None]
+
     def own_user_ids(self) -> set[str]:
         """Every account mindroom runs."""
-        ids = {account.user_id for account in self.agents.values()}
-        if self.router:
-            ids.add(self.router.user_id)
-        return ids
+        return {account.user_id for account in self._accounts()}
 
     def identities(self) -> list[AgentIdentity]:
         """How each agent can be mentioned."""
@@ -295,29 +296,30 @@ class Bot:
         """Agents joined to ``room_id``, in config order."""
         return [name for name, acc in self.agents.items() if room_id in acc.joined_rooms()]
 
+    def _accounts_in(self, room_id: str) -> list[MatrixAccount]:
+        """mindroom's accounts joined to ``room_id`` (the router first)."""
+        return [a for a in self._accounts() if room_id in a.joined_rooms()]
+
     def room_humans(self, room_id: str) -> frozenset[str]:
         """The people joined to ``room_id``, as the accounts in it last synced."""
         members: set[str] = set()
-        for account in [self.router, *self.agents.values()]:
-            if account is not None and room_id in account.joined_rooms():
-                members |= account.room_members(room_id)
+        for account in self._accounts_in(room_id):
+            members |= account.room_members(room_id)
         return humans(members, self.own_user_ids())
 
     def display_name(self, room_id: str, user_id: str) -> str | None:
         """``user_id``'s display name in ``room_id``, as an account in the room saw it."""
-        for account in [self.router, *self.agents.values()]:
-            if account is not None and room_id in account.joined_rooms():
-                name = account.display_name(room_id, user_id)
-                if name:
-                    return name
+        for account in self._accounts_in(room_id):
+            name = account.display_name(room_id, user_id)
+            if name:
+                return name
         return None
 
     def is_direct(self, room_id: str) -> bool:
         """True for a direct chat: one person and one of mindroom's accounts in the room."""
         members: set[str] = set()
-        for account in [self.router, *self.agents.values()]:
-            if account is not None and room_id in account.joined_rooms():
-                members |= account.room_members(room_id) | {account.user_id}
+        for account in self._accounts_in(room_id):
+            members |= account.room_members(room_id) | {account.user_id}
         own = members & self.own_user_ids()
         return len(own) == 1 and len(members - own) == 1
 
@@ -477,7 +479,7 @@ class Bot:
 
         A reply cancelled here stays claimed in the ledger and is resumed at the next start.
         """
-        accounts = [a for a in [self.router, *self.agents.values()] if a is not None]
+        accounts = self._accounts()
         if self.model_probe is not None:
             self.model_probe.cancel()
             await asyncio.gather(self.model_probe, return_exceptions=True)
