@@ -218,6 +218,15 @@ class Human:
         await self.client.close()
 
 
+async def eventually(check: Callable[[], bool], timeout: float = 15.0) -> None:
+    """Poll ``check`` (cheap, in-process state) until it holds; TimeoutError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError("not reached in time")
+        await asyncio.sleep(0.1)
+
+
 def relation(event: Event) -> dict[str, Any]:
     return (event.get("content") or {}).get("m.relates_to") or {}
 

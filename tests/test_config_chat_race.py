@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
-from collections.abc import Callable
 
 import pytest
 
 from mindroom.config import store
 from mindroom.config.store import ConfigDocument
-from tests.harness import BotHarness, Human, config_text, unique
+from tests.harness import BotHarness, Human, config_text, eventually, unique
 from tests.scripted_model import ScriptedModel
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
-
-
-async def eventually(check: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError("not reached in time")
-        await asyncio.sleep(0.1)
 
 
 async def test_config_set_in_chat_racing_an_editor_is_refused_and_keeps_the_edit(

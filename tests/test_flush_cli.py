@@ -38,9 +38,8 @@ async def _converse(config_path: Path) -> None:
         registry.close()
 
 
-def test_flush_command_writes_and_reports_and_status_shows_the_table(
-    tmp_path: Path, model: ScriptedModel, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _conversed(tmp_path: Path, model: ScriptedModel) -> Path:
+    """A config whose general agent has had one conversation about a cat, not yet flushed."""
     config_path = tmp_path / "config.yaml"
     config_path.write_text(
         config_text(
@@ -57,6 +56,13 @@ def test_flush_command_writes_and_reports_and_status_shows_the_table(
         )
     )
     asyncio.run(_converse(config_path))
+    return config_path
+
+
+def test_flush_command_writes_and_reports_and_status_shows_the_table(
+    tmp_path: Path, model: ScriptedModel, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config_path = _conversed(tmp_path, model)
 
     assert main(["memory", "flush-status", "--config", str(config_path)]) == 0
     status = capsys.readouterr().out
@@ -89,22 +95,7 @@ def _claim(storage: Path, pid: int) -> None:
 def test_flush_leaves_a_session_the_running_bot_is_extracting_to_it_and_says_so(
     tmp_path: Path, model: ScriptedModel, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config_path = tmp_path / "config.yaml"
-    config_path.write_text(
-        config_text(
-            model.base_url,
-            {"general": {"rooms": ["r"]}},
-            memory={"auto_flush": {"enabled": True, "idle_seconds": 3600}},
-        )
-    )
-    model.set_handler(
-        lambda r: (
-            "- The user's cat is called Miso"
-            if "You maintain the long-term memory" in system_text(r)
-            else "Cute!"
-        )
-    )
-    asyncio.run(_converse(config_path))
+    config_path = _conversed(tmp_path, model)
     _claim(tmp_path, os.getpid())  # a live process holds it
 
     assert main(["memory", "flush", "--config", str(config_path)]) == 0

@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
-from collections.abc import Callable
 
 import nio
 import pytest
 
-from tests.harness import BotHarness, Human, config_text, relation, unique
+from tests.harness import BotHarness, Human, config_text, eventually, relation, unique
 from tests.scripted_model import ScriptedModel, system_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
-
-
-async def eventually(check: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError("not reached in time")
-        await asyncio.sleep(0.1)
 
 
 def write(bot: BotHarness, doc: dict) -> None:
