@@ -46,3 +46,42 @@ async def test_in_a_room_with_several_people_the_model_is_told_who_speaks(
     alices = next(r for r in model.requests if "tea" in last_user_text(r))
     assert f"({alice.user_id}): @general I prefer tea" in last_user_text(alices)
     assert bob.user_id not in all_text(alices)  # each turn names its own speaker
+
+
+@pytest.mark.synapse
+@pytest.mark.asyncio
+async def test_two_people_in_one_thread_share_its_history(
+    bot: BotHarness, human: Human, model: ScriptedModel, synapse
+) -> None:
+    """A shared agent's thread is one conversation, whoever speaks in it (with several people
+    in a thread the agent answers when named).
+
+    Agno owns a session by the user_id of its first run: a second person's turns were neither
+    shown the thread's history nor saved to it."""
+    alice, room = human, unique("lobby")
+    model.set_handler(lambda request: "noted")
+    bob = await Human.create(synapse)
+    try:
+        config = config_text(model.base_url, {"general": {"rooms": [room]}})
+        room_id = await bot.start_in_room(config, room, alice)
+        await bob.join(room_id)
+        assert bot.bot is not None
+        general = bot.bot.agents["general"].user_id
+        root = await alice.send(room_id, "@general the launch is on Tuesday", mention=[general])
+        await alice.wait_for_reply(room_id, root)
+        said = await bob.send(
+            room_id, "@general and the demo is on Friday", mention=[general], thread_root=root
+        )
+        await bob.wait_for_reply(room_id, said)
+        again = await alice.send(
+            room_id, "@general what did we plan?", mention=[general], thread_root=root
+        )
+        await alice.wait_for_reply(room_id, again)
+    finally:
+        await bob.close()
+
+    bobs = next(r for r in model.requests if "Friday" in last_user_text(r))
+    alices = next(r for r in model.requests if "what did we plan" in last_user_text(r))
+    assert "the launch is on Tuesday" in all_text(bobs)  # Bob sees what Alice said
+    assert "the demo is on Friday" in all_text(alices)  # and his turn was kept for Alice
+    assert "the launch is on Tuesday" in all_text(alices)

@@ -12,12 +12,17 @@ A store is leased while in use: every store fetched inside :meth:`SessionStores.
 turn, a read of a session's chat) is held until that block ends, so an engine is never disposed
 under a running turn; if every open store is leased the bound is exceeded for a moment and
 restored when the leases end.
+
+Sessions are read and written by their id alone (:class:`ConversationSessions`): who a
+conversation belongs to is in its id (a private conversation's id names its person), never in
+Agno's session owner.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -26,7 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agno.db.base import SessionType
 from agno.db.sqlite import AsyncSqliteDb
+from agno.session import Session
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -45,6 +52,46 @@ def sqlite_engine(path: Path) -> AsyncEngine:
         cursor.close()
 
     return engine
+
+
+class ConversationSessions(AsyncSqliteDb):
+    """An Agno session store where a session is one conversation, whoever speaks in it.
+
+    Agno makes the user_id of a session's first run its owner: a later turn for another user_id
+    neither reads the session (no history) nor saves to it (the upsert matches no row). In a
+    shared agent's thread several people talk, so sessions here are stored without an owner and
+    read by id alone. Each run keeps its person's user_id (the flush attributes facts by it) and
+    the turn still runs for that person (Agno's learning stays per person).
+    """
+
+    async def get_session(
+        self,
+        session_id: str,
+        session_type: SessionType | None = None,
+        user_id: str | None = None,
+        deserialize: bool | None = True,
+        runs_limit: int | None = None,
+    ) -> Session | dict[str, Any] | None:
+        return await super().get_session(session_id, session_type, None, deserialize, runs_limit)
+
+    async def upsert_session(
+        self, session: Session, deserialize: bool | None = True
+    ) -> Session | dict[str, Any] | None:
+        unowned = dataclasses.replace(session, user_id=None)
+        stored = await super().upsert_session(unowned, deserialize)
+        if stored is None:  # saved by an older version, owned by its first person: disown it
+            await self._disown(session.session_id)
+            stored = await super().upsert_session(unowned, deserialize)
+        return stored
+
+    async def _disown(self, session_id: str) -> None:
+        table = await self._get_table(table_type="sessions")
+        if table is None:
+            return
+        async with self.async_session_factory() as sess, sess.begin():
+            await sess.execute(
+                table.update().where(table.c.session_id == session_id).values(user_id=None)
+            )
 
 
 @dataclass(eq=False)
@@ -84,7 +131,7 @@ class SessionStores:
         if store is None:
             path.parent.mkdir(parents=True, exist_ok=True)
             engine = sqlite_engine(path)
-            store = _Store(key, AsyncSqliteDb(db_engine=engine, **db_options), engine)
+            store = _Store(key, ConversationSessions(db_engine=engine, **db_options), engine)
             (self._recent if per_person else self._pinned)[key] = store
         if key in self._recent:
             self._recent.move_to_end(key)
