@@ -27,10 +27,12 @@ async def test_a_second_person_reads_and_saves_a_conversation_the_first_began(
     try:
         await store.upsert_session(_session("@alice:x", "alice"))
         read = await store.get_session("thread-1", SessionType.AGENT, user_id="@bob:x")
-        assert isinstance(read, AgentSession) and read.session_data == {"said": "alice"}
+        assert isinstance(read, AgentSession)
+        assert read.session_data == {"said": "alice"}
         assert await store.upsert_session(_session("@bob:x", "bob")) is not None
         again = await store.get_session("thread-1", SessionType.AGENT, user_id="@alice:x")
-        assert isinstance(again, AgentSession) and again.session_data == {"said": "bob"}
+        assert isinstance(again, AgentSession)
+        assert again.session_data == {"said": "bob"}
     finally:
         await engine.dispose()
 
@@ -54,6 +56,7 @@ async def test_a_conversation_saved_with_an_owner_by_an_older_version_is_taken_o
     try:
         assert await store.upsert_session(_session("@bob:x", "bob")) is not None
         read = await store.get_session("thread-1", SessionType.AGENT, user_id="@carol:x")
-        assert isinstance(read, AgentSession) and read.session_data == {"said": "bob"}
+        assert isinstance(read, AgentSession)
+        assert read.session_data == {"said": "bob"}
     finally:
         await engine.dispose()
