@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from mindroom.agents.runner import AgentRuntime, TurnRequest
 from mindroom.answer import who
+from mindroom.config import parse_config
+from mindroom.flush import FlushWorker
+from mindroom.memory.registry import MemoryRegistry
 from tests.harness import BotHarness, Human, config_text, unique
 from tests.scripted_model import ScriptedModel, all_text, last_user_text, system_text
 
@@ -85,3 +91,44 @@ async def test_two_people_in_one_thread_share_its_history(
     assert "the launch is on Tuesday" in all_text(bobs)  # Bob sees what Alice said
     assert "the demo is on Friday" in all_text(alices)  # and his turn was kept for Alice
     assert "the launch is on Tuesday" in all_text(alices)
+
+
+@pytest.mark.asyncio
+async def test_the_flush_of_a_shared_thread_names_each_person_it_heard(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    """Two people in one shared thread: the extraction reads both, each under their own ID."""
+    config = parse_config(
+        config_text(
+            model.base_url,
+            {"general": {"rooms": ["r"]}},
+            memory={"auto_flush": {"enabled": True}},
+        ),
+        "config.yaml",
+    )
+    model.set_handler(
+        lambda r: "NO_REPLY" if "You maintain the long-term memory" in system_text(r) else "ok"
+    )
+    registry = MemoryRegistry(config, tmp_path)
+    runtime = AgentRuntime(config, tmp_path / "mindroom_data", registry)
+    worker = FlushWorker(config, runtime, registry, tmp_path / "mindroom_data")
+    session = "general:room:t1"
+    try:
+        for person, text in (("@alice:x", "I prefer tea"), ("@bob:x", "I prefer coffee")):
+            assert (await runtime.run_turn(TurnRequest("general", session, person, text))).ok
+            await worker.turn_finished("general", session, None)  # shared: no requester
+        await worker.cycle(force=True)
+    finally:
+        await worker.aclose()
+        await runtime.close()
+        registry.close()
+
+    transcripts = [
+        last_user_text(r).split("Conversation:\n", 1)[1]
+        for r in model.requests
+        if "You maintain the long-term memory" in system_text(r)
+    ]
+    assert transcripts
+    said = transcripts[-1]
+    assert "@alice:x: I prefer tea" in said
+    assert "@bob:x: I prefer coffee" in said
