@@ -1,0 +1,70 @@
+"""A bot run in the folder of its config leaves that source tree clean (issue 11.12).
+
+The storage root defaults to the config file's folder, which for a newcomer is the clone. Every
+file the bot writes (the homeserver's data, session stores, agents' workspaces, each person's
+private memory) must be covered by the shipped ``.gitignore``, so nobody's private memory ends up
+in a commit."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.harness import BotHarness, Human, config_text, unique
+from tests.scripted_model import Reply, ScriptedModel, ToolCall
+
+REMEMBER = Reply(tool_calls=[ToolCall("add_memory", {"text": "Likes tea"})])
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+@pytest.mark.synapse
+@pytest.mark.asyncio
+async def test_a_run_with_a_private_companion_leaves_the_source_tree_clean(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    room = unique("lobby")
+    model.set_handler(
+        lambda request: (
+            "Noted." if any(m["role"] == "tool" for m in request["messages"]) else REMEMBER
+        )
+    )
+    tree = bot.storage
+    tree.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / ".gitignore", tree / ".gitignore")
+    shutil.copytree(REPO / "mind_template", tree / "mind_template")
+    agents = {
+        "general": {"rooms": [room]},
+        "mind": {"rooms": [room], "private": {"per": "user", "template_dir": "./mind_template"}},
+    }
+    bot.write_config(config_text(model.base_url, agents))
+    _git(tree, "init", "-q")
+    _git(tree, "add", "-A")
+    _git(tree, "commit", "-qm", "the source tree")
+
+    room_id = await bot.start_in_room((tree / "config.yaml").read_text(), room, human)
+    assert bot.bot is not None
+    for name in ("general", "mind"):
+        user_id = bot.bot.agents[name].user_id
+        said = await human.send(room_id, f"@{name} hi", mention=[user_id])
+        await human.wait_for_reply(room_id, said)
+    await bot.stop()
+
+    written = [p for p in tree.rglob("*.md") if "Likes tea" in p.read_text()]
+    # the control: both memories were written inside the tree, the private one under its person
+    assert any("private_instances" in p.parts for p in written), written
+    assert any(p.parts[-3:-1] == ("general", "workspace") for p in written), written
+    assert _git(tree, "status", "--porcelain", "--untracked-files=all") == ""
