@@ -30,7 +30,7 @@ from mindroom.conversation import ConversationState
 from mindroom.errors import MatrixError
 from mindroom.flush import FlushWorker
 from mindroom.ledger import Ledger, PendingEvent
-from mindroom.matrix.accounts import CredentialStore, login_account, set_display_name
+from mindroom.matrix.accounts import agent_credentials, login_account, set_display_name
 from mindroom.matrix.client import MatrixAccount
 from mindroom.matrix.events import AgentIdentity, IncomingMessage, message_source, parse_message
 from mindroom.matrix.probe import wait_for_homeserver
@@ -90,7 +90,7 @@ class Bot:
     # -- start-up -----------------------------------------------------------------------------
 
     async def _login(self, name: str, display_name: str) -> MatrixAccount:
-        store = CredentialStore(self.options.data_dir / "credentials.json")
+        store = agent_credentials(self.options.data_dir)
         client = await login_account(
             self.options.homeserver,
             ACCOUNT_PREFIX + name,

@@ -96,13 +96,16 @@ async def _serve(args: argparse.Namespace) -> None:
     async with contextlib.AsyncExitStack() as stack:
         if args.local:
             from mindroom.matrix.homeserver import EmbeddedHomeserver
-            from mindroom.matrix.local import ensure_local_user
+            from mindroom.matrix.local import ensure_local_user, follow_port_change
 
-            homeserver = EmbeddedHomeserver(data_dir / "homeserver", port=args.port)
+            homeserver = EmbeddedHomeserver(
+                data_dir / "homeserver", port=args.port, room_version=config.matrix.room_version
+            )
             print(f"Starting the local homeserver in {homeserver.data_dir} ...")
             stack.push_async_callback(homeserver.stop)
             await homeserver.start()
             homeserver_url, shared_secret = homeserver.url, homeserver.shared_secret
+            follow_port_change(data_dir, homeserver.previous_url, homeserver_url)
             user = await ensure_local_user(data_dir, homeserver_url, shared_secret, args.user)
             invite = (user.user_id,)
             print(
@@ -156,6 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--config", default="config.yaml", help="config file (./config.yaml)")
         p.add_argument("--storage", help="storage root (default: the config file's folder)")
+        # after the subcommand too (mindroom run -v); SUPPRESS keeps a -v given before it
+        p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS)
 
     run = sub.add_parser("run", help="run the agents")
     common(run)

@@ -171,3 +171,47 @@ async def test_server_name_cannot_change(tmp_path: Path) -> None:
     hs = EmbeddedHomeserver(tmp_path, port=0)
     with pytest.raises(HomeserverError, match="example.org"):
         await asyncio.wait_for(hs.start(), 5)
+
+
+@pytest.mark.asyncio
+async def test_a_new_port_keeps_the_accounts_and_client_rooms_get_the_configured_version(
+    tmp_path: Path,
+) -> None:
+    """``run --local --port N`` on existing data: the accounts, saved by URL, keep working; a
+    room a client creates itself (a DM) gets the configured room version, not the server's."""
+    from mindroom.matrix.accounts import agent_credentials
+    from mindroom.matrix.local import ensure_local_user, follow_port_change, local_user_store
+
+    data_dir = tmp_path / "mindroom_data"
+    hs = EmbeddedHomeserver(data_dir / "homeserver", port=0, room_version="10")
+    try:
+        await hs.start()
+        first = await ensure_local_user(data_dir, hs.url, hs.shared_secret)
+        old_url = hs.url
+    finally:
+        await hs.stop()
+    agents = agent_credentials(data_dir)
+    creds = local_user_store(data_dir).get(old_url, "user")
+    assert creds is not None
+    agents.put(old_url, "mindroom_general", creds)  # stands in for an agent's saved account
+
+    hs = EmbeddedHomeserver(data_dir / "homeserver", port=0, room_version="10")
+    try:
+        await hs.start()
+        assert hs.previous_url == old_url
+        assert hs.url != old_url
+        follow_port_change(data_dir, hs.previous_url, hs.url)
+        again = await ensure_local_user(data_dir, hs.url, hs.shared_secret)  # no "lost password"
+        assert (again.user_id, again.password) == (first.user_id, first.password)
+        assert agents.get(hs.url, "mindroom_general") == creds
+        assert agents.get(old_url, "mindroom_general") is None
+
+        async with _logged_in(hs.url, again.user_id, again.password) as client:
+            created = await client.room_create(is_direct=True)
+            assert isinstance(created, nio.RoomCreateResponse), created
+            state = await client.room_get_state_event(created.room_id, "m.room.create")
+            assert isinstance(state, nio.RoomGetStateEventResponse), state
+            assert state.content.get("room_version") == "10"
+            assert created.room_id.endswith(":localhost")  # a v10 id carries the server name
+    finally:
+        await hs.stop()

@@ -27,3 +27,13 @@ def test_python_dash_m_is_shown_as_such() -> None:
 
 def test_a_bare_name_not_on_path_falls_back_to_the_readme_command() -> None:
     assert invoked_as("mindroom-not-on-this-path") == README_COMMAND
+
+
+def test_verbose_is_accepted_before_and_after_the_subcommand() -> None:
+    from mindroom.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["-v", "run"]).verbose
+    assert parser.parse_args(["run", "-v", "--local"]).verbose
+    assert parser.parse_args(["chat", "--verbose", "hi"]).verbose
+    assert not parser.parse_args(["run", "--local"]).verbose

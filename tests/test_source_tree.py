@@ -55,6 +55,7 @@ async def test_a_run_with_a_private_companion_leaves_the_source_tree_clean(
     _git(tree, "add", "-A")
     _git(tree, "commit", "-qm", "the source tree")
 
+    (tree / ".env").write_text("OPENAI_API_KEY=sk-secret\n")  # as the README suggests
     room_id = await bot.start_in_room((tree / "config.yaml").read_text(), room, human)
     assert bot.bot is not None
     for name in ("general", "mind"):

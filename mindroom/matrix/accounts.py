@@ -64,11 +64,27 @@ class CredentialStore:
         entry = self._read().get(homeserver, {}).get(localpart)
         return Credentials(**entry) if entry else None
 
+    def rehome(self, old: str, new: str) -> bool:
+        """Move the accounts saved for homeserver URL ``old`` to ``new`` (the same server,
+        reached at another address); accounts already saved under ``new`` are kept."""
+        data = self._read()
+        moved = data.pop(old, None)
+        if not moved or old == new:
+            return False
+        data[new] = {**moved, **data.get(new, {})}
+        atomic_write(self.path, json.dumps(data, indent=2), mode=0o600)
+        return True
+
     def put(self, homeserver: str, localpart: str, creds: Credentials) -> None:
         """Save credentials (atomic rename; the file is never readable by others)."""
         data = self._read()
         data.setdefault(homeserver, {})[localpart] = asdict(creds)
         atomic_write(self.path, json.dumps(data, indent=2), mode=0o600)
+
+
+def agent_credentials(data_dir: Path) -> CredentialStore:
+    """Where the agents' accounts are kept (``mindroom_data/credentials.json``)."""
+    return CredentialStore(data_dir / "credentials.json")
 
 
 def new_client(homeserver: str, user: str = "") -> nio.AsyncClient:

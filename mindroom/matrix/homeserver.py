@@ -108,12 +108,15 @@ class EmbeddedHomeserver:
         port: int | None = None,
         host: str = "127.0.0.1",
         server_name: str = "localhost",
+        room_version: str | None = None,
     ) -> None:
         self._data_dir = Path(data_dir).expanduser().absolute()
         self._requested_port = port
         self._host = host
         self._server_name = server_name
+        self._room_version = room_version
         self._port: int | None = port if port else None
+        self.previous_url: str | None = None  # set by start() when the port changed
         self._shared_secret: str | None = None
         self._pid_file = self._data_dir / PID_FILE
         self._process: asyncio.subprocess.Process | None = None
@@ -283,13 +286,24 @@ class EmbeddedHomeserver:
     def _prepare_config(self) -> dict[str, Any]:
         """Load or create ``homeserver.yaml``; settle port and secret; return the config."""
         config, port = prepare_config(
-            self.config_file, self._data_dir, self._server_name, self._host, self._choose_port
+            self.config_file,
+            self._data_dir,
+            self._server_name,
+            self._host,
+            self._choose_port,
+            self._room_version,
         )
         self._port = port
         self._shared_secret = str(config["registration_shared_secret"])
         return config
 
     def _choose_port(self, existing: int | None) -> int:
+        port = self._pick_port(existing)
+        if existing is not None and existing != port:
+            self.previous_url = f"http://{connect_host(self._host)}:{existing}"
+        return port
+
+    def _pick_port(self, existing: int | None) -> int:
         if self._requested_port is None:
             if existing is not None:
                 return existing

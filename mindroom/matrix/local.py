@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from mindroom.matrix.accounts import CredentialStore, login_account
+from mindroom.matrix.accounts import CredentialStore, agent_credentials, login_account
 
 DEFAULT_LOCAL_USER = "user"
 
@@ -44,3 +44,11 @@ async def ensure_local_user(
     creds = store.get(homeserver, username)
     assert creds is not None
     return LocalUser(homeserver, creds.user_id, creds.password)
+
+
+def follow_port_change(data_dir: Path, old_url: str | None, new_url: str) -> None:
+    """The embedded homeserver moved to ``new_url`` (``run --local --port``): its accounts,
+    saved by URL, are the same accounts; move them along so logins keep working."""
+    if old_url and old_url != new_url:
+        for store in (local_user_store(data_dir), agent_credentials(data_dir)):
+            store.rehome(old_url, new_url)

@@ -3,9 +3,9 @@
 What it does: names the files in a homeserver data directory; builds the config for a new data
 directory (SQLite, loopback client listener, registration only through the shared secret, rate
 limits effectively off, no federation); on later runs loads the existing config, checks its
-server name and rewrites only the client listener's host and port (and a missing shared
-secret); renders the log config; writes a signing key in the format ``--generate-keys`` uses;
-writes all of these privately (mode 0600, atomically).
+server name and rewrites only the client listener's host and port, the default room version
+(and a missing shared secret); renders the log config; writes a signing key in the format
+``--generate-keys`` uses; writes all of these privately (mode 0600, atomically).
 
 What it does not do: choose the port (the caller passes that policy in), start or stop
 anything (that is :class:`mindroom.matrix.homeserver.EmbeddedHomeserver`), or validate or
@@ -76,11 +76,13 @@ def prepare_config(
     server_name: str,
     host: str,
     choose_port: Callable[[int | None], int],
+    room_version: str | None = None,
 ) -> tuple[dict[str, Any], int]:
     """Load or create ``config_path`` and the files it names; return the config and its port.
 
     ``choose_port`` gets the existing config's port (``None`` for a new config) and returns the
-    port to listen on. The config file is rewritten only when something in it changed.
+    port to listen on. ``room_version`` becomes the server's default for new rooms (a DM a
+    client creates gets it too). The config file is rewritten only when something in it changed.
     """
     try:
         import yaml
@@ -120,6 +122,9 @@ def prepare_config(
     else:
         port = choose_port(None)
         config = new_config(data_dir, server_name, host, port)
+        changed = True
+    if room_version and config.get("default_room_version") != room_version:
+        config["default_room_version"] = room_version
         changed = True
 
     ensure_signing_key(Path(str(config.get("signing_key_path"))))
