@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from mindroom.config import load_config
+from mindroom.config import Config, load_config
 from mindroom.config.load import load_dotenv_beside
 from mindroom.config_cli import add_config_parser
 from mindroom.errors import MindroomError
@@ -83,6 +83,22 @@ async def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def running_banner(config: Config, agents: list[str]) -> str:
+    """What runs where: each room with its agents, and the agents in no room (DM them)."""
+    rooms: dict[str, list[str]] = {}
+    roomless = []
+    for name in agents:
+        listed = config.agents[name].rooms if name in config.agents else []
+        for room in listed:
+            rooms.setdefault(room, []).append(name)
+        if not listed:
+            roomless.append(name)
+    parts = [f"{', '.join(names)} in #{room}" for room, names in rooms.items()]
+    if roomless:
+        parts.append(f"{', '.join(roomless)} in no room (invite to a DM, or add rooms:)")
+    return f"mindroom is running: {'; '.join(parts) or 'no agents'}. Ctrl-C stops."
+
+
 async def _serve(args: argparse.Namespace) -> None:
     """Start everything and run until cancelled; the exit stack closes what was started."""
     from mindroom.bot import Bot, BotOptions
@@ -128,8 +144,7 @@ async def _serve(args: argparse.Namespace) -> None:
         )
         stack.push_async_callback(bot.stop)
         await bot.start()
-        rooms = ", ".join(f"#{name}" for name in bot.room_ids) or "(none)"
-        print(f"mindroom is running: {len(bot.agents)} agents in {rooms}. Ctrl-C stops.")
+        print(running_banner(config, list(bot.agents)))
         await asyncio.Event().wait()  # until a signal cancels this task
 
 

@@ -37,3 +37,23 @@ def test_verbose_is_accepted_before_and_after_the_subcommand() -> None:
     assert parser.parse_args(["run", "-v", "--local"]).verbose
     assert parser.parse_args(["chat", "--verbose", "hi"]).verbose
     assert not parser.parse_args(["run", "--local"]).verbose
+
+
+def test_the_banner_says_which_agents_are_in_which_room_and_which_in_none() -> None:
+    from mindroom.cli import running_banner
+    from mindroom.config import parse_config
+
+    config = parse_config(
+        """
+models: {default: {provider: openai, id: m, base_url: "http://127.0.0.1:9/v1"}}
+agents:
+  general: {rooms: [lobby, dev]}
+  mind: {rooms: [lobby]}
+  tester: {role: Tests.}
+""",
+        "config.yaml",
+    )
+    banner = running_banner(config, ["general", "mind", "tester"])
+    assert "general, mind in #lobby; general in #dev" in banner
+    assert "tester in no room" in banner
+    assert "4 agents" not in banner
