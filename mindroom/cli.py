@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Sequence
@@ -83,6 +84,17 @@ async def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def chat_command(args: argparse.Namespace) -> str:
+    """The ``chat`` command that reaches this run: its --config and --storage, when not the
+    defaults (chat finds the local account and the homeserver's address in the storage)."""
+    words = [invoked_as(), "chat"]
+    if args.config != "config.yaml":
+        words += ["--config", shlex.quote(args.config)]
+    if args.storage:
+        words += ["--storage", shlex.quote(args.storage)]
+    return " ".join(words)
+
+
 def running_banner(config: Config, agents: list[str]) -> str:
     """What runs where: each room with its agents, and the agents in no room (DM them)."""
     rooms: dict[str, list[str]] = {}
@@ -129,7 +141,7 @@ async def _serve(args: argparse.Namespace) -> None:
                 f"  homeserver: {user.homeserver}\n"
                 f"  user:       {user.user_id}\n"
                 f"  password:   {user.password}\n"
-                f"or talk from this machine: {invoked_as()} chat 'hello'\n"
+                f"or talk from this machine: {chat_command(args)} 'hello'\n"
             )
         bot = Bot(
             config,

@@ -57,3 +57,15 @@ agents:
     assert "general, mind in #lobby; general in #dev" in banner
     assert "tester in no room" in banner
     assert "4 agents" not in banner
+
+
+def test_the_banners_chat_command_carries_a_non_default_config_and_storage() -> None:
+    from mindroom.cli import build_parser, chat_command
+
+    parser = build_parser()
+    plain = chat_command(parser.parse_args(["run", "--local"]))
+    assert plain.endswith(" chat")
+    moved = chat_command(
+        parser.parse_args(["run", "--local", "--storage", "/tmp/my data", "--config", "c.yaml"])
+    )
+    assert moved.endswith(" chat --config c.yaml --storage '/tmp/my data'")
