@@ -18,6 +18,7 @@ from mindroom.config_cli import add_config_parser
 from mindroom.errors import MindroomError
 from mindroom.invocation import invoked_as
 from mindroom.memory_cli import add_memory_parser
+from mindroom.runlock import hold_run_lock, release_run_lock
 
 logger = logging.getLogger("mindroom")
 
@@ -94,6 +95,9 @@ async def _serve(args: argparse.Namespace) -> None:
     shared_secret = os.environ.get("MATRIX_REGISTRATION_SHARED_SECRET") or None
     invite: tuple[str, ...] = ()
     async with contextlib.AsyncExitStack() as stack:
+        # First, before anything touches the storage; held until the process ends. Its short
+        # blocking wait is fine here: nothing else runs on the loop yet.
+        stack.callback(release_run_lock, hold_run_lock(data_dir))
         if args.local:
             from mindroom.matrix.homeserver import EmbeddedHomeserver
             from mindroom.matrix.local import ensure_local_user
