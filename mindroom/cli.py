@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import logging
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Sequence
@@ -15,14 +17,20 @@ from pathlib import Path
 from mindroom.config import load_config
 from mindroom.config.load import load_dotenv_beside
 from mindroom.config_cli import add_config_parser
-from mindroom.errors import MindroomError
+from mindroom.errors import MindroomError, NotRunningError
 from mindroom.invocation import invoked_as
 from mindroom.memory_cli import add_memory_parser
-from mindroom.runlock import hold_run_lock, release_run_lock
+from mindroom.runlock import (
+    NOT_RUNNING_EXIT,
+    hold_run_lock,
+    release_run_lock,
+    require_running,
+)
 
 logger = logging.getLogger("mindroom")
 
 DEFAULT_LOCAL_PORT = 8008
+DEFAULT_CONFIG = "config.yaml"
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -147,8 +155,21 @@ async def _chat(args: argparse.Namespace) -> int:
     from mindroom.matrix.chat import chat
 
     _, storage = _paths(args)
+    data_dir = storage / "mindroom_data"
     message = " ".join(args.message) if args.message else None
-    return await chat(storage / "mindroom_data", args.room, message, timeout=args.timeout)
+    check = functools.partial(require_running, data_dir, _start_command(args))
+    return await chat(data_dir, args.room, message, timeout=args.timeout, bot_check=check)
+
+
+def _start_command(args: argparse.Namespace) -> str:
+    """The ``run`` command for the storage this chat uses, as the person can paste it (chat
+    logs in as the user ``run --local`` made, so that is the run it needs)."""
+    words = [invoked_as(), "run", "--local"]
+    if args.config != DEFAULT_CONFIG:
+        words += ["--config", shlex.quote(args.config)]
+    if args.storage:
+        words += ["--storage", shlex.quote(args.storage)]
+    return " ".join(words)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -158,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--config", default="config.yaml", help="config file (./config.yaml)")
+        p.add_argument("--config", default=DEFAULT_CONFIG, help="config file (./config.yaml)")
         p.add_argument("--storage", help="storage root (default: the config file's folder)")
 
     run = sub.add_parser("run", help="run the agents")
@@ -201,6 +222,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not asyncio.iscoroutinefunction(args.func):
             return int(args.func(args))
         return asyncio.run(args.func(args))
+    except NotRunningError as exc:
+        print(exc, file=sys.stderr)  # "mindroom is not running for ...": no second prefix
+        return NOT_RUNNING_EXIT
     except MindroomError as exc:
         print(f"mindroom: {exc}", file=sys.stderr)
         return 2
