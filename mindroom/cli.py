@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import shlex
@@ -16,13 +17,20 @@ from pathlib import Path
 from mindroom.config import Config, load_config
 from mindroom.config.load import load_dotenv_beside
 from mindroom.config_cli import add_config_parser
-from mindroom.errors import MindroomError
+from mindroom.errors import MindroomError, NotRunningError
 from mindroom.invocation import invoked_as
 from mindroom.memory_cli import add_memory_parser
+from mindroom.runlock import (
+    NOT_RUNNING_EXIT,
+    hold_run_lock,
+    release_run_lock,
+    require_running,
+)
 
 logger = logging.getLogger("mindroom")
 
 DEFAULT_LOCAL_PORT = 8008
+DEFAULT_CONFIG = "config.yaml"
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -122,6 +130,9 @@ async def _serve(args: argparse.Namespace) -> None:
     shared_secret = os.environ.get("MATRIX_REGISTRATION_SHARED_SECRET") or None
     invite: tuple[str, ...] = ()
     async with contextlib.AsyncExitStack() as stack:
+        # First, before anything touches the storage; held until the process ends. Its short
+        # blocking wait is fine here: nothing else runs on the loop yet.
+        stack.callback(release_run_lock, hold_run_lock(data_dir))
         if args.local:
             from mindroom.matrix.homeserver import EmbeddedHomeserver
             from mindroom.matrix.local import ensure_local_user, follow_port_change
@@ -173,8 +184,21 @@ async def _chat(args: argparse.Namespace) -> int:
     from mindroom.matrix.chat import chat
 
     _, storage = _paths(args)
+    data_dir = storage / "mindroom_data"
     message = " ".join(args.message) if args.message else None
-    return await chat(storage / "mindroom_data", args.room, message, timeout=args.timeout)
+    check = functools.partial(require_running, data_dir, _start_command(args))
+    return await chat(data_dir, args.room, message, timeout=args.timeout, bot_check=check)
+
+
+def _start_command(args: argparse.Namespace) -> str:
+    """The ``run`` command for the storage this chat uses, as the person can paste it (chat
+    logs in as the user ``run --local`` made, so that is the run it needs)."""
+    words = [invoked_as(), "run", "--local"]
+    if args.config != DEFAULT_CONFIG:
+        words += ["--config", shlex.quote(args.config)]
+    if args.storage:
+        words += ["--storage", shlex.quote(args.storage)]
+    return " ".join(words)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -184,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--config", default="config.yaml", help="config file (./config.yaml)")
+        p.add_argument("--config", default=DEFAULT_CONFIG, help="config file (./config.yaml)")
         p.add_argument("--storage", help="storage root (default: the config file's folder)")
         # after the subcommand too (mindroom run -v); SUPPRESS keeps a -v given before it
         p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS)
@@ -229,6 +253,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not asyncio.iscoroutinefunction(args.func):
             return int(args.func(args))
         return asyncio.run(args.func(args))
+    except NotRunningError as exc:
+        print(exc, file=sys.stderr)  # "mindroom is not running for ...": no second prefix
+        return NOT_RUNNING_EXIT
     except MindroomError as exc:
         print(f"mindroom: {exc}", file=sys.stderr)
         return 2

@@ -8,7 +8,9 @@ an event handler, a worker loop) can catch ours without catching programming err
      ├── MatrixError       the homeserver refused or failed a request we need
      │    └── HomeserverError   the embedded Synapse could not start or answer
      ├── ModelError        a language model failed (unreachable, bad key, bad answer)
-     └── MemoryStoreError  a memory file or index operation was refused or failed
+     ├── MemoryStoreError  a memory file or index operation was refused or failed
+     ├── AlreadyRunningError  another ``mindroom run`` holds this storage's run lock
+     └── NotRunningError   no ``mindroom run`` holds it, so nobody would answer a chat
 
 Messages are written for the person running the bot: they say what failed and, where known,
 what to do about it.
@@ -49,3 +51,14 @@ class ModelError(MindroomError):
 
 class MemoryStoreError(MindroomError):
     """A memory operation was refused (bad path, unknown id) or failed."""
+
+
+class AlreadyRunningError(MindroomError):
+    """Another ``mindroom run`` runs for this storage; the message names its pid and the lock."""
+
+
+class NotRunningError(MindroomError):
+    """No ``mindroom run`` runs for this storage; the message says how to start one.
+
+    ``mindroom chat`` exits with its own code (3) for it, apart from other errors (2).
+    """

@@ -6,7 +6,10 @@ threads or replying to its own events, each answer's final text once (a streamed
 printed when its last edit drops the in-progress marker). Nothing else in the room is printed,
 so running it again never shows earlier replies. At the prompt every line continues one thread,
 so the agent has the conversation's history; ``/new`` starts another, ``/room NAME`` switches.
-It is deliberately tiny: it is for trying mindroom out, not a client.
+Before each message it asks ``bot_check`` whether a ``mindroom run`` is there to answer (the CLI
+tests the storage's run lock, :mod:`mindroom.runlock`): a one-shot message is then not sent at
+all, a line at the prompt is held back, each line asked anew, so a bot started meanwhile answers
+the next one. It is deliberately tiny: it is for trying mindroom out, not a client.
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ from typing import Any
 import aiohttp
 import nio
 
-from mindroom.errors import MatrixError
+from mindroom.errors import MatrixError, NotRunningError
 from mindroom.invocation import README_COMMAND, invoked_as
 from mindroom.matrix.accounts import login_account
 from mindroom.matrix.local import local_user_store
 from mindroom.matrix.send import IN_PROGRESS_MARKER, message_content
+from mindroom.runlock import NOT_RUNNING_EXIT
 
 QUIET_AFTER_REPLY_S = 3.0
 PROBE_TIMEOUT_S = 5.0
@@ -139,11 +143,16 @@ async def chat(
     timeout: float = 60.0,
     out: Callable[[str], None] = print,
     lines: AsyncIterator[str] | None = None,
+    bot_check: Callable[[], None] = lambda: None,
 ) -> int:
     """Send ``message`` (or prompt for ``lines``, stdin by default, when None) to ``room`` and
-    print the answers. Returns 1 when a one-shot message got no answer within ``timeout``."""
+    print the answers. Returns 1 when a one-shot message got no answer within ``timeout``, 3
+    when a line at the prompt was held back because ``bot_check`` raised NotRunningError (for a
+    one-shot message the error propagates: nothing was sent)."""
     homeserver, localpart = _homeserver_and_user(data_dir)
     await _check_reachable(homeserver)
+    if message is not None:
+        bot_check()  # before logging in: says so within seconds, sends nothing
     client = await login_account(
         homeserver, localpart, local_user_store(data_dir), device_name="mindroom chat"
     )
@@ -161,7 +170,11 @@ async def chat(
             if message is not None:
                 return await _send_and_wait(client, room_id, message, answers, timeout, out)
             out(f"Talking in {alias} as {client.user_id}. {HELP}")
-            return await _prompt(client, room_id, answers, timeout, out, lines)
+            try:
+                bot_check()  # said when the prompt opens; each line asks again
+            except NotRunningError as exc:
+                out(f"({exc}; lines are not sent until it runs)")
+            return await _prompt(client, room_id, answers, timeout, out, lines, bot_check)
         finally:
             sync_task.cancel()
             await asyncio.gather(sync_task, return_exceptions=True)
@@ -210,10 +223,12 @@ async def _prompt(
     timeout: float,
     out: Callable[[str], None],
     lines: AsyncIterator[str] | None,
+    bot_check: Callable[[], None],
 ) -> int:
     printer = asyncio.create_task(_drain(answers, out, None, None))
     watchers: set[asyncio.Task[None]] = set()
     root: str | None = None  # the first event of the current conversation
+    held_back = False
     try:
         async for raw in lines if lines is not None else _lines_from_stdin():
             line = raw.strip()
@@ -236,6 +251,12 @@ async def _prompt(
                 root = None
                 out(f"(now in {alias})")
                 continue
+            try:
+                bot_check()  # every line: a bot started since the last one answers this one
+            except NotRunningError as exc:
+                out(f"({exc}; this line was not sent)")
+                held_back = True
+                continue
             # The conversation continues in the first line's thread unless the agent answered
             # it in the room's timeline (a DM in room mode): then the timeline is the history.
             in_room_mode = root in answers.answered and root not in answers.threaded
@@ -251,7 +272,7 @@ async def _prompt(
         await asyncio.gather(printer, return_exceptions=True)
         if answers.streaming or answers.own - answers.answered:
             await _drain(answers, out, QUIET_AFTER_REPLY_S, timeout)  # let late answers print
-        return 0
+        return NOT_RUNNING_EXIT if held_back else 0
     finally:
         for task in (printer, *watchers):
             task.cancel()
