@@ -284,3 +284,59 @@ async def test_the_prompt_checks_before_every_line_that_mindroom_runs(
     bodies = [e["content"].get("body") for e in human.messages(room_id)]
     assert "typed while it runs" in bodies, bodies  # the positive control
     assert "typed while it is down" not in bodies
+
+
+async def test_the_prompt_invites_an_agent_and_refuses_unknown_commands(
+    bot: BotHarness, human: Human, model: ScriptedModel, synapse: EmbeddedHomeserver, tmp_path: Path
+) -> None:
+    """The router's "not in this room" notice says /invite: the prompt can do it. A /word it
+    does not know is not sent to the room as a message."""
+    data_dir = tmp_path / "chat_data"
+    await _local_user(synapse, data_dir)
+    room = unique("talk")
+    agents = {"general": {"role": "Helps.", "rooms": [room]}, "coder": {"role": "Codes."}}
+    await bot.start(config_text(model.base_url, agents))
+    room_id = await human.join(f"#{room}:{synapse.server_name}")
+    assert bot.bot is not None
+    coder = bot.bot.agents["coder"].user_id
+    model.set_handler(lambda request: "Coder here.")
+    terminal = Terminal()
+    session = asyncio.create_task(
+        chat(data_dir, room, None, out=terminal.printed.append, lines=terminal.lines())
+    )
+    await terminal.wait_printed("/invite")  # the help line names it
+    await terminal.typed.put("/frobnicate now")
+    await terminal.wait_printed("unknown command /frobnicate")
+    await terminal.typed.put("/invite coder")
+    await terminal.wait_printed(f"invited {coder}")
+    await human.wait_for(
+        lambda e: (
+            e.get("type") == "m.room.member"
+            and e.get("state_key") == coder
+            and e["content"].get("membership") == "join"
+        )
+    )
+    await terminal.typed.put("@coder are you here?")
+    await terminal.wait_printed("Coder here.")
+    await terminal.typed.put(None)
+    assert await session == 0
+
+    await human.fence(room_id)
+    bodies = [e["content"].get("body", "") for e in human.messages(room_id)]
+    assert "@coder are you here?" in bodies  # the control: lines typed do reach the room
+    assert not any("frobnicate" in body for body in bodies)
+
+
+async def test_a_one_shot_answered_only_by_an_error_notice_exits_4(
+    bot: BotHarness, human: Human, model: ScriptedModel, synapse: EmbeddedHomeserver, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "chat_data"
+    await _local_user(synapse, data_dir)
+    room = await _one_agent_room(bot, model)
+    model.push(Reply(status=500, error_message="the model is down", retryable=False))
+    printed: list[str] = []
+    assert await chat(data_dir, room, "hello", timeout=30, out=printed.append) == 4
+    assert any("the model is down" in line for line in printed), printed
+    model.push("Fine now.")  # the control: a real answer exits 0
+    assert await chat(data_dir, room, "hello again", timeout=30, out=printed.append) == 0
+    assert any("Fine now." in line for line in printed), printed

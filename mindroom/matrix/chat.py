@@ -5,7 +5,11 @@ message (or reads lines from a prompt) and prints the answers to what it sent: m
 threads or replying to its own events, each answer's final text once (a streamed answer is
 printed when its last edit drops the in-progress marker). Nothing else in the room is printed,
 so running it again never shows earlier replies. At the prompt every line continues one thread,
-so the agent has the conversation's history; ``/new`` starts another, ``/room NAME`` switches.
+so the agent has the conversation's history; ``/new`` starts another, ``/room NAME`` switches,
+``/invite NAME`` brings an agent into the room (what the router's "not in this room" notice asks
+for), ``/help`` lists these; any other ``/word`` is refused, not sent (``//`` sends a leading
+``/``).
+A one-shot message whose only answers are error notices exits 4, so scripts see the failure.
 Before each message it asks ``bot_check`` whether a ``mindroom run`` is there to answer (the CLI
 tests the storage's run lock, :mod:`mindroom.runlock`): a one-shot message is then not sent at
 all, a line at the prompt is held back, each line asked anew, so a bot started meanwhile answers
@@ -33,7 +37,12 @@ from mindroom.runlock import NOT_RUNNING_EXIT
 
 QUIET_AFTER_REPLY_S = 3.0
 PROBE_TIMEOUT_S = 5.0
-HELP = "Each line continues one thread; /new starts another, /room NAME switches, Ctrl-D quits."
+HELP = (
+    "Each line continues one thread; /new starts another, /room NAME switches, "
+    "/invite AGENT brings an agent in, /help shows this, Ctrl-D quits."
+)
+ERROR_ANSWER_EXIT = 4  # a one-shot message got only error notices (a model failed, ...)
+AGENT_PREFIX = "mindroom_"
 _NOT_RUNNING = f"is '{README_COMMAND} run' running? Its log says why no agent answered"
 _BUFFERED_EVENTS = 500  # events that arrived before the send that they answer returned
 
@@ -82,6 +91,7 @@ class _Answers:
         self.threaded: set[str] = set()  # own events answered inside a thread under them
         self.streaming: set[str] = set()  # answers whose final text has not come yet
         self.done: set[str] = set()
+        self.errors = 0  # answers that were error notices
         self.queue = asyncio.Queue[str]()
         self._unmatched: deque[tuple[nio.MatrixRoom, dict[str, Any]]] = deque(
             maxlen=_BUFFERED_EVENTS
@@ -126,6 +136,8 @@ class _Answers:
             return
         self.streaming.discard(answer)
         self.done.add(answer)
+        if content.get("msgtype") == "m.notice" and body.startswith("⚠️"):
+            self.errors += 1
         name = room.user_name(source["sender"]) or source["sender"]
         self.queue.put_nowait(f"{name}: {body}")
 
@@ -213,7 +225,23 @@ async def _send_and_wait(
         out(f"(no answer within {timeout:.0f} s: {_NOT_RUNNING})")
         return 1
     await _drain(answers, out, QUIET_AFTER_REPLY_S, timeout)
-    return 0
+    return ERROR_ANSWER_EXIT if answers.errors == len(answers.done) else 0
+
+
+def invitee(name: str, server_name: str) -> str:
+    """The Matrix ID ``/invite NAME`` means: an agent's name, an @localpart or a full ID."""
+    name = name.strip().removeprefix("@")
+    if ":" in name:
+        return f"@{name}"
+    return f"@{name if name.startswith(AGENT_PREFIX) else AGENT_PREFIX + name}:{server_name}"
+
+
+async def _invite(client: nio.AsyncClient, room_id: str, name: str) -> str:
+    user_id = invitee(name, client.user_id.split(":", 1)[1])
+    invited = await client.room_invite(room_id, user_id)
+    if not isinstance(invited, nio.RoomInviteResponse):
+        return f"(cannot invite {user_id}: {invited.message})"
+    return f"(invited {user_id}; an agent in mindroom's config joins within seconds)"
 
 
 async def _prompt(
@@ -238,8 +266,12 @@ async def _prompt(
                 root = None
                 out("(new conversation)")
                 continue
-            if line.startswith("/room"):
-                name = line.removeprefix("/room").strip()
+            command, _, argument = line.partition(" ")
+            if command == "/invite" and argument.strip():
+                out(await _invite(client, room_id, argument))
+                continue
+            if command == "/room":
+                name = argument.strip()
                 if not name:
                     out(HELP)
                     continue
@@ -250,6 +282,12 @@ async def _prompt(
                     continue
                 root = None
                 out(f"(now in {alias})")
+                continue
+            if line.startswith("//"):
+                line = line[1:]  # a line that begins with "/" on purpose
+            elif line.startswith("/"):
+                known = command in ("/help", "/invite")
+                out(HELP if known else f"(unknown command {command}: not sent. {HELP})")
                 continue
             try:
                 bot_check()  # every line: a bot started since the last one answers this one

@@ -40,7 +40,8 @@ async def ensure_room(
     """The room ID of configured room ``name``, creating the room when it does not exist.
 
     A new room gets ``room_version`` (``matrix.room_version``): the homeserver's own default
-    may be one that common clients cannot handle yet. An existing room keeps its version.
+    may be one that common clients cannot handle yet. Its members may invite. An existing room
+    keeps its version and power levels.
     """
     alias = room_alias(name, router.server_name)
     client = router.client
@@ -64,6 +65,9 @@ async def ensure_room(
         initial_state=[
             {"type": "m.room.history_visibility", "content": {"history_visibility": "shared"}}
         ],
+        # Members may invite (an agent the router's notice names, a colleague): anyone on the
+        # homeserver can join a public room by alias anyway, and a private one is theirs.
+        power_level_override={"invite": 0},
     )
     if not isinstance(created, nio.RoomCreateResponse):
         raise MatrixError(f"cannot create room {alias}: {created.message}")
