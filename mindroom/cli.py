@@ -92,15 +92,20 @@ async def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def chat_command(args: argparse.Namespace) -> str:
-    """The ``chat`` command that reaches this run: its --config and --storage, when not the
-    defaults (chat finds the local account and the homeserver's address in the storage)."""
-    words = [invoked_as(), "chat"]
-    if args.config != "config.yaml":
-        words += ["--config", shlex.quote(args.config)]
+def same_storage_command(args: argparse.Namespace, *words: str) -> str:
+    """``mindroom WORDS`` as the person can paste it, for the config and storage of ``args``
+    (--config and --storage repeated when they are not the defaults)."""
+    parts = [invoked_as(), *words]
+    if args.config != DEFAULT_CONFIG:
+        parts += ["--config", shlex.quote(args.config)]
     if args.storage:
-        words += ["--storage", shlex.quote(args.storage)]
-    return " ".join(words)
+        parts += ["--storage", shlex.quote(args.storage)]
+    return " ".join(parts)
+
+
+def chat_command(args: argparse.Namespace) -> str:
+    """The ``chat`` command that reaches this run (it finds the local account in the storage)."""
+    return same_storage_command(args, "chat")
 
 
 def running_banner(config: Config, agents: list[str]) -> str:
@@ -187,18 +192,15 @@ async def _chat(args: argparse.Namespace) -> int:
     data_dir = storage / "mindroom_data"
     message = " ".join(args.message) if args.message else None
     check = functools.partial(require_running, data_dir, _start_command(args))
+    if not args.verbose:  # nio's retry warnings when the homeserver goes away are noise here
+        logging.getLogger("nio").setLevel(logging.ERROR)
     return await chat(data_dir, args.room, message, timeout=args.timeout, bot_check=check)
 
 
 def _start_command(args: argparse.Namespace) -> str:
-    """The ``run`` command for the storage this chat uses, as the person can paste it (chat
-    logs in as the user ``run --local`` made, so that is the run it needs)."""
-    words = [invoked_as(), "run", "--local"]
-    if args.config != DEFAULT_CONFIG:
-        words += ["--config", shlex.quote(args.config)]
-    if args.storage:
-        words += ["--storage", shlex.quote(args.storage)]
-    return " ".join(words)
+    """The ``run`` command for the storage this chat uses (chat logs in as the user
+    ``run --local`` made, so that is the run it needs)."""
+    return same_storage_command(args, "run", "--local")
 
 
 def build_parser() -> argparse.ArgumentParser:
