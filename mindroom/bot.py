@@ -132,7 +132,7 @@ class Bot:
         everyone = [self.router, *self.agents.values()]
         await asyncio.gather(*(account.first_sync() for account in everyone))
         await self.prepare_rooms()
-        await self._rooms_seen_at_start(everyone)
+        await self._answer_first_sync(everyone)
         # Taken before any sync loop runs: a message the catch-up sync claims from now on is
         # answered by that sync alone, never resumed as well.
         unfinished = await self._unfinished()
@@ -169,9 +169,9 @@ class Bot:
 
         self.tasks.keep_running(f"sync:{account.name}", sync)
 
-    async def _rooms_seen_at_start(self, accounts: list[MatrixAccount]) -> None:
-        """Answer what the first sync found: invites that arrived while mindroom was down or
-        starting (accepted or declined like live ones) and encrypted rooms it is in."""
+    async def _answer_first_sync(self, accounts: list[MatrixAccount]) -> None:
+        """Answer what the first sync found: invites that arrived while an account was not
+        running (accepted or declined like live ones) and encrypted rooms it is in."""
         for account in accounts:
             for room_id, inviter in account.pending_invites():
                 await self._on_invite(account, room_id, inviter)
@@ -193,9 +193,11 @@ class Bot:
         return account
 
     async def add_member(self, account: MatrixAccount) -> None:
-        """Make an account from :meth:`start_member` a member: answered for and listening."""
+        """Make an account from :meth:`start_member` a member: answered for and listening. Its
+        first sync's invites (sent while it was not running) are answered as at start-up."""
         self.agents[account.name] = account
         self._listen(account)
+        await self._answer_first_sync([account])
 
     async def remove_member(self, name: str) -> None:
         """An agent or team removed from the config: end its running answers (their messages
@@ -266,7 +268,8 @@ class Bot:
             if pending.responders:  # a hand-off: its responders were decided already
                 route = Route(RouteKind.HANDOFF, pending.responders, "resumed hand-off")
             else:
-                route = self._route(message, self._thread_senders_cached(message))
+                senders = self.state.thread_senders(message.room_id, message.thread_root)
+                route = self._route(message, senders or set())
             requester = resumed_requester(pending.source, message.sender)
             self.spawn(self._handle(message, route, requester), f"resume:{message.event_id}")
 
@@ -354,9 +357,6 @@ class Bot:
             await self.ledger.save_sync_token(account.user_id, token)
         except Exception:
             logger.exception("cannot save the sync position of %s", account.user_id)
-
-    def _thread_senders_cached(self, message: IncomingMessage) -> set[str]:
-        return self.state.thread_senders(message.room_id, message.thread_root) or set()
 
     async def _thread_senders(self, account: MatrixAccount, message: IncomingMessage) -> set[str]:
         """Who has posted in the message's thread: asked once per thread, then kept current."""

@@ -4,7 +4,8 @@ The config file is watched (watchfiles, debounced). A change is validated first:
 file leaves the running config in place, and the error (file, key path, message) is logged and
 shown by ``!config status``. A valid change is applied as a diff:
 
-* added agents and teams get their accounts and join their rooms;
+* added agents and teams get their accounts and join their rooms; invites sent to an account
+  while it was not running (a person opening a DM) are answered as at start-up;
 * removed ones leave their rooms and stop;
 * changed ones take effect at their next turn (a new display name at once, and they leave
   rooms no longer listed for them) (turns in progress finish as they started,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import nio
@@ -38,6 +39,15 @@ def joined(user_id: str, room_id: str) -> Any:
     )
 
 
+async def reload_with(bot: BotHarness, doc: dict[str, Any]) -> None:
+    """Save config.yaml as an editor would and apply it now (the watcher may apply it too; a
+    second reload of the same file changes nothing)."""
+    assert bot.bot is not None
+    assert bot.bot.reloader is not None
+    bot.write_config(json.dumps(doc, indent=2))
+    assert await bot.bot.reloader.reload() is not None
+
+
 def encryption_notices(human: Human, room_id: str, sender: str) -> list[dict[str, Any]]:
     return [
         e
@@ -68,6 +78,40 @@ async def test_invite_sent_while_the_bot_was_down_is_accepted_at_the_next_start(
     asked = await human.send(created.room_id, "are you there?")
     reply = await human.wait_for(lambda e: answers(e, asked) and e.get("sender") == general)
     assert "are you there?" in reply["content"]["body"]
+
+
+@pytest.mark.parametrize("position", ["saved", "reset"])
+async def test_invite_to_an_agent_a_reload_adds_back_is_accepted_when_it_starts(
+    bot: BotHarness, human: Human, model: ScriptedModel, position: str
+) -> None:
+    """A person opens a DM with an agent removed from the config; adding it back answers it.
+
+    With a saved sync position its catch-up hears the invite; without one (the ledger was reset,
+    the account kept) only its first sync sees it, pending in ``rooms.invite``, as at start-up.
+    """
+    agents = {"general": {"rooms": []}, "coder": {"rooms": []}}
+    doc = json.loads(config_text(model.base_url, agents))
+    await bot.start(json.dumps(doc))
+    coder = bot.bot.agents["coder"].user_id
+    without = json.loads(json.dumps(doc))
+    del without["agents"]["coder"]
+    if position == "saved":
+        await reload_with(bot, without)
+        assert "coder" not in bot.bot.agents
+    else:
+        await bot.stop()
+        (bot.storage / "mindroom_data" / "ledger.db").unlink()
+        await bot.start(json.dumps(without))
+
+    created = await human.client.room_create(invite=[coder], is_direct=True)
+    assert isinstance(created, nio.RoomCreateResponse), created
+    await human.wait_for(lambda e: e.get("room_id") == created.room_id)  # the invite is out
+    await reload_with(bot, doc)
+
+    await human.wait_for(joined(coder, created.room_id), timeout=30)
+    asked = await human.send(created.room_id, "are you back?")
+    reply = await human.wait_for(lambda e: answers(e, asked) and e.get("sender") == coder)
+    assert "are you back?" in reply["content"]["body"]
 
 
 async def test_invite_from_an_outsider_sent_while_the_bot_was_down_is_declined_at_start(

@@ -75,8 +75,9 @@ class MatrixAccount:
     def pending_invites(self) -> list[tuple[str, str]]:
         """Invites not yet answered, as of the last sync: ``(room_id, inviter)`` pairs.
 
-        An invite sent while mindroom was down or starting is only in the first sync's
-        ``rooms.invite``; the start-up answers these like the ones heard while listening.
+        An invite sent while the account was not running is only in the first sync's
+        ``rooms.invite``; the start-up (and a reload adding the agent) answers these like the
+        ones heard while listening.
         """
         return [
             (room_id, room.inviter or "")
