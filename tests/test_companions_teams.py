@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from mindroom.agents.probe import model_fix
+from mindroom.config.load import load_config
 from mindroom.memory.markdown import parse_entries
 from tests.harness import BotHarness, Human, config_text, relation, unique
 from tests.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text, system_text
@@ -215,3 +217,61 @@ async def test_team_memory_is_mirrored_to_every_member_with_one_id(
     alone = await human.send(room_id, "@general when is the release?", mention=[general])
     await human.wait_for_reply(room_id, alone, timeout=40)
     assert "The release is on Friday" in system_text(model.requests[-1])
+
+
+def refuse(request: dict) -> Reply:
+    """Every request of this model fails as a wrong key does."""
+    return Reply(status=401, error_message="invalid api key", retryable=False)
+
+
+async def test_a_team_whose_model_fails_says_how_to_fix_that_model(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    """Two agents mentioned answer as a team; its (leader's) model fails: the notice says what
+    to do, the same text as ``mindroom doctor`` and the start-up warning."""
+    room = unique("team")
+    config = json.loads(team_config(model, room, "coordinate"))
+    del config["teams"]
+    config["models"]["broken"] = {**config["models"]["default"], "id": "broken"}
+    config["agents"]["general"]["model"] = "broken"  # the ad hoc team's model: its first member's
+    room_id = await bot.start_in_room(json.dumps(config), room, human)
+    model.set_handler(refuse, model="broken")
+    general = bot.bot.agents["general"].user_id
+    coder = bot.bot.agents["coder"].user_id
+
+    asked = await human.send(room_id, "@general and @coder, ideas?", mention=[general, coder])
+    notice = await human.wait_for_reply(room_id, asked, timeout=40)
+
+    assert notice["content"]["msgtype"] == "m.notice"
+    assert "invalid api key" in notice["content"]["body"]
+    fix = model_fix("broken", load_config(bot.storage / "config.yaml").models["broken"])
+    assert fix in notice["content"]["body"]
+
+
+async def test_a_team_whose_member_model_fails_says_how_to_fix_that_model(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    room = unique("team")
+    config = json.loads(team_config(model, room, "coordinate"))
+    config["models"]["broken"] = {**config["models"]["default"], "id": "broken"}
+    config["agents"]["coder"]["model"] = "broken"
+    room_id = await bot.start_in_room(json.dumps(config), room, human)
+    model.set_handler(
+        team_leader("delegate_task_to_member", {"member_id": "coder", "task": "write hello"})
+    )
+    model.set_handler(refuse, model="broken")
+    crew = bot.bot.agents["crew"].user_id
+
+    asked = await human.send(room_id, "@crew please write hello world", mention=[crew])
+    # The leader still answers (around the failure it was told of), then the notice follows.
+    answer = await human.wait_for_reply(room_id, asked, timeout=40)
+    assert answer["content"]["body"].startswith("Team answer:")
+    notice = await human.wait_for(
+        lambda e: relation(e).get("event_id") == asked and e["content"].get("msgtype") == "m.notice"
+    )
+
+    assert notice["sender"] == crew
+    assert "coder in team crew" in notice["content"]["body"]
+    assert "invalid api key" in notice["content"]["body"]
+    fix = model_fix("broken", load_config(bot.storage / "config.yaml").models["broken"])
+    assert fix in notice["content"]["body"]

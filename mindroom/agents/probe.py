@@ -1,5 +1,6 @@
 """Probing configured models: one tiny completion (``mindroom doctor``) or a reachability check
-at start-up, and the one text that says what to do when a model fails."""
+at start-up, and the one text that says what to do when a model fails (in the doctor, the
+start-up warning and the error notice of an agent's or a team's answer)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import logging
 
 from openai import APIConnectionError, APIStatusError, AsyncOpenAI
 
-from mindroom.agents.models import OLLAMA_DEFAULT_URL
+from mindroom.agents.models import OLLAMA_DEFAULT_URL, describe_model
 from mindroom.checks import Check
 from mindroom.config.schema import Config, ModelConfig
 from mindroom.invocation import README_COMMAND
@@ -36,6 +37,16 @@ def model_fix(name: str, model: ModelConfig) -> str:
         "(base_url, api_key, id; or OPENAI_BASE_URL, OPENAI_API_KEY, MINDROOM_MODEL, also "
         f"read from a .env file beside it), then run {README_COMMAND} doctor"
     )
+
+
+def model_failed(name: str, model: ModelConfig, reason: object, actor: str = "") -> str:
+    """The notice when model ``name`` failed: what failed, why, and :func:`model_fix`.
+
+    ``actor`` names the team or team member whose model it is, when not the answering agent's.
+    """
+    what = f"model {describe_model(name, model)}"
+    what = f"{actor} ({what})" if actor else what
+    return f"{what} failed: {reason}. Fix: {model_fix(name, model)}"
 
 
 async def check_model(name: str, model: ModelConfig) -> Check:

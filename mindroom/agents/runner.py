@@ -16,8 +16,9 @@ import contextlib
 import hashlib
 import logging
 import weakref
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from agno.agent import Agent, RunEvent
@@ -37,7 +38,7 @@ from mindroom.agents.extraction import (
 )
 from mindroom.agents.memory_tools import MemoryTools, tool_turn
 from mindroom.agents.models import build_model, describe_model
-from mindroom.agents.probe import model_fix
+from mindroom.agents.probe import model_failed
 from mindroom.agents.session_stores import SessionStores
 from mindroom.config.schema import Config
 from mindroom.errors import ModelError
@@ -280,7 +281,6 @@ class AgentRuntime:
         """
         model_key = self._config.agent_model(request.agent)
         model_desc = describe_model(model_key, self._config.models[model_key])
-        fix = model_fix(model_key, self._config.models[model_key])
         text = ""
         try:
             with self._turn(), tool_turn(_turn_key(request, request.agent)):
@@ -321,7 +321,7 @@ class AgentRuntime:
                 logger.error("turn of agent %s failed: %s (%s)", request.agent, resource_error, exc)
                 return TurnResult(text, resource_error)
             logger.warning("model %s failed for agent %s: %s", model_desc, request.agent, exc)
-            return TurnResult(text, f"model {model_desc} failed: {exc}. Fix: {fix}")
+            return TurnResult(text, model_failed(model_key, self._config.models[model_key], exc))
         except Exception as exc:  # an edge: any failure becomes a notice, never a crash
             if resource_error := exhaustion_message(exc):
                 logger.error(
@@ -329,7 +329,7 @@ class AgentRuntime:
                 )
                 return TurnResult(text, resource_error)
             logger.exception("turn of agent %s failed", request.agent)
-            return TurnResult(text, f"model {model_desc} failed: {exc}. Fix: {fix}")
+            return TurnResult(text, model_failed(model_key, self._config.models[model_key], exc))
         if not text.strip():
             return TurnResult("", f"model {model_desc} returned an empty answer")
         return TurnResult(text)
@@ -346,7 +346,7 @@ class AgentRuntime:
         ``collaborate``: every member answers, then the leader writes one synthesis.
         Team turns are not streamed; the answer is published whole.
         """
-        model_desc = describe_model(spec.model, self._config.models[spec.model])
+        team_failed = partial(model_failed, spec.model, self._config.models[spec.model])
         try:
             async with self._lock(request.session_id):
                 members: list[Agent | Team] = []
@@ -401,17 +401,34 @@ class AgentRuntime:
                 logger.error("team turn of %s failed: %s", spec.name, resource_error, exc_info=exc)
                 return TurnResult("", resource_error)
             logger.exception("team turn of %s failed", spec.name)
-            return TurnResult("", f"team {spec.name} (model {model_desc}) failed: {exc}")
+            return TurnResult("", team_failed(exc, f"team {spec.name}"))
         if output.status == RunStatus.error:
             reason = str(output.content or "unknown error").strip()
             if resource_error := exhaustion_message(reason):
                 logger.error("team turn of %s failed: %s (%s)", spec.name, resource_error, reason)
                 return TurnResult("", resource_error)
-            return TurnResult("", f"team {spec.name} (model {model_desc}) failed: {reason}")
+            return TurnResult("", team_failed(reason, f"team {spec.name}"))
         text = output.content if isinstance(output.content, str) else str(output.content or "")
+        if failed_member := self._failed_member(spec, output.member_responses):
+            # The leader may still write an answer around the failure: it is posted, then the
+            # notice with the failing member's model and its fix.
+            return TurnResult(text, failed_member)
         if not text.strip():
             return TurnResult("", f"team {spec.name} returned an empty answer")
         return TurnResult(text)
+
+    def _failed_member(self, spec: TeamSpec, runs: Sequence[object]) -> str | None:
+        """The notice for the first member whose model failed in a team run, if one did."""
+        for run in runs:
+            name = getattr(run, "agent_id", None)
+            if getattr(run, "status", None) != RunStatus.error or name not in self._config.agents:
+                continue
+            reason = str(getattr(run, "content", None) or "unknown error").strip()
+            key = self._config.agent_model(name)
+            logger.warning("model %s failed for %s in team %s: %s", key, name, spec.name, reason)
+            actor = f"{name} in team {spec.name}"
+            return model_failed(key, self._config.models[key], reason, actor)
+        return None
 
     async def session_chat(
         self, owner: str, session_id: str, requester: str | None, team: bool
