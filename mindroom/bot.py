@@ -25,12 +25,12 @@ from mindroom.agents.runner import AgentRuntime
 from mindroom.answer import Answerer, humans, resumed_requester
 from mindroom.authorization import default_allowed_users, is_authorized
 from mindroom.command_runner import run_command
-from mindroom.config.schema import AgentConfig, Config, TeamConfig
+from mindroom.config.schema import ROUTER, AgentConfig, Config, TeamConfig
 from mindroom.conversation import ConversationState
 from mindroom.errors import MatrixError
 from mindroom.flush import FlushWorker
 from mindroom.ledger import Ledger, PendingEvent
-from mindroom.matrix.accounts import agent_credentials, login_account, set_display_name
+from mindroom.matrix.accounts import agent_credentials, localpart, login_account, set_display_name
 from mindroom.matrix.client import MatrixAccount
 from mindroom.matrix.events import AgentIdentity, IncomingMessage, message_source, parse_message
 from mindroom.matrix.probe import wait_for_homeserver
@@ -44,8 +44,6 @@ from mindroom.tasks import TaskSupervisor
 
 logger = logging.getLogger(__name__)
 
-ROUTER = "router"
-ACCOUNT_PREFIX = "mindroom_"
 _SHUTDOWN_GRACE_S = 10.0
 
 
@@ -93,7 +91,7 @@ class Bot:
         store = agent_credentials(self.options.data_dir)
         client = await login_account(
             self.options.homeserver,
-            ACCOUNT_PREFIX + name,
+            localpart(name),
             store,
             device_name=self.config.matrix.device_name,
             shared_secret=self.options.shared_secret,

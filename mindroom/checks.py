@@ -17,3 +17,11 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
+    warning: bool = False  # fine to run, but something a person should know or act on
+
+    @property
+    def status(self) -> str:
+        """``FAIL`` (the doctor exits non-zero), ``WARN`` or ``ok``."""
+        if not self.ok:
+            return "FAIL"
+        return "WARN" if self.warning else "ok"

@@ -232,7 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chat.add_argument("message", nargs="*", help="message to send; none opens a prompt")
     chat.set_defaults(func=_chat)
-    doctor = sub.add_parser("doctor", help="check config, homeserver, models and storage")
+    doctor = sub.add_parser(
+        "doctor", help="check config, homeserver, models, storage, encrypted rooms"
+    )
     common(doctor)
     doctor.set_defaults(func=_doctor)
 

@@ -1,8 +1,10 @@
-"""``mindroom doctor``: check the config, the homeserver, every model and the storage.
+"""``mindroom doctor``: check the config, the homeserver, every model and the storage, and
+list the end-to-end encrypted rooms the agents are in (which mindroom cannot read yet).
 
 Each check says what it found and, when something is wrong, what to do about it. Checks make
 small real requests (the homeserver's versions endpoint, one tiny completion per model) with
-short timeouts; nothing is changed anywhere.
+short timeouts; nothing is changed anywhere (the rooms are read with the agents' saved logins; an
+agent without one is not logged in).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from mindroom.checks import Check
 from mindroom.config.load import load_config
 from mindroom.config.schema import Config
 from mindroom.errors import ConfigError
+from mindroom.matrix.accounts import agent_credentials
+from mindroom.matrix.encrypted_rooms import check_encrypted_rooms, encryption_not_checked
 from mindroom.matrix.probe import check_homeserver
 from mindroom.matrix.synapse_config import CONFIG_FILE
 
@@ -42,10 +46,17 @@ async def run_doctor(config_path: Path, storage: Path, homeserver: str | None) -
     url = homeserver or (config.matrix.homeserver if config else "http://localhost:8008")
     # The embedded homeserver has open registration off; `run --local` uses its secret.
     local_secret = (storage / "mindroom_data" / "homeserver" / CONFIG_FILE).exists()
-    checks += await check_homeserver(url.rstrip("/"), local_secret)
+    server_checks = await check_homeserver(url.rstrip("/"), local_secret)
+    checks += server_checks
     if config is not None:
         checks += await asyncio.gather(*(check_model(n, m) for n, m in config.models.items()))
     checks.append(check_storage(storage))
+    if config is None or not all(c.ok for c in server_checks if c.name == "homeserver"):
+        why = "the config is invalid" if config is None else "the homeserver does not answer"
+        checks.append(encryption_not_checked(why))
+    else:
+        credentials = agent_credentials(storage / "mindroom_data")
+        checks += await check_encrypted_rooms(url, credentials, config.account_names)
     return checks
 
 
@@ -54,7 +65,7 @@ def render(checks: list[Check]) -> str:
     width = max(len(c.name) for c in checks)
     lines = []
     for c in checks:
-        lines.append(f"{'ok  ' if c.ok else 'FAIL'} {c.name:<{width}}  {c.detail}")
+        lines.append(f"{c.status:<4} {c.name:<{width}}  {c.detail}")
         if c.fix:
             lines.append(f"     {'':<{width}}  fix: {c.fix}")
     return "\n".join(lines)

@@ -227,6 +227,24 @@ async def eventually(check: Callable[[], bool], timeout: float = 15.0) -> None:
         await asyncio.sleep(0.1)
 
 
+# The state event that makes a room end-to-end encrypted (what Element creates DMs with).
+ENCRYPTION_STATE = {
+    "type": "m.room.encryption",
+    "state_key": "",
+    "content": {"algorithm": "m.megolm.v1.aes-sha2"},
+}
+
+
+def joined(user_id: str, room_id: str) -> Callable[[Event], bool]:
+    """A predicate for :meth:`Human.wait_for`: ``user_id`` joined ``room_id``."""
+    return lambda e: (
+        e.get("type") == "m.room.member"
+        and e.get("room_id") == room_id
+        and e.get("state_key") == user_id
+        and e["content"].get("membership") == "join"
+    )
+
+
 def relation(event: Event) -> dict[str, Any]:
     return (event.get("content") or {}).get("m.relates_to") or {}
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import nio
 import pytest
 
 from mindroom.agents.probe import model_fix
 from mindroom.config import load_config
 from mindroom.doctor import render, run_doctor
-from tests.harness import config_text
+from tests.harness import ENCRYPTION_STATE, BotHarness, Human, config_text, joined
 from tests.scripted_model import Reply, ScriptedModel
 
 
@@ -42,8 +43,13 @@ async def test_doctor_reports_working_parts_and_explains_broken_ones(
     # the same words as the start-up warning and the error notice in the room
     assert checks["model down"].fix == model_fix("down", load_config(config).models["down"])
     assert checks["storage"].ok
+    # No agent has logged in from this storage yet: the limitation is said all the same.
+    assert checks["encryption"].warning
+    assert "not checked" in checks["encryption"].detail
+    assert "not supported yet" in checks["encryption"].detail
     table = render(list(checks.values()))
     assert "FAIL model down" in table
+    assert "WARN encryption" in table
     assert model.requests[0]["max_tokens"] == 1
 
 
@@ -56,3 +62,36 @@ async def test_doctor_names_a_broken_config_and_an_unreachable_homeserver(tmp_pa
     assert "unknown key" in checks["config"].detail
     assert not checks["homeserver"].ok
     assert "mindroom run --local" in checks["homeserver"].fix
+    assert "not supported yet" in checks["encryption"].detail
+
+
+@pytest.mark.synapse
+@pytest.mark.asyncio
+async def test_doctor_lists_the_encrypted_rooms_an_agent_is_in_and_only_those(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    await bot.start(config_text(model.base_url, {"general": {"rooms": []}}))
+    general = bot.bot.agents["general"].user_id
+    encrypted = await human.client.room_create(
+        invite=[general], is_direct=True, initial_state=[ENCRYPTION_STATE]
+    )
+    plain = await human.client.room_create(invite=[general], is_direct=True)
+    assert isinstance(encrypted, nio.RoomCreateResponse), encrypted
+    assert isinstance(plain, nio.RoomCreateResponse), plain
+    for room_id in (encrypted.room_id, plain.room_id):
+        await human.wait_for(joined(general, room_id), timeout=30)
+
+    checks = await run_doctor(bot.storage / "config.yaml", bot.storage, bot.homeserver.url)
+
+    found = [c for c in checks if c.name == "encryption"]
+    warned = [c for c in found if c.warning]
+    assert len(warned) == 1, found
+    assert encrypted.room_id in warned[0].detail
+    assert "general" in warned[0].detail  # which agent is in it
+    assert human.user_id in warned[0].detail  # and whose DM it is
+    assert "create the DM without encryption" in warned[0].fix
+    assert "not supported yet" in warned[0].fix
+    # The control: the plain room was looked at (two rooms checked), and is not listed.
+    assert any("2 rooms" in c.detail for c in found), found
+    assert plain.room_id not in render(checks)
+    assert all(c.ok for c in found)  # a warning, not a failure: the exit status stays 0

@@ -8,16 +8,18 @@ from typing import Any
 import nio
 import pytest
 
-from tests.harness import BotHarness, Human, answers, config_text, unique
+from tests.harness import (
+    ENCRYPTION_STATE,
+    BotHarness,
+    Human,
+    answers,
+    config_text,
+    joined,
+    unique,
+)
 from tests.scripted_model import ScriptedModel
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
-
-ENCRYPTION_STATE = {
-    "type": "m.room.encryption",
-    "state_key": "",
-    "content": {"algorithm": "m.megolm.v1.aes-sha2"},
-}
 
 # What an encrypting client sends: mindroom cannot decrypt it (and need not, here).
 MEGOLM_CONTENT = {
@@ -27,16 +29,6 @@ MEGOLM_CONTENT = {
     "session_id": "def",
     "device_id": "DEVICE",
 }
-
-
-def joined(user_id: str, room_id: str) -> Any:
-    """A predicate: ``user_id`` joined ``room_id``."""
-    return lambda e: (
-        e.get("type") == "m.room.member"
-        and e.get("room_id") == room_id
-        and e.get("state_key") == user_id
-        and e["content"].get("membership") == "join"
-    )
 
 
 async def reload_with(bot: BotHarness, doc: dict[str, Any]) -> None:

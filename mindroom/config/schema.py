@@ -14,7 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 AGENT_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,39}")
 ROOM_NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
-RESERVED_NAMES = frozenset({"router"})
+ROUTER = "router"
+"""The name of the router's account; no agent or team may take it."""
+RESERVED_NAMES = frozenset({ROUTER})
 
 ThreadMode = Literal["thread", "room"]
 TeamMode = Literal["coordinate", "collaborate"]
@@ -324,6 +326,11 @@ class Config(_Strict):
             for room in member.rooms:
                 seen.setdefault(room, None)
         return list(seen)
+
+    @property
+    def account_names(self) -> list[str]:
+        """Everyone mindroom runs a Matrix account for: the router, every agent and team."""
+        return [ROUTER, *self.agents, *self.teams]
 
     def team_mode(self, name: str) -> TeamMode:
         """How configured team ``name`` works."""

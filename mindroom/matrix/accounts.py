@@ -25,6 +25,12 @@ from mindroom.matrix.registration import register_with_shared_secret
 logger = logging.getLogger(__name__)
 
 CLIENT_CONFIG = nio.AsyncClientConfig(encryption_enabled=False, max_timeouts=None)
+ACCOUNT_PREFIX = "mindroom_"
+
+
+def localpart(name: str) -> str:
+    """The localpart of the account mindroom runs for ``name`` (an agent, a team, the router)."""
+    return ACCOUNT_PREFIX + name
 
 
 @dataclass

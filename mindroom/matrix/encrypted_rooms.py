@@ -1,0 +1,135 @@
+"""Which rooms of mindroom's accounts are end-to-end encrypted, for ``mindroom doctor``.
+
+mindroom cannot decrypt yet: an agent in an encrypted room tells it once
+(:mod:`mindroom.notices`) and cannot answer there. The doctor lists such rooms so a person can
+find and replace them. It reads them with each account's saved access token and never logs in:
+an account without a saved login (mindroom has not run yet) or with a token the homeserver no
+longer accepts is reported as not checked, and nothing changes on the homeserver or in the
+credentials file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import nio
+
+from mindroom.checks import Check
+from mindroom.errors import MatrixError
+from mindroom.matrix.accounts import CredentialStore, localpart
+
+NOT_SUPPORTED = "end-to-end encrypted rooms are not supported yet"
+ENCRYPTION_FIX = "create the DM without encryption; end-to-end encryption is not supported yet"
+CHECK_TIMEOUT_S = 20.0
+# Bounded, unlike the bot's clients (which wait out a homeserver that is down): a doctor answers.
+_CLIENT_CONFIG = nio.AsyncClientConfig(encryption_enabled=False, max_timeouts=1, request_timeout=10)
+
+
+@dataclass
+class _Rooms:
+    """What one account's rooms look like: how many, and the encrypted ones' members."""
+
+    joined: set[str] = field(default_factory=set)
+    encrypted: dict[str, set[str]] = field(default_factory=dict)
+
+
+def encryption_not_checked(why: str) -> Check:
+    """The one line when the rooms cannot be read: the limitation is said all the same."""
+    return Check(
+        "encryption",
+        True,
+        f"not checked ({why}); {NOT_SUPPORTED}",
+        "create DMs with the agents without encryption",
+        warning=True,
+    )
+
+
+async def _rooms_of(homeserver: str, user_id: str, device_id: str, token: str) -> _Rooms:
+    """The joined rooms of an account, read with its saved token; MatrixError when refused."""
+    client = nio.AsyncClient(homeserver, user_id, config=_CLIENT_CONFIG)
+    client.restore_login(user_id, device_id, token)
+    try:
+        joined = await client.joined_rooms()
+        if not isinstance(joined, nio.JoinedRoomsResponse):
+            raise MatrixError(joined.message)
+        rooms = _Rooms(set(joined.rooms))
+        for room_id in joined.rooms:
+            state = await client.room_get_state_event(room_id, "m.room.encryption")
+            if not isinstance(state, nio.RoomGetStateEventResponse):
+                continue  # M_NOT_FOUND: not encrypted
+            members = await client.joined_members(room_id)
+            rooms.encrypted[room_id] = (
+                {m.user_id for m in members.members}
+                if isinstance(members, nio.JoinedMembersResponse)
+                else set()
+            )
+        return rooms
+    finally:
+        await client.close()
+
+
+async def check_encrypted_rooms(
+    homeserver: str, credentials: CredentialStore, names: Sequence[str]
+) -> list[Check]:
+    """A line on the rooms the accounts of ``names`` are in, and a warning per encrypted one."""
+    url = homeserver.rstrip("/")
+    try:
+        saved = {
+            lp: creds
+            for hs, lp in credentials.accounts()
+            if hs.rstrip("/") == url and (creds := credentials.get(hs, lp)) and creds.access_token
+        }
+    except MatrixError as exc:
+        return [encryption_not_checked(str(exc))]
+    accounts = {name: saved[localpart(name)] for name in names if localpart(name) in saved}
+    if not accounts:
+        return [encryption_not_checked(f"no agent has logged in to {url} from this storage yet")]
+    try:
+        async with asyncio.timeout(CHECK_TIMEOUT_S):
+            found = await asyncio.gather(
+                *(
+                    _rooms_of(url, c.user_id, c.device_id, c.access_token)
+                    for c in accounts.values()
+                ),
+                return_exceptions=True,
+            )
+    except TimeoutError:
+        return [encryption_not_checked(f"the homeserver took over {CHECK_TIMEOUT_S:.0f} s")]
+    own = {c.user_id for c in saved.values()}
+    unchecked = [n for n in names if n not in accounts]
+    rooms: dict[str, set[str]] = {}  # joined room -> the names of mindroom's accounts in it
+    encrypted: dict[str, set[str]] = {}  # encrypted room -> its members
+    for name, result in zip(accounts, found, strict=True):
+        if isinstance(result, BaseException):
+            unchecked.append(name)
+            continue
+        for room_id in result.joined:
+            rooms.setdefault(room_id, set()).add(name)
+        encrypted.update(result.encrypted)
+    if len(unchecked) == len(names):
+        return [encryption_not_checked("the homeserver refused the agents' saved logins")]
+    count = len(encrypted)
+    summary = (
+        f"{count} of the {len(rooms)} rooms the agents are in "
+        f"{'is' if count == 1 else 'are'} end-to-end encrypted"
+        if count
+        else f"none of the {len(rooms)} rooms the agents are in is end-to-end encrypted"
+    )
+    if unchecked:
+        summary += f" (not checked: {', '.join(unchecked)}: no saved login)"
+    checks = [Check("encryption", True, summary)]
+    for room_id, members in sorted(encrypted.items()):
+        people = ", ".join(sorted(members - own)) or "no one else"
+        agents = ", ".join(sorted(rooms.get(room_id, ())))
+        checks.append(
+            Check(
+                "encryption",
+                True,
+                f"{room_id} (with {people}) is end-to-end encrypted; {agents} cannot read it",
+                ENCRYPTION_FIX,
+                warning=True,
+            )
+        )
+    return checks
