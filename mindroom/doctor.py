@@ -20,6 +20,7 @@ from mindroom.config.schema import Config
 from mindroom.errors import ConfigError
 from mindroom.matrix.accounts import agent_credentials
 from mindroom.matrix.encrypted_rooms import check_encrypted_rooms, encryption_not_checked
+from mindroom.matrix.local import local_user_store
 from mindroom.matrix.probe import check_homeserver
 from mindroom.matrix.synapse_config import CONFIG_FILE
 
@@ -36,6 +37,14 @@ def check_storage(storage: Path) -> Check:
         return Check("storage", False, f"{folder}: {exc.strerror}", "fix permissions or --storage")
 
 
+def _local_url(storage: Path, local: bool) -> str | None:
+    """Where ``run --local`` last served this storage's homeserver (its port may be --port's)."""
+    if not local:
+        return None
+    saved = local_user_store(storage / "mindroom_data").accounts()
+    return saved[0][0] if saved else None
+
+
 async def run_doctor(config_path: Path, storage: Path, homeserver: str | None) -> list[Check]:
     """Every check, in order."""
     try:
@@ -43,9 +52,10 @@ async def run_doctor(config_path: Path, storage: Path, homeserver: str | None) -
         checks = [Check("config", True, f"{config_path} is valid")]
     except ConfigError as exc:
         config, checks = None, [Check("config", False, str(exc), "fix the key it names")]
-    url = homeserver or (config.matrix.homeserver if config else "http://localhost:8008")
     # The embedded homeserver has open registration off; `run --local` uses its secret.
     local_secret = (storage / "mindroom_data" / "homeserver" / CONFIG_FILE).exists()
+    url = homeserver or _local_url(storage, local_secret)
+    url = url or (config.matrix.homeserver if config else "http://localhost:8008")
     server_checks = await check_homeserver(url.rstrip("/"), local_secret)
     checks += server_checks
     if config is not None:

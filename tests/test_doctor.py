@@ -105,3 +105,44 @@ async def test_doctor_lists_the_encrypted_rooms_an_agent_is_in_and_only_those(
     assert isinstance(turned_on, nio.RoomPutStateResponse), turned_on
     warned = await listed()
     assert {encrypted.room_id, plain.room_id} == {c.detail.split()[0] for c in warned}
+
+
+@pytest.mark.synapse
+@pytest.mark.asyncio
+async def test_doctor_checks_the_local_homeserver_where_run_local_served_it(
+    tmp_path: Path, model: ScriptedModel, synapse
+) -> None:
+    """After ``run --local --port N`` the doctor checks port N, not the config's URL; with the
+    bot stopped it says the local homeserver runs only while ``run --local`` does."""
+    from mindroom.matrix.accounts import Credentials
+    from mindroom.matrix.local import local_user_store
+    from mindroom.matrix.synapse_config import CONFIG_FILE
+
+    config = tmp_path / "config.yaml"
+    config.write_text(config_text(model.base_url, {"general": {"rooms": ["r"]}}))
+    data_dir = tmp_path / "mindroom_data"
+    (data_dir / "homeserver").mkdir(parents=True)
+    (data_dir / "homeserver" / CONFIG_FILE).write_text("server_name: localhost\n")
+    saved = Credentials("@user:localhost", "pw")
+    local_user_store(data_dir).put(synapse.url, "user", saved)  # where run --local served it
+    model.push(Reply(text="pong"))
+
+    checks = {c.name: c for c in await run_doctor(config, tmp_path, None)}
+    assert checks["homeserver"].ok, checks["homeserver"]
+    assert synapse.url in checks["homeserver"].detail
+
+    local_user_store(data_dir).rehome(synapse.url, "http://127.0.0.1:9")  # nothing listens
+    checks = {c.name: c for c in await run_doctor(config, tmp_path, None)}
+    assert not checks["homeserver"].ok
+    assert "runs only while" in checks["homeserver"].fix
+    assert "run --local" in checks["homeserver"].fix
+
+
+def test_a_model_failure_notice_ends_its_reason_once() -> None:
+    from mindroom.agents.probe import model_failed
+    from mindroom.config import parse_config
+
+    config = parse_config(config_text("http://127.0.0.1:9/v1", {"general": {}}), "config.yaml")
+    notice = model_failed("default", config.models["default"], "Connection error.")
+    assert "failed: Connection error. Fix: " in notice
+    assert ".." not in notice

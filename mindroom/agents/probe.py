@@ -46,7 +46,8 @@ def model_failed(name: str, model: ModelConfig, reason: object, actor: str = "")
     """
     what = f"model {describe_model(name, model)}"
     what = f"{actor} ({what})" if actor else what
-    return f"{what} failed: {reason}. Fix: {model_fix(name, model)}"
+    why = str(reason).strip().rstrip(".")  # "Connection error." is one sentence, not two dots
+    return f"{what} failed: {why}. Fix: {model_fix(name, model)}"
 
 
 async def check_model(name: str, model: ModelConfig) -> Check:

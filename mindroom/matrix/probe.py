@@ -10,6 +10,7 @@ import os
 import aiohttp
 
 from mindroom.checks import Check
+from mindroom.invocation import invoked_as
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +110,9 @@ async def check_homeserver(url: str, local_secret: bool = False) -> list[Check]:
                 "homeserver",
                 False,
                 f"{url}: {exc or type(exc).__name__}",
-                "start it, set MATRIX_HOMESERVER, or use mindroom run --local",
+                f"the local homeserver runs only while '{invoked_as()} run --local' runs: start it"
+                if local_secret
+                else f"start it, set MATRIX_HOMESERVER, or use '{invoked_as()} run --local'",
             )
         )
     return checks
