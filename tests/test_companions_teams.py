@@ -271,7 +271,7 @@ async def test_a_team_whose_member_model_fails_says_how_to_fix_that_model(
     )
 
     assert notice["sender"] == crew
-    assert "coder in team crew" in notice["content"]["body"]
+    assert "coder in team Crew" in notice["content"]["body"]
     assert "invalid api key" in notice["content"]["body"]
     fix = model_fix("broken", load_config(bot.storage / "config.yaml").models["broken"])
     assert fix in notice["content"]["body"]

@@ -401,20 +401,20 @@ class AgentRuntime:
                 logger.error("team turn of %s failed: %s", spec.name, resource_error, exc_info=exc)
                 return TurnResult("", resource_error)
             logger.exception("team turn of %s failed", spec.name)
-            return TurnResult("", team_failed(exc, f"team {spec.name}"))
+            return TurnResult("", team_failed(exc, f"team {spec.display_name}"))
         if output.status == RunStatus.error:
             reason = str(output.content or "unknown error").strip()
             if resource_error := exhaustion_message(reason):
                 logger.error("team turn of %s failed: %s (%s)", spec.name, resource_error, reason)
                 return TurnResult("", resource_error)
-            return TurnResult("", team_failed(reason, f"team {spec.name}"))
+            return TurnResult("", team_failed(reason, f"team {spec.display_name}"))
         text = output.content if isinstance(output.content, str) else str(output.content or "")
         if failed_member := self._failed_member(spec, output.member_responses):
             # The leader may still write an answer around the failure: it is posted, then the
             # notice with the failing member's model and its fix.
             return TurnResult(text, failed_member)
         if not text.strip():
-            return TurnResult("", f"team {spec.name} returned an empty answer")
+            return TurnResult("", f"team {spec.display_name} returned an empty answer")
         return TurnResult(text)
 
     def _failed_member(self, spec: TeamSpec, runs: Sequence[object]) -> str | None:
@@ -426,7 +426,7 @@ class AgentRuntime:
             reason = str(getattr(run, "content", None) or "unknown error").strip()
             key = self._config.agent_model(name)
             logger.warning("model %s failed for %s in team %s: %s", key, name, spec.name, reason)
-            actor = f"{name} in team {spec.name}"
+            actor = f"{name} in team {spec.display_name}"
             return model_failed(key, self._config.models[key], reason, actor)
         return None
 
