@@ -51,6 +51,7 @@ from mindroom.redact import redact_config_value
 logger = logging.getLogger(__name__)
 
 DEBOUNCE_MS = 200
+ARM_CHECK_MS = 1000  # how often the watcher wakes when nothing changed (its first wake-up checks)
 MEMBER_START_TIMEOUT_S = 60.0
 """How long the accounts a reload adds may take to log in and sync before it is given up."""
 
@@ -235,13 +236,22 @@ class ConfigReloader:
     async def watch(self, stop: asyncio.Event) -> None:
         """Reload on every change of the file until ``stop`` is set."""
         name = self.path.name
-        async for _ in awatch(
+        armed = False
+        async for changes in awatch(
             self.path.parent,
             watch_filter=lambda _change, changed: Path(changed).name == name,
             debounce=DEBOUNCE_MS,
             stop_event=stop,
             recursive=False,
+            rust_timeout=ARM_CHECK_MS,
+            yield_on_timeout=True,
         ):
+            if not changes and armed:
+                continue
+            # The first quiet wake-up comes once the watcher is armed: an edit saved between
+            # reading the config at start and arming the watcher is applied then (a reload of
+            # an unchanged file changes nothing).
+            armed = True
             try:
                 await self.reload()
             except Exception:  # the watcher's edge: log, keep watching

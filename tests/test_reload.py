@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import nio
@@ -304,3 +305,28 @@ async def test_a_room_that_cannot_be_prepared_after_the_switch_is_reported_and_r
     asked = await human.send(room_id, "!config status")
     shown = (await human.wait_for_reply(room_id, asked))["content"]["body"]
     assert "valid and applied" in shown
+
+
+async def test_an_edit_saved_before_the_watcher_is_armed_is_applied(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    """An edit saved between reading config.yaml at start and arming the file watcher raises
+    no file event for the watcher: it is applied all the same, once the watcher is armed."""
+    room = unique("early")
+    doc = json.loads(config_text(model.base_url, {"general": {"rooms": [room]}}))
+    await bot.start_in_room(json.dumps(doc), room, human)
+    assert bot.bot is not None
+    reloader = bot.bot.reloader
+    assert reloader is not None
+    await bot.bot.tasks.cancel("config-watch")  # the bot's own watcher would see the write
+    doc["agents"]["coder"] = {"role": "Writes code.", "rooms": [room]}
+    write(bot, doc)  # saved while no watcher is armed
+    stop = asyncio.Event()
+    before = reloader.applied
+    watching = asyncio.create_task(reloader.watch(stop))
+    try:
+        await eventually(lambda: reloader.applied > before, timeout=30)
+    finally:
+        stop.set()
+        await watching
+    assert "coder" in bot.bot.agents
