@@ -244,7 +244,8 @@ async def test_a_team_whose_model_fails_says_how_to_fix_that_model(
 
     assert notice["content"]["msgtype"] == "m.notice"
     assert "invalid api key" in notice["content"]["body"]
-    fix = model_fix("broken", load_config(bot.storage / "config.yaml").models["broken"])
+    broken = load_config(bot.storage / "config.yaml").models["broken"]
+    fix = model_fix("broken", broken, "invalid api key")
     assert fix in notice["content"]["body"]
 
 
@@ -273,5 +274,6 @@ async def test_a_team_whose_member_model_fails_says_how_to_fix_that_model(
     assert notice["sender"] == crew
     assert "coder in team Crew" in notice["content"]["body"]
     assert "invalid api key" in notice["content"]["body"]
-    fix = model_fix("broken", load_config(bot.storage / "config.yaml").models["broken"])
+    broken = load_config(bot.storage / "config.yaml").models["broken"]
+    fix = model_fix("broken", broken, "invalid api key")
     assert fix in notice["content"]["body"]

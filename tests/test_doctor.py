@@ -146,3 +146,18 @@ def test_a_model_failure_notice_ends_its_reason_once() -> None:
     notice = model_failed("default", config.models["default"], "Connection error.")
     assert "failed: Connection error. Fix: " in notice
     assert ".." not in notice
+
+
+def test_the_fix_follows_the_failure_a_refused_key_a_missing_model_or_no_server() -> None:
+    from mindroom.agents.probe import model_fix
+    from mindroom.config import parse_config
+
+    config = parse_config(config_text("http://127.0.0.1:9/v1", {"general": {}}), "config.yaml")
+    default = config.models["default"]
+    assert "refused the key: check models.default.api_key" in model_fix(
+        "default", default, "Error code: 401 - Incorrect API key provided"
+    )
+    assert "check models.default.id" in model_fix("default", default, "model 'x' not found")
+    assert "running?" in model_fix("default", default, "Connection error.")
+    for reason in ("401", "not found", "Connection error."):
+        assert "doctor" in model_fix("default", default, reason)  # each ends the same way

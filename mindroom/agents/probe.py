@@ -29,14 +29,25 @@ def endpoint(model: ModelConfig) -> str:
     return (model.base_url or _DEFAULT_URLS[model.provider]).rstrip("/")
 
 
-def model_fix(name: str, model: ModelConfig) -> str:
-    """What to do when model ``name`` fails: the doctor, the start-up warning and the error
-    notice in the room all say this."""
-    return (
-        f"is the model server at {endpoint(model)} running? Check models.{name} in config.yaml "
-        "(base_url, api_key, id; or OPENAI_BASE_URL, OPENAI_API_KEY, MINDROOM_MODEL, also "
-        f"read from a .env file beside it), then run {README_COMMAND} doctor"
+_KEY_REFUSED = ("401", "403", "api key", "api_key", "unauthorized", "authentication")
+_NO_SUCH_MODEL = ("404", "not found", "does not exist", "no such model", "unknown model")
+
+
+def model_fix(name: str, model: ModelConfig, reason: object = "") -> str:
+    """What to do when model ``name`` failed (for ``reason``, when known): the doctor, the
+    start-up warning and the error notice in the room all say this."""
+    settings = (
+        "(base_url, api_key, id; or OPENAI_BASE_URL, OPENAI_API_KEY, MINDROOM_MODEL, also read "
+        f"from a .env file beside it), then run {README_COMMAND} doctor"
     )
+    why = str(reason).lower()
+    if any(word in why for word in _KEY_REFUSED):
+        first = f"the server at {endpoint(model)} refused the key: check models.{name}.api_key"
+    elif any(word in why for word in _NO_SUCH_MODEL):
+        first = f"the server at {endpoint(model)} has no model {model.id!r}: check models.{name}.id"
+    else:
+        first = f"is the model server at {endpoint(model)} running? Check models.{name}"
+    return f"{first} in config.yaml {settings}"
 
 
 def model_failed(name: str, model: ModelConfig, reason: object, actor: str = "") -> str:
@@ -47,7 +58,7 @@ def model_failed(name: str, model: ModelConfig, reason: object, actor: str = "")
     what = f"model {describe_model(name, model)}"
     what = f"{actor} ({what})" if actor else what
     why = str(reason).strip().rstrip(".")  # "Connection error." is one sentence, not two dots
-    return f"{what} failed: {why}. Fix: {model_fix(name, model)}"
+    return f"{what} failed: {why}. Fix: {model_fix(name, model, why)}"
 
 
 async def check_model(name: str, model: ModelConfig) -> Check:
@@ -62,7 +73,8 @@ async def check_model(name: str, model: ModelConfig) -> Check:
         )
         return Check(f"model {name}", True, f"{model.id} at {base or 'api.openai.com'} answers")
     except Exception as exc:  # every failure is a finding
-        return Check(f"model {name}", False, f"{model.id} at {base}: {exc}", model_fix(name, model))
+        fix = model_fix(name, model, exc)
+        return Check(f"model {name}", False, f"{model.id} at {base}: {exc}", fix)
     finally:
         await client.close()
 
