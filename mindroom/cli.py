@@ -194,7 +194,14 @@ async def _chat(args: argparse.Namespace) -> int:
     check = functools.partial(require_running, data_dir, _start_command(args))
     if not args.verbose:  # nio's retry warnings when the homeserver goes away are noise here
         logging.getLogger("nio").setLevel(logging.ERROR)
-    return await chat(data_dir, args.room, message, timeout=args.timeout, bot_check=check)
+    return await chat(
+        data_dir,
+        args.room,
+        message,
+        timeout=args.timeout,
+        bot_check=check,
+        start_command=_start_command(args),
+    )
 
 
 def _start_command(args: argparse.Namespace) -> str:
@@ -219,7 +226,10 @@ def build_parser() -> argparse.ArgumentParser:
     common(run)
     run.add_argument("--local", action="store_true", help="start an embedded local homeserver")
     run.add_argument(
-        "--port", type=int, default=None, help=f"local homeserver port ({DEFAULT_LOCAL_PORT})"
+        "--port",
+        type=int,
+        default=None,
+        help=f"local homeserver port ({DEFAULT_LOCAL_PORT} at first; later runs keep the last one)",
     )
     run.add_argument("--user", default="user", help="local human account name (user)")
     run.set_defaults(func=_run)

@@ -21,8 +21,8 @@ ENCRYPTED_ROOM_NOTICE = (
     "🔒 This room is end-to-end encrypted; mindroom cannot read encrypted messages yet, so its "
     "agents will not answer them. Create the chat without encryption instead (in Element: "
     'start the chat, open "Show advanced" and turn off "Enable end-to-end encryption"; with '
-    "matrix-commander: add --plain to --room-dm-create). Unencrypted messages in this room "
-    "still work."
+    "matrix-commander: --room-dm-create AGENT --plain --room-dm-create-allow-duplicates, as it "
+    "otherwise returns this room). Unencrypted messages in this room still work."
 )
 
 

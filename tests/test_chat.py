@@ -157,6 +157,8 @@ async def test_chat_names_an_unreachable_homeserver_and_exits_non_zero(tmp_path:
     assert result.returncode != 0
     assert url in result.stderr, result.stderr
     assert "mindroom run" in result.stderr
+    # the hint starts the run of this storage, not of the default one
+    assert f"run --local --storage {tmp_path}" in result.stderr
 
 
 async def test_chat_says_no_agent_answered_when_the_bot_is_not_running(
@@ -307,6 +309,8 @@ async def test_the_prompt_invites_an_agent_and_refuses_unknown_commands(
     await terminal.wait_printed("/invite")  # the help line names it
     await terminal.typed.put("/frobnicate now")
     await terminal.wait_printed("unknown command /frobnicate")
+    await terminal.typed.put("/invite codr")  # a typo invites nobody, and says so
+    await terminal.wait_printed("no account @mindroom_codr:")
     await terminal.typed.put("/invite coder")
     await terminal.wait_printed(f"invited {coder}")
     await human.wait_for(

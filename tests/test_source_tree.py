@@ -63,6 +63,11 @@ async def test_a_run_with_a_private_companion_leaves_the_source_tree_clean(
         said = await human.send(room_id, f"@{name} hi", mention=[user_id])
         await human.wait_for_reply(room_id, said)
     await bot.stop()
+    from mindroom.config.store import edit_config, lock_path
+
+    with edit_config(tree / "config.yaml"):  # as `mindroom config set` does
+        pass
+    assert lock_path(tree / "config.yaml").exists()  # the control: the lock file is there
 
     written = [p for p in tree.rglob("*.md") if "Likes tea" in p.read_text()]
     # the control: both memories were written inside the tree, the private one under its person

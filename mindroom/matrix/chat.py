@@ -47,16 +47,14 @@ _NOT_RUNNING = f"is '{README_COMMAND} run' running? Its log says why no agent an
 _BUFFERED_EVENTS = 500  # events that arrived before the send that they answer returned
 
 
-def _homeserver_and_user(data_dir: Path) -> tuple[str, str]:
+def _homeserver_and_user(data_dir: Path, start: str) -> tuple[str, str]:
     store = local_user_store(data_dir)
     for homeserver, localpart in store.accounts():
         return homeserver, localpart
-    raise MatrixError(
-        f"no local user in {store.path}: start the bot with '{invoked_as()} run --local' first"
-    )
+    raise MatrixError(f"no local user in {store.path}: start the bot with '{start}' first")
 
 
-async def _check_reachable(homeserver: str) -> None:
+async def _check_reachable(homeserver: str, start: str) -> None:
     """Fail within seconds when the homeserver does not answer (nio would retry forever)."""
     timeout = aiohttp.ClientTimeout(total=PROBE_TIMEOUT_S)
     try:
@@ -70,8 +68,7 @@ async def _check_reachable(homeserver: str) -> None:
     except (aiohttp.ClientError, TimeoutError) as exc:
         reason = str(exc) or type(exc).__name__
     raise MatrixError(
-        f"cannot reach the homeserver at {homeserver} ({reason}): "
-        f"is '{invoked_as()} run --local' running?"
+        f"cannot reach the homeserver at {homeserver} ({reason}): is '{start}' running?"
     )
 
 
@@ -156,13 +153,15 @@ async def chat(
     out: Callable[[str], None] = print,
     lines: AsyncIterator[str] | None = None,
     bot_check: Callable[[], None] = lambda: None,
+    start_command: str = "",
 ) -> int:
     """Send ``message`` (or prompt for ``lines``, stdin by default, when None) to ``room`` and
     print the answers. Returns 1 when a one-shot message got no answer within ``timeout``, 3
     when a line at the prompt was held back because ``bot_check`` raised NotRunningError (for a
     one-shot message the error propagates: nothing was sent)."""
-    homeserver, localpart = _homeserver_and_user(data_dir)
-    await _check_reachable(homeserver)
+    start = start_command or f"{invoked_as()} run --local"  # what the hints tell to run
+    homeserver, localpart = _homeserver_and_user(data_dir, start)
+    await _check_reachable(homeserver, start)
     if message is not None:
         bot_check()  # before logging in: says so within seconds, sends nothing
     client = await login_account(
@@ -238,6 +237,9 @@ def invitee(name: str, server_name: str) -> str:
 
 async def _invite(client: nio.AsyncClient, room_id: str, name: str) -> str:
     user_id = invitee(name, client.user_id.split(":", 1)[1])
+    profile = await client.get_profile(user_id)
+    if isinstance(profile, nio.ProfileGetError):  # a typo would otherwise "invite" nobody
+        return f"(no account {user_id} on this homeserver: is {name.strip()!r} in config.yaml?)"
     invited = await client.room_invite(room_id, user_id)
     if not isinstance(invited, nio.RoomInviteResponse):
         return f"(cannot invite {user_id}: {invited.message})"
