@@ -3,8 +3,8 @@
 One LoCoMo conversation (by default the one with the most turns; ``--conversation ID`` picks
 another) is stored as ``bench/locomo_retrieval.py`` stores it: one entry per turn in the daily
 file of its session's date. Then each message below goes through the product's per-turn recall
-(``build_recall`` with the ``memory.file`` settings the runtime passes, see
-``mindroom/agents/runner.py``), with the clock set to noon of the day after the last session,
+(``recall_block`` of ``mindroom/memory/recall.py``, the function the runtime calls, with the
+config's ``memory.file`` settings), with the clock set to noon of the day after the last session,
 as if the conversation had ended yesterday:
 
 * 30 chit-chat messages (a fixed, generic list, not taken from the data set): none of them asks
@@ -50,7 +50,7 @@ from locomo import (
 )
 
 from mindroom.config.schema import Config
-from mindroom.memory.recall import build_recall
+from mindroom.memory.recall import recall_block as runtime_recall_block
 from mindroom.memory.store import FileMemory
 
 CHITCHAT = (
@@ -89,15 +89,7 @@ CHITCHAT = (
 
 def recall_block(memory: FileMemory, config: Config, message: str, now: dt.datetime) -> str:
     """The memory block a turn answering ``message`` gets, with the runtime's settings."""
-    settings = config.memory.file
-    return build_recall(
-        memory,
-        message,
-        max_entrypoint_lines=settings.max_entrypoint_lines,
-        max_daily_lines=settings.max_daily_lines,
-        hits=settings.recall_hits,
-        now=now,
-    )
+    return runtime_recall_block(config, memory, message, now=now)
 
 
 def injected(block: str, texts: dict[str, str]) -> set[str]:
