@@ -297,7 +297,8 @@ class MemoryIndex:
         """
         with self._lock:
             db = self._db
-            total = int(db.execute("SELECT count(*) FROM entries").fetchone()[0])
+            # FTS5's own table of one row per entry: counting it is a b-tree count, not a scan
+            total = int(db.execute("SELECT count(*) FROM entries_docsize").fetchone()[0])
             frequency = {
                 term.key: int(
                     db.execute(
