@@ -40,6 +40,7 @@ def add_memory_parser(sub: argparse._SubParsersAction, common) -> None:  # type:
     action("history", "show the history (of one memory)").add_argument("id", nargs="?")
     action("restore", "bring back a deleted memory").add_argument("id")
     action("reindex", "rebuild the search index from the files")
+    add_recall_parser(actions, common)
 
     flush = actions.add_parser("flush", help="run one memory flush cycle now")
     common(flush)
@@ -192,4 +193,41 @@ def _act(args: argparse.Namespace, memory: FileMemory) -> int:
     elif args.action == "reindex":
         count = memory.index.rebuild()
         print(f"reindexed {count} memories from {memory.scope.root}")
+    return 0
+
+
+def add_recall_parser(actions: argparse._SubParsersAction, common) -> None:  # type: ignore[type-arg]
+    """Register ``mindroom memory recall``."""
+    recall = actions.add_parser(
+        "recall", help="show the memory a new turn of the agent gets for a message"
+    )
+    common(recall)
+    recall.add_argument("--agent", required=True, help="agent name")
+    recall.add_argument("--user", help="Matrix ID: who is asking (a private companion's memory)")
+    recall.add_argument("message", help="the message the turn answers")
+    recall.set_defaults(func=run_recall)
+
+
+def run_recall(args: argparse.Namespace) -> int:
+    """``mindroom memory recall``: print exactly the memory block a new turn of the agent gets
+    for the message (nothing at all when it gets none), from the files as they are now.
+
+    The block comes from :func:`mindroom.memory.recall.agent_recall`, the function the runtime
+    calls for every turn, so what this prints is what the model sees.
+    """
+    from mindroom.memory.recall import agent_recall
+
+    config_path, storage = _storage(args)
+    config = load_config(config_path)
+    if args.agent in config.agents and config.agent_memory_backend(args.agent) == "none":
+        # no memory of its own, but the memory of its teams is still recalled
+        registry = MemoryRegistry(config, storage, config_path.parent)
+    else:
+        _, registry = _open(args)  # checks the agent and --user like every memory action
+    try:
+        _, block = agent_recall(registry.config, registry, args.agent, args.message, args.user)
+    finally:
+        registry.close()
+    if block:
+        print(block)
     return 0

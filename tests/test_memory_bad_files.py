@@ -12,7 +12,7 @@ import pytest
 
 from mindroom.agents.memory_tools import MemoryTools
 from mindroom.errors import MemoryStoreError
-from mindroom.memory.recall import build_recall
+from mindroom.memory.recall import RecallSettings, build_recall
 from mindroom.memory.scope import MemoryScope
 from mindroom.memory.store import FileMemory
 
@@ -31,7 +31,8 @@ def memory(tmp_path: Path) -> Iterator[FileMemory]:
 
 
 def recall(memory: FileMemory, query: str = "tea") -> str:
-    return build_recall(memory, query, max_entrypoint_lines=50, max_daily_lines=30, hits=3, now=NOW)
+    settings = RecallSettings(max_entrypoint_lines=50, max_recent_lines=30, hits=3)
+    return build_recall(memory, query, settings, now=NOW)
 
 
 def with_bad_files(memory: FileMemory, tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
-"""build_recall: the memory block put into every turn's context."""
+"""build_recall: the memory block put into every turn's context, gated by relevance."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 from collections.abc import Iterator
@@ -9,13 +10,27 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.memory.recall import build_recall
+from mindroom.config.schema import Config
+from mindroom.memory.recall import RecallSettings, build_recall
+from mindroom.memory.relevance import Gate
 from mindroom.memory.scope import MemoryScope
 from mindroom.memory.store import FileMemory
 
 NOW = dt.datetime(2024, 5, 3, 10, 30)
 TODAY = "memory/2024-05-03.md"
 YESTERDAY = "memory/2024-05-02.md"
+
+# a lived-in memory: chatty entries made of common words (each is in three quarters of them),
+# and a few specific ones
+CHAT_WORDS = ["thanks", "good", "great", "day", "morning", "sounds", "nice", "night"]
+CHATTY = [
+    ", ".join(CHAT_WORDS[(n + k) % 8] for k in range(6)).capitalize() + "!" for n in range(24)
+]
+OLDER = {
+    "memory/2024-04-20.md": ["Fixed the bike's rear brake", "Bought a violin for Emma"],
+    "memory/2024-04-22.md": ["Emma started violin lessons with Mr Kovacs", *CHATTY[:12]],
+    "memory/2024-04-25.md": ["Booked flights to Lisbon for June", *CHATTY[12:]],
+}
 
 
 @pytest.fixture
@@ -33,52 +48,137 @@ def write(memory: FileMemory, relative: str, text: str) -> None:
     path.write_text(text)
 
 
-def recall(memory: FileMemory, query: str = "", **kwargs) -> str:
-    options = {"max_entrypoint_lines": 50, "max_daily_lines": 30, "hits": 3, "now": NOW}
-    return build_recall(memory, query, **{**options, **kwargs})
+def write_lines(memory: FileMemory, relative: str, lines: list[str]) -> None:
+    write(memory, relative, "".join(f"- {line}\n" for line in lines))
+
+
+def lived_in(memory: FileMemory) -> None:
+    for relative, lines in OLDER.items():
+        write_lines(memory, relative, lines)
+
+
+SETTINGS = RecallSettings(max_entrypoint_lines=50, max_recent_lines=30, hits=3)
+
+
+def recall(memory: FileMemory, query: str = "", label: str = "", **changes) -> str:
+    settings = dataclasses.replace(SETTINGS, **changes)
+    return build_recall(memory, query, settings, now=NOW, label=label)
+
+
+def entry_lines(block: str) -> list[str]:
+    return [line for line in block.splitlines() if line.startswith("- [")]
 
 
 def test_empty_memory_gives_no_block(memory: FileMemory) -> None:
     assert recall(memory, "anything at all") == ""
 
 
-def test_blank_files_and_no_search_hits_give_no_block(memory: FileMemory) -> None:
-    write(memory, "MEMORY.md", "\n\n   \n")
-    write(memory, TODAY, "\n")
-    write(memory, "topics/x.md", "- kiwi\n")
-    assert recall(memory, "mango") == ""
+def test_chit_chat_made_of_common_words_gets_no_memory(memory: FileMemory) -> None:
+    lived_in(memory)
+    write_lines(memory, YESTERDAY, ["Thanks for a great evening", "Good chat about the garden"])
+    assert "Emma started violin lessons" in recall(memory, "when did Emma start violin?")
+
+    for message in ("thanks!", "good morning", "ok sounds good", "have a great day", "what's up?"):
+        assert recall(memory, message) == "", message
 
 
-def test_block_is_delimited_and_names_memory_md_today_and_yesterday(memory: FileMemory) -> None:
-    write(memory, "MEMORY.md", "- Alice prefers tea\n")
-    write(memory, TODAY, "- met Bob for lunch\n")
-    write(memory, YESTERDAY, "- fixed the bike\n")
-    write(memory, "memory/2024-05-01.md", "- two days ago\n")
+def test_yesterdays_file_is_not_injected_whole(memory: FileMemory) -> None:
+    lived_in(memory)
+    write_lines(
+        memory,
+        YESTERDAY,
+        [
+            "Dentist appointment went fine, next one in November",
+            "Thanks for the great day",
+            "Watered the tomatoes",
+            "Called the insurance about the car",
+        ],
+    )
+    block = recall(memory, "how did the dentist appointment go?")
 
-    block = recall(memory, "", label="agent general")
+    assert entry_lines(block) == [
+        f"- [{YESTERDAY}:1] (2024-05-02) Dentist appointment went fine, next one in November"
+    ]
+    assert "### Recent (today and yesterday)" in block
+    assert "Watered the tomatoes" not in block
+    assert "### Yesterday" not in block
 
+
+def test_recent_entries_are_ranked_and_budgeted_in_lines(memory: FileMemory) -> None:
+    lived_in(memory)
+    write_lines(memory, YESTERDAY, [f"kiwi jam batch {n}" for n in range(4)] + ["kiwi jam"])
+    write_lines(memory, TODAY, ["mango"])
+
+    block = recall(memory, "kiwi jam", max_recent_lines=3)
+
+    lines = entry_lines(block)
+    assert len(lines) == 3
+    assert lines[0] == f"- [{YESTERDAY}:5] (2024-05-02) kiwi jam"  # the best match first
+    assert "mango" not in block
+    assert recall(memory, "kiwi jam", max_recent_lines=0) == ""
+
+
+def test_an_entry_of_several_lines_counts_each_line(memory: FileMemory) -> None:
+    lived_in(memory)
+    write_lines(memory, YESTERDAY, ["kiwi jam"])
+    write(memory, TODAY, "- kiwi jam in two lines <!-- m-0a0b0c0d -->\n  second line\n")
+
+    assert len(entry_lines(recall(memory, "kiwi jam", max_recent_lines=2))) == 1
+    assert "kiwi jam in two lines\nsecond line" in recall(memory, "kiwi jam", max_recent_lines=3)
+
+
+def test_older_entries_are_limited_to_recall_hits(memory: FileMemory) -> None:
+    lived_in(memory)
+    for n in range(6):
+        write_lines(memory, f"memory/2024-03-0{n + 1}.md", [f"kiwi harvest {n}", "filler text"])
+    assert len(entry_lines(recall(memory, "kiwi harvest", hits=2))) == 2
+    assert "### Related memories" not in recall(memory, "kiwi harvest", hits=0)
+
+
+def test_entries_show_their_date_so_when_questions_can_be_answered(memory: FileMemory) -> None:
+    lived_in(memory)
+    write_lines(
+        memory, "topics/travel.md", ["Flew to Lisbon on 12 March 2024", "Likes window seats"]
+    )
+
+    block = recall(memory, "When did I fix the bike?")
+    assert "- [memory/2024-04-20.md:1] (2024-04-20) Fixed the bike's rear brake" in block
+    block = recall(memory, "when did I fly to Lisbon?")
+    assert "- [topics/travel.md:1] (2024-03-12) Flew to Lisbon on 12 March 2024" in block
+    write_lines(memory, "topics/pets.md", ["The cat is called Miso"])
+    assert "- [topics/pets.md:1] The cat is called Miso" in recall(memory, "cat's name?")
+
+
+def test_a_day_named_in_the_message_brings_that_days_entries(memory: FileMemory) -> None:
+    lived_in(memory)
+    write_lines(memory, YESTERDAY, ["Watered the tomatoes", "Called the insurance"])
+
+    block = recall(memory, "what did I do yesterday?")
+    assert [line.split("] ", 1)[1] for line in entry_lines(block)] == [
+        "(2024-05-02) Watered the tomatoes",
+        "(2024-05-02) Called the insurance",
+    ]
+    april_20 = recall(memory, "what happened on 20 April?")
+    assert "Fixed the bike's rear brake" in april_20
+    assert "Bought a violin for Emma" in april_20
+    assert "Emma started violin lessons" not in april_20
+
+
+def test_memory_md_is_shown_as_it_is_and_never_searched_again(memory: FileMemory) -> None:
+    lived_in(memory)
+    write(memory, "MEMORY.md", "# About Alice\n\n- Alice prefers tea\n")
+    write_lines(memory, "topics/drinks.md", ["Alice's tea is oolong"])
+
+    block = recall(memory, "thanks!", label="agent general")
     assert block.startswith("<memory>\n")
     assert block.endswith("\n</memory>")
     assert "Your memory (agent general)" in block
-    long_term = block.index("### Long-term memory: MEMORY.md\n- Alice prefers tea")
-    today = block.index(f"### Today: {TODAY}\n- met Bob for lunch")
-    yesterday = block.index(f"### Yesterday: {YESTERDAY}\n- fixed the bike")
-    assert long_term < today < yesterday
-    assert "two days ago" not in block
+    assert "### Long-term memory: MEMORY.md\n# About Alice\n\n- Alice prefers tea" in block
+    assert "oolong" not in block
 
-
-def test_yesterday_of_new_year_is_the_last_day_of_the_old_year(memory: FileMemory) -> None:
-    write(memory, "memory/2023-12-31.md", "- new year's eve party\n")
-    block = recall(memory, now=dt.datetime(2024, 1, 1, 0, 5))
-    assert "### Yesterday: memory/2023-12-31.md\n- new year's eve party" in block
-
-
-def test_missing_sections_are_left_out(memory: FileMemory) -> None:
-    write(memory, TODAY, "- only today\n")
-    block = recall(memory)
-    assert "### Today" in block
-    assert "### Long-term memory" not in block
-    assert "### Yesterday" not in block
+    block = recall(memory, "which tea does Alice like?")
+    assert block.count("Alice prefers tea") == 1
+    assert block.index("### Long-term memory") < block.index("- [topics/drinks.md:1]")
 
 
 def test_long_memory_md_is_capped_with_a_marker_and_a_correct_memory_get_hint(
@@ -105,57 +205,26 @@ def test_memory_md_of_exactly_the_cap_has_no_marker(memory: FileMemory) -> None:
     assert "more lines not shown" not in block
 
 
-def test_daily_files_are_capped_likewise(memory: FileMemory) -> None:
-    write(memory, TODAY, "".join(f"- today {n}\n" for n in range(1, 8)))
-    write(memory, YESTERDAY, "".join(f"- yesterday {n}\n" for n in range(1, 5)))
+def test_the_block_fits_its_budget_relevant_entries_first(memory: FileMemory) -> None:
+    write(memory, "MEMORY.md", "".join(f"- a long standing fact number {n}\n" for n in range(200)))
+    lived_in(memory)
 
-    block = recall(memory, max_daily_lines=3)
+    block = recall(memory, "when did Emma start violin?", max_chars=1500)
 
-    assert "- today 3\n" in block
-    assert "today 4" not in block
-    assert f'[... 4 more lines not shown: read them with memory_get("{TODAY}", 4, 4)]' in block
-    assert "- yesterday 3\n" in block
-    assert "yesterday 4" not in block
-    assert f'memory_get("{YESTERDAY}", 4, 1)' in block
-
-
-def test_search_hits_come_only_from_other_files_and_are_limited(memory: FileMemory) -> None:
-    write(memory, "MEMORY.md", "- kiwi in the long-term file\n")
-    write(memory, TODAY, "- kiwi today\n")
-    write(memory, YESTERDAY, "- kiwi yesterday\n")
-    write(memory, "memory/2024-04-01.md", "- kiwi last month\n- unrelated\n")
-    write(memory, "topics/fruit.md", "- mango\n- kiwi in a topic\n")
-    write(memory, "topics/more.md", "- kiwi in another topic\n")
-    write(memory, "topics/filler.md", "".join(f"- filler line {n}\n" for n in range(20)))
-
-    block = recall(memory, "tell me about kiwi", hits=2)
-
-    section = block.split("### Related memories (search)\n", 1)[1].split("\n\n", 1)[0]
-    lines = [line for line in section.splitlines() if line.startswith("- [")]
-    assert len(lines) == 2
-    allowed = {
-        "- [memory/2024-04-01.md:1] kiwi last month",
-        "- [topics/fruit.md:2] kiwi in a topic",
-        "- [topics/more.md:1] kiwi in another topic",
-    }
-    assert set(lines) <= allowed
-    assert block.count("kiwi in the long-term file") == 1  # only in its own section
-    assert block.count("kiwi today") == 1
-    assert block.count("kiwi yesterday") == 1
-
-
-def test_no_related_section_without_hits(memory: FileMemory) -> None:
-    write(memory, "MEMORY.md", "- kiwi\n")
-    write(memory, "topics/x.md", "- mango\n")
-    assert "Related memories" not in recall(memory, "kiwi")
-    assert "Related memories" not in recall(memory, "mango", hits=0)
-    assert "- [topics/x.md:1] mango" in recall(memory, "mango", hits=1)
+    assert len(block) <= 1500
+    assert "Emma started violin lessons with Mr Kovacs" in block
+    shown = len(re.findall(r"^- a long standing fact", block, re.MULTILINE))
+    assert 0 < shown < 200
+    left = 200 - shown
+    hint = f'[... {left} more lines not shown: read them with memory_get("MEMORY.md", {shown + 1}'
+    assert hint in block
+    assert len(recall(memory, "thanks", max_chars=1500)) <= 1500
 
 
 def test_recall_follows_hand_edits(memory: FileMemory) -> None:
-    write(memory, "topics/x.md", "- oolong tea\n")
+    write(memory, "topics/x.md", "- oolong tea\n- coffee\n- water\n")
     assert "oolong" in recall(memory, "tea")
-    write(memory, "topics/x.md", "- jasmine tea now\n")
+    write(memory, "topics/x.md", "- jasmine tea now\n- coffee\n- water\n")
     block = recall(memory, "tea")
     assert "jasmine" in block
     assert "oolong" not in block
@@ -164,9 +233,36 @@ def test_recall_follows_hand_edits(memory: FileMemory) -> None:
 def test_a_big_memory_md_does_not_hide_related_memories_of_other_files(
     memory: FileMemory,
 ) -> None:
+    lived_in(memory)
     write(memory, "MEMORY.md", "".join(f"- kiwi kiwi {n}\n" for n in range(12)))
-    write(memory, "topics/fruit.md", "- the kiwi in a topic file among other words\n")
+    write(memory, "topics/fruit.md", "- the kiwi orchard in a topic file among other words\n")
 
-    block = recall(memory, "kiwi", hits=2)
+    block = recall(memory, "kiwi orchard", hits=2)
 
-    assert re.search(r"- \[topics/fruit\.md:1\] the kiwi in a topic", block)
+    assert re.search(r"- \[topics/fruit\.md:1\] the kiwi orchard in a topic", block)
+
+
+def test_the_gate_and_budgets_come_from_the_config() -> None:
+    config = Config.model_validate(
+        {
+            "models": {"default": {"id": "m"}},
+            "agents": {"general": {}},
+            "memory": {
+                "file": {
+                    "max_daily_lines": 7,
+                    "recall_hits": 2,
+                    "recall_max_chars": 3000,
+                    "recall_gate": {"rare_word_entries": 2, "min_similarity": 0.6},
+                }
+            },
+        }
+    )
+    assert RecallSettings.of(config.memory.file) == RecallSettings(
+        max_entrypoint_lines=200,
+        max_recent_lines=7,
+        hits=2,
+        max_chars=3000,
+        gate=Gate(rare_word_entries=2, min_similarity=0.6),
+    )
+    defaults = Config.model_validate({"models": {"default": {"id": "m"}}, "agents": {"a": {}}})
+    assert RecallSettings.of(defaults.memory.file) == RecallSettings()

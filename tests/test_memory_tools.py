@@ -66,6 +66,23 @@ async def test_add_search_update_delete_round_trip_through_the_tools(
     assert await tools.search_memories("dog") == "no memories match 'dog'"
 
 
+async def test_search_results_name_the_date_of_dated_entries(
+    tools: MemoryTools, memory: FileMemory
+) -> None:
+    await memory.add("Flew to Lisbon on 12 March 2024", actor="t", path="topics/travel.md")
+    await tools.add_memory("Lisbon has good pastries")
+    await memory.add("Landed in Lisbon", actor="t", path="memory/2024-03-12.md")
+
+    found = (await tools.search_memories("when was I in Lisbon in March 2024?", 10)).splitlines()
+
+    assert len(found) == 3
+    assert any(
+        re.search(r"\) Flew to Lisbon on 12 March 2024 \(2024-03-12, score ", f) for f in found
+    )
+    assert any(re.search(r"\) Landed in Lisbon \(2024-03-12, score ", f) for f in found)
+    assert any(re.search(r"\) Lisbon has good pastries \(score ", f) for f in found)
+
+
 async def test_tools_record_their_actor_in_the_history(memory: FileMemory) -> None:
     tools = MemoryTools(memory, actor="agent:general")
     entry_id = ID.search(await tools.add_memory("likes jazz")).group(1)

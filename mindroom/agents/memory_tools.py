@@ -62,6 +62,11 @@ def _show(entry: MemoryEntry) -> str:
     return f"[{entry.id}] ({entry.path}:{entry.start_line}) {entry.text}"
 
 
+def _dated(entry: MemoryEntry) -> str:
+    """``"2024-03-12, "`` for an entry with a date (its daily file's, or one in its text)."""
+    return f"{entry.date.isoformat()}, " if entry.date else ""
+
+
 async def _guard(action: Callable[[], Awaitable[str]]) -> str:
     try:
         return await action()
@@ -119,7 +124,9 @@ class MemoryTools(Toolkit):
             hits = await self.memory.search(query, max(1, min(limit, 50)))
             if not hits:
                 return f"no memories match {query!r}"
-            return "\n".join(f"{_show(hit.entry)} (score {hit.score:.3g})" for hit in hits)
+            return "\n".join(
+                f"{_show(hit.entry)} ({_dated(hit.entry)}score {hit.score:.3g})" for hit in hits
+            )
 
         return await _guard(act)
 

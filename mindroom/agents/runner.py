@@ -42,7 +42,7 @@ from mindroom.agents.probe import model_failed
 from mindroom.agents.session_stores import SessionStores
 from mindroom.config.schema import Config
 from mindroom.errors import ModelError
-from mindroom.memory.recall import build_recall
+from mindroom.memory.recall import agent_recall, recall_block
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.store import FileMemory
 from mindroom.resources import exhaustion_message, private_instance_limit
@@ -210,42 +210,24 @@ class AgentRuntime:
         return tools
 
     async def _recall_block(self, memory: FileMemory, text: str, label: str = "") -> str:
-        settings = self._config.memory.file
-        try:
-            return await asyncio.to_thread(
-                build_recall,
-                memory,
-                text,
-                max_entrypoint_lines=settings.max_entrypoint_lines,
-                max_daily_lines=settings.max_daily_lines,
-                hits=settings.recall_hits,
-                label=label,
-            )
-        except Exception:  # recall must never cost the answer
-            logger.exception("recall of %s failed", memory.scope_id)
-            return ""
+        return await asyncio.to_thread(recall_block, self._config, memory, text, label)
 
     async def _recall(
         self, agent: str, text: str, requester: str | None = None, private_recall: bool = True
     ) -> tuple[FileMemory | None, str]:
-        """The agent's memory for this requester, and its recall plus its teams' recall.
-
-        Without ``private_recall`` a private agent gets neither: its answer may be read by
-        people other than the requester (see :mod:`mindroom.turns`).
-        """
+        """The agent's memory for this requester, and its recall plus its teams' recall
+        (:func:`mindroom.memory.recall.agent_recall`, which ``mindroom memory recall`` shows)."""
         if self.memories is None:
             return None, ""
-        if not private_recall and self._config.agents[agent].private is not None:
-            return None, ""
-        memory = await asyncio.to_thread(self.memories.for_agent, agent, requester)
-        blocks = [await self._recall_block(memory, text)] if memory is not None else []
-        for team in self._config.teams_of(agent):
-            team_memory = await asyncio.to_thread(
-                self.memories.for_team, self._config.teams[team].agents
-            )
-            if team_memory is not None:
-                blocks.append(await self._recall_block(team_memory, text, f"team {team}"))
-        return memory, "\n\n".join(b for b in blocks if b)
+        return await asyncio.to_thread(
+            agent_recall,
+            self._config,
+            self.memories,
+            agent,
+            text,
+            requester,
+            private_recall=private_recall,
+        )
 
     @contextlib.contextmanager
     def _turn(self) -> Iterator[None]:

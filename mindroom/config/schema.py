@@ -116,13 +116,28 @@ class DefaultsConfig(_Strict):
     team_mode: TeamMode = "coordinate"
 
 
+class RecallGateConfig(_Strict):
+    """When a memory is relevant to a message (see mindroom.memory.relevance)."""
+
+    # what a hit shares with the message must be at least as specific as one word found in
+    # only this many entries (its terms weighted by how rare they are in this memory)
+    rare_word_entries: int = Field(default=5, ge=1)
+    # with an embedder: the cosine similarity of message and entry that makes a hit relevant
+    min_similarity: float = Field(default=0.5, ge=-1, le=1)
+
+
 class FileMemoryConfig(_Strict):
     """Where file memory lives and how much of it each turn sees."""
 
     path: str | None = None
     max_entrypoint_lines: int = Field(default=200, ge=1)
-    max_daily_lines: int = Field(default=80, ge=1)
+    # lines of today's and yesterday's entries a turn may get (only the relevant ones)
+    max_daily_lines: int = Field(default=20, ge=0)
+    # older entries a turn may get (only the relevant ones)
     recall_hits: int = Field(default=5, ge=0, le=50)
+    # the whole memory block of a turn, in characters
+    recall_max_chars: int = Field(default=12000, ge=500)
+    recall_gate: RecallGateConfig = Field(default_factory=RecallGateConfig)
 
 
 class FlushBatchConfig(_Strict):

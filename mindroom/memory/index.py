@@ -7,37 +7,38 @@ that changed, and searches sync first, so a search never returns text that is no
 the files. Deleting the index file loses nothing; :meth:`MemoryIndex.rebuild` gives the same
 result as any sequence of incremental syncs.
 
-Queries are an OR of the query's terms (stop words dropped), ranked by BM25; the raw BM25 value
-``b`` (lower is better, ``b <= 0``) is mapped to a score ``s / (1 + s)`` with ``s = -b``, so
-scores are in [0, 1) and comparable across queries in the same index.
+Each row also holds the entry's dates (its daily file's day and the dates in its text, see
+:mod:`mindroom.memory.dates`) in a column of their own. Queries are an OR of the query's terms
+(:mod:`mindroom.memory.query`: words without stop words or fragments, dates against the date
+column), ranked by BM25; the raw BM25 value ``b`` (lower is better, ``b <= 0``) is mapped to a
+score ``s / (1 + s)`` with ``s = -b``, so scores are in [0, 1) and comparable across queries in
+the same index. The schema has a version (``PRAGMA user_version``): an index of another version
+is dropped and rebuilt from the files when it is opened.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import os
-import re
 import sqlite3
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from mindroom.memory.dates import date_words, entry_dates
 from mindroom.memory.markdown import MemoryEntry, parse_entries
+from mindroom.memory.query import Term, fts_query, parse_query
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, signature TEXT NOT NULL);
-CREATE VIRTUAL TABLE IF NOT EXISTS entries USING fts5(
-    text, path UNINDEXED, entry_id UNINDEXED, start_line UNINDEXED, end_line UNINDEXED,
-    tokenize = 'porter unicode61'
-);
-"""
-_STOP_TEXT = (
-    "a an and are as at be but by do does did for from had has have he her his i if in into "
-    "is it its me my no not of on or our she so that the their them then there these they "
-    "this to was we were what when where which who why will with you your"
-)
-_STOP_WORDS = frozenset(_STOP_TEXT.split())
-_TOKEN_RE = re.compile(r"\w+", re.UNICODE)
+# the version of _SCHEMA: an index written with another one is rebuilt (2: the dates column)
+SCHEMA_VERSION = 2
+_SCHEMA = [
+    "CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, signature TEXT NOT NULL)",
+    """CREATE VIRTUAL TABLE IF NOT EXISTS entries USING fts5(
+        text, dates, path UNINDEXED, entry_id UNINDEXED, start_line UNINDEXED,
+        end_line UNINDEXED, tokenize = 'porter unicode61'
+    )""",
+]
 
 
 @dataclass(frozen=True)
@@ -49,15 +50,8 @@ class SearchHit:
 
 
 def query_terms(query: str) -> list[str]:
-    """The terms searched for: words of the query, stop words dropped unless nothing is left."""
-    words = [w.lower() for w in _TOKEN_RE.findall(query)]
-    kept = [w for w in words if w not in _STOP_WORDS]
-    return list(dict.fromkeys(kept or words))
-
-
-def fts_query(terms: list[str]) -> str:
-    """An FTS5 query that ORs the quoted terms (quoting keeps FTS syntax out of user text)."""
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    """The words a query searches for (its dates aside; see :mod:`mindroom.memory.query`)."""
+    return [term.key for term in parse_query(query) if not term.is_date]
 
 
 def memory_files(root: Path) -> Iterator[tuple[str, Path]]:
@@ -107,6 +101,32 @@ def _signature(stat: os.stat_result) -> str:
     return f"{stat.st_ino}:{stat.st_mtime_ns}:{stat.st_size}"
 
 
+# a per-connection scratch table for TermCounts.held: the same tokenizer as the index
+_PROBE = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.probe USING fts5("
+    "text, dates, tokenize = 'porter unicode61')"
+)
+
+
+def _create(db: sqlite3.Connection) -> None:
+    """Create the tables; an index of another schema version is dropped first (it is derived:
+    the next sync indexes every file again)."""
+    if db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+        return
+    db.execute("BEGIN IMMEDIATE")  # one process migrates; the others wait, then see it done
+    try:
+        if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+            db.execute("DROP TABLE IF EXISTS entries")
+            db.execute("DROP TABLE IF EXISTS files")
+            for statement in _SCHEMA:
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
 class MemoryIndex:
     """The FTS5 index of one scope's files. Thread-safe; safe across processes (WAL).
 
@@ -141,7 +161,7 @@ class MemoryIndex:
         try:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
-            db.executescript(_SCHEMA)
+            _create(db)
             # the file may have been deleted or rebuilt while closed: trust only what it holds
             self._signatures = dict(db.execute("SELECT path, signature FROM files").fetchall())
         except BaseException:
@@ -165,13 +185,14 @@ class MemoryIndex:
             text = ""
         self._db.execute("DELETE FROM entries WHERE path = ?", (relative,))
         self._db.executemany(
-            "INSERT INTO entries (text, path, entry_id, start_line, end_line)"
-            " VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO entries (text, dates, path, entry_id, start_line, end_line)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
             [
-                (e.text, relative, e.id, e.start_line, e.end_line)
+                (e.text, date_words(entry_dates(relative, e.text)), relative, e.id,
+                 e.start_line, e.end_line)
                 for e in parse_entries(text, relative)
             ],
-        )
+        )  # fmt: skip
         signature = _signature(stat)
         self._db.execute(
             "INSERT OR REPLACE INTO files (path, signature) VALUES (?, ?)", (relative, signature)
@@ -219,11 +240,17 @@ class MemoryIndex:
             return int(self._db.execute("SELECT count(*) FROM entries").fetchone()[0])
 
     def search(
-        self, query: str, limit: int = 5, *, exclude_paths: frozenset[str] = frozenset()
+        self,
+        query: str,
+        limit: int = 5,
+        *,
+        exclude_paths: frozenset[str] = frozenset(),
+        now: dt.datetime | None = None,
     ) -> list[SearchHit]:
-        """The best ``limit`` entries for ``query`` (after syncing with the files)."""
+        """The best ``limit`` entries for ``query`` (after syncing with the files); ``now``
+        resolves relative dates such as "yesterday" (default: the clock)."""
         self.sync()
-        terms = query_terms(query)
+        terms = parse_query(query, now)
         if not terms or limit <= 0:
             return []
         excluded = sorted(exclude_paths)
@@ -260,3 +287,52 @@ class MemoryIndex:
                 "SELECT path, entry_id, text, start_line, end_line FROM entries"
             ).fetchall()
         return sorted((r[0], r[1], r[2], int(r[3]), int(r[4])) for r in rows)
+
+    def term_counts(self, terms: list[Term], entries: list[MemoryEntry]) -> TermCounts:
+        """How many indexed entries hold each term, and which terms each of ``entries`` holds.
+
+        For judging hits (see :mod:`mindroom.memory.relevance`). The entries are matched in a
+        scratch table with the index's own tokenizer, so a term holds where search matched it
+        (stems, dates) and checking a few hits costs nothing next to the search itself.
+        """
+        with self._lock:
+            db = self._db
+            # FTS5's own table of one row per entry: counting it is a b-tree count, not a scan
+            total = int(db.execute("SELECT count(*) FROM entries_docsize").fetchone()[0])
+            frequency = {
+                term.key: int(
+                    db.execute(
+                        "SELECT count(*) FROM entries WHERE entries MATCH ?", (term.expression,)
+                    ).fetchone()[0]
+                )
+                for term in terms
+            }
+            db.execute(_PROBE)
+            try:
+                db.executemany(
+                    "INSERT INTO temp.probe (rowid, text, dates) VALUES (?, ?, ?)",
+                    [
+                        (n, e.text, date_words(entry_dates(e.path, e.text)))
+                        for n, e in enumerate(entries)
+                    ],
+                )
+                held: list[set[str]] = [set() for _ in entries]
+                for term in terms:
+                    for (n,) in db.execute(
+                        "SELECT rowid FROM temp.probe WHERE probe MATCH ?", (term.expression,)
+                    ):
+                        held[n].add(term.key)
+            finally:
+                db.execute("DELETE FROM temp.probe")
+                db.commit()
+        return TermCounts(total, frequency, [frozenset(h) for h in held])
+
+
+@dataclass(frozen=True)
+class TermCounts:
+    """``total`` entries are indexed, ``frequency[key]`` of them hold term ``key``, and
+    ``held[n]`` names the terms the n-th entry asked about holds."""
+
+    total: int
+    frequency: dict[str, int]
+    held: list[frozenset[str]]

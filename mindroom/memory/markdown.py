@@ -67,11 +67,14 @@ Guarantees
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import re
 import secrets
 from dataclasses import dataclass
 from dataclasses import replace as _replace
+
+from mindroom.memory.dates import entry_date
 
 ENTRY_ID_RE = re.compile(r"\bm-[0-9a-f]{8}\b")
 
@@ -101,6 +104,11 @@ class MemoryEntry:
     def hand_written(self) -> bool:
         """True for lines a person wrote (no id marker); their id follows their text."""
         return self.id.startswith("h-")
+
+    @property
+    def date(self) -> dt.date | None:
+        """The entry's date: its daily file's day, else the first date written in it."""
+        return entry_date(self.path, self.text)
 
 
 def new_entry_id() -> str:

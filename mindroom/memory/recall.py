@@ -1,68 +1,214 @@
 """Recall in every turn: the memory block put into the agent's context before it answers.
 
-The system recalls; the model does not have to remember to. The block holds ``MEMORY.md``
-(capped, with a marker saying how many lines were left out and how to read them), today's and
-yesterday's daily files (capped), and the best search hits for the user's message from the
-scope's other files. It is clearly delimited and names its files, so the agent does not
-re-read them.
+The system recalls; the model does not have to remember to. The block holds:
+
+* ``MEMORY.md``, the curated long-term memory, as it is (capped at ``max_entrypoint_lines``,
+  with a marker saying how many lines were left out and how to read them);
+* recent entries (today's and yesterday's daily files) that are relevant to the message, best
+  first, at most ``max_daily_lines`` lines;
+* older entries (every other file) relevant to the message, best first, at most
+  ``recall_hits``.
+
+Relevant means what :mod:`mindroom.memory.relevance` says: the hit shares terms specific
+enough to be about the same thing. So chit-chat gets no entries, and yesterday's file is not
+pasted whole into every turn. Entries show their date, so "when" questions can be answered.
+The whole block fits in ``recall_max_chars``: the relevant entries are placed first, and
+``MEMORY.md`` is cut (with its marker) only when it would not fit beside them. The block is
+clearly delimited and names its files, so the agent does not re-read them.
+
+:func:`agent_recall` is the one place that decides what a turn of an agent recalls (its own
+memory, the requester's private one, its teams'); the runtime and ``mindroom memory recall``
+both call it, so what the command prints is what a turn gets.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
+from dataclasses import dataclass, field
 
+from mindroom.config.schema import Config, FileMemoryConfig
+from mindroom.memory.markdown import MemoryEntry
+from mindroom.memory.registry import MemoryRegistry
+from mindroom.memory.relevance import Candidate, Gate, judge, relevant
 from mindroom.memory.scope import ENTRYPOINT
 from mindroom.memory.store import FileMemory
 
+logger = logging.getLogger(__name__)
+
 OPEN = "<memory>"
 CLOSE = "</memory>"
+POOL = 100  # search hits judged per turn: the relevant ones are among the best of them
 
 
-def _section(memory: FileMemory, relative: str, title: str, max_lines: int) -> str | None:
-    lines, total = memory.head(relative, max_lines)
-    if not any(line.strip() for line in lines):
-        return None
-    body = "\n".join(lines)
-    if total > len(lines):
-        left = total - len(lines)
-        body += (
-            f"\n[... {left} more lines not shown: read them with "
-            f'memory_get("{relative}", {len(lines) + 1}, {left})]'
+@dataclass(frozen=True)
+class RecallSettings:
+    """How much of a memory a turn sees (``memory.file`` in the config)."""
+
+    max_entrypoint_lines: int = 200
+    max_recent_lines: int = 20
+    hits: int = 5
+    max_chars: int = 12000
+    gate: Gate = field(default_factory=Gate)
+
+    @classmethod
+    def of(cls, settings: FileMemoryConfig) -> RecallSettings:
+        """The settings ``memory.file`` of a config gives."""
+        return cls(
+            max_entrypoint_lines=settings.max_entrypoint_lines,
+            max_recent_lines=settings.max_daily_lines,
+            hits=settings.recall_hits,
+            max_chars=settings.recall_max_chars,
+            gate=Gate(
+                rare_word_entries=settings.recall_gate.rare_word_entries,
+                min_similarity=settings.recall_gate.min_similarity,
+            ),
         )
-    return f"### {title}: {relative}\n{body}"
+
+
+def _line(entry: MemoryEntry) -> str:
+    date = entry.date
+    when = f" ({date.isoformat()})" if date else ""
+    return f"- [{entry.path}:{entry.start_line}]{when} {entry.text}"
+
+
+def _relevant(
+    memory: FileMemory, query: str, settings: RecallSettings, now: dt.datetime
+) -> tuple[list[Candidate], list[Candidate]]:
+    """The relevant entries of today's and yesterday's files, and of the other files (not
+    ``MEMORY.md``, which is shown as it is), best first; recency breaks ties."""
+    if settings.max_recent_lines <= 0 and settings.hits <= 0:
+        return [], []
+    hits = memory.index.search(query, POOL, exclude_paths=frozenset({ENTRYPOINT}), now=now)
+    judged = judge(memory.index, query, hits, settings.gate, now=now)
+    found = [c for c in judged if relevant(c, settings.gate)]
+    found.sort(key=lambda c: (-c.score, -(c.entry.date or dt.date.min).toordinal()))
+    days = (now.date(), now.date() - dt.timedelta(days=1))
+    recent_paths = {memory.scope.daily_path(day.isoformat()) for day in days}
+    recent = [c for c in found if c.entry.path in recent_paths]
+    older = [c for c in found if c.entry.path not in recent_paths]
+    return recent, older
+
+
+def _entries_section(
+    title: str,
+    found: list[Candidate],
+    budget: list[int],
+    *,
+    lines: int | None = None,
+    entries: int | None = None,
+) -> str:
+    """A section of entries, best first, while they fit in ``lines`` lines, ``entries`` entries
+    and the budget (a one-item list of the characters left, spent here)."""
+    shown: list[str] = []
+    used = 0
+    for candidate in found:
+        line = _line(candidate.entry)
+        count = line.count("\n") + 1
+        cost = len(line) + 1 + (0 if shown else len(title) + 2)
+        if len(shown) == entries:
+            break
+        if (lines is not None and used + count > lines) or cost > budget[0]:
+            continue  # a shorter one further down may still fit
+        budget[0] -= cost
+        used += count
+        shown.append(line)
+    return f"{title}\n" + "\n".join(shown) if shown else ""
+
+
+def _entrypoint_section(memory: FileMemory, max_lines: int, budget: int) -> str:
+    """``MEMORY.md``'s first lines, as many as ``max_lines`` and ``budget`` characters allow,
+    with a marker naming the lines left out."""
+    lines, total = memory.head(ENTRYPOINT, max_lines)
+    if not any(line.strip() for line in lines):
+        return ""
+    title = f"### Long-term memory: {ENTRYPOINT}"
+
+    def render(shown: list[str]) -> str:
+        body = "\n".join([title, *shown])
+        if total > len(shown):
+            left = total - len(shown)
+            body += (
+                f"\n[... {left} more lines not shown: read them with "
+                f'memory_get("{ENTRYPOINT}", {len(shown) + 1}, {left})]'
+            )
+        return body
+
+    text = render(lines)
+    while len(text) + 2 > budget and lines:
+        lines = lines[: max(0, min(len(lines) - 1, len(lines) * budget // len(text)))]
+        text = render(lines)
+    return text if len(text) + 2 <= budget else ""
 
 
 def build_recall(
     memory: FileMemory,
     query: str,
+    settings: RecallSettings,
     *,
-    max_entrypoint_lines: int,
-    max_daily_lines: int,
-    hits: int,
     now: dt.datetime | None = None,
     label: str = "",
 ) -> str:
     """The recall block of ``memory`` for a turn answering ``query`` ('' when it is empty)."""
     memory.prepare()
     now = now or dt.datetime.now()
-    today = now.strftime("%Y-%m-%d")
-    yesterday = (now - dt.timedelta(days=1)).strftime("%Y-%m-%d")
-    shown = {ENTRYPOINT, memory.scope.daily_path(today), memory.scope.daily_path(yesterday)}
-    sections = [
-        _section(memory, ENTRYPOINT, "Long-term memory", max_entrypoint_lines),
-        _section(memory, memory.scope.daily_path(today), "Today", max_daily_lines),
-        _section(memory, memory.scope.daily_path(yesterday), "Yesterday", max_daily_lines),
-    ]
-    found = memory.index.search(query, hits, exclude_paths=frozenset(shown)) if hits else []
-    if found:
-        lines = [f"- [{hit.entry.path}:{hit.entry.start_line}] {hit.entry.text}" for hit in found]
-        sections.append("### Related memories (search)\n" + "\n".join(lines))
-    present = [s for s in sections if s]
-    if not present:
-        return ""
+    recent, older = _relevant(memory, query, settings, now)
     scope = f" ({label})" if label else ""
     intro = (
-        f"Your memory{scope}, loaded from your memory files for this turn. It is already "
-        "here: do not read these files again. Use the memory tools to add, update or delete."
+        f"Your memory{scope}, loaded from your memory files for this turn: the long-term "
+        "memory, and the entries relevant to this message, with their dates. It is already "
+        "here: do not read these files again. Search your memory for more; use the memory "
+        "tools to add, update or delete."
     )
+    # what is left once the frame is paid; the relevant entries go first
+    budget = [settings.max_chars - len(OPEN) - len(intro) - len(CLOSE) - 6]
+    recent_text = _entries_section(
+        "### Recent (today and yesterday)", recent, budget, lines=settings.max_recent_lines
+    )
+    older_text = _entries_section("### Related memories", older, budget, entries=settings.hits)
+    entrypoint = _entrypoint_section(memory, settings.max_entrypoint_lines, budget[0])
+    present = [s for s in (entrypoint, recent_text, older_text) if s]
+    if not present:
+        return ""
     return "\n\n".join([OPEN, intro, *present, CLOSE])
+
+
+def recall_block(
+    config: Config, memory: FileMemory, text: str, label: str = "", now: dt.datetime | None = None
+) -> str:
+    """The recall block of ``memory`` for ``text`` with ``config``'s settings; a failure is
+    logged and recalls nothing (recall must never cost the answer)."""
+    try:
+        return build_recall(
+            memory, text, RecallSettings.of(config.memory.file), now=now, label=label
+        )
+    except Exception:
+        logger.exception("recall of %s failed", memory.scope_id)
+        return ""
+
+
+def agent_recall(
+    config: Config,
+    memories: MemoryRegistry,
+    agent: str,
+    text: str,
+    requester: str | None = None,
+    *,
+    private_recall: bool = True,
+    now: dt.datetime | None = None,
+) -> tuple[FileMemory | None, str]:
+    """The memory of ``agent`` for ``requester`` and what a new turn answering ``text``
+    recalls: its own memory's block and each of its teams' (blocking: run it in a thread).
+
+    Without ``private_recall`` a private agent gets neither: its answer may be read by
+    people other than the requester (see :mod:`mindroom.turns`).
+    """
+    if not private_recall and config.agents[agent].private is not None:
+        return None, ""
+    memory = memories.for_agent(agent, requester)
+    blocks = [recall_block(config, memory, text, now=now)] if memory is not None else []
+    for team in config.teams_of(agent):
+        team_memory = memories.for_team(config.teams[team].agents)
+        if team_memory is not None:
+            blocks.append(recall_block(config, team_memory, text, f"team {team}", now))
+    return memory, "\n\n".join(b for b in blocks if b)

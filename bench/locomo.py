@@ -1,0 +1,176 @@
+"""LoCoMo conversations stored in a mindroom memory: shared by the LoCoMo benchmarks.
+
+A LoCoMo file is a JSON list of samples; each has a ``conversation`` (``speaker_a``,
+``speaker_b``, ``session_N`` lists of turns with ``speaker``, ``dia_id`` like ``"D1:3"`` and
+``text``, and ``session_N_date_time`` like ``"1:56 pm on 8 May, 2023"``) and ``qa`` (``question``,
+``evidence``: a list of dia_ids, ``category`` 1-5, 5 being adversarial).
+
+Each turn becomes one entry ``"<speaker> (<D Month YYYY>): <text>"`` in the daily file of its
+session's date, written with the product's public memory API (``FileMemory.add`` with the
+daily file's path, as :meth:`MemoryScope.daily_path` names it). Only the turn's ``text`` is
+stored: an image turn's ``blip_caption`` (a generated description of a shared photo) is left
+out, because the issue defines the entry as the text and a person's memory would hold what was
+said, not a captioner's guess. The memory is opened the way the product opens an agent's
+memory (:class:`MemoryRegistry` over a :class:`Config`); :func:`bench_config` and
+:func:`open_memory` are the one seam where a memory setting such as an embedder goes in.
+
+Nothing here scores anything; the benchmark scripts do.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from mindroom.config.schema import Config  # noqa: E402
+from mindroom.memory.registry import MemoryRegistry  # noqa: E402
+from mindroom.memory.store import FileMemory  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_DATA = (REPO / ".." / "shared" / "data" / "locomo-dev.json").resolve()
+EMBEDDERS = ("none", "default")
+AGENT = "bench"
+ACTOR = "locomo"
+
+_SESSION_RE = re.compile(r"session_(\d+)")
+_DATE_RE = re.compile(r"(\d{1,2}) ([A-Za-z]+),? (\d{4})\s*$")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One turn of a conversation and the day its session took place."""
+
+    dia_id: str
+    speaker: str
+    text: str
+    day: dt.date
+
+
+@dataclass(frozen=True)
+class Question:
+    """One LoCoMo question with the dia_ids of its evidence."""
+
+    text: str
+    evidence: tuple[str, ...]
+    category: int
+
+
+@dataclass(frozen=True)
+class Conversation:
+    sample_id: str
+    turns: tuple[Turn, ...]
+    questions: tuple[Question, ...]
+
+    @property
+    def last_day(self) -> dt.date:
+        """The date of the latest session."""
+        return max(turn.day for turn in self.turns)
+
+
+def session_day(date_time: str) -> dt.date:
+    """The date of a session: ``"1:56 pm on 8 May, 2023"`` -> 2023-05-08."""
+    match = _DATE_RE.search(date_time)
+    if match is None:
+        raise ValueError(f"unrecognised session date {date_time!r}")
+    day, month, year = match.groups()
+    return dt.datetime.strptime(f"{day} {month} {year}", "%d %B %Y").date()
+
+
+def entry_text(turn: Turn) -> str:
+    """The memory entry of a turn: ``"Caroline (8 May 2023): I went to a support group."``."""
+    return f"{turn.speaker} ({turn.day.day} {turn.day:%B %Y}): {turn.text}"
+
+
+def parse_conversation(sample: dict[str, Any]) -> Conversation:
+    """A LoCoMo sample as plain data (sessions that have a date but no turns are ignored)."""
+    conversation = sample["conversation"]
+    sessions = sorted(
+        (int(m.group(1)), key)
+        for key in conversation
+        if (m := _SESSION_RE.fullmatch(key)) and conversation[key]
+    )
+    turns = []
+    for _, key in sessions:
+        day = session_day(conversation[f"{key}_date_time"])
+        for turn in conversation[key]:
+            turns.append(Turn(turn["dia_id"], turn["speaker"], turn.get("text", ""), day))
+    questions = tuple(
+        Question(str(qa["question"]), tuple(qa.get("evidence") or ()), int(qa["category"]))
+        for qa in sample.get("qa", [])
+    )
+    return Conversation(str(sample.get("sample_id", "")), tuple(turns), questions)
+
+
+def load_conversations(path: Path) -> list[Conversation]:
+    """Every conversation of a LoCoMo JSON file."""
+    return [parse_conversation(s) for s in json.loads(path.read_text(encoding="utf-8"))]
+
+
+def memory_section(embedder: str) -> dict[str, Any]:
+    """The ``memory:`` config for ``--embedder``: ``none`` is keyword-only (the product's only
+    search today, so no key is needed; should an embedder ever be on by default, ``none`` must
+    turn it off here), ``default`` asks for the local default embedder."""
+    if embedder == "none":
+        return {}
+    if embedder == "default":
+        return {"embedder": {"provider": "sentence_transformers"}}
+    raise ValueError(f"--embedder must be one of {', '.join(EMBEDDERS)}, not {embedder!r}")
+
+
+def bench_config(embedder: str = "none") -> Config:
+    """A config with one shared agent whose memory the benchmark fills and searches.
+
+    Raises SystemExit with a clear message when the product does not accept the embedder
+    setting (``memory.embedder`` is not in its config schema yet).
+    """
+    raw = {
+        "models": {"default": {"id": "unused"}},
+        "agents": {AGENT: {}},
+        "memory": memory_section(embedder),
+    }
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as exc:
+        if embedder != "none" and "embedder" in str(exc):
+            raise SystemExit(
+                f"--embedder {embedder}: embedder support is not built yet "
+                "(this mindroom's config has no memory.embedder)"
+            ) from None
+        raise
+
+
+def open_memory(config: Config, storage: Path) -> FileMemory:
+    """The agent's memory under ``storage``, opened as the runtime opens it."""
+    memory = MemoryRegistry(config, storage).for_agent(AGENT)
+    if memory is None:
+        raise SystemExit("the benchmark config has no memory for its agent")
+    return memory
+
+
+async def store(memory: FileMemory, conversation: Conversation) -> dict[str, str]:
+    """Write every turn into its day's file; returns entry id -> dia_id."""
+    dia_ids: dict[str, str] = {}
+    for turn in conversation.turns:
+        daily = memory.scope.daily_path(turn.day.isoformat())
+        entry = await memory.add(entry_text(turn), actor=ACTOR, path=daily)
+        dia_ids[entry.id] = turn.dia_id
+    return dia_ids
+
+
+def answerable(conversation: Conversation) -> Iterator[Question]:
+    """Questions with evidence that is all in the conversation (others are skipped: some
+    LoCoMo evidence is empty or malformed, like ``"D8:6; D9:17"``, and cannot be scored)."""
+    present = {turn.dia_id for turn in conversation.turns}
+    for question in conversation.questions:
+        if question.evidence and all(e in present for e in question.evidence):
+            yield question

@@ -1,0 +1,172 @@
+"""The LoCoMo benchmarks measure what they say: run on a tiny LoCoMo-shaped file, by hand.
+
+The data is written here (two sessions, a few turns, questions whose scores can be worked out
+on paper); no real data and no network. The scripts run as a person runs them, in a
+subprocess, from a folder that is not the repository.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from mindroom.config.schema import MemoryConfig
+from mindroom.memory.files import read_text
+
+REPO = Path(__file__).resolve().parents[1]
+
+SAMPLE = {
+    "sample_id": "tiny-1",
+    "conversation": {
+        "speaker_a": "Caroline",
+        "speaker_b": "Melanie",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Caroline", "dia_id": "D1:1",
+             "text": "I adopted a puppy named Biscuit last weekend."},
+            {"speaker": "Melanie", "dia_id": "D1:2", "text": "Pottery class keeps me busy."},
+            {"speaker": "Caroline", "dia_id": "D1:3", "text": "Look at him!",
+             "img_url": ["https://example.invalid/dog.jpg"],
+             "blip_caption": "a photo of a dog sleeping on a couch"},
+        ],
+        "session_2_date_time": "10:00 am on 9 June, 2023",
+        "session_2": [
+            {"speaker": "Caroline", "dia_id": "D2:1", "text": "I started learning the violin."},
+            {"speaker": "Melanie", "dia_id": "D2:2", "text": "Kayaking on the lake was wonderful."},
+        ],
+        "session_3_date_time": "4:00 pm on 1 July, 2023",  # a date without turns, as in LoCoMo
+    },
+    "qa": [
+        # D1:1 is the only hit with these words ranked first; D2:2 shares none: found 1 of 2
+        {"question": "What is the name of the puppy Caroline adopted?",
+         "evidence": ["D1:1", "D2:2"], "category": 1},
+        # no stored word at all: nothing found
+        {"question": "Which pet food brand is cheapest?", "evidence": ["D1:2"], "category": 4},
+        # adversarial: only in "all"; "learning" is in D2:1 only
+        {"question": "Who is learning an instrument?", "evidence": ["D2:1"], "category": 5},
+        # skipped: evidence the conversation does not have, or none
+        {"question": "Where is Biscuit?", "evidence": ["D9:9"], "category": 1},
+        {"question": "What did Caroline adopt?", "evidence": [], "category": 2},
+    ],
+}  # fmt: skip
+
+SUMMARY_RE = r"R@5=\d\.\d{3} R@10=\d\.\d{3} MRR=\d\.\d{3} n=\d+"
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny-locomo.json"
+    path.write_text(json.dumps([SAMPLE]), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def locomo(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    return importlib.import_module("locomo")
+
+
+def run_bench(script: str, *args: str, cwd: Path) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / script), *args],
+        cwd=cwd, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_locomo_retrieval_scores_recall_as_the_fraction_of_evidence_found(
+    data: Path, tmp_path: Path
+) -> None:
+    lines = run_bench("locomo_retrieval.py", "--data", str(data), cwd=tmp_path)
+    assert re.fullmatch(rf"cat1-4: {SUMMARY_RE}", lines[-2]), lines
+    assert re.fullmatch(rf"all: {SUMMARY_RE}", lines[-1]), lines
+    # cat 1-4: the puppy question finds 1 of its 2 turns at rank 1, the pet food one nothing
+    assert lines[-2] == "cat1-4: R@5=0.250 R@10=0.250 MRR=0.500 n=2"
+    # all: plus the adversarial one, found at rank 1: (0.5 + 0 + 1) / 3, (1 + 0 + 1) / 3
+    assert lines[-1] == "all: R@5=0.500 R@10=0.500 MRR=0.667 n=3"
+
+
+def test_recall_gate_counts_chitchat_and_the_questions_that_get_their_evidence(
+    data: Path, tmp_path: Path
+) -> None:
+    lines = run_bench("recall_gate.py", "--data", str(data), cwd=tmp_path)
+    chitchat = re.fullmatch(r"chitchat: injected=(\d+)/30 hits=(\d+)", lines[-2])
+    assert chitchat is not None, lines
+    injected, hits = int(chitchat[1]), int(chitchat[2])
+    assert injected <= hits <= 30 * 5  # five stored turns at most in each block
+    # no chit-chat message shares a word with these turns: search alone injects nothing
+    assert "# chitchat a year later (no recent days): injected=0/30 hits=0" in lines
+    # the puppy question gets D1:1 from the search (session 1 is not a recent day); the pet
+    # food question shares no word with D1:2; the others are adversarial or skipped
+    assert lines[-1] == "questions: evidence_injected=1/2"
+
+
+def test_turns_are_entries_in_the_daily_file_of_their_session(
+    locomo: ModuleType, tmp_path: Path
+) -> None:
+    conversation = locomo.parse_conversation(SAMPLE)
+    memory = locomo.open_memory(locomo.bench_config(), tmp_path)
+    try:
+        dia_ids = asyncio.run(locomo.store(memory, conversation))
+    finally:
+        memory.close()
+    assert sorted(dia_ids.values()) == ["D1:1", "D1:2", "D1:3", "D2:1", "D2:2"]
+    may = read_text(memory.scope.root / "memory" / "2023-05-08.md")
+    june = read_text(memory.scope.root / "memory" / "2023-06-09.md")
+    assert "- Caroline (8 May 2023): I adopted a puppy named Biscuit last weekend. <!--" in may
+    assert "- Melanie (9 June 2023): Kayaking on the lake was wonderful. <!--" in june
+    assert "Caroline (8 May 2023): Look at him!" in may
+    assert "couch" not in may  # the image caption is not the turn's text
+    assert sorted(p.name for p in (memory.scope.root / "memory").iterdir()) == [
+        "2023-05-08.md",
+        "2023-06-09.md",
+    ]
+
+
+def test_session_dates_name_the_day(locomo: ModuleType) -> None:
+    assert str(locomo.session_day("1:56 pm on 8 May, 2023")) == "2023-05-08"
+    assert str(locomo.session_day("12:09 am on 13 September, 2023")) == "2023-09-13"
+
+
+def test_the_default_data_is_found_from_the_repository_not_the_working_folder(
+    locomo: ModuleType,
+) -> None:
+    expected = (REPO.parent / "shared" / "data" / "locomo-dev.json").resolve()
+    default = locomo.DEFAULT_DATA
+    assert default == expected
+
+
+def test_the_default_embedder_reaches_the_memory_config_or_says_it_is_not_built(
+    locomo: ModuleType,
+) -> None:
+    if "embedder" in MemoryConfig.model_fields:
+        assert locomo.bench_config("default").memory.embedder is not None
+    else:
+        with pytest.raises(SystemExit, match="embedder support is not built yet"):
+            locomo.bench_config("default")
+    # keyword-only means no embedder, also once the product has one (the seam must say so)
+    assert getattr(locomo.bench_config("none").memory, "embedder", None) is None
+
+
+def test_a_turn_counts_as_injected_only_when_its_whole_entry_is_in_the_block(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    recall_gate = importlib.import_module("recall_gate")
+    texts = {
+        "D1:1": "Caroline (8 May 2023): I adopted a puppy named Biscuit last weekend.",
+        "D1:2": "Caroline (8 May 2023): I adopted a cat.",
+        "D1:3": "Melanie (8 May 2023): Pottery class keeps me busy.",
+    }
+    block = "<memory>\n### Related memories (search)\n- [memory/2023-05-08.md:1] " + texts["D1:1"]
+    assert recall_gate.injected(block, texts) == {"D1:1"}
+    assert recall_gate.counts([{"D1:1"}, set(), {"D1:2", "D1:3"}]) == "injected=2/3 hits=3"
