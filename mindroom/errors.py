@@ -8,7 +8,9 @@ an event handler, a worker loop) can catch ours without catching programming err
      ├── MatrixError       the homeserver refused or failed a request we need
      │    └── HomeserverError   the embedded Synapse could not start or answer
      ├── ModelError        a language model failed (unreachable, bad key, bad answer)
-     └── MemoryStoreError  a memory file or index operation was refused or failed
+     ├── MemoryStoreError  a memory file or index operation was refused or failed
+     └── EmbedderError     an embedder could not be loaded or did not answer (memory search
+                           then stays keyword-only; it never fails a turn)
 
 Messages are written for the person running the bot: they say what failed and, where known,
 what to do about it.
@@ -49,3 +51,7 @@ class ModelError(MindroomError):
 
 class MemoryStoreError(MindroomError):
     """A memory operation was refused (bad path, unknown id) or failed."""
+
+
+class EmbedderError(MindroomError):
+    """An embedder could not be loaded (missing package, bad model path) or did not answer."""
