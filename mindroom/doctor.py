@@ -1,4 +1,4 @@
-"""``mindroom doctor``: check the config, the homeserver, every model and the storage.
+"""``mindroom doctor``: check the config, the homeserver, every model, memory search and storage.
 
 Each check says what it found and, when something is wrong, what to do about it. Checks make
 small real requests (the homeserver's versions endpoint, one tiny completion per model) with
@@ -15,6 +15,7 @@ from mindroom.agents.probe import check_model
 from mindroom.checks import Check
 from mindroom.config.load import load_config
 from mindroom.config.schema import Config
+from mindroom.embeddings.probe import check_embedders
 from mindroom.errors import ConfigError
 from mindroom.matrix.probe import check_homeserver
 from mindroom.matrix.synapse_config import CONFIG_FILE
@@ -45,6 +46,7 @@ async def run_doctor(config_path: Path, storage: Path, homeserver: str | None) -
     checks += await check_homeserver(url.rstrip("/"), local_secret)
     if config is not None:
         checks += await asyncio.gather(*(check_model(n, m) for n, m in config.models.items()))
+        checks += await check_embedders(config, config_path.parent)
     checks.append(check_storage(storage))
     return checks
 
