@@ -308,3 +308,35 @@ def test_a_copied_scope_with_its_vectors_needs_no_embedding(
         assert again.texts == []
     finally:
         moved.close()
+
+
+def test_large_indexes_score_through_float16_and_rank_exactly_like_small_ones(
+    tmp_path: Path, memory: FileMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mindroom.memory.vectors as vectors_module
+
+    hand_write(memory, "MEMORY.md", FACTS)
+    hand_write(memory, "memory/2025-03-01.md", [f"Note {i}: {f}" for i, f in enumerate(FACTS)])
+    queries = ["food intolerance", "music on weekends", "a car in winter", "exercise"]
+
+    def ranked(opened: FileMemory) -> list[list[tuple[str, str, float]]]:
+        return [
+            [(h.entry.id, h.entry.path, h.score) for h in vectors_of(opened).search(q, 4)]
+            for q in queries
+        ]
+
+    exact = ranked(memory)
+    assert vectors_of(memory)._scorer is None
+    monkeypatch.setattr(vectors_module, "HALF_FROM", 1)
+    large = FileMemory(scope(tmp_path), memory.embedder)
+    try:
+        found = ranked(large)
+        assert vectors_of(large)._scorer is not None  # the float16 path ran
+    finally:
+        large.close()
+
+    assert [[hit[:2] for hit in hits] for hits in found] == [
+        [hit[:2] for hit in hits] for hits in exact
+    ]
+    for new, old in zip(found, exact, strict=True):
+        assert [hit[2] for hit in new] == pytest.approx([hit[2] for hit in old], abs=1e-6)

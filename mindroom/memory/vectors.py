@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mindroom.embeddings import Embedder
+from mindroom.embeddings.scoring import Scorer, half_precision_scorer
 from mindroom.errors import EmbedderError
 from mindroom.memory.index import IndexMark, MemoryIndex, SearchHit
 from mindroom.memory.markdown import MemoryEntry
@@ -54,6 +56,7 @@ CREATE TABLE IF NOT EXISTS vectors (
 ) WITHOUT ROWID;
 """
 CHUNK = 256  # texts embedded and stored per step: progress survives an interruption
+HALF_FROM = 20_000  # from this many entries, candidates come from a float16 copy (see scoring)
 _LOOKUP = 500  # hashes per stored-vector lookup (below SQLite's variable limit)
 _Matrix = npt.NDArray[np.float32]
 
@@ -93,6 +96,7 @@ class VectorIndex:
         self._unused = 0  # stored vectors whose text left the index since the last prune
         # the files' blocks joined in path order (built on the first search after a change)
         self._matrix: _Matrix | None = None
+        self._scorer: Scorer | None = None
         self._rows: list[MemoryEntry] = []
         self._spans: dict[str, tuple[int, int]] = {}
 
@@ -130,6 +134,14 @@ class VectorIndex:
         self._mark, self._files, self._matrix, self._dims = None, {}, None, None
 
     def _stored(self, hashes: list[bytes]) -> dict[bytes, _Matrix]:
+        """The stored vectors of ``hashes`` (one scan of the model's rows when most are wanted,
+        as on opening: 0.5 s instead of 2.3 s for 100k lookups)."""
+        if len(hashes) > _LOOKUP * 4:
+            wanted = set(hashes)
+            rows = self._db.execute(
+                "SELECT hash, vector FROM vectors WHERE model = ?", (self.model_id,)
+            )
+            return self._usable((key, blob) for key, blob in rows if key in wanted)
         found: dict[bytes, _Matrix] = {}
         for start in range(0, len(hashes), _LOOKUP):
             chunk = hashes[start : start + _LOOKUP]
@@ -137,13 +149,19 @@ class VectorIndex:
                 f"SELECT hash, vector FROM vectors WHERE model = ? AND hash IN "
                 f"({', '.join('?' * len(chunk))})",
                 (self.model_id, *chunk),
-            ).fetchall()
-            for key, blob in rows:
-                vector = np.frombuffer(blob, dtype=np.float32)
-                if self._dims is None:
-                    self._dims = vector.shape[0]
-                if vector.shape[0] == self._dims:  # else: stale, embedded again below
-                    found[key] = vector
+            )
+            found.update(self._usable(rows))
+        return found
+
+    def _usable(self, rows: Iterable[tuple[bytes, bytes]]) -> dict[bytes, _Matrix]:
+        """Stored vectors of the index's size (another size is stale: embedded again)."""
+        found: dict[bytes, _Matrix] = {}
+        for key, blob in rows:
+            vector = np.frombuffer(blob, dtype=np.float32)
+            if self._dims is None:
+                self._dims = vector.shape[0]
+            if vector.shape[0] == self._dims:
+                found[key] = vector
         return found
 
     def _embed(self, wanted: dict[bytes, str]) -> dict[bytes, _Matrix]:
@@ -177,14 +195,18 @@ class VectorIndex:
         """Drop this model's stored vectors whose text is in no entry any more."""
         keep = {key for block in self._files.values() for key in block.hashes}
         with self._db:
-            self._db.execute("CREATE TEMP TABLE IF NOT EXISTS keep (hash BLOB PRIMARY KEY)")
-            self._db.execute("DELETE FROM keep")
-            self._db.executemany("INSERT INTO keep VALUES (?)", [(key,) for key in keep])
-            self._db.execute(
-                "DELETE FROM vectors WHERE model = ? AND hash NOT IN (SELECT hash FROM keep)",
-                (self.model_id,),
-            )
-            self._db.execute("DELETE FROM keep")
+            stored = self._db.execute(
+                "SELECT count(*) FROM vectors WHERE model = ?", (self.model_id,)
+            ).fetchone()[0]
+            if stored > len(keep):  # every kept text is stored: equal counts, nothing to drop
+                self._db.execute("CREATE TEMP TABLE IF NOT EXISTS keep (hash BLOB PRIMARY KEY)")
+                self._db.execute("DELETE FROM keep")
+                self._db.executemany("INSERT INTO keep VALUES (?)", [(key,) for key in keep])
+                self._db.execute(
+                    "DELETE FROM vectors WHERE model = ? AND hash NOT IN (SELECT hash FROM keep)",
+                    (self.model_id,),
+                )
+                self._db.execute("DELETE FROM keep")
         self._unused = 0
 
     # -- following the keyword index ------------------------------------------------------
@@ -236,8 +258,11 @@ class VectorIndex:
             self._prune()
         return embedded
 
-    def _joined(self) -> tuple[_Matrix, list[MemoryEntry], dict[str, tuple[int, int]]]:
-        """The matrix of every vector (path order), its entries and each file's row span.
+    def _joined(
+        self,
+    ) -> tuple[_Matrix, Scorer | None, list[MemoryEntry], dict[str, tuple[int, int]]]:
+        """The matrix of every vector (path order), its fast scorer (large matrices only),
+        its entries and each file's row span.
 
         After joining, each file's block is a view into the matrix, so the vectors are held
         once; a changed file gets a new block and the next search joins again.
@@ -256,7 +281,8 @@ class VectorIndex:
                 spans[path] = (start, len(rows))
                 self._files[path] = _Block(block.entries, block.hashes, matrix[start : len(rows)])
             self._matrix, self._rows, self._spans = matrix, rows, spans
-        return self._matrix, self._rows, self._spans
+            self._scorer = half_precision_scorer(matrix) if len(rows) >= HALF_FROM else None
+        return self._matrix, self._scorer, self._rows, self._spans
 
     # -- reading --------------------------------------------------------------------------
 
@@ -270,7 +296,7 @@ class VectorIndex:
         self.sync()
         [vector] = self.embedder.embed([query])
         with self._lock:
-            matrix, rows, spans = self._joined()
+            matrix, scorer, rows, spans = self._joined()
         if not rows:
             return []
         if vector.shape[0] != matrix.shape[1]:
@@ -278,14 +304,18 @@ class VectorIndex:
                 f"{self.model_id} made a {vector.shape[0]}-dimensional query vector for "
                 f"{matrix.shape[1]}-dimensional entries: run `mindroom memory reindex`"
             )
-        scores = matrix @ vector
+        vector = np.ascontiguousarray(vector, dtype=np.float32)
+        approximate = matrix @ vector if scorer is None else scorer(vector)
         for path in exclude_paths:
             start, end = spans.get(path, (0, 0))
-            scores[start:end] = -np.inf
-        count = min(limit, len(rows))
-        top = np.argpartition(-scores, count - 1)[:count]
-        order = sorted(top.tolist(), key=lambda i: (-scores[i], i))
-        return [SearchHit(rows[i], float(scores[i])) for i in order if np.isfinite(scores[i])]
+            approximate[start:end] = -np.inf
+        count = min(limit if scorer is None else max(64, 8 * limit), len(rows))
+        top = np.argpartition(-approximate, count - 1)[:count]
+        top = top[np.isfinite(approximate[top])]
+        # candidates from the float16 copy are scored again, exactly
+        scores = approximate[top] if scorer is None else matrix[top] @ vector
+        order = sorted(range(len(top)), key=lambda j: (-scores[j], top[j]))[:limit]
+        return [SearchHit(rows[top[j]], float(scores[j])) for j in order]
 
     def rebuild(self) -> int:
         """Drop every stored vector (of every model) and embed every entry again; returns the
