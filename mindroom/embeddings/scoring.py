@@ -3,7 +3,7 @@
 Scoring every entry is one pass over the matrix, so its time is set by memory traffic: at 100k
 entries x 384 dimensions a float32 pass reads 150 MB, about 10 to 20 ms on 2 cores shared with
 other work. A float16 copy halves that and torch scores it (numpy has no fast float16 product):
-6 ms median, 13 ms p95 on the same machine (``bench/vector_search.py``). The caller rescores the
+6 ms median, 13 ms p95 on the same machine (``bench/vector_store.py``). The caller rescores the
 best candidates exactly in float32, so results are exact except among entries within about
 0.001 of each other.
 

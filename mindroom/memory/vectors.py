@@ -9,25 +9,31 @@ entry moved to another file or restored keeps its vector, and two embedders neve
 of entries that are gone are pruned in bulk. :meth:`VectorIndex.rebuild` (``mindroom memory
 reindex``) drops every stored vector and embeds everything again, with the same result.
 
-Storage and search, chosen by measurement (``bench/vector_store.py``; 384 dimensions, 2 cores
-shared with other work; medians, query embedding not included):
+Storage and search, chosen by measurement (``bench/vector_store.py``: 384 dimensions, query
+vector given, medians, 2 cores that other work was using, load average 2.2 to 2.5):
 
-=========  ======================  ============================  ====================
-entries    numpy (BLOB table,      sqlite-vec 0.1.9 ``vec0``      sqlite-vec memory
-           matrix in memory)       (through sqlean)
-=========  ======================  ============================  ====================
-1,000      0.06 ms, +5 MB           0.95 ms                       ~0
-10,000     0.95 ms, +31 MB          12 ms                         ~0
-100,000    9-12 ms, +150 MB         140 ms                        ~0
-=========  ======================  ============================  ====================
+=========  ==========================  =========================  ============================
+entries    numpy (SQLite BLOB table,   + float16 copy via torch    sqlite-vec 0.1.9 ``vec0``
+           float32 matrix in memory)   (candidates, see below)     (through sqlean.py)
+=========  ==========================  =========================  ============================
+1,000      0.05 ms, +8 MB              0.13 ms                     0.63 ms, ~0 MB
+10,000     0.24 ms, +45 MB             0.60 ms                     7.8 ms
+100,000    6.8-7.3 ms (p95 10), +148   5.9 ms (p95 6.5), +220 MB   70 ms (p95 84)
+=========  ==========================  =========================  ============================
 
-sqlite-vec scans its on-disk chunks for every query: 12x slower than one BLAS matrix-vector
-product at 100k entries, far over the 25 ms budget (which also has to pay for embedding the
-query, about 10 ms), and it needs a SQLite that loads extensions (the standard library's here
-cannot). numpy keeps the scope's matrix in memory (4 bytes x 384 per entry: 150 MB at 100k
-entries, 1.5 MB at 1k) and loads it from the SQLite BLOB table (``vectors.db`` beside the
-keyword index) once per process, about 1.4 s at 100k. Exact brute force keeps the results
-exact and deterministic, so a rebuilt index ranks exactly like an incrementally updated one.
+sqlite-vec scans its on-disk chunks on every query: ten times slower than one BLAS
+matrix-vector product at 100k entries (140 ms against 28 ms in a busier minute), so it alone
+would take the whole 25 ms budget that search has to share with embedding the query (11 to
+17 ms here), and it needs a SQLite that loads extensions, which the standard library's here
+cannot. numpy keeps each scope's vectors in memory (1.5 KB an entry: 150 MB at 100k, 1.5 MB at
+1k), read from ``vectors.db`` (beside the keyword index) once per process: 1.6 s at 100k.
+From :data:`HALF_FROM` entries a float16 copy scored by torch (:mod:`mindroom.embeddings.scoring`,
++50 % memory) picks the candidates, which are then scored exactly: its time barely moves when
+other processes compete for memory bandwidth (float32 went from 7 to 19 ms under load, float16
+stayed at 6). Brute force keeps results exact and deterministic, so a rebuilt index ranks
+exactly like an incrementally updated one. End to end (``bench/vector_search.py``, real
+all-MiniLM-L6-v2): a search at 100k entries, query embedding included, took 22.7 and 26.1 ms
+(median, two runs, load 1.8 to 2.7).
 
 Deliberately not here: combining vector and keyword hits into one ranking (the caller's).
 """
