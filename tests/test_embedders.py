@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -10,10 +11,12 @@ import pytest
 from mindroom.config.schema import EmbedderConfig
 from mindroom.embeddings import Embedder
 from mindroom.embeddings.local import BUNDLED_ID, SentenceTransformerEmbedder, bundled_model_path
-from mindroom.embeddings.probe import check_embedder, check_embedders
+from mindroom.embeddings.probe import check_embedder, check_embedders, warn_unusable_embedders
 from mindroom.embeddings.remote import OpenAICompatibleEmbedder
 from mindroom.embeddings.select import build_embedder, shared_embedder
 from mindroom.errors import EmbedderError
+from mindroom.memory.candidates import search_candidates
+from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.scope import MemoryScope
 from mindroom.memory.store import FileMemory
 from tests.scripted_model import ScriptedModel, scripted_embedding
@@ -186,3 +189,31 @@ async def test_doctor_checks_a_remote_embedder_with_one_request(
     [down] = await check_embedders(parse(text), tmp_path)
     assert not down.ok
     assert "503" in down.detail
+
+
+@pytest.mark.asyncio
+async def test_an_unusable_embedder_is_one_warning_from_start_up_to_the_first_search(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = parse(
+        BASE + "    memory_embedder:\n      provider: sentence_transformers\n"
+        "      config: {model: ./gone}\n"
+    )
+    registry = MemoryRegistry(config, tmp_path, tmp_path)
+    try:
+        with caplog.at_level(logging.WARNING):
+            await warn_unusable_embedders(config, tmp_path)
+            memory = registry.for_agent("general")
+            assert memory is not None
+            memory.add_sync("Bob plays the violin on Sundays", actor="test")
+            found = [search_candidates(memory, "Bob violin") for _ in range(2)]
+    finally:
+        registry.close()
+
+    warnings = [r.getMessage() for r in caplog.records if "keyword-only" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith("agents.general.memory_embedder: memory search is keyword-only")
+    assert f"no sentence-transformers model folder at {tmp_path / 'gone'}" in warnings[0]
+    for result in found:  # the turn's search still works, on keywords
+        assert [h.entry.text for h in result.keyword] == ["Bob plays the violin on Sundays"]
+        assert result.vector is None

@@ -261,7 +261,7 @@ def test_an_embedder_that_cannot_load_leaves_search_keyword_only_with_one_log_li
     memory = FileMemory(scope(tmp_path), broken)
     try:
         hand_write(memory, "MEMORY.md", FACTS)
-        with caplog.at_level(logging.WARNING, logger="mindroom.memory.candidates"):
+        with caplog.at_level(logging.WARNING):
             first = search_candidates(memory, "Bob violin", 3)
             second = search_candidates(memory, "Bob violin", 3)
     finally:

@@ -1,13 +1,16 @@
-"""``mindroom doctor`` on memory search: keyword-only, or which embedder and whether it works.
+"""Whether the configured embedders can work: ``mindroom doctor``'s lines and the start-up warning.
 
-One line per distinct embedder config (``memory.embedder`` and each agent's override). A local
-model is checked without loading torch (its files and packages are there); a hub name, which
-can only come from the local cache, is really loaded; a remote one gets one tiny request.
+The doctor gives one line per distinct embedder config (``memory.embedder`` and each agent's
+override). A local model is checked without loading torch (its files and packages are there); a
+hub name, which can only come from the local cache, is really loaded; a remote one gets one tiny
+request. At start-up only the checks that load and send nothing run, in the background: an
+explicit embedder that cannot work is one warning line (memory search is then keyword-only).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 from mindroom.checks import Check
@@ -15,8 +18,10 @@ from mindroom.config.schema import Config, EmbedderConfig
 from mindroom.embeddings import INSTALL_HINT
 from mindroom.embeddings.local import SentenceTransformerEmbedder, installed, resolve_model
 from mindroom.embeddings.remote import OpenAICompatibleEmbedder
-from mindroom.embeddings.select import build_embedder, effective_embedder
+from mindroom.embeddings.select import build_embedder, effective_embedder, report_keyword_only
 from mindroom.errors import EmbedderError
+
+logger = logging.getLogger(__name__)
 
 KEYWORD_ONLY = f"keyword-only (install mindroom[embeddings] for semantic search: {INSTALL_HINT})"
 
@@ -71,3 +76,35 @@ async def check_embedders(config: Config, base_dir: Path) -> list[Check]:
             *(asyncio.to_thread(check_embedder, c, keys, base_dir) for c, keys in uses.items())
         )
     )
+
+
+def _quick_problem(config: EmbedderConfig, base_dir: Path) -> EmbedderError | None:
+    """What is wrong with an explicit embedder config, found without loading or sending."""
+    if not installed("numpy"):
+        return EmbedderError(f"vector search needs numpy: {INSTALL_HINT}")
+    embedder = build_embedder(config, base_dir)
+    if isinstance(embedder, SentenceTransformerEmbedder):
+        try:
+            resolve_model(embedder.model, base_dir)
+        except EmbedderError as exc:
+            return exc
+        if not (installed("sentence_transformers") and installed("torch")):
+            return EmbedderError(f"sentence-transformers is not installed: {INSTALL_HINT}")
+    return None
+
+
+async def warn_unusable_embedders(config: Config, base_dir: Path) -> None:
+    """At start-up: one warning for each explicit embedder config that cannot work.
+
+    Meant to run in the background: it never raises and never delays anything.
+    """
+    try:
+        for embedder, keys in _uses(config).items():
+            effective = None if embedder is None else effective_embedder(embedder)
+            if effective is None:
+                continue
+            problem = await asyncio.to_thread(_quick_problem, effective, base_dir)
+            if problem is not None:
+                report_keyword_only(", ".join(keys), problem)
+    except Exception:  # a failing check must not stop start-up
+        logger.exception("checking the memory embedders failed")

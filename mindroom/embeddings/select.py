@@ -9,6 +9,7 @@ cheap and never fails; loading happens on first use and fails there, with the re
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 
@@ -16,6 +17,9 @@ from mindroom.config.schema import EmbedderConfig
 from mindroom.embeddings import Embedder
 from mindroom.embeddings.local import SentenceTransformerEmbedder, bundled_model_path
 from mindroom.embeddings.remote import OpenAICompatibleEmbedder
+from mindroom.errors import EmbedderError
+
+logger = logging.getLogger(__name__)
 
 DEFAULT = EmbedderConfig(provider="sentence_transformers")
 
@@ -66,3 +70,21 @@ def shared_embedder(config: EmbedderConfig | None, base_dir: Path) -> Embedder |
         if embedder is None:
             embedder = _shared[key] = build_embedder(effective, base_dir)
         return embedder
+
+
+_reported: set[str] = set()
+
+
+def report_keyword_only(where: str, error: EmbedderError) -> str:
+    """Log that memory search falls back to keywords because of ``error``: once per reason per
+    process (the start-up check and the first search that meets it share the one line)."""
+    note = f"memory search is keyword-only: {error}"
+    with _shared_lock:
+        first = note not in _reported
+        if first:
+            if len(_reported) > 1000:  # a bound, not a cache
+                _reported.clear()
+            _reported.add(note)
+    if first:
+        logger.warning("%s: %s", where, note)
+    return note

@@ -11,16 +11,12 @@ alone (:meth:`mindroom.memory.index.MemoryIndex.search`).
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
+from mindroom.embeddings.select import report_keyword_only
 from mindroom.errors import EmbedderError
 from mindroom.memory.index import SearchHit
 from mindroom.memory.store import FileMemory, bounded
-
-logger = logging.getLogger(__name__)
-
-_reported: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -30,17 +26,6 @@ class SearchCandidates:
     keyword: list[SearchHit]
     vector: list[SearchHit] | None
     note: str = ""
-
-
-def keyword_only(memory: FileMemory, error: EmbedderError) -> str:
-    """Say (in the log, once per reason) that ``memory``'s search falls back to keywords."""
-    note = f"memory search is keyword-only: {error}"
-    if note not in _reported:
-        if len(_reported) > 1000:  # a bound, not a cache
-            _reported.clear()
-        _reported.add(note)
-        logger.warning("memory %s: %s", memory.scope_id, note)
-    return note
 
 
 def search_candidates(
@@ -56,7 +41,9 @@ def search_candidates(
             return SearchCandidates(keyword, None, "no embedder: keyword-only")
         return SearchCandidates(keyword, vectors.search(query, limit, exclude_paths=exclude_paths))
     except EmbedderError as exc:
-        return SearchCandidates(keyword, None, keyword_only(memory, exc))
+        return SearchCandidates(
+            keyword, None, report_keyword_only(f"memory {memory.scope_id}", exc)
+        )
 
 
 async def search_candidates_async(
