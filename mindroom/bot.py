@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mindroom.agents.probe import warn_unreachable_models
+from mindroom.agents.probe import warn_at_start
 from mindroom.agents.runner import AgentRuntime
 from mindroom.answer import Answerer, humans, resumed_requester
 from mindroom.authorization import default_allowed_users, is_authorized
@@ -106,7 +106,7 @@ class Bot:
         An unreachable homeserver is waited for (each attempt logged); cancel to give up.
         """
         # In the background, so a slow or absent model server never delays start-up.
-        self.model_probe = asyncio.create_task(warn_unreachable_models(self.config))
+        self.model_probe = asyncio.create_task(warn_at_start(self.config, self.memories.config_dir))
         await wait_for_homeserver(self.options.homeserver)
         self.ledger = await Ledger.open(self.options.data_dir / "ledger.db")
         self.answers = Answerer(

@@ -1,5 +1,6 @@
-"""``mindroom doctor``: check the config, the homeserver, every model and the storage, and
-list the end-to-end encrypted rooms the agents are in (which mindroom cannot read yet).
+"""``mindroom doctor``: check the config, the homeserver, every model, memory search and the
+storage, and list the end-to-end encrypted rooms the agents are in (which mindroom cannot read
+yet).
 
 Each check says what it found and, when something is wrong, what to do about it. Checks make
 small real requests (the homeserver's versions endpoint, one tiny completion per model) with
@@ -17,6 +18,7 @@ from mindroom.agents.probe import check_model
 from mindroom.checks import Check
 from mindroom.config.load import load_config
 from mindroom.config.schema import Config
+from mindroom.embeddings.probe import check_embedders
 from mindroom.errors import ConfigError
 from mindroom.matrix.accounts import agent_credentials
 from mindroom.matrix.encrypted_rooms import check_encrypted_rooms, encryption_not_checked
@@ -60,6 +62,7 @@ async def run_doctor(config_path: Path, storage: Path, homeserver: str | None) -
     checks += server_checks
     if config is not None:
         checks += await asyncio.gather(*(check_model(n, m) for n, m in config.models.items()))
+        checks += await check_embedders(config, config_path.parent)
     checks.append(check_storage(storage))
     if config is None or not all(c.ok for c in server_checks if c.name == "homeserver"):
         why = "the config is invalid" if config is None else "the homeserver does not answer"

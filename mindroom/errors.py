@@ -10,7 +10,9 @@ an event handler, a worker loop) can catch ours without catching programming err
      ├── ModelError        a language model failed (unreachable, bad key, bad answer)
      ├── MemoryStoreError  a memory file or index operation was refused or failed
      ├── AlreadyRunningError  another ``mindroom run`` holds this storage's run lock
-     └── NotRunningError   no ``mindroom run`` holds it, so nobody would answer a chat
+     ├── NotRunningError   no ``mindroom run`` holds it, so nobody would answer a chat
+     └── EmbedderError     an embedder could not be loaded or did not answer (memory search
+                           then stays keyword-only; it never fails a turn)
 
 Messages are written for the person running the bot: they say what failed and, where known,
 what to do about it.
@@ -62,3 +64,7 @@ class NotRunningError(MindroomError):
 
     ``mindroom chat`` exits with its own code (3) for it, apart from other errors (2).
     """
+
+
+class EmbedderError(MindroomError):
+    """An embedder could not be loaded (missing package, bad model path) or did not answer."""

@@ -11,7 +11,7 @@ import datetime as dt
 from pathlib import Path
 
 from mindroom.config import load_config
-from mindroom.errors import ConfigError, MemoryStoreError
+from mindroom.errors import ConfigError, EmbedderError, MemoryStoreError
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.store import FileMemory
 
@@ -39,7 +39,7 @@ def add_memory_parser(sub: argparse._SubParsersAction, common) -> None:  # type:
     action("get", "show one memory").add_argument("id")
     action("history", "show the history (of one memory)").add_argument("id", nargs="?")
     action("restore", "bring back a deleted memory").add_argument("id")
-    action("reindex", "rebuild the search index from the files")
+    action("reindex", "rebuild the search indexes (keywords, vectors) from the files")
     add_recall_parser(actions, common)
 
     flush = actions.add_parser("flush", help="run one memory flush cycle now")
@@ -193,6 +193,21 @@ def _act(args: argparse.Namespace, memory: FileMemory) -> int:
     elif args.action == "reindex":
         count = memory.index.rebuild()
         print(f"reindexed {count} memories from {memory.scope.root}")
+        return _reindex_vectors(memory)
+    return 0
+
+
+def _reindex_vectors(memory: FileMemory) -> int:
+    """Rebuild the vector index too (when there is an embedder): every entry embedded again."""
+    try:
+        vectors = memory.vectors
+        if vectors is None:
+            return 0
+        count = vectors.rebuild()
+    except EmbedderError as exc:
+        print(f"mindroom memory: the vector index was not rebuilt: {exc}")
+        return 1
+    print(f"embedded {count} memories with {vectors.model_id}")
     return 0
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from mindroom.embeddings import Embedder
+from mindroom.embeddings.select import shared_embedder
 from mindroom.matrix.homeserver import EmbeddedHomeserver
 from tests.harness import BotHarness, BotProcess, CredentialCache, Human
 from tests.scripted_model import ScriptedModel
@@ -64,6 +66,19 @@ def synapse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedHomese
     finally:
         loop.run_until_complete(homeserver.stop())
         loop.close()
+
+
+@pytest.fixture(scope="session")
+def local_embedder() -> Embedder:
+    """The bundled all-MiniLM-L6-v2, loaded once for the whole session (loading takes ~7 s).
+
+    The same process-wide instance the product uses for an unconfigured ``memory.embedder``.
+    """
+    embedder = shared_embedder(None, Path.cwd())
+    if embedder is None:
+        pytest.fail("mindroom[embeddings] is not installed; the README's test command installs it")
+    embedder.embed(["load the model"])
+    return embedder
 
 
 @pytest.fixture(scope="session")

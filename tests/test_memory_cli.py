@@ -161,9 +161,60 @@ def test_reindex_counts_every_entry_and_restores_search_after_the_db_is_lost(
     code, out, _ = cli("reindex")
 
     assert code == 0
-    assert out == f"reindexed 3 memories from {root_of(config)}\n"
+    assert out == (
+        f"reindexed 3 memories from {root_of(config)}\n"
+        "embedded 3 memories with sentence-transformers/all-MiniLM-L6-v2\n"
+    )
     code, out, _ = cli("search", "kiwi")
     assert len(out.splitlines()) == 2
+
+
+def test_reindex_rebuilds_the_vector_index_like_the_incremental_one(
+    cli, config: Path, local_embedder
+) -> None:
+    cli("add", "Alice prefers oolong tea")
+    cli("add", "The garage door sticks", "--file", "topics/house.md")
+    scope = agent_scope(config.parent, "general")
+    incremental = FileMemory(scope, local_embedder)
+    try:
+        assert incremental.vectors is not None
+        incremental.vectors.sync()
+        (root_of(config) / "topics" / "house.md").write_text("- The garage door squeaks\n")
+        expected = incremental.vectors.snapshot()  # follows the hand edit
+    finally:
+        incremental.close()
+
+    code, out, _ = cli("reindex")
+
+    assert code == 0
+    assert out.endswith("embedded 2 memories with sentence-transformers/all-MiniLM-L6-v2\n")
+    rebuilt = FileMemory(scope, local_embedder)
+    try:
+        assert rebuilt.vectors is not None
+        assert rebuilt.vectors.sync() == 0  # every vector is in the rebuilt index
+        found = rebuilt.vectors.snapshot()
+    finally:
+        rebuilt.close()
+    assert [row[2] for row in found] == ["Alice prefers oolong tea", "The garage door squeaks"]
+    assert [row[:5] for row in found] == [row[:5] for row in expected]
+    for new, old in zip(found, expected, strict=True):
+        assert new[5].tolist() == pytest.approx(old[5].tolist(), abs=1e-5)
+
+
+def test_reindex_with_an_embedder_that_cannot_load_says_so_and_fails(cli, config: Path) -> None:
+    text = config.read_text().replace(
+        "    rooms: [lobby]\n",
+        "    rooms: [lobby]\n    memory_embedder:\n      provider: sentence_transformers\n"
+        "      config: {model: ./missing}\n",
+        1,
+    )
+    assert "memory_embedder" in text
+    cli("add", "Alice prefers oolong tea")
+    config.write_text(text)
+    code, out, _ = cli("reindex")
+    assert code == 1
+    assert out.startswith(f"reindexed 1 memories from {root_of(config)}\n")
+    assert "the vector index was not rebuilt: no sentence-transformers model folder" in out
 
 
 def test_writes_refused_by_the_store_exit_with_code_1(cli, config: Path) -> None:

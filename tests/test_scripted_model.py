@@ -296,7 +296,8 @@ def test_raw_http_routes_and_bad_requests(server: ScriptedModel) -> None:
     assert {"scripted", "programmed"} <= ids
 
     assert _http(server, "GET", "/nope")[0] == 404
-    assert _http(server, "POST", "/v1/embeddings", b"{}")[0] == 404
+    assert _http(server, "POST", "/v1/completions", b"{}")[0] == 404
+    assert _http(server, "POST", "/v1/embeddings", b"{}")[0] == 400  # no input
 
     status, body = _http(server, "POST", "/v1/chat/completions", b"{not json")
     assert status == 400

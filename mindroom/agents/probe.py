@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 
 from openai import APIConnectionError, APIStatusError, AsyncOpenAI
 
 from mindroom.agents.models import OLLAMA_DEFAULT_URL, describe_model
 from mindroom.checks import Check
 from mindroom.config.schema import Config, ModelConfig
+from mindroom.embeddings.probe import warn_unusable_embedders
 from mindroom.invocation import README_COMMAND
 
 logger = logging.getLogger(__name__)
@@ -125,3 +127,10 @@ async def warn_unreachable_models(config: Config) -> None:
                 )
     except Exception:  # a probe failing must not look like a model failing, nor stop start-up
         logger.exception("checking the models' endpoints failed")
+
+
+async def warn_at_start(config: Config, config_dir: Path) -> None:
+    """The start-up checks, in the background: unreachable models, embedders that cannot work."""
+    await asyncio.gather(
+        warn_unreachable_models(config), warn_unusable_embedders(config, config_dir)
+    )

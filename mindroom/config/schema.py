@@ -22,6 +22,7 @@ ThreadMode = Literal["thread", "room"]
 TeamMode = Literal["coordinate", "collaborate"]
 MemoryBackendName = Literal["file", "none"]
 LearningMode = Literal["always", "agentic"]
+EmbedderProvider = Literal["sentence_transformers", "huggingface", "openai", "ollama", "none"]
 
 
 def _check_user_patterns(value: list[str] | None) -> list[str] | None:
@@ -74,6 +75,58 @@ class PrivateConfig(_Strict):
         return value
 
 
+class EmbedderSettings(_Strict):
+    """``embedder.config``: which model, and where a remote one is served.
+
+    ``host`` is ollama's server (``http://localhost:11434``); ``base_url`` and ``api_key`` are
+    an OpenAI-compatible server's, as for models (unset: ``OPENAI_BASE_URL``/``OPENAI_API_KEY``).
+    ``model`` of a local provider is the bundled ``all-MiniLM-L6-v2`` when unset, or the path of
+    a sentence-transformers model folder (relative to the config file).
+    """
+
+    model: str | None = Field(default=None, min_length=1)
+    dimensions: int | None = Field(default=None, ge=1, le=65536)
+    host: str | None = Field(default=None, min_length=1)
+    base_url: str | None = Field(default=None, min_length=1)
+    api_key: str | None = None
+
+
+class EmbedderConfig(_Strict):
+    """The embedder of memory search: ``provider`` and its ``config``.
+
+    ``none`` (also the shorthand ``embedder: none``) keeps search keyword-only; a bare provider
+    name is shorthand for that provider with its defaults.
+    """
+
+    provider: EmbedderProvider
+    config: EmbedderSettings = Field(default_factory=EmbedderSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: object) -> object:
+        if isinstance(value, str):
+            return {"provider": value}
+        return value
+
+    @model_validator(mode="after")
+    def _settings_fit_the_provider(self) -> EmbedderConfig:
+        settings, provider = self.config, self.provider
+        if provider == "none" and settings != EmbedderSettings():
+            raise ValueError("provider 'none' takes no config (it turns embeddings off)")
+        if settings.host is not None and provider != "ollama":
+            hint = "; an OpenAI server is config.base_url" if provider == "openai" else ""
+            raise ValueError(f"config.host is only for provider 'ollama', not {provider!r}{hint}")
+        for key in ("base_url", "api_key"):
+            if getattr(settings, key) is not None and provider != "openai":
+                hint = "; ollama's server is config.host" if provider == "ollama" else ""
+                raise ValueError(
+                    f"config.{key} is only for provider 'openai', not {provider!r}{hint}"
+                )
+        if provider == "ollama" and settings.model is None:
+            raise ValueError("provider 'ollama' needs config.model (e.g. nomic-embed-text)")
+        return self
+
+
 class AgentConfig(_Strict):
     """One agent: its own Matrix account, its instructions and where it lives."""
 
@@ -86,6 +139,7 @@ class AgentConfig(_Strict):
     history_runs: int | None = Field(default=None, ge=0)
     streaming: bool | None = None
     memory_backend: MemoryBackendName | None = None
+    memory_embedder: EmbedderConfig | None = None
     learning: bool | None = None
     learning_mode: LearningMode | None = None
     private: PrivateConfig | None = None
@@ -202,6 +256,8 @@ class MemoryConfig(_Strict):
     backend: MemoryBackendName = "file"
     file: FileMemoryConfig = Field(default_factory=FileMemoryConfig)
     team_reads_member_memory: bool = False
+    # unset: the bundled local model when mindroom[embeddings] is installed, else keyword-only
+    embedder: EmbedderConfig | None = None
     # private companions: people whose session db and index stay open (least recent closed)
     max_open_private_instances: int = Field(default=64, ge=1)
     auto_flush: AutoFlushConfig = Field(default_factory=AutoFlushConfig)
@@ -324,6 +380,7 @@ class Config(_Strict):
             for room in team.rooms:
                 if not ROOM_NAME_RE.fullmatch(room):
                     raise ValueError(f"teams.{name}.rooms: room name {room!r} is not valid")
+        self._check_shared_private_roots()
         router_model = self.router.model
         if router_model is not None and router_model not in self.models:
             raise ValueError(f"router.model: unknown model {router_model!r}")
@@ -331,6 +388,21 @@ class Config(_Strict):
             if room not in self.room_names:
                 raise ValueError(f"rooms.{room}: no agent or team lists this room in its rooms")
         return self
+
+    def _check_shared_private_roots(self) -> None:
+        """Private agents that share one memory folder (``per: user``, same ``root``) search it
+        with one embedder, so they must not name different ones."""
+        first: dict[str, str] = {}
+        for name, agent in self.agents.items():
+            private = agent.private
+            if private is None or private.per != "user" or private.root is None:
+                continue
+            other = first.setdefault(private.root, name)
+            if self.agent_embedder(other) != self.agent_embedder(name):
+                raise ValueError(
+                    f"agents.{name}.memory_embedder: {name!r} shares the private memory folder "
+                    f"{private.root!r} with {other!r}, so both must use the same embedder"
+                )
 
     @property
     def room_names(self) -> list[str]:
@@ -376,6 +448,11 @@ class Config(_Strict):
     def agent_memory_backend(self, name: str) -> MemoryBackendName:
         """The memory backend of agent ``name``."""
         return self.agents[name].memory_backend or self.memory.backend
+
+    def agent_embedder(self, name: str) -> EmbedderConfig | None:
+        """The embedder agent ``name``'s memory search asks for (None: not configured, so the
+        default applies: see :mod:`mindroom.embeddings`)."""
+        return self.agents[name].memory_embedder or self.memory.embedder
 
     def agent_learning(self, name: str) -> LearningMode | None:
         """Agno learning mode of agent ``name``, None when learning is off."""

@@ -14,6 +14,10 @@ column), ranked by BM25; the raw BM25 value ``b`` (lower is better, ``b <= 0``) 
 score ``s / (1 + s)`` with ``s = -b``, so scores are in [0, 1) and comparable across queries in
 the same index. The schema has a version (``PRAGMA user_version``): an index of another version
 is dropped and rebuilt from the files when it is opened.
+
+Followers of the index (the vector index, :mod:`mindroom.memory.vectors`) ask
+:meth:`MemoryIndex.changes` which files' entries changed since they last looked, so they see
+exactly the entries this index holds, file by file, without re-reading files themselves.
 """
 
 from __future__ import annotations
@@ -43,10 +47,35 @@ _SCHEMA = [
 
 @dataclass(frozen=True)
 class SearchHit:
-    """One search result: the entry and its normalized score in [0, 1)."""
+    """One search result: the entry and its score.
+
+    Keyword hits (:meth:`MemoryIndex.search`) score in [0, 1) (normalized BM25); vector hits
+    (:meth:`mindroom.memory.vectors.VectorIndex.search`) score the cosine similarity in [-1, 1].
+    """
 
     entry: MemoryEntry
     score: float
+
+
+@dataclass(frozen=True)
+class IndexMark:
+    """Where a follower of the index stands: pass it back to :meth:`MemoryIndex.changes`."""
+
+    epoch: int
+    versions: dict[str, int]
+
+
+@dataclass(frozen=True)
+class IndexChanges:
+    """The entries of every file that changed since a mark (``[]``: the file is gone).
+
+    ``full``: the index was (re)opened or rebuilt since, so ``files`` holds every file and a
+    follower should drop what it had.
+    """
+
+    mark: IndexMark
+    full: bool
+    files: dict[str, list[MemoryEntry]]
 
 
 def query_terms(query: str) -> list[str]:
@@ -142,6 +171,11 @@ class MemoryIndex:
         self._connection: sqlite3.Connection | None = None
         # what this process last indexed; another process's writes only cost a re-index
         self._signatures: dict[str, str] = {}
+        # for followers: the epoch changes when the database is (re)opened or rebuilt, a
+        # file's version each time this process (re)indexes it
+        self._epoch = 0
+        self._counter = 0
+        self._versions: dict[str, int] = {}
         with self._lock:
             self._open()
 
@@ -164,6 +198,8 @@ class MemoryIndex:
             _create(db)
             # the file may have been deleted or rebuilt while closed: trust only what it holds
             self._signatures = dict(db.execute("SELECT path, signature FROM files").fetchall())
+            self._epoch += 1
+            self._versions = dict.fromkeys(self._signatures, 0)
         except BaseException:
             db.close()
             raise
@@ -198,6 +234,8 @@ class MemoryIndex:
             "INSERT OR REPLACE INTO files (path, signature) VALUES (?, ?)", (relative, signature)
         )
         self._signatures[relative] = signature
+        self._counter += 1
+        self._versions[relative] = self._counter
 
     def sync(self) -> int:
         """Bring the index up to the files; returns how many files were (re)indexed or dropped."""
@@ -223,6 +261,7 @@ class MemoryIndex:
                     db.execute("DELETE FROM entries WHERE path = ?", (relative,))
                     db.execute("DELETE FROM files WHERE path = ?", (relative,))
                     del self._signatures[relative]
+                    self._versions.pop(relative, None)
             return len(stale) + len(gone)
 
     def rebuild(self) -> int:
@@ -231,6 +270,8 @@ class MemoryIndex:
             self._db.execute("DELETE FROM entries")
             self._db.execute("DELETE FROM files")
             self._signatures.clear()
+            self._versions.clear()
+            self._epoch += 1
         self.sync()
         return self.count()
 
@@ -271,6 +312,35 @@ class MemoryIndex:
                 )
             )
         return hits[:limit]
+
+    def changes(self, since: IndexMark | None) -> IndexChanges:
+        """The entries of the files (re)indexed or dropped since ``since`` (all when None).
+
+        Reads the index as it is (call :meth:`sync` first to follow the files). Consecutive
+        calls with the returned mark see every change exactly once.
+        """
+        with self._lock:
+            db = self._db  # first: reopening starts a new epoch
+            mark = IndexMark(self._epoch, dict(self._versions))
+            select = "SELECT path, entry_id, text, start_line, end_line FROM entries"
+            files: dict[str, list[MemoryEntry]]
+            if since is None or since.epoch != mark.epoch:
+                full, files = True, {path: [] for path in mark.versions}
+                rows = db.execute(select).fetchall()
+            else:
+                changed = [p for p, v in mark.versions.items() if since.versions.get(p) != v]
+                gone = [p for p in since.versions if p not in mark.versions]
+                full, files = False, {path: [] for path in [*changed, *gone]}
+                marks = ", ".join("?" * len(changed))
+                query = f"{select} WHERE path IN ({marks})"
+                rows = db.execute(query, changed).fetchall() if changed else []
+        for path, entry_id, text, start, end in rows:
+            files.setdefault(path, []).append(
+                MemoryEntry(entry_id, text, path, int(start), int(end))
+            )
+        for entries in files.values():
+            entries.sort(key=lambda e: e.start_line)
+        return IndexChanges(mark, full, files)
 
     def locate(self, entry_id: str) -> list[str]:
         """Files that hold ``entry_id`` as of the last sync."""

@@ -13,6 +13,11 @@ recently used one is closed, and whoever still holds it finds its index reopened
 While anyone holds a closed memory, the next turn of that person gets that same object back
 (so there is never a second open copy of one scope).
 So a thousand people over a day cost the descriptors of the recently active ones, not of all.
+
+Each memory searches with its agent's embedder (``agents.<name>.memory_embedder``, else
+``memory.embedder``; a team's with ``memory.embedder``), one shared instance per embedder
+(:func:`mindroom.embeddings.select.shared_embedder`); a reloaded config takes effect on the
+next use of each memory.
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ import weakref
 from collections import OrderedDict
 from pathlib import Path
 
-from mindroom.config.schema import Config
+from mindroom.config.schema import Config, EmbedderConfig
+from mindroom.embeddings import Embedder
+from mindroom.embeddings.select import shared_embedder
 from mindroom.memory.private import PrivateInstance, private_instance, requester_key, scaffold
 from mindroom.memory.scope import MemoryScope, agent_scope, team_scope_id
 from mindroom.memory.store import FileMemory
@@ -52,19 +59,25 @@ class MemoryRegistry:
         with self._lock:
             return list(self._private)
 
-    def _get(self, scope: MemoryScope) -> FileMemory:
+    def embedder(self, config: EmbedderConfig | None) -> Embedder | None:
+        """The shared embedder for ``config`` (None: keyword-only); paths are relative to the
+        config file's folder."""
+        return shared_embedder(config, self.config_dir)
+
+    def _get(self, scope: MemoryScope, embedder: Embedder | None) -> FileMemory:
         with self._lock:
             memory = self._open.get(scope.scope_id)
             if memory is None:
-                memory = self._open[scope.scope_id] = FileMemory(scope)
-            return memory
+                memory = self._open[scope.scope_id] = FileMemory(scope, embedder)
+        memory.use_embedder(embedder)
+        return memory
 
-    def _get_private(self, scope: MemoryScope) -> FileMemory:
+    def _get_private(self, scope: MemoryScope, embedder: Embedder | None) -> FileMemory:
         """The memory of a requester's scope, kept among the recently used (LRU)."""
         with self._lock:
             memory = self._private.get(scope.scope_id) or self._closed.pop(scope.scope_id, None)
             if memory is None:
-                memory = FileMemory(scope)
+                memory = FileMemory(scope, embedder)
             self._private[scope.scope_id] = memory
             self._private.move_to_end(scope.scope_id)
             evicted = []
@@ -74,6 +87,7 @@ class MemoryRegistry:
                 evicted.append(old)
         for old in evicted:  # outside the registry lock: closing waits for the index's own
             old.close()
+        memory.use_embedder(embedder)
         return memory
 
     def private_instance(self, agent: str, requester: str) -> PrivateInstance | None:
@@ -90,6 +104,7 @@ class MemoryRegistry:
         """
         if self.config.agent_memory_backend(agent) == "none":
             return None
+        embedder = self.embedder(self.config.agent_embedder(agent))
         private = self.config.agents[agent].private
         if private is not None:
             if requester is None:
@@ -99,9 +114,9 @@ class MemoryRegistry:
             scope = instance.memory_scope()
             template = self.config_dir / private.template_dir if private.template_dir else None
             scaffold(template, instance.memory_root, scope.state_dir / "scaffold.json")
-            return self._get_private(scope)
+            return self._get_private(scope, embedder)
         scope = agent_scope(self.storage, agent, self.config.memory.file.path)
-        return self._get(scope)
+        return self._get(scope, embedder)
 
     def for_team(
         self, members: list[str], requester: str | None = None, via: str | None = None
@@ -109,13 +124,14 @@ class MemoryRegistry:
         """The memory of the team of ``members`` (mirrored; keyed by requester if private)."""
         if self.config.memory.backend == "none":
             return None
+        embedder = self.embedder(self.config.memory.embedder)
         if any(self.config.agents[m].private is not None for m in members):
             if requester is None:
                 return None
             key = requester_key(requester)
             base = self.storage / "private_instances" / key / "teams" / team_scope_id(members)
             scope = MemoryScope(f"{team_scope_id(members)}__{key}", base / "files", base / ".state")
-            return self._get_private(scope)
+            return self._get_private(scope, embedder)
         with self._lock:
             key = f"{team_scope_id(members)}@{via or ''}"
             memory = self._open.get(key)
@@ -123,7 +139,8 @@ class MemoryRegistry:
                 memory = self._open[key] = TeamMemory(
                     self.storage, members, via=via, file_root=self.config.memory.file.path
                 )
-            return memory
+        memory.use_embedder(embedder)
+        return memory
 
     def roots_parent(self) -> Path:
         """The folder that holds every shared agent's memory root."""

@@ -16,13 +16,15 @@ import datetime as dt
 import json
 import logging
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from mindroom.errors import MemoryStoreError
+from mindroom.embeddings import INSTALL_HINT
+from mindroom.errors import EmbedderError, MemoryStoreError
 from mindroom.memory.files import clean_temp_files, edit_file, file_lock, read_text
 from mindroom.memory.history import History, HistoryRecord
 from mindroom.memory.index import MemoryIndex, SearchHit, memory_files
@@ -38,18 +40,25 @@ from mindroom.memory.markdown import (
 )
 from mindroom.memory.scope import ENTRYPOINT, MemoryScope, confined_path
 
+if TYPE_CHECKING:
+    from mindroom.embeddings import Embedder
+    from mindroom.memory.vectors import VectorIndex
+
 logger = logging.getLogger(__name__)
 
 MAX_READ_LINES = 400
 
 
 class FileMemory:
-    """The file memory of one scope."""
+    """The file memory of one scope; ``embedder`` (None: keyword-only) makes its vectors."""
 
-    def __init__(self, scope: MemoryScope) -> None:
+    def __init__(self, scope: MemoryScope, embedder: Embedder | None = None) -> None:
         self.scope = scope
         self.scope_id = scope.scope_id
         self.index = MemoryIndex(scope.state_dir / "index.db", scope.root)
+        self.embedder = embedder
+        self._vectors: VectorIndex | None = None
+        self._vectors_lock = threading.Lock()
         self.history = History(scope.state_dir / "history.jsonl", self._locks)
         clean_temp_files(scope.root, self._locks)  # a crashed writer's leftovers
         self._reconcile_intents()
@@ -59,8 +68,33 @@ class FileMemory:
         return self.scope.state_dir / "locks"
 
     def close(self) -> None:
-        """Close the index."""
+        """Close the indexes."""
         self.index.close()
+        with self._vectors_lock:
+            if self._vectors is not None:
+                self._vectors.close()
+
+    def use_embedder(self, embedder: Embedder | None) -> None:
+        """Make vectors with ``embedder`` from now on (a reloaded config may name another)."""
+        with self._vectors_lock:
+            old, self.embedder = self._vectors, embedder
+            self._vectors = old if old is None or old.embedder is embedder else None
+        if old is not None and self._vectors is None:
+            old.close()
+
+    @property
+    def vectors(self) -> VectorIndex | None:
+        """The vector index (None: keyword-only), opened on first use: only then are numpy
+        imported and ``vectors.db`` created. Raises :class:`EmbedderError` without numpy."""
+        with self._vectors_lock:
+            if self._vectors is None and self.embedder is not None:
+                try:
+                    from mindroom.memory.vectors import VectorIndex
+                except ImportError as exc:
+                    raise EmbedderError(f"vector search needs numpy: {INSTALL_HINT}") from exc
+                path = self.scope.state_dir / "vectors.db"
+                self._vectors = VectorIndex(self.index, self.embedder, path)
+            return self._vectors
 
     def prepare(self) -> None:
         """Bring the files to a consistent state before reading them (mirrors repair here)."""

@@ -1,0 +1,110 @@
+"""Whether the configured embedders can work: ``mindroom doctor``'s lines and the start-up warning.
+
+The doctor gives one line per distinct embedder config (``memory.embedder`` and each agent's
+override). A local model is checked without loading torch (its files and packages are there); a
+hub name, which can only come from the local cache, is really loaded; a remote one gets one tiny
+request. At start-up only the checks that load and send nothing run, in the background: an
+explicit embedder that cannot work is one warning line (memory search is then keyword-only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from mindroom.checks import Check
+from mindroom.config.schema import Config, EmbedderConfig
+from mindroom.embeddings import INSTALL_HINT
+from mindroom.embeddings.local import SentenceTransformerEmbedder, installed, resolve_model
+from mindroom.embeddings.remote import OpenAICompatibleEmbedder
+from mindroom.embeddings.select import build_embedder, effective_embedder, report_keyword_only
+from mindroom.errors import EmbedderError
+
+logger = logging.getLogger(__name__)
+
+KEYWORD_ONLY = f"keyword-only (install mindroom[embeddings] for semantic search: {INSTALL_HINT})"
+
+
+def _uses(config: Config) -> dict[EmbedderConfig | None, list[str]]:
+    """Each distinct embedder config and the config keys that name it."""
+    uses: dict[EmbedderConfig | None, list[str]] = {config.memory.embedder: ["memory.embedder"]}
+    for name, agent in config.agents.items():
+        if agent.memory_embedder is not None:
+            uses.setdefault(agent.memory_embedder, []).append(f"agents.{name}.memory_embedder")
+    return uses
+
+
+def _probe(embedder: object, base_dir: Path) -> str:
+    """What works, or EmbedderError saying what does not."""
+    if isinstance(embedder, SentenceTransformerEmbedder):
+        source, model_id = resolve_model(embedder.model, base_dir)
+        if not (installed("sentence_transformers") and installed("torch")):
+            raise EmbedderError(f"sentence-transformers is not installed: {INSTALL_HINT}")
+        if isinstance(source, str):  # a hub name: only a real load shows it is cached
+            embedder.load()
+            return f"{embedder.model_id} (local, from the Hugging Face cache)"
+        return f"{embedder.model_id} (local, loads on the first search)"
+    if isinstance(embedder, OpenAICompatibleEmbedder):
+        vectors = embedder.embed(["ping"])
+        return f"{embedder.model_id} at {embedder.where} answers ({vectors.shape[1]} dimensions)"
+    raise EmbedderError(f"unknown embedder {embedder!r}")
+
+
+def check_embedder(config: EmbedderConfig | None, keys: list[str], base_dir: Path) -> Check:
+    """The doctor's line for one embedder config, named after the keys that use it."""
+    name = "memory search" if keys[0] == "memory.embedder" else f"memory search ({keys[0]})"
+    effective = effective_embedder(config)
+    if effective is None:
+        detail = KEYWORD_ONLY if config is None else f"keyword-only ({keys[0]}: none)"
+        return Check(name, True, detail)
+    embedder = build_embedder(effective, base_dir)
+    fix = f"fix {keys[0]} in config.yaml, or set it to none for keyword-only search"
+    if not installed("numpy"):
+        return Check(name, False, f"{embedder.model_id}: vector search needs numpy", INSTALL_HINT)
+    try:
+        return Check(name, True, f"keywords and vectors: {_probe(embedder, base_dir)}")
+    except EmbedderError as exc:
+        return Check(name, False, str(exc), fix)
+
+
+async def check_embedders(config: Config, base_dir: Path) -> list[Check]:
+    """Every embedder config's line, checked in parallel (in threads: loading blocks)."""
+    uses = _uses(config)
+    return list(
+        await asyncio.gather(
+            *(asyncio.to_thread(check_embedder, c, keys, base_dir) for c, keys in uses.items())
+        )
+    )
+
+
+def _quick_problem(config: EmbedderConfig, base_dir: Path) -> EmbedderError | None:
+    """What is wrong with an explicit embedder config, found without loading or sending."""
+    if not installed("numpy"):
+        return EmbedderError(f"vector search needs numpy: {INSTALL_HINT}")
+    embedder = build_embedder(config, base_dir)
+    if isinstance(embedder, SentenceTransformerEmbedder):
+        try:
+            resolve_model(embedder.model, base_dir)
+        except EmbedderError as exc:
+            return exc
+        if not (installed("sentence_transformers") and installed("torch")):
+            return EmbedderError(f"sentence-transformers is not installed: {INSTALL_HINT}")
+    return None
+
+
+async def warn_unusable_embedders(config: Config, base_dir: Path) -> None:
+    """At start-up: one warning for each explicit embedder config that cannot work.
+
+    Meant to run in the background: it never raises and never delays anything.
+    """
+    try:
+        for embedder, keys in _uses(config).items():
+            effective = None if embedder is None else effective_embedder(embedder)
+            if effective is None:
+                continue
+            problem = await asyncio.to_thread(_quick_problem, effective, base_dir)
+            if problem is not None:
+                report_keyword_only(", ".join(keys), problem)
+    except Exception:  # a failing check must not stop start-up
+        logger.exception("checking the memory embedders failed")
