@@ -36,15 +36,15 @@ import json, sys
 from pathlib import Path
 import mindroom.bot, mindroom.cli
 from mindroom.config import load_config
-from mindroom.memory.recall import build_recall
+from mindroom.memory.recall import RecallSettings, build_recall
 from mindroom.memory.registry import MemoryRegistry
 heavy = lambda: sorted(m for m in {heavy!r} if m in sys.modules)
 storage = Path(sys.argv[1])
 registry = MemoryRegistry(load_config(storage / "config.yaml"), storage)
 memory = registry.for_agent("general")
 memory.add_sync("Bob plays the violin on Sundays", actor="test")
-recall = build_recall(memory, "what does Bob play?", max_entrypoint_lines=10,
-                      max_daily_lines=10, hits=5)
+recall = build_recall(memory, "what does Bob play?",
+                      RecallSettings(max_entrypoint_lines=10, max_recent_lines=10, hits=5))
 before = heavy()
 from mindroom.memory.candidates import search_candidates
 found = search_candidates(memory, "what does Bob play?")
