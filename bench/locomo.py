@@ -117,11 +117,11 @@ def load_conversations(path: Path) -> list[Conversation]:
 
 
 def memory_section(embedder: str) -> dict[str, Any]:
-    """The ``memory:`` config for ``--embedder``: ``none`` is keyword-only (the product's only
-    search today, so no key is needed; should an embedder ever be on by default, ``none`` must
-    turn it off here), ``default`` asks for the local default embedder."""
+    """The ``memory:`` config for ``--embedder``: ``none`` is keyword-only (said explicitly: the
+    local embedder is on by default where ``mindroom[embeddings]`` is installed), ``default``
+    asks for the local default embedder."""
     if embedder == "none":
-        return {}
+        return {"embedder": "none"}
     if embedder == "default":
         return {"embedder": {"provider": "sentence_transformers"}}
     raise ValueError(f"--embedder must be one of {', '.join(EMBEDDERS)}, not {embedder!r}")

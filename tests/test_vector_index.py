@@ -237,7 +237,7 @@ def test_excluded_files_are_left_out_of_vector_hits(memory: FileMemory) -> None:
     assert texts(hits) == ["Cannot eat shellfish"]
 
 
-def test_candidates_hold_both_halves_and_the_product_search_is_unchanged(
+def test_candidates_hold_both_halves_and_the_product_search_fuses_them(
     memory: FileMemory,
 ) -> None:
     hand_write(memory, "MEMORY.md", FACTS)
@@ -249,8 +249,9 @@ def test_candidates_hold_both_halves_and_the_product_search_is_unchanged(
     assert found.vector is not None
     assert texts(found.vector)[0] == "Bob plays the violin on Sundays"
     assert found.note == ""
-    # the ranking the product uses today: keywords only
-    assert asyncio.run(memory.search("what does Bob play", 3)) == found.keyword
+    # the product's search fuses both halves (mindroom.memory.hybrid)
+    fused = asyncio.run(memory.search("what does Bob play", 3))
+    assert texts(fused)[0] == "Bob plays the violin on Sundays"
 
 
 def test_an_embedder_that_cannot_load_leaves_search_keyword_only_with_one_log_line(

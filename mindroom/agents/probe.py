@@ -13,7 +13,7 @@ from openai import APIConnectionError, APIStatusError, AsyncOpenAI
 from mindroom.agents.models import OLLAMA_DEFAULT_URL, describe_model
 from mindroom.checks import Check
 from mindroom.config.schema import Config, ModelConfig
-from mindroom.embeddings.probe import warn_unusable_embedders
+from mindroom.embeddings.probe import warm_up_embedders, warn_unusable_embedders
 from mindroom.invocation import README_COMMAND
 
 logger = logging.getLogger(__name__)
@@ -130,7 +130,9 @@ async def warn_unreachable_models(config: Config) -> None:
 
 
 async def warn_at_start(config: Config, config_dir: Path) -> None:
-    """The start-up checks, in the background: unreachable models, embedders that cannot work."""
+    """The start-up checks, in the background: unreachable models, embedders that cannot work;
+    then the local embedders are loaded, so the first turn does not wait for them."""
     await asyncio.gather(
         warn_unreachable_models(config), warn_unusable_embedders(config, config_dir)
     )
+    await warm_up_embedders(config, config_dir)  # after the checks: a bad one is said first

@@ -178,6 +178,8 @@ class RecallGateConfig(_Strict):
     rare_word_entries: int = Field(default=5, ge=1)
     # with an embedder: the cosine similarity of message and entry that makes a hit relevant
     min_similarity: float = Field(default=0.5, ge=-1, le=1)
+    # ... or this lower one, when the keywords it shares pass the rare-word rule too
+    min_similarity_with_keywords: float = Field(default=0.35, ge=-1, le=1)
 
 
 class FileMemoryConfig(_Strict):
@@ -250,6 +252,15 @@ class CompactionConfig(_Strict):
     keep_recent_messages: int = Field(default=6, ge=0)
 
 
+class SearchConfig(_Strict):
+    """Hybrid memory search: how much the keyword (BM25) and the vector half count, and how
+    many hits each brings before they are fused (see :mod:`mindroom.memory.hybrid`)."""
+
+    keyword_weight: float = Field(default=0.5, ge=0)
+    vector_weight: float = Field(default=0.5, ge=0)
+    candidates: int = Field(default=30, ge=1, le=1000)
+
+
 class MemoryConfig(_Strict):
     """Memory backend (``file`` or ``none``) and its settings. ``memory: none`` is shorthand."""
 
@@ -258,6 +269,7 @@ class MemoryConfig(_Strict):
     team_reads_member_memory: bool = False
     # unset: the bundled local model when mindroom[embeddings] is installed, else keyword-only
     embedder: EmbedderConfig | None = None
+    search: SearchConfig = Field(default_factory=SearchConfig)
     # private companions: people whose session db and index stay open (least recent closed)
     max_open_private_instances: int = Field(default=64, ge=1)
     auto_flush: AutoFlushConfig = Field(default_factory=AutoFlushConfig)

@@ -10,7 +10,10 @@ explicit embedder that cannot work is one warning line (memory search is then ke
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from mindroom.checks import Check
@@ -18,7 +21,12 @@ from mindroom.config.schema import Config, EmbedderConfig
 from mindroom.embeddings import INSTALL_HINT
 from mindroom.embeddings.local import SentenceTransformerEmbedder, installed, resolve_model
 from mindroom.embeddings.remote import OpenAICompatibleEmbedder
-from mindroom.embeddings.select import build_embedder, effective_embedder, report_keyword_only
+from mindroom.embeddings.select import (
+    build_embedder,
+    effective_embedder,
+    report_keyword_only,
+    shared_embedder,
+)
 from mindroom.errors import EmbedderError
 
 logger = logging.getLogger(__name__)
@@ -108,3 +116,33 @@ async def warn_unusable_embedders(config: Config, base_dir: Path) -> None:
                 report_keyword_only(", ".join(keys), problem)
     except Exception:  # a failing check must not stop start-up
         logger.exception("checking the memory embedders failed")
+
+
+def _finish(done: asyncio.Future[None]) -> None:
+    if not done.done():  # cancelled when mindroom stops first
+        done.set_result(None)
+
+
+async def warm_up_embedders(config: Config, base_dir: Path) -> None:
+    """After start-up, in the background: load the local embedders the config uses, so the
+    first turn's recall does not wait for the model (about 7 s). A daemon thread does the
+    loading: stopping mindroom never waits for it, and a failure is only logged (the first
+    search says it again and stays keyword-only)."""
+    for embedder_config in _uses(config):
+        embedder = shared_embedder(embedder_config, base_dir)
+        load = getattr(embedder, "load", None)
+        if load is None:
+            continue
+        done = asyncio.get_running_loop().create_future()
+
+        def run(load: Callable[[], None] = load, done: asyncio.Future[None] = done) -> None:
+            try:
+                load()
+            except Exception as exc:  # said once more by the first search, keyword-only
+                logger.debug("warming up an embedder failed: %s", exc)
+            finally:
+                with contextlib.suppress(RuntimeError):  # the loop is gone: mindroom stopped
+                    done.get_loop().call_soon_threadsafe(_finish, done)
+
+        threading.Thread(target=run, name="embedder-warm-up", daemon=True).start()
+        await done

@@ -28,6 +28,8 @@ import logging
 from dataclasses import dataclass, field
 
 from mindroom.config.schema import Config, FileMemoryConfig
+from mindroom.memory.hybrid import hybrid_search
+from mindroom.memory.index import SearchHit
 from mindroom.memory.markdown import MemoryEntry
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.relevance import Candidate, Gate, judge, relevant
@@ -62,6 +64,7 @@ class RecallSettings:
             gate=Gate(
                 rare_word_entries=settings.recall_gate.rare_word_entries,
                 min_similarity=settings.recall_gate.min_similarity,
+                min_similarity_with_keywords=settings.recall_gate.min_similarity_with_keywords,
             ),
         )
 
@@ -79,8 +82,24 @@ def _relevant(
     ``MEMORY.md``, which is shown as it is), best first; recency breaks ties."""
     if settings.max_recent_lines <= 0 and settings.hits <= 0:
         return [], []
-    hits = memory.index.search(query, POOL, exclude_paths=frozenset({ENTRYPOINT}), now=now)
-    judged = judge(memory.index, query, hits, settings.gate, now=now)
+    fused = hybrid_search(
+        memory,
+        query,
+        POOL,
+        weights=memory.search_weights,
+        exclude_paths=frozenset({ENTRYPOINT}),
+        now=now,
+    )
+    hits = [SearchHit(f.entry, f.score) for f in fused]
+    similarity = {(f.entry.path, f.entry.start_line): f.similarity for f in fused}
+    judged = judge(
+        memory.index,
+        query,
+        hits,
+        settings.gate,
+        now=now,
+        similarity={key: value for key, value in similarity.items() if value is not None},
+    )
     found = [c for c in judged if relevant(c, settings.gate)]
     found.sort(key=lambda c: (-c.score, -(c.entry.date or dt.date.min).toordinal()))
     days = (now.date(), now.date() - dt.timedelta(days=1))

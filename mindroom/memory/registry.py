@@ -30,6 +30,7 @@ from pathlib import Path
 from mindroom.config.schema import Config, EmbedderConfig
 from mindroom.embeddings import Embedder
 from mindroom.embeddings.select import shared_embedder
+from mindroom.memory.hybrid import Weights
 from mindroom.memory.private import PrivateInstance, private_instance, requester_key, scaffold
 from mindroom.memory.scope import MemoryScope, agent_scope, team_scope_id
 from mindroom.memory.store import FileMemory
@@ -64,12 +65,18 @@ class MemoryRegistry:
         config file's folder."""
         return shared_embedder(config, self.config_dir)
 
+    def search_weights(self) -> Weights:
+        """How searches fuse their keyword and vector hits (``memory.search``)."""
+        search = self.config.memory.search
+        return Weights(search.keyword_weight, search.vector_weight, search.candidates)
+
     def _get(self, scope: MemoryScope, embedder: Embedder | None) -> FileMemory:
         with self._lock:
             memory = self._open.get(scope.scope_id)
             if memory is None:
                 memory = self._open[scope.scope_id] = FileMemory(scope, embedder)
         memory.use_embedder(embedder)
+        memory.search_weights = self.search_weights()
         return memory
 
     def _get_private(self, scope: MemoryScope, embedder: Embedder | None) -> FileMemory:
@@ -88,6 +95,7 @@ class MemoryRegistry:
         for old in evicted:  # outside the registry lock: closing waits for the index's own
             old.close()
         memory.use_embedder(embedder)
+        memory.search_weights = self.search_weights()
         return memory
 
     def private_instance(self, agent: str, requester: str) -> PrivateInstance | None:
@@ -140,6 +148,7 @@ class MemoryRegistry:
                     self.storage, members, via=via, file_root=self.config.memory.file.path
                 )
         memory.use_embedder(embedder)
+        memory.search_weights = self.search_weights()
         return memory
 
     def roots_parent(self) -> Path:

@@ -20,7 +20,9 @@ about the same thing:
   more of real questions (a fact found in a few entries then needs a second shared word).
 * A hit that carries a semantic similarity (the cosine of the message's and the entry's
   embeddings, when the memory has an embedder) is judged by it instead: relevant when it
-  reaches ``min_similarity``. Keywords cannot tell a chit-chat message that happens to use a
+  reaches ``min_similarity``, or ``min_similarity_with_keywords`` when what it shares in words
+  also passes the rule above (meaning and words agreeing, each a little less sure). Keywords
+  alone cannot tell a chit-chat message that happens to use a
   rare stored word ("tell me a joke" when one entry mentions a joke) from a question; meaning
   can.
 
@@ -46,6 +48,7 @@ class Gate:
 
     rare_word_entries: int = 5
     min_similarity: float = 0.5
+    min_similarity_with_keywords: float = 0.35
 
 
 @dataclass(frozen=True)
@@ -112,5 +115,10 @@ def judge(
 def relevant(candidate: Candidate, gate: Gate) -> bool:
     """Whether ``candidate`` belongs in the context of the message it was found for."""
     if candidate.similarity is not None:
-        return candidate.similarity >= gate.min_similarity
+        if candidate.similarity >= gate.min_similarity:
+            return True
+        return (
+            candidate.similarity >= gate.min_similarity_with_keywords
+            and candidate.information >= 1.0
+        )
     return candidate.information >= 1.0

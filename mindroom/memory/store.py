@@ -42,6 +42,7 @@ from mindroom.memory.scope import ENTRYPOINT, MemoryScope, confined_path
 
 if TYPE_CHECKING:
     from mindroom.embeddings import Embedder
+    from mindroom.memory.hybrid import Weights
     from mindroom.memory.vectors import VectorIndex
 
 logger = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ class FileMemory:
         self.scope_id = scope.scope_id
         self.index = MemoryIndex(scope.state_dir / "index.db", scope.root)
         self.embedder = embedder
+        self.search_weights: Weights | None = None  # memory.search, set by the registry
         self._vectors: VectorIndex | None = None
         self._vectors_lock = threading.Lock()
         self.history = History(scope.state_dir / "history.jsonl", self._locks)
@@ -405,7 +407,9 @@ class FileMemory:
         return await bounded(self.add_sync, text, actor=actor, path=path, op_key=op_key)
 
     async def search(self, query: str, limit: int = 5) -> list[SearchHit]:
-        return await bounded(self.index.search, query, limit)
+        from mindroom.memory.hybrid import search_hits  # hybrid search builds on this module
+
+        return await bounded(search_hits, self, query, limit, self.search_weights)
 
     async def list(self, limit: int = 50) -> list[MemoryEntry]:
         return await bounded(self.list_sync, limit)

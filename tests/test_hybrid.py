@@ -1,0 +1,104 @@
+"""Hybrid search and the recall gate with the real local embedder (issue 12.3, 12.4).
+
+Real files, real SQLite, the real all-MiniLM-L6-v2 (the ``local_embedder`` session fixture).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mindroom.config import parse_config
+from mindroom.embeddings import Embedder
+from mindroom.memory.hybrid import Weights, fuse, hybrid_search
+from mindroom.memory.index import SearchHit
+from mindroom.memory.markdown import MemoryEntry
+from mindroom.memory.recall import RecallSettings, build_recall
+from mindroom.memory.scope import MemoryScope
+from mindroom.memory.store import FileMemory
+from tests.harness import config_text
+
+FACTS = [
+    "Alice (@alice:example.org) takes cello lessons every Thursday",
+    "The office moved to Berlin last spring",
+    "Carol's son is called Max and he is seven",
+    "Bob is allergic to peanuts",
+    "The team retrospective is on the first Monday of the month",
+    "Alice prefers green tea over coffee",
+]
+CHITCHAT = ["thanks!", "ok sounds good", "lol", "good morning", "see you later", "nice one"]
+
+
+def entry(text: str, line: int) -> MemoryEntry:
+    return MemoryEntry(id=f"m-{line}", text=text, path="MEMORY.md", start_line=line, end_line=line)
+
+
+def test_fusion_normalises_each_half_so_neither_drowns_the_other() -> None:
+    a, b, c, d, e = (entry(text, line) for line, text in enumerate("abcde", 1))
+    keyword = [SearchHit(a, 0.9), SearchHit(b, 0.8), SearchHit(d, 0.1)]
+    vector = [SearchHit(c, 0.8), SearchHit(b, 0.75), SearchHit(e, 0.1)]
+    found = fuse(keyword, vector, Weights(0.5, 0.5))
+    assert [f.entry.text for f in found][0] == "b"  # high in both halves
+    assert {f.entry.text for f in found} == {"a", "b", "c", "d", "e"}
+    by_text = {f.entry.text: f for f in found}
+    assert by_text["a"].similarity == 0.1  # outside the vector pool: bounded by its worst
+    assert by_text["c"].keyword is None
+    lone = fuse([SearchHit(a, 0.01)], [], Weights(0.5, 0.5))
+    assert lone[0].score == 0.5  # a lone keyword hit counts fully, however low its BM25
+    only_vectors = fuse([], [SearchHit(c, 0.2)], Weights(0.0, 1.0))
+    assert only_vectors[0].score == 1.0
+
+
+@pytest.fixture
+def memory(tmp_path: Path, local_embedder: Embedder) -> Iterator[FileMemory]:
+    workspace = tmp_path / "workspace"
+    (workspace / "memory").mkdir(parents=True)
+    opened = FileMemory(MemoryScope("agent_test", workspace, tmp_path / "state"), local_embedder)
+    day = (dt.date.today() - dt.timedelta(days=30)).isoformat()
+    for text in FACTS:
+        opened.add_sync(text, actor="test", path=f"memory/{day}.md")
+    yield opened
+    opened.close()
+
+
+def test_hybrid_search_finds_a_memory_by_meaning_where_keywords_find_nothing(
+    memory: FileMemory,
+) -> None:
+    query = "which musical instrument is she learning?"
+    assert memory.index.search(query, 5) == []  # the control: no shared word
+    found = hybrid_search(memory, query, 3)
+    assert found[0].entry.text == FACTS[0]
+    assert found[0].similarity is not None
+    # the tools' search is the same ranking
+    tool = asyncio.run(memory.search(query, 3))
+    assert [h.entry.text for h in tool] == [f.entry.text for f in found]
+
+
+def test_without_vectors_the_search_is_keyword_only(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    plain = FileMemory(MemoryScope("agent_test", workspace, tmp_path / "state"))
+    try:
+        plain.add_sync("Bob is allergic to peanuts", actor="test")
+        found = hybrid_search(plain, "is Bob allergic to anything?", 3)
+        assert [f.entry.text for f in found] == ["Bob is allergic to peanuts"]
+        assert found[0].similarity is None
+    finally:
+        plain.close()
+
+
+def test_recall_gives_chitchat_nothing_and_questions_their_memory(memory: FileMemory) -> None:
+    settings = RecallSettings.of(
+        parse_config(config_text("http://127.0.0.1:9/v1", {"a": {}}), "c.yaml").memory.file
+    )
+    for message in CHITCHAT:
+        block = build_recall(memory, message, settings)
+        assert not any(fact in block for fact in FACTS), (message, block)
+    asked = build_recall(memory, "when does Alice have her music lessons?", settings)
+    assert FACTS[0] in asked  # the control: a real question gets its memory
+    asked = build_recall(memory, "what is the name of Carol's kid?", settings)
+    assert FACTS[2] in asked
