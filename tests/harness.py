@@ -264,7 +264,8 @@ def config_text(model_url: str, agents: dict[str, dict[str, Any]], **sections: A
     """A config.yaml for tests: one scripted model ``default`` and the given agents.
 
     The background memory flush is off unless a test configures ``memory`` itself: its
-    extraction turns would otherwise interleave with the requests a test asserts on.
+    extraction turns would otherwise interleave with the requests a test asserts on. So is the
+    local embedder (memory search is keyword-only) unless the test configures ``memory``.
     """
     doc: dict[str, Any] = {
         "models": {
@@ -278,7 +279,9 @@ def config_text(model_url: str, agents: dict[str, dict[str, Any]], **sections: A
             },
         },
         "agents": agents,
-        "memory": {"auto_flush": {"enabled": False}},
+        # keyword-only: a bot process loading the local embedder in the background costs each
+        # test seconds of CPU; the tests of semantic search ask for it (memory=...)
+        "memory": {"auto_flush": {"enabled": False}, "embedder": "none"},
     }
     doc.update(sections)
     return json.dumps(doc, indent=2)  # JSON is YAML

@@ -72,7 +72,8 @@ def run_python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 def write_config(tmp_path: Path) -> Path:
     config = tmp_path / "config.yaml"
-    config.write_text(config_text("http://127.0.0.1:9/v1", {"general": {"rooms": ["lobby"]}}))
+    agents = {"general": {"rooms": ["lobby"]}}
+    config.write_text(config_text("http://127.0.0.1:9/v1", agents, memory={}))  # default search
     return tmp_path
 
 
@@ -137,7 +138,7 @@ async def test_a_running_bot_recalls_a_memory_by_its_meaning(
     room = unique("lazy")
     bot_process.storage.mkdir(parents=True, exist_ok=True)
     (bot_process.storage / "config.yaml").write_text(
-        config_text(model.base_url, {"general": {"rooms": [room]}})
+        config_text(model.base_url, {"general": {"rooms": [room]}}, memory={})
     )
     workspace = bot_process.storage / "agents" / "general" / "workspace"
     (workspace / "memory").mkdir(parents=True)
