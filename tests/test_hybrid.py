@@ -102,3 +102,13 @@ def test_recall_gives_chitchat_nothing_and_questions_their_memory(memory: FileMe
     assert FACTS[0] in asked  # the control: a real question gets its memory
     asked = build_recall(memory, "what is the name of Carol's kid?", settings)
     assert FACTS[2] in asked
+
+
+def test_a_hit_gains_from_the_hits_written_just_before_and_after_it() -> None:
+    first, second, far = entry("q", 1), entry("answer", 2), entry("other", 9)
+    keyword = [SearchHit(first, 0.9), SearchHit(far, 0.5), SearchHit(second, 0.1)]
+    vector = [SearchHit(first, 0.9), SearchHit(far, 0.5), SearchHit(second, 0.1)]
+    plain = fuse(keyword, vector, Weights(0.5, 0.5, neighbour=0.0))
+    assert [f.entry.text for f in plain] == ["q", "other", "answer"]  # the control
+    near = fuse(keyword, vector, Weights(0.5, 0.5, neighbour=0.6))
+    assert [f.entry.text for f in near] == ["q", "answer", "other"]  # beside the best hit

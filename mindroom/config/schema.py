@@ -259,6 +259,9 @@ class SearchConfig(_Strict):
     keyword_weight: float = Field(default=0.5, ge=0)
     vector_weight: float = Field(default=0.5, ge=0)
     candidates: int = Field(default=30, ge=1, le=1000)
+    # a hit gains this share of the better score of the entries just before and after it in
+    # its file: entries written together (one conversation's turns) are read together
+    neighbour_weight: float = Field(default=0.3, ge=0)
 
 
 class MemoryConfig(_Strict):

@@ -25,6 +25,13 @@ Min-max normalisation over the pool was chosen over the alternatives on principl
 on one scale) and by a margin; the pool size matters less (20 to 50 are within 0.02), and the
 default was not tuned further on four conversations.
 
+Entries written together are read together: a hit gains ``neighbour_weight`` (0.3) of the
+better fused score of the entries just before and after it in its file, when those are hits
+too. Daily files hold a conversation's memories in the order they were written, so the answer
+to a question often sits beside the entry that matches it best (LoCoMo, pools of 30: R@5/R@10
+0.602/0.694 without, 0.603/0.713 with 0.2, 0.605/0.718 with 0.4). Keyword-only search is left
+as it is.
+
 The weights are ``memory.search.keyword_weight`` and ``vector_weight``. Every hit keeps its
 cosine similarity (when the memory has vectors), which the recall gate
 (:mod:`mindroom.memory.relevance`) judges by. Without an embedder, or when it fails (logged
@@ -50,6 +57,7 @@ class Weights:
     keyword: float = 0.5
     vector: float = 0.5
     pool: int = 30
+    neighbour: float = 0.3
 
 
 @dataclass(frozen=True)
@@ -84,10 +92,15 @@ def fuse(keyword: list[SearchHit], vector: list[SearchHit] | None, weights: Weig
     cosine = {_key(h.entry): h.score for h in vector or []}
     kw_norm, vec_norm = _normalised(keyword), _normalised(vector or [])
     floor = min(cosine.values(), default=None)  # a bound for hits outside the vector pool
+    own = {
+        key: weights.keyword * kw_norm.get(key, 0.0) + weights.vector * vec_norm.get(key, 0.0)
+        for key in entries
+    }
+    ends = {(e.path, e.end_line): own[key] for key, e in entries.items()}
     found = [
         Found(
             entry,
-            weights.keyword * kw_norm.get(key, 0.0) + weights.vector * vec_norm.get(key, 0.0),
+            own[key] + weights.neighbour * _best_neighbour(own, ends, entry),
             bm25.get(key),
             cosine.get(key, floor) if vector is not None else None,
         )
@@ -96,6 +109,15 @@ def fuse(keyword: list[SearchHit], vector: list[SearchHit] | None, weights: Weig
     order = {key: i for i, key in enumerate(entries)}
     found.sort(key=lambda f: (-f.score, order[_key(f.entry)]))
     return found
+
+
+def _best_neighbour(
+    own: dict[tuple[str, int], float], ends: dict[tuple[str, int], float], entry: MemoryEntry
+) -> float:
+    """The better fused score of the entries just before and after ``entry`` in its file
+    (``own`` by first line, ``ends`` by last line)."""
+    before = ends.get((entry.path, entry.start_line - 1), 0.0)
+    return max(before, own.get((entry.path, entry.end_line + 1), 0.0))
 
 
 def hybrid_search(

@@ -68,7 +68,9 @@ class MemoryRegistry:
     def search_weights(self) -> Weights:
         """How searches fuse their keyword and vector hits (``memory.search``)."""
         search = self.config.memory.search
-        return Weights(search.keyword_weight, search.vector_weight, search.candidates)
+        return Weights(
+            search.keyword_weight, search.vector_weight, search.candidates, search.neighbour_weight
+        )
 
     def _get(self, scope: MemoryScope, embedder: Embedder | None) -> FileMemory:
         with self._lock:
