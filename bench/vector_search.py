@@ -66,6 +66,14 @@ def conversation_texts() -> tuple[list[str], list[str]]:
     return texts, questions
 
 
+def changed_texts(texts: list[str], rng: random.Random, words: list[str]) -> list[str]:
+    """The ``CHANGED`` new entry texts of the re-embedding run: real conversation turns when
+    there are enough of them, else made-up sentences."""
+    fresh = [f"{t} (changed)" for t in texts[:CHANGED]] if len(texts) >= CHANGED else []
+    fresh += [f"Changed entry {i}: {' '.join(rng.sample(words, 12))}." for i in range(CHANGED)]
+    return fresh[:CHANGED]
+
+
 def rss_mb() -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -126,9 +134,7 @@ def main(sizes: list[int], queries: int, threads: int | None) -> None:
     rng = random.Random(42)
     words = vocabulary(rng)
     texts, questions = conversation_texts()
-    fresh = [f"{t} (changed)" for t in texts[:CHANGED]] if len(texts) >= CHANGED else []
-    fresh += [f"Changed entry {i}: {' '.join(rng.sample(words, 12))}." for i in range(CHANGED)]
-    fresh = fresh[:CHANGED]
+    fresh = changed_texts(texts, rng, words)
     asks = (questions or [" ".join(rng.sample(words, 4)) for _ in range(queries)])[:queries]
     print(f"load average before: {os.getloadavg()[0]:.1f} (2 cores; other work slows every column)")
     print(

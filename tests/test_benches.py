@@ -171,3 +171,25 @@ def test_a_turn_counts_as_injected_only_when_its_whole_entry_is_in_the_block(
     block = "<memory>\n### Related memories (search)\n- [memory/2023-05-08.md:1] " + texts["D1:1"]
     assert recall_gate.injected(block, texts) == {"D1:1"}
     assert recall_gate.counts([{"D1:1"}, set(), {"D1:2", "D1:3"}]) == "injected=2/3 hits=3"
+
+
+def test_memory_search_hybrid_table_follows_the_keyword_one_and_re_embeds_the_changed(
+    tmp_path: Path,
+) -> None:
+    """``--hybrid`` leaves the keyword table as it was and adds its own, one row per size; the
+    bench itself asserts that the update embedded exactly the changed entries."""
+    args = ["--sizes", "40", "--queries", "5", "--hybrid"]
+    lines = run_bench("memory_search.py", *args, cwd=tmp_path)
+    header = ["entries", "build", "index", "med", "index", "p95", "scan", "med", "scan", "p95"]
+    assert lines[0].split() == [*header, "scan/index"]
+    assert lines[2] == "target: index median under 10 ms at 100k entries"
+    assert lines[3] == "hybrid: sentence-transformers/all-MiniLM-L6-v2"
+    assert lines[4].startswith("load average before: ")
+    number = r"\d+\.\d+"
+    assert re.fullmatch(
+        rf" +40 +{number}s +{number}s +{number}ms +{number}ms +{number}ms +{number}ms"
+        rf" +{number}x +{number}s +{number}s",
+        lines[6],
+    ), lines[6]
+    assert lines[7].startswith("load average after: ")
+    assert lines[8].startswith("targets: hybrid median <= 25 ms at 100k")
