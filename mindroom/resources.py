@@ -1,11 +1,12 @@
 """The process's descriptor budget: how many private instances stay open, and running out.
 
-Every person who talks to a private companion has a session database and a memory index open
-while they are among the recently active; each is an SQLite database with its ``-wal`` and
-``-shm`` files, so about :data:`FDS_PER_PRIVATE_INSTANCE` descriptors (and one aiosqlite thread)
-per person. :func:`private_instance_limit` turns the configured cap into the number the
-process can afford under its ``RLIMIT_NOFILE``; the least recently used instances beyond it are
-closed and reopen on their next use (see :class:`mindroom.memory.registry.MemoryRegistry` and
+Every person who talks to a private companion has a session database, a memory index and its
+vectors open while they are among the recently active; each is an SQLite database with its
+``-wal`` and ``-shm`` files, so about :data:`FDS_PER_PRIVATE_INSTANCE` descriptors (and one
+aiosqlite thread) per person. :func:`private_instance_limit` turns the configured cap into the
+number the process can afford under its ``RLIMIT_NOFILE``; the least recently used instances
+beyond it are closed and reopen on their next use (see
+:class:`mindroom.memory.registry.MemoryRegistry` and
 :class:`mindroom.agents.session_stores.SessionStores`).
 
 :func:`exhaustion_message` tells running out of descriptors from any other failure, so a turn
@@ -19,7 +20,7 @@ import errno
 import os
 import resource
 
-FDS_PER_PRIVATE_INSTANCE = 6  # session db + memory index, each with its -wal and -shm
+FDS_PER_PRIVATE_INSTANCE = 9  # session db, keyword index, vectors: each with -wal and -shm
 _SHARE_OF_LIMIT = 2  # private instances may use at most 1/2 of the limit; sockets need the rest
 _MIN_OPEN = 2
 

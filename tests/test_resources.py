@@ -30,7 +30,7 @@ from mindroom.resources import exhaustion_message, private_instance_limit
 from tests.harness import BotProcess, Human, config_text, unique
 from tests.scripted_model import ScriptedModel, all_text, last_user_text
 
-FDS_PER_PERSON = 6  # session db + memory index, each a database, its -wal and its -shm
+FDS_PER_PERSON = 9  # session db, keyword index, vectors: each a database, -wal and -shm
 BOT_FD_LIMIT = 160  # where, before the descriptors were bounded, the 22nd person got an error
 
 
@@ -284,14 +284,16 @@ def test_the_registry_keeps_only_the_most_recent_people_open_and_reopens_the_oth
 
 def test_the_open_instance_cap_is_lowered_to_what_the_descriptor_limit_affords() -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    assert private_instance_limit(64) == (64 if soft >= 64 * 2 * FDS_PER_PERSON else soft // 12)
+    assert private_instance_limit(64) == (
+        64 if soft >= 64 * 2 * FDS_PER_PERSON else soft // 2 // FDS_PER_PERSON
+    )
     resource.setrlimit(resource.RLIMIT_NOFILE, (BOT_FD_LIMIT, hard))
     try:
         limited = private_instance_limit(64)
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-    assert limited == BOT_FD_LIMIT // 2 // FDS_PER_PERSON == 13
-    assert private_instance_limit(5) == 5 or soft < 5 * 12
+    assert limited == BOT_FD_LIMIT // 2 // FDS_PER_PERSON == 8
+    assert private_instance_limit(5) == 5 or soft < 5 * 2 * FDS_PER_PERSON
 
 
 @pytest.mark.synapse
