@@ -13,6 +13,7 @@ import pytest_asyncio
 from mindroom.embeddings import Embedder
 from mindroom.embeddings.select import shared_embedder
 from mindroom.matrix.homeserver import EmbeddedHomeserver
+from mindroom.memory.index import MemoryIndex
 from tests.harness import BotHarness, BotProcess, CredentialCache, Human
 from tests.scripted_model import ScriptedModel
 
@@ -125,3 +126,19 @@ async def human(synapse: EmbeddedHomeserver) -> AsyncIterator[Human]:
     person = await Human.create(synapse)
     yield person
     await person.close()
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """A memory scope's workspace folder (empty)."""
+    path = tmp_path / "workspace"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def index(tmp_path: Path, root: Path) -> Iterator[MemoryIndex]:
+    """The keyword index of ``root``, its database outside the workspace."""
+    idx = MemoryIndex(tmp_path / "state" / "index.db", root)
+    yield idx
+    idx.close()

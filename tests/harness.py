@@ -474,3 +474,12 @@ class BotProcess:
         self.credentials.collect(self.storage)
         self.proc = None
         return code
+
+
+def write_entries(root: Path, relative: str, lines: list[str]) -> Path:
+    """A memory file at ``root/relative`` holding one ``- line`` entry per line, as a person
+    would type them."""
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"- {line}\n" for line in lines))
+    return path

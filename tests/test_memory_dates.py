@@ -5,36 +5,14 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from mindroom.memory.dates import date_words, entry_dates
 from mindroom.memory.index import SCHEMA_VERSION, MemoryIndex
 from mindroom.memory.markdown import MemoryEntry
+from tests.harness import write_entries
 
 NOW = dt.datetime(2023, 8, 17, 12)  # a Thursday
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def index(tmp_path: Path, root: Path) -> Iterator[MemoryIndex]:
-    idx = MemoryIndex(tmp_path / "state" / "index.db", root)
-    yield idx
-    idx.close()
-
-
-def write(root: Path, relative: str, lines: list[str]) -> None:
-    path = root / relative
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"- {line}\n" for line in lines))
 
 
 def found(index: MemoryIndex, query: str, limit: int = 10) -> list[str]:
@@ -42,12 +20,12 @@ def found(index: MemoryIndex, query: str, limit: int = 10) -> list[str]:
 
 
 def diary(root: Path) -> None:
-    write(root, "memory/2023-05-08.md", ["went hiking with Bob", "bought new boots"])
-    write(root, "memory/2023-06-01.md", ["painted the kitchen"])
-    write(root, "memory/2023-08-16.md", ["fixed the bike", "called mum"])
-    write(root, "memory/2022-05-20.md", ["planted tomatoes"])
-    write(root, "topics/trips.md", ["Flew to Lisbon on 12 March 2024", "Undated trip idea"])
-    write(root, "MEMORY.md", ["Bob is my brother", "I may move to Porto"])
+    write_entries(root, "memory/2023-05-08.md", ["went hiking with Bob", "bought new boots"])
+    write_entries(root, "memory/2023-06-01.md", ["painted the kitchen"])
+    write_entries(root, "memory/2023-08-16.md", ["fixed the bike", "called mum"])
+    write_entries(root, "memory/2022-05-20.md", ["planted tomatoes"])
+    write_entries(root, "topics/trips.md", ["Flew to Lisbon on 12 March 2024", "Undated trip idea"])
+    write_entries(root, "MEMORY.md", ["Bob is my brother", "I may move to Porto"])
 
 
 def test_entries_of_a_daily_file_are_found_by_their_day_month_and_year(
@@ -88,7 +66,7 @@ def test_relative_dates_find_the_entries_of_those_days(index: MemoryIndex, root:
     diary(root)
     assert sorted(found(index, "what did I do yesterday?")) == ["called mum", "fixed the bike"]
     assert found(index, "today") == []
-    write(root, "memory/2023-05-09.md", ["fixed the bike again"])
+    write_entries(root, "memory/2023-05-09.md", ["fixed the bike again"])
     # the same words, but the day asked about ranks first
     assert found(index, "did I fix the bike yesterday?")[0] == "fixed the bike"
 

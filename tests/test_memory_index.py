@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from mindroom.memory.index import MemoryIndex, memory_files, query_terms
 from mindroom.memory.markdown import parse_entries
 from mindroom.memory.scope import MemoryScope
 from mindroom.memory.store import FileMemory
+from tests.harness import write_entries
 
 FILLER = [
     "Bob plays the violin on Sundays",
@@ -27,27 +27,6 @@ FILLER = [
     "The wifi password is on the fridge",
     "Runs five kilometres every morning",
 ]
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def index(tmp_path: Path, root: Path) -> Iterator[MemoryIndex]:
-    idx = MemoryIndex(tmp_path / "state" / "index.db", root)
-    yield idx
-    idx.close()
-
-
-def write(root: Path, relative: str, lines: list[str]) -> Path:
-    path = root / relative
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"- {line}\n" for line in lines))
-    return path
 
 
 def texts(hits) -> list[str]:
@@ -69,13 +48,13 @@ def truth(root: Path) -> list[tuple[str, str, str, int, int]]:
 def test_a_query_with_one_matching_and_one_unknown_word_still_finds_the_entry(
     index: MemoryIndex, root: Path
 ) -> None:
-    write(root, "MEMORY.md", ["Alice likes green tea", *FILLER])
+    write_entries(root, "MEMORY.md", ["Alice likes green tea", *FILLER])
     assert texts(index.search("tea zeppelin")) == ["Alice likes green tea"]
     assert texts(index.search("zeppelin")) == []
 
 
 def test_any_term_of_the_query_can_match_different_entries(index: MemoryIndex, root: Path) -> None:
-    write(root, "MEMORY.md", ["Alice likes green tea", *FILLER])
+    write_entries(root, "MEMORY.md", ["Alice likes green tea", *FILLER])
     assert sorted(texts(index.search("tea violin", 10))) == [
         "Alice likes green tea",
         "Bob plays the violin on Sundays",
@@ -83,14 +62,16 @@ def test_any_term_of_the_query_can_match_different_entries(index: MemoryIndex, r
 
 
 def test_words_do_not_match_inside_longer_words(index: MemoryIndex, root: Path) -> None:
-    write(root, "MEMORY.md", ["Bob plays tennis", "The sky is blue", "Visit Paris", "Modern art"])
+    write_entries(
+        root, "MEMORY.md", ["Bob plays tennis", "The sky is blue", "Visit Paris", "Modern art"]
+    )
     assert texts(index.search("art")) == ["Modern art"]
     assert texts(index.search("ten")) == []
     assert texts(index.search("par")) == []
 
 
 def test_digits_of_a_date_do_not_match_unrelated_numbers(index: MemoryIndex, root: Path) -> None:
-    write(
+    write_entries(
         root,
         "MEMORY.md",
         [
@@ -105,7 +86,7 @@ def test_digits_of_a_date_do_not_match_unrelated_numbers(index: MemoryIndex, roo
 
 
 def test_stop_words_never_match(index: MemoryIndex, root: Path) -> None:
-    write(root, "MEMORY.md", ["the cat sat on the mat", "a dog ran", "Bob plays tennis"])
+    write_entries(root, "MEMORY.md", ["the cat sat on the mat", "a dog ran", "Bob plays tennis"])
     assert texts(index.search("the dog")) == ["a dog ran"]
     assert texts(index.search("what is the name of the dog?")) == ["a dog ran"]
     assert texts(index.search("the")) == []
@@ -115,7 +96,7 @@ def test_stop_words_never_match(index: MemoryIndex, root: Path) -> None:
 
 
 def test_word_fragments_never_match(index: MemoryIndex, root: Path) -> None:
-    write(
+    write_entries(
         root,
         "MEMORY.md",
         ["Caroline's dog is called Max", "It's raining", "I'm tired", "Plan B is a trip"],
@@ -127,7 +108,7 @@ def test_word_fragments_never_match(index: MemoryIndex, root: Path) -> None:
 
 
 def test_stemming_matches_word_forms(index: MemoryIndex, root: Path) -> None:
-    write(root, "MEMORY.md", ["Alice is running a marathon", *FILLER])
+    write_entries(root, "MEMORY.md", ["Alice is running a marathon", *FILLER])
     assert sorted(texts(index.search("runs"))) == ["Alice is running a marathon", FILLER[-1]]
 
 
@@ -137,7 +118,7 @@ def test_stemming_matches_word_forms(index: MemoryIndex, root: Path) -> None:
 def test_scores_are_in_unit_interval_sorted_and_higher_for_better_matches(
     index: MemoryIndex, root: Path
 ) -> None:
-    write(
+    write_entries(
         root,
         "MEMORY.md",
         ["Alice likes green tea", "Alice likes black coffee", "green walls", *FILLER],
@@ -152,7 +133,7 @@ def test_scores_are_in_unit_interval_sorted_and_higher_for_better_matches(
 
 
 def test_search_limit_is_respected(index: MemoryIndex, root: Path) -> None:
-    write(root, "MEMORY.md", [f"kiwi note {n}" for n in range(8)] + FILLER)
+    write_entries(root, "MEMORY.md", [f"kiwi note {n}" for n in range(8)] + FILLER)
     assert len(index.search("kiwi", 3)) == 3
     assert index.search("kiwi", 0) == []
 
@@ -189,7 +170,7 @@ def test_search_limit_is_respected(index: MemoryIndex, root: Path) -> None:
     ],
 )
 def test_fts_syntax_in_the_query_never_raises(index: MemoryIndex, root: Path, query: str) -> None:
-    write(root, "MEMORY.md", ["Alice likes green tea", *FILLER])
+    write_entries(root, "MEMORY.md", ["Alice likes green tea", *FILLER])
     hits = index.search(query)
     assert isinstance(hits, list)
     if "tea" in query.lower():
@@ -203,7 +184,7 @@ def test_fts_syntax_in_the_query_never_raises(index: MemoryIndex, root: Path, qu
 def test_a_hand_edit_shows_up_in_the_next_search_and_old_text_never_does(
     index: MemoryIndex, root: Path
 ) -> None:
-    path = write(root, "MEMORY.md", ["Alice prefers oolong tea", *FILLER])
+    path = write_entries(root, "MEMORY.md", ["Alice prefers oolong tea", *FILLER])
     assert texts(index.search("oolong")) == ["Alice prefers oolong tea"]
 
     path.write_text(path.read_text().replace("oolong", "jasmine"))  # a person edits
@@ -213,8 +194,8 @@ def test_a_hand_edit_shows_up_in_the_next_search_and_old_text_never_does(
 
 
 def test_deleting_a_file_removes_its_entries(index: MemoryIndex, root: Path) -> None:
-    write(root, "MEMORY.md", ["kiwi in the main file"])
-    topic = write(root, "topics/fruit.md", ["kiwi in a topic", "mango in a topic"])
+    write_entries(root, "MEMORY.md", ["kiwi in the main file"])
+    topic = write_entries(root, "topics/fruit.md", ["kiwi in a topic", "mango in a topic"])
     assert index.sync() == 2
     assert index.count() == 3
 
@@ -226,8 +207,8 @@ def test_deleting_a_file_removes_its_entries(index: MemoryIndex, root: Path) -> 
 
 
 def test_sync_reindexes_only_changed_files(index: MemoryIndex, root: Path) -> None:
-    write(root, "MEMORY.md", ["one"])
-    write(root, "memory/2024-05-03.md", ["two"])
+    write_entries(root, "MEMORY.md", ["one"])
+    write_entries(root, "memory/2024-05-03.md", ["two"])
     assert index.sync() == 2
     assert index.sync() == 0
     with (root / "MEMORY.md").open("a") as handle:
@@ -254,9 +235,9 @@ def test_a_same_size_edit_in_the_same_clock_tick_is_detected_by_the_inode(
 
 
 def test_exclude_paths_leaves_out_those_files(index: MemoryIndex, root: Path) -> None:
-    write(root, "MEMORY.md", ["kiwi in the main file"])
-    write(root, "memory/2024-05-03.md", ["kiwi today"])
-    write(root, "topics/fruit.md", ["kiwi in a topic", *FILLER])
+    write_entries(root, "MEMORY.md", ["kiwi in the main file"])
+    write_entries(root, "memory/2024-05-03.md", ["kiwi today"])
+    write_entries(root, "topics/fruit.md", ["kiwi in a topic", *FILLER])
 
     hits = index.search("kiwi", 5, exclude_paths=frozenset({"MEMORY.md", "memory/2024-05-03.md"}))
 
@@ -266,8 +247,10 @@ def test_exclude_paths_leaves_out_those_files(index: MemoryIndex, root: Path) ->
 def test_exclude_paths_does_not_starve_results_from_other_files(
     index: MemoryIndex, root: Path
 ) -> None:
-    write(root, "MEMORY.md", [f"kiwi kiwi kiwi {n}" for n in range(10)])
-    write(root, "topics/fruit.md", ["a kiwi in a topic among many other words here", *FILLER])
+    write_entries(root, "MEMORY.md", [f"kiwi kiwi kiwi {n}" for n in range(10)])
+    write_entries(
+        root, "topics/fruit.md", ["a kiwi in a topic among many other words here", *FILLER]
+    )
 
     hits = index.search("kiwi", 1, exclude_paths=frozenset({"MEMORY.md"}))
 
@@ -275,8 +258,8 @@ def test_exclude_paths_does_not_starve_results_from_other_files(
 
 
 def test_locate_names_the_files_that_hold_an_id(index: MemoryIndex, root: Path) -> None:
-    write(root, "MEMORY.md", ["same line"])
-    write(root, "topics/a.md", ["other"])
+    write_entries(root, "MEMORY.md", ["same line"])
+    write_entries(root, "topics/a.md", ["other"])
     index.sync()
     [(path, entry_id, *_)] = [row for row in index.snapshot() if row[0] == "MEMORY.md"]
     assert index.locate(entry_id) == [path]
@@ -298,7 +281,7 @@ def test_a_search_hit_in_a_file_with_a_lone_carriage_return_can_be_fetched(
 def test_search_never_returns_text_from_outside_the_root(
     index: MemoryIndex, root: Path, tmp_path: Path
 ) -> None:
-    write(root, "MEMORY.md", ["a normal memory"])
+    write_entries(root, "MEMORY.md", ["a normal memory"])
     secret = tmp_path / "secret.md"
     secret.write_text("- the password is hunter2\n")
     (root / "link.md").symlink_to(secret)
@@ -309,9 +292,9 @@ def test_search_never_returns_text_from_outside_the_root(
 def test_hidden_files_and_non_markdown_files_are_not_indexed(
     index: MemoryIndex, root: Path
 ) -> None:
-    write(root, "MEMORY.md", ["kiwi visible"])
-    write(root, ".trash/old.md", ["kiwi hidden folder"])
-    write(root, ".draft.md", ["kiwi hidden file"])
+    write_entries(root, "MEMORY.md", ["kiwi visible"])
+    write_entries(root, ".trash/old.md", ["kiwi hidden folder"])
+    write_entries(root, ".draft.md", ["kiwi hidden file"])
     (root / "notes.txt").write_text("- kiwi text file\n")
     assert texts(index.search("kiwi", 10)) == ["kiwi visible"]
 
@@ -403,7 +386,7 @@ def test_index_equals_rebuild_after_random_edits(tmp_path: Path, seed: int) -> N
         elif op == "new":
             relative = f"topics/t{rng.randint(0, 5)}.md"
             files.append(relative)
-            write(root, relative, [phrase() for _ in range(rng.randint(1, 4))])
+            write_entries(root, relative, [phrase() for _ in range(rng.randint(1, 4))])
         if op == "check" or rng.random() < 0.3:
             if rng.random() < 0.5:
                 index.sync()
@@ -429,7 +412,7 @@ def test_deleting_the_index_db_and_rebuilding_loses_nothing(tmp_path: Path, root
     memory = FileMemory(MemoryScope("agent_d", root, tmp_path / "state"))
     for n in range(5):
         memory.add_sync(f"kiwi fact {n}", actor="a", path="topics/x.md" if n % 2 else None)
-    write(root, "memory/2024-05-03.md", ["a hand-written kiwi line", "mango"])
+    write_entries(root, "memory/2024-05-03.md", ["a hand-written kiwi line", "mango"])
     memory.index.sync()
     before = memory.index.snapshot()
     hits_before = texts(memory.index.search("kiwi", 10))
@@ -465,14 +448,14 @@ def index_files_open(db: Path) -> list[str]:
 def test_a_closed_index_reopens_on_next_use_and_sees_edits_made_meanwhile(
     index: MemoryIndex, root: Path
 ) -> None:
-    write(root, "MEMORY.md", ["Bob plays the violin"])
+    write_entries(root, "MEMORY.md", ["Bob plays the violin"])
     assert texts(index.search("violin")) == ["Bob plays the violin"]
     assert index_files_open(index.db_path)  # positive control: open while in use
 
     index.close()
     assert not index.is_open
     assert index_files_open(index.db_path) == []
-    write(root, "MEMORY.md", ["Bob plays the cello"])
+    write_entries(root, "MEMORY.md", ["Bob plays the cello"])
 
     assert texts(index.search("cello")) == ["Bob plays the cello"]
     assert texts(index.search("violin")) == []
@@ -482,7 +465,7 @@ def test_a_closed_index_reopens_on_next_use_and_sees_edits_made_meanwhile(
 def test_an_index_deleted_while_closed_is_rebuilt_from_the_files_when_reopened(
     index: MemoryIndex, root: Path
 ) -> None:
-    write(root, "MEMORY.md", FILLER)
+    write_entries(root, "MEMORY.md", FILLER)
     assert index.sync() == 1
     index.close()
     for suffix in ("", "-wal", "-shm"):

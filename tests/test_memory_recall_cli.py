@@ -16,6 +16,7 @@ from mindroom.agents.runner import AgentRuntime
 from mindroom.cli import main
 from mindroom.config import load_config
 from mindroom.memory.registry import MemoryRegistry
+from tests.harness import write_entries
 
 REPO = Path(__file__).resolve().parents[1]
 ALICE = "@alice:example.org"
@@ -34,12 +35,6 @@ def run(config: Path, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[i
     code = main(["memory", *args, "--config", str(config)])
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def write(root: Path, relative: str, lines: list[str]) -> None:
-    path = root / relative
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"- {line}\n" for line in lines))
 
 
 def runtime_block(config: Path, agent: str, message: str, user: str | None = None) -> str:
@@ -64,9 +59,9 @@ def runtime_block(config: Path, agent: str, message: str, user: str | None = Non
 def general_memory(config: Path) -> Path:
     root = config.parent / "agents" / "general" / "workspace"
     chat = [f"thanks, that was a good chat number {n}" for n in range(20)]
-    write(root, "topics/chat.md", chat)
-    write(root, "topics/tea.md", ["Alice prefers oolong tea", "Bob drinks coffee"])
-    write(root, "memory/2024-03-02.md", ["Alice bought a teapot in Kyoto"])
+    write_entries(root, "topics/chat.md", chat)
+    write_entries(root, "topics/tea.md", ["Alice prefers oolong tea", "Bob drinks coffee"])
+    write_entries(root, "memory/2024-03-02.md", ["Alice bought a teapot in Kyoto"])
     return root
 
 
@@ -107,7 +102,7 @@ def test_recall_follows_a_hand_edit_at_once(
     root = general_memory(config)
     _, out, _ = run(config, "recall", "--agent", "general", "oolong?", capsys=capsys)
     assert "oolong" in out
-    write(root, "topics/tea.md", ["Alice switched to jasmine tea"])
+    write_entries(root, "topics/tea.md", ["Alice switched to jasmine tea"])
     _, out, _ = run(config, "recall", "--agent", "general", "oolong?", capsys=capsys)
     assert out == ""
     _, out, _ = run(config, "recall", "--agent", "general", "jasmine?", capsys=capsys)
@@ -121,7 +116,7 @@ def test_recall_of_a_private_companion_is_the_persons_own_memory(
         code, _, _ = run(config, "add", "--agent", "mind", "--user", user, fact, capsys=capsys)
         assert code == 0
     [alice_root] = (config.parent / "private_instances").glob("alice_*/mind_data")
-    write(alice_root, "topics/pets.md", ["Miso sleeps on the piano"])  # by hand
+    write_entries(alice_root, "topics/pets.md", ["Miso sleeps on the piano"])  # by hand
     message = "what does my cat Miso do all day?"
 
     code, out, err = run(

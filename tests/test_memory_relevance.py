@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,31 +11,12 @@ from mindroom.memory.index import MemoryIndex
 from mindroom.memory.markdown import MemoryEntry
 from mindroom.memory.query import parse_query
 from mindroom.memory.relevance import Candidate, Gate, idf, judge, relevant
+from tests.harness import write_entries
 
 NOW = dt.datetime(2024, 5, 3, 12)
 MEMORY_ENTRY = MemoryEntry("h-1", "text", "MEMORY.md", 1, 1)
 COMMON = "thanks for the good time"
 GATE = Gate(rare_word_entries=5)
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def index(tmp_path: Path, root: Path) -> Iterator[MemoryIndex]:
-    idx = MemoryIndex(tmp_path / "state" / "index.db", root)
-    yield idx
-    idx.close()
-
-
-def write(root: Path, relative: str, lines: list[str]) -> None:
-    path = root / relative
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"- {line}\n" for line in lines))
 
 
 def judged(index: MemoryIndex, query: str, gate: Gate = GATE) -> dict[str, float]:
@@ -45,8 +25,10 @@ def judged(index: MemoryIndex, query: str, gate: Gate = GATE) -> dict[str, float
 
 
 def test_term_counts_match_as_the_index_matches(index: MemoryIndex, root: Path) -> None:
-    write(root, "memory/2024-05-02.md", ["Alice runs every morning", "Bob was running late"])
-    write(root, "topics/x.md", ["running shoes on 2 May 2024", "nothing here"])
+    write_entries(
+        root, "memory/2024-05-02.md", ["Alice runs every morning", "Bob was running late"]
+    )
+    write_entries(root, "topics/x.md", ["running shoes on 2 May 2024", "nothing here"])
     index.sync()
     terms = parse_query("who ran yesterday, running?", NOW)
     entries = [MemoryEntry("h-1", "Bob was running late", "memory/2024-05-02.md", 2, 2)]
@@ -61,10 +43,10 @@ def test_term_counts_match_as_the_index_matches(index: MemoryIndex, root: Path) 
 
 def test_a_hit_must_share_as_much_as_a_word_of_few_entries(index: MemoryIndex, root: Path) -> None:
     fillers = [f"filler line {n}" for n in range(100)]
-    write(
+    write_entries(
         root, "MEMORY.md", [COMMON] * 30 + fillers + [f"Pixel the dog, photo {n}" for n in range(5)]
     )
-    write(root, "topics/pets.md", ["the cat sleeps a lot"] * 6)
+    write_entries(root, "topics/pets.md", ["the cat sleeps a lot"] * 6)
     total = 30 + 100 + 5 + 6
     unit = idf(total, 5)
 
@@ -78,9 +60,9 @@ def test_a_hit_must_share_as_much_as_a_word_of_few_entries(index: MemoryIndex, r
 
 
 def test_information_adds_up_over_the_shared_terms(index: MemoryIndex, root: Path) -> None:
-    write(root, "MEMORY.md", [f"filler line {n}" for n in range(41)])
+    write_entries(root, "MEMORY.md", [f"filler line {n}" for n in range(41)])
     teapots = [f"green tea pot {n}" for n in range(6)]
-    write(root, "topics/a.md", ["green tea", "black tea", "green walls", *teapots])
+    write_entries(root, "topics/a.md", ["green tea", "black tea", "green walls", *teapots])
     info = judged(index, "green tea")
     tea = green = idf(50, 8) / idf(50, 5)  # each is in 8 of 50 entries
     assert info["green tea"] == pytest.approx(tea + green)
@@ -93,10 +75,10 @@ def test_information_adds_up_over_the_shared_terms(index: MemoryIndex, root: Pat
 def test_the_same_word_is_specific_in_one_memory_and_common_in_another(
     tmp_path: Path, root: Path
 ) -> None:
-    write(root, "MEMORY.md", ["went hiking", *[f"note {n}" for n in range(30)]])
+    write_entries(root, "MEMORY.md", ["went hiking", *[f"note {n}" for n in range(30)]])
     rare = MemoryIndex(tmp_path / "a.db", root)
     other = tmp_path / "other"
-    write(other, "MEMORY.md", [f"went hiking again {n}" for n in range(30)])
+    write_entries(other, "MEMORY.md", [f"went hiking again {n}" for n in range(30)])
     common = MemoryIndex(tmp_path / "b.db", other)
     try:
         [found] = judge(rare, "hiking?", rare.search("hiking?"), GATE)
@@ -110,7 +92,7 @@ def test_the_same_word_is_specific_in_one_memory_and_common_in_another(
 
 
 def test_a_memory_too_small_to_tell_counts_any_shared_word(index: MemoryIndex, root: Path) -> None:
-    write(root, "MEMORY.md", ["my cat Miso", "Miso sleeps on the piano", "Miso hates rain"])
+    write_entries(root, "MEMORY.md", ["my cat Miso", "Miso sleeps on the piano", "Miso hates rain"])
     info = judged(index, "what does Miso do?")
     assert len(info) == 3
     assert all(relevant(Candidate(MEMORY_ENTRY, 0.5, value), GATE) for value in info.values())
@@ -120,9 +102,9 @@ def test_a_memory_too_small_to_tell_counts_any_shared_word(index: MemoryIndex, r
 
 
 def test_a_day_named_in_the_message_weighs_in_full(index: MemoryIndex, root: Path) -> None:
-    write(root, "MEMORY.md", [f"filler line {n}" for n in range(40)])
-    write(root, "memory/2024-05-02.md", [f"yesterday's note {n}" for n in range(20)])
-    write(root, "memory/2024-04-01.md", ["an older note"])
+    write_entries(root, "MEMORY.md", [f"filler line {n}" for n in range(40)])
+    write_entries(root, "memory/2024-05-02.md", [f"yesterday's note {n}" for n in range(20)])
+    write_entries(root, "memory/2024-04-01.md", ["an older note"])
     info = judged(index, "what did I do yesterday?")
     assert set(info) == {f"yesterday's note {n}" for n in range(20)}
     assert all(value > 1.0 for value in info.values())
@@ -139,7 +121,7 @@ def test_similarity_decides_when_a_hit_carries_one() -> None:
 
 
 def test_judge_passes_on_a_semantic_similarity_by_entry(index: MemoryIndex, root: Path) -> None:
-    write(root, "MEMORY.md", ["the dog is called Pixel", "the cat is called Miso"])
+    write_entries(root, "MEMORY.md", ["the dog is called Pixel", "the cat is called Miso"])
     hits = index.search("dog cat", now=NOW)
     similarity = {("MEMORY.md", 1): 0.9}
     found = judge(index, "dog cat", hits, GATE, similarity=similarity)
