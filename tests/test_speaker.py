@@ -21,26 +21,36 @@ def test_a_speaker_is_named_with_display_name_and_matrix_id() -> None:
     assert who("@alice:example.org", "@alice:example.org") == "@alice:example.org"
 
 
+async def talk_in_one_thread(
+    bot: BotHarness, model: ScriptedModel, turns: list[tuple[Human, str]]
+) -> None:
+    """Start a bot with ``general`` in a new room, bring every speaker in, and have each say
+    their line to ``@general`` in one thread (the first line starts it), waiting for replies."""
+    room = unique("lobby")
+    model.set_handler(lambda request: "noted")
+    first = turns[0][0]
+    room_id = await bot.start_in_room(
+        config_text(model.base_url, {"general": {"rooms": [room]}}), room, first
+    )
+    for person in {id(p): p for p, _ in turns[1:] if p is not first}.values():
+        await person.join(room_id)
+    assert bot.bot is not None
+    general = bot.bot.agents["general"].user_id
+    root: str | None = None
+    for person, text in turns:
+        said = await person.send(room_id, f"@general {text}", mention=[general], thread_root=root)
+        root = root or said
+        await person.wait_for_reply(room_id, said)
+
+
 @pytest.mark.synapse
 @pytest.mark.asyncio
 async def test_in_a_room_with_several_people_the_model_is_told_who_speaks(
     bot: BotHarness, human: Human, model: ScriptedModel, synapse
 ) -> None:
-    alice, room = human, unique("lobby")
-    model.set_handler(lambda request: "noted")
-    bob = await Human.create(synapse)
+    alice, bob = human, await Human.create(synapse)
     try:
-        config = config_text(model.base_url, {"general": {"rooms": [room]}})
-        room_id = await bot.start_in_room(config, room, alice)
-        await bob.join(room_id)
-        assert bot.bot is not None
-        general = bot.bot.agents["general"].user_id
-        root = await alice.send(room_id, "@general I prefer tea", mention=[general])
-        await alice.wait_for_reply(room_id, root)
-        said = await bob.send(
-            room_id, "@general I prefer coffee", mention=[general], thread_root=root
-        )
-        await bob.wait_for_reply(room_id, said)
+        await talk_in_one_thread(bot, model, [(alice, "I prefer tea"), (bob, "I prefer coffee")])
         request = next(r for r in reversed(model.requests) if "coffee" in last_user_text(r))
     finally:
         await bob.close()
@@ -64,25 +74,17 @@ async def test_two_people_in_one_thread_share_its_history(
 
     Agno owns a session by the user_id of its first run: a second person's turns were neither
     shown the thread's history nor saved to it."""
-    alice, room = human, unique("lobby")
-    model.set_handler(lambda request: "noted")
-    bob = await Human.create(synapse)
+    alice, bob = human, await Human.create(synapse)
     try:
-        config = config_text(model.base_url, {"general": {"rooms": [room]}})
-        room_id = await bot.start_in_room(config, room, alice)
-        await bob.join(room_id)
-        assert bot.bot is not None
-        general = bot.bot.agents["general"].user_id
-        root = await alice.send(room_id, "@general the launch is on Tuesday", mention=[general])
-        await alice.wait_for_reply(room_id, root)
-        said = await bob.send(
-            room_id, "@general and the demo is on Friday", mention=[general], thread_root=root
+        await talk_in_one_thread(
+            bot,
+            model,
+            [
+                (alice, "the launch is on Tuesday"),
+                (bob, "and the demo is on Friday"),
+                (alice, "what did we plan?"),
+            ],
         )
-        await bob.wait_for_reply(room_id, said)
-        again = await alice.send(
-            room_id, "@general what did we plan?", mention=[general], thread_root=root
-        )
-        await alice.wait_for_reply(room_id, again)
     finally:
         await bob.close()
 
