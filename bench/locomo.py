@@ -19,6 +19,7 @@ Nothing here scores anything; the benchmark scripts do.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import re
@@ -158,12 +159,16 @@ def open_memory(config: Config, storage: Path) -> FileMemory:
 
 
 async def store(memory: FileMemory, conversation: Conversation) -> dict[str, str]:
-    """Write every turn into its day's file; returns entry id -> dia_id."""
+    """Write every turn into its day's file (and embed them, with an embedder: searches leave
+    a big backlog to the background); returns entry id -> dia_id."""
     dia_ids: dict[str, str] = {}
     for turn in conversation.turns:
         daily = memory.scope.daily_path(turn.day.isoformat())
         entry = await memory.add(entry_text(turn), actor=ACTOR, path=daily)
         dia_ids[entry.id] = turn.dia_id
+    vectors = memory.vectors
+    if vectors is not None:  # embed them all now, as the bot does in the background
+        await asyncio.to_thread(vectors.sync)
     return dia_ids
 
 

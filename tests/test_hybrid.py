@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -112,3 +113,33 @@ def test_a_hit_gains_from_the_hits_written_just_before_and_after_it() -> None:
     assert [f.entry.text for f in plain] == ["q", "other", "answer"]  # the control
     near = fuse(keyword, vector, Weights(0.5, 0.5, neighbour=0.6))
     assert [f.entry.text for f in near] == ["q", "answer", "other"]  # beside the best hit
+
+
+def test_a_big_backlog_is_embedded_in_the_background_while_search_stays_keyword_only(
+    tmp_path: Path, local_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An upgrade from keyword-only (or a big import) leaves many entries unembedded: a search
+    does not make its caller wait for them; it answers from keywords and the vectors follow."""
+    import mindroom.memory.hybrid as hybrid
+
+    monkeypatch.setattr(hybrid, "CATCH_UP_LIMIT", 3)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    memory = FileMemory(MemoryScope("agent_test", workspace, tmp_path / "state"), local_embedder)
+    try:
+        for text in FACTS:  # 6 new entries, more than the limit
+            memory.add_sync(text, actor="test")
+        found = hybrid_search(memory, "is Bob allergic to peanuts?", 3)
+        assert found[0].entry.text == "Bob is allergic to peanuts"  # from keywords
+        assert found[0].similarity is None  # the vector half sat this one out
+        vectors = memory.vectors
+        assert vectors is not None
+        deadline = time.monotonic() + 60
+        while vectors.embedded < len(FACTS):  # the background thread embeds them all
+            assert time.monotonic() < deadline, vectors.embedded
+            time.sleep(0.05)
+        later = hybrid_search(memory, "which musical instrument is she learning?", 3)
+        assert later[0].entry.text == FACTS[0]  # the control: now found by meaning
+        assert later[0].similarity is not None
+    finally:
+        memory.close()

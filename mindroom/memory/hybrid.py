@@ -41,6 +41,7 @@ once, :func:`mindroom.embeddings.select.report_keyword_only`), the search is the
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from dataclasses import dataclass
 
 from mindroom.embeddings.select import report_keyword_only
@@ -48,6 +49,14 @@ from mindroom.errors import EmbedderError
 from mindroom.memory.index import SearchHit
 from mindroom.memory.markdown import MemoryEntry
 from mindroom.memory.store import FileMemory
+
+logger = logging.getLogger(__name__)
+
+# A search embeds at most this many new texts before it answers (one embedder batch, well under
+# a second); more (a memory that grew by hand, or an upgrade from keyword-only) are embedded in
+# the background while searches stay keyword-only, so no reply waits for them.
+CATCH_UP_LIMIT = 256
+_catching_up: set[str] = set()  # scopes already reported (a bound: one line per scope)
 
 
 @dataclass(frozen=True)
@@ -120,6 +129,16 @@ def _best_neighbour(
     return max(before, own.get((entry.path, entry.end_line + 1), 0.0))
 
 
+def _say_catching_up(scope_id: str) -> None:
+    if scope_id not in _catching_up:
+        _catching_up.add(scope_id)
+        logger.info(
+            "memory %s: embedding its entries in the background; searches are keyword-only "
+            "until that is done",
+            scope_id,
+        )
+
+
 def hybrid_search(
     memory: FileMemory,
     query: str,
@@ -138,7 +157,11 @@ def hybrid_search(
     vectors = memory.vectors
     if vectors is not None and weights.vector > 0:
         try:
-            vector = vectors.search(query, pool, exclude_paths=exclude_paths)
+            if vectors.sync_within(CATCH_UP_LIMIT):
+                vector = vectors.search(query, pool, exclude_paths=exclude_paths)
+            else:  # many entries still unembedded (an upgrade, a big import): not in this turn
+                _say_catching_up(memory.scope_id)
+                vectors.catch_up()
         except EmbedderError as exc:
             report_keyword_only(f"memory {memory.scope_id}", exc)
     if vector is None:

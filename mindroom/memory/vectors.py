@@ -41,6 +41,7 @@ Deliberately not here: combining vector and keyword hits into one ranking (the c
 from __future__ import annotations
 
 import hashlib
+import logging
 import sqlite3
 import threading
 from collections.abc import Iterable
@@ -55,6 +56,8 @@ from mindroom.embeddings.scoring import Scorer, half_precision_scorer
 from mindroom.errors import EmbedderError
 from mindroom.memory.index import IndexMark, MemoryIndex, SearchHit
 from mindroom.memory.markdown import MemoryEntry
+
+logger = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS vectors (
@@ -100,6 +103,7 @@ class VectorIndex:
         self._files: dict[str, _Block] = {}
         self._dims: int | None = None
         self._unused = 0  # stored vectors whose text left the index since the last prune
+        self._catching_up = False  # a catch_up thread is embedding
         # the files' blocks joined in path order (built on the first search after a change)
         self._matrix: _Matrix | None = None
         self._scorer: Scorer | None = None
@@ -223,9 +227,41 @@ class VectorIndex:
         embedded before the failure is kept)."""
         self.index.sync()
         with self._lock:
-            return self._follow()
+            return self._follow() or 0
 
-    def _follow(self) -> int:
+    def sync_within(self, limit: int) -> bool:
+        """Follow the files now if that embeds at most ``limit`` texts and no other thread is
+        syncing; False otherwise, changing nothing (the caller then searches without vectors
+        this time and calls :meth:`catch_up`), so a turn never waits for a big embedding."""
+        self.index.sync()
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            return self._follow(limit) is not None
+        finally:
+            self._lock.release()
+
+    def catch_up(self) -> None:
+        """Embed what is missing in a background daemon thread (one at a time); a failure is
+        left to the next search, which reports it."""
+        with self._lock:
+            if self._catching_up:
+                return
+            self._catching_up = True
+
+        def run() -> None:
+            try:
+                self.sync()
+            except Exception as exc:  # the next search says it (keyword-only), once
+                logger.debug("catching up the vectors of %s failed: %s", self.db_path, exc)
+            finally:
+                self._catching_up = False
+
+        threading.Thread(target=run, name="vectors-catch-up", daemon=True).start()
+
+    def _follow(self, limit: int | None = None) -> int | None:
+        """Take in the keyword index's changes, embedding the texts that have no vector; None
+        (nothing changed) when that would be more than ``limit`` texts."""
         changes = self.index.changes(self._mark)
         if not changes.files and not changes.full:
             self._mark = changes.mark
@@ -247,6 +283,8 @@ class VectorIndex:
         }
         known.update(self._stored(list(texts)))
         embedded = len([key for key in texts if key not in known])
+        if limit is not None and embedded > limit:
+            return None
         known.update(self._embed({k: t for k, t in texts.items() if k not in known}))
         files = {} if changes.full else dict(before)
         width = self._dims or 0
