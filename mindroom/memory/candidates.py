@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 from mindroom.embeddings.select import report_keyword_only
 from mindroom.errors import EmbedderError
+from mindroom.memory.bounded import bounded
 from mindroom.memory.index import SearchHit
-from mindroom.memory.store import FileMemory, bounded
+from mindroom.memory.store import FileMemory
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ recall (logged once), not allowed to take the rest of the memory down.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import json
 import logging
@@ -21,10 +20,11 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 from mindroom.embeddings import INSTALL_HINT
 from mindroom.errors import EmbedderError, MemoryStoreError
+from mindroom.memory.bounded import bounded
 from mindroom.memory.files import clean_temp_files, edit_file, file_lock, read_text
 from mindroom.memory.history import History, HistoryRecord
 from mindroom.memory.index import MemoryIndex, SearchHit, memory_files
@@ -427,32 +427,6 @@ class FileMemory:
 
     async def read_file(self, path: str, from_line: int = 1, lines: int = 100) -> str:
         return await bounded(self.read_file_sync, path, from_line, lines)
-
-
-_T = TypeVar("_T")
-
-# far above files.OPERATION_SECONDS: a safety net, the protocol's own bounds come first
-CALL_SECONDS = 60.0
-
-
-def _no_stop_iteration(function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-    try:
-        return function(*args, **kwargs)
-    except StopIteration:  # would never resolve the awaiting future: make it an error
-        raise MemoryStoreError("the memory operation failed; try again") from None
-
-
-async def bounded(function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-    """Run ``function`` in a worker thread; MemoryStoreError if it takes over CALL_SECONDS
-    (the thread itself cannot be stopped; the caller gets its answer, an error, in time)."""
-    try:
-        return await asyncio.wait_for(
-            asyncio.to_thread(_no_stop_iteration, function, *args, **kwargs), CALL_SECONDS
-        )
-    except TimeoutError:
-        raise MemoryStoreError(
-            f"the memory operation did not finish in {CALL_SECONDS:.0f} s; try again"
-        ) from None
 
 
 _skipped: set[tuple[str, str, str]] = set()

@@ -31,11 +31,12 @@ from pathlib import Path
 from typing import TypeVar
 
 from mindroom.errors import MemoryStoreError
+from mindroom.memory.bounded import bounded
 from mindroom.memory.files import atomic_write, clean_temp_files, edit_file, file_lock, read_text
 from mindroom.memory.index import SearchHit, memory_files
 from mindroom.memory.markdown import ENTRY_ID_RE, MemoryEntry, parse_entries, remove_entry
 from mindroom.memory.scope import MemoryScope, state_dir, team_scope_id
-from mindroom.memory.store import FileMemory, bounded, skip_unreadable
+from mindroom.memory.store import FileMemory, skip_unreadable
 
 _T = TypeVar("_T")
 _PASSES = 3  # a person saving during a pass makes another pass; bounded
