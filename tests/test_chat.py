@@ -50,6 +50,13 @@ async def _local_user(synapse: EmbeddedHomeserver, data_dir: Path) -> str:
     return user.user_id
 
 
+async def _local_chat(synapse: EmbeddedHomeserver, tmp_path: Path) -> Path:
+    """The data folder of a terminal chat whose local user exists on ``synapse``."""
+    data_dir = tmp_path / "chat_data"
+    await _local_user(synapse, data_dir)
+    return data_dir
+
+
 async def _one_agent_room(bot: BotHarness, model: ScriptedModel) -> str:
     room = unique("talk")
     await bot.start(config_text(model.base_url, {"general": {"role": "Helps.", "rooms": [room]}}))
@@ -59,8 +66,7 @@ async def _one_agent_room(bot: BotHarness, model: ScriptedModel) -> str:
 async def test_the_prompt_continues_one_thread_and_new_starts_another(
     bot: BotHarness, human: Human, model: ScriptedModel, synapse: EmbeddedHomeserver, tmp_path: Path
 ) -> None:
-    data_dir = tmp_path / "chat_data"
-    await _local_user(synapse, data_dir)
+    data_dir = await _local_chat(synapse, tmp_path)
     room = await _one_agent_room(bot, model)
     room_id = await human.join(f"#{room}:{synapse.server_name}")
     model.push("First answer.")
@@ -96,8 +102,7 @@ async def test_the_prompt_continues_one_thread_and_new_starts_another(
 async def test_room_switches_the_room_the_prompt_talks_in(
     bot: BotHarness, human: Human, model: ScriptedModel, synapse: EmbeddedHomeserver, tmp_path: Path
 ) -> None:
-    data_dir = tmp_path / "chat_data"
-    await _local_user(synapse, data_dir)
+    data_dir = await _local_chat(synapse, tmp_path)
     first, second = unique("one"), unique("two")
     agents = {
         "general": {"role": "Helps.", "rooms": [first]},
@@ -122,8 +127,7 @@ async def test_room_switches_the_room_the_prompt_talks_in(
 async def test_repeated_one_shot_chats_print_only_their_own_answer_once(
     bot: BotHarness, human: Human, model: ScriptedModel, synapse: EmbeddedHomeserver, tmp_path: Path
 ) -> None:
-    data_dir = tmp_path / "chat_data"
-    await _local_user(synapse, data_dir)
+    data_dir = await _local_chat(synapse, tmp_path)
     room = await _one_agent_room(bot, model)
     room_id = await human.join(f"#{room}:{synapse.server_name}")
     for attempt in range(3):
@@ -164,8 +168,7 @@ async def test_chat_names_an_unreachable_homeserver_and_exits_non_zero(tmp_path:
 async def test_chat_says_no_agent_answered_when_the_bot_is_not_running(
     bot: BotHarness, model: ScriptedModel, synapse: EmbeddedHomeserver, tmp_path: Path
 ) -> None:
-    data_dir = tmp_path / "chat_data"
-    await _local_user(synapse, data_dir)
+    data_dir = await _local_chat(synapse, tmp_path)
     room = await _one_agent_room(bot, model)
     await bot.stop()
     printed: list[str] = []
@@ -176,8 +179,7 @@ async def test_chat_says_no_agent_answered_when_the_bot_is_not_running(
 async def test_a_streamed_answer_is_printed_once_with_its_final_text(
     bot: BotHarness, human: Human, model: ScriptedModel, synapse: EmbeddedHomeserver, tmp_path: Path
 ) -> None:
-    data_dir = tmp_path / "chat_data"
-    await _local_user(synapse, data_dir)
+    data_dir = await _local_chat(synapse, tmp_path)
     room = await _one_agent_room(bot, model)
     room_id = await human.join(f"#{room}:{synapse.server_name}")
     text = " ".join(f"word{i}" for i in range(40))
@@ -293,8 +295,7 @@ async def test_the_prompt_invites_an_agent_and_refuses_unknown_commands(
 ) -> None:
     """The router's "not in this room" notice says /invite: the prompt can do it. A /word it
     does not know is not sent to the room as a message."""
-    data_dir = tmp_path / "chat_data"
-    await _local_user(synapse, data_dir)
+    data_dir = await _local_chat(synapse, tmp_path)
     room = unique("talk")
     agents = {"general": {"role": "Helps.", "rooms": [room]}, "coder": {"role": "Codes."}}
     await bot.start(config_text(model.base_url, agents))
@@ -334,8 +335,7 @@ async def test_the_prompt_invites_an_agent_and_refuses_unknown_commands(
 async def test_a_one_shot_answered_only_by_an_error_notice_exits_4(
     bot: BotHarness, human: Human, model: ScriptedModel, synapse: EmbeddedHomeserver, tmp_path: Path
 ) -> None:
-    data_dir = tmp_path / "chat_data"
-    await _local_user(synapse, data_dir)
+    data_dir = await _local_chat(synapse, tmp_path)
     room = await _one_agent_room(bot, model)
     model.push(Reply(status=500, error_message="the model is down", retryable=False))
     printed: list[str] = []
