@@ -152,18 +152,26 @@ def hybrid_search(
     embedder); keyword-only when the memory has no working embedder."""
     weights = weights or Weights()
     pool = max(limit, weights.pool)
-    keyword = memory.index.search(query, pool, exclude_paths=exclude_paths, now=now)
     vector: list[SearchHit] | None = None
-    vectors = memory.vectors
-    if vectors is not None and weights.vector > 0:
+    vectors = memory.vectors if weights.vector > 0 else None
+    ready = False  # the files are followed once, by whichever half does it first
+    if vectors is not None:
         try:
-            if vectors.sync_within(CATCH_UP_LIMIT):
-                vector = vectors.search(query, pool, exclude_paths=exclude_paths)
-            else:  # many entries still unembedded (an upgrade, a big import): not in this turn
-                _say_catching_up(memory.scope_id)
-                vectors.catch_up()
+            ready = vectors.sync_within(CATCH_UP_LIMIT)  # follows the keyword index too
         except EmbedderError as exc:
             report_keyword_only(f"memory {memory.scope_id}", exc)
+            vectors = None
+    if vectors is None:
+        memory.index.sync()
+    keyword = memory.index.search(query, pool, exclude_paths=exclude_paths, now=now, synced=True)
+    if vectors is not None and ready:
+        try:
+            vector = vectors.search(query, pool, exclude_paths=exclude_paths, synced=True)
+        except EmbedderError as exc:
+            report_keyword_only(f"memory {memory.scope_id}", exc)
+    elif vectors is not None:  # many entries still unembedded (an upgrade, a big import)
+        _say_catching_up(memory.scope_id)
+        vectors.catch_up()
     if vector is None:
         return [Found(h.entry, h.score, h.score, None) for h in keyword[:limit]]
     return fuse(keyword, vector, weights)[:limit]

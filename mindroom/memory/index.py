@@ -287,10 +287,13 @@ class MemoryIndex:
         *,
         exclude_paths: frozenset[str] = frozenset(),
         now: dt.datetime | None = None,
+        synced: bool = False,
     ) -> list[SearchHit]:
-        """The best ``limit`` entries for ``query`` (after syncing with the files); ``now``
-        resolves relative dates such as "yesterday" (default: the clock)."""
-        self.sync()
+        """The best ``limit`` entries for ``query`` (after syncing with the files, unless the
+        caller just did: ``synced``); ``now`` resolves relative dates such as "yesterday"
+        (default: the clock)."""
+        if not synced:
+            self.sync()
         terms = parse_query(query, now)
         if not terms or limit <= 0:
             return []

@@ -331,13 +331,20 @@ class VectorIndex:
     # -- reading --------------------------------------------------------------------------
 
     def search(
-        self, query: str, limit: int = 5, *, exclude_paths: frozenset[str] = frozenset()
+        self,
+        query: str,
+        limit: int = 5,
+        *,
+        exclude_paths: frozenset[str] = frozenset(),
+        synced: bool = False,
     ) -> list[SearchHit]:
         """The ``limit`` entries most similar to ``query``, best first, scored by cosine
-        similarity (ties: file and line order). Raises :class:`EmbedderError`."""
+        similarity (ties: file and line order); ``synced``: the caller has just followed the
+        files (:meth:`sync_within`). Raises :class:`EmbedderError`."""
         if limit <= 0 or not query.strip():
             return []
-        self.sync()
+        if not synced:
+            self.sync()
         [vector] = self.embedder.embed([query])
         with self._lock:
             matrix, scorer, rows, spans = self._joined()
