@@ -20,7 +20,7 @@ from mindroom.matrix.chat import chat
 from mindroom.matrix.homeserver import EmbeddedHomeserver
 from mindroom.matrix.local import ensure_local_user, local_user_store
 from mindroom.runlock import require_running
-from tests.harness import REPO, BotHarness, BotProcess, Human, config_text, relation, unique
+from tests.harness import REPO, BotHarness, BotProcess, Human, config_text, joined, relation, unique
 from tests.scripted_model import Reply, ScriptedModel, all_text
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
@@ -314,13 +314,7 @@ async def test_the_prompt_invites_an_agent_and_refuses_unknown_commands(
     await terminal.wait_printed("no account @mindroom_codr:")
     await terminal.typed.put("/invite coder")
     await terminal.wait_printed(f"invited {coder}")
-    await human.wait_for(
-        lambda e: (
-            e.get("type") == "m.room.member"
-            and e.get("state_key") == coder
-            and e["content"].get("membership") == "join"
-        )
-    )
+    await human.wait_for(joined(coder, room_id))
     await terminal.typed.put("@coder are you here?")
     await terminal.wait_printed("Coder here.")
     await terminal.typed.put(None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.harness import BotHarness, Human, config_text, relation, unique
+from tests.harness import BotHarness, Human, config_text, joined, relation, unique
 from tests.scripted_model import Reply, ScriptedModel, all_text, last_user_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
@@ -131,13 +131,7 @@ async def test_direct_message_invite_is_accepted_and_answered(
     general = bot.bot.agents["general"].user_id
     created = await human.client.room_create(invite=[general], is_direct=True)
     room_id = created.room_id
-    await human.wait_for(
-        lambda e: (
-            e.get("type") == "m.room.member"
-            and e.get("state_key") == general
-            and e["content"].get("membership") == "join"
-        )
-    )
+    await human.wait_for(joined(general, room_id))
     model.push("Hi in private.")
     asked = await human.send(room_id, "psst")
     reply = await human.wait_for_reply(room_id, asked)

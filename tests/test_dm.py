@@ -6,7 +6,7 @@ import pytest
 
 from mindroom.config import parse_config
 from mindroom.turns import answer_thread, thread_mode
-from tests.harness import BotHarness, Human, config_text, relation
+from tests.harness import BotHarness, Human, config_text, joined, relation
 from tests.scripted_model import ScriptedModel, all_text, last_user_text
 
 CONFIG = """
@@ -40,13 +40,7 @@ async def test_a_dm_keeps_one_conversation_and_new_starts_fresh(
     general = bot.bot.agents["general"].user_id
     created = await human.client.room_create(invite=[general], is_direct=True)
     room_id = created.room_id
-    await human.wait_for(
-        lambda e: (
-            e.get("type") == "m.room.member"
-            and e.get("state_key") == general
-            and e["content"].get("membership") == "join"
-        )
-    )
+    await human.wait_for(joined(general, room_id))
 
     told = await human.send(room_id, "my name is Ada")
     first = await human.wait_for_reply(room_id, told)
