@@ -143,3 +143,29 @@ def test_a_big_backlog_is_embedded_in_the_background_while_search_stays_keyword_
         assert later[0].similarity is not None
     finally:
         memory.close()
+
+
+def test_a_private_companions_vectors_never_answer_for_another_person(tmp_path: Path) -> None:
+    """Meaning crosses no person's boundary: Bob's search, by meaning or by words, never
+    returns what Alice told the same companion (each person's vectors live in their scope)."""
+    from mindroom.memory.registry import MemoryRegistry
+
+    agents = {"mind": {"private": {"per": "user"}}}
+    config = parse_config(config_text("http://127.0.0.1:9/v1", agents, memory={}), "c.yaml")
+    registry = MemoryRegistry(config, tmp_path)
+    try:
+        alice = registry.for_agent("mind", "@alice:localhost")
+        bob = registry.for_agent("mind", "@bob:localhost")
+        assert alice is not None
+        assert bob is not None
+        assert alice.vectors is not None  # the local embedder is on for this config
+        alice.add_sync("Alice takes cello lessons every Thursday", actor="test")
+        bob.add_sync("Bob is allergic to peanuts", actor="test")
+        question = "which musical instrument is being learned?"
+        mine = hybrid_search(alice, question, 5)
+        assert [f.entry.text for f in mine][0].startswith("Alice takes cello")  # the control
+        theirs = hybrid_search(bob, question, 5)
+        assert all("cello" not in f.entry.text for f in theirs), theirs
+        assert all("cello" not in f.entry.text for f in hybrid_search(bob, "cello lessons", 5))
+    finally:
+        registry.close()
