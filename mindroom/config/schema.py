@@ -20,7 +20,7 @@ RESERVED_NAMES = frozenset({ROUTER})
 
 ThreadMode = Literal["thread", "room"]
 TeamMode = Literal["coordinate", "collaborate"]
-MemoryBackendName = Literal["file", "none"]
+MemoryBackendName = Literal["file", "mem0", "none"]
 LearningMode = Literal["always", "agentic"]
 EmbedderProvider = Literal["sentence_transformers", "huggingface", "openai", "ollama", "none"]
 
@@ -124,6 +124,51 @@ class EmbedderConfig(_Strict):
                 )
         if provider == "ollama" and settings.model is None:
             raise ValueError("provider 'ollama' needs config.model (e.g. nomic-embed-text)")
+        return self
+
+
+class MemoryLlmSettings(_Strict):
+    """``memory.llm.config``: the model mem0 extracts memories with, and where it is served.
+
+    ``host`` is ollama's server (default ``http://localhost:11434``); ``base_url`` and
+    ``api_key`` are an OpenAI-compatible server's (unset: ``OPENAI_BASE_URL``/``OPENAI_API_KEY``)
+    or Anthropic's (``ANTHROPIC_API_KEY``).
+    """
+
+    model: str | None = Field(default=None, min_length=1)
+    host: str | None = Field(default=None, min_length=1)
+    base_url: str | None = Field(default=None, min_length=1)
+    api_key: str | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    timeout_seconds: float = Field(default=60.0, gt=0)
+
+
+class MemoryLlmConfig(_Strict):
+    """``memory.llm``: the model the mem0 backend extracts memories with.
+
+    Unset, mem0 uses the config's default model (``defaults.model``), so one model setting is
+    enough; set, ``provider`` (``ollama``, ``openai`` or ``anthropic``) and its ``config``.
+    """
+
+    provider: Literal["ollama", "openai", "anthropic"] = "ollama"
+    config: MemoryLlmSettings = Field(default_factory=MemoryLlmSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: object) -> object:
+        if isinstance(value, str):
+            return {"provider": value}
+        return value
+
+    @model_validator(mode="after")
+    def _settings_fit_the_provider(self) -> MemoryLlmConfig:
+        settings, provider = self.config, self.provider
+        if settings.host is not None and provider != "ollama":
+            raise ValueError(f"config.host is only for provider 'ollama', not {provider!r}")
+        if settings.base_url is not None and provider == "ollama":
+            raise ValueError("ollama's server is config.host, not config.base_url")
+        if provider == "ollama" and settings.model is None:
+            raise ValueError("provider 'ollama' needs config.model (e.g. llama3.2)")
         return self
 
 
@@ -265,13 +310,21 @@ class SearchConfig(_Strict):
 
 
 class MemoryConfig(_Strict):
-    """Memory backend (``file`` or ``none``) and its settings. ``memory: none`` is shorthand."""
+    """Memory backend (``file``, ``mem0`` or ``none``) and its settings.
+
+    ``memory: none`` is shorthand for ``backend: none``.
+    """
 
     backend: MemoryBackendName = "file"
     file: FileMemoryConfig = Field(default_factory=FileMemoryConfig)
     team_reads_member_memory: bool = False
     # unset: the bundled local model when mindroom[embeddings] is installed, else keyword-only
     embedder: EmbedderConfig | None = None
+    # the mem0 backend's extraction model; unset: defaults.model
+    llm: MemoryLlmConfig | None = None
+    # install a missing optional extra (the local embedder) on first use; off: an error that
+    # names the install command
+    auto_install: bool = True
     search: SearchConfig = Field(default_factory=SearchConfig)
     # private companions: people whose session db and index stay open (least recent closed)
     max_open_private_instances: int = Field(default=64, ge=1)
