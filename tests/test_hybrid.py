@@ -48,9 +48,9 @@ def test_fusion_normalises_each_half_so_neither_drowns_the_other() -> None:
     by_text = {f.entry.text: f for f in found}
     assert by_text["a"].similarity == 0.1  # outside the vector pool: bounded by its worst
     assert by_text["c"].keyword is None
-    lone = fuse([SearchHit(a, 0.01)], [], Weights(0.5, 0.5))
+    lone = fuse([SearchHit(a, 0.01)], [], Weights(0.5, 0.5, file=0.0))
     assert lone[0].score == 0.5  # a lone keyword hit counts fully, however low its BM25
-    only_vectors = fuse([], [SearchHit(c, 0.2)], Weights(0.0, 1.0))
+    only_vectors = fuse([], [SearchHit(c, 0.2)], Weights(0.0, 1.0, file=0.0))
     assert only_vectors[0].score == 1.0
 
 
@@ -113,6 +113,45 @@ def test_a_hit_gains_from_the_hits_written_just_before_and_after_it() -> None:
     assert [f.entry.text for f in plain] == ["q", "other", "answer"]  # the control
     near = fuse(keyword, vector, Weights(0.5, 0.5, neighbour=0.6))
     assert [f.entry.text for f in near] == ["q", "answer", "other"]  # beside the best hit
+
+
+def test_a_hit_gains_from_the_other_hits_of_its_file() -> None:
+    """A day (a conversation) with several good hits is about the query: its weaker hits rise
+    above an equally weak hit alone in another file."""
+
+    def at(path: str, text: str, line: int) -> MemoryEntry:
+        return MemoryEntry(
+            id=f"m-{path}-{line}", text=text, path=path, start_line=line, end_line=line
+        )
+
+    best, good, weak = (
+        at("memory/a.md", "best", 1),
+        at("memory/a.md", "good", 10),
+        at("memory/a.md", "weak", 20),
+    )
+    alone = at("memory/b.md", "alone", 1)
+    keyword = [
+        SearchHit(best, 0.9),
+        SearchHit(good, 0.7),
+        SearchHit(alone, 0.45),
+        SearchHit(weak, 0.4),
+    ]
+    vector = [
+        SearchHit(best, 0.9),
+        SearchHit(good, 0.7),
+        SearchHit(alone, 0.45),
+        SearchHit(weak, 0.4),
+    ]
+    plain = fuse(keyword, vector, Weights(0.5, 0.5, neighbour=0.0, file=0.0))
+    assert [f.entry.text for f in plain] == ["best", "good", "alone", "weak"]  # the control
+    together = fuse(keyword, vector, Weights(0.5, 0.5, neighbour=0.0, file=0.2))
+    assert [f.entry.text for f in together] == ["best", "good", "weak", "alone"]
+    # a file's own order never changes: the gain is the same for every hit of one file
+    assert [f.entry.text for f in together if f.entry.path == "memory/a.md"] == [
+        "best",
+        "good",
+        "weak",
+    ]
 
 
 def test_a_big_backlog_is_embedded_in_the_background_while_search_stays_keyword_only(

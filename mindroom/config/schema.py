@@ -307,6 +307,9 @@ class SearchConfig(_Strict):
     # a hit gains this share of the better score of the entries just before and after it in
     # its file: entries written together (one conversation's turns) are read together
     neighbour_weight: float = Field(default=0.3, ge=0)
+    # a hit gains this share of the sum of its file's best three hits: a day (a conversation)
+    # with several good hits is about the query, and so its weaker hits are likelier answers
+    file_weight: float = Field(default=0.2, ge=0)
 
 
 class MemoryConfig(_Strict):

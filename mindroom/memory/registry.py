@@ -69,7 +69,11 @@ class MemoryRegistry:
         """How searches fuse their keyword and vector hits (``memory.search``)."""
         search = self.config.memory.search
         return Weights(
-            search.keyword_weight, search.vector_weight, search.candidates, search.neighbour_weight
+            search.keyword_weight,
+            search.vector_weight,
+            search.candidates,
+            search.neighbour_weight,
+            search.file_weight,
         )
 
     def _get(self, scope: MemoryScope, embedder: Embedder | None) -> FileMemory:
