@@ -321,9 +321,11 @@ def test_the_registry_hands_out_mem0_scopes_with_the_file_backends_ids(
         bob = registry.for_agent("mind", BOB)
         assert isinstance(alice, Mem0Memory)
         assert isinstance(bob, Mem0Memory)
-        assert alice.scope_id.startswith("private:") and alice.scope_id != bob.scope_id
+        assert alice.scope_id.startswith("private:")
+        assert alice.scope_id != bob.scope_id
         instance = registry.private_instance("mind", ALICE)
-        assert instance is not None and instance.memory_root.is_dir()  # folders exist
+        assert instance is not None
+        assert instance.memory_root.is_dir()
         assert not (instance.memory_root / "MEMORY.md").exists()  # file memory not active
 
         alice.add_sync("Alice's secret: she hums in elevators", actor="test")
