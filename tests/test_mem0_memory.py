@@ -4,6 +4,8 @@ scripted model answering mem0's extraction prompt (mem0 itself is never mocked).
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +16,14 @@ from mindroom.config import Config, parse_config
 from mindroom.embeddings import Embedder
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.mem0 import Mem0Memory
-from mindroom.memory.mem0.engine import Mem0Engine, close_engines, mem0_dir, mem0_engine
+from mindroom.memory.mem0.engine import (
+    LlmSettings,
+    Mem0Engine,
+    close_engines,
+    llm_settings,
+    mem0_dir,
+    mem0_engine,
+)
 from mindroom.memory.mem0.memory import entries_from_markdown
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.store import FileMemory
@@ -23,18 +32,20 @@ from tests.scripted_model import Reply, ScriptedModel, is_mem0_extraction, mem0_
 ALICE, BOB = "@alice:example.org", "@bob:example.org"
 
 
-def _config(model_url: str, timeout: float = 10.0, extra: str = "") -> Config:
+def _config(model_url: str, timeout: float = 10.0, llm: str = "") -> Config:
+    """Agents ``helper`` (mem0), ``scribe`` (file), ``mind`` (private), team ``crew``;
+    ``llm`` is a ``memory.llm`` in YAML flow style."""
     return parse_config(
         "models:\n"
         f"  default: {{id: scripted, base_url: '{model_url}', api_key: test,"
         f" timeout_seconds: {timeout}}}\n"
-        "memory: {backend: mem0}\n"
+        f"memory: {{backend: mem0{', llm: ' + llm if llm else ''}}}\n"
         "agents:\n"
         "  helper: {}\n"
         "  scribe: {memory_backend: file}\n"
         "  mind: {private: {per: user}}\n"
         "teams:\n"
-        "  crew: {agents: [helper, scribe]}\n" + extra,
+        "  crew: {agents: [helper, scribe]}\n",
         "test",
     )
 
@@ -333,3 +344,64 @@ def test_the_registry_hands_out_mem0_scopes_with_the_file_backends_ids(
         assert registry.for_agent("helper") is helper  # one object per scope
     finally:
         registry.close()
+
+
+def test_the_extraction_model_comes_from_memory_llm_else_the_default_model() -> None:
+    url = "http://127.0.0.1:1/v1"
+    assert llm_settings(_config(url, timeout=7)) == LlmSettings(
+        "openai", "scripted", url, "test", 7.0, None
+    )
+    ollama = _config(
+        url,
+        llm="{provider: ollama, config: {model: llama3.2, host: 'http://gpu:11434/',"
+        " timeout_seconds: 3}}",
+    )
+    assert llm_settings(ollama) == LlmSettings(
+        "openai", "llama3.2", "http://gpu:11434/v1", "ollama", 3.0, None
+    )
+    nameless = parse_config("memory: {backend: mem0}\n", "test")
+    with pytest.raises(MemoryStoreError, match=r"set memory\.llm, or define models\.default"):
+        llm_settings(nameless)
+
+
+def test_openrouter_in_the_environment_does_not_redirect_extraction(
+    engine: Mem0Engine, storage: Path, model: ScriptedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mindroom.agents.extraction import ChatLine
+
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-not-ours")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
+    model.set_handler(mem0_extraction(lambda new: ["Alice likes tea"]))
+
+    stored = _scope(engine, storage, "agent_helper").extract_sync(
+        [ChatLine("user", "I like tea", ALICE)]
+    )
+
+    assert stored == ["Alice likes tea"]
+    assert sum(is_mem0_extraction(r) for r in model.requests) == 1
+
+
+def test_an_anthropic_extraction_model_without_its_package_names_the_extra(
+    storage: Path, model: ScriptedModel, local_embedder: Embedder
+) -> None:
+    from mindroom.agents.extraction import ChatLine
+
+    pytest.importorskip("mem0")
+    if importlib.util.find_spec("anthropic") is not None:
+        pytest.skip("the anthropic package is installed here")
+    config = _config(model.base_url, llm="{provider: anthropic, config: {model: claude-x}}")
+    memory = _scope(mem0_engine(config, mem0_dir(storage), local_embedder), storage, "agent_a")
+
+    with pytest.raises(MemoryStoreError, match=r"pip install 'mindroom\[anthropic\]'"):
+        memory.extract_sync([ChatLine("user", "I like tea", ALICE)])
+    assert memory.add_sync("adding needs no model", actor="test").text  # only extraction does
+
+
+def test_without_the_mem0_package_the_error_names_the_extra(
+    storage: Path, local_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "mem0", None)  # import mem0 -> ImportError
+    memory = _scope(Mem0Engine(mem0_dir(storage), local_embedder), storage, "agent_helper")
+
+    with pytest.raises(MemoryStoreError, match=r"pip install 'mindroom\[mem0\]'"):
+        memory.list_sync()
