@@ -8,6 +8,7 @@ import importlib.util
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -405,3 +406,19 @@ def test_without_the_mem0_package_the_error_names_the_extra(
 
     with pytest.raises(MemoryStoreError, match=r"pip install 'mindroom\[mem0\]'"):
         memory.list_sync()
+
+
+def test_concurrent_extractions_of_one_fact_in_one_scope_store_it_once(
+    engine: Mem0Engine, storage: Path, model: ScriptedModel
+) -> None:
+    from mindroom.agents.extraction import ChatLine
+
+    memory = _scope(engine, storage, "agent_helper")
+    model.set_handler(mem0_extraction(lambda new: ["Alice likes tea"]))
+    lines = [ChatLine("user", "I like tea", ALICE)]
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: memory.extract_sync(lines), range(8)))
+
+    assert sorted(results) == [[]] * 7 + [["Alice likes tea"]]  # mem0's dedup saw the first
+    assert [e.text for e in memory.list_sync()] == ["Alice likes tea"]
