@@ -253,7 +253,9 @@ class Mem0Engine:
             return
         from mem0.utils.factory import LlmFactory
 
-        options: dict[str, Any] = {"model": settings.model, "api_key": settings.api_key or "none"}
+        env_key = "ANTHROPIC_API_KEY" if settings.provider == "anthropic" else "OPENAI_API_KEY"
+        key = settings.api_key or os.environ.get(env_key) or "none"  # "none": a keyless server
+        options: dict[str, Any] = {"model": settings.model, "api_key": key}
         if settings.temperature is not None:
             options["temperature"] = settings.temperature
         if settings.provider == "anthropic":
