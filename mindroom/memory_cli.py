@@ -14,6 +14,7 @@ from mindroom.config import load_config
 from mindroom.errors import ConfigError, EmbedderError, MemoryStoreError
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.store import FileMemory
+from mindroom.memory_transfer import export_scope, import_scope
 
 
 def add_memory_parser(sub: argparse._SubParsersAction, common) -> None:  # type: ignore[type-arg]
@@ -40,6 +41,12 @@ def add_memory_parser(sub: argparse._SubParsersAction, common) -> None:  # type:
     action("history", "show the history (of one memory)").add_argument("id", nargs="?")
     action("restore", "bring back a deleted memory").add_argument("id")
     action("reindex", "rebuild the search indexes (keywords, vectors) from the files")
+    action("export", "write every memory as markdown entries").add_argument(
+        "--output", type=Path, help="file to write (default: standard output)"
+    )
+    action(
+        "import", "add the entries of a markdown file (skipping texts already there)"
+    ).add_argument("file", type=Path, help="markdown file, e.g. a memory export")
     add_recall_parser(actions, common)
 
     flush = actions.add_parser("flush", help="run one memory flush cycle now")
@@ -161,6 +168,10 @@ def run_memory(args: argparse.Namespace) -> int:
 
 
 def _act(args: argparse.Namespace, memory: FileMemory) -> int:
+    if args.action == "export":
+        return export_scope(memory, args.output)
+    if args.action == "import":
+        return import_scope(memory, args.file)
     if args.action == "list":
         entries = memory.list_sync(args.limit)
         for e in entries:
