@@ -87,6 +87,7 @@ class Timings:
 
     add: list[float] = field(default_factory=list)
     extract: list[float] = field(default_factory=list)
+    extracted: int = 0  # memories those extractions stored (each should store one)
     search: list[float] = field(default_factory=list)
 
 
@@ -160,8 +161,10 @@ async def run_conversation(
         if isinstance(memory, Mem0Memory):
             for turn in conversation.turns[:EXTRACTIONS]:
                 start = time.perf_counter()
-                await asyncio.to_thread(memory.extract_sync, [ChatLine("user", entry_text(turn))])
+                line = ChatLine("user", entry_text(turn))
+                stored = await asyncio.to_thread(memory.extract_sync, [line])
                 timings.extract.append(time.perf_counter() - start)
+                timings.extracted += len(stored)
         return scores
 
 
@@ -192,8 +195,9 @@ def main(data: Path, embedder: str | None, backend: str) -> None:
             )
     if backend == "mem0":
         print(latency("mem0 add (verbatim, infer=False)", timings["mem0"].add))
-        print(latency("mem0 add (infer=True, scripted model answering at once)",
-                      timings["mem0"].extract))  # fmt: skip
+        extract = latency("mem0 add (infer=True, scripted model answering at once)",
+                          timings["mem0"].extract)  # fmt: skip
+        print(f"{extract} stored={timings['mem0'].extracted}")
         print(latency("mem0 search", timings["mem0"].search))
         file_scores = scores["file"]
         print(f"# file {summary('cat1-4', [s for s in file_scores if 1 <= s.category <= 4])}")

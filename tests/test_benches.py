@@ -106,7 +106,7 @@ def test_locomo_retrieval_on_mem0_ends_with_the_same_two_lines_and_prints_latenc
     ms = r"p50=\d+\.\d ms p95=\d+\.\d ms"
     expected = [
         rf"# mem0 add \(verbatim, infer=False\): {ms} n=5",
-        rf"# mem0 add \(infer=True, scripted model answering at once\): {ms} n=5",
+        rf"# mem0 add \(infer=True, scripted model answering at once\): {ms} n=5 stored=5",
         rf"# mem0 search: {ms} n=3",
         rf"# file cat1-4: {SUMMARY_RE}",
         rf"# file all: {SUMMARY_RE}",
