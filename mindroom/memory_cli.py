@@ -19,6 +19,7 @@ from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.store import FileMemory
 from mindroom.memory_transfer import export_scope, import_scope
+from mindroom.runlock import running
 
 
 def add_memory_parser(sub: argparse._SubParsersAction, common) -> None:  # type: ignore[type-arg]
@@ -153,6 +154,21 @@ def _open(args: argparse.Namespace) -> tuple[FileMemory | Mem0Memory, MemoryRegi
     return memory, registry
 
 
+def _refuse_while_running(args: argparse.Namespace, data_dir: Path) -> None:
+    """A mem0 write from here while the bot runs is refused: mem0's local store (Chroma) takes
+    writes from one process only; one from the CLI left the running bot's mem0 searches failing
+    ("Error finding id") until its own next write. Reads from here are harmless."""
+    holder = running(data_dir)
+    if holder is not None:
+        raise MemoryStoreError(
+            f"{args.action} refused while mindroom runs for {data_dir.parent} "
+            f"({holder.describe()}): agent {args.agent!r} uses mem0, whose local store takes "
+            "writes from one process only, and a write from here would break the running "
+            "bot's memory search. Stop mindroom first, or ask the agent to remember it "
+            "(its add_memory tool)."
+        )
+
+
 def _line(entry_id: str, path: str, line: int, text: str) -> str:
     first, *rest = text.splitlines() or [""]
     more = f" (+{len(rest)} lines)" if rest else ""
@@ -163,6 +179,8 @@ def run_memory(args: argparse.Namespace) -> int:
     """Carry out one ``mindroom memory`` action; prints results, returns the exit code."""
     memory, registry = _open(args)
     try:
+        if isinstance(memory, Mem0Memory) and args.action in ("add", "import"):
+            _refuse_while_running(args, registry.storage / "mindroom_data")
         return _act(args, memory)
     except MemoryStoreError as exc:
         print(f"mindroom memory: {exc}")

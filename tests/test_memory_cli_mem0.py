@@ -19,6 +19,7 @@ from mindroom.memory.markdown import parse_entries
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory_transfer import import_texts
+from mindroom.runlock import hold_run_lock, release_run_lock
 
 REPO = Path(__file__).resolve().parents[1]
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
@@ -244,3 +245,29 @@ def test_bad_input_to_a_mem0_import_fails_and_adds_nothing(
     assert out.startswith("mindroom memory: ")
     assert message in out
     assert listed(cli)[-1] == "(1 memories of agent_keeper in mem0)"
+
+
+@pytest.mark.parametrize("action", ["add", "import"])
+def test_mem0_writes_are_refused_while_mindroom_runs_for_the_storage(
+    cli, config: Path, tmp_path: Path, action: str
+) -> None:
+    """Chroma takes writes from one process only: a write from the CLI made the running bot's
+    mem0 searches fail ("Error finding id") until its own next write. Reads stay allowed."""
+    source = tmp_path / "input.md"
+    source.write_text("- written from the CLI\n", encoding="utf-8")
+    args = ["written from the CLI"] if action == "add" else [str(source)]
+    assert cli("add", "already here")[0] == 0
+    lock = hold_run_lock(config.parent / "mindroom_data")
+    try:
+        code, out, _ = cli(action, *args)
+        assert code == 1
+        assert out.startswith(f"mindroom memory: {action} refused while mindroom runs for ")
+        assert "Stop mindroom first" in out
+        assert "add_memory" in out
+        assert cli("search", "already here")[0] == 0  # reading is fine
+        assert listed(cli)[-1] == "(1 memories of agent_keeper in mem0)"
+        assert cli("add", "a file agent is not affected", agent="general")[0] == 0
+    finally:
+        release_run_lock(lock)
+    assert cli(action, *args)[0] == 0  # positive control: the same write once it stopped
+    assert listed(cli)[-1] == "(2 memories of agent_keeper in mem0)"

@@ -187,3 +187,16 @@ def test_export_of_an_empty_memory_is_a_heading_and_nothing_to_import(cli) -> No
     assert code == 0
     assert out == "# Memories of agent_general\n\n<!-- no memories -->\n"
     assert import_texts(out) == []
+
+
+def test_import_drops_the_mem0_id_a_mem0_memory_file_shows_but_keeps_marker_like_text() -> None:
+    uuid = "2d8042b3-c5a1-490d-8cb7-d7dfef5e87e0"
+    document = (
+        "# Memories of agent_keeper (mem0)\n\n"
+        f"- Bob plays the violin <!-- {uuid} -->\n  every Sunday\n"
+        "- ends like a marker <!-- m-00000000 --> <!-- m-1a2b3c4d -->\n"
+    )
+    assert import_texts(document) == [
+        "Bob plays the violin\nevery Sunday",
+        "ends like a marker <!-- m-00000000 -->",
+    ]
