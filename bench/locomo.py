@@ -7,12 +7,14 @@ A LoCoMo file is a JSON list of samples; each has a ``conversation`` (``speaker_
 
 Each turn becomes one entry ``"<speaker> (<D Month YYYY>): <text>"`` in the daily file of its
 session's date, written with the product's public memory API (``FileMemory.add`` with the
-daily file's path, as :meth:`MemoryScope.daily_path` names it). Only the turn's ``text`` is
+daily file's path, as :meth:`MemoryScope.daily_path` names it; on the mem0 backend the same
+text is one mem0 memory, stored verbatim by ``Mem0Memory.add``). Only the turn's ``text`` is
 stored: an image turn's ``blip_caption`` (a generated description of a shared photo) is left
 out, because the issue defines the entry as the text and a person's memory would hold what was
 said, not a captioner's guess. The memory is opened the way the product opens an agent's
 memory (:class:`MemoryRegistry` over a :class:`Config`); :func:`bench_config` and
-:func:`open_memory` are the one seam where a memory setting such as an embedder goes in.
+:func:`opened` are the one seam where a memory setting such as an embedder or the backend goes
+in.
 
 Nothing here scores anything; the benchmark scripts do.
 """
@@ -20,10 +22,12 @@ Nothing here scores anything; the benchmark scripts do.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import re
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,12 +38,14 @@ from pydantic import ValidationError
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mindroom.config.schema import Config  # noqa: E402
+from mindroom.memory.mem0 import Mem0Memory  # noqa: E402
 from mindroom.memory.registry import MemoryRegistry  # noqa: E402
 from mindroom.memory.store import FileMemory  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = (REPO / ".." / "shared" / "data" / "locomo-dev.json").resolve()
 EMBEDDERS = ("none", "default")
+BACKENDS = ("file", "mem0")
 AGENT = "bench"
 ACTOR = "locomo"
 
@@ -128,16 +134,25 @@ def memory_section(embedder: str) -> dict[str, Any]:
     raise ValueError(f"--embedder must be one of {', '.join(EMBEDDERS)}, not {embedder!r}")
 
 
-def bench_config(embedder: str = "none") -> Config:
-    """A config with one shared agent whose memory the benchmark fills and searches.
+def bench_config(
+    embedder: str = "none", backend: str = "file", llm_base_url: str | None = None
+) -> Config:
+    """A config with one shared agent whose memory (``backend``) the benchmark fills and
+    searches; ``llm_base_url``: an OpenAI-compatible server for mem0's extraction model.
 
     Raises SystemExit with a clear message when the product does not accept the embedder
     setting (``memory.embedder`` is not in its config schema yet).
     """
+    memory = memory_section(embedder)
+    if backend != "file":
+        memory["backend"] = backend
+    if llm_base_url is not None:
+        settings = {"model": "scripted", "base_url": llm_base_url, "api_key": "test"}
+        memory["llm"] = {"provider": "openai", "config": settings}
     raw = {
         "models": {"default": {"id": "unused"}},
         "agents": {AGENT: {}},
-        "memory": memory_section(embedder),
+        "memory": memory,
     }
     try:
         return Config.model_validate(raw)
@@ -158,15 +173,40 @@ def open_memory(config: Config, storage: Path) -> FileMemory:
     return memory
 
 
-async def store(memory: FileMemory, conversation: Conversation) -> dict[str, str]:
-    """Write every turn into its day's file (and embed them, with an embedder: searches leave
-    a big backlog to the background); returns entry id -> dia_id."""
+@contextlib.contextmanager
+def opened(config: Config, storage: Path) -> Iterator[FileMemory | Mem0Memory]:
+    """The agent's memory under ``storage`` on either backend, closed (with everything the
+    registry opened for it, such as mem0's engine) on leaving."""
+    registry = MemoryRegistry(config, storage)
+    try:
+        memory = registry.for_agent(AGENT)
+        if memory is None:
+            raise SystemExit("the benchmark config has no memory for its agent")
+        yield memory
+    finally:
+        registry.close()
+
+
+async def store(
+    memory: FileMemory | Mem0Memory,
+    conversation: Conversation,
+    latencies: list[float] | None = None,
+) -> dict[str, str]:
+    """Write every turn into its day's file, or verbatim into mem0 (and embed them, with an
+    embedder: searches leave a big backlog to the background); returns entry id -> dia_id.
+    The time of each add goes to ``latencies`` when given."""
     dia_ids: dict[str, str] = {}
     for turn in conversation.turns:
-        daily = memory.scope.daily_path(turn.day.isoformat())
-        entry = await memory.add(entry_text(turn), actor=ACTOR, path=daily)
+        start = time.perf_counter()
+        if isinstance(memory, Mem0Memory):
+            entry = await memory.add(entry_text(turn), actor=ACTOR)
+        else:
+            daily = memory.scope.daily_path(turn.day.isoformat())
+            entry = await memory.add(entry_text(turn), actor=ACTOR, path=daily)
+        if latencies is not None:
+            latencies.append(time.perf_counter() - start)
         dia_ids[entry.id] = turn.dia_id
-    vectors = memory.vectors
+    vectors = memory.vectors if isinstance(memory, FileMemory) else None
     if vectors is not None:  # embed them all now, as the bot does in the background
         await asyncio.to_thread(vectors.sync)
     return dia_ids

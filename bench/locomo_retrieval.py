@@ -19,37 +19,56 @@ adds category 5 (adversarial). The output ends with exactly these two lines:
     cat1-4: R@5=0.xxx R@10=0.xxx MRR=0.xxx n=N
     all: R@5=0.xxx R@10=0.xxx MRR=0.xxx n=N
 
-    python bench/locomo_retrieval.py [--data FILE] [--embedder none|default]
+    python bench/locomo_retrieval.py [--data FILE] [--embedder none|default] [--backend file|mem0]
 
 The default data is ``../shared/data/locomo-dev.json`` relative to the repository root.
 ``--embedder default`` sets ``memory.embedder`` to the local default embedder; a mindroom
 without embedder support says so and exits.
+
+``--backend mem0`` stores each turn (the same entry text) verbatim as one mem0 memory
+(``infer=False``, no model) through the product's ``Mem0Memory``, in a fresh storage per
+conversation, and searches with the same call; mem0 needs an embedder, so it uses the local
+default one. Before the two final lines it prints, as ``#`` lines, mem0's add latency
+(verbatim), the latency of an add with mem0's own extraction (``infer=True``: one model call,
+answered at once by the scripted model of ``tests/scripted_model.py``, so what is measured is
+mem0's own work around the call), mem0's search latency, and the file backend's scores and
+search latency in the same run with the same embedder. ``--backend file`` prints its search
+latency too. Latencies are wall times of the product's async calls, in ms.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import math
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from locomo import (
+    BACKENDS,
     DEFAULT_DATA,
     EMBEDDERS,
     Conversation,
     answerable,
     bench_config,
+    entry_text,
     load_conversations,
-    open_memory,
+    opened,
     store,
 )
 
+from mindroom.agents.extraction import ChatLine
 from mindroom.config.schema import Config
+from mindroom.memory.mem0 import Mem0Memory
+from tests.scripted_model import ScriptedModel, last_user_text
 
 TOP = 10
+EXTRACTIONS = 20  # adds with mem0's extraction per conversation (after its questions)
 
 
 @dataclass(frozen=True)
@@ -60,6 +79,16 @@ class Score:
     recall_5: float
     recall_10: float
     reciprocal_rank: float
+
+
+@dataclass
+class Timings:
+    """Wall times (seconds) of one backend's calls over the whole run."""
+
+    add: list[float] = field(default_factory=list)
+    extract: list[float] = field(default_factory=list)
+    extracted: int = 0  # memories those extractions stored (each should store one)
+    search: list[float] = field(default_factory=list)
 
 
 def score(ranked: list[str], evidence: tuple[str, ...], category: int) -> Score:
@@ -87,43 +116,105 @@ def summary(label: str, scores: list[Score]) -> str:
     )
 
 
-async def run_conversation(conversation: Conversation, config: Config) -> list[Score]:
-    """Store one conversation in a fresh workspace and score each answerable question."""
-    with tempfile.TemporaryDirectory(prefix="locomo-") as tmp:
-        memory = open_memory(config, Path(tmp))
-        try:
-            dia_ids = await store(memory, conversation)
-            scores = []
-            for question in answerable(conversation):
-                hits = await memory.search(question.text, TOP)
-                ranked = [dia_ids.get(hit.entry.id, "") for hit in hits]
-                scores.append(score(ranked, question.evidence, question.category))
-            return scores
-        finally:
-            memory.close()
+def percentile(values: list[float], p: float) -> float:
+    """The nearest-rank ``p`` percentile (0 < p <= 1) of ``values``, in ms (0 when empty)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(p * len(ordered)) - 1)] * 1000
 
 
-def main(data: Path, embedder: str) -> None:
-    config = bench_config(embedder)
+def latency(label: str, values: list[float]) -> str:
+    """``# label: p50=... ms p95=... ms n=N``."""
+    return (
+        f"# {label}: p50={percentile(values, 0.5):.1f} ms "
+        f"p95={percentile(values, 0.95):.1f} ms n={len(values)}"
+    )
+
+
+def extraction_answer(body: dict[str, Any]) -> str:
+    """The scripted model's answer to mem0's extraction prompt: one memory per user line of
+    its "## New Messages" section (mem0 parses ``{"memory": [{"id", "text"}, ...]}``)."""
+    prompt = last_user_text(body)
+    new = prompt.split("## New Messages", 1)[-1].split("\n## ", 1)[0]
+    texts = [line[6:] for line in new.splitlines() if line.startswith("user: ")]
+    memories = [{"id": str(i), "text": "Noted: " + t} for i, t in enumerate(texts)]
+    return json.dumps({"memory": memories})
+
+
+async def run_conversation(
+    conversation: Conversation, config: Config, timings: Timings
+) -> list[Score]:
+    """Store one conversation in a fresh storage and score each answerable question; on
+    mem0, then time a few adds with mem0's own extraction in that scope."""
+    with tempfile.TemporaryDirectory(prefix="locomo-") as tmp, opened(config, Path(tmp)) as memory:
+        if isinstance(memory, Mem0Memory):
+            await memory.list(1)  # opening mem0 (once per storage) is not part of an add
+        dia_ids = await store(memory, conversation, timings.add)
+        scores = []
+        for question in answerable(conversation):
+            start = time.perf_counter()
+            hits = await memory.search(question.text, TOP)
+            timings.search.append(time.perf_counter() - start)
+            ranked = [dia_ids.get(hit.entry.id, "") for hit in hits]
+            scores.append(score(ranked, question.evidence, question.category))
+        if isinstance(memory, Mem0Memory):
+            for turn in conversation.turns[:EXTRACTIONS]:
+                start = time.perf_counter()
+                line = ChatLine("user", entry_text(turn))
+                stored = await asyncio.to_thread(memory.extract_sync, [line])
+                timings.extract.append(time.perf_counter() - start)
+                timings.extracted += len(stored)
+        return scores
+
+
+def main(data: Path, embedder: str | None, backend: str) -> None:
+    if backend == "mem0" and embedder == "none":
+        raise SystemExit("--backend mem0 needs an embedder: drop --embedder none")
+    embedder = embedder or ("default" if backend == "mem0" else "none")
     if not data.is_file():
         raise SystemExit(f"no LoCoMo data at {data}: pass --data FILE")
-    scores: list[Score] = []
-    for conversation in load_conversations(data):
-        start = time.perf_counter()
-        found = asyncio.run(run_conversation(conversation, config))
-        print(
-            f"# {conversation.sample_id}: {len(conversation.turns)} turns, "
-            f"{len(found)} questions scored, {time.perf_counter() - start:.1f} s",
-            flush=True,
-        )
-        scores.extend(found)
-    print(summary("cat1-4", [s for s in scores if 1 <= s.category <= 4]))
-    print(summary("all", scores))
+    with ScriptedModel() as model:
+        model.set_handler(extraction_answer)
+        configs = {
+            backend: bench_config(embedder, backend, model.base_url if backend != "file" else None)
+        }
+        if backend != "file":  # the file backend beside it, same embedder, same run
+            configs["file"] = bench_config(embedder)
+        scores: dict[str, list[Score]] = {name: [] for name in configs}
+        timings = {name: Timings() for name in configs}
+        for conversation in load_conversations(data):
+            start = time.perf_counter()
+            for name, config in configs.items():
+                found = asyncio.run(run_conversation(conversation, config, timings[name]))
+                scores[name].extend(found)
+            print(
+                f"# {conversation.sample_id}: {len(conversation.turns)} turns, "
+                f"{len(found)} questions scored, {time.perf_counter() - start:.1f} s",
+                flush=True,
+            )
+    if backend == "mem0":
+        print(latency("mem0 add (verbatim, infer=False)", timings["mem0"].add))
+        extract = latency("mem0 add (infer=True, scripted model answering at once)",
+                          timings["mem0"].extract)  # fmt: skip
+        print(f"{extract} stored={timings['mem0'].extracted}")
+        print(latency("mem0 search", timings["mem0"].search))
+        file_scores = scores["file"]
+        print(f"# file {summary('cat1-4', [s for s in file_scores if 1 <= s.category <= 4])}")
+        print(f"# file {summary('all', file_scores)}")
+    print(latency(f"file search (embedder {embedder})", timings["file"].search))
+    mine = scores[backend]
+    print(summary("cat1-4", [s for s in mine if 1 <= s.category <= 4]))
+    print(summary("all", mine))
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a LoCoMo JSON file")
-    parser.add_argument("--embedder", choices=EMBEDDERS, default="none")
+    parser.add_argument(
+        "--embedder", choices=EMBEDDERS, default=None,
+        help="none (keyword-only) or default (local); default: none for file, default for mem0",
+    )  # fmt: skip
+    parser.add_argument("--backend", choices=BACKENDS, default="file")
     args = parser.parse_args()
-    main(args.data, args.embedder)
+    main(args.data, args.embedder, args.backend)

@@ -1,19 +1,25 @@
-"""``mindroom memory ...``: work directly on an agent's memory files and index.
+"""``mindroom memory ...``: work directly on an agent's memory, on either backend.
 
-Thin: resolves the scope from the config and prints what the memory store returns. Every write
-is recorded in the scope's history with actor ``cli``.
+Thin: resolves the scope from the config and prints what the memory returns. Every write
+is recorded in the scope's history with actor ``cli``. On a mem0 agent the ids are mem0's and
+``history`` shows mem0's change records; ``restore`` and ``reindex`` belong to the file
+backend (its history and its indexes over files) and are refused there with what to do instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime as dt
 from pathlib import Path
 
 from mindroom.config import load_config
 from mindroom.errors import ConfigError, EmbedderError, MemoryStoreError
+from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.store import FileMemory
+from mindroom.memory_transfer import export_scope, import_scope
+from mindroom.runlock import running
 
 
 def add_memory_parser(sub: argparse._SubParsersAction, common) -> None:  # type: ignore[type-arg]
@@ -40,6 +46,12 @@ def add_memory_parser(sub: argparse._SubParsersAction, common) -> None:  # type:
     action("history", "show the history (of one memory)").add_argument("id", nargs="?")
     action("restore", "bring back a deleted memory").add_argument("id")
     action("reindex", "rebuild the search indexes (keywords, vectors) from the files")
+    action("export", "write every memory as markdown entries").add_argument(
+        "--output", type=Path, help="file to write (default: standard output)"
+    )
+    action(
+        "import", "add the entries of a markdown file (skipping texts already there)"
+    ).add_argument("file", type=Path, help="markdown file, e.g. a memory export")
     add_recall_parser(actions, common)
 
     flush = actions.add_parser("flush", help="run one memory flush cycle now")
@@ -118,7 +130,7 @@ async def run_flush_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _open(args: argparse.Namespace) -> tuple[FileMemory, MemoryRegistry]:
+def _open(args: argparse.Namespace) -> tuple[FileMemory | Mem0Memory, MemoryRegistry]:
     config_path = Path(args.config).resolve()
     storage = Path(args.storage).resolve() if args.storage else config_path.parent
     config = load_config(config_path)
@@ -142,6 +154,21 @@ def _open(args: argparse.Namespace) -> tuple[FileMemory, MemoryRegistry]:
     return memory, registry
 
 
+def _refuse_while_running(args: argparse.Namespace, data_dir: Path) -> None:
+    """A mem0 write from here while the bot runs is refused: mem0's local store (Chroma) takes
+    writes from one process only; one from the CLI left the running bot's mem0 searches failing
+    ("Error finding id") until its own next write. Reads from here are harmless."""
+    holder = running(data_dir)
+    if holder is not None:
+        raise MemoryStoreError(
+            f"{args.action} refused while mindroom runs for {data_dir.parent} "
+            f"({holder.describe()}): agent {args.agent!r} uses mem0, whose local store takes "
+            "writes from one process only, and a write from here would break the running "
+            "bot's memory search. Stop mindroom first, or ask the agent to remember it "
+            "(its add_memory tool)."
+        )
+
+
 def _line(entry_id: str, path: str, line: int, text: str) -> str:
     first, *rest = text.splitlines() or [""]
     more = f" (+{len(rest)} lines)" if rest else ""
@@ -152,6 +179,8 @@ def run_memory(args: argparse.Namespace) -> int:
     """Carry out one ``mindroom memory`` action; prints results, returns the exit code."""
     memory, registry = _open(args)
     try:
+        if isinstance(memory, Mem0Memory) and args.action in ("add", "import"):
+            _refuse_while_running(args, registry.storage / "mindroom_data")
         return _act(args, memory)
     except MemoryStoreError as exc:
         print(f"mindroom memory: {exc}")
@@ -160,7 +189,13 @@ def run_memory(args: argparse.Namespace) -> int:
         registry.close()
 
 
-def _act(args: argparse.Namespace, memory: FileMemory) -> int:
+def _act(args: argparse.Namespace, memory: FileMemory | Mem0Memory) -> int:
+    if args.action == "export":
+        return export_scope(memory, args.output)
+    if args.action == "import":
+        return import_scope(memory, args.file)
+    if isinstance(memory, Mem0Memory):
+        return _act_mem0(args, memory)
     if args.action == "list":
         entries = memory.list_sync(args.limit)
         for e in entries:
@@ -194,6 +229,65 @@ def _act(args: argparse.Namespace, memory: FileMemory) -> int:
         count = memory.index.rebuild()
         print(f"reindexed {count} memories from {memory.scope.root}")
         return _reindex_vectors(memory)
+    return 0
+
+
+def _mem0_line(entry_id: str, text: str) -> str:
+    first, *rest = text.splitlines() or [""]
+    more = f" (+{len(rest)} lines)" if rest else ""
+    return f"{entry_id}  {first}{more}"
+
+
+# What restore and reindex would do has no meaning in mem0; say why and what to do instead.
+_MEM0_REFUSALS = {
+    "restore": (
+        "it uses the mem0 backend, which forgets a deleted memory (only its history keeps the "
+        "text). See the text with `mindroom memory history --agent {agent} ID` and store it "
+        "again with `mindroom memory add --agent {agent} TEXT`."
+    ),
+    "reindex": (
+        "it uses the mem0 backend, which embeds each memory as it is stored and has no files "
+        "to rebuild an index from. After changing the embedder, move the memories over with "
+        "`mindroom memory export --agent {agent}` (old setting) and `mindroom memory import` "
+        "(new setting)."
+    ),
+}
+
+
+def _act_mem0(args: argparse.Namespace, memory: Mem0Memory) -> int:
+    """The actions on a mem0 scope: mem0's ids, mem0's change records."""
+    if args.action in _MEM0_REFUSALS:
+        why = _MEM0_REFUSALS[args.action].format(agent=args.agent)
+        raise MemoryStoreError(f"{args.action} does not apply to agent {args.agent!r}: {why}")
+    if args.action == "list":
+        entries = asyncio.run(memory.list(args.limit))
+        for e in entries:
+            print(_mem0_line(e.id, e.text))
+        print(f"({len(entries)} memories of {memory.scope_id} in mem0)")
+    elif args.action == "search":
+        hits = memory.search_sync(args.query, args.limit)
+        for hit in hits:
+            print(f"{hit.score:.3g}  {_mem0_line(hit.entry.id, hit.entry.text)}")
+        if not hits:
+            print(f"no memories match {args.query!r}")
+    elif args.action == "add":
+        if args.file:
+            raise MemoryStoreError("mem0 keeps no files: drop --file (the memory is one text)")
+        e = asyncio.run(memory.add(args.text, actor="cli"))
+        print(f"added {_mem0_line(e.id, e.text)}")
+    elif args.action == "get":
+        e = asyncio.run(memory.get(args.id))
+        print(f"{e.id}  mem0\n{e.text}")
+    elif args.action == "history":
+        records = memory.history_sync(args.id)
+        for r in records:
+            when = str(r.get("created_at") or "")[:19].replace("T", " ")
+            old, new = r.get("old_memory"), r.get("new_memory")
+            event = str(r.get("event"))
+            change = f"{old!r} -> {new!r}" if event == "UPDATE" else repr(new or old)
+            print(f"{when}  {event:<7} {r.get('memory_id')}  {change}")
+        if not records:
+            print("no history yet")
     return 0
 
 

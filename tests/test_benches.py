@@ -95,6 +95,28 @@ def test_locomo_retrieval_scores_recall_as_the_fraction_of_evidence_found(
     assert lines[-1] == "all: R@5=0.500 R@10=0.500 MRR=0.667 n=3"
 
 
+def test_locomo_retrieval_on_mem0_ends_with_the_same_two_lines_and_prints_latencies(
+    data: Path, tmp_path: Path
+) -> None:
+    lines = run_bench("locomo_retrieval.py", "--data", str(data), "--backend", "mem0", cwd=tmp_path)
+    # five turns stored, ten hits asked for: every turn is among the hits, so a question
+    # scores recall 1 exactly when each hit was mapped back to its turn's dia_id
+    assert re.fullmatch(r"cat1-4: R@5=1\.000 R@10=1\.000 MRR=\d\.\d{3} n=2", lines[-2]), lines
+    assert re.fullmatch(r"all: R@5=1\.000 R@10=1\.000 MRR=\d\.\d{3} n=3", lines[-1]), lines
+    ms = r"p50=\d+\.\d ms p95=\d+\.\d ms"
+    expected = [
+        rf"# mem0 add \(verbatim, infer=False\): {ms} n=5",
+        rf"# mem0 add \(infer=True, scripted model answering at once\): {ms} n=5 stored=5",
+        rf"# mem0 search: {ms} n=3",
+        rf"# file cat1-4: {SUMMARY_RE}",
+        rf"# file all: {SUMMARY_RE}",
+        rf"# file search \(embedder default\): {ms} n=3",
+    ]
+    assert len(lines) == 1 + len(expected) + 2, lines  # one conversation line first
+    for pattern, line in zip(expected, lines[1:-2], strict=True):
+        assert re.fullmatch(pattern, line), (pattern, line)
+
+
 def test_recall_gate_counts_chitchat_and_the_questions_that_get_their_evidence(
     data: Path, tmp_path: Path
 ) -> None:
