@@ -33,7 +33,9 @@ default one. Before the two final lines it prints, as ``#`` lines, mem0's add la
 answered at once by the scripted model of ``tests/scripted_model.py``, so what is measured is
 mem0's own work around the call), mem0's search latency, and the file backend's scores and
 search latency in the same run with the same embedder. ``--backend file`` prints its search
-latency too. Latencies are wall times of the product's async calls, in ms.
+latency too. With an embedder, the keyword-only baseline (the file backend without one) is
+measured in the same run and printed as ``# keyword-only ...`` lines. Latencies are wall times
+of the product's async calls, in ms.
 """
 
 from __future__ import annotations
@@ -116,6 +118,9 @@ def summary(label: str, scores: list[Score]) -> str:
     )
 
 
+KEYWORD_ONLY = "keyword-only"  # the baseline's label: the file backend without an embedder
+
+
 def percentile(values: list[float], p: float) -> float:
     """The nearest-rank ``p`` percentile (0 < p <= 1) of ``values``, in ms (0 when empty)."""
     if not values:
@@ -181,6 +186,8 @@ def main(data: Path, embedder: str | None, backend: str) -> None:
         }
         if backend != "file":  # the file backend beside it, same embedder, same run
             configs["file"] = bench_config(embedder)
+        if embedder != "none":  # the keyword-only baseline, measured in the same run
+            configs[KEYWORD_ONLY] = bench_config("none")
         scores: dict[str, list[Score]] = {name: [] for name in configs}
         timings = {name: Timings() for name in configs}
         for conversation in load_conversations(data):
@@ -203,6 +210,13 @@ def main(data: Path, embedder: str | None, backend: str) -> None:
         print(f"# file {summary('cat1-4', [s for s in file_scores if 1 <= s.category <= 4])}")
         print(f"# file {summary('all', file_scores)}")
     print(latency(f"file search (embedder {embedder})", timings["file"].search))
+    if KEYWORD_ONLY in scores:
+        baseline = scores[KEYWORD_ONLY]
+        print(latency(f"{KEYWORD_ONLY} search", timings[KEYWORD_ONLY].search))
+        print(
+            f"# {KEYWORD_ONLY} {summary('cat1-4', [s for s in baseline if 1 <= s.category <= 4])}"
+        )
+        print(f"# {KEYWORD_ONLY} {summary('all', baseline)}")
     mine = scores[backend]
     print(summary("cat1-4", [s for s in mine if 1 <= s.category <= 4]))
     print(summary("all", mine))
