@@ -111,6 +111,9 @@ def test_locomo_retrieval_on_mem0_ends_with_the_same_two_lines_and_prints_latenc
         rf"# file cat1-4: {SUMMARY_RE}",
         rf"# file all: {SUMMARY_RE}",
         rf"# file search \(embedder default\): {ms} n=3",
+        rf"# keyword-only search: {ms} n=3",  # the baseline, measured in the same run
+        rf"# keyword-only cat1-4: {SUMMARY_RE}",
+        rf"# keyword-only all: {SUMMARY_RE}",
     ]
     assert len(lines) == 1 + len(expected) + 2, lines  # one conversation line first
     for pattern, line in zip(expected, lines[1:-2], strict=True):
