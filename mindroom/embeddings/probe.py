@@ -90,17 +90,22 @@ def check_embedder(
         return Check(name, False, str(exc), fix)
 
 
-async def check_embedders(config: Config, base_dir: Path) -> list[Check]:
-    """Every embedder config's line, checked in parallel (in threads: loading blocks)."""
+async def embedder_checks(config: Config, base_dir: Path) -> dict[EmbedderConfig | None, Check]:
+    """Every embedder config's line, by config, checked in parallel (in threads: loading
+    blocks)."""
     uses, auto_install = _uses(config), config.memory.auto_install
-    return list(
-        await asyncio.gather(
-            *(
-                asyncio.to_thread(check_embedder, c, keys, base_dir, auto_install=auto_install)
-                for c, keys in uses.items()
-            )
+    checks = await asyncio.gather(
+        *(
+            asyncio.to_thread(check_embedder, c, keys, base_dir, auto_install=auto_install)
+            for c, keys in uses.items()
         )
     )
+    return dict(zip(uses, checks, strict=True))
+
+
+async def check_embedders(config: Config, base_dir: Path) -> list[Check]:
+    """Every embedder config's line (see :func:`embedder_checks`)."""
+    return list((await embedder_checks(config, base_dir)).values())
 
 
 def _quick_problem(
