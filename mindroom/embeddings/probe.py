@@ -5,6 +5,8 @@ override). A local model is checked without loading torch (its files and package
 hub name, which can only come from the local cache, is really loaded; a remote one gets one tiny
 request. At start-up only the checks that load and send nothing run, in the background: an
 explicit embedder that cannot work is one warning line (memory search is then keyword-only).
+Neither installs anything: a local embedder whose packages are missing is reported as what the
+first search will install (``memory.auto_install``), or, with that off, as the command to run.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from pathlib import Path
 from mindroom.checks import Check
 from mindroom.config.schema import Config, EmbedderConfig
 from mindroom.embeddings import INSTALL_HINT
-from mindroom.embeddings.local import SentenceTransformerEmbedder, installed, resolve_model
+from mindroom.embeddings.install import install_command, installed, missing_modules, not_installed
+from mindroom.embeddings.local import SentenceTransformerEmbedder, resolve_model
 from mindroom.embeddings.remote import OpenAICompatibleEmbedder
 from mindroom.embeddings.select import (
     build_embedder,
@@ -30,8 +33,6 @@ from mindroom.embeddings.select import (
 from mindroom.errors import EmbedderError
 
 logger = logging.getLogger(__name__)
-
-KEYWORD_ONLY = f"keyword-only (install mindroom[embeddings] for semantic search: {INSTALL_HINT})"
 
 
 def _uses(config: Config) -> dict[EmbedderConfig | None, list[str]]:
@@ -47,8 +48,6 @@ def _probe(embedder: object, base_dir: Path) -> str:
     """What works, or EmbedderError saying what does not."""
     if isinstance(embedder, SentenceTransformerEmbedder):
         source, model_id = resolve_model(embedder.model, base_dir)
-        if not (installed("sentence_transformers") and installed("torch")):
-            raise EmbedderError(f"sentence-transformers is not installed: {INSTALL_HINT}")
         if isinstance(source, str):  # a hub name: only a real load shows it is cached
             embedder.load()
             return f"{embedder.model_id} (local, from the Hugging Face cache)"
@@ -59,15 +58,30 @@ def _probe(embedder: object, base_dir: Path) -> str:
     raise EmbedderError(f"unknown embedder {embedder!r}")
 
 
-def check_embedder(config: EmbedderConfig | None, keys: list[str], base_dir: Path) -> Check:
-    """The doctor's line for one embedder config, named after the keys that use it."""
+def check_embedder(
+    config: EmbedderConfig | None, keys: list[str], base_dir: Path, *, auto_install: bool = False
+) -> Check:
+    """The doctor's line for one embedder config, named after the keys that use it.
+
+    A local embedder whose packages are missing is a warning with ``auto_install`` (the first
+    search installs them; the doctor does not) and a failure naming the command without it.
+    """
     name = "memory search" if keys[0] == "memory.embedder" else f"memory search ({keys[0]})"
     effective = effective_embedder(config)
     if effective is None:
-        detail = KEYWORD_ONLY if config is None else f"keyword-only ({keys[0]}: none)"
+        extra = f"for semantic search, install mindroom[embeddings]: {install_command()}"
+        detail = f"keyword-only ({extra})" if config is None else f"keyword-only ({keys[0]}: none)"
         return Check(name, True, detail)
     embedder = build_embedder(effective, base_dir)
     fix = f"fix {keys[0]} in config.yaml, or set it to none for keyword-only search"
+    missing = missing_modules() if isinstance(embedder, SentenceTransformerEmbedder) else []
+    if missing and auto_install:
+        detail = f"{embedder.model_id}: {not_installed(missing, auto_install=True)}"
+        fix = install_command(missing)
+        return Check(name, True, f"keyword-only until then; {detail}", fix, warning=True)
+    if missing:
+        detail = f"{embedder.model_id}: {not_installed(missing, auto_install=False)}"
+        return Check(name, False, detail, install_command(missing))
     if not installed("numpy"):
         return Check(name, False, f"{embedder.model_id}: vector search needs numpy", INSTALL_HINT)
     try:
@@ -76,28 +90,45 @@ def check_embedder(config: EmbedderConfig | None, keys: list[str], base_dir: Pat
         return Check(name, False, str(exc), fix)
 
 
-async def check_embedders(config: Config, base_dir: Path) -> list[Check]:
-    """Every embedder config's line, checked in parallel (in threads: loading blocks)."""
-    uses = _uses(config)
-    return list(
-        await asyncio.gather(
-            *(asyncio.to_thread(check_embedder, c, keys, base_dir) for c, keys in uses.items())
+async def embedder_checks(config: Config, base_dir: Path) -> dict[EmbedderConfig | None, Check]:
+    """Every embedder config's line, by config, checked in parallel (in threads: loading
+    blocks)."""
+    uses, auto_install = _uses(config), config.memory.auto_install
+    checks = await asyncio.gather(
+        *(
+            asyncio.to_thread(check_embedder, c, keys, base_dir, auto_install=auto_install)
+            for c, keys in uses.items()
         )
     )
+    return dict(zip(uses, checks, strict=True))
 
 
-def _quick_problem(config: EmbedderConfig, base_dir: Path) -> EmbedderError | None:
-    """What is wrong with an explicit embedder config, found without loading or sending."""
-    if not installed("numpy"):
-        return EmbedderError(f"vector search needs numpy: {INSTALL_HINT}")
+async def check_embedders(config: Config, base_dir: Path) -> list[Check]:
+    """Every embedder config's line (see :func:`embedder_checks`)."""
+    return list((await embedder_checks(config, base_dir)).values())
+
+
+def _quick_problem(
+    config: EmbedderConfig, base_dir: Path, auto_install: bool
+) -> EmbedderError | None:
+    """What is wrong with an explicit embedder config, found without loading or sending.
+
+    Packages the first search will install (``auto_install``) are not a problem: the installer
+    says so itself when it starts.
+    """
     embedder = build_embedder(config, base_dir)
     if isinstance(embedder, SentenceTransformerEmbedder):
+        missing = missing_modules()
+        if missing:
+            return (
+                None if auto_install else EmbedderError(not_installed(missing, auto_install=False))
+            )
         try:
             resolve_model(embedder.model, base_dir)
         except EmbedderError as exc:
             return exc
-        if not (installed("sentence_transformers") and installed("torch")):
-            return EmbedderError(f"sentence-transformers is not installed: {INSTALL_HINT}")
+    if not installed("numpy"):
+        return EmbedderError(f"vector search needs numpy: {INSTALL_HINT}")
     return None
 
 
@@ -111,7 +142,9 @@ async def warn_unusable_embedders(config: Config, base_dir: Path) -> None:
             effective = None if embedder is None else effective_embedder(embedder)
             if effective is None:
                 continue
-            problem = await asyncio.to_thread(_quick_problem, effective, base_dir)
+            problem = await asyncio.to_thread(
+                _quick_problem, effective, base_dir, config.memory.auto_install
+            )
             if problem is not None:
                 report_keyword_only(", ".join(keys), problem)
     except Exception:  # a failing check must not stop start-up
@@ -129,7 +162,9 @@ async def warm_up_embedders(config: Config, base_dir: Path) -> None:
     loading: stopping mindroom never waits for it, and a failure is only logged (the first
     search says it again and stays keyword-only)."""
     for embedder_config in _uses(config):
-        embedder = shared_embedder(embedder_config, base_dir)
+        embedder = shared_embedder(
+            embedder_config, base_dir, auto_install=config.memory.auto_install
+        )
         load = getattr(embedder, "load", None)
         if load is None:
             continue

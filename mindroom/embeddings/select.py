@@ -5,6 +5,10 @@
 embeddings off explicitly. Instances are shared process-wide, keyed by their config, so a local
 model is loaded once however many memory scopes (or registries) search with it. Building one is
 cheap and never fails; loading happens on first use and fails there, with the reason.
+
+A configured local embedder whose packages are missing installs them on first use when
+``memory.auto_install`` allows (:mod:`mindroom.embeddings.install`); the unconfigured default
+never does: without the extra it is simply keyword-only.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pathlib import Path
 
 from mindroom.config.schema import EmbedderConfig
 from mindroom.embeddings import Embedder
+from mindroom.embeddings.install import EmbedderInstalling
 from mindroom.embeddings.local import SentenceTransformerEmbedder, bundled_model_path
 from mindroom.embeddings.remote import OpenAICompatibleEmbedder
 from mindroom.errors import EmbedderError
@@ -55,8 +60,16 @@ _shared: dict[tuple[EmbedderConfig, Path | None], Embedder] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_embedder(config: EmbedderConfig | None, base_dir: Path) -> Embedder | None:
-    """The process's one embedder for ``config`` (after defaults), None for keyword-only."""
+def shared_embedder(
+    config: EmbedderConfig | None, base_dir: Path, *, auto_install: bool | None = None
+) -> Embedder | None:
+    """The process's one embedder for ``config`` (after defaults), None for keyword-only.
+
+    ``auto_install`` is ``memory.auto_install``: whether a configured local embedder installs
+    its missing packages on first use. The shared instance follows the latest caller that says
+    (the setting is global: a reloaded config changes it for every memory at once); None leaves
+    it as it is (a new instance: off until someone says, e.g. the start-up warm-up).
+    """
     effective = effective_embedder(config)
     if effective is None:
         return None
@@ -69,7 +82,9 @@ def shared_embedder(config: EmbedderConfig | None, base_dir: Path) -> Embedder |
         embedder = _shared.get(key)
         if embedder is None:
             embedder = _shared[key] = build_embedder(effective, base_dir)
-        return embedder
+    if auto_install is not None and isinstance(embedder, SentenceTransformerEmbedder):
+        embedder.auto_install = auto_install and config is not None  # the default never installs
+    return embedder
 
 
 _reported: set[str] = set()
@@ -77,8 +92,11 @@ _reported: set[str] = set()
 
 def report_keyword_only(where: str, error: EmbedderError) -> str:
     """Log that memory search falls back to keywords because of ``error``: once per reason per
-    process (the start-up check and the first search that meets it share the one line)."""
+    process (the start-up check and the first search that meets it share the one line).
+    An install in progress is not logged here: the installer says it once itself."""
     note = f"memory search is keyword-only: {error}"
+    if isinstance(error, EmbedderInstalling):
+        return note
     with _shared_lock:
         first = note not in _reported
         if first:

@@ -177,11 +177,12 @@ def hybrid_search(
     weights = weights or Weights()
     pool = max(limit, weights.pool)
     vector: list[SearchHit] | None = None
-    vectors = memory.vectors if weights.vector > 0 else None
+    vectors = None
     ready = False  # the files are followed once, by whichever half does it first
-    if vectors is not None:
+    if weights.vector > 0:
         try:
-            ready = vectors.sync_within(CATCH_UP_LIMIT)  # follows the keyword index too
+            vectors = memory.vectors  # EmbedderError without numpy
+            ready = vectors is not None and vectors.sync_within(CATCH_UP_LIMIT)  # keywords too
         except EmbedderError as exc:
             report_keyword_only(f"memory {memory.scope_id}", exc)
             vectors = None

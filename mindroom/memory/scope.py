@@ -4,20 +4,25 @@ A scope is one memory: an agent's (``agent_<name>``) or a team's
 (``team_<sorted member names joined by +>``). Its *root* holds the markdown files people read
 and edit (``MEMORY.md``, ``memory/YYYY-MM-DD.md``, topic files); its *state dir* under
 ``mindroom_data/memory/<scope>/`` holds what is derived or control state (search index,
-history, locks). Pure path logic; nothing here reads or writes files except
-:func:`confined_path`, which resolves symlinks to check where a path really points.
+history, locks). Pure path logic; nothing here writes files, and only :func:`confined_path`
+(which resolves symlinks to check where a path really points) and :func:`agent_scope` (which
+looks whether an older version left an agent's memory under ``memory.file.path``) read the disk.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from mindroom.errors import MemoryStoreError
 
+logger = logging.getLogger(__name__)
+
 ENTRYPOINT = "MEMORY.md"
 DAILY_DIR = "memory"
+_said_legacy: set[Path] = set()
 
 
 @dataclass(frozen=True)
@@ -49,14 +54,39 @@ def team_scope_id(members: Iterable[str]) -> str:
 
 
 def agent_scope(storage: Path, agent: str, file_root: str | None = None) -> MemoryScope:
-    """The scope of a shared agent: ``<storage>/agents/<agent>/workspace``.
+    """The scope of a shared agent: always ``<storage>/agents/<agent>/workspace``.
 
-    ``file_root`` (``memory.file.path``) replaces ``<storage>/agents`` as the parent of the
-    agents' folders; relative to the storage root.
+    ``file_root`` (``memory.file.path``) does not move it: the design keeps an agent's memory
+    in its workspace, where people look for it; ``file_root`` is the parent of team mirrors
+    (:func:`mindroom.memory.team.mirror_root`). Versions before this one moved agent folders
+    under ``file_root`` too, so a folder found there that holds files, while the canonical one
+    holds none, is still used (with one warning saying where to move it): an upgrade never
+    makes memory vanish.
     """
-    parent = storage / file_root if file_root else storage / "agents"
     scope_id = agent_scope_id(agent)
-    return MemoryScope(scope_id, parent / agent / "workspace", state_dir(storage, scope_id))
+    root = storage / "agents" / agent / "workspace"
+    if file_root:
+        legacy = storage / file_root / agent / "workspace"
+        if legacy != root and _holds_files(legacy) and not _holds_files(root):
+            if legacy not in _said_legacy:
+                _said_legacy.add(legacy)
+                logger.warning(
+                    "agent %s: its memory is in %s, where memory.file.path put it before; "
+                    "memory.file.path no longer moves agent memory, so move that folder to %s "
+                    "(until then it is used where it is)",
+                    agent,
+                    legacy,
+                    root,
+                )
+            root = legacy
+    return MemoryScope(scope_id, root, state_dir(storage, scope_id))
+
+
+def _holds_files(folder: Path) -> bool:
+    try:
+        return any(folder.iterdir())
+    except OSError:  # not there (or not a folder)
+        return False
 
 
 def state_dir(storage: Path, scope_id: str) -> Path:

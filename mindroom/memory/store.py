@@ -22,8 +22,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mindroom.embeddings import INSTALL_HINT
-from mindroom.errors import EmbedderError, MemoryStoreError
+from mindroom.embeddings.install import vectors_need_numpy
+from mindroom.errors import MemoryStoreError
 from mindroom.memory.bounded import bounded
 from mindroom.memory.files import clean_temp_files, edit_file, file_lock, read_text
 from mindroom.memory.history import History, HistoryRecord
@@ -92,8 +92,8 @@ class FileMemory:
             if self._vectors is None and self.embedder is not None:
                 try:
                     from mindroom.memory.vectors import VectorIndex
-                except ImportError as exc:
-                    raise EmbedderError(f"vector search needs numpy: {INSTALL_HINT}") from exc
+                except ImportError as exc:  # a local embedder may install it (and the rest)
+                    raise vectors_need_numpy(self.embedder) from exc
                 path = self.scope.state_dir / "vectors.db"
                 self._vectors = VectorIndex(self.index, self.embedder, path)
             return self._vectors
