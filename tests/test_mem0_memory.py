@@ -361,7 +361,7 @@ def test_the_extraction_model_comes_from_memory_llm_else_the_default_model() -> 
         "openai", "llama3.2", "http://gpu:11434/v1", "ollama", 3.0, None
     )
     nameless = parse_config("memory: {backend: mem0}\n", "test")
-    with pytest.raises(MemoryStoreError, match=r"set memory\.llm, or define models\.default"):
+    with pytest.raises(MemoryStoreError, match=r"memory\.llm is unset and defaults\.model"):
         llm_settings(nameless)
 
 

@@ -74,7 +74,9 @@ class MemoryRegistry:
     def embedder(self, config: EmbedderConfig | None) -> Embedder | None:
         """The shared embedder for ``config`` (None: keyword-only); paths are relative to the
         config file's folder."""
-        return shared_embedder(config, self.config_dir)
+        return shared_embedder(
+            config, self.config_dir, auto_install=self.config.memory.auto_install
+        )
 
     def search_weights(self) -> Weights:
         """How searches fuse their keyword and vector hits (``memory.search``)."""
@@ -139,9 +141,6 @@ class MemoryRegistry:
         A private agent without a requester (the CLI without ``--user``) has no memory.
         """
         backend = self.config.agent_memory_backend(agent)
-        if backend == "none":
-            return None
-        embedder = self.embedder(self.config.agent_embedder(agent))
         private = self.config.agents[agent].private
         if private is not None:
             if requester is None:
@@ -150,11 +149,19 @@ class MemoryRegistry:
             assert instance is not None
             scope = instance.memory_scope()
             template = self.config_dir / private.template_dir if private.template_dir else None
+            # the private folders exist whatever the backend (the template's files too)
             scaffold(template, instance.memory_root, scope.state_dir / "scaffold.json")
-            if backend == "mem0":  # the private folders exist; the memory is mem0's
+            if backend != "file":  # the private folders exist; the memory is not in them
                 instance.memory_root.mkdir(parents=True, exist_ok=True)
+            if backend == "none":
+                return None
+            embedder = self.embedder(self.config.agent_embedder(agent))
+            if backend == "mem0":
                 return self._get_mem0(scope.scope_id, scope.state_dir, embedder, agent)
             return self._get_private(scope, embedder)
+        if backend == "none":
+            return None
+        embedder = self.embedder(self.config.agent_embedder(agent))
         scope = agent_scope(self.storage, agent, self.config.memory.file.path)
         if backend == "mem0":
             return self._get_mem0(scope.scope_id, scope.state_dir, embedder, agent)

@@ -37,8 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mindroom.config.schema import Config, MemoryLlmConfig, ModelConfig
-from mindroom.errors import EmbedderError, MemoryStoreError
+from mindroom.config.schema import Config
+from mindroom.errors import ConfigError, EmbedderError, MemoryStoreError
+from mindroom.memory.mem0_setup import OLLAMA_HOST, memory_llm
 
 if TYPE_CHECKING:
     from mindroom.embeddings import Embedder
@@ -47,7 +48,6 @@ logger = logging.getLogger(__name__)
 
 INSTALL_HINT = "pip install 'mindroom[mem0]'"
 ANTHROPIC_HINT = "pip install 'mindroom[anthropic]'"
-OLLAMA_HOST = "http://localhost:11434"
 _PLACEHOLDER_URL = "http://127.0.0.1:9/v1"  # never contacted: replaced before any use
 _UNSAFE = re.compile(r"[^a-z0-9]+")
 
@@ -78,45 +78,25 @@ class LlmSettings:
 
 
 def llm_settings(config: Config) -> LlmSettings:
-    """The extraction model of ``config``; MemoryStoreError when there is none."""
-    default = config.models.get(config.defaults.model)
-    if config.memory.llm is not None:
-        return _from_memory_llm(config.memory.llm, default)
-    if default is None:
+    """The extraction model of ``config`` (:func:`mindroom.memory.mem0_setup.memory_llm`, the
+    one resolution the doctor shows too), as mem0's client is built from it: ollama through
+    its OpenAI-compatible ``/v1``. Raises :class:`MemoryStoreError` when there is none."""
+    try:
+        llm = memory_llm(config)
+    except ConfigError as exc:
         raise MemoryStoreError(
-            "the mem0 backend needs a model to extract memories: set memory.llm, or define "
-            f"models.{config.defaults.model} (defaults.model)"
-        )
-    return _from_model(default)
-
-
-def _from_memory_llm(llm: MemoryLlmConfig, default: ModelConfig | None) -> LlmSettings:
-    settings = llm.config
-    same = default if default is not None and default.provider == llm.provider else None
-    model = settings.model or (same.id if same else None)
-    if llm.provider == "ollama":
-        base = (settings.host or OLLAMA_HOST).rstrip("/") + "/v1"
-        return LlmSettings(
-            "openai", str(model), base, settings.api_key or "ollama",
-            settings.timeout_seconds, settings.temperature,
-        )  # fmt: skip
-    if model is None:
+            f"the mem0 backend needs a model to extract memories: {exc}"
+        ) from None
+    if llm.model is None:
         raise MemoryStoreError(f"memory.llm: provider {llm.provider!r} needs config.model")
-    return LlmSettings(
-        llm.provider, model, settings.base_url, settings.api_key,
-        settings.timeout_seconds, settings.temperature,
-    )  # fmt: skip
-
-
-def _from_model(model: ModelConfig) -> LlmSettings:
-    if model.provider == "anthropic":
+    if llm.provider == "ollama":
+        base = (llm.base_url or OLLAMA_HOST).rstrip("/") + "/v1"
         return LlmSettings(
-            "anthropic", model.id, model.base_url, model.api_key,
-            model.timeout_seconds, model.temperature,
-        )  # fmt: skip
-    base = model.base_url or (OLLAMA_HOST + "/v1" if model.provider == "ollama" else None)
-    key = model.api_key or ("ollama" if model.provider == "ollama" else None)
-    return LlmSettings("openai", model.id, base, key, model.timeout_seconds, model.temperature)
+            "openai", llm.model, base, llm.api_key or "ollama", llm.timeout_seconds, llm.temperature
+        )
+    return LlmSettings(
+        llm.provider, llm.model, llm.base_url, llm.api_key, llm.timeout_seconds, llm.temperature
+    )
 
 
 @dataclass(frozen=True)
