@@ -1,12 +1,10 @@
-"""Agno learning and private companions: why ``defaults.learning`` is off (README, Configuration).
+"""Agno learning and private companions: what learning keeps about a person stays theirs.
 
-Agno's LearningMachine keeps what it learns about a person in the agent's one learning store
-(``agents/<name>/learning/<name>.db``), keyed by Matrix ID, and adds it to every prompt of that
-person. A private companion's turn that must not use the person's private memory (a group room
-where they did not address it: ``private_recall`` False, see :mod:`mindroom.turns`) still gets
-it. This test pins that gap: it fails (xfail, strict) until learning is kept per person and
-follows ``private_recall``; then it passes and the marker must go.
-"""
+Agno's LearningMachine adds what it learned about a person to every prompt of that person. A
+private companion's learning is therefore the requester's own store (in their private instance,
+beside their sessions, never the agent's shared ``agents/<name>/learning/<name>.db``) and is
+left out of a turn that must not use the person's private memory (a group room where they did
+not address it: ``private_recall`` False, see :mod:`mindroom.turns`)."""
 
 from __future__ import annotations
 
@@ -22,13 +20,10 @@ from tests.harness import config_text
 from tests.scripted_model import Reply, ScriptedModel
 
 ALICE = "@alice:localhost"
+BOB = "@bob:localhost"
 SECRET = "Alice is interviewing at a rival company"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Agno learning is injected whatever private_recall says (README: Configuration)",
-)
 @pytest.mark.asyncio
 async def test_a_private_companions_learning_stays_out_of_turns_without_private_memory(
     tmp_path: Path, model: ScriptedModel
@@ -56,5 +51,10 @@ async def test_a_private_companions_learning_stays_out_of_turns_without_private_
         )
         assert done.ok, done.error
         assert SECRET not in json.dumps(model.requests[-1])
+
+        model.push(Reply(text="ok"))
+        done = await runtime.run_turn(TurnRequest("mind", "s-bob", BOB, "hi", private_recall=True))
+        assert done.ok, done.error
+        assert SECRET not in json.dumps(model.requests[-1])  # another person's DM
     finally:
         await runtime.close()

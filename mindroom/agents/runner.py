@@ -152,13 +152,28 @@ class AgentRuntime:
             path, per_person=instance is not None, session_table="agent_sessions"
         )
 
-    def _learning(self, name: str) -> LearningMachine | None:
-        mode = self._config.agent_learning(name)
-        if mode is None:
+    def _learning(
+        self, name: str, requester: str | None = None, private_recall: bool = True
+    ) -> LearningMachine | None:
+        """Agno learning for a turn of ``name``: one store per agent; a private companion's is
+        the requester's own (beside their sessions) and is left out of turns that may not use
+        their private memory (``private_recall`` False), like the rest of it."""
+        if self._config.agent_learning(name) is None:
             return None
-        db = self._stores.get(
-            self._storage / "agents" / name / "learning" / f"{name}.db", per_person=False
-        )
+        if self._config.agents[name].private is None:
+            if name not in self._learning_machines:
+                path = self._storage / "agents" / name / "learning" / f"{name}.db"
+                self._learning_machines[name] = self._learning_machine(name, path, False)
+            return self._learning_machines[name]
+        if not private_recall or not requester or self.memories is None:
+            return None
+        instance = self.memories.private_instance(name, requester)
+        assert instance is not None  # a private agent has one per requester
+        return self._learning_machine(name, instance.learning_db, True)
+
+    def _learning_machine(self, name: str, path: Path, per_person: bool) -> LearningMachine:
+        mode = self._config.agent_learning(name)
+        db = self._stores.get(path, per_person=per_person)
         learning_mode = LearningMode.ALWAYS if mode == "always" else LearningMode.AGENTIC
         return LearningMachine(
             db=db,
@@ -173,15 +188,15 @@ class AgentRuntime:
         memory: FileMemory | None = None,
         recall: str = "",
         requester: str | None = None,
+        private_recall: bool = True,
     ) -> Agent:
         """The Agno agent for configured agent ``name`` (built fresh, cheap).
 
         ``memory`` gives it the memory tools, ``recall`` is this turn's memory block,
-        ``requester`` picks a private companion's session store.
+        ``requester`` picks a private companion's session and learning stores, and
+        ``private_recall`` False keeps the companion's learning out of the turn.
         """
         cfg = self._config.agents[name]
-        if name not in self._learning_machines:
-            self._learning_machines[name] = self._learning(name)
         return Agent(
             id=name,
             name=cfg.display_name or name,
@@ -195,7 +210,7 @@ class AgentRuntime:
             add_datetime_to_context=True,
             tools=[self._memory_tools(memory)] if memory is not None else None,
             additional_context=recall or None,
-            learning=self._learning_machines[name],
+            learning=self._learning(name, requester, private_recall),
             telemetry=False,
         )
 
@@ -273,7 +288,9 @@ class AgentRuntime:
                     if request.carried:
                         recall = f"{recall}\n\n{request.carried}".strip()
                     recall = _with_speaker(recall, request.speaker)
-                    agent = self.build_agent(request.agent, memory, recall, request.user_id)
+                    agent = self.build_agent(
+                        request.agent, memory, recall, request.user_id, request.private_recall
+                    )
                     if on_text is None:
                         output = await agent.arun(
                             request.text, session_id=request.session_id, user_id=request.user_id
@@ -337,7 +354,11 @@ class AgentRuntime:
                     memory, recall = await self._recall(
                         name, request.text, request.user_id, request.private_recall
                     )
-                    members.append(self.build_agent(name, memory, recall, request.user_id))
+                    members.append(
+                        self.build_agent(
+                            name, memory, recall, request.user_id, request.private_recall
+                        )
+                    )
                     if recall:
                         member_blocks.append(recall)
                 team_memory = (

@@ -69,6 +69,11 @@ class PrivateInstance:
         """The requester's Agno sessions with this agent."""
         return self.state_dir / self.agent / "sessions.db"
 
+    @property
+    def learning_db(self) -> Path:
+        """What Agno learning keeps about the requester, with this agent."""
+        return self.state_dir / self.agent / "learning.db"
+
     def memory_scope(self) -> MemoryScope:
         """The requester's memory scope."""
         # ':' appears in none of the parts, so different folders never share an id
