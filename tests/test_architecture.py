@@ -17,6 +17,8 @@ Owners:
 - ``mindroom.config``: ruamel (the round-trip YAML of config.yaml).
 - ``mindroom.agents`` and ``mindroom.ledger``: sqlalchemy and aiosqlite (Agno's session store and
   the handled-events ledger; the memory index uses the standard library's sqlite3).
+- ``mindroom.memory.mem0.engine``: mem0 and chromadb (the optional ``mem0`` extra; imported
+  lazily, on a mem0 memory's first use, never at start-up).
 - watchfiles: only modules named ``watch`` or ``reload`` (``mindroom/reload.py`` watches
   config.yaml, ``mindroom/memory/watch.py`` the memory folders). Watching is wiring, kept in a
   module whose name says it watches, so a change to the watcher never hides in domain code.
@@ -64,6 +66,8 @@ OWNERS: dict[str, tuple[Callable[[str], bool], str]] = {
     "dotenv": (inside("mindroom.config"), "mindroom.config"),
     "sqlalchemy": (SESSIONS, "mindroom.agents, mindroom.ledger"),
     "aiosqlite": (SESSIONS, "mindroom.agents, mindroom.ledger"),
+    "mem0": (inside("mindroom.memory.mem0.engine"), "mindroom.memory.mem0.engine"),
+    "chromadb": (inside("mindroom.memory.mem0.engine"), "mindroom.memory.mem0.engine"),
     "watchfiles": (named("watch", "reload"), "a module named watch.py or reload.py"),
     "sentence_transformers": (EMBEDDINGS, "mindroom.embeddings"),
     "torch": (EMBEDDINGS, "mindroom.embeddings"),

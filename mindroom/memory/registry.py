@@ -14,6 +14,12 @@ While anyone holds a closed memory, the next turn of that person gets that same 
 (so there is never a second open copy of one scope).
 So a thousand people over a day cost the descriptors of the recently active ones, not of all.
 
+With ``memory.backend: mem0`` (per agent ``agents.<name>.memory_backend``; a team follows
+``memory.backend``) the same scopes are :class:`~mindroom.memory.mem0.Mem0Memory` namespaces
+of one shared mem0 engine per embedder (:func:`mindroom.memory.mem0.engine.mem0_engine`),
+which opens mem0 on first use, not here. A private companion on mem0 still gets its private
+folders (scaffolded as on the file backend), but its memory is mem0's, not those files.
+
 Each memory searches with its agent's embedder (``agents.<name>.memory_embedder``, else
 ``memory.embedder``; a team's with ``memory.embedder``), one shared instance per embedder
 (:func:`mindroom.embeddings.select.shared_embedder`); a reloaded config takes effect on the
@@ -31,11 +37,15 @@ from mindroom.config.schema import Config, EmbedderConfig
 from mindroom.embeddings import Embedder
 from mindroom.embeddings.select import shared_embedder
 from mindroom.memory.hybrid import Weights
+from mindroom.memory.mem0 import Mem0Memory
+from mindroom.memory.mem0.engine import close_engines, mem0_dir, mem0_engine
 from mindroom.memory.private import PrivateInstance, private_instance, requester_key, scaffold
-from mindroom.memory.scope import MemoryScope, agent_scope, team_scope_id
+from mindroom.memory.scope import MemoryScope, agent_scope, state_dir, team_scope_id
 from mindroom.memory.store import FileMemory
 from mindroom.memory.team import TeamMemory
 from mindroom.resources import private_instance_limit
+
+ScopeMemory = FileMemory | Mem0Memory  # what for_agent / for_team hand out
 
 
 class MemoryRegistry:
@@ -49,6 +59,7 @@ class MemoryRegistry:
         self._private: OrderedDict[str, FileMemory] = OrderedDict()  # least recent first
         # closed ones someone still holds (a turn's tools): handed out again, never duplicated
         self._closed: weakref.WeakValueDictionary[str, FileMemory] = weakref.WeakValueDictionary()
+        self._mem0: dict[str, Mem0Memory] = {}  # light: the engine holds what is open
         self._lock = threading.Lock()
 
     def private_capacity(self) -> int:
@@ -100,6 +111,17 @@ class MemoryRegistry:
         memory.search_weights = self.search_weights()
         return memory
 
+    def _get_mem0(
+        self, scope_id: str, state: Path, embedder: Embedder | None, agent: str | None = None
+    ) -> Mem0Memory:
+        """The mem0 memory of ``scope_id`` (its engine is shared and opens on first use)."""
+        engine = mem0_engine(self.config, mem0_dir(self.storage), embedder)
+        with self._lock:
+            memory = self._mem0.get(scope_id)
+            if memory is None or memory.engine is not engine:
+                memory = self._mem0[scope_id] = Mem0Memory(engine, scope_id, state, agent)
+        return memory
+
     def private_instance(self, agent: str, requester: str) -> PrivateInstance | None:
         """The private instance of ``agent`` for ``requester``; None for a shared agent."""
         private = self.config.agents[agent].private
@@ -107,12 +129,13 @@ class MemoryRegistry:
             return None
         return private_instance(self.storage, agent, requester, per=private.per, root=private.root)
 
-    def for_agent(self, agent: str, requester: str | None = None) -> FileMemory | None:
+    def for_agent(self, agent: str, requester: str | None = None) -> ScopeMemory | None:
         """The memory agent ``agent`` uses when ``requester`` talks to it (None: no memory).
 
         A private agent without a requester (the CLI without ``--user``) has no memory.
         """
-        if self.config.agent_memory_backend(agent) == "none":
+        backend = self.config.agent_memory_backend(agent)
+        if backend == "none":
             return None
         embedder = self.embedder(self.config.agent_embedder(agent))
         private = self.config.agents[agent].private
@@ -124,15 +147,21 @@ class MemoryRegistry:
             scope = instance.memory_scope()
             template = self.config_dir / private.template_dir if private.template_dir else None
             scaffold(template, instance.memory_root, scope.state_dir / "scaffold.json")
+            if backend == "mem0":  # the private folders exist; the memory is mem0's
+                instance.memory_root.mkdir(parents=True, exist_ok=True)
+                return self._get_mem0(scope.scope_id, scope.state_dir, embedder, agent)
             return self._get_private(scope, embedder)
         scope = agent_scope(self.storage, agent, self.config.memory.file.path)
+        if backend == "mem0":
+            return self._get_mem0(scope.scope_id, scope.state_dir, embedder, agent)
         return self._get(scope, embedder)
 
     def for_team(
         self, members: list[str], requester: str | None = None, via: str | None = None
-    ) -> FileMemory | None:
+    ) -> ScopeMemory | None:
         """The memory of the team of ``members`` (mirrored; keyed by requester if private)."""
-        if self.config.memory.backend == "none":
+        backend = self.config.memory.backend
+        if backend == "none":
             return None
         embedder = self.embedder(self.config.memory.embedder)
         if any(self.config.agents[m].private is not None for m in members):
@@ -141,7 +170,12 @@ class MemoryRegistry:
             key = requester_key(requester)
             base = self.storage / "private_instances" / key / "teams" / team_scope_id(members)
             scope = MemoryScope(f"{team_scope_id(members)}__{key}", base / "files", base / ".state")
+            if backend == "mem0":
+                return self._get_mem0(scope.scope_id, scope.state_dir, embedder)
             return self._get_private(scope, embedder)
+        if backend == "mem0":
+            scope_id = team_scope_id(members)
+            return self._get_mem0(scope_id, state_dir(self.storage, scope_id), embedder)
         with self._lock:
             key = f"{team_scope_id(members)}@{via or ''}"
             memory = self._open.get(key)
@@ -168,9 +202,11 @@ class MemoryRegistry:
                 memory.index.sync()
 
     def close(self) -> None:
-        """Close every open memory."""
+        """Close every open memory, and the mem0 engines of this storage."""
         with self._lock:
             for memory in [*self._open.values(), *self._private.values()]:
                 memory.close()
             self._open.clear()
             self._private.clear()
+            self._mem0.clear()
+        close_engines(mem0_dir(self.storage))

@@ -3,21 +3,77 @@
 Entries are mem0 memories shown as :class:`MemoryEntry` (``id`` mem0's id, ``path`` ``"mem0"``,
 lines 0). Search scores are cosine similarities, like the file backend's vector half, so the
 recall gate's ``min_similarity`` means the same on both backends.
+
+mem0 finds, updates and deletes an id in any scope; here every id is checked against this
+scope first, and another scope's id is answered exactly as a missing one. Writes of a scope are
+serialised (mem0's dedup reads, then writes) and may carry an ``op_key`` (see
+:mod:`mindroom.memory.mem0.ops`). ``MEMORY.md`` is this scope rendered as markdown
+(:meth:`Mem0Memory.export_markdown`), read-only: mem0 is the source of truth here.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from mindroom.errors import MemoryStoreError
+from mindroom.memory.bounded import bounded
 from mindroom.memory.index import SearchHit
-from mindroom.memory.markdown import MemoryEntry
+from mindroom.memory.markdown import MemoryEntry, normalize_text, parse_entries
+from mindroom.memory.mem0.ops import OpLog
+from mindroom.memory.scope import ENTRYPOINT
 
 if TYPE_CHECKING:
     from mindroom.agents.extraction import ChatLine
-    from mindroom.memory.mem0.engine import Mem0Engine
+    from mindroom.memory.mem0.engine import Mem0Engine, Mem0Record
 
 MEM0_PATH = "mem0"  # the ``path`` of every mem0 entry
+MAX_READ_LINES = 400
+_ID_MARKER = re.compile(r"[ \t]*<!--[ \t]*[0-9A-Za-z-]{8,}[ \t]*-->[ \t]*$")
+
+
+def _entry(record: Mem0Record) -> MemoryEntry:
+    return MemoryEntry(record.id, record.text, MEM0_PATH, 0, 0)
+
+
+def _checked(text: str) -> str:
+    try:
+        return normalize_text(text)
+    except ValueError as exc:
+        raise MemoryStoreError(f"cannot store an empty memory: {exc}") from None
+
+
+def _same(text: str) -> str:
+    """What "the same text" means for import: equal after collapsing whitespace."""
+    return " ".join(text.split())
+
+
+def not_found(entry_id: str) -> MemoryStoreError:
+    """The one answer for a missing id and for another scope's id (the file backend's words)."""
+    return MemoryStoreError(f"no memory with id {entry_id!r} (search or list to find ids)")
+
+
+def render_markdown(scope_id: str, records: list[Mem0Record]) -> str:
+    """``records`` as a markdown memory file: a heading, then ``- text <!-- id -->`` entries
+    (continuation lines indented by two, as the file backend writes them)."""
+    lines = [f"# Memories of {scope_id} (mem0)", ""]
+    for record in records:
+        first, *rest = normalize_text(record.text).split("\n")
+        lines += [f"- {first} <!-- {record.id} -->", *("  " + line for line in rest)]
+    return "\n".join(lines) + "\n"
+
+
+def entries_from_markdown(document: str) -> list[str]:
+    """The memory texts of a markdown file, as either backend writes it (or a person does):
+    headings skipped, a trailing ``<!-- id -->`` marker of any backend dropped."""
+    texts = []
+    for entry in parse_entries(document, ENTRYPOINT):
+        first, *rest = entry.text.split("\n")
+        text = "\n".join([_ID_MARKER.sub("", first), *rest]).strip()
+        if text:
+            texts.append(text)
+    return texts
 
 
 class Mem0Memory:
@@ -25,10 +81,166 @@ class Mem0Memory:
 
     backend = "mem0"
 
-    def __init__(self, engine: Mem0Engine, scope_id: str, state_dir: Path) -> None:
+    def __init__(
+        self, engine: Mem0Engine, scope_id: str, state_dir: Path, agent: str | None = None
+    ) -> None:
         self.engine = engine
         self.scope_id = scope_id
         self.state_dir = state_dir  # this scope's own small state (write idempotency)
+        self.agent = agent  # stored with each memory, never used to filter
+        self.ops = OpLog(state_dir / "mem0_ops.db")
+
+    def _metadata(self, **extra: str) -> dict[str, Any]:
+        return {**({"agent": self.agent} if self.agent else {}), **extra}
+
+    def _owned(self, entry_id: str) -> Mem0Record:
+        record = self.engine.get(entry_id)
+        if record is None or record.scope_id != self.scope_id:
+            raise not_found(entry_id)
+        return record
+
+    # -- blocking core (runs in a worker thread) --------------------------------------------
+
+    def add_sync(self, text: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
+        """:meth:`add`, blocking."""
+        text = _checked(text)
+        with self.engine.scope_lock(self.scope_id):
+            if op_key is not None:
+                done = self.ops.get(op_key)
+                if done is not None:
+                    return MemoryEntry(done.entry_id, done.text, MEM0_PATH, 0, 0)
+                earlier = self.engine.find(self.scope_id, "op_key", op_key)  # crashed before
+                if earlier is not None:
+                    self.ops.record(op_key, "add", earlier.id, earlier.text, done=True)
+                    return _entry(earlier)
+            extra = {"actor": actor, **({"op_key": op_key} if op_key else {})}
+            record = self.engine.add(self.scope_id, text, self._metadata(**extra))
+            self.ops.remember([record.id])
+            if op_key is not None:
+                self.ops.record(op_key, "add", record.id, record.text, done=True)
+        return _entry(record)
+
+    def search_sync(self, query: str, limit: int = 5) -> list[SearchHit]:
+        """:meth:`search`, blocking."""
+        if not query.strip() or limit < 1:
+            return []
+        hits = self.engine.search(self.scope_id, query, limit)
+        return [SearchHit(_entry(record), score) for record, score in hits]
+
+    def list_sync(self, limit: int = 50) -> list[MemoryEntry]:
+        """:meth:`list`, blocking."""
+        records = self.engine.records(self.scope_id)
+        return [_entry(r) for r in reversed(records)][: max(0, limit)]
+
+    def get_sync(self, entry_id: str) -> MemoryEntry:
+        """:meth:`get`, blocking."""
+        return _entry(self._owned(entry_id))
+
+    def update_sync(
+        self, entry_id: str, text: str, *, actor: str, op_key: str | None = None
+    ) -> MemoryEntry:
+        """:meth:`update`, blocking (repeating an update is harmless: same text)."""
+        text = _checked(text)
+        with self.engine.scope_lock(self.scope_id):
+            done = self.ops.get(op_key) if op_key is not None else None
+            if done is not None and done.done:
+                return MemoryEntry(done.entry_id, done.text, MEM0_PATH, 0, 0)
+            self._owned(entry_id)
+            self.engine.update(entry_id, text, {"updated_by": actor})
+            if op_key is not None:
+                self.ops.record(op_key, "update", entry_id, text, done=True)
+        return MemoryEntry(entry_id, text, MEM0_PATH, 0, 0)
+
+    def delete_sync(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
+        """:meth:`delete`, blocking."""
+        with self.engine.scope_lock(self.scope_id):
+            done = self.ops.get(op_key) if op_key is not None else None
+            if done is not None:
+                answer = MemoryEntry(done.entry_id, done.text, MEM0_PATH, 0, 0)
+                record = self.engine.get(done.entry_id) if not done.done else None
+                if record is not None and record.scope_id == self.scope_id:
+                    self.engine.delete(done.entry_id)  # the crashed call's delete, finished
+                if not done.done and op_key is not None:
+                    self.ops.record(op_key, done.op, done.entry_id, done.text, done=True)
+                return answer
+            record = self._owned(entry_id)
+            if op_key is not None:
+                self.ops.record(op_key, "delete", entry_id, record.text, done=False)
+            self.engine.delete(entry_id)
+            if op_key is not None:
+                self.ops.record(op_key, "delete", entry_id, record.text, done=True)
+        return _entry(record)
+
+    def read_file_sync(self, path: str, from_line: int = 1, lines: int = 100) -> str:
+        """:meth:`read_file`, blocking."""
+        name = path.strip().replace("\\", "/").removeprefix("./")
+        if name != ENTRYPOINT:
+            raise MemoryStoreError(
+                f"no memory file {path!r}: the mem0 backend keeps no files; read {ENTRYPOINT!r} "
+                "(this memory as markdown) or search"
+            )
+        all_lines = self.export_markdown().rstrip("\n").split("\n")
+        start = max(1, from_line)
+        count = max(1, min(lines, MAX_READ_LINES))
+        chosen = all_lines[start - 1 : start - 1 + count]
+        body = "\n".join(f"{n:>5}  {line}" for n, line in enumerate(chosen, start))
+        rest = len(all_lines) - (start - 1 + len(chosen))
+        more = f"\n({rest} more lines after this)" if rest > 0 else ""
+        span = f"lines {start}-{start + len(chosen) - 1} of {len(all_lines)}"
+        return f"{ENTRYPOINT} ({span}):\n{body}{more}"
+
+    # -- beyond the contract ------------------------------------------------------------------
+
+    def extract_sync(self, lines: list[ChatLine]) -> list[str]:
+        """mem0's own extraction of ``lines`` (its model call): the texts of new memories.
+
+        A person's line is written ``<matrix id>: text`` so that in a shared scope the
+        extractor knows who said it. Raises :class:`MemoryStoreError` when the model fails.
+        """
+        messages = []
+        for line in lines:
+            if line.role not in ("user", "assistant") or not line.text.strip():
+                continue
+            who = f"{line.user_id}: " if line.role == "user" and line.user_id else ""
+            messages.append({"role": line.role, "content": who + line.text})
+        if not messages:
+            return []
+        with self.engine.scope_lock(self.scope_id):
+            records = self.engine.extract(
+                self.scope_id, messages, self._metadata(actor="mem0 extraction")
+            )
+            self.ops.remember([r.id for r in records])
+        return [r.text for r in records]
+
+    def history_sync(self, entry_id: str | None = None) -> list[dict[str, str]]:
+        """mem0's change records of ``entry_id`` (of this scope only), oldest first."""
+        held = self.ops.ids()
+        if entry_id is not None:
+            if entry_id not in held:
+                self._owned(entry_id)
+            held = [entry_id]
+        rows = []
+        for memory_id in held:
+            for row in self.engine.history(memory_id):
+                rows.append({k: "" if v is None else str(v) for k, v in row.items()})
+        return sorted(rows, key=lambda r: r.get("updated_at") or r.get("created_at", ""))
+
+    def export_markdown(self) -> str:
+        """This scope as a markdown memory file: ``- text <!-- id -->`` lines, oldest first."""
+        return render_markdown(self.scope_id, self.engine.records(self.scope_id))
+
+    def import_entries(self, texts: list[str], *, actor: str) -> list[MemoryEntry]:
+        """Add each of ``texts`` not already stored verbatim in this scope (whitespace
+        collapsed); returns the entries added."""
+        present = {_same(r.text) for r in self.engine.records(self.scope_id)}
+        added = []
+        for text in texts:
+            key = _same(text)
+            if not key or key in present:
+                continue
+            added.append(self.add_sync(text, actor=actor))
+            present.add(key)
+        return added
 
     # -- the MemoryBackend contract (async; blocking work runs in a thread) ---------------------
 
@@ -36,55 +248,33 @@ class Mem0Memory:
         self, text: str, *, actor: str, path: str | None = None, op_key: str | None = None
     ) -> MemoryEntry:
         """Store ``text`` as one memory, verbatim (no model call); ``path`` is ignored."""
-        raise NotImplementedError
+        return await bounded(self.add_sync, text, actor=actor, op_key=op_key)
 
     async def search(self, query: str, limit: int = 5) -> list[SearchHit]:
         """This scope's memories most similar to ``query``, scored by cosine similarity."""
-        raise NotImplementedError
+        return await bounded(self.search_sync, query, limit)
 
     async def list(self, limit: int = 50) -> list[MemoryEntry]:
         """This scope's memories, newest first."""
-        raise NotImplementedError
+        return await bounded(self.list_sync, limit)
 
     async def get(self, entry_id: str) -> MemoryEntry:
         """The memory ``entry_id`` of this scope (another scope's id is "no such memory")."""
-        raise NotImplementedError
+        return await bounded(self.get_sync, entry_id)
 
     async def update(
         self, entry_id: str, text: str, *, actor: str, op_key: str | None = None
     ) -> MemoryEntry:
         """Replace the text of ``entry_id``."""
-        raise NotImplementedError
+        return await bounded(self.update_sync, entry_id, text, actor=actor, op_key=op_key)
 
     async def delete(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
         """Forget ``entry_id`` (mem0's history keeps it)."""
-        raise NotImplementedError
+        return await bounded(self.delete_sync, entry_id, actor=actor, op_key=op_key)
 
     async def read_file(self, path: str, from_line: int = 1, lines: int = 100) -> str:
         """Lines of ``MEMORY.md`` as :meth:`export_markdown` renders this scope (numbered)."""
-        raise NotImplementedError
-
-    # -- beyond the contract ------------------------------------------------------------------
-
-    def extract_sync(self, lines: list[ChatLine]) -> list[str]:
-        """mem0's own extraction of ``lines`` (its model call): the texts of new memories."""
-        raise NotImplementedError
-
-    def search_sync(self, query: str, limit: int = 5) -> list[SearchHit]:
-        """:meth:`search`, blocking."""
-        raise NotImplementedError
-
-    def history_sync(self, entry_id: str | None = None) -> list[dict[str, str]]:
-        """mem0's change records of ``entry_id`` (of this scope only)."""
-        raise NotImplementedError
-
-    def export_markdown(self) -> str:
-        """This scope as a markdown memory file: ``- text <!-- id -->`` lines, oldest first."""
-        raise NotImplementedError
-
-    def import_entries(self, texts: list[str], *, actor: str) -> list[MemoryEntry]:
-        """Add each of ``texts`` not already stored verbatim in this scope."""
-        raise NotImplementedError
+        return await bounded(self.read_file_sync, path, from_line, lines)
 
     def close(self) -> None:
         """Nothing to release per scope: the engine is shared (closed by the registry)."""

