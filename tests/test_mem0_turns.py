@@ -285,8 +285,12 @@ def test_a_mem0_turn_is_extracted_at_once_with_the_file_flush_off(
             assert (await world.runtime.run_turn(request)).ok
             await world.flush.turn_finished(agent, f"{agent}:room:t1", None)
         entries = await world.flush.entries()
+        # a compaction hands the file agent's session to its flush, which is off: it waits
+        await world.flush.flush_now("coder", "coder:room:t1", None)
         results = await world.flush.cycle()  # not forced: idle_seconds is 120 by default
-        after = await world.flush.entries()
+        after = [e for e in await world.flush.entries() if e.agent == "general"]
+        coder = [e for e in await world.flush.entries() if e.agent == "coder"]
+        assert [(e.dirty, e.cursor) for e in coder] == [(True, 0)]
         texts = [e.text for e in await world.memory("general").list()]
         return entries, results, after, texts
 
