@@ -35,6 +35,16 @@ that share words get similar vectors; ``dimensions`` in the request sets the siz
 :data:`EMBEDDING_DIMENSIONS`); requests are in :attr:`ScriptedModel.embedding_requests`, and
 :attr:`ScriptedModel.embeddings_status` set to an error status makes the endpoint fail.
 
+mem0's memory extraction (the ``mem0`` backend's one model call per ``add(infer=True)``, a
+system prompt starting "You are a Memory Extractor" and a user prompt with a "## New Messages"
+section) is answered without mocking mem0 by :func:`mem0_extraction`::
+
+    server.set_handler(mem0_extraction(lambda new: ["Alice likes tea"] if "tea" in new else []))
+
+``facts`` gets the new messages as mem0 renders them (``user: ...`` / ``assistant: ...`` lines)
+and returns the memory texts to store (``[]``: nothing). The pieces are there for handlers that
+do more: :func:`is_mem0_extraction`, :func:`mem0_new_messages`, :func:`mem0_reply`.
+
 A reply is either a plain ``str`` (assistant text) or a :class:`Reply` which can also carry
 tool calls, an HTTP error status, delays and streaming chunking.
 
@@ -70,7 +80,11 @@ __all__ = [
     "ScriptedModel",
     "ToolCall",
     "all_text",
+    "is_mem0_extraction",
     "last_user_text",
+    "mem0_extraction",
+    "mem0_new_messages",
+    "mem0_reply",
     "message_text",
     "scripted_embedding",
     "system_text",
@@ -193,6 +207,39 @@ def system_text(request_body: dict[str, Any]) -> str:
 def all_text(request_body: dict[str, Any]) -> str:
     """Return every message's text of a chat request joined by newlines."""
     return "\n".join(message_text(m) for m in _messages(request_body))
+
+
+def is_mem0_extraction(request_body: dict[str, Any]) -> bool:
+    """Whether a chat request is mem0's memory extraction call."""
+    return "You are a Memory Extractor" in system_text(request_body)
+
+
+def mem0_new_messages(request_body: dict[str, Any]) -> str:
+    """The "## New Messages" section of mem0's extraction prompt: ``role: text`` lines."""
+    prompt = last_user_text(request_body)
+    section = prompt.split("## New Messages\n", 1)[-1]
+    return section.split("\n\n## ", 1)[0].strip()
+
+
+def mem0_reply(texts: list[str]) -> str:
+    """mem0's expected extraction answer storing ``texts`` (``[]``: store nothing)."""
+    memory = [
+        {"id": str(i), "text": text, "attributed_to": "user", "linked_memory_ids": []}
+        for i, text in enumerate(texts)
+    ]
+    return json.dumps({"memory": memory})
+
+
+def mem0_extraction(facts: Callable[[str], list[str]], other: Handler | None = None) -> Handler:
+    """A handler answering mem0's extraction with ``facts(new messages)``; any other request
+    goes to ``other`` (default: the echo reply)."""
+
+    def handle(body: dict[str, Any]) -> ReplyLike:
+        if is_mem0_extraction(body):
+            return mem0_reply(facts(mem0_new_messages(body)))
+        return other(body) if other is not None else "echo: " + last_user_text(body)
+
+    return handle
 
 
 # --------------------------------------------------------------------------------------

@@ -253,7 +253,9 @@ class Mem0Engine:
             return
         from mem0.utils.factory import LlmFactory
 
-        options: dict[str, Any] = {"model": settings.model, "api_key": settings.api_key or "none"}
+        env_key = "ANTHROPIC_API_KEY" if settings.provider == "anthropic" else "OPENAI_API_KEY"
+        key = settings.api_key or os.environ.get(env_key) or "none"  # "none": a keyless server
+        options: dict[str, Any] = {"model": settings.model, "api_key": key}
         if settings.temperature is not None:
             options["temperature"] = settings.temperature
         if settings.provider == "anthropic":
@@ -266,9 +268,9 @@ class Mem0Engine:
         try:
             llm = LlmFactory.create(settings.provider, options)
         except ImportError as exc:
+            hint = ANTHROPIC_HINT if settings.provider == "anthropic" else INSTALL_HINT
             raise MemoryStoreError(
-                f"mem0's {settings.provider} model needs the {settings.provider} package: "
-                f"{ANTHROPIC_HINT}"
+                f"mem0's {settings.provider} model needs the {settings.provider} package: {hint}"
             ) from exc
         client = llm.client  # rebuilt: explicit URL and key, our timeout, no retries
         base = options.get("openai_base_url") or options.get("anthropic_base_url")
@@ -309,7 +311,9 @@ class Mem0Engine:
             result = memory.add(messages, user_id=scope_id, metadata=metadata, infer=True)
         except LLMError as exc:
             raise MemoryStoreError(f"mem0's extraction model failed: {exc}") from exc
-        except (EmbedderError, MemoryStoreError):
+        except EmbedderError as exc:
+            raise MemoryStoreError(f"mem0 cannot embed: {exc}") from exc
+        except MemoryStoreError:
             raise
         except Exception as exc:  # mem0 raises its own and plain errors alike
             raise MemoryStoreError(f"mem0 could not store memories: {exc}") from exc
@@ -372,7 +376,9 @@ class Mem0Engine:
     def _call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return function(*args, **kwargs)
-        except (EmbedderError, MemoryStoreError):
+        except EmbedderError as exc:
+            raise MemoryStoreError(f"mem0 cannot embed: {exc}") from exc
+        except MemoryStoreError:
             raise
         except Exception as exc:  # chroma and mem0 raise plain ValueError and their own
             raise MemoryStoreError(f"mem0 failed: {exc}") from exc

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.bounded import bounded
@@ -25,12 +25,25 @@ from mindroom.memory.mem0.ops import OpLog
 from mindroom.memory.scope import ENTRYPOINT
 
 if TYPE_CHECKING:
-    from mindroom.agents.extraction import ChatLine
     from mindroom.memory.mem0.engine import Mem0Engine, Mem0Record
 
 MEM0_PATH = "mem0"  # the ``path`` of every mem0 entry
 MAX_READ_LINES = 400
 _ID_MARKER = re.compile(r"[ \t]*<!--[ \t]*[0-9A-Za-z-]{8,}[ \t]*-->[ \t]*$")
+
+
+class ChatLine(Protocol):
+    """One message of a conversation, as :class:`mindroom.agents.extraction.ChatLine` has it
+    (memory does not import agents)."""
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def user_id(self) -> str | None: ...
 
 
 def _entry(record: Mem0Record) -> MemoryEntry:
