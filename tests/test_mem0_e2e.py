@@ -327,3 +327,36 @@ async def test_extraction_never_posts_and_a_failing_mem0_model_backs_off_keeping
     assert len(human.posted(room_id, general)) == 1
     assert attempts["failed"] >= 2
     assert not (bot.storage / "agents" / "general" / "workspace" / "memory").exists()
+
+
+async def test_a_reply_never_waits_for_a_running_mem0_extraction(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    room = unique("m0w")
+    config = config_text(model.base_url, {"general": {"rooms": [room]}}, memory=MEM0)
+    release = threading.Event()  # mem0's model call hangs until released
+
+    def handler(request: dict) -> Reply | str:
+        if is_mem0(request):
+            release.wait(60)
+        return chat(request)
+
+    model.set_handler(handler)
+    room_id = await bot.start_in_room(config, room, human)
+    try:
+        told = await human.send(room_id, "my favorite color is blue")
+        await human.wait_for_reply(room_id, told)
+        await until(lambda: _any_mem0(model, 0))  # the extraction is running, held
+
+        # the same thread (the same session) and a new one are both answered meanwhile
+        again = await human.send(room_id, "and my editor is vim", thread_root=told)
+        await human.wait_for_reply(room_id, again)
+        other = await human.send(room_id, "good morning")
+        await human.wait_for_reply(room_id, other)
+        assert not release.is_set()
+        assert sum(is_mem0(r) for r in model.requests) == 1  # still the one, still held
+    finally:
+        release.set()
+    await until(lambda: _holds(bot, "general", FACTS["vim"]))
+    await until(lambda: flushed(bot))
+    assert sorted(await stored(bot, "general")) == sorted([FACTS["blue"], FACTS["vim"]])
