@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -19,7 +20,7 @@ import pytest
 from mindroom.memory.markdown import parse_entries
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.store import FileMemory, today
-from tests.harness import BotHarness, Human, config_text, unique
+from tests.harness import BotHarness, Human, config_text, eventually, unique
 from tests.scripted_model import Reply, ScriptedModel, last_user_text, system_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
@@ -360,3 +361,39 @@ async def test_a_reply_never_waits_for_a_running_mem0_extraction(
     await until(lambda: _holds(bot, "general", FACTS["vim"]))
     await until(lambda: flushed(bot))
     assert sorted(await stored(bot, "general")) == sorted([FACTS["blue"], FACTS["vim"]])
+
+
+async def test_stopping_during_a_mem0_extraction_waits_for_it_and_loses_nothing(
+    bot: BotHarness, human: Human, model: ScriptedModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    """mem0's store must not be closed under a running extraction (its thread keeps running
+    when the flush is cancelled): the stop waits for it, and the next start finishes the
+    session without storing anything twice."""
+    room = unique("m0s")
+    config = config_text(model.base_url, {"general": {"rooms": [room]}}, memory=MEM0)
+    release = threading.Event()
+
+    def handler(request: dict) -> Reply | str:
+        if is_mem0(request):
+            release.wait(60)
+        return chat(request)
+
+    model.set_handler(handler)
+    room_id = await bot.start_in_room(config, room, human)
+    told = await human.send(room_id, "my favorite color is blue")
+    await human.wait_for_reply(room_id, told)
+    await until(lambda: _any_mem0(model, 0))  # the extraction is in mem0's model call
+
+    with caplog.at_level(logging.INFO, logger="mindroom.flush"):
+        stopping = asyncio.create_task(bot.stop())
+        try:
+            await eventually(lambda: stopping.done() or "waiting for" in caplog.text, 30)
+            assert not stopping.done()  # the stop waits for the extraction...
+        finally:
+            release.set()
+        await stopping  # ...which then finishes, before mem0's store is closed
+
+    await bot.start()
+    await until(lambda: _holds(bot, "general", FACTS["blue"]))
+    await until(lambda: flushed(bot))
+    assert await stored(bot, "general") == [FACTS["blue"]]  # once
