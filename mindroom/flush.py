@@ -45,6 +45,7 @@ from mindroom.agents.extraction import ChatLine, next_chunk
 from mindroom.agents.runner import AgentRuntime
 from mindroom.config.schema import Config
 from mindroom.ledger import Ledger
+from mindroom.memory.bounded import Threads
 from mindroom.memory.flush_state import (
     LEGACY_STATE_FILE,
     FlushClaim,
@@ -67,6 +68,9 @@ from mindroom.memory.store import FileMemory, today
 logger = logging.getLogger(__name__)
 
 YIELD_TO_REPLIES_SECONDS = 2.0  # the longest a flush waits for running replies to finish
+# the longest closing waits for a mem0 extraction's thread (its model call is bounded by the
+# client's timeout_seconds, default 60): mem0's store must not be closed under it
+DRAIN_SECONDS = 60.0
 
 
 async def migrate_legacy_state(ledger: Ledger, data_dir: Path) -> None:
@@ -121,6 +125,7 @@ class FlushWorker:
         self._boot = boot_id()
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
+        self._threads = Threads()  # mem0 extractions: they outlive a timeout or a cancel
 
     @property
     def settings(self):  # noqa: ANN201 - AutoFlushConfig, looked up live (hot reload)
@@ -159,8 +164,13 @@ class FlushWorker:
             await ledger.close()
 
     async def aclose(self) -> None:
-        """Close the ledger connection (later calls use short-lived ones)."""
+        """Wait for a running mem0 extraction (bounded), then close the ledger connection
+        (later calls use short-lived ones)."""
         self._closed = True
+        if self._threads.busy():
+            logger.info("waiting for a running memory extraction to finish before closing")
+            if not await self._threads.drain(DRAIN_SECONDS):
+                logger.warning("a memory extraction still runs after %.0f s", DRAIN_SECONDS)
         await self._unused.wait()  # a mark being written (one statement) finishes first
         async with self._opening:
             if self._ledger is not None:
@@ -440,8 +450,8 @@ class FlushWorker:
         settings = self.settings.extractor
         if isinstance(memory, Mem0Memory):  # mem0's own extraction, blocking: in a thread
             said: list[Mem0ChatLine] = [*chunk]
-            return await asyncio.wait_for(
-                asyncio.to_thread(memory.extract_sync, said), settings.max_extraction_seconds
+            return await self._threads.run(
+                settings.max_extraction_seconds, memory.extract_sync, said
             )
         known = await self._known(memory, chunk)
         facts = await asyncio.wait_for(
