@@ -18,6 +18,11 @@ bound. The cursor advances only past facts that were stored: a failure, a timeou
 with no readable fact backs off and retries the same chunk (extraction skips facts already in
 the file, so a retry adds nothing twice).
 
+A scope on the mem0 backend is extracted by mem0 itself (its own prompt and model call,
+:meth:`~mindroom.memory.mem0.Mem0Memory.extract_sync`), after every turn and at once: its
+sessions are marked boosted, and regardless of ``auto_flush.enabled`` (the file backend's
+switch); the claim, cursor, requester filter and back-off are the same. Curation is file-only.
+
 It never touches Matrix and a reply never waits for it: the loop is its own task, and before
 each session it lets running replies go first for at most :data:`YIELD_TO_REPLIES_SECONDS`, so a
 bot that is always busy still flushes. Compaction does not extract either: :meth:`flush_now`
@@ -40,6 +45,7 @@ from mindroom.agents.extraction import ChatLine, next_chunk
 from mindroom.agents.runner import AgentRuntime
 from mindroom.config.schema import Config
 from mindroom.ledger import Ledger
+from mindroom.memory.bounded import Threads
 from mindroom.memory.flush_state import (
     LEGACY_STATE_FILE,
     FlushClaim,
@@ -49,15 +55,22 @@ from mindroom.memory.flush_state import (
     boot_id,
     choose_batch,
     claim_is_dead,
+    extracted_by_mem0,
     is_stale,
     load_legacy_state,
+    uses_mem0,
 )
-from mindroom.memory.registry import MemoryRegistry
+from mindroom.memory.mem0 import Mem0Memory
+from mindroom.memory.mem0.memory import ChatLine as Mem0ChatLine
+from mindroom.memory.registry import MemoryRegistry, ScopeMemory
 from mindroom.memory.store import FileMemory, today
 
 logger = logging.getLogger(__name__)
 
 YIELD_TO_REPLIES_SECONDS = 2.0  # the longest a flush waits for running replies to finish
+# the longest closing waits for a mem0 extraction's thread (its model call is bounded by the
+# client's timeout_seconds, default 60): mem0's store must not be closed under it
+DRAIN_SECONDS = 60.0
 
 
 async def migrate_legacy_state(ledger: Ledger, data_dir: Path) -> None:
@@ -112,6 +125,7 @@ class FlushWorker:
         self._boot = boot_id()
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
+        self._threads = Threads()  # mem0 extractions: they outlive a timeout or a cancel
 
     @property
     def settings(self):  # noqa: ANN201 - AutoFlushConfig, looked up live (hot reload)
@@ -150,8 +164,13 @@ class FlushWorker:
             await ledger.close()
 
     async def aclose(self) -> None:
-        """Close the ledger connection (later calls use short-lived ones)."""
+        """Wait for a running mem0 extraction (bounded), then close the ledger connection
+        (later calls use short-lived ones)."""
         self._closed = True
+        if self._threads.busy():
+            logger.info("waiting for a running memory extraction to finish before closing")
+            if not await self._threads.drain(DRAIN_SECONDS):
+                logger.warning("a memory extraction still runs after %.0f s", DRAIN_SECONDS)
         await self._unused.wait()  # a mark being written (one statement) finishes first
         async with self._opening:
             if self._ledger is not None:
@@ -185,13 +204,14 @@ class FlushWorker:
     async def turn_finished(
         self, owner: str, session_id: str, requester: str | None, team: tuple[str, ...] = ()
     ) -> None:
-        """A turn of ``owner`` in ``session_id`` finished: the session is dirty."""
-        if not self.settings.enabled:
+        """A turn of ``owner`` in ``session_id`` finished: the session is dirty (on mem0:
+        and boosted, so mem0 extracts it at once, whether or not ``auto_flush`` is enabled)."""
+        entry = FlushEntry(owner, session_id, requester, tuple(team))
+        mem0 = extracted_by_mem0(self.config, entry)
+        if not self.settings.enabled and not mem0:
             return
         async with self._state() as ledger:
-            await ledger.flush_mark_dirty(
-                FlushEntry(owner, session_id, requester, tuple(team)), time.time()
-            )
+            await ledger.flush_mark_dirty(entry, time.time(), boost=mem0)
         self._wake.set()
 
     async def prompted(self, owner: str, session_id: str) -> None:
@@ -233,7 +253,7 @@ class FlushWorker:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.settings.flush_interval_seconds)
                 self._wake.clear()
-                if self._stop.is_set() or not self.settings.enabled:
+                if self._stop.is_set() or not (self.settings.enabled or uses_mem0(self.config)):
                     continue
                 try:
                     await self.cycle()
@@ -247,13 +267,21 @@ class FlushWorker:
     async def _schedule_next(self) -> None:
         now = time.time()
         due = [
-            max(e.last_seen_at + self.settings.idle_seconds, e.next_attempt_at)
-            for e in await self.entries()
+            e.next_attempt_at
+            if e.boosted
+            else max(e.last_seen_at + self.settings.idle_seconds, e.next_attempt_at)
+            for e in self._handled(await self.entries())
             if e.dirty and not e.in_flight
         ]
         if due:
             delay = max(0.05, min(due) - now)
             asyncio.get_running_loop().call_later(delay, self._wake.set)
+
+    def _handled(self, entries: list[FlushEntry]) -> list[FlushEntry]:
+        """The entries the loop flushes: all, or with ``auto_flush`` off only mem0's."""
+        if self.settings.enabled:
+            return entries
+        return [e for e in entries if extracted_by_mem0(self.config, e)]
 
     def stop(self) -> None:
         """End :meth:`run` at its next wake-up."""
@@ -280,7 +308,7 @@ class FlushWorker:
         if force:
             batch = [e for e in entries if e.dirty and not e.in_flight]
         else:
-            batch = choose_batch(entries, now, self.settings)
+            batch = choose_batch(self._handled(entries), now, self.settings)
         results = []
         for entry in batch:
             await self._yield_to_replies()
@@ -297,7 +325,7 @@ class FlushWorker:
         """Promote durable facts from the daily files into MEMORY.md (append-only, capped)."""
         memory = await asyncio.to_thread(self._memory, entry)
         curation = self.settings.curation
-        if memory is None:
+        if not isinstance(memory, FileMemory):  # mem0 keeps its own memories: no curation
             return []
         async with self._state() as ledger:
             allowed = await ledger.flush_curation_pass(
@@ -335,7 +363,7 @@ class FlushWorker:
             logger.info("curation promoted %d facts into %s", len(promoted), memory.scope_id)
         return promoted
 
-    def _memory(self, entry: FlushEntry) -> FileMemory | None:
+    def _memory(self, entry: FlushEntry) -> ScopeMemory | None:
         if entry.team:
             return self.memories.for_team(list(entry.team), entry.requester)
         if entry.agent in self.config.agents:
@@ -395,26 +423,7 @@ class FlushWorker:
         if memory is None:
             cursor = claimed.cursor  # nowhere to write: keep the place for a later memory
         elif chunk:
-            known = await self._known(memory, chunk)
-            facts = await asyncio.wait_for(
-                self.runtime.extract(
-                    self._model_key(claimed),
-                    chunk,
-                    known,
-                    token=settings.no_reply_token,
-                    max_chars=settings.max_chars_per_flush,
-                ),
-                settings.max_extraction_seconds,
-            )
-            for fact in facts:
-                added = await asyncio.to_thread(
-                    memory.append_unique_sync,
-                    fact,
-                    actor="flush",
-                    path=memory.scope.daily_path(today()),
-                )
-                if added is not None:
-                    written.append(added.text)
+            written = await self._write_facts(memory, claimed, chunk)
         more = memory is not None and cursor < len(lines)
         async with self._state() as ledger:
             done = await ledger.flush_finish(claimed, claim_id, cursor, more, updated_at)
@@ -432,6 +441,40 @@ class FlushWorker:
         if done.dirty:
             self._wake.set()
         return FlushResult(done, tuple(written), len(chunk))
+
+    async def _write_facts(
+        self, memory: ScopeMemory, claimed: FlushEntry, chunk: list[ChatLine]
+    ) -> list[str]:
+        """Extract ``chunk`` into ``memory``: the texts of the facts stored (raises on a
+        failure or a timeout, and nothing then counts as stored)."""
+        settings = self.settings.extractor
+        if isinstance(memory, Mem0Memory):  # mem0's own extraction, blocking: in a thread
+            said: list[Mem0ChatLine] = [*chunk]
+            return await self._threads.run(
+                settings.max_extraction_seconds, memory.extract_sync, said
+            )
+        known = await self._known(memory, chunk)
+        facts = await asyncio.wait_for(
+            self.runtime.extract(
+                self._model_key(claimed),
+                chunk,
+                known,
+                token=settings.no_reply_token,
+                max_chars=settings.max_chars_per_flush,
+            ),
+            settings.max_extraction_seconds,
+        )
+        written = []
+        for fact in facts:
+            added = await asyncio.to_thread(
+                memory.append_unique_sync,
+                fact,
+                actor="flush",
+                path=memory.scope.daily_path(today()),
+            )
+            if added is not None:
+                written.append(added.text)
+        return written
 
     async def _known(self, memory: FileMemory, chunk: list[ChatLine]) -> list[str]:
         snippets = self.settings.extractor.include_memory_context

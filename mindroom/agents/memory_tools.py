@@ -1,8 +1,13 @@
 """The memory tools every agent with a memory backend gets, as an Agno toolkit.
 
-Each tool works on one scope's memory (the one the turn belongs to) and returns text for the
-model. Errors come back as text that starts with ``error:`` and says what to do; they are
-never raised into the bot.
+Each tool works on one scope's memory (the one the turn belongs to), on either backend (the
+markdown files or mem0), and returns text for the model. ``memory_search`` and ``memory_get``
+are the names OpenClaw prompts use: ``memory_search`` is ``search_memories`` under another
+name (one engine), ``memory_get`` reads a memory file (on mem0, ``MEMORY.md`` is the scope
+rendered as markdown).
+
+Errors come back as text that starts with ``error:`` and says what to do; they are never
+raised into the bot.
 
 Writes are idempotent within a turn: the runner wraps each turn in :func:`tool_turn` with a
 key naming the turn (the message that started it and the agent). A write tool derives an
@@ -24,7 +29,8 @@ from agno.tools import Toolkit
 
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.markdown import MemoryEntry
-from mindroom.memory.store import FileMemory
+from mindroom.memory.mem0.memory import MEM0_PATH
+from mindroom.memory.registry import ScopeMemory
 from mindroom.redact import redact_text
 
 logger = logging.getLogger(__name__)
@@ -59,6 +65,8 @@ def operation_key(tool: str, *arguments: str) -> str | None:
 
 
 def _show(entry: MemoryEntry) -> str:
+    if entry.path == MEM0_PATH:  # a mem0 memory lives in no file
+        return f"[{entry.id}] {entry.text}"
     return f"[{entry.id}] ({entry.path}:{entry.start_line}) {entry.text}"
 
 
@@ -82,7 +90,7 @@ async def _guard(action: Callable[[], Awaitable[str]]) -> str:
 class MemoryTools(Toolkit):
     """add/search/list/get/update/delete memories and read memory files of one scope."""
 
-    def __init__(self, memory: FileMemory, actor: str = "tool") -> None:
+    def __init__(self, memory: ScopeMemory, actor: str = "tool") -> None:
         self.memory = memory
         self.actor = actor
         super().__init__(
@@ -94,6 +102,7 @@ class MemoryTools(Toolkit):
                 self.get_memory,
                 self.update_memory,
                 self.delete_memory,
+                self.memory_search,
                 self.memory_get,
             ],
         )
@@ -113,10 +122,10 @@ class MemoryTools(Toolkit):
         return await _guard(act)
 
     async def search_memories(self, query: str, limit: int = 5) -> str:
-        """Search all memory files for entries matching the query.
+        """Search your memory for entries matching the query, by words and by meaning.
 
         Args:
-            query: Words to look for.
+            query: What to look for.
             limit: How many results at most.
         """
 
@@ -183,6 +192,16 @@ class MemoryTools(Toolkit):
             return f"deleted {_show(entry)}"
 
         return await _guard(act)
+
+    async def memory_search(self, query: str, limit: int = 5) -> str:
+        """Search your memory for entries matching the query (the same search as
+        search_memories).
+
+        Args:
+            query: What to look for.
+            limit: How many results at most.
+        """
+        return await self.search_memories(query, limit)
 
     async def memory_get(self, path: str, from_line: int = 1, lines: int = 100) -> str:
         """Read lines of a memory file, e.g. "MEMORY.md" or "memory/2026-01-31.md".

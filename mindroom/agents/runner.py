@@ -43,8 +43,7 @@ from mindroom.agents.session_stores import SessionStores
 from mindroom.config.schema import Config
 from mindroom.errors import ModelError
 from mindroom.memory.recall import agent_recall, recall_block
-from mindroom.memory.registry import MemoryRegistry
-from mindroom.memory.store import FileMemory
+from mindroom.memory.registry import MemoryRegistry, ScopeMemory
 from mindroom.resources import exhaustion_message, private_instance_limit
 from mindroom.turns import TeamSpec, is_private, session_id_for
 
@@ -185,7 +184,7 @@ class AgentRuntime:
     def build_agent(
         self,
         name: str,
-        memory: FileMemory | None = None,
+        memory: ScopeMemory | None = None,
         recall: str = "",
         requester: str | None = None,
         private_recall: bool = True,
@@ -214,7 +213,7 @@ class AgentRuntime:
             telemetry=False,
         )
 
-    def _memory_tools(self, memory: FileMemory) -> MemoryTools:
+    def _memory_tools(self, memory: ScopeMemory) -> MemoryTools:
         """One toolkit per memory: Agno inspects tool signatures when a toolkit is built."""
         tools = self._toolkits.pop(memory.scope_id, None)
         if tools is None or tools.memory is not memory:  # the registry reopened that memory
@@ -224,12 +223,12 @@ class AgentRuntime:
             del self._toolkits[next(iter(self._toolkits))]
         return tools
 
-    async def _recall_block(self, memory: FileMemory, text: str, label: str = "") -> str:
+    async def _recall_block(self, memory: ScopeMemory, text: str, label: str = "") -> str:
         return await asyncio.to_thread(recall_block, self._config, memory, text, label)
 
     async def _recall(
         self, agent: str, text: str, requester: str | None = None, private_recall: bool = True
-    ) -> tuple[FileMemory | None, str]:
+    ) -> tuple[ScopeMemory | None, str]:
         """The agent's memory for this requester, and its recall plus its teams' recall
         (:func:`mindroom.memory.recall.agent_recall`, which ``mindroom memory recall`` shows)."""
         if self.memories is None:
@@ -359,8 +358,11 @@ class AgentRuntime:
                             name, memory, recall, request.user_id, request.private_recall
                         )
                     )
-                    if recall:
-                        member_blocks.append(recall)
+                    reads = self._config.memory.team_reads_member_memory
+                    if reads and memory is not None and self._config.agents[name].private is None:
+                        # the member's agent scope only: never a private root, nor its teams'
+                        label = f"member {name}"
+                        member_blocks.append(await self._recall_block(memory, request.text, label))
                 team_memory = (
                     await asyncio.to_thread(
                         self.memories.for_team, list(spec.members), request.user_id
@@ -372,8 +374,7 @@ class AgentRuntime:
                 blocks = []
                 if team_memory is not None:
                     blocks.append(await self._recall_block(team_memory, request.text, "team"))
-                if self._config.memory.team_reads_member_memory:
-                    blocks.extend(member_blocks)
+                blocks.extend(member_blocks)
                 team = Team(
                     id=spec.name,
                     name=spec.display_name,

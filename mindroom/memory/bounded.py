@@ -36,3 +36,39 @@ async def bounded(function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         raise MemoryStoreError(
             f"the memory operation did not finish in {CALL_SECONDS:.0f} s; try again"
         ) from None
+
+
+class Threads:
+    """Blocking work in worker threads that an owner can wait for before closing.
+
+    A thread cannot be stopped: when its caller times out or is cancelled it keeps running,
+    and closing the store it writes to under it (mem0's SQLite, a memory's index) can crash
+    the process. The owner runs such work through :meth:`run` and calls :meth:`drain` before
+    it closes what the work uses.
+    """
+
+    def __init__(self) -> None:
+        self._running: set[asyncio.Future[Any]] = set()
+
+    async def run(self, timeout: float, function: Callable[..., _T], *args: Any) -> _T:
+        """``function(*args)`` in a thread; TimeoutError after ``timeout`` (the thread is
+        still waited for by :meth:`drain`)."""
+        future = asyncio.ensure_future(asyncio.to_thread(function, *args))
+        self._running.add(future)
+        future.add_done_callback(self._finished)
+        return await asyncio.wait_for(asyncio.shield(future), timeout)
+
+    def _finished(self, future: asyncio.Future[Any]) -> None:
+        self._running.discard(future)
+        if not future.cancelled():
+            future.exception()  # a caller that gave up has logged its own failure already
+
+    def busy(self) -> int:
+        """How many threads are still running."""
+        return len(self._running)
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait until every thread has finished, at most ``timeout``; True when they have."""
+        if self._running:
+            await asyncio.wait(set(self._running), timeout=timeout)
+        return not self._running

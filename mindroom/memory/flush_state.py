@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from mindroom.config.schema import AutoFlushConfig
+from mindroom.config.schema import AutoFlushConfig, Config
 
 LEGACY_STATE_FILE = "memory_flush_state.json"
 
@@ -46,6 +46,22 @@ class FlushEntry:
     def key(self) -> str:
         """Unique per (agent, session, requester)."""
         return f"{self.agent}|{self.session_id}|{self.requester or ''}"
+
+
+def extracted_by_mem0(config: Config, entry: FlushEntry) -> bool:
+    """Whether ``entry``'s scope is on the mem0 backend, which extracts after every turn
+    (a team follows ``memory.backend``, as :class:`~mindroom.memory.registry.MemoryRegistry`
+    does)."""
+    if entry.team:
+        return config.memory.backend == "mem0"
+    return entry.agent in config.agents and config.agent_memory_backend(entry.agent) == "mem0"
+
+
+def uses_mem0(config: Config) -> bool:
+    """Whether any scope of ``config`` may be on the mem0 backend."""
+    return config.memory.backend == "mem0" or any(
+        agent.memory_backend == "mem0" for agent in config.agents.values()
+    )
 
 
 def mark_dirty(entry: FlushEntry, now: float) -> FlushEntry:

@@ -16,6 +16,11 @@ The whole block fits in ``recall_max_chars``: the relevant entries are placed fi
 ``MEMORY.md`` is cut (with its marker) only when it would not fit beside them. The block is
 clearly delimited and names its files, so the agent does not re-read them.
 
+A mem0 scope has no files: its block is mem0's own semantic retrieval, the ``recall_hits``
+memories most similar to the message, kept only when their cosine similarity reaches the gate's
+``min_similarity`` (the rule the file backend applies to its embedder's hits; mem0 has no
+keyword half), in the same frame and within the same ``recall_max_chars``.
+
 :func:`agent_recall` is the one place that decides what a turn of an agent recalls (its own
 memory, the requester's private one, its teams'); the runtime and ``mindroom memory recall``
 both call it, so what the command prints is what a turn gets.
@@ -31,7 +36,9 @@ from mindroom.config.schema import Config, FileMemoryConfig
 from mindroom.memory.hybrid import hybrid_search
 from mindroom.memory.index import SearchHit
 from mindroom.memory.markdown import MemoryEntry
-from mindroom.memory.registry import MemoryRegistry
+from mindroom.memory.mem0 import Mem0Memory
+from mindroom.memory.mem0.memory import MEM0_PATH
+from mindroom.memory.registry import MemoryRegistry, ScopeMemory
 from mindroom.memory.relevance import Candidate, Gate, judge, relevant
 from mindroom.memory.scope import ENTRYPOINT
 from mindroom.memory.store import FileMemory
@@ -72,6 +79,8 @@ class RecallSettings:
 def _line(entry: MemoryEntry) -> str:
     date = entry.date
     when = f" ({date.isoformat()})" if date else ""
+    if entry.path == MEM0_PATH:  # a mem0 memory: no file and line to name, its id instead
+        return f"- [{entry.id}]{when} {entry.text}"
     return f"- [{entry.path}:{entry.start_line}]{when} {entry.text}"
 
 
@@ -192,15 +201,38 @@ def build_recall(
     return "\n\n".join([OPEN, intro, *present, CLOSE])
 
 
+def build_mem0_recall(
+    memory: Mem0Memory, query: str, settings: RecallSettings, *, label: str = ""
+) -> str:
+    """The recall block of a mem0 scope for a turn answering ``query`` ('' when it is empty):
+    mem0's search, gated by similarity (see the module docstring)."""
+    hits = memory.search_sync(query, settings.hits) if settings.hits > 0 else []
+    found = [
+        Candidate(hit.entry, hit.score, 0.0, hit.score)
+        for hit in hits
+        if hit.score >= settings.gate.min_similarity
+    ]
+    scope = f" ({label})" if label else ""
+    intro = (
+        f"Your memory{scope}, the memories relevant to this message, found by meaning for "
+        "this turn. It is already here: do not search for these again. Search your memory for "
+        "more; use the memory tools to add, update or delete (by the id in brackets)."
+    )
+    budget = [settings.max_chars - len(OPEN) - len(intro) - len(CLOSE) - 6]
+    related = _entries_section("### Related memories", found, budget, entries=settings.hits)
+    return "\n\n".join([OPEN, intro, related, CLOSE]) if related else ""
+
+
 def recall_block(
-    config: Config, memory: FileMemory, text: str, label: str = "", now: dt.datetime | None = None
+    config: Config, memory: ScopeMemory, text: str, label: str = "", now: dt.datetime | None = None
 ) -> str:
     """The recall block of ``memory`` for ``text`` with ``config``'s settings; a failure is
     logged and recalls nothing (recall must never cost the answer)."""
+    settings = RecallSettings.of(config.memory.file)
     try:
-        return build_recall(
-            memory, text, RecallSettings.of(config.memory.file), now=now, label=label
-        )
+        if isinstance(memory, Mem0Memory):
+            return build_mem0_recall(memory, text, settings, label=label)
+        return build_recall(memory, text, settings, now=now, label=label)
     except Exception:
         logger.exception("recall of %s failed", memory.scope_id)
         return ""
@@ -215,7 +247,7 @@ def agent_recall(
     *,
     private_recall: bool = True,
     now: dt.datetime | None = None,
-) -> tuple[FileMemory | None, str]:
+) -> tuple[ScopeMemory | None, str]:
     """The memory of ``agent`` for ``requester`` and what a new turn answering ``text``
     recalls: its own memory's block and each of its teams' (blocking: run it in a thread).
 
