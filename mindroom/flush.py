@@ -293,10 +293,14 @@ class FlushWorker:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.runtime.wait_idle(), YIELD_TO_REPLIES_SECONDS)
 
-    async def cycle(self, *, force: bool = False, agent: str | None = None) -> list[FlushResult]:
+    async def cycle(
+        self, *, force: bool = False, agent: str | None = None, leave_mem0: bool = False
+    ) -> list[FlushResult]:
         """One flush cycle; ``force`` ignores idle times and cooldowns (the CLI's flush).
 
-        Sessions another process is extracting right now are left to it.
+        Sessions another process is extracting right now are left to it; ``leave_mem0``
+        leaves every mem0 session too (the CLI beside a running bot: mem0's local store takes
+        writes from one process only, and the bot extracts them itself).
         """
         now = time.time()
         async with self._state() as ledger:
@@ -305,6 +309,8 @@ class FlushWorker:
             stale = [e for e in entries if is_stale(e, now, self.settings)]
             if stale:
                 await ledger.flush_forget(stale)
+        if leave_mem0:
+            entries = [e for e in entries if not extracted_by_mem0(self.config, e)]
         if force:
             batch = [e for e in entries if e.dirty and not e.in_flight]
         else:

@@ -72,6 +72,7 @@ async def run_flush(args: argparse.Namespace) -> int:
     """``mindroom memory flush``: one cycle now, ignoring idle times; prints what it wrote."""
     from mindroom.agents.runner import AgentRuntime
     from mindroom.flush import FlushWorker
+    from mindroom.memory.flush_state import extracted_by_mem0
 
     config_path, storage = _storage(args)
     config = load_config(config_path)
@@ -79,9 +80,12 @@ async def run_flush(args: argparse.Namespace) -> int:
     runtime = AgentRuntime(config, storage / "mindroom_data", registry)
     worker = FlushWorker(config, runtime, registry, storage / "mindroom_data")
     try:
-        # the same ledger table as a running bot: sessions it is extracting now are left to it
-        results = await worker.cycle(force=True, agent=args.agent)
+        # the same ledger table as a running bot: sessions it is extracting now are left to it,
+        # and so are its mem0 sessions (mem0's local store takes one process's writes)
+        bot = running(storage / "mindroom_data")
+        results = await worker.cycle(force=True, agent=args.agent, leave_mem0=bot is not None)
         pending = await worker.entries(args.agent)
+        left = [e for e in pending if e.dirty and extracted_by_mem0(config, e)] if bot else []
     finally:
         await worker.aclose()
         await runtime.close()
@@ -101,7 +105,9 @@ async def run_flush(args: argparse.Namespace) -> int:
     busy = [e for e in pending if e.in_flight]
     if busy:
         print(f"{len(busy)} sessions are being flushed by another process (the running bot)")
-    if not results and not busy:
+    if left:
+        print(f"{len(left)} mem0 sessions are left to the running bot (it extracts them itself)")
+    if not results and not busy and not left:
         print("nothing to flush")
     return 0
 

@@ -25,6 +25,7 @@ from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.recall import agent_recall, recall_block
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.store import FileMemory
+from mindroom.runlock import hold_run_lock, release_run_lock
 from tests.harness import config_text
 from tests.scripted_model import Reply, ScriptedModel, last_user_text, system_text
 
@@ -404,3 +405,41 @@ def test_curation_leaves_a_mem0_scope_alone(tmp_path: Path, model: ScriptedModel
         asyncio.run(world.close())
     assert not any("You curate the long-term memory" in system_text(r) for r in model.requests)
     assert not (tmp_path / "agents" / "general" / "workspace" / "MEMORY.md").exists()
+
+
+def test_the_flush_cli_beside_a_running_bot_leaves_mem0_sessions_to_it(
+    tmp_path: Path, model: ScriptedModel, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """mem0's local store takes one process's writes: `memory flush` from the CLI while the bot
+    runs leaves the mem0 sessions (the bot extracts them itself); the file ones it flushes."""
+    agents = {"general": {}, "coder": {"memory_backend": "file"}}
+    text = config_text(model.base_url, agents, memory={"backend": "mem0"})
+    (tmp_path / "config.yaml").write_text(text)
+    config = parse_config(text, "config.yaml")
+    model.set_handler(chat)
+    world = open_world(config, tmp_path)
+
+    async def talk() -> None:
+        for agent in ("general", "coder"):
+            request = TurnRequest(agent, f"{agent}:room:t1", ALICE, "my sister is called Maya")
+            assert (await world.runtime.run_turn(request)).ok
+            await world.flush.turn_finished(agent, f"{agent}:room:t1", None)
+
+    try:
+        asyncio.run(talk())
+    finally:
+        asyncio.run(world.close())
+    flush = ["memory", "flush", "--config", str(tmp_path / "config.yaml")]
+    data_dir = tmp_path / "mindroom_data"
+    fd = hold_run_lock(data_dir)  # as `mindroom run` does
+    try:
+        assert main(flush) == 0
+    finally:
+        release_run_lock(fd)
+    out = capsys.readouterr().out
+    assert "coder coder:room:t1: 2 messages" in out  # the file session: flushed
+    assert "1 mem0 sessions are left to the running bot" in out
+    assert sum(is_mem0(r) for r in model.requests) == 0
+    assert main(flush) == 0  # the control: with no bot running, the CLI extracts it
+    assert "general general:room:t1: 2 messages, 1 new facts" in capsys.readouterr().out
+    assert sum(is_mem0(r) for r in model.requests) == 1
