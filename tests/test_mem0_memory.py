@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +29,13 @@ from mindroom.memory.mem0.engine import (
 from mindroom.memory.mem0.memory import entries_from_markdown
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.store import FileMemory
-from tests.scripted_model import Reply, ScriptedModel, is_mem0_extraction, mem0_extraction
+from tests.scripted_model import (
+    Reply,
+    ScriptedModel,
+    is_mem0_extraction,
+    mem0_extraction,
+    mem0_reply,
+)
 
 ALICE, BOB = "@alice:example.org", "@bob:example.org"
 
@@ -200,6 +207,42 @@ def test_a_hanging_model_fails_within_the_configured_timeout(
         memory.extract_sync([ChatLine("user", "remember that I like tea", ALICE)])
 
     assert time.monotonic() - started < 6  # the 1 s timeout, not the SDK's 600 s
+
+
+def test_closing_the_engine_waits_for_a_call_in_flight(
+    engine: Mem0Engine, storage: Path, model: ScriptedModel
+) -> None:
+    """mem0 closes its SQLite connection without a lock: closed under a running extraction,
+    the process crashed. Close waits for the call, then closes."""
+    from mindroom.agents.extraction import ChatLine
+
+    memory = _scope(engine, storage, "agent_helper")
+    memory.add_sync("opened", actor="test")  # mem0 is open before the extraction starts
+    answer = threading.Event()
+
+    def slow(body: dict) -> str:
+        answer.wait(30)
+        return mem0_reply(["Alice likes tea"])
+
+    model.set_handler(slow)
+    stored: list[list[str]] = []
+    extraction = threading.Thread(
+        target=lambda: stored.append(memory.extract_sync([ChatLine("user", "I like tea", ALICE)]))
+    )
+    extraction.start()
+    deadline = time.monotonic() + 30
+    while not model.requests:  # the extraction is in its model call
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    closing = threading.Thread(target=engine.close)
+    closing.start()
+    closing.join(0.5)
+    assert closing.is_alive()  # waiting for the call, not closing under it
+    answer.set()
+    extraction.join(30)
+    closing.join(30)
+    assert not closing.is_alive()  # the control: once the call is done, close ends
+    assert stored == [["Alice likes tea"]]
 
 
 def test_a_repeated_op_key_writes_once(engine: Mem0Engine, storage: Path) -> None:

@@ -26,13 +26,15 @@ writes of one scope take that scope's lock (:meth:`Mem0Engine.scope_lock`).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hashlib
 import logging
 import os
 import re
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,6 +51,7 @@ logger = logging.getLogger(__name__)
 INSTALL_HINT = "pip install 'mindroom[mem0]'"
 ANTHROPIC_HINT = "pip install 'mindroom[anthropic]'"
 _PLACEHOLDER_URL = "http://127.0.0.1:9/v1"  # never contacted: replaced before any use
+CLOSE_WAIT_SECONDS = 60.0  # the longest close waits for calls in flight (a model call's bound)
 _UNSAFE = re.compile(r"[^a-z0-9]+")
 
 
@@ -174,6 +177,8 @@ class Mem0Engine:
         self._llm: LlmSettings | None = None
         self._lock = threading.Lock()
         self._scope_locks: dict[str, threading.Lock] = {}
+        self._calls = threading.Condition()  # counts the calls in flight (see close)
+        self._in_flight = 0
 
     def use_config(self, config: Config) -> None:
         """Take the extraction model from ``config`` from the next extraction on."""
@@ -229,6 +234,10 @@ class Mem0Engine:
         if self.config is None:
             raise MemoryStoreError("the mem0 engine has no config to take its model from")
         settings = llm_settings(self.config)
+        # an extraction gives up after max_extraction_seconds; its model call must too, or the
+        # abandoned call keeps the scope's lock and the retries time out behind it
+        limit = self.config.memory.auto_flush.extractor.max_extraction_seconds
+        settings = dataclasses.replace(settings, timeout=min(settings.timeout, limit))
         if settings == self._llm:
             return
         from mem0.utils.factory import LlmFactory
@@ -288,7 +297,8 @@ class Mem0Engine:
         from mem0.exceptions import LLMError
 
         try:
-            result = memory.add(messages, user_id=scope_id, metadata=metadata, infer=True)
+            with self._busy():
+                result = memory.add(messages, user_id=scope_id, metadata=metadata, infer=True)
         except LLMError as exc:
             raise MemoryStoreError(f"mem0's extraction model failed: {exc}") from exc
         except EmbedderError as exc:
@@ -353,9 +363,21 @@ class Mem0Engine:
         """mem0's change records of ``memory_id``, oldest first."""
         return list(self._call(self.memory.history, memory_id))
 
+    @contextlib.contextmanager
+    def _busy(self) -> Iterator[None]:
+        with self._calls:
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._calls:
+                self._in_flight -= 1
+                self._calls.notify_all()
+
     def _call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            return function(*args, **kwargs)
+            with self._busy():
+                return function(*args, **kwargs)
         except EmbedderError as exc:
             raise MemoryStoreError(f"mem0 cannot embed: {exc}") from exc
         except MemoryStoreError:
@@ -364,11 +386,23 @@ class Mem0Engine:
             raise MemoryStoreError(f"mem0 failed: {exc}") from exc
 
     def close(self) -> None:
-        """Release mem0's history connection; the next use opens it again."""
+        """Release mem0's history connection; the next use opens it again.
+
+        Calls still running in other threads (a search, an extraction whose caller gave up)
+        finish first, for at most :data:`CLOSE_WAIT_SECONDS`: mem0 closes its SQLite
+        connection without a lock, and closing it under a running call crashes the process.
+        Past the bound the connection is left to the process's end, with a warning.
+        """
         with self._lock:
             memory, self._memory, self._llm = self._memory, None, None
-        if memory is not None:
-            memory.close()
+        if memory is None:
+            return
+        with self._calls:
+            idle = self._calls.wait_for(lambda: self._in_flight == 0, CLOSE_WAIT_SECONDS)
+        if not idle:
+            logger.warning("mem0 calls still running after %.0f s: not closed", CLOSE_WAIT_SECONDS)
+            return
+        memory.close()
 
 
 _engines: dict[tuple[Path, str], Mem0Engine] = {}
