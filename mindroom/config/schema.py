@@ -10,7 +10,46 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from mindroom.config.memory_schema import (
+    AutoFlushConfig,
+    CompactionConfig,
+    CurationConfig,
+    EmbedderConfig,
+    EmbedderProvider,
+    EmbedderSettings,
+    ExtractorConfig,
+    FileMemoryConfig,
+    FlushBatchConfig,
+    MemoryBackendName,
+    MemoryConfig,
+    MemoryLlmConfig,
+    MemoryLlmSettings,
+    MemorySnippetsConfig,
+    RecallGateConfig,
+    SearchConfig,
+)
+from mindroom.config.strict import Strict as _Strict
+
+__all__ = [  # the memory section's models live in memory_schema; importable from here too
+    "AutoFlushConfig",
+    "CompactionConfig",
+    "CurationConfig",
+    "EmbedderConfig",
+    "EmbedderProvider",
+    "EmbedderSettings",
+    "ExtractorConfig",
+    "FileMemoryConfig",
+    "FlushBatchConfig",
+    "MemoryBackendName",
+    "MemoryConfig",
+    "MemoryLlmConfig",
+    "MemoryLlmSettings",
+    "MemorySnippetsConfig",
+    "RecallGateConfig",
+    "SearchConfig",
+]
 
 AGENT_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,39}")
 ROOM_NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
@@ -20,9 +59,7 @@ RESERVED_NAMES = frozenset({ROUTER})
 
 ThreadMode = Literal["thread", "room"]
 TeamMode = Literal["coordinate", "collaborate"]
-MemoryBackendName = Literal["file", "mem0", "none"]
 LearningMode = Literal["always", "agentic"]
-EmbedderProvider = Literal["sentence_transformers", "huggingface", "openai", "ollama", "none"]
 
 
 def _check_user_patterns(value: list[str] | None) -> list[str] | None:
@@ -33,12 +70,6 @@ def _check_user_patterns(value: list[str] | None) -> list[str] | None:
                 "or e.g. '@*:example.org')"
             )
     return value
-
-
-class _Strict(BaseModel):
-    """Base for every config section: unknown keys are errors, values are immutable."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class ModelConfig(_Strict):
@@ -73,103 +104,6 @@ class PrivateConfig(_Strict):
         if value is not None and not ROOM_NAME_RE.fullmatch(value.lower()):
             raise ValueError(f"{value!r} is not a plain folder name")
         return value
-
-
-class EmbedderSettings(_Strict):
-    """``embedder.config``: which model, and where a remote one is served.
-
-    ``host`` is ollama's server (``http://localhost:11434``); ``base_url`` and ``api_key`` are
-    an OpenAI-compatible server's, as for models (unset: ``OPENAI_BASE_URL``/``OPENAI_API_KEY``).
-    ``model`` of a local provider is the bundled ``all-MiniLM-L6-v2`` when unset, or the path of
-    a sentence-transformers model folder (relative to the config file).
-    """
-
-    model: str | None = Field(default=None, min_length=1)
-    dimensions: int | None = Field(default=None, ge=1, le=65536)
-    host: str | None = Field(default=None, min_length=1)
-    base_url: str | None = Field(default=None, min_length=1)
-    api_key: str | None = None
-
-
-class EmbedderConfig(_Strict):
-    """The embedder of memory search: ``provider`` and its ``config``.
-
-    ``none`` (also the shorthand ``embedder: none``) keeps search keyword-only; a bare provider
-    name is shorthand for that provider with its defaults.
-    """
-
-    provider: EmbedderProvider
-    config: EmbedderSettings = Field(default_factory=EmbedderSettings)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _shorthand(cls, value: object) -> object:
-        if isinstance(value, str):
-            return {"provider": value}
-        return value
-
-    @model_validator(mode="after")
-    def _settings_fit_the_provider(self) -> EmbedderConfig:
-        settings, provider = self.config, self.provider
-        if provider == "none" and settings != EmbedderSettings():
-            raise ValueError("provider 'none' takes no config (it turns embeddings off)")
-        if settings.host is not None and provider != "ollama":
-            hint = "; an OpenAI server is config.base_url" if provider == "openai" else ""
-            raise ValueError(f"config.host is only for provider 'ollama', not {provider!r}{hint}")
-        for key in ("base_url", "api_key"):
-            if getattr(settings, key) is not None and provider != "openai":
-                hint = "; ollama's server is config.host" if provider == "ollama" else ""
-                raise ValueError(
-                    f"config.{key} is only for provider 'openai', not {provider!r}{hint}"
-                )
-        if provider == "ollama" and settings.model is None:
-            raise ValueError("provider 'ollama' needs config.model (e.g. nomic-embed-text)")
-        return self
-
-
-class MemoryLlmSettings(_Strict):
-    """``memory.llm.config``: the model mem0 extracts memories with, and where it is served.
-
-    ``host`` is ollama's server (default ``http://localhost:11434``); ``base_url`` and
-    ``api_key`` are an OpenAI-compatible server's (unset: ``OPENAI_BASE_URL``/``OPENAI_API_KEY``)
-    or Anthropic's (``ANTHROPIC_API_KEY``).
-    """
-
-    model: str | None = Field(default=None, min_length=1)
-    host: str | None = Field(default=None, min_length=1)
-    base_url: str | None = Field(default=None, min_length=1)
-    api_key: str | None = None
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    timeout_seconds: float = Field(default=60.0, gt=0)
-
-
-class MemoryLlmConfig(_Strict):
-    """``memory.llm``: the model the mem0 backend extracts memories with.
-
-    Unset, mem0 uses the config's default model (``defaults.model``), so one model setting is
-    enough; set, ``provider`` (``ollama``, ``openai`` or ``anthropic``) and its ``config``.
-    """
-
-    provider: Literal["ollama", "openai", "anthropic"] = "ollama"
-    config: MemoryLlmSettings = Field(default_factory=MemoryLlmSettings)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _shorthand(cls, value: object) -> object:
-        if isinstance(value, str):
-            return {"provider": value}
-        return value
-
-    @model_validator(mode="after")
-    def _settings_fit_the_provider(self) -> MemoryLlmConfig:
-        settings, provider = self.config, self.provider
-        if settings.host is not None and provider != "ollama":
-            raise ValueError(f"config.host is only for provider 'ollama', not {provider!r}")
-        if settings.base_url is not None and provider == "ollama":
-            raise ValueError("ollama's server is config.host, not config.base_url")
-        if provider == "ollama" and settings.model is None:
-            raise ValueError("provider 'ollama' needs config.model (e.g. llama3.2)")
-        return self
 
 
 class AgentConfig(_Strict):
@@ -213,133 +147,6 @@ class DefaultsConfig(_Strict):
     learning: bool = False  # not the design's true: hidden, costly, not per person (README)
     learning_mode: LearningMode = "always"
     team_mode: TeamMode = "coordinate"
-
-
-class RecallGateConfig(_Strict):
-    """When a memory is relevant to a message (see mindroom.memory.relevance)."""
-
-    # what a hit shares with the message must be at least as specific as one word found in
-    # only this many entries (its terms weighted by how rare they are in this memory)
-    rare_word_entries: int = Field(default=5, ge=1)
-    # with an embedder: the cosine similarity of message and entry that makes a hit relevant
-    min_similarity: float = Field(default=0.5, ge=-1, le=1)
-    # ... or this lower one, when the keywords it shares pass the rare-word rule too
-    min_similarity_with_keywords: float = Field(default=0.35, ge=-1, le=1)
-
-
-class FileMemoryConfig(_Strict):
-    """Where file memory lives and how much of it each turn sees."""
-
-    path: str | None = None
-    max_entrypoint_lines: int = Field(default=200, ge=1)
-    # lines of today's and yesterday's entries a turn may get (only the relevant ones)
-    max_daily_lines: int = Field(default=20, ge=0)
-    # older entries a turn may get (only the relevant ones)
-    recall_hits: int = Field(default=5, ge=0, le=50)
-    # the whole memory block of a turn, in characters
-    recall_max_chars: int = Field(default=12000, ge=500)
-    recall_gate: RecallGateConfig = Field(default_factory=RecallGateConfig)
-
-
-class FlushBatchConfig(_Strict):
-    """How much one flush cycle takes on."""
-
-    max_sessions_per_cycle: int = Field(default=10, ge=1)
-    max_sessions_per_agent_per_cycle: int = Field(default=3, ge=1)
-
-
-class MemorySnippetsConfig(_Strict):
-    """Existing memory shown to the extraction turn, so it does not repeat what is known."""
-
-    memory_snippets: int = Field(default=5, ge=0)
-    snippet_max_chars: int = Field(default=400, ge=20)
-
-
-class ExtractorConfig(_Strict):
-    """The silent extraction turn."""
-
-    no_reply_token: str = "NO_REPLY"
-    max_messages_per_flush: int = Field(default=20, ge=1)
-    max_chars_per_flush: int = Field(default=12000, ge=200)
-    max_extraction_seconds: float = Field(default=30, gt=0)
-    include_memory_context: MemorySnippetsConfig = Field(default_factory=MemorySnippetsConfig)
-
-
-class CurationConfig(_Strict):
-    """Promotion of durable facts from daily files into MEMORY.md."""
-
-    enabled: bool = False
-    max_lines_per_pass: int = Field(default=20, ge=1)
-    max_passes_per_day: int = Field(default=1, ge=1)
-    append_only: bool = True
-
-
-class AutoFlushConfig(_Strict):
-    """The background loop that turns finished conversations into memory."""
-
-    enabled: bool = True
-    flush_interval_seconds: float = Field(default=1800, gt=0)
-    idle_seconds: float = Field(default=120, ge=0)
-    max_dirty_age_seconds: float = Field(default=600, ge=0)
-    stale_ttl_seconds: float = Field(default=86400, gt=0)
-    max_cross_session_reprioritize: int = Field(default=5, ge=0)
-    retry_cooldown_seconds: float = Field(default=30, ge=0)
-    max_retry_cooldown_seconds: float = Field(default=300, ge=0)
-    batch: FlushBatchConfig = Field(default_factory=FlushBatchConfig)
-    extractor: ExtractorConfig = Field(default_factory=ExtractorConfig)
-    curation: CurationConfig = Field(default_factory=CurationConfig)
-
-
-class CompactionConfig(_Strict):
-    """Long threads: flush, then replace old history by a summary plus the recent turns."""
-
-    threshold: float = Field(default=0.8, gt=0, le=1)
-    keep_recent_messages: int = Field(default=6, ge=0)
-
-
-class SearchConfig(_Strict):
-    """Hybrid memory search: how much the keyword (BM25) and the vector half count, and how
-    many hits each brings before they are fused (see :mod:`mindroom.memory.hybrid`)."""
-
-    keyword_weight: float = Field(default=0.5, ge=0)
-    vector_weight: float = Field(default=0.5, ge=0)
-    candidates: int = Field(default=30, ge=1, le=1000)
-    # a hit gains this share of the better score of the entries just before and after it in
-    # its file: entries written together (one conversation's turns) are read together
-    neighbour_weight: float = Field(default=0.3, ge=0)
-    # a hit gains this share of the sum of its file's best three hits: a day (a conversation)
-    # with several good hits is about the query, and so its weaker hits are likelier answers
-    file_weight: float = Field(default=0.2, ge=0)
-
-
-class MemoryConfig(_Strict):
-    """Memory backend (``file``, ``mem0`` or ``none``) and its settings.
-
-    ``memory: none`` is shorthand for ``backend: none``.
-    """
-
-    backend: MemoryBackendName = "file"
-    file: FileMemoryConfig = Field(default_factory=FileMemoryConfig)
-    team_reads_member_memory: bool = False
-    # unset: the bundled local model when mindroom[embeddings] is installed, else keyword-only
-    embedder: EmbedderConfig | None = None
-    # the mem0 backend's extraction model; unset: defaults.model
-    llm: MemoryLlmConfig | None = None
-    # install a missing optional extra (the local embedder) on first use; off: an error that
-    # names the install command
-    auto_install: bool = True
-    search: SearchConfig = Field(default_factory=SearchConfig)
-    # private companions: people whose session db and index stay open (least recent closed)
-    max_open_private_instances: int = Field(default=64, ge=1)
-    auto_flush: AutoFlushConfig = Field(default_factory=AutoFlushConfig)
-    compaction: CompactionConfig = Field(default_factory=CompactionConfig)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _shorthand(cls, value: object) -> object:
-        if isinstance(value, str):
-            return {"backend": value}
-        return value
 
 
 class RouterConfig(_Strict):
