@@ -61,7 +61,6 @@ from mindroom.memory.flush_state import (
     uses_mem0,
 )
 from mindroom.memory.mem0 import Mem0Memory
-from mindroom.memory.mem0.memory import ChatLine as Mem0ChatLine
 from mindroom.memory.registry import MemoryRegistry, ScopeMemory
 from mindroom.memory.store import FileMemory, today
 
@@ -455,9 +454,8 @@ class FlushWorker:
         failure or a timeout, and nothing then counts as stored)."""
         settings = self.settings.extractor
         if isinstance(memory, Mem0Memory):  # mem0's own extraction, blocking: in a thread
-            said: list[Mem0ChatLine] = [*chunk]
             return await self._threads.run(
-                settings.max_extraction_seconds, memory.extract_sync, said
+                settings.max_extraction_seconds, memory.extract_sync, chunk
             )
         known = await self._known(memory, chunk)
         facts = await asyncio.wait_for(

@@ -14,6 +14,7 @@ serialised (mem0's dedup reads, then writes) and may carry an ``op_key`` (see
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -204,7 +205,7 @@ class Mem0Memory:
 
     # -- beyond the contract ------------------------------------------------------------------
 
-    def extract_sync(self, lines: list[ChatLine]) -> list[str]:
+    def extract_sync(self, lines: Sequence[ChatLine]) -> list[str]:
         """mem0's own extraction of ``lines`` (its model call): the texts of new memories.
 
         A person's line is written ``<matrix id>: text`` so that in a shared scope the
