@@ -269,6 +269,7 @@ class Answerer:
             plan.private_recall,
             trigger=plan.reply_to,
             speaker=speaker,
+            query=message.body,
         )
         writer = ReplyWriter(
             account,

@@ -134,3 +134,42 @@ async def test_the_flush_of_a_shared_thread_names_each_person_it_heard(
     said = transcripts[-1]
     assert "@alice:x: I prefer tea" in said
     assert "@bob:x: I prefer coffee" in said
+
+
+@pytest.mark.synapse
+@pytest.mark.asyncio
+async def test_recall_in_a_group_looks_for_what_was_said_not_for_who_said_it(
+    bot: BotHarness, human: Human, model: ScriptedModel, synapse
+) -> None:
+    """The model reads "Name (@id): message" in a group, but recall searches the message.
+
+    Searching with the speaker's name and ID pulled every entry naming the speaker into
+    chit-chat, and diluted the meaning of the question (on mem0 the cosine of "what is my
+    favorite color?" with the fact fell from 0.65 to about 0.5, the gate)."""
+    room = unique("grp")
+    model.set_handler(lambda request: "noted")
+    alice, bob = human, await Human.create(synapse)
+    try:
+        room_id = await bot.start_in_room(
+            config_text(model.base_url, {"general": {"rooms": [room]}}), room, alice
+        )
+        await bob.join(room_id)
+        assert bot.bot is not None
+        memory = bot.bot.memories.for_agent("general")
+        assert memory is not None
+        bobs_name = bob.user_id[1:].split(":")[0]
+        await memory.add(  # an older day's entry: recalled only when relevant
+            f"{bobs_name} owes the team a coffee", actor="test", path="memory/2026-01-05.md"
+        )
+        general = bot.bot.agents["general"].user_id
+        for text in ("good morning everyone", "who owes the team a coffee?"):
+            said = await bob.send(room_id, f"@general {text}", mention=[general])
+            await bob.wait_for_reply(room_id, said)
+    finally:
+        await bob.close()
+
+    chit_chat = next(r for r in model.requests if "good morning" in last_user_text(r))
+    question = next(r for r in model.requests if "who owes" in last_user_text(r))
+    assert f"({bob.user_id}): @general good morning" in last_user_text(chit_chat)
+    assert "owes the team a coffee" not in system_text(chit_chat)
+    assert f"{bobs_name} owes the team a coffee" in system_text(question)  # positive control

@@ -64,6 +64,13 @@ class TurnRequest:
     private_recall: bool = True  # False: private memory neither recalled nor readable by tools
     trigger: str = ""  # the event answered: a resumed turn repeats no tool write of it
     speaker: str = ""  # who wrote the message: "Alice (@alice:example.org)"
+    # what recall searches for: the message as written, where ``text`` names its speaker in a
+    # group (a name is not what was asked: it pulled the speaker's entries into every turn)
+    query: str = ""
+
+    @property
+    def recall_query(self) -> str:
+        return self.query or self.text
 
 
 SPEAKER_NOTE = (
@@ -282,7 +289,7 @@ class AgentRuntime:
             with self._turn(), tool_turn(_turn_key(request, request.agent)):
                 async with self._lock(request.session_id):
                     memory, recall = await self._recall(
-                        request.agent, request.text, request.user_id, request.private_recall
+                        request.agent, request.recall_query, request.user_id, request.private_recall
                     )
                     if request.carried:
                         recall = f"{recall}\n\n{request.carried}".strip()
@@ -351,7 +358,7 @@ class AgentRuntime:
                 member_blocks = []
                 for name in spec.members:
                     memory, recall = await self._recall(
-                        name, request.text, request.user_id, request.private_recall
+                        name, request.recall_query, request.user_id, request.private_recall
                     )
                     members.append(
                         self.build_agent(
@@ -362,7 +369,9 @@ class AgentRuntime:
                     if reads and memory is not None and self._config.agents[name].private is None:
                         # the member's agent scope only: never a private root, nor its teams'
                         label = f"member {name}"
-                        member_blocks.append(await self._recall_block(memory, request.text, label))
+                        member_blocks.append(
+                            await self._recall_block(memory, request.recall_query, label)
+                        )
                 team_memory = (
                     await asyncio.to_thread(
                         self.memories.for_team, list(spec.members), request.user_id
@@ -373,7 +382,9 @@ class AgentRuntime:
                 )
                 blocks = []
                 if team_memory is not None:
-                    blocks.append(await self._recall_block(team_memory, request.text, "team"))
+                    blocks.append(
+                        await self._recall_block(team_memory, request.recall_query, "team")
+                    )
                 blocks.extend(member_blocks)
                 team = Team(
                     id=spec.name,
