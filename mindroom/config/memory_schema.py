@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from mindroom.config.maintenance_schema import MaintenanceConfig
 from mindroom.config.strict import Strict as _Strict
 
 MemoryBackendName = Literal["file", "mem0", "none"]
@@ -230,6 +231,8 @@ class MemoryConfig(_Strict):
     max_open_private_instances: int = Field(default=64, ge=1)
     auto_flush: AutoFlushConfig = Field(default_factory=AutoFlushConfig)
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
+    # scheduled jobs (consolidation), see mindroom.config.maintenance_schema
+    maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
 
     @model_validator(mode="before")
     @classmethod
