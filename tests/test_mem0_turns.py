@@ -8,6 +8,7 @@ runtime, the registry and the flush worker directly, like ``test_team_flush.py``
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import threading
 from pathlib import Path
@@ -107,6 +108,8 @@ def test_mem0_recall_is_semantic_gated_labelled_and_capped(
         assert block.startswith("<memory>")
         assert block.endswith("</memory>")
         assert "Alice takes cello lessons every Thursday" in block  # by meaning: no shared word
+        # dated like a file entry, so "when" questions can be answered: the day it was stored
+        assert f"({dt.date.today().isoformat()}) Alice takes cello lessons" in block
         assert "peanuts" not in block  # below the gate
         for chitchat in ("thanks!", "ok sounds good", "lol", "good morning"):
             assert recall_block(config, memory, chitchat) == "", chitchat

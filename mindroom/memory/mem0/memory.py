@@ -13,8 +13,10 @@ serialised (mem0's dedup reads, then writes) and may carry an ``op_key`` (see
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -47,8 +49,27 @@ class ChatLine(Protocol):
     def user_id(self) -> str | None: ...
 
 
+@dataclass(frozen=True)
+class Mem0Entry(MemoryEntry):
+    """A mem0 memory: dated by the day its text was stored (local time), as a daily file's
+    entry is by its file, so recall shows when it was said."""
+
+    stored: dt.date | None = field(default=None, compare=False)  # not part of its identity
+
+    @property
+    def date(self) -> dt.date | None:
+        return self.stored or super().date
+
+
+def _stored_day(timestamp: str) -> dt.date | None:
+    try:
+        return dt.datetime.fromisoformat(timestamp).astimezone().date()
+    except ValueError:  # empty or not ISO: undated
+        return None
+
+
 def _entry(record: Mem0Record) -> MemoryEntry:
-    return MemoryEntry(record.id, record.text, MEM0_PATH, 0, 0)
+    return Mem0Entry(record.id, record.text, MEM0_PATH, 0, 0, _stored_day(record.updated_at))
 
 
 def _checked(text: str) -> str:
@@ -122,7 +143,7 @@ class Mem0Memory:
             if op_key is not None:
                 done = self.ops.get(op_key)
                 if done is not None:
-                    return MemoryEntry(done.entry_id, done.text, MEM0_PATH, 0, 0)
+                    return Mem0Entry(done.entry_id, done.text, MEM0_PATH, 0, 0)
                 earlier = self.engine.find(self.scope_id, "op_key", op_key)  # crashed before
                 if earlier is not None:
                     self.ops.record(op_key, "add", earlier.id, earlier.text, done=True)
@@ -158,19 +179,19 @@ class Mem0Memory:
         with self.engine.scope_lock(self.scope_id):
             done = self.ops.get(op_key) if op_key is not None else None
             if done is not None and done.done:
-                return MemoryEntry(done.entry_id, done.text, MEM0_PATH, 0, 0)
+                return Mem0Entry(done.entry_id, done.text, MEM0_PATH, 0, 0)
             self._owned(entry_id)
             self.engine.update(entry_id, text, {"updated_by": actor})
             if op_key is not None:
                 self.ops.record(op_key, "update", entry_id, text, done=True)
-        return MemoryEntry(entry_id, text, MEM0_PATH, 0, 0)
+        return Mem0Entry(entry_id, text, MEM0_PATH, 0, 0)
 
     def delete_sync(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
         """:meth:`delete`, blocking."""
         with self.engine.scope_lock(self.scope_id):
             done = self.ops.get(op_key) if op_key is not None else None
             if done is not None:
-                answer = MemoryEntry(done.entry_id, done.text, MEM0_PATH, 0, 0)
+                answer = Mem0Entry(done.entry_id, done.text, MEM0_PATH, 0, 0)
                 record = self.engine.get(done.entry_id) if not done.done else None
                 if record is not None and record.scope_id == self.scope_id:
                     self.engine.delete(done.entry_id)  # the crashed call's delete, finished
