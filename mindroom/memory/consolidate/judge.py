@@ -120,8 +120,8 @@ def render_pairs(pairs: Sequence[Pair]) -> str:
     """The user text of one prompt: the numbered pairs (see the module docstring)."""
     blocks = []
     for number, pair in enumerate(pairs, 1):
-        dates = [f"{side} dated {e.date.isoformat()}" for side, e in (("A", pair.a), ("B", pair.b))
-                 if e.date is not None]  # fmt: skip
+        sides = (("A", pair.a), ("B", pair.b))
+        dates = [f"{side} dated {e.date.isoformat()}" for side, e in sides if e.date is not None]
         head = f"Pair {number}" + (f" ({', '.join(dates)})" if dates else "")
         blocks.append(f"{head}\nA: {_one_line(pair.a.text)}\nB: {_one_line(pair.b.text)}")
     return "\n\n".join(blocks) + f"\n\nAnswer for pairs 1 to {len(pairs)}, as JSON only."
@@ -183,8 +183,8 @@ def _verdict(item: object, pairs: Sequence[Pair]) -> tuple[int, Verdict]:
         return number, Verdict(pair, "same", merged=merged.strip())
     if kind == "conflict":
         reason = item.get("reason")
-        return number, Verdict(pair, "conflict", reason=reason.strip() if isinstance(reason, str)
-                               else "")  # fmt: skip
+        reason = reason.strip() if isinstance(reason, str) else ""
+        return number, Verdict(pair, "conflict", reason=reason)
     return number, Verdict(pair, "different")
 
 
