@@ -6,6 +6,7 @@ mapping, so the process environment never leaks in.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -476,3 +477,15 @@ def test_a_config_with_a_byte_order_mark_loads(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
     path.write_bytes(b"\xef\xbb\xbfmodels:\n  default:\n    provider: openai\n    id: m\n")
     assert load_config(path).models["default"].id == "m"
+
+
+def test_the_consolidation_model_must_be_a_configured_model() -> None:
+    doc = {
+        "models": {"default": {"provider": "openai", "id": "x"}},
+        "agents": {"general": {}},
+        "memory": {"maintenance": {"consolidation": {"model": "typo"}}},
+    }
+    with pytest.raises(ConfigError, match="consolidation.model: unknown model 'typo'"):
+        parse_config(json.dumps(doc), "config.yaml")
+    doc["memory"]["maintenance"]["consolidation"]["model"] = "default"  # type: ignore[index]
+    assert parse_config(json.dumps(doc), "config.yaml").memory.maintenance.consolidation.model

@@ -262,6 +262,11 @@ class Config(_Strict):
         router_model = self.router.model
         if router_model is not None and router_model not in self.models:
             raise ValueError(f"router.model: unknown model {router_model!r}")
+        judge_model = self.memory.maintenance.consolidation.model
+        if judge_model is not None and judge_model not in self.models:
+            raise ValueError(
+                f"memory.maintenance.consolidation.model: unknown model {judge_model!r}"
+            )
         for room in self.rooms:
             if room not in self.room_names:
                 raise ValueError(f"rooms.{room}: no agent or team lists this room in its rooms")
