@@ -1,0 +1,1 @@
+"""Scheduled maintenance jobs (memory consolidation): see the modules."""
