@@ -155,3 +155,8 @@ def due_after_run(schedule: Schedule, now: datetime, tz: tzinfo) -> datetime:
         if opens > now:
             return opens
     raise AssertionError("no window found")  # pragma: no cover - every schedule has windows
+
+
+def day_start(now: datetime, tz: tzinfo) -> datetime:
+    """Midnight of ``now``'s day in ``tz``, as UTC: where "today" of a day budget begins."""
+    return _at(now.astimezone(tz).date(), time(0, 0), tz)
