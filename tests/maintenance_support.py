@@ -84,16 +84,24 @@ async def _file_gated_job(ctx: JobContext) -> dict[str, Any]:
     deadline = time.monotonic() + 30
     while not (folder / "release").exists():  # a condition, polled: the test opens it
         assert time.monotonic() < deadline, "never released"
+        ctx.heartbeat()  # between units of work, as a real job does
         await asyncio.sleep(0.02)
     return {"model_calls": 0}
 
 
-def _tick_in_process(folder: Path, now: str) -> None:
-    """One tick of a runner of its own, in this process, at ``now``; prints its results."""
-    from mindroom.maintenance.runner import JOB_TYPES, MaintenanceRunner
-    from mindroom.maintenance.store import MaintenanceStore
+def register_gated_job() -> None:
+    """Make ``consolidation`` the file-gated job in this process (for a CLI subprocess)."""
+    from mindroom.maintenance.runner import JOB_TYPES
 
     JOB_TYPES["consolidation"] = _file_gated_job
+
+
+def _tick_in_process(folder: Path, now: str) -> None:
+    """One tick of a runner of its own, in this process, at ``now``; prints its results."""
+    from mindroom.maintenance.runner import MaintenanceRunner
+    from mindroom.maintenance.store import MaintenanceStore
+
+    register_gated_job()
     config = maintenance_config({"every_hour": EVERY_HOUR})
     clock = FakeClock(datetime.fromisoformat(now))
     store = MaintenanceStore(folder / "maintenance.db")

@@ -247,3 +247,11 @@ def test_reset_drops_every_override(store: MaintenanceStore) -> None:
     job = store.override("consolidation_daily", {}, T0, UTC, reset=True, recompute=True)
     assert job.overrides == {}
     assert (job.schedule.window_start, job.schedule.window_end) == ("10:00", None)
+
+
+def test_earliest_due_waits_for_a_live_lease(store: MaintenanceStore) -> None:
+    store.apply_config(jobs(consolidation_weekly={"enabled": False}), T0, UTC)
+    due = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+    assert store.earliest_due() == due
+    store.claim("consolidation_daily", "elsewhere", due, 300)
+    assert store.earliest_due() == due + timedelta(seconds=300)

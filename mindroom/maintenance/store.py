@@ -168,10 +168,12 @@ class MaintenanceStore:
             return _read_job(db, name)
 
     def earliest_due(self) -> datetime | None:
-        """The first ``next_due_at`` of an enabled job (None: no enabled job)."""
+        """When an enabled job can run next (None: no enabled job): its ``next_due_at``, or
+        for a job leased now, when the lease runs out (its holder may still finish first)."""
         with contextlib.closing(self._connect()) as db:
             row = db.execute(
-                "SELECT MIN(next_due_at) FROM maintenance_jobs WHERE enabled = 1"
+                "SELECT MIN(MAX(next_due_at, COALESCE(lease_expires_at, next_due_at)))"
+                " FROM maintenance_jobs WHERE enabled = 1"
             ).fetchone()
         return _time(row[0])
 
