@@ -60,6 +60,8 @@ async def test_the_bot_runs_a_due_job_at_start_and_a_cli_tick_beside_it_does_not
     config = str(bot.storage / "config.yaml")
     assert await asyncio.to_thread(main, ["maintenance", "tick", "--config", config]) == 0
     assert "hourly: skipped: running in" in capsys.readouterr().out
+    assert await asyncio.to_thread(main, ["maintenance", "status", "--config", config]) == 0
+    assert "  running   in " in capsys.readouterr().out
     assert len(counting.runs) == 1
     counting.gate.set()
     store = store_of(bot.storage)

@@ -67,10 +67,17 @@ def add_maintenance_parser(sub: argparse._SubParsersAction, common) -> None:  # 
     common(daemon)
     daemon.add_argument(
         "--interval-seconds",
-        type=float,
+        type=_positive,
         help="seconds between ticks (default memory.maintenance.tick_seconds)",
     )
     daemon.set_defaults(func=run_daemon)
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds above 0")
+    return value
 
 
 def _open(args: argparse.Namespace) -> tuple[Config, Path, Path, MaintenanceStore, tzinfo]:

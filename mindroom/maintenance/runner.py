@@ -185,7 +185,7 @@ class MaintenanceRunner:
         self.lease_seconds = lease_seconds
         self.heartbeat_seconds = heartbeat_seconds
         self.stopping = threading.Event()  # read by ctx.heartbeat() in any thread
-        self._applied: MaintenanceConfig | None = None
+        self._applied: Config | None = None  # the config whose jobs were applied last
 
     def request_stop(self) -> None:
         """Make running jobs end at their next heartbeat, and no further job start."""
@@ -196,13 +196,18 @@ class MaintenanceRunner:
         return self.config().memory.maintenance
 
     async def sync(self, now: datetime | None = None) -> tzinfo:
-        """Apply config.yaml's jobs to the database when they changed since the last time;
-        returns the zone of the windows."""
-        settings = self.settings()
+        """Apply the jobs of the config to the database when the config is a new one (a
+        start, a reload); returns the zone of the windows.
+
+        Only then: a bot whose config is behind config.yaml (a reload pending, or refused)
+        must not undo what ``mindroom maintenance`` applied from the file meanwhile.
+        """
+        config = self.config()
+        settings = config.memory.maintenance
         tz = zone(settings.timezone)
-        if self._applied is None or self._applied != settings:
+        if self._applied is not config:
             await asyncio.to_thread(self.store.apply_config, settings.jobs, now or self.clock(), tz)
-            self._applied = settings
+            self._applied = config
         return tz
 
     async def tick(self, now: datetime | None = None) -> list[TickResult]:
@@ -279,7 +284,9 @@ class MaintenanceRunner:
         """Run the job: ``(status, stats, error, advance the due time)``; never raises for
         the job's own failures."""
         try:
-            result = await job_runner(ctx.job.job_type)(ctx)
+            # imported in a thread: a job module's first import must not stall the replies
+            runner = await asyncio.to_thread(job_runner, ctx.job.job_type)
+            result = await runner(ctx)
         except JobInterrupted as exc:
             return "failed", {}, str(exc), False
         except JobTypeUnavailable as exc:
