@@ -143,3 +143,15 @@ def test_zone_names() -> None:
 def test_local_zone_follows_tz(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TZ", "Asia/Tokyo")
     assert local_zone() == ZoneInfo("Asia/Tokyo")
+
+
+def test_schedules_describe_themselves_for_status() -> None:
+    assert DAILY_10.describe() == "daily 10:00"
+    assert Schedule("daily").describe() == "daily (any time of day)"
+    assert Schedule(
+        "weekly", weekday="sunday", window_start="03:00", window_end="05:00"
+    ).describe() == ("weekly sunday 03:00-05:00")
+    assert Schedule("interval", interval_minutes=90).describe() == "every 90 min"
+    assert Schedule("interval", interval_minutes=90, window_start="20:00").describe() == (
+        "every 90 min, 20:00-24:00"
+    )

@@ -67,7 +67,8 @@ class JobContext:
     job: Job  # the job's name and effective settings (``job.name``, ``job.llm_command``)
     mode: str  # "light" (no model calls) or "deep"
     now: datetime  # the run's start, aware UTC, from the runner's (injectable) clock
-    model_calls_today: int  # stats.model_calls of today's runs of this job type
+    # stats.model_calls of this job type's runs since midnight in memory.maintenance.timezone
+    model_calls_today: int
     config: Config
     storage: Path  # the storage root (the agents' workspaces, mindroom_data)
     registry: MemoryRegistry | None  # the bot's open memories; None: open your own

@@ -62,8 +62,10 @@ class Schedule:
             what = "daily"
         if self.window_start is None:
             return what if self.cadence == "interval" else f"{what} (any time of day)"
+        if self.cadence == "interval":
+            return f"{what}, {self.window_start}-{self.window_end or '24:00'}"
         span = f"{self.window_start}-{self.window_end}" if self.window_end else self.window_start
-        return f"{what} {span}" if self.cadence != "interval" else f"{what}, {span}"
+        return f"{what} {span}"
 
 
 def zone(name: str) -> tzinfo:
