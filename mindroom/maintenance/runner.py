@@ -33,7 +33,6 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mindroom.config.maintenance_schema import MaintenanceConfig
 from mindroom.config.schema import Config
 from mindroom.maintenance.jobs import Job
 from mindroom.maintenance.schedule import day_start, zone
@@ -191,10 +190,6 @@ class MaintenanceRunner:
     def request_stop(self) -> None:
         """Make running jobs end at their next heartbeat, and no further job start."""
         self.stopping.set()
-
-    def settings(self) -> MaintenanceConfig:
-        """``memory.maintenance`` of the current config."""
-        return self.config().memory.maintenance
 
     async def sync(self, now: datetime | None = None) -> tzinfo:
         """Apply the jobs of the config to the database when the config is a new one (a

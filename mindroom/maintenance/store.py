@@ -218,7 +218,8 @@ class MaintenanceStore:
         with self._write() as db:
             old = _read_job(db, name)
             if old is None or not old.in_config:
-                known = ", ".join(j.name for j in self.jobs() if j.in_config) or "none"
+                jobs = [_job(row) for row in db.execute("SELECT * FROM maintenance_jobs")]
+                known = ", ".join(j.name for j in jobs if j.in_config) or "none"
                 raise ConfigError(
                     f"no maintenance job {name!r} in config.yaml (memory.maintenance.jobs: {known})"
                 )
