@@ -2,11 +2,11 @@
 
 :class:`Bot` is wiring and lifecycle only. It owns every task through a
 :class:`~mindroom.tasks.TaskSupervisor` (a sync loop per account, the memory watcher, the flush
-loop, the config watcher, one job per handled message). A message goes down from here and never
-climbs back: :meth:`Bot._on_message` dedupes, routes (:mod:`mindroom.routing`) and claims it in
-the :class:`~mindroom.ledger.Ledger`, then :class:`mindroom.answer.Answerer` plans, runs and
-posts the answers. Everything derived from the config is derived from the current config, so a
-hot reload applies at once.
+loop, the config watcher, the maintenance loop, one job per handled message). A message goes down
+from here and never climbs back: :meth:`Bot._on_message` dedupes, routes (:mod:`mindroom.routing`)
+and claims it in the :class:`~mindroom.ledger.Ledger`, then :class:`mindroom.answer.Answerer`
+plans, runs and posts the answers. Everything derived from the config is derived from the current
+config, so a hot reload applies at once.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from mindroom.conversation import ConversationState
 from mindroom.errors import MatrixError
 from mindroom.flush import FlushWorker
 from mindroom.ledger import Ledger, PendingEvent
+from mindroom.maintenance.loop import MaintenanceLoop
 from mindroom.matrix.accounts import agent_credentials, localpart, login_account, set_display_name
 from mindroom.matrix.client import MatrixAccount
 from mindroom.matrix.events import AgentIdentity, IncomingMessage, message_source, parse_message
@@ -74,6 +75,7 @@ class Bot:
         self.runtime = AgentRuntime(config, options.data_dir, self.memories)
         self._watch_stop = asyncio.Event()
         self.flush = FlushWorker(config, self.runtime, self.memories, options.data_dir)
+        self.maintenance = MaintenanceLoop(lambda: self.config, options.storage, self.memories)
         self.reloader = ConfigReloader(self, options.config_path) if options.config_path else None
         self.router: MatrixAccount | None = None
         self.agents: dict[str, MatrixAccount] = {}
@@ -145,6 +147,7 @@ class Bot:
             ),
         )
         self.tasks.keep_running("memory-flush", self.flush.run)
+        self.maintenance.start(self.tasks, wake_after=self.flush)  # ticks in the background
         if self.reloader is not None:
             reloader = self.reloader
             self.tasks.keep_running("config-watch", lambda: reloader.watch(self._watch_stop))
@@ -485,6 +488,7 @@ class Bot:
             account.stop()
         self._watch_stop.set()
         self.flush.stop()
+        await self.maintenance.stop(_SHUTDOWN_GRACE_S)  # a running job ends between scopes
         await self.tasks.stop(_SHUTDOWN_GRACE_S)
         for account in accounts:
             with contextlib.suppress(Exception):

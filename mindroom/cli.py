@@ -19,6 +19,7 @@ from mindroom.config.load import load_dotenv_beside
 from mindroom.config_cli import add_config_parser
 from mindroom.errors import MindroomError, NotRunningError
 from mindroom.invocation import invoked_as
+from mindroom.maintenance.cli import add_maintenance_parser
 from mindroom.memory_cli import add_memory_parser
 from mindroom.runlock import (
     NOT_RUNNING_EXIT,
@@ -249,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.set_defaults(func=_doctor)
 
     add_memory_parser(sub, common)
+    add_maintenance_parser(sub, common)
     add_config_parser(sub)
     return parser
 

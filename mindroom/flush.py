@@ -37,7 +37,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,6 +125,7 @@ class FlushWorker:
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._threads = Threads()  # mem0 extractions: they outlive a timeout or a cancel
+        self.on_cycle: Callable[[], object] | None = None  # after each loop cycle (maintenance)
 
     @property
     def settings(self):  # noqa: ANN201 - AutoFlushConfig, looked up live (hot reload)
@@ -258,6 +259,8 @@ class FlushWorker:
                     await self.cycle()
                     # sessions waiting only for their idle time: look again when the first is due
                     await self._schedule_next()
+                    if self.on_cycle is not None:
+                        self.on_cycle()
                 except Exception:  # the loop's edge: log and go on
                     logger.exception("memory flush cycle failed")
         finally:

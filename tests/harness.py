@@ -265,7 +265,8 @@ def config_text(model_url: str, agents: dict[str, dict[str, Any]], **sections: A
 
     The background memory flush is off unless a test configures ``memory`` itself: its
     extraction turns would otherwise interleave with the requests a test asserts on. So is the
-    local embedder (memory search is keyword-only) unless the test configures ``memory``.
+    local embedder (memory search is keyword-only) unless the test configures ``memory``, and
+    so is scheduled maintenance (a test running at a job's window would consolidate its memory).
     """
     doc: dict[str, Any] = {
         "models": {
@@ -281,7 +282,11 @@ def config_text(model_url: str, agents: dict[str, dict[str, Any]], **sections: A
         "agents": agents,
         # keyword-only: a bot process loading the local embedder in the background costs each
         # test seconds of CPU; the tests of semantic search ask for it (memory=...)
-        "memory": {"auto_flush": {"enabled": False}, "embedder": "none"},
+        "memory": {
+            "auto_flush": {"enabled": False},
+            "embedder": "none",
+            "maintenance": {"enabled": False},
+        },
     }
     doc.update(sections)
     return json.dumps(doc, indent=2)  # JSON is YAML
