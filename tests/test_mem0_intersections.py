@@ -198,7 +198,11 @@ async def test_a_new_extraction_model_applies_to_the_next_extraction_not_the_run
 
 @pytest.mark.parametrize("change", ["server", "model"])
 async def test_a_new_embedder_applies_to_the_next_turn_and_the_running_turns_extraction(
-    bot: BotHarness, human: Human, model: ScriptedModel, change: str
+    bot: BotHarness,
+    human: Human,
+    model: ScriptedModel,
+    change: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The same embedding model on another server: the same memories, embedded there from now
     on. Another model: another collection (mem0 never mixes vectors of two models), so what
@@ -220,7 +224,7 @@ async def test_a_new_embedder_applies_to_the_next_turn_and_the_running_turns_ext
 
         model.set_handler(handler)
         room_id = await bot.start_in_room(config, room, human)
-
+        caplog.set_level(logging.INFO)
         told = await human.send(room_id, "my favorite color is blue")
         await human.wait_for_reply(room_id, told)
         await until(lambda: _holds(bot, "general", FACTS["blue"]))
@@ -255,3 +259,4 @@ async def test_a_new_embedder_applies_to_the_next_turn_and_the_running_turns_ext
     else:
         assert FACTS["blue"] not in recalled
         assert await stored(bot, "general") == [FACTS["vim"]]
+    assert errors(caplog) == []
