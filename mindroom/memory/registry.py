@@ -24,6 +24,12 @@ Each memory searches with its agent's embedder (``agents.<name>.memory_embedder`
 ``memory.embedder``; a team's with ``memory.embedder``), one shared instance per embedder
 (:func:`mindroom.embeddings.select.shared_embedder`); a reloaded config takes effect on the
 next use of each memory.
+
+A reload closes no mem0 engine: each lookup hands the engine of its embedder's model the newest
+config (extraction model) and embedder (a server or key changed for the same model), so both
+apply at once; another model gets another engine (another collection) and the old one stays
+open, cheap, until :meth:`MemoryRegistry.close`. A turn or an extraction already running keeps
+the memory it started with, and it is never closed under it.
 """
 
 from __future__ import annotations

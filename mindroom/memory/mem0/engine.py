@@ -135,17 +135,28 @@ def cosine_of(score: float) -> float:
 
 
 class _EmbedderAdapter:
-    """mindroom's :class:`Embedder` in the shape mem0 calls (``embed``, ``embed_batch``)."""
+    """The engine's current :class:`Embedder` in the shape mem0 calls (``embed``,
+    ``embed_batch``); looked up at each call, so a reloaded embedder applies at once."""
 
-    def __init__(self, embedder: Embedder) -> None:
-        self.embedder = embedder
+    def __init__(self, engine: Mem0Engine) -> None:
+        self.engine = engine
         self.config = None  # read only by mem0's telemetry, which is off
 
+    @property
+    def embedder(self) -> Embedder | None:
+        return self.engine.embedder
+
+    def _embed(self, texts: list[str]) -> list[list[float]]:
+        embedder = self.embedder
+        if embedder is None:  # never: an engine without one does not open
+            raise MemoryStoreError("the mem0 engine has no embedder")
+        return [[float(x) for x in row] for row in embedder.embed(texts)]
+
     def embed(self, text: str, memory_action: str | None = None) -> list[float]:
-        return [float(x) for x in self.embedder.embed([text])[0]]
+        return self._embed([text])[0]
 
     def embed_batch(self, texts: Sequence[str], memory_action: str = "add") -> list[list[float]]:
-        return [[float(x) for x in row] for row in self.embedder.embed(list(texts))]
+        return self._embed(list(texts))
 
 
 def _import_mem0(data_dir: Path) -> Any:
@@ -184,6 +195,11 @@ class Mem0Engine:
         """Take the extraction model from ``config`` from the next extraction on."""
         self.config = config
 
+    def use_embedder(self, embedder: Embedder) -> None:
+        """Embed with ``embedder`` from the next call on: the same model (the engine's key),
+        configured anew (a reload that moves its server or changes its key)."""
+        self.embedder = embedder
+
     def scope_lock(self, scope_id: str) -> threading.Lock:
         """The lock that serialises writes of ``scope_id`` (mem0's dedup is read-then-write)."""
         with self._lock:
@@ -221,7 +237,7 @@ class Mem0Engine:
                 "history_db_path": str(self.data_dir / "history.db"),
             }
         )
-        memory.embedding_model = _EmbedderAdapter(self.embedder)
+        memory.embedding_model = _EmbedderAdapter(self)
         connection = memory.db.connection  # mem0's history: WAL and a busy timeout, as ours
         with memory.db._lock:
             connection.execute("PRAGMA journal_mode=WAL")
@@ -411,13 +427,16 @@ _engines_lock = threading.Lock()
 
 def mem0_engine(config: Config, data_dir: Path, embedder: Embedder | None) -> Mem0Engine:
     """The process's one engine for (``data_dir``, ``embedder``'s model); cheap: nothing is
-    opened until the first operation. ``config`` supplies its extraction model."""
+    opened until the first operation. The newest caller's ``config`` supplies its extraction
+    model and its ``embedder`` embeds (the same model: a reloaded config applies at once)."""
     key = (data_dir.resolve(), embedder.model_id if embedder else "none")
     with _engines_lock:
         engine = _engines.get(key)
         if engine is None:
             engine = _engines[key] = Mem0Engine(data_dir, embedder)
     engine.use_config(config)
+    if embedder is not None:
+        engine.use_embedder(embedder)
     return engine
 
 
