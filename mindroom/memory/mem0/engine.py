@@ -291,7 +291,7 @@ class Mem0Engine:
     def add(self, scope_id: str, text: str, metadata: dict[str, Any]) -> Mem0Record:
         """Store ``text`` verbatim in ``scope_id`` (no model call)."""
         result = self._call(
-            self.memory.add,
+            "add",
             [{"role": "user", "content": text}],
             user_id=scope_id,
             metadata=metadata,
@@ -332,7 +332,7 @@ class Mem0Engine:
     def search(self, scope_id: str, query: str, limit: int) -> list[tuple[Mem0Record, float]]:
         """The ``limit`` memories of ``scope_id`` nearest ``query``, with cosine similarity."""
         found = self._call(
-            self.memory.search, query, top_k=limit, filters={"user_id": scope_id}, threshold=0.0
+            "search", query, top_k=limit, filters={"user_id": scope_id}, threshold=0.0
         )
         hits = []
         for item in found.get("results", []):
@@ -346,9 +346,7 @@ class Mem0Engine:
 
     def records(self, scope_id: str) -> list[Mem0Record]:
         """Every memory of ``scope_id``, oldest first (no cap)."""
-        listed = self._call(
-            self.memory.vector_store.list, filters={"user_id": scope_id}, top_k=None
-        )
+        listed = self._call("vector_store.list", filters={"user_id": scope_id}, top_k=None)
         rows = listed[0] if listed and isinstance(listed[0], list) else listed
         records = [_record(row.id, row.payload) for row in rows or []]
         records = [r for r in records if r.scope_id == scope_id]
@@ -356,28 +354,26 @@ class Mem0Engine:
 
     def find(self, scope_id: str, key: str, value: str) -> Mem0Record | None:
         """A memory of ``scope_id`` whose metadata ``key`` is ``value`` (None: none)."""
-        listed = self._call(
-            self.memory.vector_store.list, filters={"user_id": scope_id, key: value}, top_k=1
-        )
+        listed = self._call("vector_store.list", filters={"user_id": scope_id, key: value}, top_k=1)
         rows = listed[0] if listed and isinstance(listed[0], list) else listed
         return _record(rows[0].id, rows[0].payload) if rows else None
 
     def get(self, memory_id: str) -> Mem0Record | None:
         """The memory ``memory_id`` of any scope (None: no such id). Callers check the scope."""
-        found = self._call(self.memory.vector_store.get, vector_id=memory_id)
+        found = self._call("vector_store.get", vector_id=memory_id)
         return None if found is None else _record(found.id, found.payload)
 
     def update(self, memory_id: str, text: str, metadata: dict[str, Any]) -> None:
         """Replace the text of ``memory_id``."""
-        self._call(self.memory.update, memory_id, text=text, metadata=metadata)
+        self._call("update", memory_id, text=text, metadata=metadata)
 
     def delete(self, memory_id: str) -> None:
         """Forget ``memory_id`` (mem0's history keeps its text)."""
-        self._call(self.memory.delete, memory_id)
+        self._call("delete", memory_id)
 
     def history(self, memory_id: str) -> list[dict[str, Any]]:
         """mem0's change records of ``memory_id``, oldest first."""
-        return list(self._call(self.memory.history, memory_id))
+        return list(self._call("history", memory_id))
 
     @contextlib.contextmanager
     def _busy(self) -> Iterator[None]:
@@ -390,10 +386,17 @@ class Mem0Engine:
                 self._in_flight -= 1
                 self._calls.notify_all()
 
-    def _call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Call ``method`` (``"search"``, ``"vector_store.list"``) of the mem0 ``Memory``.
+
+        The ``Memory`` is looked up once the call counts as in flight, so :meth:`close` never
+        closes one a call is about to use (it would crash the process)."""
         try:
             with self._busy():
-                return function(*args, **kwargs)
+                target = self.memory
+                for name in method.split("."):
+                    target = getattr(target, name)
+                return target(*args, **kwargs)
         except EmbedderError as exc:
             raise MemoryStoreError(f"mem0 cannot embed: {exc}") from exc
         except MemoryStoreError:
