@@ -29,6 +29,7 @@ from mindroom.matrix.events import AgentIdentity, IncomingMessage, message_sourc
 from mindroom.matrix.reply import ReplyWriter
 from mindroom.matrix.send import notice_content
 from mindroom.routing import Route, RouteKind, route_handoff
+from mindroom.speakers import who
 from mindroom.turns import TeamSpec, TurnPlan, answer_thread, plan_turn
 
 logger = logging.getLogger(__name__)
@@ -341,11 +342,6 @@ class Answerer:
             self._presence.spawn(
                 self.handle(handoff, route, plan.requester), f"handoff:{reply_event_id}"
             )
-
-
-def who(display_name: str | None, user_id: str) -> str:
-    """How the model is told who speaks: ``Alice (@alice:example.org)``, or the bare ID."""
-    return f"{display_name} ({user_id})" if display_name and display_name != user_id else user_id
 
 
 def resumed_requester(source: dict[str, Any], sender: str) -> str:

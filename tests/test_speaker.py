@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from mindroom.agents.extraction import ChatLine, transcript
 from mindroom.agents.runner import AgentRuntime, TurnRequest
-from mindroom.answer import who
 from mindroom.config import parse_config
 from mindroom.flush import FlushWorker
 from mindroom.memory.registry import MemoryRegistry
+from mindroom.speakers import named_line, who
 from tests.harness import BotHarness, Human, config_text, unique
 from tests.scripted_model import ScriptedModel, all_text, last_user_text, system_text
 
@@ -173,3 +174,22 @@ async def test_recall_in_a_group_looks_for_what_was_said_not_for_who_said_it(
     assert f"({bob.user_id}): @general good morning" in last_user_text(chit_chat)
     assert "owes the team a coffee" not in system_text(chit_chat)
     assert f"{bobs_name} owes the team a coffee" in system_text(question)  # positive control
+
+
+def test_a_transcript_names_each_person_once() -> None:
+    """A group message is kept as "Name (@id): text": its transcript line does not name the
+    person a second time, and a line without a name gets the Matrix ID."""
+    lines = [
+        ChatLine("user", "Bob (@bob:x): I prefer coffee", "@bob:x"),
+        ChatLine("user", "I prefer tea", "@alice:x"),
+        ChatLine("user", "Carol (@carol:x) said: Bob (@bob:x): hi", "@dave:x"),
+        ChatLine("assistant", "noted"),
+    ]
+    assert transcript(lines).splitlines() == [
+        "Bob (@bob:x): I prefer coffee",
+        "@alice:x: I prefer tea",
+        "@dave:x: Carol (@carol:x) said: Bob (@bob:x): hi",
+        "assistant: noted",
+    ]
+    assert named_line("@bob:x: hi", "@bob:x") == "@bob:x: hi"
+    assert named_line("hi", None) == "hi"

@@ -24,6 +24,7 @@ from agno.models.base import Model
 from agno.run.base import RunStatus
 
 from mindroom.errors import ModelError
+from mindroom.speakers import named_line
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,13 @@ class ChatLine:
             return self.user_id
         return self.role
 
+    @property
+    def line(self) -> str:
+        """The transcript's line: ``speaker: text`` (see :func:`mindroom.speakers.named_line`)."""
+        if self.role == "user" and self.user_id:
+            return named_line(self.text, self.user_id)
+        return f"{self.role}: {self.text}"
+
 
 class UnreadableAnswerError(ModelError):
     """The model answered text in which no fact and no refusal could be read."""
@@ -48,7 +56,7 @@ class UnreadableAnswerError(ModelError):
 
 def transcript(lines: Sequence[ChatLine]) -> str:
     """The conversation as the extractor reads it, one ``speaker: text`` line per message."""
-    return "\n".join(f"{line.speaker}: {line.text}" for line in lines)
+    return "\n".join(line.line for line in lines)
 
 
 INSTRUCTIONS = [
@@ -93,7 +101,7 @@ def bounded_chunk(lines: Sequence[ChatLine], max_messages: int, max_chars: int) 
     """How many of ``lines`` (from the start) one extraction takes: at least one."""
     taken, chars = 0, 0
     for line in lines[:max_messages]:
-        size = len(line.speaker) + 3 + len(line.text)  # as the transcript writes it
+        size = len(line.line) + 1  # as the transcript writes it
         if taken and chars + size > max_chars:
             break
         taken += 1

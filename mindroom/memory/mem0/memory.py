@@ -26,6 +26,7 @@ from mindroom.memory.index import SearchHit
 from mindroom.memory.markdown import MemoryEntry, normalize_text, parse_entries
 from mindroom.memory.mem0.ops import OpLog
 from mindroom.memory.scope import ENTRYPOINT
+from mindroom.speakers import named_line
 
 if TYPE_CHECKING:
     from mindroom.memory.mem0.engine import Mem0Engine, Mem0Record
@@ -236,8 +237,8 @@ class Mem0Memory:
         for line in lines:
             if line.role not in ("user", "assistant") or not line.text.strip():
                 continue
-            who = f"{line.user_id}: " if line.role == "user" and line.user_id else ""
-            messages.append({"role": line.role, "content": who + line.text})
+            said = named_line(line.text, line.user_id if line.role == "user" else None)
+            messages.append({"role": line.role, "content": said})
         if not messages:
             return []
         with self.engine.scope_lock(self.scope_id):
