@@ -250,7 +250,7 @@ def test_restore_of_a_hand_written_line_brings_it_back_as_a_mindroom_entry(
 
 def test_restore_without_a_deletion_is_refused(memory: FileMemory) -> None:
     entry = memory.add_sync("still here", actor="agent")
-    with pytest.raises(MemoryStoreError, match="no deletion"):
+    with pytest.raises(MemoryStoreError, match="neither archived nor deleted"):
         memory.restore_sync(entry.id, actor="cli")
     with pytest.raises(MemoryStoreError, match="m-00000000"):
         memory.restore_sync("m-00000000", actor="cli")

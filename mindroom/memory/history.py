@@ -24,6 +24,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from mindroom.memory.files import file_lock
 
@@ -34,12 +35,14 @@ class HistoryRecord:
 
     time: float
     actor: str
-    op: str  # add | update | delete | restore | repair | abort
+    op: str  # add | update | delete | restore | repair | abort | archive | merge
     id: str
     path: str
     old: str | None
     new: str | None
     op_key: str | None = None
+    # archive: {"archive": file, "into": id or None, "why": reason}; merge: {"sources": [ids]}
+    meta: dict[str, Any] | None = None
 
 
 class History:
@@ -61,9 +64,10 @@ class History:
         old: str | None,
         new: str | None,
         op_key: str | None = None,
+        meta: dict[str, Any] | None = None,
     ) -> HistoryRecord:
         """Record one write (durably: the line is fsynced before returning)."""
-        record = HistoryRecord(time.time(), actor, op, entry_id, path, old, new, op_key)
+        record = HistoryRecord(time.time(), actor, op, entry_id, path, old, new, op_key, meta)
         line = json.dumps(asdict(record), ensure_ascii=False) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with file_lock(self._lock_dir, self.path):

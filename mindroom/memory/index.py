@@ -83,9 +83,15 @@ def query_terms(query: str) -> list[str]:
     return [term.key for term in parse_query(query) if not term.is_date]
 
 
-def memory_files(root: Path) -> Iterator[tuple[str, Path]]:
-    """Every markdown file under ``root`` (relative posix path, path); hidden files skipped."""
-    for relative, full, _ in _scan(str(root), ""):
+# consolidation's archive (see :mod:`mindroom.memory.archive`): memory that was merged or
+# superseded. Kept in the files for people and for restore, never searched or listed.
+ARCHIVE_DIR = "memory/archive"
+
+
+def memory_files(root: Path, *, archive: bool = False) -> Iterator[tuple[str, Path]]:
+    """Every markdown file under ``root`` (relative posix path, path); hidden files skipped,
+    and the archive unless ``archive``."""
+    for relative, full, _ in _scan(str(root), "", skip=() if archive else (ARCHIVE_DIR,)):
         yield relative, Path(full)
 
 
@@ -95,12 +101,12 @@ def _inside(path: str, root: str) -> bool:
 
 
 def _scan(
-    folder: str, prefix: str, root: str | None = None
+    folder: str, prefix: str, root: str | None = None, skip: tuple[str, ...] = (ARCHIVE_DIR,)
 ) -> Iterator[tuple[str, str, os.DirEntry[str]]]:
     """(relative path, full path, dir entry) of the markdown files below ``folder``, sorted.
 
     Plain strings and ``os.scandir``: this runs before every search, so it must be cheap.
-    Symlinked folders are not followed.
+    Symlinked folders are not followed, nor the folders in ``skip`` (relative paths).
     """
     root = root or folder
     try:
@@ -111,7 +117,8 @@ def _scan(
         if entry.name.startswith("."):
             continue
         if entry.is_dir(follow_symlinks=False):
-            yield from _scan(entry.path, f"{prefix}{entry.name}/", root)
+            if f"{prefix}{entry.name}" not in skip:
+                yield from _scan(entry.path, f"{prefix}{entry.name}/", root, skip)
         elif entry.name.endswith(".md") and _is_file(entry):
             if entry.is_symlink() and not _inside(entry.path, root):
                 continue  # a link out of the memory folder is not memory

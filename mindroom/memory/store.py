@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from mindroom.embeddings.install import vectors_need_numpy
 from mindroom.errors import MemoryStoreError
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MAX_READ_LINES = 400
+_T = TypeVar("_T")
 
 
 class FileMemory:
@@ -100,6 +101,20 @@ class FileMemory:
 
     def prepare(self) -> None:
         """Bring the files to a consistent state before reading them (mirrors repair here)."""
+
+    def as_one_write(self, operation: Callable[[], _T]) -> _T:
+        """Run ``operation``, a few writes of this scope (e.g. through :meth:`write`), as one:
+        a team runs it under its mirror lock and carries it to every copy."""
+        return operation()
+
+    def write(
+        self,
+        relative: str,
+        edit: Callable[[str], str | None],
+        record: Callable[[], HistoryRecord] | None,
+    ) -> tuple[str, str]:
+        """Edit one file by the write protocol (see :meth:`_write`); ``(old, new)`` text."""
+        return self._write(relative, edit, record)
 
     # -- synchronous core (runs in a worker thread) --------------------------------------------
 
@@ -163,9 +178,9 @@ class FileMemory:
             entries = self._entries(record.path)
         except MemoryStoreError:
             return False
-        if record.op == "delete":
+        if record.op in ("delete", "archive"):
             return all(e.id != record.id for e in entries)
-        if record.op == "update":
+        if record.op in ("update", "merge"):
             return any(e.text == record.new for e in entries)
         return any(e.id == record.id for e in entries)
 
@@ -319,10 +334,15 @@ class FileMemory:
         return entry
 
     def restore_sync(self, entry_id: str, *, actor: str) -> MemoryEntry:
-        """Bring back a deleted entry, with its id, into the file it was deleted from."""
+        """Bring back an archived or deleted entry, with its id, into the file it was in."""
+        from mindroom.memory.archive import restore_archived_sync  # the archive builds on this
+
+        restored = restore_archived_sync(self, entry_id.strip(), actor=actor)
+        if restored is not None:
+            return restored
         deletions = [r for r in self.history.records(entry_id) if r.op == "delete"]
         if not deletions:
-            raise MemoryStoreError(f"the history has no deletion of {entry_id!r}")
+            raise MemoryStoreError(f"{entry_id!r} is neither archived nor deleted in the history")
         deleted = deletions[-1]
         assert deleted.old is not None
         _, relative = confined_path(self.scope.root, deleted.path)

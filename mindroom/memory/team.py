@@ -146,7 +146,7 @@ class TeamMemory(FileMemory):
     def _signature(self) -> list[tuple[str, str, int, int, int, int]]:
         found = []
         for member, root in self.mirrors.items():
-            for relative, path in memory_files(root):
+            for relative, path in memory_files(root, archive=True):
                 try:
                     stat = path.stat()
                 except FileNotFoundError:
@@ -251,6 +251,9 @@ class TeamMemory(FileMemory):
             finally:
                 self._consistent = None
                 self._repair_locked(propagating=True)
+
+    def as_one_write(self, operation: Callable[[], _T]) -> _T:
+        return self._mirrored(operation)
 
     # every read repairs first; every write runs inside one mirror lock
     def find(self, entry_id: str) -> MemoryEntry:

@@ -1,0 +1,204 @@
+"""The archive: memory that consolidation merged or superseded, kept, never deleted.
+
+An archived entry moves from its file to ``memory/archive/YYYY-MM.md`` (the month it was
+archived), with its id and text unchanged, followed by one comment line that says where it came
+from and what replaced it::
+
+    - Alice likes tea <!-- m-1a2b3c4d -->
+    <!-- archived 2026-11-24 from memory/2026-11-01.md; merged into m-9f9f9f9f -->
+
+People can read the archive like any memory file; search, recall and listing leave it out
+(:data:`mindroom.memory.index.ARCHIVE_DIR`). ``mindroom memory restore ID`` brings an entry
+back into the file it came from. Only mindroom entries (``m-`` ids) are archived: a line a
+person wrote is never moved or rewritten by consolidation.
+
+Both moves write the receiving file first and then take the entry out of the other one, each
+through the write protocol; the history records the move (``archive`` or ``restore``) before the
+file it leaves changes. So a crash between the two steps leaves the entry in both places, never
+in neither, and :func:`reconcile_archive_sync` (run before every move and every consolidation
+pass) drops the archived copy of an entry that is live: live memory wins. The removal from the
+live file compares the text first: an entry a person changed since it was read stays, and the
+archive copy just written is taken back.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING
+
+from mindroom.errors import MemoryStoreError
+from mindroom.memory.files import read_text
+from mindroom.memory.history import HistoryRecord
+from mindroom.memory.index import ARCHIVE_DIR, memory_files
+from mindroom.memory.markdown import MemoryEntry, append_entry, parse_entries, remove_entry
+from mindroom.memory.scope import ENTRYPOINT, confined_path
+
+if TYPE_CHECKING:
+    from mindroom.memory.store import FileMemory
+
+logger = logging.getLogger(__name__)
+
+_NOTE_RE = re.compile(
+    r"^<!-- archived (?P<on>\d{4}-\d{2}-\d{2}) from (?P<source>.+?)(?:; (?P<why>.*?))? -->[ \t]*$"
+)
+
+
+@dataclass(frozen=True)
+class ArchivedEntry:
+    """An entry in the archive: the entry (its path is the archive file), where it came from,
+    the day it was archived and why (``merged into m-...``)."""
+
+    entry: MemoryEntry
+    source: str
+    archived_on: str
+    why: str
+
+
+def archive_file(day: dt.date) -> str:
+    """The archive file of the month of ``day``."""
+    return f"{ARCHIVE_DIR}/{day:%Y-%m}.md"
+
+
+def _note(on: dt.date, source: str, why: str) -> str:
+    clean = " ".join(f"{source}; {why}".replace("-->", "- ->").split())
+    return f"<!-- archived {on.isoformat()} from {clean} -->"
+
+
+def _lines(document: str) -> list[str]:
+    return document.split("\n")
+
+
+def archived_entries(memory: FileMemory) -> list[ArchivedEntry]:
+    """Every entry in the scope's archive files, oldest file first."""
+    found: list[ArchivedEntry] = []
+    for relative, path in memory_files(memory.scope.root, archive=True):
+        if not relative.startswith(ARCHIVE_DIR + "/"):
+            continue
+        document = read_text(path, relative)
+        lines = _lines(document)
+        for entry in parse_entries(document, relative):
+            after = lines[entry.end_line] if entry.end_line < len(lines) else ""
+            note = _NOTE_RE.match(after.removesuffix("\r"))
+            source = note.group("source") if note else ENTRYPOINT
+            found.append(
+                ArchivedEntry(
+                    entry,
+                    source,
+                    note.group("on") if note else "",
+                    (note.group("why") or "") if note else "",
+                )
+            )
+    return found
+
+
+def _without(document: str, relative: str, entry: MemoryEntry) -> str | None:
+    """``document`` without ``entry`` (and its archive note); None when it is not there as read."""
+    current = next((e for e in parse_entries(document, relative) if e.id == entry.id), None)
+    if current is None or current.text != entry.text:
+        return None
+    lines = _lines(document)
+    if current.end_line < len(lines) and _NOTE_RE.match(lines[current.end_line].rstrip("\r")):
+        del lines[current.end_line]
+        document = "\n".join(lines)
+    return remove_entry(document, relative, entry.id)
+
+
+def _append(document: str, entry: MemoryEntry, note: str | None) -> str | None:
+    """``document`` with ``entry`` (and a note line) at its end; None when its id is there."""
+    if any(e.id == entry.id for e in parse_entries(document, "")):
+        return None
+    added = append_entry(document, entry.id, entry.text)
+    return added + note + "\n" if note else added
+
+
+def _live_ids(memory: FileMemory) -> set[str]:
+    memory.index.sync()
+    return {row[1] for row in memory.index.snapshot()}
+
+
+def reconcile_archive_sync(memory: FileMemory) -> int:
+    """Drop the archived copy of every entry that is also live (a move cut short by a crash,
+    either way); returns how many copies were dropped."""
+    archived = archived_entries(memory)
+    if not archived:
+        return 0
+    live = _live_ids(memory)
+    dropped = 0
+    for item in archived:
+        if item.entry.id in live:
+            _, relative = confined_path(memory.scope.root, item.entry.path)
+            old, new = memory.write(
+                relative, partial(_without, relative=relative, entry=item.entry), None
+            )
+            dropped += old != new
+    if dropped:
+        logger.info(
+            "memory %s: %d archived copies of live entries dropped", memory.scope_id, dropped
+        )
+    return dropped
+
+
+def archive_entry_sync(
+    memory: FileMemory, entry: MemoryEntry, *, into: str | None, why: str, actor: str,
+    today: dt.date,
+) -> bool:  # fmt: skip
+    """Move ``entry`` (as read: same id and text) to the archive; False when it changed or
+    went since it was read (then nothing moves). ``into`` is the id that replaces it."""
+    if entry.hand_written:
+        raise MemoryStoreError(f"{entry.id} is a line a person wrote: it is never archived")
+    target = archive_file(today)
+
+    def move() -> bool:
+        reconcile_archive_sync(memory)
+        memory.write(target, lambda doc: _append(doc, entry, _note(today, entry.path, why)), None)
+
+        def record() -> HistoryRecord:
+            return memory.history.append(
+                actor=actor, op="archive", entry_id=entry.id, path=entry.path,
+                old=entry.text, new=None, meta={"archive": target, "into": into, "why": why},
+            )  # fmt: skip
+
+        old, new = memory.write(entry.path, lambda doc: _without(doc, entry.path, entry), record)
+        if old != new:
+            return True
+        archived = MemoryEntry(entry.id, entry.text, target, 0, 0)
+        memory.write(target, lambda doc: _without(doc, target, archived), None)
+        return False
+
+    return memory.as_one_write(move)
+
+
+def restore_archived_sync(memory: FileMemory, entry_id: str, *, actor: str) -> MemoryEntry | None:
+    """Bring the archived entry ``entry_id`` back into the file it came from (MEMORY.md if that
+    path is no longer usable); None when the archive does not hold it."""
+
+    def move() -> MemoryEntry | None:
+        reconcile_archive_sync(memory)
+        item = next((a for a in archived_entries(memory) if a.entry.id == entry_id), None)
+        if item is None:
+            return None
+        try:
+            _, source = confined_path(memory.scope.root, item.source)
+        except MemoryStoreError:
+            source = ENTRYPOINT
+        if source.startswith(ARCHIVE_DIR + "/") or not source.endswith(".md"):
+            source = ENTRYPOINT
+
+        def record() -> HistoryRecord:
+            return memory.history.append(
+                actor=actor, op="restore", entry_id=entry_id, path=source, old=None,
+                new=item.entry.text, meta={"archive": item.entry.path},
+            )  # fmt: skip
+
+        _, new = memory.write(source, lambda doc: _append(doc, item.entry, None), record)
+        memory.write(item.entry.path, lambda doc: _without(doc, item.entry.path, item.entry), None)
+        restored = next((e for e in parse_entries(new, source) if e.id == entry_id), None)
+        if restored is None:
+            raise MemoryStoreError(f"memory {entry_id} was restored but is no longer in {source}")
+        return restored
+
+    return memory.as_one_write(move)
