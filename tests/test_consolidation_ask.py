@@ -121,8 +121,8 @@ def test_an_unreachable_server_is_a_model_error() -> None:
 
 
 def test_an_unknown_or_unsupported_model_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="memory.maintenance.consolidation.model.*nope"):
-        model_ask(config("http://127.0.0.1:9/v1", model="nope"), None, 5)
+    with pytest.raises(ConfigError, match="unknown model 'nope'"):
+        model_ask(config("http://127.0.0.1:9/v1"), "nope", 5)
     anthropic = Config.model_validate({"models": {"default": {"provider": "anthropic", "id": "c"}}})
     with pytest.raises(ConfigError, match="anthropic.*llm_command"):
         model_ask(anthropic, None, 5)

@@ -134,6 +134,12 @@ class MemoryRegistry:
                 memory = self._mem0[scope_id] = Mem0Memory(engine, scope_id, state, agent)
         return memory
 
+    def open_private_scope(self, scope: MemoryScope, agent: str | None) -> FileMemory:
+        """The file memory of a person's ``scope`` found on disk (a private companion's folder,
+        ``agent``, or a team's with one, agent None), kept among the recently used ones."""
+        config = self.config.agent_embedder(agent) if agent else self.config.memory.embedder
+        return self._get_private(scope, self.embedder(config))
+
     def private_instance(self, agent: str, requester: str) -> PrivateInstance | None:
         """The private instance of ``agent`` for ``requester``; None for a shared agent."""
         private = self.config.agents[agent].private

@@ -404,3 +404,26 @@ class VectorIndex:
                 for e, vector in zip(block.entries, block.vectors, strict=True)
             ]
         return sorted(rows, key=lambda row: row[:5])
+
+    def neighbours(
+        self, among: list[str], wanted: list[str], k: int
+    ) -> dict[str, list[tuple[str, float]]]:
+        """Each id of ``wanted`` with its ``k`` nearest entries of ``among`` by cosine (itself
+        left out); ids without a vector are left out on both sides."""
+        by_id = {row[1]: row[5] for row in self.snapshot()}
+        ids = [i for i in among if i in by_id]
+        asked = [i for i in wanted if i in by_id]
+        if not ids or not asked:
+            return {}
+        matrix = np.stack([by_id[i] for i in ids])
+        top_k = min(k + 1, len(ids))
+        found: dict[str, list[tuple[str, float]]] = {}
+        for start in range(0, len(asked), 256):
+            chunk = asked[start : start + 256]
+            scores = np.stack([by_id[i] for i in chunk]) @ matrix.T
+            top = np.argpartition(-scores, top_k - 1, axis=1)[:, :top_k]
+            for row, entry_id in enumerate(chunk):
+                found[entry_id] = [
+                    (ids[j], float(scores[row, j])) for j in top[row] if ids[j] != entry_id
+                ]
+        return found

@@ -1,0 +1,434 @@
+"""One consolidation pass over one file-backed scope (blocking: run it in a worker thread).
+
+1. Candidates: entries of daily files at least ``min_age_days`` old, entries of other files
+   (``MEMORY.md``, topic files) changed within ``recent_days``, and entries recall used at least
+   ``frequent_retrievals`` times. Younger daily entries are left to settle.
+2. Pairs: each candidate against every live entry that shares a content word with it, and its
+   nearest neighbours by embedding when the scope has a semantic index; exact duplicates by
+   normalised text. :mod:`.signals` puts each pair in a band.
+3. Without a model: exact and near-exact duplicates merge (the entry with more detail, else
+   the one in ``MEMORY.md``, else the older one, is kept; the other is archived with a
+   pointer to it); a negated twin is recorded as a conflict.
+4. With a model (deep runs, within the budget): mid-similarity pairs and pairs about one
+   subject go to the judge in batches; "same" merges them into the model's text, "conflict"
+   is recorded. Past the budget the rest waits for the next run (their fingerprints are not
+   written).
+5. Promotion: a daily fact whose corroboration reaches ``promotion_confidence`` is copied to
+   ``MEMORY.md`` unless it is there already; the daily note stays, the dated record of the day
+   (a daily note and its copy in ``MEMORY.md`` are not duplicates of each other, and the
+   flush's curation, which copies the same way, never makes a second copy). Confidence is
+   ``1 - 0.5 ** n``, ``n`` the distinct days the fact was noted on (merged duplicates carry
+   their days to the entry kept) plus one if recall used it ``frequent_retrievals`` times: a fact
+   noted on two days reaches 0.75.
+
+Nothing is deleted: what a merge replaces is archived (:mod:`mindroom.memory.archive`), the
+kept entry's history records its sources. A line a person wrote is never rewritten or moved:
+where a merge would do that, a proposed merge is recorded for the person instead. Every write
+compares the text it read: an entry a person changed meanwhile is left as it is now.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mindroom.config.maintenance_schema import ConsolidationConfig
+from mindroom.errors import EmbedderError, MemoryStoreError
+from mindroom.memory.archive import archive_entry_sync, reconcile_archive_sync
+from mindroom.memory.consolidate.judge import Pair, PairJudge, Verdict
+from mindroom.memory.consolidate.records import ConsolidationRecords
+from mindroom.memory.consolidate.signals import (
+    Band,
+    Thresholds,
+    Words,
+    classify,
+    more_detailed,
+    words,
+)
+from mindroom.memory.dates import daily_date
+from mindroom.memory.history import HistoryRecord
+from mindroom.memory.markdown import MemoryEntry, parse_entries, replace_entry
+from mindroom.memory.scope import ENTRYPOINT
+
+if TYPE_CHECKING:
+    from mindroom.memory.consolidate.fingerprints import Fingerprints
+    from mindroom.memory.store import FileMemory
+
+logger = logging.getLogger(__name__)
+
+ACTOR = "consolidation"
+_NEIGHBOURS = 10  # nearest entries by embedding compared with each candidate
+_PARTNERS = 60  # entries sharing the most words compared with each candidate
+
+
+@dataclass
+class ScopeReport:
+    """What one pass did (counts, and the ids for tests and the bench)."""
+
+    scope: str
+    entries: int = 0
+    candidates: int = 0
+    pairs: int = 0
+    merged: list[tuple[str, str, str]] = field(default_factory=list)  # (kept, archived, how)
+    conflicts: list[tuple[str, str]] = field(default_factory=list)
+    suggestions: list[tuple[str, str]] = field(default_factory=list)
+    promoted: list[tuple[str, str]] = field(default_factory=list)  # (daily id, its copy's id)
+    asked: int = 0  # pairs put to the model
+    unjudged: int = 0  # pairs for the model left without a verdict (budget, failures)
+    skipped_changed: int = 0  # a write found the entry changed by someone else
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "entries": self.entries,
+            "candidates": self.candidates,
+            "pairs": self.pairs,
+            "merged": len(self.merged),
+            "archived": len(self.merged),
+            "conflicts": len(self.conflicts),
+            "suggestions": len(self.suggestions),
+            "promoted": len(self.promoted),
+            "asked": self.asked,
+            "unjudged": self.unjudged,
+            "skipped_changed": self.skipped_changed,
+        }
+
+
+def _live_entries(memory: FileMemory) -> list[MemoryEntry]:
+    memory.index.sync()
+    return [MemoryEntry(row[1], row[2], row[0], row[3], row[4]) for row in memory.index.snapshot()]
+
+
+def _day(entry: MemoryEntry) -> str:
+    day = daily_date(entry.path)
+    return day.isoformat() if day else ""
+
+
+def select_candidates(
+    memory: FileMemory,
+    entries: list[MemoryEntry],
+    retrievals: dict[str, int],
+    settings: ConsolidationConfig,
+    now: dt.datetime,
+) -> list[MemoryEntry]:
+    """The entries this pass looks at (see the module docstring, step 1)."""
+    today = now.astimezone().date()
+    settle = today - dt.timedelta(days=settings.min_age_days)
+    recent = now.timestamp() - settings.recent_days * 86400
+    changed: dict[str, bool] = {}
+    chosen = []
+    for entry in entries:
+        day = daily_date(entry.path)
+        if day is not None:
+            take = day <= settle
+        else:
+            if entry.path not in changed:
+                try:
+                    changed[entry.path] = os.stat(memory.scope.root / entry.path).st_mtime >= recent
+                except OSError:
+                    changed[entry.path] = False
+            take = changed[entry.path]
+        if take or retrievals.get(entry.id, 0) >= settings.frequent_retrievals:
+            chosen.append(entry)
+    return chosen
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A pair found by the signals."""
+
+    a: MemoryEntry
+    b: MemoryEntry
+    band: Band
+    similarity: float
+
+
+def _cosines(
+    memory: FileMemory, entries: list[MemoryEntry], candidates: list[MemoryEntry]
+) -> dict[str, list[tuple[str, float]]] | None:
+    """Each candidate's nearest entries by embedding (None: no semantic index)."""
+    try:
+        vectors = memory.vectors
+        if vectors is None:
+            return None
+        found = vectors.neighbours([e.id for e in entries], [c.id for c in candidates], _NEIGHBOURS)
+    except EmbedderError as exc:
+        logger.warning("consolidation of %s: keyword signals only: %s", memory.scope_id, exc)
+        return None
+    return found or None
+
+
+def find_pairs(
+    entries: list[MemoryEntry],
+    candidates: list[MemoryEntry],
+    words_of: dict[str, Words],
+    neighbours: dict[str, list[tuple[str, float]]] | None,
+    limits: Thresholds,
+) -> list[Candidate]:
+    """Every pair of a candidate and another live entry that falls in a band."""
+    by_id = {e.id: e for e in entries}
+    postings: dict[str, list[str]] = defaultdict(list)
+    for entry in entries:
+        for word in words_of[entry.id].content:
+            postings[word].append(entry.id)
+    seen: set[tuple[str, str]] = set()
+    pairs: list[Candidate] = []
+    for candidate in candidates:
+        shared: Counter[str] = Counter()
+        for word in words_of[candidate.id].content:
+            shared.update(postings[word])
+        cosine = dict(neighbours.get(candidate.id, [])) if neighbours else {}
+        partners = [i for i, _ in shared.most_common(_PARTNERS + 1)] + list(cosine)
+        for other_id in partners:
+            key = tuple(sorted((candidate.id, other_id)))
+            if other_id == candidate.id or key in seen:
+                continue
+            seen.add(key)  # type: ignore[arg-type]
+            other = by_id[other_id]
+            band, similarity = classify(
+                words_of[candidate.id], words_of[other_id], cosine.get(other_id), limits
+            )
+            if band != "none":
+                pairs.append(Candidate(candidate, other, band, similarity))
+    return pairs
+
+
+class ScopePass:
+    """One pass over one scope; see the module docstring."""
+
+    def __init__(
+        self,
+        memory: FileMemory,
+        settings: ConsolidationConfig,
+        *,
+        judge: PairJudge | None,
+        fingerprints: Fingerprints | None,
+        records: ConsolidationRecords,
+        now: dt.datetime,
+    ) -> None:
+        self.memory = memory
+        self.settings = settings
+        self.judge = judge
+        self.fingerprints = fingerprints
+        self.records = records
+        self.now = now
+        self.today = now.astimezone().date()
+        self.report = ScopeReport(memory.scope_id)
+        self.gone: set[str] = set()  # archived (or found changed) in this pass
+        self.limits = Thresholds(
+            settings.merge_similarity,
+            settings.synthesis_similarity,
+            settings.conflict_similarity,
+            settings.lexical_merge,
+        )
+
+    # -- the pass ------------------------------------------------------------------------
+
+    def run(self) -> ScopeReport:
+        self.memory.prepare()
+        reconcile_archive_sync(self.memory)
+        entries = _live_entries(self.memory)
+        self.report.entries = len(entries)
+        retrievals = self.records.retrievals()
+        candidates = select_candidates(self.memory, entries, retrievals, self.settings, self.now)
+        self.report.candidates = len(candidates)
+        self.words_of = {e.id: words(e.text) for e in entries}
+        neighbours = _cosines(self.memory, entries, candidates) if candidates else None
+        pairs = find_pairs(entries, candidates, self.words_of, neighbours, self.limits)
+        pairs += self._exact_pairs(entries, {c.id for c in candidates}, pairs)
+        # a daily note and its copy in MEMORY.md are the dated record and the curated fact:
+        # not duplicates of each other (they may still contradict)
+        pairs = [p for p in pairs if not (_curated_copy(p.a, p.b) and p.band != "conflict")]
+        self.report.pairs = len(pairs)
+        order = {"exact": 0, "merge": 1, "polarity": 2}
+        for pair in sorted(
+            (p for p in pairs if p.band in order), key=lambda p: (order[p.band], -p.similarity)
+        ):
+            if pair.band == "polarity":
+                self._conflict(pair.a, pair.b, "one says the opposite of the other (negation)")
+            else:
+                self._merge_without_model(pair)
+        self._ask_model([p for p in pairs if p.band in ("synthesis", "conflict")])
+        self._promote(entries, retrievals)
+        return self.report
+
+    def _exact_pairs(
+        self, entries: list[MemoryEntry], candidate_ids: set[str], found: list[Candidate]
+    ) -> list[Candidate]:
+        """Exact duplicates the word pairing missed (texts of stop words only, or too common)."""
+        known = {tuple(sorted((p.a.id, p.b.id))) for p in found}
+        groups: dict[str, list[MemoryEntry]] = defaultdict(list)
+        for entry in entries:
+            if self.words_of[entry.id].normal:
+                groups[self.words_of[entry.id].normal].append(entry)
+        extra = []
+        for group in groups.values():
+            for i, a in enumerate(group):
+                for b in group[i + 1 :]:
+                    if (a.id in candidate_ids or b.id in candidate_ids) and tuple(
+                        sorted((a.id, b.id))
+                    ) not in known:
+                        extra.append(Candidate(a, b, "exact", 1.0))
+        return extra
+
+    # -- merging ---------------------------------------------------------------------------
+
+    def _rank(self, entry: MemoryEntry) -> tuple[int, int, str, int]:
+        """Which of two equal entries to keep: MEMORY.md, a person's line, the older one."""
+        return (
+            entry.path != ENTRYPOINT,
+            not entry.hand_written,
+            _day(entry) or "9999",
+            entry.start_line,
+        )
+
+    def _merge_without_model(self, pair: Candidate) -> None:
+        a, b = pair.a, pair.b
+        if a.id in self.gone or b.id in self.gone:
+            return
+        wa, wb = self.words_of[a.id], self.words_of[b.id]
+        if pair.band == "merge" and more_detailed(wa, wb):
+            keep, drop = a, b
+        elif pair.band == "merge" and more_detailed(wb, wa):
+            keep, drop = b, a
+        else:
+            keep, drop = sorted((a, b), key=self._rank)
+        how = "exact duplicate" if pair.band == "exact" else "near-exact duplicate"
+        self._fold(keep, drop, keep.text, how)
+
+    def _fold(self, keep: MemoryEntry, drop: MemoryEntry, text: str, how: str) -> None:
+        """Keep ``keep`` (with ``text``) and archive ``drop`` into it; a person's line is never
+        rewritten or archived: then the merge is proposed instead."""
+        rewrite = text != keep.text
+        if drop.hand_written or (rewrite and keep.hand_written):
+            proposal = {"text": text, "how": how, **self._seen(keep, drop)}
+            if self.records.record("merge", keep.id, drop.id, how, proposal) is not None:
+                self.report.suggestions.append((keep.id, drop.id))
+            return
+        if rewrite and not self._rewrite(keep, text, drop):
+            return
+        moved = archive_entry_sync(
+            self.memory, drop, into=keep.id, why=f"{how}: merged into {keep.id}",
+            actor=ACTOR, today=self.today,
+        )  # fmt: skip
+        if not moved:
+            self.report.skipped_changed += 1
+            self.gone.add(drop.id)
+            return
+        self.gone.add(drop.id)
+        if not rewrite:
+            self.memory.history.append(
+                actor=ACTOR, op="merge", entry_id=keep.id, path=keep.path, old=keep.text,
+                new=keep.text, meta={"sources": [drop.id], "how": how},
+            )  # fmt: skip
+        days = self.records.days(drop.id) | {_day(drop), _day(keep)}
+        self.records.add_days(keep.id, days)
+        self.report.merged.append((keep.id, drop.id, how))
+
+    def _rewrite(self, keep: MemoryEntry, text: str, drop: MemoryEntry) -> bool:
+        """Replace ``keep``'s text (as read) with ``text``; False when it changed meanwhile."""
+
+        def edit(document: str) -> str | None:
+            current = next((e for e in parse_entries(document, keep.path) if e.id == keep.id), None)
+            if current is None or current.text != keep.text:
+                return None
+            return replace_entry(document, keep.path, keep.id, text)
+
+        def record() -> HistoryRecord:
+            return self.memory.history.append(
+                actor=ACTOR, op="merge", entry_id=keep.id, path=keep.path, old=keep.text,
+                new=text, meta={"sources": [drop.id]},
+            )  # fmt: skip
+
+        old, new = self.memory.write(keep.path, edit, record)
+        if old == new:
+            self.report.skipped_changed += 1
+            self.gone.add(keep.id)
+            return False
+        return True
+
+    @staticmethod
+    def _seen(a: MemoryEntry, b: MemoryEntry) -> dict[str, Any]:
+        return {"a": {"id": a.id, "path": a.path, "text": a.text},
+                "b": {"id": b.id, "path": b.path, "text": b.text}}  # fmt: skip
+
+    def _conflict(self, a: MemoryEntry, b: MemoryEntry, reason: str) -> None:
+        if self.records.record("conflict", a.id, b.id, reason, self._seen(a, b)) is not None:
+            self.report.conflicts.append((a.id, b.id))
+
+    # -- the model -------------------------------------------------------------------------
+
+    def _ask_model(self, pairs: list[Candidate]) -> None:
+        pairs = [
+            p
+            for p in pairs
+            if p.a.id not in self.gone
+            and p.b.id not in self.gone
+            and not self.records.known(p.a.id, p.b.id)
+        ]
+        if self.judge is None or not pairs:
+            self.report.unjudged += len(pairs)
+            return
+        order = {"synthesis": 0, "conflict": 1}
+        pairs.sort(key=lambda p: (order[p.band], -p.similarity))
+        asked = [
+            Pair(p.a, p.b, p.similarity, "synthesis" if p.band == "synthesis" else "conflict")
+            for p in pairs
+        ]
+        before = self.judge.unasked
+        verdicts = self.judge.judge(asked, self.fingerprints, now=self.now)
+        self.report.asked += len(asked) - (self.judge.unasked - before)
+        self.report.unjudged += len(asked) - len(verdicts)
+        for verdict in verdicts:
+            self._apply(verdict)
+
+    def _apply(self, verdict: Verdict) -> None:
+        a, b = verdict.pair.a, verdict.pair.b
+        if a.id in self.gone or b.id in self.gone:
+            return
+        if verdict.kind == "conflict":
+            self._conflict(a, b, verdict.reason or "the model found a contradiction")
+        elif verdict.kind == "same" and verdict.merged and not _curated_copy(a, b):
+            keep, drop = sorted((a, b), key=self._rank)
+            self._fold(keep, drop, verdict.merged, "same fact (model)")
+
+    # -- promotion -------------------------------------------------------------------------
+
+    def confidence(self, entry: MemoryEntry, retrievals: dict[str, int]) -> float:
+        """How well a daily fact is corroborated (see the module docstring)."""
+        days = self.records.days(entry.id) | {_day(entry)}
+        n = len(days - {""}) + (retrievals.get(entry.id, 0) >= self.settings.frequent_retrievals)
+        return 1 - 0.5**n
+
+    def _promote(self, entries: Iterable[MemoryEntry], retrievals: dict[str, int]) -> None:
+        """Copy corroborated daily facts into MEMORY.md (the daily note stays, dated)."""
+        long_term = {self.words_of[e.id].normal for e in entries if e.path == ENTRYPOINT}
+        for entry in entries:
+            normal = self.words_of[entry.id].normal
+            if (
+                entry.id in self.gone
+                or normal in long_term
+                or daily_date(entry.path) is None
+                or self.confidence(entry, retrievals) < self.settings.promotion_confidence
+            ):
+                continue
+            try:
+                added = self.memory.add_sync(entry.text, actor=ACTOR, path=ENTRYPOINT)
+            except MemoryStoreError as exc:
+                logger.warning(
+                    "consolidation of %s: promotion failed: %s", self.memory.scope_id, exc
+                )
+                return
+            long_term.add(normal)
+            self.records.add_days(added.id, self.records.days(entry.id) | {_day(entry)})
+            self.report.promoted.append((entry.id, added.id))
+
+
+def _curated_copy(a: MemoryEntry, b: MemoryEntry) -> bool:
+    """Whether one of the two is in MEMORY.md and the other in a daily file."""
+    paths = {a.path, b.path}
+    return ENTRYPOINT in paths and any(daily_date(p) is not None for p in paths)
