@@ -33,6 +33,7 @@ from typing import TypeVar
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.bounded import bounded
 from mindroom.memory.files import atomic_write, clean_temp_files, edit_file, file_lock, read_text
+from mindroom.memory.history import HistoryRecord
 from mindroom.memory.index import SearchHit, memory_files
 from mindroom.memory.markdown import ENTRY_ID_RE, MemoryEntry, parse_entries, remove_entry
 from mindroom.memory.scope import MemoryScope, state_dir, team_scope_id
@@ -254,6 +255,14 @@ class TeamMemory(FileMemory):
 
     def as_one_write(self, operation: Callable[[], _T]) -> _T:
         return self._mirrored(operation)
+
+    def write(
+        self,
+        relative: str,
+        edit: Callable[[str], str | None],
+        record: Callable[[], HistoryRecord] | None,
+    ) -> tuple[str, str]:
+        return self._mirrored(lambda: super(TeamMemory, self).write(relative, edit, record))
 
     # every read repairs first; every write runs inside one mirror lock
     def find(self, entry_id: str) -> MemoryEntry:

@@ -10,9 +10,10 @@
    the one in ``MEMORY.md``, else the older one, is kept; the other is archived with a
    pointer to it); a negated twin is recorded as a conflict.
 4. With a model (deep runs, within the budget): mid-similarity pairs and pairs about one
-   subject go to the judge in batches; "same" merges them into the model's text, "conflict"
-   is recorded. Past the budget the rest waits for the next run (their fingerprints are not
-   written).
+   subject go to the judge in batches (pairs noted within ``time_window_days`` of each other
+   first); "same" adds the model's text as a new entry whose history names both sources, and
+   archives both originals with a pointer to it; "conflict" is recorded. Past the budget the
+   rest waits for the next run (their fingerprints are not written).
 5. Promotion: a daily fact whose corroboration reaches ``promotion_confidence`` is copied to
    ``MEMORY.md`` unless it is there already; the daily note stays, the dated record of the day
    (a daily note and its copy in ``MEMORY.md`` are not duplicates of each other, and the
@@ -39,7 +40,11 @@ from typing import TYPE_CHECKING, Any
 
 from mindroom.config.maintenance_schema import ConsolidationConfig
 from mindroom.errors import EmbedderError, MemoryStoreError
-from mindroom.memory.archive import archive_entry_sync, reconcile_archive_sync
+from mindroom.memory.archive import (
+    archive_entry_sync,
+    reconcile_archive_sync,
+    restore_archived_sync,
+)
 from mindroom.memory.consolidate.judge import Pair, PairJudge, Verdict
 from mindroom.memory.consolidate.records import ConsolidationRecords
 from mindroom.memory.consolidate.signals import (
@@ -52,7 +57,7 @@ from mindroom.memory.consolidate.signals import (
 )
 from mindroom.memory.dates import daily_date
 from mindroom.memory.history import HistoryRecord
-from mindroom.memory.markdown import MemoryEntry, parse_entries, replace_entry
+from mindroom.memory.markdown import MemoryEntry, append_entry, new_entry_id, parse_entries
 from mindroom.memory.scope import ENTRYPOINT
 
 if TYPE_CHECKING:
@@ -301,7 +306,8 @@ class ScopePass:
         self._fold(keep, drop, keep.text, how)
 
     def _fold(self, keep: MemoryEntry, drop: MemoryEntry, text: str, how: str) -> None:
-        """Keep ``keep`` (with ``text``) and archive ``drop`` into it; a person's line is never
+        """Keep ``keep`` and archive ``drop`` with a pointer to it; with a new ``text`` (the
+        model's synthesis) a new entry says it and both are archived. A person's line is never
         rewritten or archived: then the merge is proposed instead."""
         rewrite = text != keep.text
         if drop.hand_written or (rewrite and keep.hand_written):
@@ -309,47 +315,69 @@ class ScopePass:
             if self.records.record("merge", keep.id, drop.id, how, proposal) is not None:
                 self.report.suggestions.append((keep.id, drop.id))
             return
-        if rewrite and not self._rewrite(keep, text, drop):
+        if rewrite:
+            merged = self.memory.as_one_write(lambda: self._synthesize(keep, drop, text, how))
+            if merged is None:
+                self.report.skipped_changed += 1
+                self.gone.update((keep.id, drop.id))
+                return
+            self.gone.update((keep.id, drop.id))
+            self.records.add_days(
+                merged, self.records.days(keep.id) | self.records.days(drop.id)
+                | {_day(keep), _day(drop)},
+            )  # fmt: skip
+            self.report.merged.append((merged, keep.id, how))
+            self.report.merged.append((merged, drop.id, how))
             return
         moved = archive_entry_sync(
             self.memory, drop, into=keep.id, why=f"{how}: merged into {keep.id}",
             actor=ACTOR, today=self.today,
         )  # fmt: skip
+        self.gone.add(drop.id)
         if not moved:
             self.report.skipped_changed += 1
-            self.gone.add(drop.id)
             return
-        self.gone.add(drop.id)
-        if not rewrite:
-            self.memory.history.append(
-                actor=ACTOR, op="merge", entry_id=keep.id, path=keep.path, old=keep.text,
-                new=keep.text, meta={"sources": [drop.id], "how": how},
-            )  # fmt: skip
+        self.memory.history.append(
+            actor=ACTOR, op="merge", entry_id=keep.id, path=keep.path, old=keep.text,
+            new=keep.text, meta={"sources": [drop.id], "how": how},
+        )  # fmt: skip
         days = self.records.days(drop.id) | {_day(drop), _day(keep)}
         self.records.add_days(keep.id, days)
         self.report.merged.append((keep.id, drop.id, how))
 
-    def _rewrite(self, keep: MemoryEntry, text: str, drop: MemoryEntry) -> bool:
-        """Replace ``keep``'s text (as read) with ``text``; False when it changed meanwhile."""
-
-        def edit(document: str) -> str | None:
-            current = next((e for e in parse_entries(document, keep.path) if e.id == keep.id), None)
-            if current is None or current.text != keep.text:
-                return None
-            return replace_entry(document, keep.path, keep.id, text)
+    def _synthesize(self, keep: MemoryEntry, drop: MemoryEntry, text: str, how: str) -> str | None:
+        """A new entry with ``text`` beside ``keep`` (history: a merge of both, its sources),
+        then both originals archived with a pointer to it; the new entry's id. None when a
+        person changed either meanwhile: then everything is as it was (the new entry taken
+        out again, an original already archived brought back; the history tells all)."""
+        merged_id = new_entry_id()
+        sources = [keep.id, drop.id]
 
         def record() -> HistoryRecord:
             return self.memory.history.append(
-                actor=ACTOR, op="merge", entry_id=keep.id, path=keep.path, old=keep.text,
-                new=text, meta={"sources": [drop.id]},
+                actor=ACTOR, op="merge", entry_id=merged_id, path=keep.path, old=None,
+                new=text, meta={"sources": sources, "how": how},
             )  # fmt: skip
 
-        old, new = self.memory.write(keep.path, edit, record)
+        def add(document: str) -> str | None:
+            ids = {e.id for e in parse_entries(document, keep.path)}
+            return None if keep.id not in ids else append_entry(document, merged_id, text)
+
+        old, new = self.memory.write(keep.path, add, record)
         if old == new:
-            self.report.skipped_changed += 1
-            self.gone.add(keep.id)
-            return False
-        return True
+            return None
+        for done, entry in enumerate((keep, drop)):
+            other = drop.id if entry is keep else keep.id
+            why = f"{how}: merged with {other} into {merged_id}"
+            if archive_entry_sync(
+                self.memory, entry, into=merged_id, why=why, actor=ACTOR, today=self.today
+            ):
+                continue
+            if done:
+                restore_archived_sync(self.memory, keep.id, actor=ACTOR)
+            self.memory.delete_sync(merged_id, actor=ACTOR)
+            return None
+        return merged_id
 
     @staticmethod
     def _seen(a: MemoryEntry, b: MemoryEntry) -> dict[str, Any]:
@@ -357,6 +385,8 @@ class ScopePass:
                 "b": {"id": b.id, "path": b.path, "text": b.text}}  # fmt: skip
 
     def _conflict(self, a: MemoryEntry, b: MemoryEntry, reason: str) -> None:
+        if a.id in self.gone or b.id in self.gone:
+            return  # merged away in this pass: its twin stands for it
         if self.records.record("conflict", a.id, b.id, reason, self._seen(a, b)) is not None:
             self.report.conflicts.append((a.id, b.id))
 
@@ -374,7 +404,7 @@ class ScopePass:
             self.report.unjudged += len(pairs)
             return
         order = {"synthesis": 0, "conflict": 1}
-        pairs.sort(key=lambda p: (order[p.band], -p.similarity))
+        pairs.sort(key=lambda p: (order[p.band], not self._close_in_time(p), -p.similarity))
         asked = [
             Pair(p.a, p.b, p.similarity, "synthesis" if p.band == "synthesis" else "conflict")
             for p in pairs
@@ -385,6 +415,15 @@ class ScopePass:
         self.report.unjudged += len(asked) - len(verdicts)
         for verdict in verdicts:
             self._apply(verdict)
+
+    def _close_in_time(self, pair: Candidate) -> bool:
+        """Whether the two were noted within ``time_window_days`` (undated: no); such pairs
+        are likelier one fact told twice, so the model sees them first when the budget is
+        short."""
+        a, b = daily_date(pair.a.path), daily_date(pair.b.path)
+        return (
+            a is not None and b is not None and abs((a - b).days) <= self.settings.time_window_days
+        )
 
     def _apply(self, verdict: Verdict) -> None:
         a, b = verdict.pair.a, verdict.pair.b
