@@ -2,8 +2,9 @@
 
 Thin: resolves the scope from the config and prints what the memory returns. Every write
 is recorded in the scope's history with actor ``cli``. On a mem0 agent the ids are mem0's and
-``history`` shows mem0's change records; ``restore`` and ``reindex`` belong to the file
-backend (its history and its indexes over files) and are refused there with what to do instead.
+``history`` shows mem0's change records; ``restore``, ``reindex``, ``conflicts`` and
+``resolve`` belong to the file backend (its history, its archive, its indexes over files and
+what consolidation records beside them) and are refused there with what to do instead.
 """
 
 from __future__ import annotations
@@ -44,7 +45,16 @@ def add_memory_parser(sub: argparse._SubParsersAction, common) -> None:  # type:
     add.add_argument("--file", help="memory file (default MEMORY.md)")
     action("get", "show one memory").add_argument("id")
     action("history", "show the history (of one memory)").add_argument("id", nargs="?")
-    action("restore", "bring back a deleted memory").add_argument("id")
+    action("restore", "bring back a deleted or archived memory").add_argument("id")
+    action(
+        "conflicts", "list contradictions and proposed merges consolidation recorded"
+    ).add_argument("--all", action="store_true", help="settled ones too")
+    resolve = action("resolve", "settle a recorded conflict or proposed merge")
+    resolve.add_argument("conflict", help="its id (c-...), from `mindroom memory conflicts`")
+    resolve.add_argument("--keep", metavar="ID", help="keep this entry, archive the other")
+    resolve.add_argument("--keep-both", action="store_true", help="keep both as they are")
+    resolve.add_argument("--edit", metavar="TEXT", help="new text for the kept entry")
+    resolve.add_argument("--accept", action="store_true", help="apply a proposed merge")
     action("reindex", "rebuild the search indexes (keywords, vectors) from the files")
     action("export", "write every memory as markdown entries").add_argument(
         "--output", type=Path, help="file to write (default: standard output)"
@@ -231,6 +241,10 @@ def _act(args: argparse.Namespace, memory: FileMemory | Mem0Memory) -> int:
     elif args.action == "restore":
         e = memory.restore_sync(args.id, actor="cli")
         print(f"restored {_line(e.id, e.path, e.start_line, e.text)}")
+    elif args.action == "conflicts":
+        return _conflicts(args, memory)
+    elif args.action == "resolve":
+        return _resolve(args, memory)
     elif args.action == "reindex":
         count = memory.index.rebuild()
         print(f"reindexed {count} memories from {memory.scope.root}")
@@ -244,12 +258,74 @@ def _mem0_line(entry_id: str, text: str) -> str:
     return f"{entry_id}  {first}{more}"
 
 
+def _conflicts(args: argparse.Namespace, memory: FileMemory) -> int:
+    """``mindroom memory conflicts``: each recorded pair with both texts as they are now."""
+    from mindroom.memory.consolidate.records import ConsolidationRecords, db_path
+    from mindroom.memory.consolidate.resolve import sides
+
+    records = ConsolidationRecords(db_path(memory.scope.state_dir))
+    try:
+        found = records.conflicts(include_resolved=args.all)
+        for conflict in found:
+            when = dt.datetime.fromtimestamp(conflict.created_at).strftime("%Y-%m-%d")
+            print(
+                f"{conflict.id}  {conflict.kind:<8} {conflict.status:<8} {when}  {conflict.reason}"
+            )
+            for mark, side in zip("AB", sides(memory, conflict), strict=True):
+                if side.now is None:
+                    print(f"  {mark} {side.id}  (no longer in memory)  {side.recorded}")
+                else:
+                    e = side.now
+                    print(f"  {mark} {_line(e.id, e.path, e.start_line, e.text)}")
+            if conflict.kind == "merge":
+                print(f"  proposed: {conflict.metadata.get('text', '')}")
+            if conflict.resolution:
+                print(f"  settled: {conflict.resolution}")
+    finally:
+        records.close()
+    which = "recorded" if args.all else "open"
+    print(f"({len(found)} {which} in {memory.scope.root})")
+    if found and not args.all:
+        user = f" --user {args.user}" if args.user else ""
+        print(
+            f"settle one with: mindroom memory resolve --agent {args.agent}{user} ID "
+            "--keep A_OR_B_ID | --keep-both | --edit TEXT [--keep ID] | --accept"
+        )
+    return 0
+
+
+def _resolve(args: argparse.Namespace, memory: FileMemory) -> int:
+    """``mindroom memory resolve``: settle one recorded pair (see its module)."""
+    from mindroom.memory.consolidate.records import ConsolidationRecords, db_path
+    from mindroom.memory.consolidate.resolve import resolve
+
+    records = ConsolidationRecords(db_path(memory.scope.state_dir))
+    try:
+        done = resolve(
+            memory, records, args.conflict, keep=args.keep, keep_both=args.keep_both,
+            text=args.edit, accept=args.accept,
+        )  # fmt: skip
+    finally:
+        records.close()
+    print(f"{args.conflict}: {done}")
+    return 0
+
+
 # What restore and reindex would do has no meaning in mem0; say why and what to do instead.
 _MEM0_REFUSALS = {
     "restore": (
         "it uses the mem0 backend, which forgets a deleted memory (only its history keeps the "
         "text). See the text with `mindroom memory history --agent {agent} ID` and store it "
         "again with `mindroom memory add --agent {agent} TEXT`."
+    ),
+    "conflicts": (
+        "it uses the mem0 backend, which settles a new fact against the stored ones as it "
+        "stores it (it updates or deletes instead of keeping a contradiction); see what it "
+        "changed with `mindroom memory history --agent {agent}`."
+    ),
+    "resolve": (
+        "it uses the mem0 backend, which records no conflicts (see `mindroom memory "
+        "conflicts --agent {agent}`)."
     ),
     "reindex": (
         "it uses the mem0 backend, which embeds each memory as it is stored and has no files "
@@ -340,7 +416,9 @@ def run_recall(args: argparse.Namespace) -> int:
     else:
         _, registry = _open(args)  # checks the agent and --user like every memory action
     try:
-        _, block = agent_recall(registry.config, registry, args.agent, args.message, args.user)
+        _, block = agent_recall(
+            registry.config, registry, args.agent, args.message, args.user, count=False
+        )
     finally:
         registry.close()
     if block:

@@ -33,6 +33,7 @@ import logging
 from dataclasses import dataclass, field
 
 from mindroom.config.schema import Config, FileMemoryConfig
+from mindroom.memory.consolidate.records import ConsolidationRecords, db_path
 from mindroom.memory.hybrid import hybrid_search
 from mindroom.memory.index import SearchHit
 from mindroom.memory.markdown import MemoryEntry
@@ -125,9 +126,11 @@ def _entries_section(
     *,
     lines: int | None = None,
     entries: int | None = None,
+    picked: list[MemoryEntry] | None = None,
 ) -> str:
     """A section of entries, best first, while they fit in ``lines`` lines, ``entries`` entries
-    and the budget (a one-item list of the characters left, spent here)."""
+    and the budget (a one-item list of the characters left, spent here); the entries shown are
+    added to ``picked``."""
     shown: list[str] = []
     used = 0
     for candidate in found:
@@ -141,6 +144,8 @@ def _entries_section(
         budget[0] -= cost
         used += count
         shown.append(line)
+        if picked is not None:
+            picked.append(candidate.entry)
     return f"{title}\n" + "\n".join(shown) if shown else ""
 
 
@@ -176,8 +181,13 @@ def build_recall(
     *,
     now: dt.datetime | None = None,
     label: str = "",
+    count: bool = True,
 ) -> str:
-    """The recall block of ``memory`` for a turn answering ``query`` ('' when it is empty)."""
+    """The recall block of ``memory`` for a turn answering ``query`` ('' when it is empty).
+
+    With ``count`` the entries it shows are counted as retrieved (consolidation looks at
+    entries recalled often); a preview (``mindroom memory recall``) does not count.
+    """
     memory.prepare()
     now = now or dt.datetime.now()
     recent, older = _relevant(memory, query, settings, now)
@@ -190,15 +200,64 @@ def build_recall(
     )
     # what is left once the frame is paid; the relevant entries go first
     budget = [settings.max_chars - len(OPEN) - len(intro) - len(CLOSE) - 6]
+    picked: list[MemoryEntry] = []
     recent_text = _entries_section(
-        "### Recent (today and yesterday)", recent, budget, lines=settings.max_recent_lines
+        "### Recent (today and yesterday)",
+        recent,
+        budget,
+        lines=settings.max_recent_lines,
+        picked=picked,
     )
-    older_text = _entries_section("### Related memories", older, budget, entries=settings.hits)
+    older_text = _entries_section(
+        "### Related memories", older, budget, entries=settings.hits, picked=picked
+    )
+    conflicts_text = _conflicts_section(memory, picked, budget, count=count)
     entrypoint = _entrypoint_section(memory, settings.max_entrypoint_lines, budget[0])
-    present = [s for s in (entrypoint, recent_text, older_text) if s]
+    present = [s for s in (entrypoint, recent_text, older_text, conflicts_text) if s]
     if not present:
         return ""
     return "\n\n".join([OPEN, intro, *present, CLOSE])
+
+
+def _conflicts_section(
+    memory: FileMemory, picked: list[MemoryEntry], budget: list[int], *, count: bool
+) -> str:
+    """The open conflicts (recorded by consolidation, not yet settled by a person) among the
+    entries shown and ``MEMORY.md``'s, so the agent does not pick one side silently; counts
+    the retrieval of the shown entries when ``count``. Nothing when the scope has no
+    consolidation records yet."""
+    path = db_path(memory.scope.state_dir)
+    if not picked and not path.exists():
+        return ""
+    records = ConsolidationRecords(path)
+    try:
+        if count and picked:
+            records.note_retrieved(e.id for e in picked if not e.hand_written)
+        if not path.exists():
+            return ""
+        shown = [e.id for e in picked]
+        shown += [e.id for e in memory.entries_of(ENTRYPOINT)]
+        conflicts = records.open_for(shown)
+    finally:
+        records.close()
+    title = (
+        "### Open conflicts (contradicting memories a person has not settled yet: when one "
+        "matters, say both and ask, do not pick one)"
+    )
+    lines: list[str] = []
+    for conflict in conflicts:
+        a, b = conflict.metadata.get("a", {}), conflict.metadata.get("b", {})
+        line = (
+            f"- {a.get('text', conflict.memory_id)!r} [{conflict.memory_id}] / "
+            f"{b.get('text', conflict.conflicting_memory_id)!r} [{conflict.conflicting_memory_id}]"
+            f": {conflict.reason}"
+        )
+        cost = len(line) + 1 + (0 if lines else len(title) + 2)
+        if cost > budget[0]:
+            continue
+        budget[0] -= cost
+        lines.append(line)
+    return f"{title}\n" + "\n".join(lines) if lines else ""
 
 
 def build_mem0_recall(
@@ -224,7 +283,13 @@ def build_mem0_recall(
 
 
 def recall_block(
-    config: Config, memory: ScopeMemory, text: str, label: str = "", now: dt.datetime | None = None
+    config: Config,
+    memory: ScopeMemory,
+    text: str,
+    label: str = "",
+    now: dt.datetime | None = None,
+    *,
+    count: bool = True,
 ) -> str:
     """The recall block of ``memory`` for ``text`` with ``config``'s settings; a failure is
     logged and recalls nothing (recall must never cost the answer)."""
@@ -232,7 +297,7 @@ def recall_block(
     try:
         if isinstance(memory, Mem0Memory):
             return build_mem0_recall(memory, text, settings, label=label)
-        return build_recall(memory, text, settings, now=now, label=label)
+        return build_recall(memory, text, settings, now=now, label=label, count=count)
     except Exception:
         logger.exception("recall of %s failed", memory.scope_id)
         return ""
@@ -247,6 +312,7 @@ def agent_recall(
     *,
     private_recall: bool = True,
     now: dt.datetime | None = None,
+    count: bool = True,
 ) -> tuple[ScopeMemory | None, str]:
     """The memory of ``agent`` for ``requester`` and what a new turn answering ``text``
     recalls: its own memory's block and each of its teams' (blocking: run it in a thread).
@@ -257,9 +323,11 @@ def agent_recall(
     if not private_recall and config.agents[agent].private is not None:
         return None, ""
     memory = memories.for_agent(agent, requester)
-    blocks = [recall_block(config, memory, text, now=now)] if memory is not None else []
+    blocks = (
+        [recall_block(config, memory, text, now=now, count=count)] if memory is not None else []
+    )
     for team in config.teams_of(agent):
         team_memory = memories.for_team(config.teams[team].agents)
         if team_memory is not None:
-            blocks.append(recall_block(config, team_memory, text, f"team {team}", now))
+            blocks.append(recall_block(config, team_memory, text, f"team {team}", now, count=count))
     return memory, "\n\n".join(b for b in blocks if b)

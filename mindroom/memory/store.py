@@ -122,6 +122,10 @@ class FileMemory:
         path, relative = confined_path(self.scope.root, relative)
         return parse_entries(read_text(path, relative), relative)
 
+    def entries_of(self, relative: str) -> list[MemoryEntry]:
+        """The entries of file ``relative`` as it is now (none when it does not exist)."""
+        return self._entries(relative)
+
     def _write(
         self,
         relative: str,
