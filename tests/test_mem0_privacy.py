@@ -131,8 +131,12 @@ def extracted_apart(model: ScriptedModel, people: list[tuple[Human, str]]) -> No
     """mem0's extraction of each person's conversations (their lines carry their id) never
     saw the other's fruit, neither in the words nor among the memories it was shown."""
     for person, theirs in people:
+        # a line names its speaker as "@id: text", or "Name (@id): text" in a group room
+        named = (f"{person.user_id}: ", f"({person.user_id}): ")
         extractions = [
-            r for r in model.requests if is_mem0(r) and f"{person.user_id}: " in new_messages(r)
+            r
+            for r in model.requests
+            if is_mem0(r) and any(mark in new_messages(r) for mark in named)
         ]
         assert extractions
         assert all(theirs not in last_user_text(r) for r in extractions)
