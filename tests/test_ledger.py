@@ -320,3 +320,64 @@ async def test_database_uses_write_ahead_logging(ledger: Ledger, db_path: Path) 
         connection.close()
     assert mode == "wal"
     assert count == 1
+
+
+# -- a write cancelled half-way (shutdown cancels the task that writes) ------------------------
+
+
+def _write_lock_is_free(path: Path) -> bool:
+    """Whether another connection can take the database's write lock at once."""
+    other = sqlite3.connect(path, timeout=0.2)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.rollback()
+        return True
+    except sqlite3.OperationalError as exc:
+        if "locked" not in str(exc):
+            raise
+        return False
+    finally:
+        other.close()
+
+
+@pytest.mark.asyncio
+async def test_a_write_cancelled_between_its_statement_and_its_commit_still_commits(
+    db_path: Path, clock: Clock
+) -> None:
+    """A cancel landing between the statement and its commit left the connection holding the
+    write lock, and the next writer on another connection (the flush's, a short-lived one)
+    waited out the 30 s busy timeout: the shutdown stall."""
+    import asyncio
+
+    ledger = await Ledger.open(db_path)
+    await ledger.claim("$e1", ROOM, ("general",), {})
+    connection = ledger._db
+    real_commit = connection.commit
+    reached, gate = asyncio.Event(), asyncio.Event()
+
+    async def commit_after_the_gate() -> None:
+        reached.set()
+        await gate.wait()
+        await real_commit()
+
+    connection.commit = commit_after_the_gate  # type: ignore[method-assign]
+    task = asyncio.create_task(ledger.finish("$e1"))
+    await reached.wait()  # the UPDATE ran; its commit is next
+    assert not _write_lock_is_free(db_path)  # the control: a write in flight holds the lock
+    task.cancel()
+    gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    connection.commit = real_commit  # type: ignore[method-assign]
+
+    for _ in range(200):  # the shielded commit finishes on the connection's thread
+        if _write_lock_is_free(db_path):
+            break
+        await asyncio.sleep(0.01)
+    assert _write_lock_is_free(db_path)
+    await ledger.close()
+    reopened = await Ledger.open(db_path)
+    try:
+        assert await reopened.pending(0) == []  # the finish was kept, not rolled back
+    finally:
+        await reopened.close()
