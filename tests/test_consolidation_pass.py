@@ -461,3 +461,82 @@ def test_restore_brings_an_archived_entry_back_where_it_was_with_its_id(
         is None
     )
     assert [r.op for r in memory.history_of(again)][-2:] == ["archive", "restore"]
+
+
+# -- what the bench found: each a rule, not a case ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "band"),
+    [
+        ("Morzok likes crowds", "Morzok does not like crowds", "polarity"),  # likes/like
+        ("Ines moved to Porto", "Ines did not move to Porto", "polarity"),  # moved/move
+        ("Brathkrun can drive", "Brathkrun can't drive", "polarity"),
+        # an added word that changes whose fact it is: the model decides
+        ("Nolemom's birthday is on June 14", "Nolemom's brother's birthday is on June 14",
+         "synthesis"),
+        ("Alice drinks green tea every morning", "Alice drinks green tea every morning at 7am",
+         "merge"),
+        # a possessive does not hide the subject
+        ("Navy is Geshirvil's favourite colour", "Geshirvil's favourite colour is mint",
+         "conflict"),
+    ],
+)  # fmt: skip
+def test_bands_of_word_forms_possessives_and_whose_fact(a: str, b: str, band: str) -> None:
+    from mindroom.memory.consolidate.signals import Thresholds, classify, words
+
+    assert classify(words(a), words(b), None, Thresholds())[0] == band
+    assert classify(words(b), words(a), None, Thresholds())[0] == band
+
+
+def test_a_negation_of_a_fact_in_memory_md_is_recorded(memory: FileMemory) -> None:
+    (curated,) = write(memory, "MEMORY.md", "Frirror drinks coffee")
+    (daily,) = write(memory, "memory/2026-11-02.md", "Frirror never drinks coffee")
+
+    report = light(memory)
+
+    assert report.conflicts == [(curated, daily)]
+    assert report.merged == []
+
+
+def test_a_conflict_with_an_entry_merged_away_is_recorded_on_what_took_over(
+    memory: FileMemory,
+) -> None:
+    van = "Brathkrun can drive the old blue family van"
+    (short,) = write(memory, "memory/2026-11-01.md", van)
+    (detailed,) = write(memory, "memory/2026-11-02.md", f"{van} in 2019")
+    (negated,) = write(
+        memory, "memory/2026-11-03.md", "Brathkrun can't drive the old blue family van"
+    )
+
+    report = light(memory)
+
+    assert report.merged == [(detailed, short, "near-exact duplicate")]
+    assert report.conflicts == [(detailed, negated)]
+    (conflict,) = records(memory).conflicts()
+    texts = {conflict.metadata["a"]["text"], conflict.metadata["b"]["text"]}
+    assert texts == {f"{van} in 2019", "Brathkrun can't drive the old blue family van"}
+
+
+def test_when_the_model_keeps_one_wording_that_entry_is_kept_with_its_id(
+    memory: FileMemory, model: ScriptedModel
+) -> None:
+    (first,) = write(memory, "memory/2026-11-01.md", "Alice likes tea")
+    (second,) = write(memory, "memory/2026-11-02.md", "Alice really likes tea a lot")
+    model.set_handler(
+        judge_handler(
+            {
+                ("Alice likes tea", "Alice really likes tea a lot"): {
+                    "verdict": "same",
+                    "merged": "alice really likes tea a lot.",
+                }
+            }
+        )
+    )
+    cfg = config(model.base_url, promotion_confidence=1.0, lexical_merge=1.0)
+
+    report = consolidate_memory(memory, cfg, judge_for(cfg), NOW)
+
+    assert report.merged == [(second, first, "same fact (model)")]
+    assert live(memory) == {second: "Alice really likes tea a lot"}
+    assert archived(memory) == {first: "Alice likes tea"}

@@ -53,6 +53,7 @@ from mindroom.memory.consolidate.signals import (
     Words,
     classify,
     more_detailed,
+    normal_form,
     words,
 )
 from mindroom.memory.dates import daily_date
@@ -85,6 +86,7 @@ class ScopeReport:
     promoted: list[tuple[str, str]] = field(default_factory=list)  # (daily id, its copy's id)
     asked: int = 0  # pairs put to the model
     unjudged: int = 0  # pairs for the model left without a verdict (budget, failures)
+    recently_judged: int = 0  # pairs the model judged within recheck_days: not asked again
     skipped_changed: int = 0  # a write found the entry changed by someone else
 
     def stats(self) -> dict[str, int]:
@@ -99,6 +101,7 @@ class ScopeReport:
             "promoted": len(self.promoted),
             "asked": self.asked,
             "unjudged": self.unjudged,
+            "recently_judged": self.recently_judged,
             "skipped_changed": self.skipped_changed,
         }
 
@@ -224,6 +227,7 @@ class ScopePass:
         self.today = now.astimezone().date()
         self.report = ScopeReport(memory.scope_id)
         self.gone: set[str] = set()  # archived (or found changed) in this pass
+        self.replaced: dict[str, MemoryEntry] = {}  # archived id -> the entry that took over
         self.limits = Thresholds(
             settings.merge_similarity,
             settings.synthesis_similarity,
@@ -246,8 +250,8 @@ class ScopePass:
         pairs = find_pairs(entries, candidates, self.words_of, neighbours, self.limits)
         pairs += self._exact_pairs(entries, {c.id for c in candidates}, pairs)
         # a daily note and its copy in MEMORY.md are the dated record and the curated fact:
-        # not duplicates of each other (they may still contradict)
-        pairs = [p for p in pairs if not (_curated_copy(p.a, p.b) and p.band != "conflict")]
+        # never merged (they may still contradict)
+        pairs = [p for p in pairs if not (_curated_copy(p.a, p.b) and p.band in ("exact", "merge"))]
         self.report.pairs = len(pairs)
         order = {"exact": 0, "merge": 1, "polarity": 2}
         for pair in sorted(
@@ -322,6 +326,8 @@ class ScopePass:
                 self.gone.update((keep.id, drop.id))
                 return
             self.gone.update((keep.id, drop.id))
+            taken_over = MemoryEntry(merged, text, keep.path, 0, 0)
+            self.replaced[keep.id] = self.replaced[drop.id] = taken_over
             self.records.add_days(
                 merged, self.records.days(keep.id) | self.records.days(drop.id)
                 | {_day(keep), _day(drop)},
@@ -337,6 +343,7 @@ class ScopePass:
         if not moved:
             self.report.skipped_changed += 1
             return
+        self.replaced[drop.id] = keep
         self.memory.history.append(
             actor=ACTOR, op="merge", entry_id=keep.id, path=keep.path, old=keep.text,
             new=keep.text, meta={"sources": [drop.id], "how": how},
@@ -384,22 +391,32 @@ class ScopePass:
         return {"a": {"id": a.id, "path": a.path, "text": a.text},
                 "b": {"id": b.id, "path": b.path, "text": b.text}}  # fmt: skip
 
-    def _conflict(self, a: MemoryEntry, b: MemoryEntry, reason: str) -> None:
-        if a.id in self.gone or b.id in self.gone:
-            return  # merged away in this pass: its twin stands for it
+    def _current(self, entry: MemoryEntry) -> MemoryEntry | None:
+        """The live entry that stands for ``entry`` now: itself, what it was merged into in
+        this pass, or None (a person changed it meanwhile: left for the next pass)."""
+        while entry.id in self.replaced:
+            entry = self.replaced[entry.id]
+        return None if entry.id in self.gone else entry
+
+    def _conflict(self, first: MemoryEntry, second: MemoryEntry, reason: str) -> None:
+        """Record a contradiction between the two (or what they were merged into)."""
+        a, b = self._current(first), self._current(second)
+        if a is None or b is None or a.id == b.id:
+            return
         if self.records.record("conflict", a.id, b.id, reason, self._seen(a, b)) is not None:
             self.report.conflicts.append((a.id, b.id))
 
     # -- the model -------------------------------------------------------------------------
 
     def _ask_model(self, pairs: list[Candidate]) -> None:
-        pairs = [
-            p
-            for p in pairs
-            if p.a.id not in self.gone
-            and p.b.id not in self.gone
-            and not self.records.known(p.a.id, p.b.id)
-        ]
+        current: dict[tuple[str, str], Candidate] = {}
+        for p in pairs:  # an entry merged away is stood for by what it was merged into
+            a, b = self._current(p.a), self._current(p.b)
+            if a is None or b is None or a.id == b.id:
+                continue
+            first, second = sorted((a.id, b.id))
+            current.setdefault((first, second), Candidate(a, b, p.band, p.similarity))
+        pairs = [p for p in current.values() if not self.records.known(p.a.id, p.b.id)]
         if self.judge is None or not pairs:
             self.report.unjudged += len(pairs)
             return
@@ -409,10 +426,12 @@ class ScopePass:
             Pair(p.a, p.b, p.similarity, "synthesis" if p.band == "synthesis" else "conflict")
             for p in pairs
         ]
-        before = self.judge.unasked
+        unasked, recent = self.judge.unasked, self.judge.skipped_recent
         verdicts = self.judge.judge(asked, self.fingerprints, now=self.now)
-        self.report.asked += len(asked) - (self.judge.unasked - before)
-        self.report.unjudged += len(asked) - len(verdicts)
+        recent = self.judge.skipped_recent - recent
+        self.report.recently_judged += recent
+        self.report.asked += len(asked) - (self.judge.unasked - unasked) - recent
+        self.report.unjudged += len(asked) - recent - len(verdicts)
         for verdict in verdicts:
             self._apply(verdict)
 
@@ -427,13 +446,19 @@ class ScopePass:
 
     def _apply(self, verdict: Verdict) -> None:
         a, b = verdict.pair.a, verdict.pair.b
-        if a.id in self.gone or b.id in self.gone:
-            return
         if verdict.kind == "conflict":
             self._conflict(a, b, verdict.reason or "the model found a contradiction")
-        elif verdict.kind == "same" and verdict.merged and not _curated_copy(a, b):
+            return
+        if a.id in self.gone or b.id in self.gone:
+            return  # merged with another in this pass: the next pass compares what took over
+        if verdict.kind == "same" and verdict.merged and not _curated_copy(a, b):
             keep, drop = sorted((a, b), key=self._rank)
-            self._fold(keep, drop, verdict.merged, "same fact (model)")
+            text = verdict.merged
+            said = normal_form(text)
+            for one, other in ((a, b), (b, a)):  # the model kept one wording: keep that entry
+                if said == normal_form(one.text):
+                    keep, drop, text = one, other, one.text
+            self._fold(keep, drop, text, "same fact (model)")
 
     # -- promotion -------------------------------------------------------------------------
 

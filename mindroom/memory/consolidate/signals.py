@@ -80,13 +80,36 @@ def normal_form(text: str) -> str:
     return " ".join(_WORD.findall(text))
 
 
+_SIBILANT = ("s", "x", "z", "ch", "sh")
+
+
 def _stem(word: str) -> str:
-    """A light English stem: enough for "likes"/"like", "moved"/"move", "cats"/"cat"."""
-    for suffix in ("ing", "ies", "ed", "es", "s"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            stem = word[: -len(suffix)]
-            return stem + "y" if suffix == "ies" else stem
-    return word
+    """A light English stem, the same for a word's common forms: "like", "likes", "liked" and
+    "liking"; "move" and "moved"; "watches" and "watch"; "cats" and "cat"."""
+    stem = word
+    if word.endswith("ies") and len(word) > 4:
+        stem = word[:-3] + "y"
+    elif word.endswith("es") and word[:-2].endswith(_SIBILANT) and len(word) > 4:
+        stem = word[:-2]
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")) and len(word) > 3:
+        stem = word[:-1]
+    elif word.endswith("ed") and len(word) > 4:
+        stem = word[:-2]
+    elif word.endswith("ing") and len(word) > 5:
+        stem = word[:-3]
+    if stem != word and len(stem) > 3 and stem[-1] == stem[-2] and stem[-1] not in "aeiouls":
+        stem = stem[:-1]  # "stopped", "running"
+    if stem.endswith("e") and len(stem) > 3:
+        stem = stem[:-1]  # "like" meets "liked"
+    return stem
+
+
+def _bare(word: str) -> str:
+    """``word`` without a possessive ("Alice's", "James'")."""
+    for suffix in ("'s", "\u2019s"):
+        if word.endswith(suffix) and len(word) > len(suffix):
+            return word[: -len(suffix)]
+    return word.rstrip("'\u2019") or word
 
 
 @dataclass(frozen=True)
@@ -98,6 +121,7 @@ class Words:
     keys: frozenset[str]  # numbers, names and negations, as written (case-folded)
     negated: bool
     subject: str | None  # the first content word (usually who or what the entry is about)
+    lead: tuple[str, ...] = ()  # the first two content words, in order (whose fact, what of it)
 
 
 def words(text: str) -> Words:
@@ -109,15 +133,17 @@ def words(text: str) -> Words:
     start_of_sentence = True
     position = 0
     for word in found:
-        folded = word.casefold()
         at = text.find(word, position)
         if at >= 0:
             start_of_sentence = position == 0 or bool(_SENTENCE_END.search(text[:at]))
             position = at + len(word)
+        folded = word.casefold()
         if folded in NEGATIONS or folded.endswith("n't"):
             negated = True
             keys.add("<not>")
             continue
+        word = _bare(word)
+        folded = word.casefold()
         if (
             any(ch.isdigit() for ch in word)
             or word[0].isupper()
@@ -133,6 +159,7 @@ def words(text: str) -> Words:
         keys=frozenset(keys),
         negated=negated,
         subject=content[0] if content else None,
+        lead=tuple(content[:2]),
     )
 
 
@@ -144,13 +171,16 @@ def lexical(a: Words, b: Words) -> float:
 
 
 def _names(w: Words) -> frozenset[str]:
-    return frozenset(k for k in w.keys if k != "<not>" and not any(c.isdigit() for c in k))
+    """The names of an entry (stemmed like its content words), its subject among them."""
+    names = {_stem(k) for k in w.keys if k != "<not>" and not any(c.isdigit() for c in k)}
+    return frozenset(names | ({w.subject} if w.subject else set()))
 
 
 def same_subject(a: Words, b: Words) -> bool:
-    """Whether the two entries are plausibly about one subject: a shared name, or the same
-    first content word."""
-    return bool(_names(a) & _names(b)) or (a.subject is not None and a.subject == b.subject)
+    """Whether the two entries are plausibly about one subject: a name of one is a name or the
+    subject of the other ("Navy is Geshirvil's colour", "Geshirvil's colour is mint"), or
+    they start with the same content word."""
+    return bool(_names(a) & _names(b))
 
 
 @dataclass(frozen=True)
@@ -182,7 +212,10 @@ def classify(a: Words, b: Words, cosine: float | None, limits: Thresholds) -> tu
     # without a model, only a pair where one says everything the other says is one fact: two
     # texts that each have a word of their own may differ in a value ("engineer", "manager")
     near = similarity >= limits.merge_similarity or overlap >= limits.lexical_merge
-    if near and nested and keys_agree and a.negated == b.negated:
+    # ...and the added words must not change whose fact it is ("Bo's birthday" is not "Bo's
+    # brother's birthday"): both start with the same two content words
+    same_lead = a.lead == b.lead or min(len(a.lead), len(b.lead)) < 2
+    if near and nested and keys_agree and same_lead and a.negated == b.negated:
         return "merge", similarity
     if similarity >= limits.synthesis_similarity and keys_agree and a.negated == b.negated:
         return "synthesis", similarity
