@@ -6,7 +6,7 @@ import datetime as dt
 import sqlite3
 from pathlib import Path
 
-from mindroom.memory.consolidate.fingerprints import Fingerprints
+from mindroom.memory.consolidate.fingerprints import FORGET_DAYS, Fingerprints
 
 NOW = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.UTC)
 DAY = dt.timedelta(days=1)
@@ -58,12 +58,20 @@ def test_fingerprints_survive_a_restart_beside_other_tables(tmp_path: Path) -> N
     db.close()
 
 
-def test_expired_fingerprints_are_pruned(tmp_path: Path) -> None:
+def test_an_expired_fingerprint_still_says_the_pair_was_asked_until_it_is_forgotten(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "consolidation.db"
     prints = Fingerprints(path, recheck_days=14)
     prints.record("m-00000001", "m-00000002", 0.9, NOW)
     prints.record("m-00000003", "m-00000004", 0.9, NOW + 20 * DAY)
 
+    assert not prints.seen("m-00000001", "m-00000002", 0.9, NOW + 20 * DAY)  # expired...
+    assert prints.judged_at("m-00000001", "m-00000002", 0.9) == NOW.timestamp()  # ...known
+    assert prints.judged_at("m-00000001", "m-00000005", 0.9) is None
+
+    prints.record("m-00000003", "m-00000004", 0.9, NOW + (FORGET_DAYS + 1) * DAY)
+    assert prints.judged_at("m-00000001", "m-00000002", 0.9) is None  # forgotten, pruned
     with sqlite3.connect(path) as db:
         count = db.execute("SELECT COUNT(*) FROM pair_fingerprints").fetchone()
     db.close()

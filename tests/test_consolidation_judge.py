@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -346,6 +347,24 @@ def test_a_pair_judged_within_recheck_days_is_not_asked_again(tmp_path: Path) ->
     later = judge.judge(pairs, seen, now=NOW + dt.timedelta(days=15))
     assert len(later) == 2
     assert len(ask.prompts) == 2
+
+
+def test_a_short_budget_asks_the_pairs_never_asked_before_those_asked_long_ago(
+    tmp_path: Path,
+) -> None:
+    """Else a budget smaller than the waiting pairs would re-ask the same ones every
+    recheck_days and never reach the rest."""
+    seen = Fingerprints(tmp_path / "consolidation.db", recheck_days=14)
+    ask = Recorder()
+    week = dt.timedelta(days=7)
+    for run in range(4):  # one call of two pairs a week, six pairs waiting, in one order
+        PairJudge(ask, Budget(1, 60, 0), pairs_per_call=2).judge(
+            [pair(n) for n in range(6)], seen, now=NOW + run * week
+        )
+
+    asked = [sorted(re.findall(r"^A: (.*)$", user, re.MULTILINE)) for _, user in ask.prompts]
+    firsts = [pair(n).a.text for n in range(6)]
+    assert asked == [firsts[0:2], firsts[2:4], firsts[4:6], firsts[0:2]]
 
 
 def test_a_pair_without_a_verdict_is_not_fingerprinted(tmp_path: Path) -> None:

@@ -3,7 +3,10 @@
 A pair's fingerprint is its two entry ids (sorted, so the order does not matter) and its
 similarity rounded to two decimals: when either entry's text changes, its similarity usually
 changes too and the pair is asked again. A fingerprint counts for ``recheck_days`` after its
-pair was judged; older ones are deleted as new ones are written.
+pair was judged. It is kept for :data:`FORGET_DAYS` (or ``recheck_days`` if that is longer) and
+deleted as new ones are written: until then the judge knows a pair was asked before, and asks
+the pairs never asked first (a budget smaller than the pairs waiting would otherwise spend
+itself re-asking the same pairs every ``recheck_days``, and never reach the rest).
 
 The table ``pair_fingerprints`` lives in the scope's ``consolidation.db`` beside the pass's own
 tables; this module creates and touches only this one. It is control state: deleting it costs
@@ -28,6 +31,7 @@ CREATE TABLE IF NOT EXISTS pair_fingerprints (
 )
 """
 _DAY = 86400.0
+FORGET_DAYS = 180.0
 
 
 def _key(a_id: str, b_id: str, similarity: float) -> tuple[str, str, int]:
@@ -72,6 +76,17 @@ class Fingerprints:
             ).fetchone()
         return row is not None
 
+    def judged_at(self, a_id: str, b_id: str, similarity: float) -> float | None:
+        """When this pair, at this similarity, was last judged (unix seconds; None: never, or
+        forgotten)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT MAX(judged_at) FROM pair_fingerprints WHERE first_id = ?"
+                " AND second_id = ? AND similarity = ?",
+                _key(a_id, b_id, similarity),
+            ).fetchone()
+        return None if row is None or row[0] is None else float(row[0])
+
     def record(self, a_id: str, b_id: str, similarity: float, now: dt.datetime) -> None:
         """Remember that this pair was judged at ``now`` (and forget the expired ones)."""
         at = now.timestamp()
@@ -82,7 +97,7 @@ class Fingerprints:
             )
             db.execute(
                 "DELETE FROM pair_fingerprints WHERE judged_at <= ?",
-                (at - self.recheck_days * _DAY,),
+                (at - max(self.recheck_days, FORGET_DAYS) * _DAY,),
             )
 
     def close(self) -> None:

@@ -279,6 +279,7 @@ class PairJudge:
         """
         now = now or dt.datetime.now(dt.UTC)
         todo: list[Pair] = []
+        again: list[tuple[float, int, Pair]] = []  # asked before, longer ago than recheck_days
         keys: set[tuple[str, ...]] = set()
         for pair in pairs:
             key = tuple(sorted((pair.a.id, pair.b.id)))
@@ -287,8 +288,13 @@ class PairJudge:
             keys.add(key)
             if seen is not None and seen.seen(pair.a.id, pair.b.id, pair.similarity, now):
                 self.skipped_recent += 1
-            else:
+                continue
+            last = seen.judged_at(pair.a.id, pair.b.id, pair.similarity) if seen else None
+            if last is None:
                 todo.append(pair)
+            else:
+                again.append((last, len(again), pair))
+        todo += [pair for *_, pair in sorted(again)]  # never asked first, then the oldest
         verdicts: list[Verdict] = []
         for start in range(0, len(todo), self.pairs_per_call):
             if self.stopped or not self.budget.take():
