@@ -14,7 +14,7 @@ import asyncio
 import datetime as dt
 from pathlib import Path
 
-from mindroom.config import load_config
+from mindroom.config import Config, load_config
 from mindroom.errors import ConfigError, EmbedderError, MemoryStoreError
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.registry import MemoryRegistry
@@ -31,7 +31,9 @@ def add_memory_parser(sub: argparse._SubParsersAction, common) -> None:  # type:
     def action(name: str, help_text: str) -> argparse.ArgumentParser:
         parser = actions.add_parser(name, help=help_text)
         common(parser)
-        parser.add_argument("--agent", required=True, help="agent name")
+        whose = parser.add_mutually_exclusive_group(required=True)
+        whose.add_argument("--agent", help="agent name")
+        whose.add_argument("--team", help="team name (its shared memory)")
         parser.add_argument("--user", help="Matrix ID, for a private companion's memory")
         parser.set_defaults(func=run_memory)
         return parser
@@ -146,10 +148,50 @@ async def run_flush_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _target(args: argparse.Namespace) -> str:
+    """The options naming the memory an action works on (for messages)."""
+    user = f" --user {args.user}" if args.user else ""
+    team = getattr(args, "team", None)
+    return (f"--team {team}" if team else f"--agent {args.agent}") + user
+
+
+def _whose(args: argparse.Namespace) -> str:
+    """The memory an action works on, in words: ``agent 'general'`` or ``team 'crew'``."""
+    team = getattr(args, "team", None)
+    return f"team {team!r}" if team else f"agent {args.agent!r}"
+
+
+def _open_team(
+    args: argparse.Namespace, config: Config, storage: Path, config_path: Path
+) -> tuple[FileMemory | Mem0Memory, MemoryRegistry]:
+    if args.team not in config.teams:
+        known = ", ".join(config.teams) or "none"
+        raise ConfigError(f"no team {args.team!r} in {config_path} (teams: {known})")
+    members = config.teams[args.team].agents
+    private = any(config.agents[m].private is not None for m in members)
+    if private and not args.user:
+        raise ConfigError(
+            f"team {args.team!r} has a private companion, so its memory is kept per person: "
+            "name whose with --user @name:server"
+        )
+    if args.user and not private:
+        raise ConfigError(f"team {args.team!r} has one memory for everyone; drop --user")
+    registry = MemoryRegistry(config, storage, config_path.parent)
+    memory = registry.for_team(members, args.user)
+    if memory is None:
+        registry.close()
+        raise ConfigError(f"team {args.team!r} has memory backend 'none'")
+    return memory, registry
+
+
 def _open(args: argparse.Namespace) -> tuple[FileMemory | Mem0Memory, MemoryRegistry]:
     config_path = Path(args.config).resolve()
     storage = Path(args.storage).resolve() if args.storage else config_path.parent
     config = load_config(config_path)
+    if args.user and (not args.user.startswith("@") or ":" not in args.user):
+        raise ConfigError(f"--user {args.user!r} is not a Matrix ID like @alice:example.org")
+    if getattr(args, "team", None):
+        return _open_team(args, config, storage, config_path)
     if args.agent not in config.agents:
         known = ", ".join(config.agents) or "none"
         raise ConfigError(f"no agent {args.agent!r} in {config_path} (agents: {known})")
@@ -161,8 +203,6 @@ def _open(args: argparse.Namespace) -> tuple[FileMemory | Mem0Memory, MemoryRegi
             f"agent {args.agent!r} is a private companion with a memory per person: "
             "name whose with --user @name:server"
         )
-    if args.user and (not args.user.startswith("@") or ":" not in args.user):
-        raise ConfigError(f"--user {args.user!r} is not a Matrix ID like @alice:example.org")
     registry = MemoryRegistry(config, storage, config_path.parent)
     memory = registry.for_agent(args.agent, args.user)
     if memory is None:
@@ -178,7 +218,7 @@ def _refuse_while_running(args: argparse.Namespace, data_dir: Path) -> None:
     if holder is not None:
         raise MemoryStoreError(
             f"{args.action} refused while mindroom runs for {data_dir.parent} "
-            f"({holder.describe()}): agent {args.agent!r} uses mem0, whose local store takes "
+            f"({holder.describe()}): {_whose(args)} uses mem0, whose local store takes "
             "writes from one process only, and a write from here would break the running "
             "bot's memory search. Stop mindroom first, or ask the agent to remember it "
             "(its add_memory tool)."
@@ -286,9 +326,8 @@ def _conflicts(args: argparse.Namespace, memory: FileMemory) -> int:
     which = "recorded" if args.all else "open"
     print(f"({len(found)} {which} in {memory.scope.root})")
     if found and not args.all:
-        user = f" --user {args.user}" if args.user else ""
         print(
-            f"settle one with: mindroom memory resolve --agent {args.agent}{user} ID "
+            f"settle one with: mindroom memory resolve {_target(args)} ID "
             "--keep A_OR_B_ID | --keep-both | --edit TEXT [--keep ID] | --accept"
         )
     return 0
@@ -315,22 +354,22 @@ def _resolve(args: argparse.Namespace, memory: FileMemory) -> int:
 _MEM0_REFUSALS = {
     "restore": (
         "it uses the mem0 backend, which forgets a deleted memory (only its history keeps the "
-        "text). See the text with `mindroom memory history --agent {agent} ID` and store it "
-        "again with `mindroom memory add --agent {agent} TEXT`."
+        "text). See the text with `mindroom memory history {target} ID` and store it "
+        "again with `mindroom memory add {target} TEXT`."
     ),
     "conflicts": (
         "it uses the mem0 backend, which settles a new fact against the stored ones as it "
         "stores it (it updates or deletes instead of keeping a contradiction); see what it "
-        "changed with `mindroom memory history --agent {agent}`."
+        "changed with `mindroom memory history {target}`."
     ),
     "resolve": (
         "it uses the mem0 backend, which records no conflicts (see `mindroom memory "
-        "conflicts --agent {agent}`)."
+        "conflicts {target}`)."
     ),
     "reindex": (
         "it uses the mem0 backend, which embeds each memory as it is stored and has no files "
         "to rebuild an index from. After changing the embedder, move the memories over with "
-        "`mindroom memory export --agent {agent}` (old setting) and `mindroom memory import` "
+        "`mindroom memory export {target}` (old setting) and `mindroom memory import` "
         "(new setting)."
     ),
 }
@@ -339,8 +378,8 @@ _MEM0_REFUSALS = {
 def _act_mem0(args: argparse.Namespace, memory: Mem0Memory) -> int:
     """The actions on a mem0 scope: mem0's ids, mem0's change records."""
     if args.action in _MEM0_REFUSALS:
-        why = _MEM0_REFUSALS[args.action].format(agent=args.agent)
-        raise MemoryStoreError(f"{args.action} does not apply to agent {args.agent!r}: {why}")
+        why = _MEM0_REFUSALS[args.action].format(target=_target(args))
+        raise MemoryStoreError(f"{args.action} does not apply to {_whose(args)}: {why}")
     if args.action == "list":
         entries = asyncio.run(memory.list(args.limit))
         for e in entries:

@@ -245,3 +245,54 @@ def test_recall_tells_the_agent_about_an_open_conflict_and_counts_what_it_recall
         records.close()
     finally:
         registry.close()
+
+
+def test_a_teams_memory_is_reached_with_team_and_its_conflicts_are_settled_in_every_mirror(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.harness import config_text
+
+    path = tmp_path / "team" / "config.yaml"
+    path.parent.mkdir()
+    path.write_text(
+        config_text(
+            "http://127.0.0.1:9/v1",
+            {"general": {}, "coder": {}},
+            teams={"crew": {"agents": ["general", "coder"]}},
+        )
+    )
+
+    def run(*args: str) -> tuple[int, str]:
+        code = main(["memory", *args, "--config", str(path)])
+        out, err = capsys.readouterr()
+        return code, out + err
+
+    registry = MemoryRegistry(load_config(path), path.parent)
+    try:
+        team = registry.for_team(["general", "coder"])
+        assert isinstance(team, FileMemory)
+        yes = team.add_sync("The demo runs on Linux", actor="t", path="memory/2026-11-01.md")
+        no = team.add_sync("The demo never runs on Linux", actor="t", path="memory/2026-11-02.md")
+        assert consolidate_memory(team, registry.config, None, NOW).conflicts
+    finally:
+        registry.close()
+
+    code, out = run("conflicts", "--team", "crew")
+    assert code == 0
+    assert "The demo never runs on Linux" in out
+    assert "resolve --team crew ID" in out
+    conflict_id = out.split()[0]
+    assert "(0 open in " in run("conflicts", "--agent", "general")[1]  # not the agent's own
+
+    code, out = run("resolve", "--team", "crew", conflict_id, "--keep", no.id)
+    assert code == 0, out
+    mirrors = [
+        path.parent / "agents" / m / "memory_files" / "team_coder+general"
+        for m in ("general", "coder")
+    ]
+    for mirror in mirrors:
+        assert yes.id not in read_text(mirror / "memory/2026-11-01.md")
+        assert yes.id in read_text(mirror / "memory/archive/2026-11.md")
+    code, out = run("conflicts", "--team", "nope")
+    assert code == run("conflicts", "--agent", "nope")[0] == 2  # a config error, like an agent's
+    assert "no team 'nope' in " in out
