@@ -25,6 +25,7 @@ messages were already answered.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import time
@@ -121,9 +122,17 @@ def _whole(
     commit, the connection would keep the database's write lock, and every writer on another
     connection (the flush's, a short-lived one at shutdown) would wait out the busy timeout."""
 
+    async def write_or_roll_back(self: Ledger, *args: Any, **kwargs: Any) -> _W:
+        try:
+            return await write(self, *args, **kwargs)
+        except BaseException:  # a statement failed after another: let go of the write lock
+            with contextlib.suppress(Exception):
+                await self._db.rollback()
+            raise
+
     @functools.wraps(write)
     async def whole(self: Ledger, *args: Any, **kwargs: Any) -> _W:
-        task = asyncio.ensure_future(write(self, *args, **kwargs))
+        task = asyncio.ensure_future(write_or_roll_back(self, *args, **kwargs))
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
         return await asyncio.shield(task)

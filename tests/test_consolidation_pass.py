@@ -540,3 +540,97 @@ def test_when_the_model_keeps_one_wording_that_entry_is_kept_with_its_id(
     assert report.merged == [(second, first, "same fact (model)")]
     assert live(memory) == {second: "Alice really likes tea a lot"}
     assert archived(memory) == {first: "Alice likes tea"}
+
+
+# -- found in review: moves against a reconcile, copied markers, what recall shows -------------
+
+
+def test_a_reconcile_from_elsewhere_waits_for_a_move_in_between_its_two_steps(
+    memory: FileMemory,
+) -> None:
+    import threading
+
+    from mindroom.memory.archive import archive_entry_sync
+
+    (entry_id,) = write(memory, "memory/2026-11-01.md", "Alice likes tea")
+    other = FileMemory(MemoryScope("agent_test", memory.scope.root, memory.scope.state_dir))
+    real_write = memory.write
+    reconciled: list[int] = []
+    worker: list[threading.Thread] = []
+
+    def write_then_let_another_process_reconcile(relative: str, *args: Any) -> Any:
+        result = real_write(relative, *args)
+        if relative.startswith("memory/archive/") and not worker:  # step one done
+            worker.append(threading.Thread(
+                target=lambda: reconciled.append(reconcile_archive_sync(other))))  # fmt: skip
+            worker[0].start()
+            worker[0].join(timeout=2)  # unlocked, it drops the archived copy right here
+        return result
+
+    memory.write = write_then_let_another_process_reconcile  # type: ignore[method-assign]
+    try:
+        moved = archive_entry_sync(
+            memory, memory.find(entry_id), into=None, why="t", actor="t", today=NOW.date()
+        )
+    finally:
+        del memory.write
+    worker[0].join()
+    other.close()
+
+    assert moved
+    assert reconciled == [0]
+    assert archived(memory) == {entry_id: "Alice likes tea"}
+    assert entry_id not in live(memory)
+
+
+def test_a_marker_copied_by_hand_with_other_text_never_costs_the_archived_text(
+    memory: FileMemory,
+) -> None:
+    from mindroom.errors import MemoryStoreError as Refused
+    from mindroom.memory.archive import archive_entry_sync
+
+    daily = memory.scope.root / "memory/2026-11-01.md"
+    daily.parent.mkdir(parents=True)
+    daily.write_text("- Bo likes tea <!-- m-11112222 -->\n")
+    (memory.scope.root / "topics.md").write_text("- Bo likes green tea <!-- m-11112222 -->\n")
+    seen = next(e for e in memory.entries_of("memory/2026-11-01.md"))
+
+    assert archive_entry_sync(memory, seen, into=None, why="t", actor="t", today=NOW.date())
+    assert reconcile_archive_sync(memory) == 0  # live has the id, not the text
+
+    assert archived(memory) == {"m-11112222": "Bo likes tea"}
+    daily.write_text("- Bo likes black tea <!-- m-11112222 -->\n")  # copied back, changed
+    with pytest.raises(Refused, match="already"):
+        memory.restore_sync("m-11112222", actor="t")  # the id is taken in its file...
+    assert archived(memory) == {"m-11112222": "Bo likes tea"}  # ...and the archive kept it
+    daily.write_text("")
+    assert memory.restore_sync("m-11112222", actor="t").text == "Bo likes tea"
+    assert archived(memory) == {}
+
+
+def test_recall_shows_each_side_of_an_open_conflict_with_its_own_id_and_current_text(
+    memory: FileMemory,
+) -> None:
+    from mindroom.config.schema import FileMemoryConfig
+    from mindroom.memory.archive import archive_entry_sync
+    from mindroom.memory.recall import RecallSettings, build_recall
+
+    daily = memory.scope.root / "memory/2026-11-01.md"
+    daily.parent.mkdir(parents=True)
+    daily.write_text(  # the larger id first: records keep ids sorted, texts as seen
+        "- Bob eats meat <!-- m-ff000001 -->\n- Bob does not eat meat <!-- m-00000002 -->\n"
+    )
+    assert light(memory).conflicts
+    settings = RecallSettings.of(FileMemoryConfig())
+
+    block = build_recall(memory, "does Bob eat meat?", settings, now=NOW, count=False)
+
+    (line,) = [line for line in block.splitlines() if "[m-ff000001]" in line]
+    assert "'Bob eats meat' [m-ff000001]" in line
+    assert "'Bob does not eat meat' [m-00000002]" in line
+    archive_entry_sync(
+        memory, memory.find("m-00000002"), into=None, why="t", actor="t", today=NOW.date()
+    )
+    after = build_recall(memory, "does Bob eat meat?", settings, now=NOW, count=False)
+    assert "Bob eats meat" in after  # the control: the entry is still recalled
+    assert "Open conflicts" not in after  # one side left memory: nothing to weigh

@@ -16,7 +16,9 @@ Both moves write the receiving file first and then take the entry out of the oth
 through the write protocol; the history records the move (``archive`` or ``restore``) before the
 file it leaves changes. So a crash between the two steps leaves the entry in both places, never
 in neither, and :func:`reconcile_archive_sync` (run before every move and every consolidation
-pass) drops the archived copy of an entry that is live: live memory wins. The removal from the
+pass) drops the archived copy of an entry that is live with the same text: live memory wins.
+Moves and reconciling of one scope take one lock (across processes), so a reconcile never
+sees a move half done. The removal from the
 live file compares the text first: an entry a person changed since it was read stays, and the
 archive copy just written is taken back.
 """
@@ -26,12 +28,16 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from mindroom.errors import MemoryStoreError
-from mindroom.memory.files import read_text
+from mindroom.memory.files import file_lock, read_text
 from mindroom.memory.history import HistoryRecord
 from mindroom.memory.index import ARCHIVE_DIR, memory_files
 from mindroom.memory.markdown import MemoryEntry, append_entry, parse_entries, remove_entry
@@ -41,6 +47,7 @@ if TYPE_CHECKING:
     from mindroom.memory.store import FileMemory
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 _NOTE_RE = re.compile(
     r"^<!-- archived (?P<on>\d{4}-\d{2}-\d{2}) from (?P<source>.+?)(?:; (?P<why>.*?))? -->[ \t]*$"
@@ -115,31 +122,75 @@ def _append(document: str, entry: MemoryEntry, note: str | None) -> str | None:
     return added + note + "\n" if note else added
 
 
-def _live_ids(memory: FileMemory) -> set[str]:
+def _live(memory: FileMemory) -> set[tuple[str, str]]:
+    """``(id, text)`` of every live entry."""
     memory.index.sync()
-    return {row[1] for row in memory.index.snapshot()}
+    return {(row[1], row[2]) for row in memory.index.snapshot()}
+
+
+_held = threading.local()
+
+
+@contextmanager
+def _one_move(memory: FileMemory) -> Iterator[None]:
+    """Moves (and reconciling) of one scope, one at a time across threads and processes: a
+    reconcile between a move's two steps would take the entry for a copy left by a crash and
+    drop the archived one just before the move takes out the live one. Re-entrant within a
+    thread; taken inside a team's mirror lock (:meth:`FileMemory.as_one_write`), never around
+    it, so the two are always taken in one order."""
+    held: dict[Path, int] = getattr(_held, "roots", None) or {}
+    _held.roots = held
+    root = memory.scope.root.resolve()
+    if held.get(root):
+        held[root] += 1
+        try:
+            yield
+        finally:
+            held[root] -= 1
+        return
+    with file_lock(memory.scope.state_dir / "locks", root / ARCHIVE_DIR):
+        held[root] = 1
+        try:
+            yield
+        finally:
+            del held[root]
+
+
+def _exclusive(memory: FileMemory, operation: Callable[[], _T]) -> _T:
+    """``operation`` as one write of the scope (a team's mirror lock) and its one move."""
+
+    def locked() -> _T:
+        with _one_move(memory):
+            return operation()
+
+    return memory.as_one_write(locked)
 
 
 def reconcile_archive_sync(memory: FileMemory) -> int:
-    """Drop the archived copy of every entry that is also live (a move cut short by a crash,
-    either way); returns how many copies were dropped."""
-    archived = archived_entries(memory)
-    if not archived:
-        return 0
-    live = _live_ids(memory)
-    dropped = 0
-    for item in archived:
-        if item.entry.id in live:
-            _, relative = confined_path(memory.scope.root, item.entry.path)
-            old, new = memory.write(
-                relative, partial(_without, relative=relative, entry=item.entry), None
+    """Drop the archived copy of every entry that is also live with the same id and text (a
+    move cut short by a crash, either way); returns how many copies were dropped. An archived
+    entry whose id is live with another text (a line copied by hand, marker and all) stays."""
+
+    def reconcile() -> int:
+        archived = archived_entries(memory)
+        if not archived:
+            return 0
+        live = _live(memory)
+        dropped = 0
+        for item in archived:
+            if (item.entry.id, item.entry.text) in live:
+                _, relative = confined_path(memory.scope.root, item.entry.path)
+                old, new = memory.write(
+                    relative, partial(_without, relative=relative, entry=item.entry), None
+                )
+                dropped += old != new
+        if dropped:
+            logger.info(
+                "memory %s: %d archived copies of live entries dropped", memory.scope_id, dropped
             )
-            dropped += old != new
-    if dropped:
-        logger.info(
-            "memory %s: %d archived copies of live entries dropped", memory.scope_id, dropped
-        )
-    return dropped
+        return dropped
+
+    return _exclusive(memory, reconcile)
 
 
 def archive_entry_sync(
@@ -154,7 +205,16 @@ def archive_entry_sync(
 
     def move() -> bool:
         reconcile_archive_sync(memory)
-        memory.write(target, lambda doc: _append(doc, entry, _note(today, entry.path, why)), None)
+        before, after = memory.write(
+            target, lambda doc: _append(doc, entry, _note(today, entry.path, why)), None
+        )
+        kept = any(e.id == entry.id and e.text == entry.text for e in parse_entries(after, target))
+        if not kept:  # the id is archived this month with another text: leave it all as it is
+            logger.warning(
+                "memory %s: %s not archived: %s holds that id with another text",
+                memory.scope_id, entry.id, target,
+            )  # fmt: skip
+            return False
 
         def record() -> HistoryRecord:
             return memory.history.append(
@@ -165,11 +225,12 @@ def archive_entry_sync(
         old, new = memory.write(entry.path, lambda doc: _without(doc, entry.path, entry), record)
         if old != new:
             return True
-        archived = MemoryEntry(entry.id, entry.text, target, 0, 0)
-        memory.write(target, lambda doc: _without(doc, target, archived), None)
+        if before != after:  # take back the copy this move wrote (not one archived earlier)
+            archived = MemoryEntry(entry.id, entry.text, target, 0, 0)
+            memory.write(target, lambda doc: _without(doc, target, archived), None)
         return False
 
-    return memory.as_one_write(move)
+    return _exclusive(memory, move)
 
 
 def restore_archived_sync(memory: FileMemory, entry_id: str, *, actor: str) -> MemoryEntry | None:
@@ -194,11 +255,16 @@ def restore_archived_sync(memory: FileMemory, entry_id: str, *, actor: str) -> M
                 new=item.entry.text, meta={"archive": item.entry.path},
             )  # fmt: skip
 
-        _, new = memory.write(source, lambda doc: _append(doc, item.entry, None), record)
+        old, new = memory.write(source, lambda doc: _append(doc, item.entry, None), record)
+        if old == new:  # the id is live there with another text: keep the archived one
+            raise MemoryStoreError(
+                f"memory {entry_id} is in {source} already (with other text); the archived "
+                f"text stays in {item.entry.path}: copy it by hand if you want both"
+            )
         memory.write(item.entry.path, lambda doc: _without(doc, item.entry.path, item.entry), None)
         restored = next((e for e in parse_entries(new, source) if e.id == entry_id), None)
         if restored is None:
             raise MemoryStoreError(f"memory {entry_id} was restored but is no longer in {source}")
         return restored
 
-    return memory.as_one_write(move)
+    return _exclusive(memory, move)

@@ -33,6 +33,7 @@ import logging
 from dataclasses import dataclass, field
 
 from mindroom.config.schema import Config, FileMemoryConfig
+from mindroom.errors import MemoryStoreError
 from mindroom.memory.consolidate.records import ConsolidationRecords, db_path
 from mindroom.memory.hybrid import hybrid_search
 from mindroom.memory.index import SearchHit
@@ -211,12 +212,23 @@ def build_recall(
     older_text = _entries_section(
         "### Related memories", older, budget, entries=settings.hits, picked=picked
     )
-    conflicts_text = _conflicts_section(memory, picked, budget, count=count)
+    try:
+        conflicts_text = _conflicts_section(memory, picked, budget, count=count)
+    except Exception:  # the consolidation records are extra: never worth the recall
+        logger.exception("recall of %s: open conflicts not read", memory.scope_id)
+        conflicts_text = ""
     entrypoint = _entrypoint_section(memory, settings.max_entrypoint_lines, budget[0])
     present = [s for s in (entrypoint, recent_text, older_text, conflicts_text) if s]
     if not present:
         return ""
     return "\n\n".join([OPEN, intro, *present, CLOSE])
+
+
+def _live_entry(memory: FileMemory, entry_id: str) -> MemoryEntry | None:
+    try:
+        return memory.find(entry_id)
+    except MemoryStoreError:
+        return None
 
 
 def _conflicts_section(
@@ -235,23 +247,23 @@ def _conflicts_section(
             records.note_retrieved(e.id for e in picked if not e.hand_written)
         if not path.exists():
             return ""
-        shown = [e.id for e in picked]
-        shown += [e.id for e in memory.entries_of(ENTRYPOINT)]
-        conflicts = records.open_for(shown)
+        live = {e.id: e for e in [*picked, *memory.entries_of(ENTRYPOINT)]}
+        conflicts = records.open_for(live)
     finally:
         records.close()
+    sides: list[tuple[MemoryEntry, MemoryEntry, str]] = []
+    for conflict in conflicts:  # both sides as they are now; one gone: nothing to weigh
+        found = [live.get(i) or _live_entry(memory, i)
+                 for i in (conflict.memory_id, conflict.conflicting_memory_id)]  # fmt: skip
+        if found[0] is not None and found[1] is not None:
+            sides.append((found[0], found[1], conflict.reason))
     title = (
         "### Open conflicts (contradicting memories a person has not settled yet: when one "
         "matters, say both and ask, do not pick one)"
     )
     lines: list[str] = []
-    for conflict in conflicts:
-        a, b = conflict.metadata.get("a", {}), conflict.metadata.get("b", {})
-        line = (
-            f"- {a.get('text', conflict.memory_id)!r} [{conflict.memory_id}] / "
-            f"{b.get('text', conflict.conflicting_memory_id)!r} [{conflict.conflicting_memory_id}]"
-            f": {conflict.reason}"
-        )
+    for a, b, reason in sides:
+        line = f"- {a.text!r} [{a.id}] / {b.text!r} [{b.id}]: {reason}"
         cost = len(line) + 1 + (0 if lines else len(title) + 2)
         if cost > budget[0]:
             continue

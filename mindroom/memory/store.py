@@ -344,7 +344,9 @@ class FileMemory:
         restored = restore_archived_sync(self, entry_id.strip(), actor=actor)
         if restored is not None:
             return restored
-        deletions = [r for r in self.history.records(entry_id) if r.op == "delete"]
+        # a deletion, or an archived entry that is no longer in the archive (the text is kept by
+        # the history either way)
+        deletions = [r for r in self.history.records(entry_id) if r.op in ("delete", "archive")]
         if not deletions:
             raise MemoryStoreError(f"{entry_id!r} is neither archived nor deleted in the history")
         deleted = deletions[-1]

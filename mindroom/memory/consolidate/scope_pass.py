@@ -335,6 +335,10 @@ class ScopePass:
             self.report.merged.append((merged, keep.id, how))
             self.report.merged.append((merged, drop.id, how))
             return
+        if not self._still(keep):
+            self.report.skipped_changed += 1
+            self.gone.add(keep.id)
+            return
         moved = archive_entry_sync(
             self.memory, drop, into=keep.id, why=f"{how}: merged into {keep.id}",
             actor=ACTOR, today=self.today,
@@ -351,6 +355,13 @@ class ScopePass:
         days = self.records.days(drop.id) | {_day(drop), _day(keep)}
         self.records.add_days(keep.id, days)
         self.report.merged.append((keep.id, drop.id, how))
+
+    def _still(self, entry: MemoryEntry) -> bool:
+        """Whether ``entry`` is still in memory as read (a person may have changed it)."""
+        try:
+            return self.memory.find(entry.id).text == entry.text
+        except MemoryStoreError:
+            return False
 
     def _synthesize(self, keep: MemoryEntry, drop: MemoryEntry, text: str, how: str) -> str | None:
         """A new entry with ``text`` beside ``keep`` (history: a merge of both, its sources),
