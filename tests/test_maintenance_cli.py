@@ -136,7 +136,9 @@ def test_tick_reports_a_failed_run_and_exits_1(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.delitem(JOB_TYPES, "consolidation", raising=False)
-    monkeypatch.setitem(sys.modules, "mindroom.memory.consolidate", None)  # not there
+    # not there (recall imports the package's records, so the job's module is named too)
+    monkeypatch.setitem(sys.modules, "mindroom.memory.consolidate", None)
+    monkeypatch.setitem(sys.modules, "mindroom.memory.consolidate.run", None)
     config = write_config(tmp_path, {"hourly": EVERY_HOUR})
     assert main(["maintenance", "tick", "--config", str(config)]) == 1
     out = capsys.readouterr().out

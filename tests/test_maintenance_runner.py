@@ -128,9 +128,10 @@ async def test_without_the_consolidation_module_the_run_fails_with_a_clear_messa
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delitem(JOB_TYPES, "consolidation", raising=False)
-    monkeypatch.setitem(
-        sys.modules, "mindroom.memory.consolidate", None
-    )  # as if it did not exist (None in sys.modules makes the import fail)
+    # as if it did not exist (None in sys.modules makes the import fail; recall imports the
+    # package's records, so the job's own module is named too)
+    monkeypatch.setitem(sys.modules, "mindroom.memory.consolidate", None)
+    monkeypatch.setitem(sys.modules, "mindroom.memory.consolidate.run", None)
     runner = runner_for(tmp_path, maintenance_config({"hourly": EVERY_HOUR}), FakeClock(T0))
     [result] = await runner.tick()
     assert result.status == "failed"

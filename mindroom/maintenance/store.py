@@ -41,6 +41,7 @@ from mindroom.maintenance.jobs import (
     validate,
 )
 from mindroom.maintenance.schedule import due_after_run, first_due
+from mindroom.wal import use_wal
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +134,7 @@ class MaintenanceStore:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.closing(self._connect()) as db:
-            db.execute("PRAGMA journal_mode=WAL")
+            use_wal(db)
             db.executescript(_SCHEMA)
 
     def _connect(self) -> sqlite3.Connection:

@@ -33,6 +33,7 @@ from pathlib import Path
 from mindroom.memory.dates import date_words, entry_dates
 from mindroom.memory.markdown import MemoryEntry, parse_entries
 from mindroom.memory.query import Term, fts_query, parse_query
+from mindroom.wal import use_wal
 
 # the version of _SCHEMA: an index written with another one is rebuilt (2: the dates column)
 SCHEMA_VERSION = 2
@@ -200,7 +201,7 @@ class MemoryIndex:
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(self.db_path, timeout=30, check_same_thread=False)
         try:
-            db.execute("PRAGMA journal_mode=WAL")
+            use_wal(db)
             db.execute("PRAGMA synchronous=NORMAL")
             _create(db)
             # the file may have been deleted or rebuilt while closed: trust only what it holds

@@ -247,7 +247,11 @@ def _conflicts_section(
             records.note_retrieved(e.id for e in picked if not e.hand_written)
         if not path.exists():
             return ""
-        live = {e.id: e for e in [*picked, *memory.entries_of(ENTRYPOINT)]}
+        try:
+            curated = memory.entries_of(ENTRYPOINT)
+        except MemoryStoreError:  # unreadable (recall says so where it shows it)
+            curated = []
+        live = {e.id: e for e in [*picked, *curated]}
         conflicts = records.open_for(live)
     finally:
         records.close()

@@ -56,6 +56,7 @@ from mindroom.embeddings.scoring import Scorer, half_precision_scorer
 from mindroom.errors import EmbedderError
 from mindroom.memory.index import IndexMark, MemoryIndex, SearchHit
 from mindroom.memory.markdown import MemoryEntry
+from mindroom.wal import use_wal
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +124,7 @@ class VectorIndex:
             self.db_path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(self.db_path, timeout=30, check_same_thread=False)
             try:
-                db.execute("PRAGMA journal_mode=WAL")
+                use_wal(db)
                 db.execute("PRAGMA synchronous=NORMAL")
                 db.executescript(_SCHEMA)
             except BaseException:

@@ -21,6 +21,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from mindroom.wal import use_wal
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pair_fingerprints (
     first_id TEXT NOT NULL,
@@ -55,7 +57,7 @@ class Fingerprints:
             self.db_path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(self.db_path, timeout=30, check_same_thread=False)
             try:
-                db.execute("PRAGMA journal_mode=WAL")
+                use_wal(db)
                 db.execute("PRAGMA synchronous=NORMAL")
                 db.execute(_SCHEMA)
                 db.commit()

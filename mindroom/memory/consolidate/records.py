@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mindroom.wal import use_wal
+
 _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS memory_conflicts (
         id TEXT PRIMARY KEY,
@@ -83,7 +85,7 @@ class ConsolidationRecords:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
             try:
-                db.execute("PRAGMA journal_mode=WAL")
+                use_wal(db)
                 db.execute("PRAGMA synchronous=NORMAL")
                 for statement in _SCHEMA:
                     db.execute(statement)

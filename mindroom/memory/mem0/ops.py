@@ -22,6 +22,8 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from mindroom.wal import use_wal
+
 
 @dataclass(frozen=True)
 class DoneOp:
@@ -43,7 +45,7 @@ class OpLog:
     def _db(self) -> Iterator[sqlite3.Connection]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with closing(sqlite3.connect(self.path, timeout=10)) as db:
-            db.execute("PRAGMA journal_mode=WAL")
+            use_wal(db)
             db.executescript(
                 """
                 CREATE TABLE IF NOT EXISTS ops (op_key TEXT PRIMARY KEY, op TEXT NOT NULL,
