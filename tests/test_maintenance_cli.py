@@ -159,6 +159,37 @@ def test_tick_with_maintenance_off_runs_nothing(
     assert len(counting.runs) == 1
 
 
+def test_tick_job_runs_a_job_now_that_is_not_due_and_keeps_its_schedule(
+    tmp_path: Path, counting: CountingJob, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path, {"hourly": EVERY_HOUR})
+    assert main(["maintenance", "tick", "--config", str(config)]) == 0
+    assert len(counting.runs) == 1
+    capsys.readouterr()
+    assert main(["maintenance", "tick", "--config", str(config)]) == 0  # the control: not due
+    assert "nothing due" in capsys.readouterr().out
+    assert len(counting.runs) == 1
+
+    assert main(["maintenance", "tick", "--job", "hourly", "--config", str(config)]) == 0
+
+    assert "hourly: completed" in capsys.readouterr().out
+    assert len(counting.runs) == 2
+    runs = store_of(tmp_path).runs("hourly")
+    assert [r.status for r in runs] == ["completed", "completed"]
+    assert store_of(tmp_path).job("hourly").next_due_at > runs[0].started_at  # type: ignore[union-attr]
+
+
+def test_tick_job_refuses_an_unknown_job_and_runs_nothing(
+    tmp_path: Path, counting: CountingJob, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path, {"hourly": EVERY_HOUR})
+
+    assert main(["maintenance", "tick", "--job", "hourlly", "--config", str(config)]) == 2
+
+    assert "no maintenance job 'hourlly' (jobs: " in capsys.readouterr().out
+    assert counting.runs == []
+
+
 def _until(check: Callable[[], bool], timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():

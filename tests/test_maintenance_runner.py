@@ -357,3 +357,29 @@ async def test_a_disabled_job_is_not_run_and_config_changes_are_applied_at_the_n
 def test_the_runner_owner_names_the_host_and_process(tmp_path: Path) -> None:
     runner = runner_for(tmp_path, maintenance_config({}), FakeClock(datetime.now(UTC)))
     assert f":{os.getpid()}:" in runner.owner
+
+
+def test_a_run_asked_for_now_is_skipped_while_another_runner_runs_the_job(
+    tmp_path: Path, counting: CountingJob
+) -> None:
+    counting.gate = threading.Event()
+    config = maintenance_config({"hourly": EVERY_HOUR})
+    clock = FakeClock(T0)
+    first, second = runner_for(tmp_path, config, clock), runner_for(tmp_path, config, clock)
+    results: dict[str, object] = {}
+    ticking = threading.Thread(target=_tick_in_thread, args=(first, results, "first"))
+    ticking.start()
+    assert counting.started.wait(30)  # the first runner holds the job open
+
+    asked = asyncio.run(second.run_now("hourly"))
+
+    assert asked.status == "skipped"
+    assert "running in" in asked.summary
+    counting.gate.set()
+    ticking.join(30)
+    assert len(counting.runs) == 1
+    again = asyncio.run(second.run_now("hourly"))  # the control: free, it runs although not due
+    assert again.status == "completed"
+    assert len(counting.runs) == 2
+    with pytest.raises(KeyError):
+        asyncio.run(second.run_now("nope"))

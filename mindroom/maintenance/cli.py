@@ -43,6 +43,9 @@ def add_maintenance_parser(sub: argparse._SubParsersAction, common) -> None:  # 
     status.set_defaults(func=run_status)
     tick = actions.add_parser("tick", help="run the jobs that are due now, then exit")
     common(tick)
+    tick.add_argument(
+        "--job", metavar="JOB", help="run this job now, due or not (never beside a run of it)"
+    )
     tick.set_defaults(func=run_tick)
     config = actions.add_parser(
         "config",
@@ -107,9 +110,15 @@ async def run_tick(args: argparse.Namespace) -> int:
     if not config.memory.maintenance.enabled:
         print("maintenance is off (memory.maintenance.enabled: false): nothing run")
         return 0
+    job = getattr(args, "job", None)
+    if job is not None and store.job(job) is None and job not in config.memory.maintenance.jobs:
+        known = ", ".join(sorted(config.memory.maintenance.jobs)) or "none"
+        print(f"no maintenance job {job!r} (jobs: {known})")
+        return 2
     registry = MemoryRegistry(config, storage, config_path.parent)
     try:
-        results = await MaintenanceRunner(store, storage, lambda: config, registry=registry).tick()
+        runner = MaintenanceRunner(store, storage, lambda: config, registry=registry)
+        results = [await runner.run_now(job)] if job is not None else await runner.tick()
     finally:
         registry.close()
     for result in results:

@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -219,9 +220,18 @@ class MaintenanceRunner:
                 results.append(await self._run(job.name, clock, tz))
         return results
 
-    async def _run(self, name: str, clock: Clock, tz: tzinfo) -> TickResult:
+    async def run_now(self, name: str) -> TickResult:
+        """Run job ``name`` now, due or not (never beside another run of it: the lease holds);
+        its next due time is then computed as after any run. KeyError: no such job."""
+        tz = await self.sync(self.clock())
+        await asyncio.to_thread(self.store.reap, self.clock())
+        if await asyncio.to_thread(self.store.job, name) is None:
+            raise KeyError(name)
+        return await self._run(name, self.clock, tz, due=False)
+
+    async def _run(self, name: str, clock: Clock, tz: tzinfo, *, due: bool = True) -> TickResult:
         claim = await asyncio.to_thread(
-            self.store.claim, name, self.owner, clock(), self.lease_seconds
+            partial(self.store.claim, name, self.owner, clock(), self.lease_seconds, due=due)
         )
         if claim.run_id is None:
             return TickResult(name, "skipped", claim.reason)

@@ -274,15 +274,18 @@ class MaintenanceStore:
 
     # -- leases and runs ------------------------------------------------------------------------
 
-    def claim(self, name: str, owner: str, now: datetime, lease_seconds: float) -> Claim:
-        """Start a run of job ``name`` as ``owner`` when it is enabled, due and not leased."""
+    def claim(
+        self, name: str, owner: str, now: datetime, lease_seconds: float, *, due: bool = True
+    ) -> Claim:
+        """Start a run of job ``name`` as ``owner`` when it is enabled, due (unless ``due`` is
+        False: a run asked for now) and not leased."""
         with self._write() as db:
             job = _read_job(db, name)
             if job is None:
                 raise KeyError(name)
             if not job.enabled:
                 return Claim(job, None, "disabled")
-            if job.next_due_at > now:
+            if due and job.next_due_at > now:
                 return Claim(job, None, "not due")
             if job.lease_owner and job.lease_expires_at and job.lease_expires_at > now:
                 until = iso(job.lease_expires_at)
