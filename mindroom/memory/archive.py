@@ -195,16 +195,20 @@ def reconcile_archive_sync(memory: FileMemory) -> int:
 
 def archive_entry_sync(
     memory: FileMemory, entry: MemoryEntry, *, into: str | None, why: str, actor: str,
-    today: dt.date,
+    today: dt.date, reconcile: bool = True,
 ) -> bool:  # fmt: skip
     """Move ``entry`` (as read: same id and text) to the archive; False when it changed or
-    went since it was read (then nothing moves). ``into`` is the id that replaces it."""
+    went since it was read (then nothing moves). ``into`` is the id that replaces it. A caller
+    making many moves that reconciled once before them passes ``reconcile=False`` (a copy a
+    crash left is harmless until the next reconcile; a move in progress elsewhere holds the
+    lock)."""
     if entry.hand_written:
         raise MemoryStoreError(f"{entry.id} is a line a person wrote: it is never archived")
     target = archive_file(today)
 
     def move() -> bool:
-        reconcile_archive_sync(memory)
+        if reconcile:
+            reconcile_archive_sync(memory)
         before, after = memory.write(
             target, lambda doc: _append(doc, entry, _note(today, entry.path, why)), None
         )

@@ -341,7 +341,7 @@ class ScopePass:
             return
         moved = archive_entry_sync(
             self.memory, drop, into=keep.id, why=f"{how}: merged into {keep.id}",
-            actor=ACTOR, today=self.today,
+            actor=ACTOR, today=self.today, reconcile=False,
         )  # fmt: skip
         self.gone.add(drop.id)
         if not moved:
@@ -388,7 +388,13 @@ class ScopePass:
             other = drop.id if entry is keep else keep.id
             why = f"{how}: merged with {other} into {merged_id}"
             if archive_entry_sync(
-                self.memory, entry, into=merged_id, why=why, actor=ACTOR, today=self.today
+                self.memory,
+                entry,
+                into=merged_id,
+                why=why,
+                actor=ACTOR,
+                today=self.today,
+                reconcile=False,
             ):
                 continue
             if done:
