@@ -224,13 +224,6 @@ def build_recall(
     return "\n\n".join([OPEN, intro, *present, CLOSE])
 
 
-def _live_entry(memory: FileMemory, entry_id: str) -> MemoryEntry | None:
-    try:
-        return memory.find(entry_id)
-    except MemoryStoreError:
-        return None
-
-
 def _conflicts_section(
     memory: FileMemory, picked: list[MemoryEntry], budget: list[int], *, count: bool
 ) -> str:
@@ -257,7 +250,7 @@ def _conflicts_section(
         records.close()
     sides: list[tuple[MemoryEntry, MemoryEntry, str]] = []
     for conflict in conflicts:  # both sides as they are now; one gone: nothing to weigh
-        found = [live.get(i) or _live_entry(memory, i)
+        found = [live.get(i) or memory.lookup(i)
                  for i in (conflict.memory_id, conflict.conflicting_memory_id)]  # fmt: skip
         if found[0] is not None and found[1] is not None:
             sides.append((found[0], found[1], conflict.reason))

@@ -230,6 +230,13 @@ class FileMemory:
                     return entry
         raise MemoryStoreError(f"no memory with id {entry_id!r} (search or list to find ids)")
 
+    def lookup(self, entry_id: str) -> MemoryEntry | None:
+        """:meth:`find`, or None when there is no such entry (or its file cannot be read)."""
+        try:
+            return self.find(entry_id)
+        except MemoryStoreError:
+            return None
+
     def add_sync(
         self, text: str, *, actor: str, path: str | None = None, op_key: str | None = None
     ) -> MemoryEntry:

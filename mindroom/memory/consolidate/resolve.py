@@ -46,10 +46,7 @@ def sides(memory: FileMemory, conflict: Conflict) -> tuple[Side, Side]:
     }
     found = []
     for entry_id in ids:
-        try:
-            current: MemoryEntry | None = memory.find(entry_id)
-        except MemoryStoreError:
-            current = None
+        current = memory.lookup(entry_id)
         found.append(Side(entry_id, str(texts.get(entry_id, "")), current))
     return found[0], found[1]
 

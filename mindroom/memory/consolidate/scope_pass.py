@@ -358,10 +358,8 @@ class ScopePass:
 
     def _still(self, entry: MemoryEntry) -> bool:
         """Whether ``entry`` is still in memory as read (a person may have changed it)."""
-        try:
-            return self.memory.find(entry.id).text == entry.text
-        except MemoryStoreError:
-            return False
+        current = self.memory.lookup(entry.id)
+        return current is not None and current.text == entry.text
 
     def _synthesize(self, keep: MemoryEntry, drop: MemoryEntry, text: str, how: str) -> str | None:
         """A new entry with ``text`` beside ``keep`` (history: a merge of both, its sources),
