@@ -3,9 +3,9 @@
 1. Candidates: entries of daily files at least ``min_age_days`` old, entries of other files
    (``MEMORY.md``, topic files) changed within ``recent_days``, and entries recall used at least
    ``frequent_retrievals`` times. Younger daily entries are left to settle.
-2. Pairs: each candidate against every live entry that shares a content word with it, and its
-   nearest neighbours by embedding when the scope has a semantic index; exact duplicates by
-   normalised text. :mod:`.signals` puts each pair in a band.
+2. Pairs (:mod:`.pairs`): each candidate against every live entry that shares a content word
+   with it, and its nearest neighbours by embedding when the scope has a semantic index; exact
+   duplicates by normalised text. :mod:`.signals` puts each pair in a band.
 3. Without a model: exact and near-exact duplicates merge (the entry with more detail, else
    the one in ``MEMORY.md``, else the older one, is kept; the other is archived with a
    pointer to it); a negated twin is recorded as a conflict.
@@ -32,26 +32,30 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mindroom.config.maintenance_schema import ConsolidationConfig
-from mindroom.errors import EmbedderError, MemoryStoreError
+from mindroom.errors import MemoryStoreError
 from mindroom.memory.archive import (
     archive_entry_sync,
     reconcile_archive_sync,
     restore_archived_sync,
 )
 from mindroom.memory.consolidate.judge import Pair, PairJudge, Verdict
+from mindroom.memory.consolidate.pairs import (
+    Candidate,
+    cosines,
+    day_of,
+    find_pairs,
+    live_entries,
+    select_candidates,
+)
 from mindroom.memory.consolidate.records import ConsolidationRecords
 from mindroom.memory.consolidate.signals import (
-    Band,
     Thresholds,
-    Words,
-    classify,
     more_detailed,
     normal_form,
     words,
@@ -68,8 +72,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 ACTOR = "consolidation"
-_NEIGHBOURS = 10  # nearest entries by embedding compared with each candidate
-_PARTNERS = 60  # entries sharing the most words compared with each candidate
 
 
 @dataclass
@@ -104,105 +106,6 @@ class ScopeReport:
             "recently_judged": self.recently_judged,
             "skipped_changed": self.skipped_changed,
         }
-
-
-def _live_entries(memory: FileMemory) -> list[MemoryEntry]:
-    memory.index.sync()
-    return [MemoryEntry(row[1], row[2], row[0], row[3], row[4]) for row in memory.index.snapshot()]
-
-
-def _day(entry: MemoryEntry) -> str:
-    day = daily_date(entry.path)
-    return day.isoformat() if day else ""
-
-
-def select_candidates(
-    memory: FileMemory,
-    entries: list[MemoryEntry],
-    retrievals: dict[str, int],
-    settings: ConsolidationConfig,
-    now: dt.datetime,
-) -> list[MemoryEntry]:
-    """The entries this pass looks at (see the module docstring, step 1)."""
-    today = now.astimezone().date()
-    settle = today - dt.timedelta(days=settings.min_age_days)
-    recent = now.timestamp() - settings.recent_days * 86400
-    changed: dict[str, bool] = {}
-    chosen = []
-    for entry in entries:
-        day = daily_date(entry.path)
-        if day is not None:
-            take = day <= settle
-        else:
-            if entry.path not in changed:
-                try:
-                    changed[entry.path] = os.stat(memory.scope.root / entry.path).st_mtime >= recent
-                except OSError:
-                    changed[entry.path] = False
-            take = changed[entry.path]
-        if take or retrievals.get(entry.id, 0) >= settings.frequent_retrievals:
-            chosen.append(entry)
-    return chosen
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A pair found by the signals."""
-
-    a: MemoryEntry
-    b: MemoryEntry
-    band: Band
-    similarity: float
-
-
-def _cosines(
-    memory: FileMemory, entries: list[MemoryEntry], candidates: list[MemoryEntry]
-) -> dict[str, list[tuple[str, float]]] | None:
-    """Each candidate's nearest entries by embedding (None: no semantic index)."""
-    try:
-        vectors = memory.vectors
-        if vectors is None:
-            return None
-        found = vectors.neighbours([e.id for e in entries], [c.id for c in candidates], _NEIGHBOURS)
-    except EmbedderError as exc:
-        logger.warning("consolidation of %s: keyword signals only: %s", memory.scope_id, exc)
-        return None
-    return found or None
-
-
-def find_pairs(
-    entries: list[MemoryEntry],
-    candidates: list[MemoryEntry],
-    words_of: dict[str, Words],
-    neighbours: dict[str, list[tuple[str, float]]] | None,
-    limits: Thresholds,
-) -> list[Candidate]:
-    """Every pair of a candidate and another live entry that falls in a band."""
-    by_id = {e.id: e for e in entries}
-    postings: dict[str, list[str]] = defaultdict(list)
-    for entry in entries:
-        for word in words_of[entry.id].content:
-            postings[word].append(entry.id)
-    seen: set[tuple[str, str]] = set()
-    pairs: list[Candidate] = []
-    for candidate in candidates:
-        shared: Counter[str] = Counter()
-        for word in words_of[candidate.id].content:
-            shared.update(postings[word])
-        cosine = dict(neighbours.get(candidate.id, [])) if neighbours else {}
-        partners = [i for i, _ in shared.most_common(_PARTNERS + 1)] + list(cosine)
-        for other_id in partners:
-            key = tuple(sorted((candidate.id, other_id)))
-            if other_id == candidate.id or key in seen:
-                continue
-            seen.add(key)  # type: ignore[arg-type]
-            other = by_id[other_id]
-            band, similarity = classify(
-                words_of[candidate.id], words_of[other_id], cosine.get(other_id), limits
-            )
-            if band != "none":
-                pairs.append(Candidate(candidate, other, band, similarity))
-    return pairs
 
 
 class ScopePass:
@@ -240,13 +143,13 @@ class ScopePass:
     def run(self) -> ScopeReport:
         self.memory.prepare()
         reconcile_archive_sync(self.memory)
-        entries = _live_entries(self.memory)
+        entries = live_entries(self.memory)
         self.report.entries = len(entries)
         retrievals = self.records.retrievals()
         candidates = select_candidates(self.memory, entries, retrievals, self.settings, self.now)
         self.report.candidates = len(candidates)
         self.words_of = {e.id: words(e.text) for e in entries}
-        neighbours = _cosines(self.memory, entries, candidates) if candidates else None
+        neighbours = cosines(self.memory, entries, candidates) if candidates else None
         pairs = find_pairs(entries, candidates, self.words_of, neighbours, self.limits)
         pairs += self._exact_pairs(entries, {c.id for c in candidates}, pairs)
         # a daily note and its copy in MEMORY.md are the dated record and the curated fact:
@@ -291,7 +194,7 @@ class ScopePass:
         return (
             entry.path != ENTRYPOINT,
             not entry.hand_written,
-            _day(entry) or "9999",
+            day_of(entry) or "9999",
             entry.start_line,
         )
 
@@ -330,7 +233,7 @@ class ScopePass:
             self.replaced[keep.id] = self.replaced[drop.id] = taken_over
             self.records.add_days(
                 merged, self.records.days(keep.id) | self.records.days(drop.id)
-                | {_day(keep), _day(drop)},
+                | {day_of(keep), day_of(drop)},
             )  # fmt: skip
             self.report.merged.append((merged, keep.id, how))
             self.report.merged.append((merged, drop.id, how))
@@ -352,7 +255,7 @@ class ScopePass:
             actor=ACTOR, op="merge", entry_id=keep.id, path=keep.path, old=keep.text,
             new=keep.text, meta={"sources": [drop.id], "how": how},
         )  # fmt: skip
-        days = self.records.days(drop.id) | {_day(drop), _day(keep)}
+        days = self.records.days(drop.id) | {day_of(drop), day_of(keep)}
         self.records.add_days(keep.id, days)
         self.report.merged.append((keep.id, drop.id, how))
 
@@ -479,7 +382,7 @@ class ScopePass:
 
     def confidence(self, entry: MemoryEntry, retrievals: dict[str, int]) -> float:
         """How well a daily fact is corroborated (see the module docstring)."""
-        days = self.records.days(entry.id) | {_day(entry)}
+        days = self.records.days(entry.id) | {day_of(entry)}
         n = len(days - {""}) + (retrievals.get(entry.id, 0) >= self.settings.frequent_retrievals)
         return 1 - 0.5**n
 
@@ -503,7 +406,7 @@ class ScopePass:
                 )
                 return
             long_term.add(normal)
-            self.records.add_days(added.id, self.records.days(entry.id) | {_day(entry)})
+            self.records.add_days(added.id, self.records.days(entry.id) | {day_of(entry)})
             self.report.promoted.append((entry.id, added.id))
 
 
