@@ -36,69 +36,8 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
+from mindroom.ledger_schema import SCHEMA
 from mindroom.memory.flush_state import FlushClaim, FlushEntry
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS handled (
-    event_id   TEXT PRIMARY KEY,
-    room_id    TEXT NOT NULL,
-    responders TEXT NOT NULL,
-    source     TEXT NOT NULL,
-    status     TEXT NOT NULL,
-    claimed_at REAL NOT NULL,
-    done_at    REAL
-);
-CREATE INDEX IF NOT EXISTS handled_pending ON handled (status, claimed_at);
-CREATE TABLE IF NOT EXISTS sync_tokens (
-    account TEXT PRIMARY KEY,
-    token   TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS compactions (
-    base_session TEXT PRIMARY KEY,
-    generation   INTEGER NOT NULL,
-    carried      TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS reply_parts (
-    trigger_id TEXT NOT NULL,
-    agent      TEXT NOT NULL,
-    part       INTEGER NOT NULL,
-    event_id   TEXT,
-    PRIMARY KEY (trigger_id, agent, part)
-);
-CREATE TABLE IF NOT EXISTS session_generations (
-    room_id     TEXT NOT NULL,
-    thread_root TEXT NOT NULL,
-    generation  INTEGER NOT NULL,
-    PRIMARY KEY (room_id, thread_root)
-);
-CREATE TABLE IF NOT EXISTS flush_sessions (
-    key                TEXT PRIMARY KEY,
-    agent              TEXT NOT NULL,
-    session_id         TEXT NOT NULL,
-    requester          TEXT NOT NULL DEFAULT '',
-    team               TEXT NOT NULL DEFAULT '[]',
-    dirty              INTEGER NOT NULL DEFAULT 0,
-    dirty_revision     INTEGER NOT NULL DEFAULT 0,
-    first_dirty_at     REAL NOT NULL DEFAULT 0,
-    last_seen_at       REAL NOT NULL DEFAULT 0,
-    flushed_updated_at REAL NOT NULL DEFAULT 0,
-    cursor             INTEGER NOT NULL DEFAULT 0,
-    in_flight          INTEGER NOT NULL DEFAULT 0,
-    failures           INTEGER NOT NULL DEFAULT 0,
-    next_attempt_at    REAL NOT NULL DEFAULT 0,
-    boosted            INTEGER NOT NULL DEFAULT 0,
-    claim_id           TEXT,
-    claim_pid          INTEGER,
-    claim_boot         TEXT,
-    claimed_at         REAL
-);
-CREATE TABLE IF NOT EXISTS flush_curation (
-    scope  TEXT NOT NULL,
-    day    TEXT NOT NULL,
-    passes INTEGER NOT NULL,
-    PRIMARY KEY (scope, day)
-);
-"""
 
 
 @dataclass(frozen=True)
@@ -154,7 +93,7 @@ class Ledger:
         db = await aiosqlite.connect(path, timeout=30)
         await db.execute("PRAGMA journal_mode=WAL")
         await db.execute("PRAGMA synchronous=NORMAL")
-        await db.executescript(_SCHEMA)
+        await db.executescript(SCHEMA)
         await db.commit()
         return cls(db)
 
