@@ -12,22 +12,19 @@ recall (logged once), not allowed to take the rest of the memory down.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
-import secrets
 import threading
-import time
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from mindroom.embeddings.install import vectors_need_numpy
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.bounded import bounded
-from mindroom.memory.files import clean_temp_files, edit_file, file_lock, read_text
+from mindroom.memory.files import clean_temp_files, edit_file, read_text
 from mindroom.memory.history import History, HistoryRecord
 from mindroom.memory.index import MemoryIndex, SearchHit, memory_files
+from mindroom.memory.intents import Intents
 from mindroom.memory.markdown import (
     MemoryEntry,
     append_entry,
@@ -64,7 +61,8 @@ class FileMemory:
         self._vectors_lock = threading.Lock()
         self.history = History(scope.state_dir / "history.jsonl", self._locks)
         clean_temp_files(scope.root, self._locks)  # a crashed writer's leftovers
-        self._reconcile_intents()
+        self._intents = Intents(scope, self._locks, self.history, self._entries)
+        self._intents.reconcile()
 
     @property
     def _locks(self) -> Path:
@@ -142,7 +140,7 @@ class FileMemory:
         def before_write(_old: str, _new: str) -> None:
             if record is not None and not intents:
                 written = record()
-                intents.append((written, self._mark_intent(written)))
+                intents.append((written, self._intents.mark(written)))
 
         try:
             old, new = edit_file(
@@ -150,68 +148,13 @@ class FileMemory:
             )
         except BaseException:
             for written, marker in intents:
-                self._settle(written, marker)
+                self._intents.settle(written, marker)
             raise
         for written, marker in intents:
             if old == new:
-                self._abort(written)
+                self._intents.abort(written)
             marker.unlink(missing_ok=True)
         return old, new
-
-    # -- intents: a record written, its file change not yet known to have happened -------------
-
-    @property
-    def _intents(self) -> Path:
-        return self.scope.state_dir / "intents"
-
-    def _mark_intent(self, record: HistoryRecord) -> Path:
-        self._intents.mkdir(parents=True, exist_ok=True)
-        marker = self._intents / f"{time.time_ns()}-{secrets.token_hex(3)}.json"
-        marker.write_text(json.dumps(asdict(record), ensure_ascii=False), encoding="utf-8")
-        return marker
-
-    def _abort(self, record: HistoryRecord) -> None:
-        self.history.append(
-            actor=record.actor, op="abort", entry_id=record.id, path=record.path,
-            old=None, new=None, op_key=record.op_key,
-        )  # fmt: skip
-
-    def _happened(self, record: HistoryRecord) -> bool:
-        """Whether the file shows the change ``record`` announced."""
-        try:
-            entries = self._entries(record.path)
-        except MemoryStoreError:
-            return False
-        if record.op in ("delete", "archive"):
-            return all(e.id != record.id for e in entries)
-        if record.op in ("update", "merge"):
-            return any(e.text == record.new for e in entries)
-        return any(e.id == record.id for e in entries)
-
-    def _settle(self, record: HistoryRecord, marker: Path) -> None:
-        if not self._happened(record):
-            self._abort(record)
-        marker.unlink(missing_ok=True)
-
-    def _reconcile_intents(self) -> None:
-        """At open: settle the writes a crashed process announced but may not have made."""
-        try:
-            markers = sorted(self._intents.iterdir())
-        except FileNotFoundError:
-            return
-        for marker in markers:
-            try:
-                record = HistoryRecord(**json.loads(marker.read_text(encoding="utf-8")))
-                target, _ = confined_path(self.scope.root, record.path)
-            except (OSError, ValueError, TypeError, MemoryStoreError):
-                marker.unlink(missing_ok=True)  # torn by the crash: its write never began
-                continue
-            try:
-                with file_lock(self._locks, target, timeout=0):  # a live writer holds it
-                    if marker.exists():
-                        self._settle(record, marker)
-            except MemoryStoreError:
-                continue
 
     def _repeated(self, op_key: str | None) -> HistoryRecord | None:
         """The record of an earlier call with ``op_key`` that really wrote (None: write now)."""
