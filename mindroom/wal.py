@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from pathlib import Path
 
 WAL_SECONDS = 30.0
 
@@ -27,3 +28,19 @@ def use_wal(db: sqlite3.Connection, seconds: float = WAL_SECONDS) -> None:
                 raise
         time.sleep(pause)  # a back-off between tries of a lock, not a wait for an event
         pause = min(pause * 2, 0.2)
+
+
+def open_database(path: Path, schema: str) -> sqlite3.Connection:
+    """A connection to ``path`` (created, with its folder, when missing) usable from any thread
+    under the caller's lock: WAL, a 30 s busy timeout, ``synchronous=NORMAL``, and ``schema`` (a
+    script of ``IF NOT EXISTS`` statements) applied."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path, timeout=30, check_same_thread=False)
+    try:
+        use_wal(db)
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.executescript(schema)
+    except BaseException:
+        db.close()
+        raise
+    return db

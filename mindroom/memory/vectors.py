@@ -56,7 +56,7 @@ from mindroom.embeddings.scoring import Scorer, half_precision_scorer
 from mindroom.errors import EmbedderError
 from mindroom.memory.index import IndexMark, MemoryIndex, SearchHit
 from mindroom.memory.markdown import MemoryEntry
-from mindroom.wal import use_wal
+from mindroom.wal import open_database
 
 logger = logging.getLogger(__name__)
 
@@ -121,16 +121,7 @@ class VectorIndex:
     @property
     def _db(self) -> sqlite3.Connection:
         if self._connection is None:
-            self.db_path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.db_path, timeout=30, check_same_thread=False)
-            try:
-                use_wal(db)
-                db.execute("PRAGMA synchronous=NORMAL")
-                db.executescript(_SCHEMA)
-            except BaseException:
-                db.close()
-                raise
-            self._connection = db
+            self._connection = open_database(self.db_path, _SCHEMA)
         return self._connection
 
     def close(self) -> None:

@@ -21,7 +21,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from mindroom.wal import use_wal
+from mindroom.wal import open_database
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pair_fingerprints (
@@ -54,17 +54,7 @@ class Fingerprints:
     def _db(self) -> sqlite3.Connection:
         """The open connection (the lock is held)."""
         if self._connection is None:
-            self.db_path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.db_path, timeout=30, check_same_thread=False)
-            try:
-                use_wal(db)
-                db.execute("PRAGMA synchronous=NORMAL")
-                db.execute(_SCHEMA)
-                db.commit()
-            except BaseException:
-                db.close()
-                raise
-            self._connection = db
+            self._connection = open_database(self.db_path, _SCHEMA)
         return self._connection
 
     def seen(self, a_id: str, b_id: str, similarity: float, now: dt.datetime) -> bool:

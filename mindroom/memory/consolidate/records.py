@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mindroom.wal import use_wal
+from mindroom.wal import open_database
 
 _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS memory_conflicts (
@@ -82,18 +82,7 @@ class ConsolidationRecords:
     @property
     def _db(self) -> sqlite3.Connection:
         if self._connection is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
-            try:
-                use_wal(db)
-                db.execute("PRAGMA synchronous=NORMAL")
-                for statement in _SCHEMA:
-                    db.execute(statement)
-                db.commit()
-            except BaseException:
-                db.close()
-                raise
-            self._connection = db
+            self._connection = open_database(self.path, ";\n".join(_SCHEMA))
         return self._connection
 
     def close(self) -> None:
