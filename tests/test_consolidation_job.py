@@ -55,7 +55,7 @@ def texts(memory: FileMemory) -> list[str]:
     return sorted(e.text for e in memory.list_sync(1000))
 
 
-def plant(registry: MemoryRegistry) -> dict[str, Any]:
+def plant(registry: MemoryRegistry) -> None:
     """Duplicates in every scope; the same sentence in Alice's and Bob's private roots."""
     general = registry.for_agent("general")
     team = registry.for_team(["general", "coder"])
@@ -73,7 +73,15 @@ def plant(registry: MemoryRegistry) -> dict[str, Any]:
     general.add_sync("The deploy day is Tuesday", actor="t", path="memory/2026-11-04.md")
     for person in (alice, bob):  # one sentence in both: never one fact across people
         person.add_sync("My sister is called Ines", actor="t", path="memory/2026-11-02.md")
-    return {"general": general, "team": team, "alice": alice, "bob": bob}
+
+
+def planted(config: Config, storage: Path) -> None:
+    """:func:`plant` into ``storage``'s memories, closed again (the job opens its own)."""
+    registry = MemoryRegistry(config, storage)
+    try:
+        plant(registry)
+    finally:
+        registry.close()
 
 
 def tick(config: Config, storage: Path, registry: MemoryRegistry | None = None) -> Any:
@@ -92,11 +100,7 @@ def test_a_deep_run_consolidates_every_scope_apart_and_is_audited(
         judge_handler({("The deploy day is Friday", "The deploy day is Tuesday"): "conflict"})
     )
     config = storage_config(model)
-    registry = MemoryRegistry(config, tmp_path)
-    try:
-        at = plant(registry)
-    finally:
-        registry.close()
+    planted(config, tmp_path)
 
     results, runs = tick(config, tmp_path)
 
@@ -148,7 +152,6 @@ def test_a_deep_run_consolidates_every_scope_apart_and_is_audited(
     assert dailies[0] == dailies[1]
     assert sum("The launch is on Monday" in read_text(r / "memory/2026-11-01.md") + d
                for r, d in zip(roots, dailies, strict=True)) == 2  # fmt: skip
-    assert at  # the planted scopes were opened
 
 
 def test_a_light_run_asks_no_model_and_leaves_the_model_pairs_for_the_deep_run(
@@ -156,11 +159,7 @@ def test_a_light_run_asks_no_model_and_leaves_the_model_pairs_for_the_deep_run(
 ) -> None:
     model.set_handler(judge_handler({}, default="conflict"))
     config = storage_config(model, mode="light")
-    registry = MemoryRegistry(config, tmp_path)
-    try:
-        plant(registry)
-    finally:
-        registry.close()
+    planted(config, tmp_path)
 
     results, runs = tick(config, tmp_path)
 
@@ -176,11 +175,7 @@ def test_a_job_without_a_usable_model_still_merges_and_says_why(
     tmp_path: Path, model: ScriptedModel
 ) -> None:
     config = storage_config(model, llm_command=[str(tmp_path / "no-such-judge")])
-    registry = MemoryRegistry(config, tmp_path)
-    try:
-        plant(registry)
-    finally:
-        registry.close()
+    planted(config, tmp_path)
 
     results, runs = tick(config, tmp_path)
 
