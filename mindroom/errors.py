@@ -9,6 +9,7 @@ an event handler, a worker loop) can catch ours without catching programming err
      │    └── HomeserverError   the embedded Synapse could not start or answer
      ├── ModelError        a language model failed (unreachable, bad key, bad answer)
      ├── MemoryStoreError  a memory file or index operation was refused or failed
+     │    └── MemoryAccessError  a category the agent's allowlist does not grant was asked for
      ├── AlreadyRunningError  another ``mindroom run`` holds this storage's run lock
      ├── NotRunningError   no ``mindroom run`` holds it, so nobody would answer a chat
      └── EmbedderError     an embedder could not be loaded or did not answer (memory search
@@ -53,6 +54,10 @@ class ModelError(MindroomError):
 
 class MemoryStoreError(MindroomError):
     """A memory operation was refused (bad path, unknown id) or failed."""
+
+
+class MemoryAccessError(MemoryStoreError):
+    """A read or write named a category the agent may not use (``memory.allowlists``)."""
 
 
 class AlreadyRunningError(MindroomError):

@@ -39,12 +39,15 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from mindroom.agents.extraction import ChatLine, next_chunk
 from mindroom.agents.runner import AgentRuntime
 from mindroom.config.schema import Config
+from mindroom.errors import MemoryAccessError
 from mindroom.ledger import Ledger
+from mindroom.memory.access import CategoryAccess
 from mindroom.memory.bounded import Threads
 from mindroom.memory.flush_state import (
     LEGACY_STATE_FILE,
@@ -63,6 +66,7 @@ from mindroom.memory.flush_state import (
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.registry import MemoryRegistry, ScopeMemory
 from mindroom.memory.store import FileMemory, today
+from mindroom.memory.view import AgentView
 
 logger = logging.getLogger(__name__)
 
@@ -341,7 +345,8 @@ class FlushWorker:
             )
         if not allowed:
             return []
-        entries = await memory.list(500)
+        view = AgentView(memory, self._access(entry))  # curation sees what the agent may
+        entries = await view.list(500)
         daily = [e.text for e in entries if e.path.startswith("memory/")][:200]
         long_term = [e.text for e in entries if e.path == "MEMORY.md"]
         if not daily:
@@ -362,9 +367,13 @@ class FlushWorker:
             return []
         promoted = []
         for fact in facts:
-            added = await asyncio.to_thread(
-                memory.append_unique_sync, fact, actor="curation", path="MEMORY.md"
-            )
+            try:
+                added = await asyncio.to_thread(
+                    view.append_unique_sync, fact, actor="curation", path="MEMORY.md"
+                )
+            except MemoryAccessError as exc:  # its allowlist lacks the default category
+                logger.warning("curating %s: %s", memory.scope_id, exc)
+                break
             if added is not None:
                 promoted.append(added.text)
         if promoted:
@@ -460,7 +469,9 @@ class FlushWorker:
             return await self._threads.run(
                 settings.max_extraction_seconds, memory.extract_sync, chunk
             )
-        known = await self._known(memory, chunk)
+        view = AgentView(memory, self._access(claimed))
+        view.access.writable(None)  # an allowlist without the default category: nothing fits
+        known = await self._known(view, chunk)
         facts = await asyncio.wait_for(
             self.runtime.extract(
                 self._model_key(claimed),
@@ -474,7 +485,7 @@ class FlushWorker:
         written = []
         for fact in facts:
             added = await asyncio.to_thread(
-                memory.append_unique_sync,
+                partial(view.append_unique_sync, run=claimed.session_id),
                 fact,
                 actor="flush",
                 path=memory.scope.daily_path(today()),
@@ -483,10 +494,17 @@ class FlushWorker:
                 written.append(added.text)
         return written
 
-    async def _known(self, memory: FileMemory, chunk: list[ChatLine]) -> list[str]:
+    def _access(self, entry: FlushEntry) -> CategoryAccess:
+        """What the flush of ``entry`` may read and write: its agent's (or team's) allowlist."""
+        if entry.team:
+            return CategoryAccess.of_team(self.config, entry.agent, entry.team)
+        return CategoryAccess.of(self.config, entry.agent)
+
+    async def _known(self, view: AgentView, chunk: list[ChatLine]) -> list[str]:
+        """Memory the extraction turn is shown (only what the agent itself may read)."""
         snippets = self.settings.extractor.include_memory_context
         if not snippets.memory_snippets:
             return []
         query = " ".join(line.text for line in chunk)[:2000]
-        hits = await memory.search(query, snippets.memory_snippets)
+        hits = await view.search(query, snippets.memory_snippets)
         return [hit.entry.text[: snippets.snippet_max_chars] for hit in hits]

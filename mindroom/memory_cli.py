@@ -16,9 +16,19 @@ from pathlib import Path
 
 from mindroom.config import Config, load_config
 from mindroom.errors import ConfigError, EmbedderError, MemoryStoreError
+from mindroom.memory.fields import NO_FIELDS, render_fields
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.store import FileMemory
+from mindroom.memory.view import AgentView
+from mindroom.memory_structured_cli import (
+    STRUCTURED_ACTIONS,
+    add_field_arguments,
+    add_structured_parsers,
+    cli_access,
+    fields_of,
+    run_structured,
+)
 from mindroom.memory_transfer import export_scope, import_scope
 from mindroom.runlock import running
 
@@ -45,6 +55,8 @@ def add_memory_parser(sub: argparse._SubParsersAction, common) -> None:  # type:
     add = action("add", "add a memory")
     add.add_argument("text")
     add.add_argument("--file", help="memory file (default MEMORY.md)")
+    add_field_arguments(add)
+    add_structured_parsers(action)
     action("get", "show one memory").add_argument("id")
     action("history", "show the history (of one memory)").add_argument("id", nargs="?")
     action("restore", "bring back a deleted or archived memory").add_argument("id")
@@ -237,7 +249,7 @@ def run_memory(args: argparse.Namespace) -> int:
     try:
         if isinstance(memory, Mem0Memory) and args.action in ("add", "import"):
             _refuse_while_running(args, registry.storage / "mindroom_data")
-        return _act(args, memory)
+        return _act(args, memory, registry.config)
     except MemoryStoreError as exc:
         print(f"mindroom memory: {exc}")
         return 1
@@ -245,31 +257,35 @@ def run_memory(args: argparse.Namespace) -> int:
         registry.close()
 
 
-def _act(args: argparse.Namespace, memory: FileMemory | Mem0Memory) -> int:
+def _act(args: argparse.Namespace, memory: FileMemory | Mem0Memory, config: Config) -> int:
     if args.action == "export":
         return export_scope(memory, args.output)
     if args.action == "import":
         return import_scope(memory, args.file)
+    view = AgentView(memory, cli_access(args, config))  # --agent/--team: its allowlist
+    if args.action in STRUCTURED_ACTIONS:
+        return run_structured(args, view)
     if isinstance(memory, Mem0Memory):
         return _act_mem0(args, memory)
     if args.action == "list":
-        entries = memory.list_sync(args.limit)
+        entries = view.list_sync(args.limit)
         for e in entries:
             print(_line(e.id, e.path, e.start_line, e.text))
         print(f"({len(entries)} memories in {memory.scope.root})")
     elif args.action == "search":
-        hits = memory.index.search(args.query, args.limit)
+        hits = memory.index.search(args.query, args.limit, where=view.reading().where())
         for hit in hits:
             e = hit.entry
             print(f"{hit.score:.3g}  {_line(e.id, e.path, e.start_line, e.text)}")
         if not hits:
             print(f"no memories match {args.query!r}")
     elif args.action == "add":
-        e = memory.add_sync(args.text, actor="cli", path=args.file)
+        e = view.add_sync(args.text, actor="cli", path=args.file, fields=fields_of(args))
         print(f"added {_line(e.id, e.path, e.start_line, e.text)}")
     elif args.action == "get":
-        e = memory.find(args.id)
-        print(f"{e.id}  {e.path}:{e.start_line}-{e.end_line}\n{e.text}")
+        e = view.get_sync(args.id)
+        words = f"  {render_fields(e.fields)}" if e.fields != NO_FIELDS else ""
+        print(f"{e.id}  {e.path}:{e.start_line}-{e.end_line}{words}\n{e.text}")
     elif args.action == "history":
         records = memory.history_of(args.id)
         for r in records:

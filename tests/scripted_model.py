@@ -784,3 +784,18 @@ class _RequestHandler(BaseHTTPRequestHandler):
         self._write_chunk(b"data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+
+def tool_results(server: ScriptedModel) -> list[str]:
+    """The tool results the model was sent back, in order (every request's ``tool`` messages,
+    each counted once: a later request repeats the earlier ones in its history)."""
+    seen: list[str] = []
+    for request in server.requests:
+        results = [
+            str(m.get("content")) for m in request.get("messages", []) if m.get("role") == "tool"
+        ]
+        if len(results) > len(seen) and results[: len(seen)] == seen:
+            seen = results
+        elif results and results != seen[: len(results)]:
+            seen += results
+    return seen

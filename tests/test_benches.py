@@ -218,3 +218,14 @@ def test_memory_search_hybrid_table_follows_the_keyword_one_and_re_embeds_the_ch
     ), lines[6]
     assert lines[7].startswith("load average after: ")
     assert lines[8].startswith("targets: hybrid median <= 25 ms at 100k")
+
+
+def test_structured_memory_bench_times_memory_query_against_the_store_search(
+    tmp_path: Path,
+) -> None:
+    """The bench runs the tool's own path on a small scope and ends with its figure line."""
+    lines = run_bench("structured_memory.py", "--entries", "700", "--queries", "20", cwd=tmp_path)
+    assert lines[0].startswith("entries: 700  index built in ")
+    assert re.fullmatch(r"queries: 20 \(\d+ with results\)", lines[1]), lines[1]
+    assert int(re.search(r"\((\d+) with", lines[1]).group(1)) > 0  # type: ignore[union-attr]
+    assert re.fullmatch(r"memory_query_bullets_p50_ms=\d+\.\d", lines[-1]), lines[-1]

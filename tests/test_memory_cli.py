@@ -101,7 +101,7 @@ def test_get_prints_the_whole_entry_with_its_lines(cli, config: Path) -> None:
     code, out, _ = cli("get", entry.id)
 
     assert code == 0
-    assert out == f"{entry.id}  MEMORY.md:2-3\ntwo\nthree\n"
+    assert out == f"{entry.id}  MEMORY.md:2-3  created={entry.fields.created}\ntwo\nthree\n"
 
 
 def test_get_of_an_unknown_id_fails_with_exit_code_1(cli) -> None:

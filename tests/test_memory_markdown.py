@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import random
 import re
 
 import pytest
 
+from mindroom.memory.fields import EntryFields
 from mindroom.memory.markdown import (
     ENTRY_ID_RE,
     MemoryEntry,
@@ -54,6 +56,13 @@ TRICKY_TEXTS = [
     "    leading spaces are stripped",
     "windows\r\nline endings\r\n",
     "~~~\nfence\n~~~\n-->",
+]
+
+RANDOM_FIELDS = [
+    EntryFields(),
+    EntryFields(category="profile", importance=5, pinned=True),
+    EntryFields(type="procedural", created=dt.date(2026, 1, 2), extra=("typo=x",)),
+    EntryFields(state="soft_deleted", purge=dt.date(2027, 3, 1)),
 ]
 
 SIMPLE_HAND_TEXTS = ["buy milk", "Bob's birthday is on May 3", "ünïcödé ✓", "x"]
@@ -584,7 +593,8 @@ def _piece(rng: random.Random) -> tuple[list[str], list[tuple[str, str]]]:
         return lines, [(hand_id(PATH, text), text)]
     entry_id = _random_id(rng)
     text = rng.choice(TRICKY_TEXTS)
-    return render_entry(entry_id, text), [(entry_id, normalize_text(text))]
+    fields = rng.choice(RANDOM_FIELDS)
+    return render_entry(entry_id, text, fields), [(entry_id, normalize_text(text))]
 
 
 def _document(rng: random.Random) -> tuple[str, list[tuple[str, str]]]:

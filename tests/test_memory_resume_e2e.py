@@ -17,7 +17,7 @@ from tests.scripted_model import Reply, ScriptedModel, ToolCall
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 
 FACTS = [f"Project fact number {n}: the deadline for part {n} is day {n}" for n in range(60)]
-FACT_ID = re.compile(r"<!-- (m-[0-9a-f]{8}) -->")
+FACT_ID = re.compile(r"<!-- (m-[0-9a-f]{8})(?: [^<>]*)? -->")
 
 
 def memory_file(bot_process: BotProcess) -> Path:

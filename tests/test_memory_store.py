@@ -62,7 +62,10 @@ def test_add_appends_a_mindroom_entry_to_memory_md_by_default(memory: FileMemory
 
     assert ENTRY_ID_RE.fullmatch(entry.id)
     assert (entry.path, entry.start_line, entry.end_line) == ("MEMORY.md", 1, 1)
-    assert memory.scope.entrypoint.read_text() == f"- Alice prefers tea <!-- {entry.id} -->\n"
+    assert (
+        memory.scope.entrypoint.read_text()
+        == f"- Alice prefers tea <!-- {entry.id} created={entry.fields.created} -->\n"
+    )
 
 
 def test_add_to_a_relative_path_writes_that_file_and_not_memory_md(memory: FileMemory) -> None:
@@ -70,7 +73,10 @@ def test_add_to_a_relative_path_writes_that_file_and_not_memory_md(memory: FileM
 
     assert entry.path == "topics/fruit.md"
     target = memory.scope.root / "topics" / "fruit.md"
-    assert target.read_text() == f"- Kiwis are ripe in May <!-- {entry.id} -->\n"
+    assert (
+        target.read_text()
+        == f"- Kiwis are ripe in May <!-- {entry.id} created={entry.fields.created} -->\n"
+    )
     assert not memory.scope.entrypoint.exists()
 
 
@@ -81,7 +87,10 @@ def test_add_appends_after_existing_text_without_touching_it(memory: FileMemory)
     raw = memory.scope.entrypoint.read_bytes()
     assert raw.startswith(HAND_FILE.encode())
     # the file had no final newline: one is added (the document's \n), then the entry
-    assert raw[len(HAND_FILE) :] == f"\n- new fact <!-- {entry.id} -->\n".encode()
+    assert (
+        raw[len(HAND_FILE) :]
+        == f"\n- new fact <!-- {entry.id} created={entry.fields.created} -->\n".encode()
+    )
 
 
 def test_get_returns_the_entry_as_it_is_in_the_file(memory: FileMemory) -> None:
@@ -153,7 +162,9 @@ def test_update_keeps_a_mindroom_entrys_id_and_rewrites_only_its_line(
 
     after = memory.scope.entrypoint.read_text().splitlines(keepends=True)
     assert (updated.id, updated.text, updated.start_line) == (b.id, "beta, revised", 2)
-    assert after == [before[0], f"- beta, revised <!-- {b.id} -->\n", before[2]]
+    marker = f"<!-- {b.id} created={b.fields.created} updated={updated.fields.updated} -->"
+    assert after == [before[0], f"- beta, revised {marker}\n", before[2]]
+    assert updated.fields.updated is not None
     assert [memory.find(x).text for x in (a.id, c.id)] == ["alpha", "gamma"]
 
 
@@ -531,7 +542,8 @@ def test_a_hand_edit_between_two_adds_survives(memory: FileMemory) -> None:
     second = memory.add_sync("second", actor="a")
 
     assert path.read_text() == (
-        f"- first <!-- {first.id} -->\n- typed by a person\n- second <!-- {second.id} -->\n"
+        f"- first <!-- {first.id} created={first.fields.created} -->\n- typed by a person\n"
+        f"- second <!-- {second.id} created={second.fields.created} -->\n"
     )
 
 
@@ -556,7 +568,8 @@ def test_edit_file_reads_the_file_inside_the_lock(memory: FileMemory) -> None:
 
     entry = result["entry"]
     assert path.read_text() == (
-        f"- before\n- written while the add waited\n- from the waiting add <!-- {entry.id} -->\n"
+        "- before\n- written while the add waited\n"
+        f"- from the waiting add <!-- {entry.id} created={entry.fields.created} -->\n"
     )
 
 

@@ -17,7 +17,7 @@ from mindroom.memory.store import FileMemory
 pytestmark = pytest.mark.asyncio
 
 ID = re.compile(r"\[(m-[0-9a-f]{8})\]")
-FILE_ID = re.compile(r"<!-- (m-[0-9a-f]{8}) -->")
+FILE_ID = re.compile(r"<!-- (m-[0-9a-f]{8})(?: [^<>]*)? -->")
 
 
 @pytest.fixture
@@ -46,7 +46,10 @@ async def test_add_search_update_delete_round_trip_through_the_tools(
     assert added.startswith("remembered [m-")
     assert added.endswith("(MEMORY.md:1) The user's dog is named Pixel")
     entry_id = ID.search(added).group(1)
-    assert file_text(memory) == f"- The user's dog is named Pixel <!-- {entry_id} -->\n"
+    written = memory.find(entry_id)
+    assert file_text(memory) == (
+        f"- The user's dog is named Pixel <!-- {entry_id} created={written.fields.created} -->\n"
+    )
 
     found = await tools.search_memories("what is my dog called")
     assert found.startswith(f"[{entry_id}] (MEMORY.md:1) The user's dog is named Pixel (score ")
@@ -57,7 +60,12 @@ async def test_add_search_update_delete_round_trip_through_the_tools(
 
     updated = await tools.update_memory(entry_id, "The user's dog is named Pixel, a beagle")
     assert updated == f"updated [{entry_id}] (MEMORY.md:1) The user's dog is named Pixel, a beagle"
-    assert file_text(memory) == f"- The user's dog is named Pixel, a beagle <!-- {entry_id} -->\n"
+    now = memory.find(entry_id).fields
+    assert now.updated is not None
+    assert file_text(memory) == (
+        f"- The user's dog is named Pixel, a beagle <!-- {entry_id} created={now.created}"
+        f" updated={now.updated} -->\n"
+    )
 
     deleted = await tools.delete_memory(entry_id)
     assert deleted.startswith(f"deleted [{entry_id}]")

@@ -31,7 +31,7 @@ from mindroom.memory.store import FileMemory
 
 REPO = Path(__file__).resolve().parents[1]
 QUIET = getattr(files, "QUIET_SECONDS", 0.2)
-FACT_ID = re.compile(r"<!-- (m-[0-9a-f]{8}) -->")
+FACT_ID = re.compile(r"<!-- (m-[0-9a-f]{8})(?: [^<>]*)? -->")
 
 
 @pytest.fixture
@@ -205,7 +205,11 @@ def test_a_save_after_mindroom_read_the_file_is_kept_and_the_edit_reapplied(
     entry = memory.add_sync("Alice likes tea", actor="tool")
 
     lines = path.read_text(encoding="utf-8").splitlines()
-    assert lines == ["- line one", "- saved meanwhile", f"- Alice likes tea <!-- {entry.id} -->"]
+    assert lines == [
+        "- line one",
+        "- saved meanwhile",
+        f"- Alice likes tea <!-- {entry.id} created={entry.fields.created} -->",
+    ]
 
 
 def test_a_save_between_the_check_and_the_swap_is_swapped_back(
@@ -221,7 +225,7 @@ def test_a_save_between_the_check_and_the_swap_is_swapped_back(
     assert lines == [
         "- line one",
         "- saved at the last moment",
-        f"- Bob likes coffee <!-- {entry.id} -->",
+        f"- Bob likes coffee <!-- {entry.id} created={entry.fields.created} -->",
     ]
     assert sorted(p.name for p in memory.scope.root.iterdir()) == ["MEMORY.md"]
 
@@ -247,7 +251,11 @@ def test_saves_before_both_swaps_keep_the_newest_as_the_file_and_the_other_besid
     # the second save was made on the file as it briefly was (with mindroom's entry): it is
     # the newest version and keeps the name; the first save, which it replaced, is kept beside
     lines = path.read_text(encoding="utf-8").splitlines()
-    assert lines == ["- line one", f"- Carol likes cocoa <!-- {entry.id} -->", "- save 2"]
+    assert lines == [
+        "- line one",
+        f"- Carol likes cocoa <!-- {entry.id} created={entry.fields.created} -->",
+        "- save 2",
+    ]
     conflicts = list(memory.scope.root.glob("MEMORY.conflict-*.md"))
     assert len(conflicts) == 1
     assert conflicts[0].read_text(encoding="utf-8").splitlines() == ["- line one", "- save 1"]

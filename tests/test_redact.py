@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mindroom.agents.memory_tools import _guard
+from mindroom.agents.memory_tools import guard
 from mindroom.errors import MemoryStoreError
 from mindroom.matrix.send import edit_content, message_content, notice_content
 from mindroom.redact import REDACTED, is_secret_key, redact_config_value, redact_text
@@ -223,7 +223,7 @@ async def test_memory_tool_errors_do_not_show_secrets(error: type[Exception]) ->
     async def failing() -> str:
         raise error("cannot open sqlite://u:hunter2@h/db with token=abc123def")
 
-    shown = await _guard(failing)
+    shown = await guard(failing)
     assert shown.startswith("error:")
     assert "cannot open" in shown
     assert "hunter2" not in shown

@@ -28,9 +28,12 @@ from collections.abc import Awaitable, Callable, Iterator
 from agno.tools import Toolkit
 
 from mindroom.errors import MemoryStoreError
+from mindroom.memory.access import CategoryAccess
+from mindroom.memory.fields import EntryFields, check_fields, render_fields
 from mindroom.memory.markdown import MemoryEntry
 from mindroom.memory.mem0.memory import MEM0_PATH
 from mindroom.memory.registry import ScopeMemory
+from mindroom.memory.view import AgentView
 from mindroom.redact import redact_text
 
 logger = logging.getLogger(__name__)
@@ -41,16 +44,24 @@ _turn_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 )
 
 
+_turn_run: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "mindroom_tool_run", default=None
+)
+
+
 @contextlib.contextmanager
-def tool_turn(key: str) -> Iterator[None]:
-    """Run a turn's tool calls under ``key`` (e.g. ``"<trigger event id>|<agent>"``).
+def tool_turn(key: str, run: str | None = None) -> Iterator[None]:
+    """Run a turn's tool calls under ``key`` (e.g. ``"<trigger event id>|<agent>"``), in
+    conversation ``run`` (its session id, recorded with what the tools write).
 
     The same key on a resumed turn makes its memory writes repeat nothing.
     """
     token = _turn_key.set(key)
+    run_token = _turn_run.set(run)
     try:
         yield
     finally:
+        _turn_run.reset(run_token)
         _turn_key.reset(token)
 
 
@@ -64,10 +75,26 @@ def operation_key(tool: str, *arguments: str) -> str | None:
     return "op-" + hashlib.sha256(data).hexdigest()[:32]
 
 
+def _fields(category: str | None, importance: int | None, pinned: bool) -> EntryFields:
+    """The fields a tool call asks for, or a MemoryStoreError saying what is wrong."""
+    try:
+        return check_fields(
+            EntryFields(category=category or None, importance=importance, pinned=bool(pinned))
+        )
+    except ValueError as exc:
+        raise MemoryStoreError(str(exc)) from None
+
+
+def fields_key(fields: EntryFields) -> str:
+    """The fields as a part of an operation key ("" for none: keys stay as they were)."""
+    return render_fields(fields)
+
+
 def _show(entry: MemoryEntry) -> str:
     if entry.path == MEM0_PATH:  # a mem0 memory lives in no file
         return f"[{entry.id}] {entry.text}"
-    return f"[{entry.id}] ({entry.path}:{entry.start_line}) {entry.text}"
+    category = f"[{entry.fields.category}] " if entry.fields.category else ""
+    return f"[{entry.id}] ({entry.path}:{entry.start_line}) {category}{entry.text}"
 
 
 def _dated(entry: MemoryEntry) -> str:
@@ -75,7 +102,7 @@ def _dated(entry: MemoryEntry) -> str:
     return f"{entry.date.isoformat()}, " if entry.date else ""
 
 
-async def _guard(action: Callable[[], Awaitable[str]]) -> str:
+async def guard(action: Callable[[], Awaitable[str]]) -> str:
     try:
         return await action()
     except MemoryStoreError as exc:
@@ -90,9 +117,13 @@ async def _guard(action: Callable[[], Awaitable[str]]) -> str:
 class MemoryTools(Toolkit):
     """add/search/list/get/update/delete memories and read memory files of one scope."""
 
-    def __init__(self, memory: ScopeMemory, actor: str = "tool") -> None:
+    def __init__(
+        self, memory: ScopeMemory, actor: str = "tool", access: CategoryAccess | None = None
+    ) -> None:
         self.memory = memory
         self.actor = actor
+        # every call goes through the agent's view: its allowlist, applied in the store
+        self.view = AgentView(memory, access or CategoryAccess.everything())
         super().__init__(
             name="memory",
             tools=[
@@ -107,19 +138,32 @@ class MemoryTools(Toolkit):
             ],
         )
 
-    async def add_memory(self, text: str) -> str:
+    async def add_memory(
+        self,
+        text: str,
+        category: str | None = None,
+        importance: int | None = None,
+        pinned: bool = False,
+    ) -> str:
         """Remember something durable about the user or the work (one fact per call).
 
         Args:
             text: The fact to remember, in the user's language.
+            category: Where it belongs, e.g. profile, preferences, goals, tasks (default:
+                general).
+            importance: 1 (trivia) to 5 (essential); default 3.
+            pinned: Keep it forever (it never expires).
         """
 
         async def act() -> str:
-            key = operation_key("add_memory", text)
-            entry = await self.memory.add(text, actor=self.actor, op_key=key)
+            fields = _fields(category, importance, pinned)
+            words = fields_key(fields)  # none: the key a call without fields always had
+            key = operation_key("add_memory", text, *([words] if words else []))
+            run = _turn_run.get()
+            entry = await self.view.add(text, actor=self.actor, op_key=key, fields=fields, run=run)
             return f"remembered {_show(entry)}"
 
-        return await _guard(act)
+        return await guard(act)
 
     async def search_memories(self, query: str, limit: int = 5) -> str:
         """Search your memory for entries matching the query, by words and by meaning.
@@ -130,14 +174,14 @@ class MemoryTools(Toolkit):
         """
 
         async def act() -> str:
-            hits = await self.memory.search(query, max(1, min(limit, 50)))
+            hits = await self.view.search(query, max(1, min(limit, 50)))
             if not hits:
                 return f"no memories match {query!r}"
             return "\n".join(
                 f"{_show(hit.entry)} ({_dated(hit.entry)}score {hit.score:.3g})" for hit in hits
             )
 
-        return await _guard(act)
+        return await guard(act)
 
     async def list_memories(self, limit: int = 20) -> str:
         """List memories: long-term ones first, then the daily logs, newest first.
@@ -147,10 +191,10 @@ class MemoryTools(Toolkit):
         """
 
         async def act() -> str:
-            entries = await self.memory.list(max(1, min(limit, 200)))
+            entries = await self.view.list(max(1, min(limit, 200)))
             return "\n".join(_show(e) for e in entries) or "no memories yet"
 
-        return await _guard(act)
+        return await guard(act)
 
     async def get_memory(self, id: str) -> str:  # noqa: A002 - the name the model sees
         """Show one memory by its id.
@@ -160,9 +204,9 @@ class MemoryTools(Toolkit):
         """
 
         async def act() -> str:
-            return _show(await self.memory.get(id))
+            return _show(await self.view.get(id))
 
-        return await _guard(act)
+        return await guard(act)
 
     async def update_memory(self, id: str, text: str) -> str:  # noqa: A002
         """Replace the text of a memory.
@@ -174,10 +218,10 @@ class MemoryTools(Toolkit):
 
         async def act() -> str:
             key = operation_key("update_memory", id, text)
-            entry = await self.memory.update(id, text, actor=self.actor, op_key=key)
+            entry = await self.view.update(id, text, actor=self.actor, op_key=key)
             return f"updated {_show(entry)}"
 
-        return await _guard(act)
+        return await guard(act)
 
     async def delete_memory(self, id: str) -> str:  # noqa: A002
         """Forget a memory (it stays in the history and can be restored).
@@ -188,10 +232,10 @@ class MemoryTools(Toolkit):
 
         async def act() -> str:
             key = operation_key("delete_memory", id)
-            entry = await self.memory.delete(id, actor=self.actor, op_key=key)
+            entry = await self.view.delete(id, actor=self.actor, op_key=key)
             return f"deleted {_show(entry)}"
 
-        return await _guard(act)
+        return await guard(act)
 
     async def memory_search(self, query: str, limit: int = 5) -> str:
         """Search your memory for entries matching the query (the same search as
@@ -213,6 +257,6 @@ class MemoryTools(Toolkit):
         """
 
         async def act() -> str:
-            return await self.memory.read_file(path, from_line, lines)
+            return await self.view.read_file(path, from_line, lines)
 
-        return await _guard(act)
+        return await guard(act)

@@ -36,7 +36,8 @@ from mindroom.agents.extraction import (
     read_chat,
     summarize_chat,
 )
-from mindroom.agents.memory_tools import MemoryTools, tool_turn
+from mindroom.agents.memory_tools import tool_turn
+from mindroom.agents.memory_toolset import AgnoTool, MemoryToolsets
 from mindroom.agents.models import build_model, describe_model
 from mindroom.agents.probe import model_failed
 from mindroom.agents.session_stores import SessionStores
@@ -126,7 +127,7 @@ class AgentRuntime:
             private_instance_limit(config.memory.max_open_private_instances)
         )
         self._learning_machines: dict[str, LearningMachine | None] = {}
-        self._toolkits: dict[str, MemoryTools] = {}
+        self._toolsets = MemoryToolsets()
         self._active = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -214,24 +215,35 @@ class AgentRuntime:
             add_history_to_context=True,
             num_history_runs=self._config.agent_history_runs(name),
             add_datetime_to_context=True,
-            tools=[self._memory_tools(memory)] if memory is not None else None,
+            tools=self._memory_tools(name, memory, requester),
             additional_context=recall or None,
             learning=self._learning(name, requester, private_recall),
             telemetry=False,
         )
 
-    def _memory_tools(self, memory: ScopeMemory) -> MemoryTools:
-        """One toolkit per memory: Agno inspects tool signatures when a toolkit is built."""
-        tools = self._toolkits.pop(memory.scope_id, None)
-        if tools is None or tools.memory is not memory:  # the registry reopened that memory
-            tools = MemoryTools(memory)
-        self._toolkits[memory.scope_id] = tools  # most recent last; keep as many as are open
-        while len(self._toolkits) > len(self._config.agents) + 2 * self._stores.capacity:
-            del self._toolkits[next(iter(self._toolkits))]
-        return tools
+    def _memory_tools(
+        self,
+        name: str,
+        memory: ScopeMemory | None,
+        requester: str | None,
+        members: Sequence[str] | None = None,
+    ) -> list[AgnoTool] | None:
+        """The memory tools of a turn (see :mod:`mindroom.agents.memory_toolset`)."""
+        if memory is None:
+            return None
+        keep = len(self._config.agents) + 2 * self._stores.capacity
+        return self._toolsets.for_turn(
+            self._config, name, memory, requester=requester, members=members, keep=keep
+        )
 
-    async def _recall_block(self, memory: ScopeMemory, text: str, label: str = "") -> str:
-        return await asyncio.to_thread(recall_block, self._config, memory, text, label)
+    async def _recall_block(
+        self, memory: ScopeMemory, text: str, label: str, team: str, members: Sequence[str]
+    ) -> str:
+        """A team leader's recall of ``memory``: what team ``team`` of ``members`` may read."""
+        return await asyncio.to_thread(
+            partial(recall_block, reader=team, members=members),
+            self._config, memory, text, label,
+        )  # fmt: skip
 
     async def _recall(
         self, agent: str, text: str, requester: str | None = None, private_recall: bool = True
@@ -286,7 +298,7 @@ class AgentRuntime:
         model_desc = describe_model(model_key, self._config.models[model_key])
         text = ""
         try:
-            with self._turn(), tool_turn(_turn_key(request, request.agent)):
+            with self._turn(), tool_turn(_turn_key(request, request.agent), request.session_id):
                 async with self._lock(request.session_id):
                     memory, recall = await self._recall(
                         request.agent, request.recall_query, request.user_id, request.private_recall
@@ -341,7 +353,7 @@ class AgentRuntime:
 
     async def run_team_turn(self, spec: TeamSpec, request: TurnRequest) -> TurnResult:
         """Answer ``request`` as a team; see :meth:`_team_turn`."""
-        with self._turn(), tool_turn(_turn_key(request, spec.name)):
+        with self._turn(), tool_turn(_turn_key(request, spec.name), request.session_id):
             return await self._team_turn(spec, request)
 
     async def _team_turn(self, spec: TeamSpec, request: TurnRequest) -> TurnResult:
@@ -370,7 +382,9 @@ class AgentRuntime:
                         # the member's agent scope only: never a private root, nor its teams'
                         label = f"member {name}"
                         member_blocks.append(
-                            await self._recall_block(memory, request.recall_query, label)
+                            await self._recall_block(
+                                memory, request.recall_query, label, spec.name, spec.members
+                            )
                         )
                 team_memory = (
                     await asyncio.to_thread(
@@ -383,7 +397,9 @@ class AgentRuntime:
                 blocks = []
                 if team_memory is not None:
                     blocks.append(
-                        await self._recall_block(team_memory, request.recall_query, "team")
+                        await self._recall_block(
+                            team_memory, request.recall_query, "team", spec.name, spec.members
+                        )
                     )
                 blocks.extend(member_blocks)
                 team = Team(
@@ -403,7 +419,7 @@ class AgentRuntime:
                         "\n\n".join(b for b in blocks if b), request.speaker
                     )
                     or None,
-                    tools=[self._memory_tools(team_memory)] if team_memory is not None else None,
+                    tools=self._memory_tools(spec.name, team_memory, request.user_id, spec.members),
                     telemetry=False,
                 )
                 output = await team.arun(

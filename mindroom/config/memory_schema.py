@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from mindroom.config.categories_schema import CategoriesConfig
 from mindroom.config.maintenance_schema import MaintenanceConfig
 from mindroom.config.strict import Strict as _Strict
 
@@ -233,6 +234,12 @@ class MemoryConfig(_Strict):
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     # scheduled jobs (consolidation), see mindroom.config.maintenance_schema
     maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
+    # how entries are sorted, and which agent may see which (mindroom.config.categories_schema)
+    categories: CategoriesConfig = Field(default_factory=CategoriesConfig)
+    allowlists: dict[str, list[str]] = Field(default_factory=dict)
+    # the memory tools agents get: "all" (add/search/list/... and memory_query) or "query"
+    # (memory_query alone; memory is then written by the flush)
+    tools: Literal["all", "query"] = "all"
 
     @model_validator(mode="before")
     @classmethod

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from mindroom.config.categories_schema import check_allowlists
 from mindroom.config.memory_schema import (
     AutoFlushConfig,
     CompactionConfig,
@@ -270,6 +271,8 @@ class Config(_Strict):
         for room in self.rooms:
             if room not in self.room_names:
                 raise ValueError(f"rooms.{room}: no agent or team lists this room in its rooms")
+        memory = self.memory
+        check_allowlists(memory.allowlists, memory.categories, {*self.agents, *self.teams})
         return self
 
     def _check_shared_private_roots(self) -> None:

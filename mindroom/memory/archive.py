@@ -118,7 +118,7 @@ def _append(document: str, entry: MemoryEntry, note: str | None) -> str | None:
     """``document`` with ``entry`` (and a note line) at its end; None when its id is there."""
     if any(e.id == entry.id for e in parse_entries(document, "")):
         return None
-    added = append_entry(document, entry.id, entry.text)
+    added = append_entry(document, entry.id, entry.text, entry.fields)
     return added + note + "\n" if note else added
 
 

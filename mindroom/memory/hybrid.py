@@ -55,6 +55,7 @@ from dataclasses import dataclass
 
 from mindroom.embeddings.select import report_keyword_only
 from mindroom.errors import EmbedderError
+from mindroom.memory.filters import LIVE, MemoryFilter
 from mindroom.memory.index import SearchHit
 from mindroom.memory.markdown import MemoryEntry
 from mindroom.memory.store import FileMemory
@@ -171,9 +172,11 @@ def hybrid_search(
     weights: Weights | None = None,
     exclude_paths: frozenset[str] = frozenset(),
     now: dt.datetime | None = None,
+    only: MemoryFilter = LIVE,
 ) -> list[Found]:
-    """The best ``limit`` hits of ``query`` in ``memory`` (blocking: files, SQLite, the
-    embedder); keyword-only when the memory has no working embedder."""
+    """The best ``limit`` hits of ``query`` in ``memory`` among the entries ``only`` holds
+    (blocking: files, SQLite, the embedder); keyword-only when the memory has no working
+    embedder."""
     weights = weights or Weights()
     pool = max(limit, weights.pool)
     vector: list[SearchHit] | None = None
@@ -188,10 +191,14 @@ def hybrid_search(
             vectors = None
     if vectors is None:
         memory.index.sync()
-    keyword = memory.index.search(query, pool, exclude_paths=exclude_paths, now=now, synced=True)
+    keyword = memory.index.search(
+        query, pool, exclude_paths=exclude_paths, now=now, synced=True, where=only.where()
+    )
     if vectors is not None and ready:
         try:
-            vector = vectors.search(query, pool, exclude_paths=exclude_paths, synced=True)
+            vector = vectors.search(
+                query, pool, exclude_paths=exclude_paths, synced=True, keep=only.holds
+            )
         except EmbedderError as exc:
             report_keyword_only(f"memory {memory.scope_id}", exc)
     elif vectors is not None:  # many entries still unembedded (an upgrade, a big import)
@@ -203,9 +210,12 @@ def hybrid_search(
 
 
 def search_hits(
-    memory: FileMemory, query: str, limit: int, weights: Weights | None = None
+    memory: FileMemory,
+    query: str,
+    limit: int,
+    weights: Weights | None = None,
+    only: MemoryFilter = LIVE,
 ) -> list[SearchHit]:
     """:func:`hybrid_search` as plain search hits (the memory tools' and CLI's search)."""
-    return [
-        SearchHit(f.entry, f.score) for f in hybrid_search(memory, query, limit, weights=weights)
-    ]
+    found = hybrid_search(memory, query, limit, weights=weights, only=only)
+    return [SearchHit(f.entry, f.score) for f in found]

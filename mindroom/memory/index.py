@@ -29,21 +29,32 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mindroom.memory.dates import date_words, entry_dates
+from mindroom.memory.fields import parse_fields, render_fields
+from mindroom.memory.filters import LIVE, Where
 from mindroom.memory.markdown import MemoryEntry, parse_entries
 from mindroom.memory.query import Term, fts_query, parse_query
 from mindroom.wal import use_wal
 
-# the version of _SCHEMA: an index written with another one is rebuilt (2: the dates column)
-SCHEMA_VERSION = 2
+# the version of _SCHEMA: an index written with another one is rebuilt (2: the dates column,
+# 3: the entry's fields)
+SCHEMA_VERSION = 3
 _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, signature TEXT NOT NULL)",
+    # fields: the marker's words; category ('' when none is written), importance, pinned,
+    # type and updated (the day it last changed, else was written, else its date; '' unknown)
+    # as the entry reads with the defaults, for filtering in SQL (see mindroom.memory.filters)
     """CREATE VIRTUAL TABLE IF NOT EXISTS entries USING fts5(
         text, dates, path UNINDEXED, entry_id UNINDEXED, start_line UNINDEXED,
-        end_line UNINDEXED, tokenize = 'porter unicode61'
+        end_line UNINDEXED, fields UNINDEXED, category UNINDEXED, importance UNINDEXED,
+        pinned UNINDEXED, type UNINDEXED, state UNINDEXED, updated UNINDEXED,
+        tokenize = 'porter unicode61'
     )""",
 ]
+# the columns an entry is rebuilt from, in this order (see _entry)
+ENTRY_COLUMNS = "text, path, entry_id, start_line, end_line, fields"
 
 
 @dataclass(frozen=True)
@@ -131,6 +142,25 @@ def _is_file(entry: os.DirEntry[str]) -> bool:
         return entry.is_file()
     except OSError:  # a symlink loop: not a memory file
         return False
+
+
+def _row(relative: str, entry: MemoryEntry) -> tuple[object, ...]:
+    fields = entry.fields
+    day = fields.updated or fields.created or entry.date
+    return (
+        entry.text, date_words(entry_dates(relative, entry.text)), relative, entry.id,
+        entry.start_line, entry.end_line, render_fields(fields), fields.category or "",
+        fields.importance_or_default, int(fields.pinned), fields.type_in(relative),
+        fields.state or "active", day.isoformat() if day else "",
+    )  # fmt: skip
+
+
+def entry_of(row: tuple[Any, ...]) -> MemoryEntry:
+    """The entry of a row selected as :data:`ENTRY_COLUMNS`."""
+    text, path, entry_id, start, end, fields = row[:6]
+    return MemoryEntry(
+        str(entry_id), str(text), str(path), int(start), int(end), parse_fields(fields or "")
+    )
 
 
 def _signature(stat: os.stat_result) -> str:
@@ -229,14 +259,11 @@ class MemoryIndex:
             text = ""
         self._db.execute("DELETE FROM entries WHERE path = ?", (relative,))
         self._db.executemany(
-            "INSERT INTO entries (text, dates, path, entry_id, start_line, end_line)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            [
-                (e.text, date_words(entry_dates(relative, e.text)), relative, e.id,
-                 e.start_line, e.end_line)
-                for e in parse_entries(text, relative)
-            ],
-        )  # fmt: skip
+            "INSERT INTO entries (text, dates, path, entry_id, start_line, end_line, fields,"
+            " category, importance, pinned, type, state, updated)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [_row(relative, e) for e in parse_entries(text, relative)],
+        )
         signature = _signature(stat)
         self._db.execute(
             "INSERT OR REPLACE INTO files (path, signature) VALUES (?, ?)", (relative, signature)
@@ -296,12 +323,14 @@ class MemoryIndex:
         exclude_paths: frozenset[str] = frozenset(),
         now: dt.datetime | None = None,
         synced: bool = False,
+        where: Where | None = None,
     ) -> list[SearchHit]:
-        """The best ``limit`` entries for ``query`` (after syncing with the files, unless the
-        caller just did: ``synced``); ``now`` resolves relative dates such as "yesterday"
-        (default: the clock)."""
+        """The best ``limit`` entries for ``query`` that ``where`` holds (after syncing with the
+        files, unless the caller just did: ``synced``); ``now`` resolves relative dates such as
+        "yesterday" (default: the clock)."""
         if not synced:
             self.sync()
+        where = where or LIVE.where()
         terms = parse_query(query, now)
         if not terms or limit <= 0:
             return []
@@ -309,20 +338,28 @@ class MemoryIndex:
         not_in = f" AND path NOT IN ({', '.join('?' * len(excluded))})" if excluded else ""
         with self._lock:
             rows = self._db.execute(
-                "SELECT text, path, entry_id, start_line, end_line, bm25(entries) AS rank"
-                f" FROM entries WHERE entries MATCH ?{not_in} ORDER BY rank LIMIT ?",
-                (fts_query(terms), *excluded, limit),
+                f"SELECT {ENTRY_COLUMNS}, bm25(entries) AS rank"
+                f" FROM entries WHERE entries MATCH ?{not_in}{where.sql}"
+                " ORDER BY rank LIMIT ?",
+                (fts_query(terms), *excluded, *where.args, limit),
             ).fetchall()
         hits = []
-        for text, path, entry_id, start, end, rank in rows:
-            strength = max(0.0, -float(rank))
-            hits.append(
-                SearchHit(
-                    MemoryEntry(entry_id, text, path, int(start), int(end)),
-                    strength / (1 + strength),
-                )
-            )
+        for row in rows:
+            strength = max(0.0, -float(row[-1]))
+            hits.append(SearchHit(entry_of(row), strength / (1 + strength)))
         return hits[:limit]
+
+    def select(self, where: Where, limit: int, *, synced: bool = False) -> list[MemoryEntry]:
+        """Entries ``where`` holds, most recently changed first (no query: a filter only)."""
+        if not synced:
+            self.sync()
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {ENTRY_COLUMNS} FROM entries WHERE 1{where.sql}"
+                " ORDER BY updated DESC, path DESC, start_line LIMIT ?",
+                (*where.args, limit),
+            ).fetchall()
+        return [entry_of(row) for row in rows]
 
     def changes(self, since: IndexMark | None) -> IndexChanges:
         """The entries of the files (re)indexed or dropped since ``since`` (all when None).
@@ -333,7 +370,7 @@ class MemoryIndex:
         with self._lock:
             db = self._db  # first: reopening starts a new epoch
             mark = IndexMark(self._epoch, dict(self._versions))
-            select = "SELECT path, entry_id, text, start_line, end_line FROM entries"
+            select = f"SELECT {ENTRY_COLUMNS} FROM entries"
             files: dict[str, list[MemoryEntry]]
             if since is None or since.epoch != mark.epoch:
                 full, files = True, {path: [] for path in mark.versions}
@@ -345,10 +382,9 @@ class MemoryIndex:
                 marks = ", ".join("?" * len(changed))
                 query = f"{select} WHERE path IN ({marks})"
                 rows = db.execute(query, changed).fetchall() if changed else []
-        for path, entry_id, text, start, end in rows:
-            files.setdefault(path, []).append(
-                MemoryEntry(entry_id, text, path, int(start), int(end))
-            )
+        for row in rows:
+            entry = entry_of(row)
+            files.setdefault(entry.path, []).append(entry)
         for entries in files.values():
             entries.sort(key=lambda e: e.start_line)
         return IndexChanges(mark, full, files)

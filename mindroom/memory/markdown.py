@@ -18,9 +18,11 @@ Mindroom entries
 
     The id is the *last* ``<!-- m-xxxxxxxx -->`` at the end of the first line (``m-`` and eight
     lowercase hex digits), so a text whose own first line ends in something marker-like still
-    reads back with the right id and text. The entry runs over the following lines that start
-    with two spaces; whitespace-only lines at its end are not part of it. Entries start in
-    column 0 (an indented marker line is just text).
+    reads back with the right id and text. The marker may carry the entry's structured fields
+    after the id (``<!-- m-1a2b3c4d category=profile importance=4 pinned -->``, see
+    :mod:`mindroom.memory.fields`); an edit of the text keeps them. The entry runs over the
+    following lines that start with two spaces; whitespace-only lines at its end are not
+    part of it. Entries start in column 0 (an indented marker line is just text).
 
 Hand-written entries
     Every other non-blank line is a memory of its own, except markdown headings (``# ...``,
@@ -75,10 +77,20 @@ from dataclasses import dataclass
 from dataclasses import replace as _replace
 
 from mindroom.memory.dates import entry_date
+from mindroom.memory.fields import (
+    FIELD_WORD,
+    NO_FIELDS,
+    EntryFields,
+    check_fields,
+    parse_fields,
+    render_fields,
+)
 
 ENTRY_ID_RE = re.compile(r"\bm-[0-9a-f]{8}\b")
 
-_ENTRY_LINE_RE = re.compile(r"^- (?P<first>.*) <!-- (?P<id>m-[0-9a-f]{8}) -->[ \t]*$")
+_ENTRY_LINE_RE = re.compile(
+    rf"^- (?P<first>.*) <!-- (?P<id>m-[0-9a-f]{{8}})(?P<fields>(?: {FIELD_WORD})*) -->[ \t]*$"
+)
 _HEADING_RE = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
 _UNDERLINE_RE = re.compile(r"^ {0,3}=+[ \t]*$")
 _RULE_RE = re.compile(r"^ {0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})$")
@@ -99,6 +111,7 @@ class MemoryEntry:
     path: str
     start_line: int
     end_line: int
+    fields: EntryFields = NO_FIELDS  # what its marker says (hand-written: none, defaults apply)
 
     @property
     def hand_written(self) -> bool:
@@ -131,12 +144,21 @@ def normalize_text(text: str) -> str:
     return text
 
 
-def render_entry(entry_id: str, text: str) -> list[str]:
-    """The lines (without line endings) of a mindroom entry with ``entry_id`` and ``text``."""
+def render_entry(entry_id: str, text: str, fields: EntryFields = NO_FIELDS) -> list[str]:
+    """The lines (without line endings) of a mindroom entry with ``entry_id``, ``text`` and
+    ``fields`` (see :mod:`mindroom.memory.fields`)."""
     if not ENTRY_ID_RE.fullmatch(entry_id):
         raise ValueError(f"not a mindroom entry id: {entry_id!r}")
+    words = render_fields(check_fields(fields))
     first, *rest = normalize_text(text).split("\n")
-    return [f"- {first} <!-- {entry_id} -->", *("  " + line for line in rest)]
+    marker = f"<!-- {entry_id} {words} -->" if words else f"<!-- {entry_id} -->"
+    return [f"- {first} {marker}", *("  " + line for line in rest)]
+
+
+def strip_marker(line: str) -> str:
+    """A mindroom entry's first line without its id marker (other lines as they are)."""
+    match = _ENTRY_LINE_RE.match(line)
+    return f"- {match.group('first')}" if match else line
 
 
 def parse_entries(document: str, path: str) -> list[MemoryEntry]:
@@ -144,10 +166,10 @@ def parse_entries(document: str, path: str) -> list[MemoryEntry]:
     return [block.entry for block in _parse(_split_lines(_strip_bom(document)[1]), path)]
 
 
-def append_entry(document: str, entry_id: str, text: str) -> str:
-    """``document`` with a new mindroom entry at its end. Raises ValueError for a bad or taken id
-    or an empty text."""
-    rendered = render_entry(entry_id, text)
+def append_entry(document: str, entry_id: str, text: str, fields: EntryFields = NO_FIELDS) -> str:
+    """``document`` with a new mindroom entry at its end. Raises ValueError for a bad or taken id,
+    an empty text or fields a marker cannot hold."""
+    rendered = render_entry(entry_id, text, fields)
     bom, body = _strip_bom(document)
     lines = _split_lines(body)
     if any(block.entry.id == entry_id for block in _parse(lines, "")):
@@ -158,11 +180,15 @@ def append_entry(document: str, entry_id: str, text: str) -> str:
     return bom + body + "".join(line + eol for line in rendered)
 
 
-def replace_entry(document: str, path: str, entry_id: str, text: str) -> str | None:
-    """``document`` with the text of the first entry ``entry_id`` replaced (None: no such id).
+def replace_entry(
+    document: str, path: str, entry_id: str, text: str, fields: EntryFields | None = None
+) -> str | None:
+    """``document`` with the text (and the fields, unless None: kept) of the first entry
+    ``entry_id`` replaced (None: no such id).
 
     A mindroom entry keeps its id. A hand-written entry stays hand-written where it can (see the
-    module docstring) and then reads back with id ``hand_id(path, text)``.
+    module docstring) and then reads back with id ``hand_id(path, text)``; given fields, it
+    becomes a mindroom entry ``m-`` + its old id's hex (hand-written lines have no marker).
     """
     text = normalize_text(text)
     bom, body = _strip_bom(document)
@@ -173,9 +199,13 @@ def replace_entry(document: str, path: str, entry_id: str, text: str) -> str | N
         return None
     block = blocks[index]
     if block.kind == "mindroom":
-        candidates = [(render_entry(entry_id, text), entry_id)]
+        kept = block.entry.fields if fields is None else fields
+        candidates = [(render_entry(entry_id, text, kept), entry_id, kept)]
     else:
         candidates = _hand_candidates(block, text, path, {b.entry.id for b in blocks})
+        if fields is not None and fields != NO_FIELDS:
+            new_id = candidates[-1][1]
+            candidates = [(render_entry(new_id, text, fields), new_id, fields)]
     return bom + "".join(_edit(lines, blocks, index, path, text, candidates))
 
 
@@ -187,7 +217,7 @@ def remove_entry(document: str, path: str, entry_id: str) -> str | None:
     index = _find(blocks, entry_id)
     if index is None:
         return None
-    return bom + "".join(_edit(lines, blocks, index, path, "", [([], "")]))
+    return bom + "".join(_edit(lines, blocks, index, path, "", [([], "", NO_FIELDS)]))
 
 
 # -- parsing -----------------------------------------------------------------------------------
@@ -317,7 +347,8 @@ def _parse(lines: list[str], path: str) -> list[_Block]:
                 follow += 1
             parts = [entry.group("first"), *(c[2:] for c in contents[index + 1 : end + 1])]
             text = "\n".join(parts).strip()
-            found = MemoryEntry(entry.group("id"), text, path, index + 1, end + 1)
+            fields = parse_fields(entry.group("fields"))
+            found = MemoryEntry(entry.group("id"), text, path, index + 1, end + 1, fields)
             blocks.append(_Block(found, "mindroom", ""))
             index = end + 1
             continue
@@ -389,9 +420,10 @@ def _render_bullet(prefix: str, text: str) -> list[str]:
     return [prefix + first, *(indent + line for line in rest)]
 
 
-def _hand_candidates(
-    block: _Block, text: str, path: str, taken: set[str]
-) -> list[tuple[list[str], str]]:
+_Candidate = tuple[list[str], str, EntryFields]  # content lines, the id and fields they read as
+
+
+def _hand_candidates(block: _Block, text: str, path: str, taken: set[str]) -> list[_Candidate]:
     """Ways to write ``text`` in place of a hand-written entry, most faithful first."""
     new_id = hand_id(path, text)
     forms: list[list[str]] = []
@@ -404,14 +436,14 @@ def _hand_candidates(
         forms.append([indent + first, *rest])
     for marker in ("- ", "* ", "-   "):
         forms.append(_render_bullet(indent + marker, text))
-    candidates: list[tuple[list[str], str]] = []
+    candidates: list[_Candidate] = []
     for form in forms:
-        if (form, new_id) not in candidates:
-            candidates.append((form, new_id))
+        if (form, new_id, NO_FIELDS) not in candidates:
+            candidates.append((form, new_id, NO_FIELDS))
     digest = block.entry.id[2:]
     while "m-" + digest in taken:
         digest = hashlib.sha256(digest.encode()).hexdigest()[:8]
-    candidates.append((render_entry("m-" + digest, text), "m-" + digest))
+    candidates.append((render_entry("m-" + digest, text), "m-" + digest, NO_FIELDS))
     return candidates
 
 
@@ -424,7 +456,7 @@ def _edit(
     index: int,
     path: str,
     text: str,
-    candidates: list[tuple[list[str], str]],
+    candidates: list[_Candidate],
 ) -> list[str]:
     """``lines`` with the lines of ``blocks[index]`` replaced by the first candidate (content
     lines, expected id) that leaves every other entry as it was and reads back as one entry
@@ -443,7 +475,7 @@ def _edit(
             rendered[-1] = new[-1]
         return before + rendered + after
 
-    for content, new_id in candidates:
+    for content, new_id, fields in candidates:
         for pad_before, pad_after in _PADDINGS:
             if not content and pad_before:
                 continue
@@ -452,7 +484,8 @@ def _edit(
             expected = list(kept_before)
             if content:
                 first = start + 1 + pad_before
-                expected.append(MemoryEntry(new_id, text, path, first, first + len(content) - 1))
+                last = first + len(content) - 1
+                expected.append(MemoryEntry(new_id, text, path, first, last, fields))
             expected += [
                 _replace(
                     b.entry,

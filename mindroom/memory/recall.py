@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
 from mindroom.config.schema import Config, FileMemoryConfig
 from mindroom.errors import MemoryStoreError
+from mindroom.memory.access import CategoryAccess
 from mindroom.memory.consolidate.records import ConsolidationRecords, db_path
 from mindroom.memory.hybrid import hybrid_search
 from mindroom.memory.index import SearchHit
@@ -44,12 +46,14 @@ from mindroom.memory.registry import MemoryRegistry, ScopeMemory
 from mindroom.memory.relevance import Candidate, Gate, judge, relevant
 from mindroom.memory.scope import ENTRYPOINT
 from mindroom.memory.store import FileMemory
+from mindroom.memory.view import AgentView
 
 logger = logging.getLogger(__name__)
 
 OPEN = "<memory>"
 CLOSE = "</memory>"
 POOL = 100  # search hits judged per turn: the relevant ones are among the best of them
+ALWAYS_LIMIT = 50  # entries of "context: all" categories a turn may get (then the budget)
 
 
 @dataclass(frozen=True)
@@ -87,10 +91,15 @@ def _line(entry: MemoryEntry) -> str:
 
 
 def _relevant(
-    memory: FileMemory, query: str, settings: RecallSettings, now: dt.datetime
+    memory: FileMemory,
+    query: str,
+    settings: RecallSettings,
+    now: dt.datetime,
+    view: AgentView,
 ) -> tuple[list[Candidate], list[Candidate]]:
-    """The relevant entries of today's and yesterday's files, and of the other files (not
-    ``MEMORY.md``, which is shown as it is), best first; recency breaks ties."""
+    """The relevant entries the view may read of today's and yesterday's files, and of the
+    other files (not ``MEMORY.md``, which is shown as it is), best first; recency breaks ties;
+    at most a category's ``rag_length`` of each category."""
     if settings.max_recent_lines <= 0 and settings.hits <= 0:
         return [], []
     fused = hybrid_search(
@@ -100,6 +109,7 @@ def _relevant(
         weights=memory.search_weights,
         exclude_paths=frozenset({ENTRYPOINT}),
         now=now,
+        only=view.reading(),
     )
     hits = [SearchHit(f.entry, f.score) for f in fused]
     similarity = {(f.entry.path, f.entry.start_line): f.similarity for f in fused}
@@ -113,11 +123,43 @@ def _relevant(
     )
     found = [c for c in judged if relevant(c, settings.gate)]
     found.sort(key=lambda c: (-c.score, -(c.entry.date or dt.date.min).toordinal()))
+    found = _within_rag_lengths(found, view.access)
     days = (now.date(), now.date() - dt.timedelta(days=1))
     recent_paths = {memory.scope.daily_path(day.isoformat()) for day in days}
     recent = [c for c in found if c.entry.path in recent_paths]
     older = [c for c in found if c.entry.path not in recent_paths]
     return recent, older
+
+
+def _within_rag_lengths(found: list[Candidate], access: CategoryAccess) -> list[Candidate]:
+    """``found`` (best first) without what a category's ``rag_length`` leaves out, and
+    without ``context: all`` categories (their entries have a section of their own)."""
+    kept: list[Candidate] = []
+    taken: dict[str, int] = {}
+    for candidate in found:
+        category = candidate.entry.fields.category_or(access.default)
+        rule = access.rule(category)
+        if rule is not None and rule.context == "all":
+            continue
+        limit = rule.rag_length if rule is not None else None
+        if limit is not None and taken.get(category, 0) >= limit:
+            continue
+        taken[category] = taken.get(category, 0) + 1
+        kept.append(candidate)
+    return kept
+
+
+def _always(memory: FileMemory, view: AgentView) -> list[Candidate]:
+    """The entries of ``context: all`` categories the view may read, outside ``MEMORY.md``
+    (shown whole), most recently changed first."""
+    everywhere = {r.name for r in view.access.rules if r.context == "all"}
+    reading = view.reading()
+    granted = everywhere & reading.categories if reading.categories is not None else everywhere
+    if not granted:
+        return []
+    only = replace(reading, categories=frozenset(granted))
+    entries = memory.index.select(only.where(), ALWAYS_LIMIT)
+    return [Candidate(e, 1.0, 0.0, None) for e in entries if e.path != ENTRYPOINT]
 
 
 def _entries_section(
@@ -150,10 +192,10 @@ def _entries_section(
     return f"{title}\n" + "\n".join(shown) if shown else ""
 
 
-def _entrypoint_section(memory: FileMemory, max_lines: int, budget: int) -> str:
+def _entrypoint_section(memory: FileMemory, max_lines: int, budget: int, view: AgentView) -> str:
     """``MEMORY.md``'s first lines, as many as ``max_lines`` and ``budget`` characters allow,
-    with a marker naming the lines left out."""
-    lines, total = memory.head(ENTRYPOINT, max_lines)
+    with a marker naming the lines left out; entries the view may not read are left out."""
+    lines, total = memory.head(ENTRYPOINT, max_lines, hide=view.hidden)
     if not any(line.strip() for line in lines):
         return ""
     title = f"### Long-term memory: {ENTRYPOINT}"
@@ -183,15 +225,19 @@ def build_recall(
     now: dt.datetime | None = None,
     label: str = "",
     count: bool = True,
+    access: CategoryAccess | None = None,
 ) -> str:
-    """The recall block of ``memory`` for a turn answering ``query`` ('' when it is empty).
+    """The recall block of ``memory`` for a turn answering ``query`` ('' when it is empty),
+    of what ``access`` (default: every category) may read.
 
     With ``count`` the entries it shows are counted as retrieved (consolidation looks at
     entries recalled often); a preview (``mindroom memory recall``) does not count.
     """
     memory.prepare()
     now = now or dt.datetime.now()
-    recent, older = _relevant(memory, query, settings, now)
+    view = AgentView(memory, access or CategoryAccess.everything())
+    recent, older = _relevant(memory, query, settings, now, view)
+    always = _always(memory, view)
     scope = f" ({label})" if label else ""
     intro = (
         f"Your memory{scope}, loaded from your memory files for this turn: the long-term "
@@ -202,6 +248,10 @@ def build_recall(
     # what is left once the frame is paid; the relevant entries go first
     budget = [settings.max_chars - len(OPEN) - len(intro) - len(CLOSE) - 6]
     picked: list[MemoryEntry] = []
+    always_text = _entries_section(
+        "### Always in context", always, budget, lines=settings.max_entrypoint_lines,
+        picked=picked,
+    )  # fmt: skip
     recent_text = _entries_section(
         "### Recent (today and yesterday)",
         recent,
@@ -213,19 +263,25 @@ def build_recall(
         "### Related memories", older, budget, entries=settings.hits, picked=picked
     )
     try:
-        conflicts_text = _conflicts_section(memory, picked, budget, count=count)
+        conflicts_text = _conflicts_section(memory, picked, budget, view, count=count)
     except Exception:  # the consolidation records are extra: never worth the recall
         logger.exception("recall of %s: open conflicts not read", memory.scope_id)
         conflicts_text = ""
-    entrypoint = _entrypoint_section(memory, settings.max_entrypoint_lines, budget[0])
-    present = [s for s in (entrypoint, recent_text, older_text, conflicts_text) if s]
+    entrypoint = _entrypoint_section(memory, settings.max_entrypoint_lines, budget[0], view)
+    sections = (entrypoint, always_text, recent_text, older_text, conflicts_text)
+    present = [s for s in sections if s]
     if not present:
         return ""
     return "\n\n".join([OPEN, intro, *present, CLOSE])
 
 
 def _conflicts_section(
-    memory: FileMemory, picked: list[MemoryEntry], budget: list[int], *, count: bool
+    memory: FileMemory,
+    picked: list[MemoryEntry],
+    budget: list[int],
+    view: AgentView,
+    *,
+    count: bool,
 ) -> str:
     """The open conflicts (recorded by consolidation, not yet settled by a person) among the
     entries shown and ``MEMORY.md``'s, so the agent does not pick one side silently; counts
@@ -241,7 +297,7 @@ def _conflicts_section(
         if not path.exists():
             return ""
         try:
-            curated = memory.entries_of(ENTRYPOINT)
+            curated = [e for e in memory.entries_of(ENTRYPOINT) if not view.hidden(e)]
         except MemoryStoreError:  # unreadable (recall says so where it shows it)
             curated = []
         live = {e.id: e for e in [*picked, *curated]}
@@ -252,8 +308,10 @@ def _conflicts_section(
     for conflict in conflicts:  # both sides as they are now; one gone: nothing to weigh
         found = [live.get(i) or memory.lookup(i)
                  for i in (conflict.memory_id, conflict.conflicting_memory_id)]  # fmt: skip
-        if found[0] is not None and found[1] is not None:
-            sides.append((found[0], found[1], conflict.reason))
+        # a side this agent may not read is not shown, nor the conflict
+        a, b = found
+        if a is not None and b is not None and not (view.hidden(a) or view.hidden(b)):
+            sides.append((a, b, conflict.reason))
     title = (
         "### Open conflicts (contradicting memories a person has not settled yet: when one "
         "matters, say both and ask, do not pick one)"
@@ -270,11 +328,18 @@ def _conflicts_section(
 
 
 def build_mem0_recall(
-    memory: Mem0Memory, query: str, settings: RecallSettings, *, label: str = ""
+    memory: Mem0Memory,
+    query: str,
+    settings: RecallSettings,
+    *,
+    label: str = "",
+    access: CategoryAccess | None = None,
 ) -> str:
     """The recall block of a mem0 scope for a turn answering ``query`` ('' when it is empty):
-    mem0's search, gated by similarity (see the module docstring)."""
-    hits = memory.search_sync(query, settings.hits) if settings.hits > 0 else []
+    mem0's search, gated by similarity (see the module docstring), of what ``access`` may
+    read (mem0 keeps no categories: its memories are all in the default one)."""
+    view = AgentView(memory, access or CategoryAccess.everything())
+    hits = view.search_sync(query, settings.hits) if settings.hits > 0 else []
     found = [
         Candidate(hit.entry, hit.score, 0.0, hit.score)
         for hit in hits
@@ -299,14 +364,24 @@ def recall_block(
     now: dt.datetime | None = None,
     *,
     count: bool = True,
+    reader: str | None = None,
+    members: Sequence[str] | None = None,
 ) -> str:
-    """The recall block of ``memory`` for ``text`` with ``config``'s settings; a failure is
+    """The recall block of ``memory`` for ``text`` with ``config``'s settings, of what agent
+    ``reader`` (a team, with its ``members``) may read (None: every category); a failure is
     logged and recalls nothing (recall must never cost the answer)."""
     settings = RecallSettings.of(config.memory.file)
+    access = (
+        CategoryAccess.of(config, reader)
+        if members is None or reader is None
+        else CategoryAccess.of_team(config, reader, members)
+    )
     try:
         if isinstance(memory, Mem0Memory):
-            return build_mem0_recall(memory, text, settings, label=label)
-        return build_recall(memory, text, settings, now=now, label=label, count=count)
+            return build_mem0_recall(memory, text, settings, label=label, access=access)
+        return build_recall(
+            memory, text, settings, now=now, label=label, count=count, access=access
+        )
     except Exception:
         logger.exception("recall of %s failed", memory.scope_id)
         return ""
@@ -333,10 +408,15 @@ def agent_recall(
         return None, ""
     memory = memories.for_agent(agent, requester)
     blocks = (
-        [recall_block(config, memory, text, now=now, count=count)] if memory is not None else []
+        [recall_block(config, memory, text, now=now, count=count, reader=agent)]
+        if memory is not None
+        else []
     )
     for team in config.teams_of(agent):
         team_memory = memories.for_team(config.teams[team].agents)
-        if team_memory is not None:
-            blocks.append(recall_block(config, team_memory, text, f"team {team}", now, count=count))
+        if team_memory is not None:  # what the agent may read, in the team's memory too
+            label = f"team {team}"
+            blocks.append(
+                recall_block(config, team_memory, text, label, now, count=count, reader=agent)
+            )
     return memory, "\n\n".join(b for b in blocks if b)

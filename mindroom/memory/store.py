@@ -15,16 +15,26 @@ import datetime as dt
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import replace as _replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from mindroom.embeddings.install import vectors_need_numpy
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.bounded import bounded
+from mindroom.memory.fields import (
+    NO_FIELDS,
+    EntryFields,
+    is_daily_path,
+    parse_fields,
+    render_fields,
+)
 from mindroom.memory.files import clean_temp_files, edit_file, read_text
+from mindroom.memory.filters import LIVE, MemoryFilter
 from mindroom.memory.history import History, HistoryRecord
 from mindroom.memory.index import MemoryIndex, SearchHit, memory_files
 from mindroom.memory.intents import Intents
+from mindroom.memory.lines import Hide, file_lines, hidden_lines, masked_lines
 from mindroom.memory.markdown import (
     MemoryEntry,
     append_entry,
@@ -181,21 +191,32 @@ class FileMemory:
             return None
 
     def add_sync(
-        self, text: str, *, actor: str, path: str | None = None, op_key: str | None = None
+        self,
+        text: str,
+        *,
+        actor: str,
+        path: str | None = None,
+        op_key: str | None = None,
+        fields: EntryFields = NO_FIELDS,
+        run: str | None = None,
     ) -> MemoryEntry:
-        """Append a new entry to ``path`` (default ``MEMORY.md``).
+        """Append a new entry to ``path`` (default ``MEMORY.md``) with ``fields`` (and the day
+        it was written, outside daily files, whose name is their day); the history notes the
+        conversation ``run`` it came from.
 
         ``op_key`` makes the call idempotent: if the history records a write with that key,
         its entry is returned (and written again only if a crash kept it out of the file).
         """
         text = _checked(text)
         _, relative = confined_path(self.scope.root, path or ENTRYPOINT)
+        fields = _dated_fields(fields, relative)
         earlier = self._repeated(op_key)
         if earlier is not None:
             present = _entry(self._entries(earlier.path), earlier.id)
             if present is not None:
                 return present
             relative, entry_id, text = earlier.path, earlier.id, earlier.new or text
+            fields = parse_fields(str((earlier.meta or {}).get("fields", "")))
             record = None  # the intent is recorded: complete it
         else:
             entry_id = new_entry_id()
@@ -203,31 +224,41 @@ class FileMemory:
             def record() -> HistoryRecord:
                 return self.history.append(
                     actor=actor, op="add", entry_id=entry_id, path=relative,
-                    old=None, new=text, op_key=op_key,
+                    old=None, new=text, op_key=op_key, meta=_meta(fields, run),
                 )  # fmt: skip
 
         def edit(doc: str) -> str | None:
             if _entry(parse_entries(doc, relative), entry_id) is not None:
                 return None
-            return append_entry(doc, entry_id, text)
+            return append_entry(doc, entry_id, text, fields)
 
         _, new = self._write(relative, edit, record)
         return _found(new, relative, entry_id)
 
-    def append_unique_sync(self, text: str, *, actor: str, path: str) -> MemoryEntry | None:
+    def append_unique_sync(
+        self,
+        text: str,
+        *,
+        actor: str,
+        path: str,
+        fields: EntryFields = NO_FIELDS,
+        run: str | None = None,
+    ) -> MemoryEntry | None:
         """Append ``text`` to ``path`` unless an entry with the same text is already there."""
         text = _checked(text)
         _, relative = confined_path(self.scope.root, path)
         entry_id = new_entry_id()
+        fields = _dated_fields(fields, relative)
 
         def edit(doc: str) -> str | None:
             existing = {_same(e.text) for e in parse_entries(doc, relative)}
-            return None if _same(text) in existing else append_entry(doc, entry_id, text)
+            return None if _same(text) in existing else append_entry(doc, entry_id, text, fields)
 
         def record() -> HistoryRecord:
             return self.history.append(
-                actor=actor, op="add", entry_id=entry_id, path=relative, old=None, new=text
-            )
+                actor=actor, op="add", entry_id=entry_id, path=relative, old=None, new=text,
+                meta=_meta(fields, run),
+            )  # fmt: skip
 
         old, new = self._write(relative, edit, record)
         return None if old == new else _found(new, relative, entry_id)
@@ -250,8 +281,14 @@ class FileMemory:
                 old=entry.text, new=text, op_key=op_key,
             )  # fmt: skip
 
+        # a mindroom entry notes the day it changed; a hand-written line stays as people wrote it
+        fields = (
+            None
+            if entry.hand_written or entry.text == text
+            else _replace(entry.fields, updated=dt.date.today())
+        )
         old, new = self._write(
-            entry.path, lambda doc: replace_entry(doc, entry.path, entry.id, text), record
+            entry.path, lambda doc: replace_entry(doc, entry.path, entry.id, text, fields), record
         )
         if old == new:
             if entry.text != text:
@@ -277,7 +314,7 @@ class FileMemory:
         def record() -> HistoryRecord:
             return self.history.append(
                 actor=actor, op="delete", entry_id=entry.id, path=entry.path,
-                old=entry.text, new=None, op_key=op_key,
+                old=entry.text, new=None, op_key=op_key, meta=_meta(entry.fields),
             )  # fmt: skip
 
         old, new = self._write(
@@ -288,41 +325,14 @@ class FileMemory:
         return entry
 
     def restore_sync(self, entry_id: str, *, actor: str) -> MemoryEntry:
-        """Bring back an archived or deleted entry, with its id, into the file it was in."""
-        from mindroom.memory.archive import restore_archived_sync  # the archive builds on this
+        """Bring back an archived, deleted or expired entry, with its id, where it was."""
+        from mindroom.memory.restore import restore_sync  # restoring builds on this module
 
-        restored = restore_archived_sync(self, entry_id.strip(), actor=actor)
-        if restored is not None:
-            return restored
-        # a deletion, or an archived entry that is no longer in the archive (the text is kept by
-        # the history either way)
-        deletions = [r for r in self.history.records(entry_id) if r.op in ("delete", "archive")]
-        if not deletions:
-            raise MemoryStoreError(f"{entry_id!r} is neither archived nor deleted in the history")
-        deleted = deletions[-1]
-        assert deleted.old is not None
-        _, relative = confined_path(self.scope.root, deleted.path)
-        if any(e.id == entry_id for e in self._entries(relative)):
-            raise MemoryStoreError(f"memory {entry_id!r} is already in {relative}")
-        # a hand-written line comes back as a regular entry
-        new_id = new_entry_id() if deleted.id.startswith("h-") else deleted.id
+        return restore_sync(self, entry_id.strip(), actor=actor)
 
-        def record() -> HistoryRecord:
-            return self.history.append(
-                actor=actor, op="restore", entry_id=new_id, path=relative,
-                old=None, new=deleted.old,
-            )  # fmt: skip
-
-        def edit(doc: str) -> str | None:
-            if _entry(parse_entries(doc, relative), new_id) is not None:
-                return None
-            return append_entry(doc, new_id, deleted.old or "")
-
-        _, new = self._write(relative, edit, record)
-        return _found(new, relative, new_id)
-
-    def list_sync(self, limit: int = 50) -> list[MemoryEntry]:
-        """Entries of MEMORY.md, then daily files newest first, then other files.
+    def list_sync(self, limit: int = 50, only: MemoryFilter = LIVE) -> list[MemoryEntry]:
+        """Entries ``only`` holds (default: the live ones) of MEMORY.md, then daily files newest
+        first, then other files.
 
         A file that cannot be read (not UTF-8, a link out of the folder) is skipped and logged.
         """
@@ -333,7 +343,7 @@ class FileMemory:
         found: list[MemoryEntry] = []
         for relative in ordered:
             try:
-                found.extend(self._entries(relative))
+                found.extend(e for e in self._entries(relative) if only.holds(e))
             except MemoryStoreError as exc:
                 skip_unreadable(self.scope, relative, exc)
                 continue
@@ -341,12 +351,15 @@ class FileMemory:
                 break
         return found[:limit]
 
-    def read_file_sync(self, path: str, from_line: int = 1, lines: int = 100) -> str:
-        """Numbered lines ``from_line``.. of a memory file."""
+    def read_file_sync(
+        self, path: str, from_line: int = 1, lines: int = 100, *, hide: Hide | None = None
+    ) -> str:
+        """Numbered lines ``from_line``.. of a memory file; the lines of entries ``hide`` is
+        True for read as a placeholder (their numbers kept)."""
         target, relative = confined_path(self.scope.root, path)
         if not target.is_file():
             raise MemoryStoreError(f"no memory file {relative!r}")
-        all_lines = _lines(read_text(target, relative))
+        all_lines = masked_lines(read_text(target, relative), relative, hide)
         start = max(1, from_line)
         count = max(1, min(lines, MAX_READ_LINES))
         chosen = all_lines[start - 1 : start - 1 + count]
@@ -356,14 +369,21 @@ class FileMemory:
         span = f"lines {start}-{start + len(chosen) - 1} of {len(all_lines)}"
         return f"{relative} ({span}):\n{body}{more}"
 
-    def head(self, relative: str, max_lines: int) -> tuple[list[str], int]:
-        """The first ``max_lines`` lines of a file and its total line count ([] when missing).
+    def head(
+        self, relative: str, max_lines: int, *, hide: Hide | None = None
+    ) -> tuple[list[str], int]:
+        """The first ``max_lines`` lines of a file and its total line count ([] when missing),
+        without the lines of entries ``hide`` is True for.
 
         A file that cannot be read is skipped (logged once) and reads as missing.
         """
         try:
             target, relative = confined_path(self.scope.root, relative)
-            lines = _lines(read_text(target, relative))
+            text = read_text(target, relative)
+            lines = file_lines(text)
+            if hide is not None:
+                hidden = hidden_lines(text, relative, hide)
+                lines = [line for n, line in enumerate(lines, 1) if n not in hidden]
         except MemoryStoreError as exc:
             skip_unreadable(self.scope, relative, exc)
             return [], 0
@@ -382,13 +402,19 @@ class FileMemory:
     ) -> MemoryEntry:
         return await bounded(self.add_sync, text, actor=actor, path=path, op_key=op_key)
 
-    async def search(self, query: str, limit: int = 5) -> list[SearchHit]:
+    def search_sync(self, query: str, limit: int = 5, only: MemoryFilter = LIVE) -> list[SearchHit]:
+        """The best ``limit`` entries ``only`` holds for ``query`` (hybrid search)."""
         from mindroom.memory.hybrid import search_hits  # hybrid search builds on this module
 
-        return await bounded(search_hits, self, query, limit, self.search_weights)
+        return search_hits(self, query, limit, self.search_weights, only)
 
-    async def list(self, limit: int = 50) -> list[MemoryEntry]:
-        return await bounded(self.list_sync, limit)
+    async def search(
+        self, query: str, limit: int = 5, only: MemoryFilter = LIVE
+    ) -> list[SearchHit]:
+        return await bounded(self.search_sync, query, limit, only)
+
+    async def list(self, limit: int = 50, only: MemoryFilter = LIVE) -> list[MemoryEntry]:
+        return await bounded(self.list_sync, limit, only)
 
     async def get(self, entry_id: str) -> MemoryEntry:
         return await bounded(self.find, entry_id)
@@ -401,8 +427,10 @@ class FileMemory:
     async def delete(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
         return await bounded(self.delete_sync, entry_id, actor=actor, op_key=op_key)
 
-    async def read_file(self, path: str, from_line: int = 1, lines: int = 100) -> str:
-        return await bounded(self.read_file_sync, path, from_line, lines)
+    async def read_file(
+        self, path: str, from_line: int = 1, lines: int = 100, *, hide: Hide | None = None
+    ) -> str:
+        return await bounded(self.read_file_sync, path, from_line, lines, hide=hide)
 
 
 _skipped: set[tuple[str, str, str]] = set()
@@ -423,12 +451,6 @@ def today(now: dt.datetime | None = None) -> str:
     return (now or dt.datetime.now()).strftime("%Y-%m-%d")
 
 
-def _lines(text: str) -> list[str]:
-    """Lines as entries count them: only "\n" ends a line (a "\r" before it is dropped)."""
-    lines = [line.removesuffix("\r") for line in text.split("\n")]
-    return lines[:-1] if lines and lines[-1] == "" else lines
-
-
 def _entry(entries: list[MemoryEntry], entry_id: str) -> MemoryEntry | None:
     return next((e for e in entries if e.id == entry_id), None)
 
@@ -440,6 +462,19 @@ def _found(document: str, relative: str, entry_id: str) -> MemoryEntry:
     if entry is None:
         raise MemoryStoreError(f"memory {entry_id} was written but is no longer in {relative}")
     return entry
+
+
+def _dated_fields(fields: EntryFields, relative: str) -> EntryFields:
+    """``fields`` with the day written noted, unless the file's name is its day."""
+    if fields.created is not None or is_daily_path(relative):
+        return fields
+    return _replace(fields, created=dt.date.today())
+
+
+def _meta(fields: EntryFields, run: str | None = None) -> dict[str, str] | None:
+    """A history record's meta: the entry's fields and the conversation it came from."""
+    meta = {"fields": render_fields(fields), "run": run or ""}
+    return {key: value for key, value in meta.items() if value} or None
 
 
 def _checked(text: str) -> str:

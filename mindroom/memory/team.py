@@ -31,11 +31,18 @@ from pathlib import Path
 from typing import TypeVar
 
 from mindroom.errors import MemoryStoreError
-from mindroom.memory.bounded import bounded
+from mindroom.memory.fields import NO_FIELDS, EntryFields
 from mindroom.memory.files import atomic_write, clean_temp_files, edit_file, file_lock, read_text
+from mindroom.memory.filters import LIVE, MemoryFilter
 from mindroom.memory.history import HistoryRecord
 from mindroom.memory.index import SearchHit, memory_files
-from mindroom.memory.markdown import ENTRY_ID_RE, MemoryEntry, parse_entries, remove_entry
+from mindroom.memory.markdown import (
+    ENTRY_ID_RE,
+    MemoryEntry,
+    parse_entries,
+    remove_entry,
+    strip_marker,
+)
 from mindroom.memory.scope import MemoryScope, state_dir, team_scope_id
 from mindroom.memory.store import FileMemory, skip_unreadable
 
@@ -81,7 +88,7 @@ def merge_copies(base: str, ours: str, theirs: str, path: str) -> str:
             continue
         lines = _raw_lines(theirs, entry)
         if entry.id in ids and ENTRY_ID_RE.fullmatch(entry.id):
-            lines[0] = lines[0].replace(f" <!-- {entry.id} -->", "")  # both changed it: keep both
+            lines[0] = strip_marker(lines[0])  # both changed it: keep both
         added.extend(lines)
     if not added:
         return result
@@ -270,15 +277,34 @@ class TeamMemory(FileMemory):
         return super().find(entry_id)
 
     def add_sync(
-        self, text: str, *, actor: str, path: str | None = None, op_key: str | None = None
+        self,
+        text: str,
+        *,
+        actor: str,
+        path: str | None = None,
+        op_key: str | None = None,
+        fields: EntryFields = NO_FIELDS,
+        run: str | None = None,
     ) -> MemoryEntry:
         return self._mirrored(
-            lambda: super(TeamMemory, self).add_sync(text, actor=actor, path=path, op_key=op_key)
+            lambda: super(TeamMemory, self).add_sync(
+                text, actor=actor, path=path, op_key=op_key, fields=fields, run=run
+            )
         )
 
-    def append_unique_sync(self, text: str, *, actor: str, path: str) -> MemoryEntry | None:
+    def append_unique_sync(
+        self,
+        text: str,
+        *,
+        actor: str,
+        path: str,
+        fields: EntryFields = NO_FIELDS,
+        run: str | None = None,
+    ) -> MemoryEntry | None:
         return self._mirrored(
-            lambda: super(TeamMemory, self).append_unique_sync(text, actor=actor, path=path)
+            lambda: super(TeamMemory, self).append_unique_sync(
+                text, actor=actor, path=path, fields=fields, run=run
+            )
         )
 
     def update_sync(
@@ -296,10 +322,10 @@ class TeamMemory(FileMemory):
     def restore_sync(self, entry_id: str, *, actor: str) -> MemoryEntry:
         return self._mirrored(lambda: super(TeamMemory, self).restore_sync(entry_id, actor=actor))
 
-    def list_sync(self, limit: int = 50) -> list[MemoryEntry]:
+    def list_sync(self, limit: int = 50, only: MemoryFilter = LIVE) -> list[MemoryEntry]:
         self.repair()
-        return super().list_sync(limit)
+        return super().list_sync(limit, only)
 
-    async def search(self, query: str, limit: int = 5) -> list[SearchHit]:
-        await bounded(self.repair)
-        return await super().search(query, limit)
+    def search_sync(self, query: str, limit: int = 5, only: MemoryFilter = LIVE) -> list[SearchHit]:
+        self.repair()
+        return super().search_sync(query, limit, only)

@@ -44,7 +44,7 @@ import hashlib
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +54,7 @@ import numpy.typing as npt
 from mindroom.embeddings import Embedder
 from mindroom.embeddings.scoring import Scorer, half_precision_scorer
 from mindroom.errors import EmbedderError
+from mindroom.memory.filters import LIVE
 from mindroom.memory.index import IndexMark, MemoryIndex, SearchHit
 from mindroom.memory.markdown import MemoryEntry
 from mindroom.wal import open_database
@@ -329,10 +330,12 @@ class VectorIndex:
         *,
         exclude_paths: frozenset[str] = frozenset(),
         synced: bool = False,
+        keep: Callable[[MemoryEntry], bool] | None = None,
     ) -> list[SearchHit]:
         """The ``limit`` entries most similar to ``query``, best first, scored by cosine
         similarity (ties: file and line order); ``synced``: the caller has just followed the
-        files (:meth:`sync_within`). Raises :class:`EmbedderError`."""
+        files (:meth:`sync_within`); ``keep`` (default: live entries) picks the entries that
+        may be found, before the best are chosen. Raises :class:`EmbedderError`."""
         if limit <= 0 or not query.strip():
             return []
         if not synced:
@@ -352,6 +355,10 @@ class VectorIndex:
         for path in exclude_paths:
             start, end = spans.get(path, (0, 0))
             approximate[start:end] = -np.inf
+        keep = keep or LIVE.holds
+        hidden = [n for n, row in enumerate(rows) if not keep(row)]
+        if hidden:
+            approximate[hidden] = -np.inf
         count = min(limit if scorer is None else max(64, 8 * limit), len(rows))
         top = np.argpartition(-approximate, count - 1)[:count]
         top = top[np.isfinite(approximate[top])]

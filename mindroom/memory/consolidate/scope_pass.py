@@ -61,6 +61,7 @@ from mindroom.memory.consolidate.signals import (
     words,
 )
 from mindroom.memory.dates import daily_date
+from mindroom.memory.fields import merged_fields
 from mindroom.memory.history import HistoryRecord
 from mindroom.memory.markdown import MemoryEntry, append_entry, new_entry_id, parse_entries
 from mindroom.memory.scope import ENTRYPOINT
@@ -280,7 +281,9 @@ class ScopePass:
 
         def add(document: str) -> str | None:
             ids = {e.id for e in parse_entries(document, keep.path)}
-            return None if keep.id not in ids else append_entry(document, merged_id, text)
+            if keep.id not in ids:
+                return None
+            return append_entry(document, merged_id, text, merged_fields(keep.fields, drop.fields))
 
         old, new = self.memory.write(keep.path, add, record)
         if old == new:

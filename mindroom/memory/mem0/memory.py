@@ -70,7 +70,7 @@ def _stored_day(timestamp: str) -> dt.date | None:
 
 
 def _entry(record: Mem0Record) -> MemoryEntry:
-    return Mem0Entry(record.id, record.text, MEM0_PATH, 0, 0, _stored_day(record.updated_at))
+    return Mem0Entry(record.id, record.text, MEM0_PATH, 0, 0, stored=_stored_day(record.updated_at))
 
 
 def _checked(text: str) -> str:

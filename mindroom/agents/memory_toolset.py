@@ -1,0 +1,68 @@
+"""The memory tools a turn gets: the toolkit, ``memory_query``, or both (``memory.tools``).
+
+Toolkits are kept per agent and memory (Agno inspects tool signatures when a toolkit is
+built, so building one per turn would cost every turn) and built again when the registry
+reopened the memory or a reload changed what the agent may see (its allowlist): access is
+never read once and kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agno.tools import Toolkit
+from agno.tools.function import Function
+
+from mindroom.agents.memory_tools import MemoryTools
+from mindroom.agents.query_tool import memory_query_function
+from mindroom.config.schema import Config
+from mindroom.memory.access import CategoryAccess
+from mindroom.memory.registry import ScopeMemory
+from mindroom.memory.store import FileMemory
+from mindroom.memory.structured_query import Asker
+
+# what Agno takes as a tool
+AgnoTool = Toolkit | Callable[..., Any] | Function | dict[Any, Any]
+
+
+class MemoryToolsets:
+    """The memory tools of each agent's turns, with a bounded cache of toolkits."""
+
+    def __init__(self) -> None:
+        self._toolkits: dict[str, MemoryTools] = {}
+
+    def for_turn(
+        self,
+        config: Config,
+        name: str,
+        memory: ScopeMemory,
+        *,
+        requester: str | None,
+        members: Sequence[str] | None = None,
+        keep: int = 64,
+    ) -> list[AgnoTool]:
+        """The tools of a turn of agent (or team of ``members``) ``name`` on ``memory`` for
+        ``requester``; ``keep`` toolkits stay cached."""
+        access = (
+            CategoryAccess.of(config, name)
+            if members is None
+            else CategoryAccess.of_team(config, name, members)
+        )
+        key = f"{name}|{memory.scope_id}"
+        toolkit = self._toolkits.pop(key, None)
+        if toolkit is None or toolkit.memory is not memory or toolkit.view.access != access:
+            toolkit = MemoryTools(memory, access=access)
+        self._toolkits[key] = toolkit  # most recent last
+        while len(self._toolkits) > keep:
+            del self._toolkits[next(iter(self._toolkits))]
+        tools: list[AgnoTool] = []
+        if config.memory.tools == "all" or not isinstance(memory, FileMemory):
+            tools.append(toolkit)  # mem0 has no memory_query: its tools stay
+        if isinstance(memory, FileMemory):
+            owners = (
+                frozenset({name, *config.teams_of(name)}) if members is None else frozenset({name})
+            )
+            asker = Asker(agent=name, user_id=requester, owners=owners)
+            tools.append(memory_query_function(toolkit.view, asker))
+        return tools

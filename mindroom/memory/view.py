@@ -1,0 +1,191 @@
+"""One agent's view of a memory: the store's read and write calls with its allowlist applied.
+
+The memory tools, recall, the CLI with ``--agent`` and the flush reach a scope's memory
+through an :class:`AgentView`, never around it, so a category the agent's allowlist
+(``memory.allowlists``) does not grant is refused on every path the same way: a read sees
+only granted categories (the store filters, see :mod:`mindroom.memory.filters`), a read of
+one entry by id, an update or a delete of an entry in another category fails with a
+:class:`~mindroom.errors.MemoryAccessError`, and a write names only a granted category.
+Lines of a file the agent may not read come back as a placeholder.
+
+Conversational reads (everything but :meth:`AgentView.query` naming ``procedural``) leave
+``procedural`` entries out: they are how-to steps an agent fetches on purpose (spec 12).
+Soft-deleted entries (expired by TTL) are never read; ``mindroom memory restore`` brings them
+back.
+
+The access is taken from the config each time a view is made (every turn), so a reload
+takes effect at the next turn.
+"""
+
+from __future__ import annotations
+
+from mindroom.errors import MemoryStoreError
+from mindroom.memory.access import CategoryAccess
+from mindroom.memory.bounded import bounded
+from mindroom.memory.fields import NO_FIELDS, EntryFields
+from mindroom.memory.filters import MemoryFilter
+from mindroom.memory.index import SearchHit
+from mindroom.memory.markdown import MemoryEntry
+from mindroom.memory.mem0 import Mem0Memory
+from mindroom.memory.registry import ScopeMemory
+
+CONVERSATIONAL = frozenset({"procedural"})  # types only a deliberate query returns
+
+
+class AgentView:
+    """``memory`` as ``access`` lets its agent (or team, or person) use it."""
+
+    def __init__(self, memory: ScopeMemory, access: CategoryAccess) -> None:
+        self.memory = memory
+        self.access = access
+
+    @property
+    def scope_id(self) -> str:
+        """The scope's id (what the tools and logs name)."""
+        return self.memory.scope_id
+
+    def reading(self) -> MemoryFilter:
+        """The filter of a conversational read: granted categories, live, not procedural."""
+        return self.access.only(exclude_types=CONVERSATIONAL)
+
+    def hidden(self, entry: MemoryEntry) -> bool:
+        """Whether a conversational read leaves ``entry`` out."""
+        return not self.reading().holds(entry)
+
+    def _visible(self, entry: MemoryEntry, verb: str) -> MemoryEntry:
+        self.access.check_entry(entry, verb)
+        if entry.fields.soft_deleted:
+            raise MemoryStoreError(
+                f"memory {entry.id} expired (not used for a long time) and waits to be purged "
+                f"on {entry.fields.purge}; a person can bring it back with "
+                "`mindroom memory restore`"
+            )
+        return entry
+
+    # -- synchronous (a worker thread; the CLI) -----------------------------------------------
+
+    def add_sync(
+        self,
+        text: str,
+        *,
+        actor: str,
+        path: str | None = None,
+        op_key: str | None = None,
+        fields: EntryFields = NO_FIELDS,
+        run: str | None = None,
+    ) -> MemoryEntry:
+        """Add an entry in a granted category (``fields.category``; None: the default),
+        written in conversation ``run``."""
+        self.access.writable(fields.category)
+        if isinstance(self.memory, Mem0Memory):
+            if fields != NO_FIELDS or path is not None:
+                raise MemoryStoreError(
+                    "the mem0 backend keeps no files, categories or fields: add the text alone"
+                )
+            return self.memory.add_sync(text, actor=actor, op_key=op_key)
+        return self.memory.add_sync(
+            text, actor=actor, path=path, op_key=op_key, fields=fields, run=run
+        )
+
+    def append_unique_sync(
+        self,
+        text: str,
+        *,
+        actor: str,
+        path: str,
+        fields: EntryFields = NO_FIELDS,
+        run: str | None = None,
+    ) -> MemoryEntry | None:
+        """Append ``text`` to ``path`` (a granted category) unless the file has it already."""
+        self.access.writable(fields.category)
+        if isinstance(self.memory, Mem0Memory):
+            raise MemoryStoreError("the mem0 backend keeps no files")
+        return self.memory.append_unique_sync(text, actor=actor, path=path, fields=fields, run=run)
+
+    def search_sync(self, query: str, limit: int = 5) -> list[SearchHit]:
+        """The best ``limit`` entries this agent may read for ``query``."""
+        only = self.reading()
+        if isinstance(self.memory, Mem0Memory):  # no fields there: every entry is the default's
+            return [h for h in self.memory.search_sync(query, limit) if only.holds(h.entry)]
+        return self.memory.search_sync(query, limit, only)
+
+    def list_sync(self, limit: int = 50) -> list[MemoryEntry]:
+        """Entries this agent may read, in the store's listing order."""
+        only = self.reading()
+        if isinstance(self.memory, Mem0Memory):
+            return [e for e in self.memory.list_sync(limit) if only.holds(e)]
+        return self.memory.list_sync(limit, only)
+
+    def get_sync(self, entry_id: str) -> MemoryEntry:
+        """The entry ``entry_id``, if this agent may read it."""
+        if isinstance(self.memory, Mem0Memory):
+            return self._visible(self.memory.get_sync(entry_id), "read")
+        return self._visible(self.memory.find(entry_id), "read")
+
+    def update_sync(
+        self, entry_id: str, text: str, *, actor: str, op_key: str | None = None
+    ) -> MemoryEntry:
+        """Replace the text of an entry this agent may read (its fields stay)."""
+        if not self._repeat(op_key):
+            self._visible(self._current(entry_id), "change")
+        return self.memory.update_sync(entry_id, text, actor=actor, op_key=op_key)
+
+    def delete_sync(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
+        """Remove an entry this agent may read (the history keeps it)."""
+        if not self._repeat(op_key):
+            self._visible(self._current(entry_id), "delete")
+        return self.memory.delete_sync(entry_id, actor=actor, op_key=op_key)
+
+    def read_file_sync(self, path: str, from_line: int = 1, lines: int = 100) -> str:
+        """Numbered lines of a memory file; entries this agent may not read are placeholders."""
+        if isinstance(self.memory, Mem0Memory):
+            return self.memory.read_file_sync(path, from_line, lines)
+        return self.memory.read_file_sync(path, from_line, lines, hide=self.hidden)
+
+    def _current(self, entry_id: str) -> MemoryEntry:
+        if isinstance(self.memory, Mem0Memory):
+            return self.memory.get_sync(entry_id)
+        return self.memory.find(entry_id)
+
+    def _repeat(self, op_key: str | None) -> bool:
+        """Whether ``op_key`` names a write this memory did already (a resumed turn: answered
+        from the record, and the entry may be gone by now)."""
+        if op_key is None or isinstance(self.memory, Mem0Memory):
+            return False
+        record = self.memory.history.by_op_key(op_key)
+        return record is not None and record.op != "abort"
+
+    # -- async (the tools): each call in a worker thread, bounded ------------------------------
+
+    async def add(
+        self,
+        text: str,
+        *,
+        actor: str,
+        op_key: str | None = None,
+        fields: EntryFields = NO_FIELDS,
+        run: str | None = None,
+    ) -> MemoryEntry:
+        return await bounded(
+            self.add_sync, text, actor=actor, op_key=op_key, fields=fields, run=run
+        )
+
+    async def search(self, query: str, limit: int = 5) -> list[SearchHit]:
+        return await bounded(self.search_sync, query, limit)
+
+    async def list(self, limit: int = 50) -> list[MemoryEntry]:
+        return await bounded(self.list_sync, limit)
+
+    async def get(self, entry_id: str) -> MemoryEntry:
+        return await bounded(self.get_sync, entry_id)
+
+    async def update(
+        self, entry_id: str, text: str, *, actor: str, op_key: str | None = None
+    ) -> MemoryEntry:
+        return await bounded(self.update_sync, entry_id, text, actor=actor, op_key=op_key)
+
+    async def delete(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
+        return await bounded(self.delete_sync, entry_id, actor=actor, op_key=op_key)
+
+    async def read_file(self, path: str, from_line: int = 1, lines: int = 100) -> str:
+        return await bounded(self.read_file_sync, path, from_line, lines)

@@ -1,0 +1,83 @@
+"""The structured side of ``mindroom memory``: fields on ``add``, and ``set``.
+
+Thin, like :mod:`mindroom.memory_cli` (which registers these actions beside its own): every
+action goes through the agent's view (:class:`mindroom.memory.view.AgentView`), so ``--agent``
+and ``--team`` apply that allowlist (``memory.allowlists``) exactly as the agent's own tools do.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import replace
+
+from mindroom.config import Config
+from mindroom.errors import MemoryStoreError
+from mindroom.memory.access import CategoryAccess
+from mindroom.memory.fields import NO_FIELDS, EntryFields, check_fields, render_fields
+from mindroom.memory.mem0 import Mem0Memory
+from mindroom.memory.restore import set_fields_sync
+from mindroom.memory.view import AgentView
+
+STRUCTURED_ACTIONS = frozenset({"set"})
+
+
+def add_field_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--category``, ``--importance`` and ``--pin`` (the fields of a new entry)."""
+    parser.add_argument("--category", help="its category (memory.categories; default general)")
+    parser.add_argument("--importance", type=int, choices=range(1, 6), metavar="1-5")
+    parser.add_argument("--pin", action="store_true", help="never let it expire")
+
+
+def add_structured_parsers(action: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """Register ``set`` through ``memory_cli``'s ``action`` helper (``--agent``/``--team``)."""
+    change = action("set", "change a memory's fields (category, importance, pinned)")
+    change.add_argument("id")
+    change.add_argument("--category", help="new category (memory.categories)")
+    change.add_argument("--importance", type=int, choices=range(1, 6), metavar="1-5")
+    pin = change.add_mutually_exclusive_group()
+    pin.add_argument("--pin", action="store_true", default=None, help="never let it expire")
+    pin.add_argument("--unpin", dest="pin", action="store_false", help="let it expire again")
+
+
+def cli_access(args: argparse.Namespace, config: Config) -> CategoryAccess:
+    """The allowlist of the agent (or team) an action names."""
+    team = getattr(args, "team", None)
+    if team:
+        return CategoryAccess.of_team(config, team, config.teams[team].agents)
+    return CategoryAccess.of(config, args.agent)
+
+
+def fields_of(args: argparse.Namespace) -> EntryFields:
+    """The fields ``add`` was given (a MemoryStoreError names a bad one)."""
+    try:
+        return check_fields(
+            EntryFields(category=args.category, importance=args.importance, pinned=args.pin)
+        )
+    except ValueError as exc:
+        raise MemoryStoreError(str(exc)) from None
+
+
+def run_structured(args: argparse.Namespace, view: AgentView) -> int:
+    """Carry out a structured action; prints the result."""
+    memory = view.memory
+    if isinstance(memory, Mem0Memory):
+        raise MemoryStoreError("the mem0 backend keeps no fields: `set` is for file memory")
+    entry = view.get_sync(args.id)
+    changes: dict[str, object] = {}
+    if args.category is not None:
+        changes["category"] = view.access.writable(args.category)
+    if args.importance is not None:
+        changes["importance"] = args.importance
+    if args.pin is not None:
+        changes["pinned"] = args.pin
+    if not changes:
+        raise MemoryStoreError("nothing to change: give --category, --importance, --pin or --unpin")
+    try:
+        fields = check_fields(replace(entry.fields, **changes))  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise MemoryStoreError(str(exc)) from None
+    done = set_fields_sync(memory, entry.id, fields, actor="cli")
+    words = render_fields(done.fields) if done.fields != NO_FIELDS else "(no fields)"
+    print(f"{done.id}  {done.path}:{done.start_line}  {words}")
+    return 0
