@@ -12,21 +12,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import json
 from pathlib import Path
 
 from mindroom.config import Config, load_config
 from mindroom.errors import ConfigError, EmbedderError, MemoryStoreError
+from mindroom.memory.audit import events
 from mindroom.memory.fields import NO_FIELDS, render_fields
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.store import FileMemory
 from mindroom.memory.view import AgentView
+from mindroom.memory_recall_cli import add_recall_parser
 from mindroom.memory_structured_cli import (
     STRUCTURED_ACTIONS,
     add_field_arguments,
     add_structured_parsers,
     cli_access,
     fields_of,
+    run_person_export,
     run_structured,
 )
 from mindroom.memory_transfer import export_scope, import_scope
@@ -38,10 +42,10 @@ def add_memory_parser(sub: argparse._SubParsersAction, common) -> None:  # type:
     memory = sub.add_parser("memory", help="read and edit an agent's memory")
     actions = memory.add_subparsers(dest="action", required=True)
 
-    def action(name: str, help_text: str) -> argparse.ArgumentParser:
+    def action(name: str, help_text: str, whose_required: bool = True) -> argparse.ArgumentParser:
         parser = actions.add_parser(name, help=help_text)
         common(parser)
-        whose = parser.add_mutually_exclusive_group(required=True)
+        whose = parser.add_mutually_exclusive_group(required=whose_required)
         whose.add_argument("--agent", help="agent name")
         whose.add_argument("--team", help="team name (its shared memory)")
         parser.add_argument("--user", help="Matrix ID, for a private companion's memory")
@@ -58,7 +62,9 @@ def add_memory_parser(sub: argparse._SubParsersAction, common) -> None:  # type:
     add_field_arguments(add)
     add_structured_parsers(action)
     action("get", "show one memory").add_argument("id")
-    action("history", "show the history (of one memory)").add_argument("id", nargs="?")
+    history = action("history", "show the history (of one memory)")
+    history.add_argument("id", nargs="?")
+    history.add_argument("--json", action="store_true", help="as audit events (ADD, UPDATE...)")
     action("restore", "bring back a deleted or archived memory").add_argument("id")
     action(
         "conflicts", "list contradictions and proposed merges consolidation recorded"
@@ -70,13 +76,20 @@ def add_memory_parser(sub: argparse._SubParsersAction, common) -> None:  # type:
     resolve.add_argument("--edit", metavar="TEXT", help="new text for the kept entry")
     resolve.add_argument("--accept", action="store_true", help="apply a proposed merge")
     action("reindex", "rebuild the search indexes (keywords, vectors) from the files")
-    action("export", "write every memory as markdown entries").add_argument(
-        "--output", type=Path, help="file to write (default: standard output)"
+    export = action(
+        "export",
+        "write every memory as markdown entries (--user alone: everything about that person)",
+        whose_required=False,
     )
+    export.add_argument("--output", type=Path, help="file to write (default: standard output)")
+    export.add_argument(
+        "--format", choices=("markdown", "json"), default="markdown",
+        help="with --user alone: markdown (default) or json",
+    )  # fmt: skip
     action(
         "import", "add the entries of a markdown file (skipping texts already there)"
     ).add_argument("file", type=Path, help="markdown file, e.g. a memory export")
-    add_recall_parser(actions, common)
+    add_recall_parser(actions, common, _open)
 
     flush = actions.add_parser("flush", help="run one memory flush cycle now")
     common(flush)
@@ -245,6 +258,13 @@ def _line(entry_id: str, path: str, line: int, text: str) -> str:
 
 def run_memory(args: argparse.Namespace) -> int:
     """Carry out one ``mindroom memory`` action; prints results, returns the exit code."""
+    if args.action == "export" and not args.agent and not getattr(args, "team", None):
+        if not args.user:
+            raise ConfigError(
+                "memory export: name --agent, --team, or --user (everything about one person)"
+            )
+        config_path, storage = _storage(args)
+        return run_person_export(args, load_config(config_path), storage, config_path.parent)
     memory, registry = _open(args)
     try:
         if isinstance(memory, Mem0Memory) and args.action in ("add", "import"):
@@ -286,6 +306,8 @@ def _act(args: argparse.Namespace, memory: FileMemory | Mem0Memory, config: Conf
         e = view.get_sync(args.id)
         words = f"  {render_fields(e.fields)}" if e.fields != NO_FIELDS else ""
         print(f"{e.id}  {e.path}:{e.start_line}-{e.end_line}{words}\n{e.text}")
+    elif args.action == "history" and args.json:
+        print(json.dumps(events(memory, args.id), ensure_ascii=False, indent=2))
     elif args.action == "history":
         records = memory.history_of(args.id)
         for r in records:
@@ -439,43 +461,4 @@ def _reindex_vectors(memory: FileMemory) -> int:
         print(f"mindroom memory: the vector index was not rebuilt: {exc}")
         return 1
     print(f"embedded {count} memories with {vectors.model_id}")
-    return 0
-
-
-def add_recall_parser(actions: argparse._SubParsersAction, common) -> None:  # type: ignore[type-arg]
-    """Register ``mindroom memory recall``."""
-    recall = actions.add_parser(
-        "recall", help="show the memory a new turn of the agent gets for a message"
-    )
-    common(recall)
-    recall.add_argument("--agent", required=True, help="agent name")
-    recall.add_argument("--user", help="Matrix ID: who is asking (a private companion's memory)")
-    recall.add_argument("message", help="the message the turn answers")
-    recall.set_defaults(func=run_recall)
-
-
-def run_recall(args: argparse.Namespace) -> int:
-    """``mindroom memory recall``: print exactly the memory block a new turn of the agent gets
-    for the message (nothing at all when it gets none), from the files as they are now.
-
-    The block comes from :func:`mindroom.memory.recall.agent_recall`, the function the runtime
-    calls for every turn, so what this prints is what the model sees.
-    """
-    from mindroom.memory.recall import agent_recall
-
-    config_path, storage = _storage(args)
-    config = load_config(config_path)
-    if args.agent in config.agents and config.agent_memory_backend(args.agent) == "none":
-        # no memory of its own, but the memory of its teams is still recalled
-        registry = MemoryRegistry(config, storage, config_path.parent)
-    else:
-        _, registry = _open(args)  # checks the agent and --user like every memory action
-    try:
-        _, block = agent_recall(
-            registry.config, registry, args.agent, args.message, args.user, count=False
-        )
-    finally:
-        registry.close()
-    if block:
-        print(block)
     return 0

@@ -8,14 +8,19 @@ and ``--team`` apply that allowlist (``memory.allowlists``) exactly as the agent
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 from mindroom.config import Config
-from mindroom.errors import MemoryStoreError
+from mindroom.errors import ConfigError, MemoryStoreError
 from mindroom.memory.access import CategoryAccess
+from mindroom.memory.audit import export_markdown, person_export
 from mindroom.memory.fields import NO_FIELDS, EntryFields, check_fields, render_fields
 from mindroom.memory.mem0 import Mem0Memory
+from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.restore import set_fields_sync
 from mindroom.memory.view import AgentView
 
@@ -80,4 +85,31 @@ def run_structured(args: argparse.Namespace, view: AgentView) -> int:
     done = set_fields_sync(memory, entry.id, fields, actor="cli")
     words = render_fields(done.fields) if done.fields != NO_FIELDS else "(no fields)"
     print(f"{done.id}  {done.path}:{done.start_line}  {words}")
+    return 0
+
+
+def run_person_export(
+    args: argparse.Namespace, config: Config, storage: Path, config_dir: Path
+) -> int:
+    """``memory export --user MXID``: everything stored about one person, as markdown or
+    JSON (see :func:`mindroom.memory.audit.person_export`)."""
+    user = args.user
+    if not user.startswith("@") or ":" not in user:
+        raise ConfigError(f"--user {user!r} is not a Matrix ID like @alice:example.org")
+    registry = MemoryRegistry(config, storage, config_dir)
+    try:
+        data = person_export(config, registry, storage, user)
+    finally:
+        registry.close()
+    text = (
+        json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+        if args.format == "json"
+        else export_markdown(data)
+    )
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        args.output.write_text(text, encoding="utf-8")
+        count = sum(len(s["entries"]) for s in data["private_memory"])
+        print(f"wrote everything about {user} to {args.output} ({count} private entries)")
     return 0

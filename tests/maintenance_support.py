@@ -42,6 +42,7 @@ def maintenance_config(jobs: dict[str, dict[str, Any]], **settings: Any) -> Conf
     merged: dict[str, Any] = {
         "consolidation_daily": {"enabled": False},
         "consolidation_weekly": {"enabled": False},
+        "memory_lifecycle": {"enabled": False},
     }
     merged.update(jobs)
     maintenance = {"timezone": "UTC", **settings, "jobs": merged}

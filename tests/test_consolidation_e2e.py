@@ -38,6 +38,7 @@ async def test_a_conflict_recorded_beside_the_running_bot_reaches_the_next_turn_
         "jobs": {
             "consolidation_daily": {"enabled": False},
             "consolidation_weekly": {"enabled": False},
+            "memory_lifecycle": {"enabled": False},
             "now": {"mode": "light", "cadence": "interval", "interval_minutes": 600},
         },
     }

@@ -42,6 +42,7 @@ def storage_config(model: ScriptedModel, mode: str = "deep", **job: Any) -> Conf
                     "jobs": {
                         "consolidation_daily": {"enabled": False},
                         "consolidation_weekly": {"enabled": False},
+                        "memory_lifecycle": {"enabled": False},
                         "now": {"mode": mode, "cadence": "interval", "interval_minutes": 60, **job},
                     },
                 },

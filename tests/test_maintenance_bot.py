@@ -29,6 +29,7 @@ def bot_config(model: ScriptedModel, jobs: dict[str, Any], **settings: Any) -> s
         "jobs": {
             "consolidation_daily": {"enabled": False},
             "consolidation_weekly": {"enabled": False},
+            "memory_lifecycle": {"enabled": False},
             **jobs,
         },
     }

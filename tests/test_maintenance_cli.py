@@ -55,7 +55,12 @@ def test_status_shows_each_job_its_schedule_next_due_in_local_and_utc_and_the_la
     assert "maintenance: on" in out
     assert "Europe/Berlin" in out
     blocks = {block.split()[0]: block for block in out.split("\n\n")[1:]}
-    assert set(blocks) == {"consolidation_daily", "consolidation_weekly", "hourly"}
+    assert set(blocks) == {
+        "consolidation_daily",
+        "consolidation_weekly",
+        "memory_lifecycle",
+        "hourly",
+    }
     daily = blocks["consolidation_daily"]
     assert "enabled" in daily
     assert "consolidation, light" in daily

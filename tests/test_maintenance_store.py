@@ -28,7 +28,10 @@ def store(tmp_path: Path) -> MaintenanceStore:
 def test_the_default_jobs_are_seeded_due_at_their_next_window(store: MaintenanceStore) -> None:
     store.apply_config(jobs(), T0, UTC)
     seeded = {job.name: job for job in store.jobs()}
-    assert set(seeded) == {"consolidation_daily", "consolidation_weekly"}
+    assert set(seeded) == {"consolidation_daily", "consolidation_weekly", "memory_lifecycle"}
+    lifecycle = seeded["memory_lifecycle"]
+    assert lifecycle.job_type == "lifecycle"
+    assert lifecycle.next_due_at == datetime(2026, 3, 3, 4, 0, tzinfo=UTC)  # 04:00 has passed
     daily = seeded["consolidation_daily"]
     assert (daily.job_type, daily.mode, daily.enabled) == ("consolidation", "light", True)
     assert daily.next_due_at == datetime(2026, 3, 2, 10, 0, tzinfo=UTC)

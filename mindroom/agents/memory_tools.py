@@ -123,7 +123,7 @@ class MemoryTools(Toolkit):
         self.memory = memory
         self.actor = actor
         # every call goes through the agent's view: its allowlist, applied in the store
-        self.view = AgentView(memory, access or CategoryAccess.everything())
+        self.view = AgentView(memory, access or CategoryAccess.everything(), count=True)
         super().__init__(
             name="memory",
             tools=[

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -41,6 +39,7 @@ from mindroom.agents.memory_toolset import AgnoTool, MemoryToolsets
 from mindroom.agents.models import build_model, describe_model
 from mindroom.agents.probe import model_failed
 from mindroom.agents.session_stores import SessionStores
+from mindroom.agents.turn_types import TurnRequest, TurnResult, turn_key, with_speaker
 from mindroom.config.schema import Config
 from mindroom.errors import ModelError
 from mindroom.memory.recall import agent_recall, recall_block
@@ -51,65 +50,6 @@ from mindroom.turns import TeamSpec, is_private, session_id_for
 __all__ = ["AgentRuntime", "TeamSpec", "TurnRequest", "TurnResult", "session_id_for"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TurnRequest:
-    """What an agent is asked to answer, and in which conversation."""
-
-    agent: str
-    session_id: str
-    user_id: str  # the person the turn is for (a private agent's memory is theirs)
-    text: str
-    carried: str = ""  # what a compacted earlier part of the conversation said
-    private_recall: bool = True  # False: private memory neither recalled nor readable by tools
-    trigger: str = ""  # the event answered: a resumed turn repeats no tool write of it
-    speaker: str = ""  # who wrote the message: "Alice (@alice:example.org)"
-    # what recall searches for: the message as written, where ``text`` names its speaker in a
-    # group (a name is not what was asked: it pulled the speaker's entries into every turn)
-    query: str = ""
-
-    @property
-    def recall_query(self) -> str:
-        return self.query or self.text
-
-
-SPEAKER_NOTE = (
-    "You are answering {speaker}. Several people may talk to you: when you remember something "
-    "about a person, say who it is about, with their name and Matrix ID, e.g. "
-    '"{speaker} prefers tea".'
-)
-
-
-def _with_speaker(context: str, speaker: str) -> str:
-    """The turn's context with who is speaking (nothing when unknown)."""
-    if not speaker:
-        return context
-    return f"{context}\n\n{SPEAKER_NOTE.format(speaker=speaker)}".strip()
-
-
-def _turn_key(request: TurnRequest, actor: str) -> str:
-    """Names a turn for idempotent tool writes: a resumed turn gets the same key.
-
-    The answer path passes the trigger event (``request.trigger``); without one (the CLI,
-    tests) the session and the message text stand in for it."""
-    if request.trigger:
-        return f"{request.trigger}|{actor}"
-    digest = hashlib.sha256(request.text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"{request.session_id}|{actor}|{digest}"
-
-
-@dataclass(frozen=True)
-class TurnResult:
-    """The outcome of a turn: the answer text, or the reason there is none."""
-
-    text: str
-    error: str | None = None  # set when the model failed; ``text`` then holds any partial answer
-
-    @property
-    def ok(self) -> bool:
-        """True when the model answered."""
-        return self.error is None
 
 
 class AgentRuntime:
@@ -237,16 +177,28 @@ class AgentRuntime:
         )
 
     async def _recall_block(
-        self, memory: ScopeMemory, text: str, label: str, team: str, members: Sequence[str]
+        self,
+        memory: ScopeMemory,
+        text: str,
+        label: str,
+        team: str,
+        members: Sequence[str],
+        thread: str,
     ) -> str:
-        """A team leader's recall of ``memory``: what team ``team`` of ``members`` may read."""
+        """A team leader's recall of ``memory`` in ``thread``: what team ``team`` of
+        ``members`` may read."""
         return await asyncio.to_thread(
-            partial(recall_block, reader=team, members=members),
+            partial(recall_block, reader=team, members=members, thread=thread),
             self._config, memory, text, label,
         )  # fmt: skip
 
     async def _recall(
-        self, agent: str, text: str, requester: str | None = None, private_recall: bool = True
+        self,
+        agent: str,
+        text: str,
+        requester: str | None = None,
+        private_recall: bool = True,
+        thread: str | None = None,
     ) -> tuple[ScopeMemory | None, str]:
         """The agent's memory for this requester, and its recall plus its teams' recall
         (:func:`mindroom.memory.recall.agent_recall`, which ``mindroom memory recall`` shows)."""
@@ -260,6 +212,7 @@ class AgentRuntime:
             text,
             requester,
             private_recall=private_recall,
+            thread=thread,
         )
 
     @contextlib.contextmanager
@@ -298,14 +251,15 @@ class AgentRuntime:
         model_desc = describe_model(model_key, self._config.models[model_key])
         text = ""
         try:
-            with self._turn(), tool_turn(_turn_key(request, request.agent), request.session_id):
+            with self._turn(), tool_turn(turn_key(request, request.agent), request.session_id):
                 async with self._lock(request.session_id):
                     memory, recall = await self._recall(
-                        request.agent, request.recall_query, request.user_id, request.private_recall
-                    )
+                        request.agent, request.recall_query, request.user_id,
+                        request.private_recall, request.session_id,
+                    )  # fmt: skip
                     if request.carried:
                         recall = f"{recall}\n\n{request.carried}".strip()
-                    recall = _with_speaker(recall, request.speaker)
+                    recall = with_speaker(recall, request.speaker)
                     agent = self.build_agent(
                         request.agent, memory, recall, request.user_id, request.private_recall
                     )
@@ -353,7 +307,7 @@ class AgentRuntime:
 
     async def run_team_turn(self, spec: TeamSpec, request: TurnRequest) -> TurnResult:
         """Answer ``request`` as a team; see :meth:`_team_turn`."""
-        with self._turn(), tool_turn(_turn_key(request, spec.name), request.session_id):
+        with self._turn(), tool_turn(turn_key(request, spec.name), request.session_id):
             return await self._team_turn(spec, request)
 
     async def _team_turn(self, spec: TeamSpec, request: TurnRequest) -> TurnResult:
@@ -370,8 +324,9 @@ class AgentRuntime:
                 member_blocks = []
                 for name in spec.members:
                     memory, recall = await self._recall(
-                        name, request.recall_query, request.user_id, request.private_recall
-                    )
+                        name, request.recall_query, request.user_id, request.private_recall,
+                        request.session_id,
+                    )  # fmt: skip
                     members.append(
                         self.build_agent(
                             name, memory, recall, request.user_id, request.private_recall
@@ -383,8 +338,13 @@ class AgentRuntime:
                         label = f"member {name}"
                         member_blocks.append(
                             await self._recall_block(
-                                memory, request.recall_query, label, spec.name, spec.members
-                            )
+                                memory,
+                                request.recall_query,
+                                label,
+                                spec.name,
+                                spec.members,
+                                request.session_id,
+                            )  # fmt: skip
                         )
                 team_memory = (
                     await asyncio.to_thread(
@@ -398,8 +358,13 @@ class AgentRuntime:
                 if team_memory is not None:
                     blocks.append(
                         await self._recall_block(
-                            team_memory, request.recall_query, "team", spec.name, spec.members
-                        )
+                            team_memory,
+                            request.recall_query,
+                            "team",
+                            spec.name,
+                            spec.members,
+                            request.session_id,
+                        )  # fmt: skip
                     )
                 blocks.extend(member_blocks)
                 team = Team(
@@ -415,7 +380,7 @@ class AgentRuntime:
                     num_history_runs=self._config.defaults.history_runs,
                     markdown=self._config.defaults.markdown,
                     add_datetime_to_context=True,
-                    additional_context=_with_speaker(
+                    additional_context=with_speaker(
                         "\n\n".join(b for b in blocks if b), request.speaker
                     )
                     or None,

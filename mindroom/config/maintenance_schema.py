@@ -35,7 +35,7 @@ class MaintenanceJobConfig(_Strict):
     down starts at once when it is back, and the next one is due at the next window.
     """
 
-    type: Literal["consolidation"] = "consolidation"
+    type: Literal["consolidation", "lifecycle"] = "consolidation"
     mode: Literal["light", "deep"] = "light"
     cadence: Literal["daily", "weekly", "interval"] = "daily"
     interval_minutes: int | None = Field(default=None, ge=1)
@@ -77,6 +77,8 @@ DEFAULT_JOBS: dict[str, dict[str, Any]] = {
         "weekday": "sunday",
         "window_start": "03:00",
     },
+    # TTL: expire unused memory, purge what expired long enough ago (no model)
+    "memory_lifecycle": {"type": "lifecycle", "cadence": "daily", "window_start": "04:00"},
 }
 
 

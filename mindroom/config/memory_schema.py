@@ -211,6 +211,14 @@ class SearchConfig(_Strict):
     file_weight: float = Field(default=0.2, ge=0)
 
 
+class LifecycleConfig(_Strict):
+    """TTL: unused, unimportant, unpinned entries expire (soft-deleted), then are purged."""
+
+    ttl_days: int = Field(default=60, ge=1)  # not read, changed or written for this long
+    importance_below: int = Field(default=3, ge=1, le=6)  # only entries less important expire
+    purge_after_days: int = Field(default=30, ge=0)  # expired entries wait this long
+
+
 class MemoryConfig(_Strict):
     """Memory backend (``file``, ``mem0`` or ``none``) and its settings.
 
@@ -240,6 +248,8 @@ class MemoryConfig(_Strict):
     # the memory tools agents get: "all" (add/search/list/... and memory_query) or "query"
     # (memory_query alone; memory is then written by the flush)
     tools: Literal["all", "query"] = "all"
+    # TTL, run by the maintenance job of type "lifecycle" (mindroom.memory.lifecycle)
+    lifecycle: LifecycleConfig = Field(default_factory=LifecycleConfig)
 
     @model_validator(mode="before")
     @classmethod

@@ -77,7 +77,10 @@ class JobContext:
 
 JobRunner = Callable[[JobContext], Awaitable[dict[str, Any]]]
 JOB_TYPES: dict[str, JobRunner] = {}
-LAZY_JOB_TYPES = {"consolidation": "mindroom.memory.consolidate.run:run_consolidation"}
+LAZY_JOB_TYPES = {
+    "consolidation": "mindroom.memory.consolidate.run:run_consolidation",
+    "lifecycle": "mindroom.memory.lifecycle:run_lifecycle",
+}
 
 
 class JobTypeUnavailable(Exception):  # noqa: N818 - reads as the sentence it reports

@@ -37,6 +37,7 @@ from mindroom.config.schema import Config, FileMemoryConfig
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.access import CategoryAccess
 from mindroom.memory.consolidate.records import ConsolidationRecords, db_path
+from mindroom.memory.delta import ThreadRevisions
 from mindroom.memory.hybrid import hybrid_search
 from mindroom.memory.index import SearchHit
 from mindroom.memory.markdown import MemoryEntry
@@ -226,16 +227,20 @@ def build_recall(
     label: str = "",
     count: bool = True,
     access: CategoryAccess | None = None,
+    thread: str | None = None,
 ) -> str:
     """The recall block of ``memory`` for a turn answering ``query`` ('' when it is empty),
-    of what ``access`` (default: every category) may read.
+    of what ``access`` (default: every category) may read; in ``thread`` it starts with what
+    changed since the thread's last turn (:mod:`mindroom.memory.delta`).
 
     With ``count`` the entries it shows are counted as retrieved (consolidation looks at
-    entries recalled often); a preview (``mindroom memory recall``) does not count.
+    entries recalled often) and the thread's revision moves on; a preview (``mindroom memory
+    recall``) does neither.
     """
     memory.prepare()
     now = now or dt.datetime.now()
     view = AgentView(memory, access or CategoryAccess.everything())
+    header = _delta(memory, thread, view, count) if thread else ""
     recent, older = _relevant(memory, query, settings, now, view)
     always = _always(memory, view)
     scope = f" ({label})" if label else ""
@@ -270,9 +275,23 @@ def build_recall(
     entrypoint = _entrypoint_section(memory, settings.max_entrypoint_lines, budget[0], view)
     sections = (entrypoint, always_text, recent_text, older_text, conflicts_text)
     present = [s for s in sections if s]
-    if not present:
+    if not present and not header:
         return ""
-    return "\n\n".join([OPEN, intro, *present, CLOSE])
+    return "\n\n".join([OPEN, *([header] if header else []), intro, *present, CLOSE])
+
+
+def _delta(memory: FileMemory, thread: str, view: AgentView, advance: bool) -> str:
+    """The delta header of ``thread`` ('' when nothing changed it may see); never fails a
+    recall."""
+    try:
+        revisions = ThreadRevisions(memory)
+        try:
+            return revisions.take(thread, view, advance=advance).render()
+        finally:
+            revisions.close()
+    except Exception:
+        logger.exception("recall of %s: the delta header was not read", memory.scope_id)
+        return ""
 
 
 def _conflicts_section(
@@ -366,6 +385,7 @@ def recall_block(
     count: bool = True,
     reader: str | None = None,
     members: Sequence[str] | None = None,
+    thread: str | None = None,
 ) -> str:
     """The recall block of ``memory`` for ``text`` with ``config``'s settings, of what agent
     ``reader`` (a team, with its ``members``) may read (None: every category); a failure is
@@ -380,8 +400,9 @@ def recall_block(
         if isinstance(memory, Mem0Memory):
             return build_mem0_recall(memory, text, settings, label=label, access=access)
         return build_recall(
-            memory, text, settings, now=now, label=label, count=count, access=access
-        )
+            memory, text, settings, now=now, label=label, count=count, access=access,
+            thread=thread,
+        )  # fmt: skip
     except Exception:
         logger.exception("recall of %s failed", memory.scope_id)
         return ""
@@ -397,9 +418,11 @@ def agent_recall(
     private_recall: bool = True,
     now: dt.datetime | None = None,
     count: bool = True,
+    thread: str | None = None,
 ) -> tuple[ScopeMemory | None, str]:
-    """The memory of ``agent`` for ``requester`` and what a new turn answering ``text``
-    recalls: its own memory's block and each of its teams' (blocking: run it in a thread).
+    """The memory of ``agent`` for ``requester`` and what a new turn answering ``text`` in
+    ``thread`` recalls: its own memory's block and each of its teams' (blocking: run it in a
+    thread).
 
     Without ``private_recall`` a private agent gets neither: its answer may be read by
     people other than the requester (see :mod:`mindroom.turns`).
@@ -408,7 +431,7 @@ def agent_recall(
         return None, ""
     memory = memories.for_agent(agent, requester)
     blocks = (
-        [recall_block(config, memory, text, now=now, count=count, reader=agent)]
+        [recall_block(config, memory, text, now=now, count=count, reader=agent, thread=thread)]
         if memory is not None
         else []
     )
@@ -417,6 +440,15 @@ def agent_recall(
         if team_memory is not None:  # what the agent may read, in the team's memory too
             label = f"team {team}"
             blocks.append(
-                recall_block(config, team_memory, text, label, now, count=count, reader=agent)
+                recall_block(
+                    config,
+                    team_memory,
+                    text,
+                    label,
+                    now,
+                    count=count,
+                    reader=agent,
+                    thread=thread,
+                )  # fmt: skip
             )
     return memory, "\n\n".join(b for b in blocks if b)

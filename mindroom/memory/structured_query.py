@@ -103,7 +103,9 @@ def run_query(view: AgentView, request: QueryRequest, asker: Asker) -> str:
     _check_whose(request, asker)
     only = _filter(view, memory, request)
     results = _found(memory, request, only)
-    return json.dumps(_within_budget(results, request, view), ensure_ascii=False)
+    shown = _within_budget(results, request, view)
+    view.noted([r.entry for r in results[: len(shown)]])
+    return json.dumps(shown, ensure_ascii=False)
 
 
 def _check_whose(request: QueryRequest, asker: Asker) -> None:

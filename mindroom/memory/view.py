@@ -19,25 +19,53 @@ takes effect at the next turn.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TypeVar
+
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.access import CategoryAccess
 from mindroom.memory.bounded import bounded
+from mindroom.memory.consolidate.records import ConsolidationRecords, db_path
 from mindroom.memory.fields import NO_FIELDS, EntryFields
 from mindroom.memory.filters import MemoryFilter
 from mindroom.memory.index import SearchHit
 from mindroom.memory.markdown import MemoryEntry
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.registry import ScopeMemory
+from mindroom.memory.store import FileMemory
 
 CONVERSATIONAL = frozenset({"procedural"})  # types only a deliberate query returns
+_E = TypeVar("_E", MemoryEntry, SearchHit)
+
+
+def note_access(memory: FileMemory, entries: Iterable[MemoryEntry]) -> None:
+    """Record that an agent read ``entries`` now, in the scope's ``consolidation.db`` beside
+    the retrieval counts (TTL reads it, see :mod:`mindroom.memory.lifecycle`); never a file
+    write. Hand-written lines are left out (their ids follow their text, and TTL leaves them
+    alone)."""
+    ids = [e.id for e in entries if not e.hand_written]
+    if not ids:
+        return
+    records = ConsolidationRecords(db_path(memory.scope.state_dir))
+    try:
+        records.note_retrieved(ids)
+    finally:
+        records.close()
 
 
 class AgentView:
     """``memory`` as ``access`` lets its agent (or team, or person) use it."""
 
-    def __init__(self, memory: ScopeMemory, access: CategoryAccess) -> None:
+    def __init__(self, memory: ScopeMemory, access: CategoryAccess, *, count: bool = False) -> None:
         self.memory = memory
         self.access = access
+        self.count = count  # an agent's reads: note them (TTL keeps what is used)
+
+    def noted(self, entries: list[_E]) -> list[_E]:
+        """``entries``, noted as read now when this view counts (file memory only)."""
+        if self.count and entries and isinstance(self.memory, FileMemory):
+            note_access(self.memory, [e.entry if isinstance(e, SearchHit) else e for e in entries])
+        return entries
 
     @property
     def scope_id(self) -> str:
@@ -107,7 +135,7 @@ class AgentView:
         only = self.reading()
         if isinstance(self.memory, Mem0Memory):  # no fields there: every entry is the default's
             return [h for h in self.memory.search_sync(query, limit) if only.holds(h.entry)]
-        return self.memory.search_sync(query, limit, only)
+        return self.noted(self.memory.search_sync(query, limit, only))
 
     def list_sync(self, limit: int = 50) -> list[MemoryEntry]:
         """Entries this agent may read, in the store's listing order."""
@@ -120,7 +148,7 @@ class AgentView:
         """The entry ``entry_id``, if this agent may read it."""
         if isinstance(self.memory, Mem0Memory):
             return self._visible(self.memory.get_sync(entry_id), "read")
-        return self._visible(self.memory.find(entry_id), "read")
+        return self.noted([self._visible(self.memory.find(entry_id), "read")])[0]
 
     def update_sync(
         self, entry_id: str, text: str, *, actor: str, op_key: str | None = None

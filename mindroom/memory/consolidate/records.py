@@ -183,6 +183,12 @@ class ConsolidationRecords:
                 [(entry_id, now) for entry_id in dict.fromkeys(entry_ids)],
             )
 
+    def last_retrieved(self) -> dict[str, float]:
+        """When each entry was last read by an agent (epoch seconds)."""
+        with self._lock:
+            rows = self._db.execute("SELECT entry_id, last_at FROM retrievals").fetchall()
+        return {entry_id: float(at) for entry_id, at in rows if at is not None}
+
     def retrievals(self) -> dict[str, int]:
         with self._lock:
             return dict(self._db.execute("SELECT entry_id, count FROM retrievals").fetchall())

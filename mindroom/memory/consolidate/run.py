@@ -56,7 +56,7 @@ def _team_members(storage: Path, config: Config) -> Iterator[list[str]]:
             yield list(members)
 
 
-def _private_scopes(storage: Path, config: Config) -> Iterator[tuple[MemoryScope, str | None]]:
+def private_scopes(storage: Path, config: Config) -> Iterator[tuple[MemoryScope, str | None]]:
     """``(scope, agent)`` of every private memory folder on disk (agent None: a team's)."""
     base = storage / PRIVATE_DIR
     if not base.is_dir():
@@ -94,7 +94,7 @@ def scope_memories(registry: MemoryRegistry, config: Config, storage: Path) -> I
             memory = registry.for_team(members)
             if isinstance(memory, FileMemory):
                 yield memory
-    for scope, owner in _private_scopes(storage, config):
+    for scope, owner in private_scopes(storage, config):
         yield registry.open_private_scope(scope, owner)
 
 

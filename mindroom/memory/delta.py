@@ -1,0 +1,152 @@
+"""The memory delta header: what changed in a memory since a thread's last turn (spec 1).
+
+Each scope's history is its change log; a thread's *revision* is how far into that log the
+thread has seen (a record count, and the byte offset it ends at, so a turn reads only what is
+new). At a thread's first turn its revision is set to the end of the log and nothing is shown.
+At every later turn the records appended since are read, the changes the agent may see are
+kept (its allowlist, by the category the record carries), and the recall block starts with at
+most :data:`MAX_BULLETS` of them, newest first::
+
+    Memory changes since your last turn here (revision 12 to 15):
+    - +created: [profile] Alice's preferred name is Ana (importance 2)
+    - ↑updated: [goals] Ship v1 by September
+    - ↔merged: 2 notes about lactose intolerance into one
+
+Then the thread's revision moves to the end of what was read, by a compare-and-set on its
+row, so a change is surfaced once per thread even when two turns of a thread overlap.
+Changes a thread's own tool calls made are not repeated to it (the record names the run).
+
+The revisions live in ``deltas.db`` beside the index: control state; deleting it costs each
+thread one turn without a header.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from mindroom.memory.fields import parse_fields
+from mindroom.memory.history import HistoryRecord
+from mindroom.memory.store import FileMemory
+from mindroom.memory.view import AgentView
+from mindroom.wal import open_database
+
+MAX_BULLETS = 3
+_SCHEMA = """CREATE TABLE IF NOT EXISTS thread_revisions (
+    thread_id TEXT PRIMARY KEY, rev INTEGER NOT NULL, offset INTEGER NOT NULL,
+    updated_at REAL NOT NULL
+);"""
+_MARKS = {
+    "add": "+created",
+    "update": "↑updated",
+    "merge": "↔merged",
+    "delete": "−deleted",
+    "archive": "−deleted",
+    "ttl": "−deleted",
+    "restore": "restored",
+}
+
+
+@dataclass(frozen=True)
+class Delta:
+    """What a thread has not seen: the bullets, and the revisions they span."""
+
+    since: int
+    until: int
+    bullets: list[str]
+
+    def render(self) -> str:
+        if not self.bullets:
+            return ""
+        head = f"Memory changes since your last turn here (revision {self.since} to {self.until}):"
+        return "\n".join([head, *self.bullets])
+
+
+def _read_since(path: Path, offset: int) -> tuple[list[HistoryRecord], int]:
+    """The whole records appended to ``path`` after byte ``offset``, and where they end (a
+    torn last line is left for next time)."""
+    try:
+        with path.open("rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if offset > size:  # the history was replaced: start over from its end
+                return [], size
+            handle.seek(offset)
+            data = handle.read()
+    except FileNotFoundError:
+        return [], 0
+    end = data.rfind(b"\n") + 1
+    records = []
+    for line in data[:end].splitlines():
+        try:
+            records.append(HistoryRecord(**json.loads(line)))
+        except (ValueError, TypeError):
+            continue
+    return records, offset + end
+
+
+def _bullet(record: HistoryRecord, view: AgentView) -> str | None:
+    """One change as a bullet, or None when the agent may not see it (or it is no change)."""
+    mark = _MARKS.get(record.op)
+    if mark is None:
+        return None
+    meta = record.meta or {}
+    fields = parse_fields(str(meta.get("fields", "")))
+    category = fields.category_or(view.access.default)
+    if not view.access.may(category) or fields.type_in(record.path) == "procedural":
+        return None
+    if record.op == "ttl":
+        mark = "−deleted" if fields.soft_deleted else "restored"
+    text = " ".join((record.new or record.old or "").split())
+    if len(text) > 160:
+        text = text[:159] + "…"
+    if record.op == "merge":
+        sources = meta.get("sources") or []
+        text = f"{len(sources) or 2} notes into one: {text}"
+    importance = f" (importance {fields.importance})" if fields.importance else ""
+    return f"- {mark}: [{category}] {text}{importance}"
+
+
+class ThreadRevisions:
+    """The revisions of one scope's threads (``deltas.db``)."""
+
+    def __init__(self, memory: FileMemory) -> None:
+        self.memory = memory
+        self._db: sqlite3.Connection = open_database(memory.scope.state_dir / "deltas.db", _SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def take(self, thread_id: str, view: AgentView, *, advance: bool = True) -> Delta:
+        """What ``thread_id`` has not seen yet; with ``advance`` it counts as seen now."""
+        row = self._db.execute(
+            "SELECT rev, offset FROM thread_revisions WHERE thread_id = ?", (thread_id,)
+        ).fetchone()
+        history = self.memory.history.path
+        if row is None:
+            end = history.stat().st_size if history.exists() else 0
+            if advance:
+                self._db.execute(
+                    "INSERT OR IGNORE INTO thread_revisions VALUES (?, 0, ?, ?)",
+                    (thread_id, end, time.time()),
+                )
+                self._db.commit()
+            return Delta(0, 0, [])
+        rev, offset = int(row[0]), int(row[1])
+        records, end = _read_since(history, offset)
+        new_rev = rev + len(records)
+        shown = [r for r in records if (r.meta or {}).get("run") != thread_id]
+        bullets = [b for b in (_bullet(r, view) for r in reversed(shown)) if b is not None]
+        if advance and end != offset:
+            moved = self._db.execute(
+                "UPDATE thread_revisions SET rev = ?, offset = ?, updated_at = ?"
+                " WHERE thread_id = ? AND offset = ?",
+                (new_rev, end, time.time(), thread_id, offset),
+            ).rowcount
+            self._db.commit()
+            if not moved:  # another turn of this thread took these changes: shown once
+                return Delta(rev, new_rev, [])
+        return Delta(rev, new_rev, bullets[:MAX_BULLETS])

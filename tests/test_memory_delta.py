@@ -1,0 +1,123 @@
+"""The delta header: a thread's next recall starts with what changed in memory since its last
+turn (at most three bullets, each change once per thread, only what the agent may see)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mindroom.config.schema import Config
+from mindroom.memory import delta as delta_module
+from mindroom.memory.access import CategoryAccess
+from mindroom.memory.delta import ThreadRevisions
+from mindroom.memory.fields import EntryFields
+from mindroom.memory.recall import RecallSettings, build_recall
+from mindroom.memory.scope import MemoryScope
+from mindroom.memory.store import FileMemory
+from mindroom.memory.view import AgentView
+
+HEAD = "Memory changes since your last turn here"
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Iterator[FileMemory]:
+    root = tmp_path / "workspace"
+    root.mkdir()
+    mem = FileMemory(MemoryScope("agent_test", root, tmp_path / "state"))
+    yield mem
+    mem.close()
+
+
+def _recall(
+    memory: FileMemory, thread: str, *, count: bool = True, access: CategoryAccess | None = None
+) -> str:
+    return build_recall(
+        memory, "hello there", RecallSettings(), now=dt.datetime(2026, 11, 25, 12),
+        thread=thread, count=count, access=access,
+    )  # fmt: skip
+
+
+def test_changes_since_a_threads_last_turn_head_its_next_recall_once(memory: FileMemory) -> None:
+    assert HEAD not in _recall(memory, "t1")  # the first turn sets the revision
+    memory.add_sync(
+        "Alice's preferred name is Ana",
+        actor="flush",
+        fields=EntryFields(category="profile", importance=2),
+    )
+    second = _recall(memory, "t1")
+    third = _recall(memory, "t1")
+    assert f"{HEAD} (revision 0 to 1):" in second
+    assert "- +created: [profile] Alice's preferred name is Ana (importance 2)" in second
+    assert second.index(HEAD) < second.index("Your memory")  # the first lines of the block
+    assert HEAD not in third  # surfaced once
+
+
+def test_each_thread_sees_each_change_once_and_its_own_writes_are_not_repeated(
+    memory: FileMemory,
+) -> None:
+    _recall(memory, "t1")
+    _recall(memory, "t2")
+    entry = memory.add_sync("Ship v1 by August", actor="tool", run="t1")
+    memory.update_sync(entry.id, "Ship v1 by September", actor="cli")
+    one = _recall(memory, "t1")
+    two = _recall(memory, "t2")
+    assert "↑updated: [general] Ship v1 by September" in one
+    assert "+created" not in one  # t1 wrote it itself
+    assert "+created: [general] Ship v1 by August" in two
+    assert "↑updated: [general] Ship v1 by September" in two
+
+
+def test_at_most_three_bullets_newest_first(memory: FileMemory) -> None:
+    _recall(memory, "t1")
+    for n in range(5):
+        memory.add_sync(f"fact number {n}", actor="flush")
+    block = _recall(memory, "t1")
+    bullets = [line for line in block.splitlines() if line.startswith("- +created")]
+    assert bullets == [f"- +created: [general] fact number {n}" for n in (4, 3, 2)]
+    assert "(revision 0 to 5)" in block
+
+
+def test_a_preview_does_not_advance_and_hidden_categories_are_not_told(
+    memory: FileMemory,
+) -> None:
+    _recall(memory, "t1")
+    memory.add_sync("Alice lives in Lyon", actor="flush", fields=EntryFields(category="profile"))
+    memory.add_sync("Alice must file taxes", actor="flush", fields=EntryFields(category="tasks"))
+    config = Config.model_validate({"memory": {"allowlists": {}}})
+    planner = CategoryAccess.of(config, None)
+    limited = CategoryAccess(planner.owner, frozenset({"tasks"}), planner.default, planner.rules)
+    preview = _recall(memory, "t1", count=False, access=limited)
+    assert "Alice must file taxes" in preview
+    assert "Lyon" not in preview
+    again = _recall(memory, "t1")  # the preview did not count as seen
+    assert "Alice lives in Lyon" in again
+
+
+def test_two_turns_racing_on_one_thread_surface_a_change_once(
+    memory: FileMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _recall(memory, "t1")
+    memory.add_sync("Bob joined the team", actor="flush")
+    view = AgentView(memory, CategoryAccess.everything())
+    first, second = ThreadRevisions(memory), ThreadRevisions(memory)
+    real = delta_module._read_since
+    others: list[int] = []
+    racing = [True]
+
+    def the_other_turn_goes_first(path: Path, offset: int) -> object:
+        found = real(path, offset)
+        if racing.pop() if racing else False:  # between this turn's read and its move
+            others.append(len(second.take("t1", view).bullets))
+        return found
+
+    monkeypatch.setattr(delta_module, "_read_since", the_other_turn_goes_first)
+    try:
+        mine = first.take("t1", view)
+    finally:
+        first.close()
+        second.close()
+    assert others == [1]  # the other turn showed it
+    assert mine.bullets == []  # and this one, which lost the race, does not again
