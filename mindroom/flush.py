@@ -49,6 +49,7 @@ from mindroom.errors import MemoryAccessError
 from mindroom.ledger import Ledger
 from mindroom.memory.access import CategoryAccess
 from mindroom.memory.bounded import Threads
+from mindroom.memory.facts import known_snippets, store_facts
 from mindroom.memory.flush_state import (
     LEGACY_STATE_FILE,
     FlushClaim,
@@ -59,12 +60,14 @@ from mindroom.memory.flush_state import (
     choose_batch,
     claim_is_dead,
     extracted_by_mem0,
+    flush_model,
     is_stale,
     load_legacy_state,
     uses_mem0,
 )
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.registry import MemoryRegistry, ScopeMemory
+from mindroom.memory.relations import RelationSettings
 from mindroom.memory.store import FileMemory, today
 from mindroom.memory.view import AgentView
 
@@ -345,7 +348,9 @@ class FlushWorker:
             )
         if not allowed:
             return []
-        view = AgentView(memory, self._access(entry))  # curation sees what the agent may
+        view = AgentView(
+            memory, CategoryAccess.for_owner(self.config, entry.agent, entry.team or None)
+        )  # curation sees what the agent may
         entries = await view.list(500)
         daily = [e.text for e in entries if e.path.startswith("memory/")][:200]
         long_term = [e.text for e in entries if e.path == "MEMORY.md"]
@@ -354,7 +359,7 @@ class FlushWorker:
         try:
             facts = await asyncio.wait_for(
                 self.runtime.curate(
-                    self._model_key(entry),
+                    flush_model(self.config, entry),
                     daily,
                     long_term,
                     limit=curation.max_lines_per_pass,
@@ -386,13 +391,6 @@ class FlushWorker:
         if entry.agent in self.config.agents:
             return self.memories.for_agent(entry.agent, entry.requester)
         return None
-
-    def _model_key(self, entry: FlushEntry) -> str:
-        if entry.agent in self.config.teams:
-            return self.config.teams[entry.agent].model or self.config.defaults.model
-        if entry.agent in self.config.agents:
-            return self.config.agent_model(entry.agent)
-        return self.config.agent_model(entry.team[0]) if entry.team else self.config.defaults.model
 
     async def flush_session(self, entry: FlushEntry) -> FlushResult | None:
         """Claim one session and extract its next chunk into memory.
@@ -469,42 +467,32 @@ class FlushWorker:
             return await self._threads.run(
                 settings.max_extraction_seconds, memory.extract_sync, chunk
             )
-        view = AgentView(memory, self._access(claimed))
+        relations = RelationSettings.of(self.config.memory.relations)
+        view = AgentView(
+            memory,
+            CategoryAccess.for_owner(self.config, claimed.agent, claimed.team or None),
+            relations=relations,
+        )
         view.access.writable(None)  # an allowlist without the default category: nothing fits
-        known = await self._known(view, chunk)
+        known = await asyncio.to_thread(
+            known_snippets, view, chunk, settings.include_memory_context
+        )
+        categories = [c for c in view.access.known if view.access.may(c) and c != "procedural"]
         facts = await asyncio.wait_for(
             self.runtime.extract(
-                self._model_key(claimed),
+                flush_model(self.config, claimed),
                 chunk,
                 known,
                 token=settings.no_reply_token,
                 max_chars=settings.max_chars_per_flush,
+                categories=categories,
             ),
             settings.max_extraction_seconds,
         )
-        written = []
-        for fact in facts:
-            added = await asyncio.to_thread(
-                partial(view.append_unique_sync, run=claimed.session_id),
-                fact,
-                actor="flush",
-                path=memory.scope.daily_path(today()),
-            )
-            if added is not None:
-                written.append(added.text)
+        written, _ = await asyncio.to_thread(
+            partial(store_facts, view, facts, run=claimed.session_id),
+            turns=sum(line.role == "user" for line in chunk),
+            daily_cap=settings.max_facts_per_day,
+            path=memory.scope.daily_path(today()),
+        )
         return written
-
-    def _access(self, entry: FlushEntry) -> CategoryAccess:
-        """What the flush of ``entry`` may read and write: its agent's (or team's) allowlist."""
-        if entry.team:
-            return CategoryAccess.of_team(self.config, entry.agent, entry.team)
-        return CategoryAccess.of(self.config, entry.agent)
-
-    async def _known(self, view: AgentView, chunk: list[ChatLine]) -> list[str]:
-        """Memory the extraction turn is shown (only what the agent itself may read)."""
-        snippets = self.settings.extractor.include_memory_context
-        if not snippets.memory_snippets:
-            return []
-        query = " ".join(line.text for line in chunk)[:2000]
-        hits = await view.search(query, snippets.memory_snippets)
-        return [hit.entry.text[: snippets.snippet_max_chars] for hit in hits]

@@ -224,8 +224,18 @@ def test_structured_memory_bench_times_memory_query_against_the_store_search(
     tmp_path: Path,
 ) -> None:
     """The bench runs the tool's own path on a small scope and ends with its figure line."""
-    lines = run_bench("structured_memory.py", "--entries", "700", "--queries", "20", cwd=tmp_path)
+    args = ["--entries", "700", "--queries", "20", "--links", "10", "--conversations", "1"]
+    lines = run_bench("structured_memory.py", *args, cwd=tmp_path)
     assert lines[0].startswith("entries: 700  index built in ")
     assert re.fullmatch(r"queries: 20 \(\d+ with results\)", lines[1]), lines[1]
     assert int(re.search(r"\((\d+) with", lines[1]).group(1)) > 0  # type: ignore[union-attr]
-    assert re.fullmatch(r"memory_query_bullets_p50_ms=\d+\.\d", lines[-1]), lines[-1]
+    edges = re.search(r"relations: (\d+) edges for 10 new entries", "\n".join(lines))
+    assert edges is not None
+    assert int(edges.group(1)) > 0
+    facts = re.search(r"validator: (\d+) facts from the extraction turn", "\n".join(lines))
+    assert facts is not None
+    assert int(facts.group(1)) > 0
+    assert re.fullmatch(
+        r"memory_query_bullets_p50_ms=\d+\.\d edge_ms=\d+\.\d\d validator_pass=[01]\.\d\d",
+        lines[-1],
+    ), lines[-1]

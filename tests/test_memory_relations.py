@@ -72,3 +72,45 @@ def test_nothing_links_below_link_min_and_hand_written_lines_are_not_linked(
         assert relations.count() == 0
     finally:
         relations.close()
+
+
+def test_recall_and_memory_query_bring_an_entry_linked_to_a_hit(memory: FileMemory) -> None:
+    import datetime as dt
+    import json
+
+    from mindroom.memory.access import CategoryAccess
+    from mindroom.memory.recall import RecallSettings, build_recall
+    from mindroom.memory.structured_query import Asker, parse_request, run_query
+    from mindroom.memory.view import AgentView
+
+    hit = memory.add_sync("Alice drinks oat milk every morning", actor="tool", path="notes.md")
+    doctor = memory.add_sync("Dr Okafor looks after Alice", actor="tool", path="notes.md")
+    now = dt.datetime(2026, 11, 25, 12)
+
+    def recall() -> str:
+        return build_recall(
+            memory, "what about oat milk?", RecallSettings(), now=now, count=False,
+            relations=SETTINGS,
+        )  # fmt: skip
+
+    def query() -> list[dict[str, str]]:
+        view = AgentView(memory, CategoryAccess.everything(), relations=SETTINGS)
+        request = parse_request({"query": "oat milk", "top_k": 1})
+        return json.loads(run_query(view, request, Asker("a", None, frozenset({"a"}))))
+
+    before, before_query = recall(), query()
+    relations = Relations(memory)
+    try:
+        relations.link(hit.id, [(doctor.id, 0.9)])
+    finally:
+        relations.close()
+    after, after_query = recall(), query()
+    assert "oat milk every morning" in before  # control: the hit itself is recalled
+    assert "Okafor" not in before
+    assert "### Linked to these" in after
+    assert "Dr Okafor looks after Alice" in after
+    assert [r["id"] for r in before_query] == [hit.id]
+    assert after_query[1] == {
+        "id": doctor.id, "category": "general", "related_to": hit.id,
+        "text": "[general] Dr Okafor looks after Alice",
+    }  # fmt: skip

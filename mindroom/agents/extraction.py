@@ -24,6 +24,7 @@ from agno.models.base import Model
 from agno.run.base import RunStatus
 
 from mindroom.errors import ModelError
+from mindroom.memory.writing import SEMANTIC_GUARD
 from mindroom.speakers import named_line
 
 
@@ -69,6 +70,10 @@ INSTRUCTIONS = [
     "language the user wrote in.",
     "Do not repeat facts listed under 'Already remembered'. Skip small talk and anything "
     "temporary.",
+    SEMANTIC_GUARD,
+    "Start each fact with its category in brackets, one of: {categories}; add its importance "
+    "from 1 (trivia) to 5 (essential) after a comma when it is clearly high or low, e.g. "
+    "'- [preferences, 4] Alice prefers green tea'. At most 5 facts.",
     "If there is nothing worth remembering, answer exactly {token} and nothing else.",
 ]
 
@@ -225,8 +230,10 @@ async def extract_facts(
     *,
     no_reply_token: str,
     max_chars: int,
+    categories: Sequence[str] = ("general",),
 ) -> list[str]:
-    """Ask ``model`` for the durable facts in ``lines``."""
+    """Ask ``model`` for the durable facts in ``lines``, each tagged with one of ``categories``
+    (see :mod:`mindroom.memory.facts`)."""
     conversation = transcript(lines)[-max_chars:]
     remembered = "\n".join(f"- {k}" for k in known) or "(nothing yet)"
     prompt = (
@@ -235,7 +242,9 @@ async def extract_facts(
     )
     agent = Agent(
         model=model,
-        instructions=[i.format(token=no_reply_token) for i in INSTRUCTIONS],
+        instructions=[
+            i.format(token=no_reply_token, categories=", ".join(categories)) for i in INSTRUCTIONS
+        ],
         markdown=False,
         telemetry=False,
     )

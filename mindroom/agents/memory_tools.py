@@ -33,6 +33,7 @@ from mindroom.memory.fields import EntryFields, check_fields, render_fields
 from mindroom.memory.markdown import MemoryEntry
 from mindroom.memory.mem0.memory import MEM0_PATH
 from mindroom.memory.registry import ScopeMemory
+from mindroom.memory.relations import RelationSettings
 from mindroom.memory.view import AgentView
 from mindroom.redact import redact_text
 
@@ -118,12 +119,18 @@ class MemoryTools(Toolkit):
     """add/search/list/get/update/delete memories and read memory files of one scope."""
 
     def __init__(
-        self, memory: ScopeMemory, actor: str = "tool", access: CategoryAccess | None = None
+        self,
+        memory: ScopeMemory,
+        actor: str = "tool",
+        access: CategoryAccess | None = None,
+        relations: RelationSettings | None = None,
     ) -> None:
         self.memory = memory
         self.actor = actor
         # every call goes through the agent's view: its allowlist, applied in the store
-        self.view = AgentView(memory, access or CategoryAccess.everything(), count=True)
+        self.view = AgentView(
+            memory, access or CategoryAccess.everything(), count=True, relations=relations
+        )
         super().__init__(
             name="memory",
             tools=[

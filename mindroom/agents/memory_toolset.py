@@ -19,6 +19,7 @@ from mindroom.agents.query_tool import memory_query_function
 from mindroom.config.schema import Config
 from mindroom.memory.access import CategoryAccess
 from mindroom.memory.registry import ScopeMemory
+from mindroom.memory.relations import RelationSettings
 from mindroom.memory.store import FileMemory
 from mindroom.memory.structured_query import Asker
 
@@ -44,15 +45,14 @@ class MemoryToolsets:
     ) -> list[AgnoTool]:
         """The tools of a turn of agent (or team of ``members``) ``name`` on ``memory`` for
         ``requester``; ``keep`` toolkits stay cached."""
-        access = (
-            CategoryAccess.of(config, name)
-            if members is None
-            else CategoryAccess.of_team(config, name, members)
-        )
+        access = CategoryAccess.for_owner(config, name, members)
+        relations = RelationSettings.of(config.memory.relations)
         key = f"{name}|{memory.scope_id}"
-        toolkit = self._toolkits.pop(key, None)
-        if toolkit is None or toolkit.memory is not memory or toolkit.view.access != access:
-            toolkit = MemoryTools(memory, access=access)
+        cached = self._toolkits.pop(key, None)
+        wanted = (memory, access, relations)
+        if cached is None or (cached.memory, cached.view.access, cached.view.relations) != wanted:
+            cached = MemoryTools(memory, access=access, relations=relations)
+        toolkit = cached
         self._toolkits[key] = toolkit  # most recent last
         while len(self._toolkits) > keep:
             del self._toolkits[next(iter(self._toolkits))]

@@ -435,12 +435,20 @@ class AgentRuntime:
             return await read_chat(db, session_id, team)
 
     async def extract(
-        self, model_key: str, lines: list[ChatLine], known: list[str], *, token: str, max_chars: int
+        self,
+        model_key: str,
+        lines: list[ChatLine],
+        known: list[str],
+        *,
+        token: str,
+        max_chars: int,
+        categories: Sequence[str] = ("general",),
     ) -> list[str]:
         """The durable facts in ``lines``, by model ``model_key`` (see extraction)."""
         return await extract_facts(
-            self._model(model_key), lines, known, no_reply_token=token, max_chars=max_chars
-        )
+            self._model(model_key), lines, known, no_reply_token=token, max_chars=max_chars,
+            categories=categories,
+        )  # fmt: skip
 
     async def curate(
         self, model_key: str, daily: list[str], long_term: list[str], *, limit: int, token: str

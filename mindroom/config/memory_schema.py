@@ -161,6 +161,8 @@ class ExtractorConfig(_Strict):
     max_messages_per_flush: int = Field(default=20, ge=1)
     max_chars_per_flush: int = Field(default=12000, ge=200)
     max_extraction_seconds: float = Field(default=30, gt=0)
+    # facts the flush writes into one memory a day, at most (3 a message of the person too)
+    max_facts_per_day: int = Field(default=60, ge=0)
     include_memory_context: MemorySnippetsConfig = Field(default_factory=MemorySnippetsConfig)
 
 
@@ -219,6 +221,15 @@ class LifecycleConfig(_Strict):
     purge_after_days: int = Field(default=30, ge=0)  # expired entries wait this long
 
 
+class RelationsConfig(_Strict):
+    """Edges between entries about the same thing (mindroom.memory.relations)."""
+
+    enabled: bool = True
+    top_k: int = Field(default=3, ge=1, le=20)  # neighbours a new entry links to, at most
+    link_min: float = Field(default=0.6, ge=-1, le=1)  # the similarity an edge needs
+    boost: float = Field(default=0.1, ge=0)  # a hit gains this times its strongest edge
+
+
 class MemoryConfig(_Strict):
     """Memory backend (``file``, ``mem0`` or ``none``) and its settings.
 
@@ -250,6 +261,7 @@ class MemoryConfig(_Strict):
     tools: Literal["all", "query"] = "all"
     # TTL, run by the maintenance job of type "lifecycle" (mindroom.memory.lifecycle)
     lifecycle: LifecycleConfig = Field(default_factory=LifecycleConfig)
+    relations: RelationsConfig = Field(default_factory=RelationsConfig)
 
     @model_validator(mode="before")
     @classmethod

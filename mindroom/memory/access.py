@@ -71,6 +71,15 @@ class CategoryAccess:
         return replace(cls.of(config, team), allowed=allowed)
 
     @classmethod
+    def for_owner(
+        cls, config: Config, owner: str | None, members: Iterable[str] | None = None
+    ) -> CategoryAccess:
+        """:meth:`of` an agent, or :meth:`of_team` when ``members`` are given."""
+        if members is None or owner is None:
+            return cls.of(config, owner)
+        return cls.of_team(config, owner, members)
+
+    @classmethod
     def everything(cls) -> CategoryAccess:
         """Every category, the default ones (tests, tools with no config at hand)."""
         return cls.of(Config(), None)

@@ -48,6 +48,16 @@ class FlushEntry:
         return f"{self.agent}|{self.session_id}|{self.requester or ''}"
 
 
+def flush_model(config: Config, entry: FlushEntry) -> str:
+    """The model key the flush of ``entry`` extracts with: its team's, its agent's, else the
+    first member's or the default."""
+    if entry.agent in config.teams:
+        return config.teams[entry.agent].model or config.defaults.model
+    if entry.agent in config.agents:
+        return config.agent_model(entry.agent)
+    return config.agent_model(entry.team[0]) if entry.team else config.defaults.model
+
+
 def extracted_by_mem0(config: Config, entry: FlushEntry) -> bool:
     """Whether ``entry``'s scope is on the mem0 backend, which extracts after every turn
     (a team follows ``memory.backend``, as :class:`~mindroom.memory.registry.MemoryRegistry`

@@ -65,8 +65,10 @@ class History:
         new: str | None,
         op_key: str | None = None,
         meta: dict[str, Any] | None = None,
+        durable: bool = True,
     ) -> HistoryRecord:
-        """Record one write (durably: the line is fsynced before returning)."""
+        """Record one write (durably: the line is fsynced before returning; ``durable`` False
+        for a record of derived data, such as a link, that a crash may lose)."""
         record = HistoryRecord(time.time(), actor, op, entry_id, path, old, new, op_key, meta)
         line = json.dumps(asdict(record), ensure_ascii=False) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -74,7 +76,8 @@ class History:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 os.write(fd, line.encode("utf-8"))
-                os.fsync(fd)
+                if durable:
+                    os.fsync(fd)
             finally:
                 os.close(fd)
         if op_key is not None:

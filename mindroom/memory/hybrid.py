@@ -173,10 +173,14 @@ def hybrid_search(
     exclude_paths: frozenset[str] = frozenset(),
     now: dt.datetime | None = None,
     only: MemoryFilter = LIVE,
+    keyword_query: str | None = None,
+    entry_id: str | None = None,
 ) -> list[Found]:
     """The best ``limit`` hits of ``query`` in ``memory`` among the entries ``only`` holds
     (blocking: files, SQLite, the embedder); keyword-only when the memory has no working
-    embedder."""
+    embedder. ``keyword_query`` (default ``query``) is what the keyword half searches;
+    ``entry_id``: the query is that entry's text, so its stored vector stands for it (no
+    embedding)."""
     weights = weights or Weights()
     pool = max(limit, weights.pool)
     vector: list[SearchHit] | None = None
@@ -192,13 +196,16 @@ def hybrid_search(
     if vectors is None:
         memory.index.sync()
     keyword = memory.index.search(
-        query, pool, exclude_paths=exclude_paths, now=now, synced=True, where=only.where()
-    )
+        query if keyword_query is None else keyword_query,
+        pool, exclude_paths=exclude_paths, now=now, synced=True, where=only.where(),
+    )  # fmt: skip
     if vectors is not None and ready:
         try:
+            own = vectors.vector_of(entry_id) if entry_id is not None else None
             vector = vectors.search(
-                query, pool, exclude_paths=exclude_paths, synced=True, keep=only.holds
-            )
+                query, pool, exclude_paths=exclude_paths, synced=True, keep=only.holds,
+                vector=own,
+            )  # fmt: skip
         except EmbedderError as exc:
             report_keyword_only(f"memory {memory.scope_id}", exc)
     elif vectors is not None:  # many entries still unembedded (an upgrade, a big import)

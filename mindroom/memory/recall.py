@@ -44,6 +44,7 @@ from mindroom.memory.markdown import MemoryEntry
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.mem0.memory import MEM0_PATH
 from mindroom.memory.registry import MemoryRegistry, ScopeMemory
+from mindroom.memory.relations import RelationSettings, boosted, related_entries
 from mindroom.memory.relevance import Candidate, Gate, judge, relevant
 from mindroom.memory.scope import ENTRYPOINT
 from mindroom.memory.store import FileMemory
@@ -124,12 +125,32 @@ def _relevant(
     )
     found = [c for c in judged if relevant(c, settings.gate)]
     found.sort(key=lambda c: (-c.score, -(c.entry.date or dt.date.min).toordinal()))
-    found = _within_rag_lengths(found, view.access)
+    found = _within_rag_lengths(_linked_first(memory, found, view), view.access)
     days = (now.date(), now.date() - dt.timedelta(days=1))
     recent_paths = {memory.scope.daily_path(day.isoformat()) for day in days}
     recent = [c for c in found if c.entry.path in recent_paths]
     older = [c for c in found if c.entry.path not in recent_paths]
     return recent, older
+
+
+def _linked_first(memory: FileMemory, found: list[Candidate], view: AgentView) -> list[Candidate]:
+    """``found`` with the relations boost (a hit linked to another hit rises a little)."""
+    boost = view.relations.boost if view.relations else 0.0
+    if not boost:
+        return found
+    by_place = {(c.entry.path, c.entry.start_line): c for c in found}
+    ranked = boosted(memory, [(c.entry, c.score) for c in found], boost)
+    return [replace(by_place[(e.path, e.start_line)], score=score) for e, score in ranked]
+
+
+def _related_section(memory: FileMemory, picked: list[MemoryEntry], view: AgentView,
+                     budget: list[int]) -> str:  # fmt: skip
+    """Up to two entries linked to the best entries shown that the search did not bring."""
+    if not view.relations or not picked:
+        return ""
+    related = related_entries(memory, picked[:3], lambda e: not view.hidden(e), limit=2)
+    found = [Candidate(entry, 0.0, 0.0) for entry, _ in related]
+    return _entries_section("### Linked to these", found, budget, picked=picked)
 
 
 def _within_rag_lengths(found: list[Candidate], access: CategoryAccess) -> list[Candidate]:
@@ -228,6 +249,7 @@ def build_recall(
     count: bool = True,
     access: CategoryAccess | None = None,
     thread: str | None = None,
+    relations: RelationSettings | None = None,
 ) -> str:
     """The recall block of ``memory`` for a turn answering ``query`` ('' when it is empty),
     of what ``access`` (default: every category) may read; in ``thread`` it starts with what
@@ -239,7 +261,7 @@ def build_recall(
     """
     memory.prepare()
     now = now or dt.datetime.now()
-    view = AgentView(memory, access or CategoryAccess.everything())
+    view = AgentView(memory, access or CategoryAccess.everything(), relations=relations)
     header = _delta(memory, thread, view, count) if thread else ""
     recent, older = _relevant(memory, query, settings, now, view)
     always = _always(memory, view)
@@ -268,12 +290,17 @@ def build_recall(
         "### Related memories", older, budget, entries=settings.hits, picked=picked
     )
     try:
+        linked_text = _related_section(memory, list(picked), view, budget)
+    except Exception:  # relations are extra: never worth the recall
+        logger.exception("recall of %s: linked entries not read", memory.scope_id)
+        linked_text = ""
+    try:
         conflicts_text = _conflicts_section(memory, picked, budget, view, count=count)
     except Exception:  # the consolidation records are extra: never worth the recall
         logger.exception("recall of %s: open conflicts not read", memory.scope_id)
         conflicts_text = ""
     entrypoint = _entrypoint_section(memory, settings.max_entrypoint_lines, budget[0], view)
-    sections = (entrypoint, always_text, recent_text, older_text, conflicts_text)
+    sections = (entrypoint, always_text, recent_text, older_text, linked_text, conflicts_text)
     present = [s for s in sections if s]
     if not present and not header:
         return ""
@@ -391,17 +418,13 @@ def recall_block(
     ``reader`` (a team, with its ``members``) may read (None: every category); a failure is
     logged and recalls nothing (recall must never cost the answer)."""
     settings = RecallSettings.of(config.memory.file)
-    access = (
-        CategoryAccess.of(config, reader)
-        if members is None or reader is None
-        else CategoryAccess.of_team(config, reader, members)
-    )
+    access = CategoryAccess.for_owner(config, reader, members)
     try:
         if isinstance(memory, Mem0Memory):
             return build_mem0_recall(memory, text, settings, label=label, access=access)
         return build_recall(
             memory, text, settings, now=now, label=label, count=count, access=access,
-            thread=thread,
+            thread=thread, relations=RelationSettings.of(config.memory.relations),
         )  # fmt: skip
     except Exception:
         logger.exception("recall of %s failed", memory.scope_id)

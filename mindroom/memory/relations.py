@@ -19,11 +19,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from mindroom.config.memory_schema import RelationsConfig
 from mindroom.memory.filters import LIVE
 from mindroom.memory.markdown import MemoryEntry
+from mindroom.memory.query import parse_query
 from mindroom.memory.store import FileMemory
 from mindroom.wal import open_database
 
@@ -46,6 +48,10 @@ class RelationSettings:
     top_k: int = 3
     link_min: float = 0.6
     boost: float = 0.1
+
+    @classmethod
+    def of(cls, config: RelationsConfig) -> RelationSettings:
+        return cls(config.enabled, config.top_k, config.link_min, config.boost)
 
 
 class Relations:
@@ -95,14 +101,47 @@ class Relations:
             return int(self._db.execute("SELECT count(*) FROM relations").fetchone()[0])
 
 
+_attach_lock = threading.Lock()
+
+
+def relations_of(memory: FileMemory) -> Relations:
+    """The relations of ``memory``'s scope, opened once and closed with the memory (a link on
+    every write should not pay for opening a database)."""
+    with _attach_lock:
+        found = memory.attached.get("relations")
+        if found is None:
+            found = memory.attached["relations"] = Relations(memory)
+        return found  # type: ignore[no-any-return]
+
+
+RARE_TERMS = 4  # the words of an entry its neighbours are searched by (the rarest)
+
+
+def rare_query(memory: FileMemory, text: str) -> str:
+    """The :data:`RARE_TERMS` words of ``text`` held by the fewest entries: what makes it
+    about something (as more-like-this searches do). A whole entry as an OR query scores most
+    of a large memory; its rarest words find the same neighbours at a fraction of the cost."""
+    terms = [t for t in parse_query(text) if not t.is_date]
+    if len(terms) <= RARE_TERMS:
+        return text
+    counts = memory.index.term_counts(terms, [])
+    rarest = sorted(terms, key=lambda t: counts.frequency.get(t.key, 0))[:RARE_TERMS]
+    return " ".join(t.key for t in rarest)
+
+
 def neighbours(
     memory: FileMemory, entry: MemoryEntry, settings: RelationSettings
 ) -> list[tuple[str, float]]:
     """The entries ``entry`` should link to: its nearest live neighbours at ``link_min`` or
-    more, at most ``top_k`` (blocking: the store's search)."""
+    more, at most ``top_k`` (blocking: the store's search, by meaning when the memory has
+    vectors, and by the entry's rarest words)."""
     from mindroom.memory.hybrid import hybrid_search  # search builds on the store
 
-    found = hybrid_search(memory, entry.text, settings.top_k + 1, only=LIVE)
+    memory.index.sync()
+    found = hybrid_search(
+        memory, entry.text, settings.top_k + 1, only=LIVE,
+        keyword_query=rare_query(memory, entry.text), entry_id=entry.id,
+    )  # fmt: skip
     linked = []
     for hit in found:
         closeness = hit.similarity if hit.similarity is not None else hit.keyword
@@ -122,16 +161,56 @@ def link_entry(
         linked = neighbours(memory, entry, settings)
         if not linked:
             return 0
-        relations = Relations(memory)
-        try:
-            count = relations.link(entry.id, linked)
-        finally:
-            relations.close()
+        count = relations_of(memory).link(entry.id, linked)
         memory.history.append(
             actor=actor, op="link", entry_id=entry.id, path=entry.path, old=None, new=None,
             meta={"to": [i for i, _ in linked], "strengths": [s for _, s in linked]},
+            durable=False,  # derived: a crash may lose the record with the edge
         )  # fmt: skip
         return count
     except Exception:
         logger.exception("memory %s: linking %s failed", memory.scope_id, entry.id)
         return 0
+
+
+def boosted(
+    memory: FileMemory, scored: list[tuple[MemoryEntry, float]], boost: float
+) -> list[tuple[MemoryEntry, float]]:
+    """``scored`` (entry, score) with each score raised by ``boost`` times the entry's strongest
+    edge to another of them, best first (ties keep their order)."""
+    if boost <= 0 or len(scored) < 2:
+        return scored
+    ids = {e.id for e, _ in scored}
+    edges = relations_of(memory).edges(ids)
+    lifted = []
+    for order, (entry, score) in enumerate(scored):
+        strongest = max((s for other, s in edges.get(entry.id, []) if other in ids), default=0.0)
+        lifted.append((score + boost * strongest, order, entry))
+    lifted.sort(key=lambda t: (-t[0], t[1]))
+    return [(entry, score) for score, _, entry in lifted]
+
+
+def related_entries(
+    memory: FileMemory,
+    shown: list[MemoryEntry],
+    visible: Callable[[MemoryEntry], bool],
+    limit: int = 2,
+) -> list[tuple[MemoryEntry, MemoryEntry]]:
+    """Up to ``limit`` entries linked to ``shown`` (the best first) that are not among them,
+    live and ``visible``: ``(related entry, the shown entry it is linked to)``."""
+    if not shown or limit <= 0:
+        return []
+    edges = relations_of(memory).edges(e.id for e in shown)
+    taken = {e.id for e in shown}
+    found: list[tuple[MemoryEntry, MemoryEntry]] = []
+    for entry in shown:
+        for other, _ in edges.get(entry.id, []):
+            if other in taken:
+                continue
+            taken.add(other)
+            related = memory.lookup(other)
+            if related is not None and LIVE.holds(related) and visible(related):
+                found.append((related, entry))
+                if len(found) == limit:
+                    return found
+    return found

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -33,6 +33,7 @@ from mindroom.errors import MemoryAccessError, MemoryStoreError
 from mindroom.memory.filters import MemoryFilter
 from mindroom.memory.hybrid import hybrid_search
 from mindroom.memory.markdown import MemoryEntry
+from mindroom.memory.relations import boosted, related_entries
 from mindroom.memory.store import FileMemory
 from mindroom.memory.view import CONVERSATIONAL, AgentView
 
@@ -103,6 +104,8 @@ def run_query(view: AgentView, request: QueryRequest, asker: Asker) -> str:
     _check_whose(request, asker)
     only = _filter(view, memory, request)
     results = _found(memory, request, only)
+    if view.relations and results:
+        results = _with_relations(memory, results, view, only)
     shown = _within_budget(results, request, view)
     view.noted([r.entry for r in results[: len(shown)]])
     return json.dumps(shown, ensure_ascii=False)
@@ -170,6 +173,7 @@ class _Result:
     entry: MemoryEntry
     score: float | None
     similarity: float | None
+    related_to: str | None = None  # a linked entry: the result it is linked to
 
 
 def _found(memory: FileMemory, request: QueryRequest, only: MemoryFilter) -> list[_Result]:
@@ -186,6 +190,22 @@ def _found(memory: FileMemory, request: QueryRequest, only: MemoryFilter) -> lis
             continue
         results.append(_Result(hit.entry, hit.score, closeness))
     return results
+
+
+def _with_relations(
+    memory: FileMemory, results: list[_Result], view: AgentView, only: MemoryFilter
+) -> list[_Result]:
+    """``results`` with the relations boost, then up to two entries linked to the best three
+    that the query did not find (``related_to`` names the one each is linked to)."""
+    assert view.relations is not None
+    by_place = {(r.entry.path, r.entry.start_line): r for r in results}
+    if results[0].score is not None:
+        scored = [(r.entry, r.score or 0.0) for r in results]
+        ranked = boosted(memory, scored, view.relations.boost)
+        results = [replace(by_place[(e.path, e.start_line)], score=score) for e, score in ranked]
+    shown = [r.entry for r in results[:3]]
+    extra = related_entries(memory, shown, only.holds, limit=2)
+    return results + [_Result(entry, None, None, to.id) for entry, to in extra]
 
 
 def _within_budget(
@@ -213,6 +233,8 @@ def _record(result: _Result, output: str, default: str) -> dict[str, Any]:
     entry, fields = result.entry, result.entry.fields
     category = fields.category_or(default)
     record: dict[str, Any] = {"id": entry.id, "category": category}
+    if result.related_to is not None:
+        record["related_to"] = result.related_to
     if output == "bullets":
         record["text"] = f"[{category}] {' '.join(entry.text.split())}"
         return record

@@ -331,16 +331,19 @@ class VectorIndex:
         exclude_paths: frozenset[str] = frozenset(),
         synced: bool = False,
         keep: Callable[[MemoryEntry], bool] | None = None,
+        vector: _Matrix | None = None,
     ) -> list[SearchHit]:
         """The ``limit`` entries most similar to ``query``, best first, scored by cosine
         similarity (ties: file and line order); ``synced``: the caller has just followed the
         files (:meth:`sync_within`); ``keep`` (default: live entries) picks the entries that
-        may be found, before the best are chosen. Raises :class:`EmbedderError`."""
+        may be found, before the best are chosen; ``vector``: the query's embedding, when the
+        caller has it (an entry's own). Raises :class:`EmbedderError`."""
         if limit <= 0 or not query.strip():
             return []
         if not synced:
             self.sync()
-        [vector] = self.embedder.embed([query])
+        if vector is None:
+            [vector] = self.embedder.embed([query])
         with self._lock:
             matrix, scorer, rows, spans = self._joined()
         if not rows:
@@ -403,6 +406,15 @@ class VectorIndex:
                 for e, vector in zip(block.entries, block.vectors, strict=True)
             ]
         return sorted(rows, key=lambda row: row[:5])
+
+    def vector_of(self, entry_id: str) -> _Matrix | None:
+        """The stored embedding of entry ``entry_id`` as last followed (None: it has none)."""
+        with self._lock:
+            matrix, _, rows, _ = self._joined()
+            for row, entry in enumerate(rows):
+                if entry.id == entry_id:
+                    return np.array(matrix[row], dtype=np.float32)
+        return None
 
     def neighbours(
         self, among: list[str], wanted: list[str], k: int

@@ -32,6 +32,7 @@ from mindroom.memory.index import SearchHit
 from mindroom.memory.markdown import MemoryEntry
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.registry import ScopeMemory
+from mindroom.memory.relations import RelationSettings, link_entry
 from mindroom.memory.store import FileMemory
 
 CONVERSATIONAL = frozenset({"procedural"})  # types only a deliberate query returns
@@ -56,10 +57,23 @@ def note_access(memory: FileMemory, entries: Iterable[MemoryEntry]) -> None:
 class AgentView:
     """``memory`` as ``access`` lets its agent (or team, or person) use it."""
 
-    def __init__(self, memory: ScopeMemory, access: CategoryAccess, *, count: bool = False) -> None:
+    def __init__(
+        self,
+        memory: ScopeMemory,
+        access: CategoryAccess,
+        *,
+        count: bool = False,
+        relations: RelationSettings | None = None,
+    ) -> None:
         self.memory = memory
         self.access = access
         self.count = count  # an agent's reads: note them (TTL keeps what is used)
+        self.relations = relations  # link what this view writes to its neighbours
+
+    def _linked(self, entry: MemoryEntry | None, actor: str) -> MemoryEntry | None:
+        if entry is not None and self.relations and isinstance(self.memory, FileMemory):
+            link_entry(self.memory, entry, self.relations, actor=actor)
+        return entry
 
     def noted(self, entries: list[_E]) -> list[_E]:
         """``entries``, noted as read now when this view counts (file memory only)."""
@@ -111,9 +125,11 @@ class AgentView:
                     "the mem0 backend keeps no files, categories or fields: add the text alone"
                 )
             return self.memory.add_sync(text, actor=actor, op_key=op_key)
-        return self.memory.add_sync(
+        added = self.memory.add_sync(
             text, actor=actor, path=path, op_key=op_key, fields=fields, run=run
         )
+        self._linked(added, actor)
+        return added
 
     def append_unique_sync(
         self,
@@ -156,7 +172,9 @@ class AgentView:
         """Replace the text of an entry this agent may read (its fields stay)."""
         if not self._repeat(op_key):
             self._visible(self._current(entry_id), "change")
-        return self.memory.update_sync(entry_id, text, actor=actor, op_key=op_key)
+        updated = self.memory.update_sync(entry_id, text, actor=actor, op_key=op_key)
+        self._linked(updated, actor)
+        return updated
 
     def delete_sync(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
         """Remove an entry this agent may read (the history keeps it)."""
