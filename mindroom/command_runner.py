@@ -6,6 +6,7 @@ seen through :class:`CommandHost`, the few things a command reads or does.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
@@ -15,6 +16,8 @@ from mindroom.config.schema import Config
 from mindroom.matrix.client import MatrixAccount
 from mindroom.matrix.events import IncomingMessage
 from mindroom.matrix.send import notice_content
+from mindroom.memory.consent_chat import memory_command
+from mindroom.memory.registry import MemoryRegistry
 
 
 class SessionLedger(Protocol):
@@ -61,6 +64,11 @@ class CommandHost(Protocol):
         """The config reloader, when a config file is watched."""
         ...
 
+    @property
+    def memories(self) -> MemoryRegistry:
+        """The memories (``!memory`` answers consent proposals)."""
+        ...
+
     def room_agents(self, room_id: str) -> Sequence[str]:
         """Agents and teams joined to ``room_id``, in config order."""
         ...
@@ -88,6 +96,11 @@ async def run_command(bot: CommandHost, message: IncomingMessage) -> None:
     elif command.name == "new":
         generation = await bot.ledger.new_session(message.room_id, message.thread_root)
         text = commands.new_session_text(generation, message.thread_root is not None)
+    elif command.name == "memory":
+        text = await asyncio.to_thread(
+            memory_command, bot.config, bot.memories, room_agents, message.sender,
+            command.argument,
+        )  # fmt: skip
     elif command.name == "config":
         if bot.reloader is None:
             text = "This bot was started without a config file to watch."

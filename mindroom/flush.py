@@ -49,7 +49,7 @@ from mindroom.errors import MemoryAccessError
 from mindroom.ledger import Ledger
 from mindroom.memory.access import CategoryAccess
 from mindroom.memory.bounded import Threads
-from mindroom.memory.facts import known_snippets, store_facts
+from mindroom.memory.facts import known_snippets, store_facts, the_person, writable_categories
 from mindroom.memory.flush_state import (
     LEGACY_STATE_FILE,
     FlushClaim,
@@ -65,6 +65,7 @@ from mindroom.memory.flush_state import (
     load_legacy_state,
     uses_mem0,
 )
+from mindroom.memory.insights import after_flush
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.registry import MemoryRegistry, ScopeMemory
 from mindroom.memory.relations import RelationSettings
@@ -467,32 +468,27 @@ class FlushWorker:
             return await self._threads.run(
                 settings.max_extraction_seconds, memory.extract_sync, chunk
             )
+        access = CategoryAccess.for_owner(self.config, claimed.agent, claimed.team or None)
         relations = RelationSettings.of(self.config.memory.relations)
-        view = AgentView(
-            memory,
-            CategoryAccess.for_owner(self.config, claimed.agent, claimed.team or None),
-            relations=relations,
-        )
-        view.access.writable(None)  # an allowlist without the default category: nothing fits
+        view = AgentView(memory, access, relations=relations)
+        access.writable(None)  # an allowlist without the default category: nothing fits
         known = await asyncio.to_thread(
             known_snippets, view, chunk, settings.include_memory_context
         )
-        categories = [c for c in view.access.known if view.access.may(c) and c != "procedural"]
+        model = flush_model(self.config, claimed)
         facts = await asyncio.wait_for(
             self.runtime.extract(
-                flush_model(self.config, claimed),
-                chunk,
-                known,
-                token=settings.no_reply_token,
-                max_chars=settings.max_chars_per_flush,
-                categories=categories,
+                model, chunk, known, token=settings.no_reply_token,
+                max_chars=settings.max_chars_per_flush, categories=writable_categories(access),
             ),
             settings.max_extraction_seconds,
-        )
+        )  # fmt: skip
+        person = the_person(chunk, claimed.requester)
         written, _ = await asyncio.to_thread(
-            partial(store_facts, view, facts, run=claimed.session_id),
+            partial(store_facts, view, facts, run=claimed.session_id, user_id=person),
             turns=sum(line.role == "user" for line in chunk),
             daily_cap=settings.max_facts_per_day,
             path=memory.scope.daily_path(today()),
         )
+        await after_flush(self.config, view, person, [line.line for line in chunk], model)
         return written

@@ -8,8 +8,10 @@ and ``--team`` apply that allowlist (``memory.allowlists``) exactly as the agent
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -18,13 +20,16 @@ from mindroom.config import Config
 from mindroom.errors import ConfigError, MemoryStoreError
 from mindroom.memory.access import CategoryAccess
 from mindroom.memory.audit import export_markdown, person_export
+from mindroom.memory.consent import ConsentQueue
 from mindroom.memory.fields import NO_FIELDS, EntryFields, check_fields, render_fields
 from mindroom.memory.mem0 import Mem0Memory
+from mindroom.memory.ops_events import EventLog
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.restore import set_fields_sync
+from mindroom.memory.store import FileMemory
 from mindroom.memory.view import AgentView
 
-STRUCTURED_ACTIONS = frozenset({"set"})
+STRUCTURED_ACTIONS = frozenset({"set", "proposals", "confirm", "reject", "stats"})
 
 
 def add_field_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,6 +48,11 @@ def add_structured_parsers(action: Callable[[str, str], argparse.ArgumentParser]
     pin = change.add_mutually_exclusive_group()
     pin.add_argument("--pin", action="store_true", default=None, help="never let it expire")
     pin.add_argument("--unpin", dest="pin", action="store_false", help="let it expire again")
+    action("proposals", "list changes waiting for a person's consent (or a second signal)")
+    action("confirm", "confirm a proposed change: it is written").add_argument("proposal")
+    action("reject", "reject a proposed change: nothing is written").add_argument("proposal")
+    stats = action("stats", "count what memory did, by node and operation")
+    stats.add_argument("--days", type=float, default=7, help="how far back (default 7)")
 
 
 def cli_access(args: argparse.Namespace, config: Config) -> CategoryAccess:
@@ -67,7 +77,11 @@ def run_structured(args: argparse.Namespace, view: AgentView) -> int:
     """Carry out a structured action; prints the result."""
     memory = view.memory
     if isinstance(memory, Mem0Memory):
-        raise MemoryStoreError("the mem0 backend keeps no fields: `set` is for file memory")
+        raise MemoryStoreError(f"`{args.action}` is for file memory; this one uses mem0")
+    if args.action == "stats":
+        return _stats(memory, args.days)
+    if args.action in ("proposals", "confirm", "reject"):
+        return _consent(args, memory)
     entry = view.get_sync(args.id)
     changes: dict[str, object] = {}
     if args.category is not None:
@@ -112,4 +126,47 @@ def run_person_export(
         args.output.write_text(text, encoding="utf-8")
         count = sum(len(s["entries"]) for s in data["private_memory"])
         print(f"wrote everything about {user} to {args.output} ({count} private entries)")
+    return 0
+
+
+def _consent(args: argparse.Namespace, memory: FileMemory) -> int:
+    queue = ConsentQueue(memory)
+    try:
+        if args.action == "proposals":
+            pending = queue.pending()
+            for p in pending:
+                until = dt.datetime.fromtimestamp(p.expires).strftime("%Y-%m-%d")
+                who = p.user_id or "(nobody named)"
+                print(f"{p.id}  {p.kind:<9} {p.field:<14} {who}  until {until}  {p.text}")
+            if not pending:
+                print("no proposals waiting")
+            return 0
+        confirm = args.action == "confirm"
+        proposal, entry = queue.decide(args.proposal, confirm=confirm, actor="cli", user_id=None)
+    finally:
+        queue.close()
+    if entry is not None:
+        where = f"{entry.path}:{entry.start_line}"
+        print(f"confirmed {proposal.id}: wrote {entry.id}  {where}  {entry.text}")
+    else:
+        print(f"rejected {proposal.id}: nothing written")
+    return 0
+
+
+def _stats(memory: FileMemory, days: float) -> int:
+    since = time.time() - days * 86400
+    log = EventLog(memory)
+    try:
+        rows = log.counts(since)
+    finally:
+        log.close()
+    by_key: dict[tuple[str, str], dict[str, int]] = {}
+    for node, op, status, count in rows:
+        by_key.setdefault((node, op), {})[status] = count
+    print(f"{'node':<9} {'op':<8} {'ok':>6} {'skipped':>8} {'error':>6}   (last {days:g} days)")
+    for (node, op), counts in sorted(by_key.items()):
+        print(f"{node:<9} {op:<8} {counts.get('ok', 0):>6} {counts.get('skipped', 0):>8} "
+              f"{counts.get('error', 0):>6}")  # fmt: skip
+    if not by_key:
+        print("(no events yet)")
     return 0

@@ -80,7 +80,7 @@ def test_the_flush_writes_tagged_facts_with_their_fields_and_skips_what_fails(
                 return (
                     "- [preferences, 4] The user prefers green tea\n"
                     "- I am the assistant and I noted this\n"
-                    "- [goals] The user wants to visit Kyoto"
+                    "- [tasks] The user wants to book a trip to Kyoto"
                 )
             return "Noted!"
 
@@ -108,8 +108,8 @@ def test_the_flush_writes_tagged_facts_with_their_fields_and_skips_what_fails(
     ).read_text()
     assert "- The user prefers green tea <!-- m-" in daily
     assert "category=preferences importance=4" in daily
-    assert "- The user wants to visit Kyoto <!-- m-" in daily
-    assert "category=goals" in daily
+    assert "- The user wants to book a trip to Kyoto <!-- m-" in daily
+    assert "category=tasks" in daily
     assert "assistant" not in daily  # the first-person line was not written
     assert "one of: general, profile, preferences" in prompts[0]  # the agent's categories
     assert "third-person" in prompts[0]

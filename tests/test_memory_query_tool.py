@@ -218,3 +218,19 @@ async def test_without_a_query_the_newest_matching_entries_come_back(world: Worl
     newest = memory.add_sync("Alice must call the embassy", actor="cli")
     records = await world.query("general", categories=["general"], top_k=1)
     assert [r["id"] for r in records] == [newest.id]
+
+
+@pytest.mark.asyncio
+async def test_procedural_memory_is_written_as_numbered_steps_only(world: World) -> None:
+    tools = MemoryTools(world.memory("planner"), access=CategoryAccess.of(world.config, "planner"))
+    prose = await tools.add_memory("Renewing a passport takes a while", category="procedural")
+    steps = await tools.add_memory(
+        "Renew a passport: 1. Book a slot 2. Bring two photos 3. Pay the fee",
+        category="procedural",
+    )
+    assert prose.startswith("error: procedural memory is numbered steps")
+    assert steps.startswith("remembered")
+    found = await world.query(
+        "planner", query="renew passport photos fee", categories=["procedural"]
+    )
+    assert "Renew a passport: 1. Book a slot" in " ".join(r["text"] for r in found)

@@ -29,11 +29,15 @@ from agno.tools import Toolkit
 
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.access import CategoryAccess
+from mindroom.memory.bounded import bounded
+from mindroom.memory.consent import ConsentQueue, classify
 from mindroom.memory.fields import EntryFields, check_fields, render_fields
 from mindroom.memory.markdown import MemoryEntry
 from mindroom.memory.mem0.memory import MEM0_PATH
 from mindroom.memory.registry import ScopeMemory
 from mindroom.memory.relations import RelationSettings
+from mindroom.memory.scope import ENTRYPOINT
+from mindroom.memory.store import FileMemory
 from mindroom.memory.view import AgentView
 from mindroom.redact import redact_text
 
@@ -48,20 +52,26 @@ _turn_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 _turn_run: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "mindroom_tool_run", default=None
 )
+_turn_user: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "mindroom_tool_user", default=None
+)
 
 
 @contextlib.contextmanager
-def tool_turn(key: str, run: str | None = None) -> Iterator[None]:
+def tool_turn(key: str, run: str | None = None, user: str | None = None) -> Iterator[None]:
     """Run a turn's tool calls under ``key`` (e.g. ``"<trigger event id>|<agent>"``), in
-    conversation ``run`` (its session id, recorded with what the tools write).
+    conversation ``run`` (its session id, recorded with what the tools write), for ``user``
+    (the person whose consent a sensitive change waits for).
 
     The same key on a resumed turn makes its memory writes repeat nothing.
     """
     token = _turn_key.set(key)
     run_token = _turn_run.set(run)
+    user_token = _turn_user.set(user)
     try:
         yield
     finally:
+        _turn_user.reset(user_token)
         _turn_run.reset(run_token)
         _turn_key.reset(token)
 
@@ -167,10 +177,35 @@ class MemoryTools(Toolkit):
             words = fields_key(fields)  # none: the key a call without fields always had
             key = operation_key("add_memory", text, *([words] if words else []))
             run = _turn_run.get()
+            waiting = await bounded(self._needs_consent, text, fields)
+            if waiting is not None:
+                return waiting
             entry = await self.view.add(text, actor=self.actor, op_key=key, fields=fields, run=run)
             return f"remembered {_show(entry)}"
 
         return await guard(act)
+
+    def _needs_consent(self, text: str, fields: EntryFields) -> str | None:
+        """The answer when ``text`` changes a sensitive field: it becomes a proposal the
+        person confirms (see :mod:`mindroom.memory.consent`); None: write it now."""
+        change = classify(text, fields)
+        if change is None or change[0] != "sensitive" or not isinstance(self.memory, FileMemory):
+            return None
+        person = _turn_user.get()
+        queue = ConsentQueue(self.memory)
+        try:
+            proposal, _ = queue.propose(
+                text.strip(), fields, kind="sensitive", field=change[1], path=ENTRYPOINT,
+                user_id=person, actor=self.actor,
+            )  # fmt: skip
+        finally:
+            queue.close()
+        who = person or "the person"
+        return (
+            f"not stored yet: {change[1].replace('_', ' ')} is a personal detail, so it waits "
+            f"for {who} to confirm (proposal {proposal.id}, for 7 days). Tell them to reply "
+            f"`!memory confirm {proposal.id}` to store it, or `!memory reject {proposal.id}`."
+        )
 
     async def search_memories(self, query: str, limit: int = 5) -> str:
         """Search your memory for entries matching the query, by words and by meaning.

@@ -68,7 +68,10 @@ SCHEMA: dict[str, Any] = _of(
 
 DESCRIPTION = (
     "Query your memory by meaning, category and fields in one call. Returns JSON: a list of "
-    '{"id", "category", "text"} (return "bullets") or every field (return "full").'
+    '{"id", "category", "text"} (return "bullets") or every field (return "full"). Your '
+    "memory for this turn is already in your context: call this only when it does not answer "
+    'and you are unsure (then once, with return "bullets" and top_k 3), or to fetch a '
+    'category on purpose, such as "procedural" steps.'
 )
 
 

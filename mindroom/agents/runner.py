@@ -251,7 +251,10 @@ class AgentRuntime:
         model_desc = describe_model(model_key, self._config.models[model_key])
         text = ""
         try:
-            with self._turn(), tool_turn(turn_key(request, request.agent), request.session_id):
+            with (
+                self._turn(),
+                tool_turn(turn_key(request, request.agent), request.session_id, request.user_id),
+            ):
                 async with self._lock(request.session_id):
                     memory, recall = await self._recall(
                         request.agent, request.recall_query, request.user_id,
@@ -307,7 +310,10 @@ class AgentRuntime:
 
     async def run_team_turn(self, spec: TeamSpec, request: TurnRequest) -> TurnResult:
         """Answer ``request`` as a team; see :meth:`_team_turn`."""
-        with self._turn(), tool_turn(turn_key(request, spec.name), request.session_id):
+        with (
+            self._turn(),
+            tool_turn(turn_key(request, spec.name), request.session_id, request.user_id),
+        ):
             return await self._team_turn(spec, request)
 
     async def _team_turn(self, spec: TeamSpec, request: TurnRequest) -> TurnResult:

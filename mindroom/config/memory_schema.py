@@ -230,6 +230,15 @@ class RelationsConfig(_Strict):
     boost: float = Field(default=0.1, ge=0)  # a hit gains this times its strongest edge
 
 
+class InsightsConfig(_Strict):
+    """Theory-of-mind insights after a flush (mindroom.memory.insights): one model call per
+    person a day, at most, when enabled."""
+
+    enabled: bool = False
+    min_hours: float = Field(default=24, gt=0)
+    max_tokens: int = Field(default=220, ge=16, le=2000)
+
+
 class MemoryConfig(_Strict):
     """Memory backend (``file``, ``mem0`` or ``none``) and its settings.
 
@@ -262,6 +271,7 @@ class MemoryConfig(_Strict):
     # TTL, run by the maintenance job of type "lifecycle" (mindroom.memory.lifecycle)
     lifecycle: LifecycleConfig = Field(default_factory=LifecycleConfig)
     relations: RelationsConfig = Field(default_factory=RelationsConfig)
+    insights: InsightsConfig = Field(default_factory=InsightsConfig)
 
     @model_validator(mode="before")
     @classmethod

@@ -19,13 +19,15 @@ import datetime as dt
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mindroom.config.memory_schema import MemorySnippetsConfig
 from mindroom.errors import MemoryAccessError
 from mindroom.memory.access import CategoryAccess
+from mindroom.memory.consent import ConsentQueue, classify
 from mindroom.memory.fields import EntryFields
+from mindroom.memory.ops_events import OpEvent, emit
 from mindroom.memory.store import FileMemory
 from mindroom.memory.view import AgentView
 from mindroom.memory.writing import validate
@@ -110,26 +112,52 @@ def store_facts(
     daily_cap: int,
     run: str,
     path: str,
+    user_id: str | None = None,
 ) -> tuple[list[str], list[Fact]]:
     """Write the admitted facts of one chunk (blocking): the texts written, and every
-    decision (a fact already in the file is admitted but not written again)."""
+    decision. A fact already in the file is admitted but not written again; one that changes a
+    sensitive field of ``user_id`` waits for their consent, a benign one for a second signal
+    (:mod:`mindroom.memory.consent`)."""
     memory = view.memory
     assert isinstance(memory, FileMemory)
     decided = admit(
         lines, view.access, turns=turns, written_today=written_today(memory), daily_cap=daily_cap
     )
     written = []
-    for fact in decided:
-        if not fact.written:
-            logger.info(
-                "memory %s: fact not written (%s): %r", memory.scope_id, fact.reason, fact.text
+    queue: ConsentQueue | None = None
+    try:
+        for fact in decided:
+            category = fact.fields.category_or(view.access.default)
+            event = OpEvent("episodic", "create", "ok", None, category, None, user_id, run)
+            if not fact.written:
+                logger.info("memory %s: fact not written (%s): %r", memory.scope_id, fact.reason,
+                            fact.text)  # fmt: skip
+                emit(memory, replace(event, status="skipped"))
+                continue
+            change = classify(fact.text, fact.fields)
+            if change is not None:
+                queue = queue or ConsentQueue(memory)
+                proposal, ready = queue.propose(
+                    fact.text, fact.fields, kind=change[0], field=change[1], path=path,
+                    user_id=user_id, actor="flush",
+                )  # fmt: skip
+                if not ready:
+                    logger.info("memory %s: %s change waits as %s: %r", memory.scope_id,
+                                change[1], proposal.id, fact.text)  # fmt: skip
+                    emit(memory, replace(event, status="skipped"))
+                    continue
+            added = view.append_unique_sync(
+                fact.text, actor="flush", path=path, fields=fact.fields, run=run
             )
-            continue
-        added = view.append_unique_sync(
-            fact.text, actor="flush", path=path, fields=fact.fields, run=run
-        )
-        if added is not None:
-            written.append(added.text)
+            if change is not None and queue is not None:
+                queue.settle(proposal, "flush")  # corroborated, and now written
+            if added is not None:
+                written.append(added.text)
+            status = "ok" if added is not None else "skipped"  # skipped: already there
+            emit(memory, replace(event, status=status, memory_id=added.id if added else None))
+    finally:
+        if queue is not None:
+            queue.close()
     return written, decided
 
 
@@ -143,3 +171,16 @@ def known_snippets(
     query = " ".join(line.text for line in chunk)[:2000]
     hits = view.search_sync(query, settings.memory_snippets)
     return [hit.entry.text[: settings.snippet_max_chars] for hit in hits]
+
+
+def writable_categories(access: CategoryAccess) -> list[str]:
+    """The categories the extraction may tag facts with: what the agent may write, but not
+    ``procedural`` (how-to steps come from their own trigger, not from a chat)."""
+    return [c for c in access.known if access.may(c) and c != "procedural"]
+
+
+def the_person(chunk: Sequence[Any], requester: str | None) -> str | None:
+    """Whom a chunk is about: its one person (a private companion's requester when several
+    or none wrote), for consent and insights; None when it cannot be told."""
+    people = {line.user_id for line in chunk if line.role == "user" and line.user_id}
+    return next(iter(people)) if len(people) == 1 else requester

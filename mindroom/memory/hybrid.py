@@ -203,7 +203,7 @@ def hybrid_search(
         try:
             own = vectors.vector_of(entry_id) if entry_id is not None else None
             vector = vectors.search(
-                query, pool, exclude_paths=exclude_paths, synced=True, keep=only.holds,
+                query, pool, exclude_paths=exclude_paths, synced=True, only=only,
                 vector=own,
             )  # fmt: skip
         except EmbedderError as exc:

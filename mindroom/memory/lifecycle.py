@@ -37,6 +37,7 @@ from mindroom.memory.fields import EntryFields, render_fields
 from mindroom.memory.history import HistoryRecord
 from mindroom.memory.index import memory_files
 from mindroom.memory.markdown import MemoryEntry, parse_entries, remove_entry, replace_entry
+from mindroom.memory.ops_events import OpEvent, emit
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.scope import ENTRYPOINT
 from mindroom.memory.store import FileMemory, skip_unreadable
@@ -114,10 +115,12 @@ def expire_and_purge(
             if fields.soft_deleted and fields.purge is not None and fields.purge <= today:
                 if _purge(memory, entry):
                     report.purged.append(entry.id)
+                    emit(memory, OpEvent("worker", "delete", memory_id=entry.id))
             elif expires(entry, read_at.get(entry.id), settings, today):
                 gone = replace(fields, state="soft_deleted", purge=purge_day)
                 if _expire(memory, entry, gone):
                     report.expired.append(entry.id)
+                    emit(memory, OpEvent("worker", "ttl", memory_id=entry.id))
     return report
 
 

@@ -40,9 +40,11 @@ from mindroom.memory.consolidate.records import ConsolidationRecords, db_path
 from mindroom.memory.delta import ThreadRevisions
 from mindroom.memory.hybrid import hybrid_search
 from mindroom.memory.index import SearchHit
+from mindroom.memory.insights import INSIGHT_WEIGHT
 from mindroom.memory.markdown import MemoryEntry
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.mem0.memory import MEM0_PATH
+from mindroom.memory.ops_events import OpEvent, emit
 from mindroom.memory.registry import MemoryRegistry, ScopeMemory
 from mindroom.memory.relations import RelationSettings, boosted, related_entries
 from mindroom.memory.relevance import Candidate, Gate, judge, relevant
@@ -124,6 +126,11 @@ def _relevant(
         similarity={key: value for key, value in similarity.items() if value is not None},
     )
     found = [c for c in judged if relevant(c, settings.gate)]
+    # insights are surfaced with low weight: below a fact that is as relevant
+    found = [
+        replace(c, score=c.score * INSIGHT_WEIGHT) if c.entry.fields.type == "insight" else c
+        for c in found
+    ]
     found.sort(key=lambda c: (-c.score, -(c.entry.date or dt.date.min).toordinal()))
     found = _within_rag_lengths(_linked_first(memory, found, view), view.access)
     days = (now.date(), now.date() - dt.timedelta(days=1))
@@ -302,6 +309,11 @@ def build_recall(
     entrypoint = _entrypoint_section(memory, settings.max_entrypoint_lines, budget[0], view)
     sections = (entrypoint, always_text, recent_text, older_text, linked_text, conflicts_text)
     present = [s for s in sections if s]
+    if count:  # "skipped": nothing recalled
+        best = max((c.similarity for c in [*recent, *older] if c.similarity is not None),
+                   default=None)  # fmt: skip
+        status = "ok" if present else "skipped"
+        emit(memory, OpEvent("context", "search", status, sim=best, thread_id=thread))
     if not present and not header:
         return ""
     return "\n\n".join([OPEN, *([header] if header else []), intro, *present, CLOSE])

@@ -19,7 +19,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from mindroom.config.memory_schema import RelationsConfig
@@ -101,17 +102,15 @@ class Relations:
             return int(self._db.execute("SELECT count(*) FROM relations").fetchone()[0])
 
 
-_attach_lock = threading.Lock()
-
-
-def relations_of(memory: FileMemory) -> Relations:
-    """The relations of ``memory``'s scope, opened once and closed with the memory (a link on
-    every write should not pay for opening a database)."""
-    with _attach_lock:
-        found = memory.attached.get("relations")
-        if found is None:
-            found = memory.attached["relations"] = Relations(memory)
-        return found  # type: ignore[no-any-return]
+@contextmanager
+def relations_of(memory: FileMemory) -> Iterator[Relations]:
+    """The relations of ``memory``'s scope, open for the block (not kept: a person's memory
+    closed to free descriptors must not keep one open here)."""
+    relations = Relations(memory)
+    try:
+        yield relations
+    finally:
+        relations.close()
 
 
 RARE_TERMS = 4  # the words of an entry its neighbours are searched by (the rarest)
@@ -161,7 +160,8 @@ def link_entry(
         linked = neighbours(memory, entry, settings)
         if not linked:
             return 0
-        count = relations_of(memory).link(entry.id, linked)
+        with relations_of(memory) as relations:
+            count = relations.link(entry.id, linked)
         memory.history.append(
             actor=actor, op="link", entry_id=entry.id, path=entry.path, old=None, new=None,
             meta={"to": [i for i, _ in linked], "strengths": [s for _, s in linked]},
@@ -181,7 +181,8 @@ def boosted(
     if boost <= 0 or len(scored) < 2:
         return scored
     ids = {e.id for e, _ in scored}
-    edges = relations_of(memory).edges(ids)
+    with relations_of(memory) as relations:
+        edges = relations.edges(ids)
     lifted = []
     for order, (entry, score) in enumerate(scored):
         strongest = max((s for other, s in edges.get(entry.id, []) if other in ids), default=0.0)
@@ -200,7 +201,8 @@ def related_entries(
     live and ``visible``: ``(related entry, the shown entry it is linked to)``."""
     if not shown or limit <= 0:
         return []
-    edges = relations_of(memory).edges(e.id for e in shown)
+    with relations_of(memory) as relations:
+        edges = relations.edges(e.id for e in shown)
     taken = {e.id for e in shown}
     found: list[tuple[MemoryEntry, MemoryEntry]] = []
     for entry in shown:

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace as _replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from mindroom.embeddings.install import vectors_need_numpy
 from mindroom.errors import MemoryStoreError
@@ -73,18 +73,13 @@ class FileMemory:
         clean_temp_files(scope.root, self._locks)  # a crashed writer's leftovers
         self._intents = Intents(scope, self._locks, self.history, self._entries)
         self._intents.reconcile()
-        # derived stores opened on first use by the modules that own them (relations.db)
-        self.attached: dict[str, Any] = {}
 
     @property
     def _locks(self) -> Path:
         return self.scope.state_dir / "locks"
 
     def close(self) -> None:
-        """Close the indexes (and what modules attached: each has a ``close()``)."""
-        for attached in list(self.attached.values()):
-            attached.close()
-        self.attached.clear()
+        """Close the indexes."""
         self.index.close()
         with self._vectors_lock:
             if self._vectors is not None:

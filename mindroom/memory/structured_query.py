@@ -108,6 +108,8 @@ def run_query(view: AgentView, request: QueryRequest, asker: Asker) -> str:
         results = _with_relations(memory, results, view, only)
     shown = _within_budget(results, request, view)
     view.noted([r.entry for r in results[: len(shown)]])
+    best = results[0] if results else None
+    view.event("query", best.entry if best else None, best.similarity if best else None)
     return json.dumps(shown, ensure_ascii=False)
 
 

@@ -44,7 +44,7 @@ import hashlib
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,7 +54,7 @@ import numpy.typing as npt
 from mindroom.embeddings import Embedder
 from mindroom.embeddings.scoring import Scorer, half_precision_scorer
 from mindroom.errors import EmbedderError
-from mindroom.memory.filters import LIVE
+from mindroom.memory.filters import LIVE, MemoryFilter
 from mindroom.memory.index import IndexMark, MemoryIndex, SearchHit
 from mindroom.memory.markdown import MemoryEntry
 from mindroom.wal import open_database
@@ -108,6 +108,8 @@ class VectorIndex:
         self._catching_up = False  # a catch_up thread is embedding
         # the files' blocks joined in path order (built on the first search after a change)
         self._matrix: _Matrix | None = None
+        self._masks: dict[MemoryFilter, npt.NDArray[np.intp]] = {}
+        self._masks_of: list[MemoryEntry] | None = None
         self._scorer: Scorer | None = None
         self._rows: list[MemoryEntry] = []
         self._spans: dict[str, tuple[int, int]] = {}
@@ -318,6 +320,9 @@ class VectorIndex:
                 spans[path] = (start, len(rows))
                 self._files[path] = _Block(block.entries, block.hashes, matrix[start : len(rows)])
             self._matrix, self._rows, self._spans = matrix, rows, spans
+            # the live rows' mask, which nearly every search uses, is part of the join
+            live = np.array([n for n, row in enumerate(rows) if not LIVE.holds(row)], np.intp)
+            self._masks, self._masks_of = {LIVE: live}, rows
             self._scorer = half_precision_scorer(matrix) if len(rows) >= HALF_FROM else None
         return self._matrix, self._scorer, self._rows, self._spans
 
@@ -330,14 +335,15 @@ class VectorIndex:
         *,
         exclude_paths: frozenset[str] = frozenset(),
         synced: bool = False,
-        keep: Callable[[MemoryEntry], bool] | None = None,
+        only: MemoryFilter | None = None,
         vector: _Matrix | None = None,
     ) -> list[SearchHit]:
         """The ``limit`` entries most similar to ``query``, best first, scored by cosine
         similarity (ties: file and line order); ``synced``: the caller has just followed the
-        files (:meth:`sync_within`); ``keep`` (default: live entries) picks the entries that
-        may be found, before the best are chosen; ``vector``: the query's embedding, when the
-        caller has it (an entry's own). Raises :class:`EmbedderError`."""
+        files (:meth:`sync_within`); ``only`` (default: live entries) picks the entries that
+        may be found, before the best are chosen (its mask is kept until the rows change);
+        ``vector``: the query's embedding, when the caller has it (an entry's own). Raises
+        :class:`EmbedderError`."""
         if limit <= 0 or not query.strip():
             return []
         if not synced:
@@ -358,9 +364,8 @@ class VectorIndex:
         for path in exclude_paths:
             start, end = spans.get(path, (0, 0))
             approximate[start:end] = -np.inf
-        keep = keep or LIVE.holds
-        hidden = [n for n, row in enumerate(rows) if not keep(row)]
-        if hidden:
+        hidden = self._hidden(only or LIVE, rows)
+        if hidden.size:
             approximate[hidden] = -np.inf
         count = min(limit if scorer is None else max(64, 8 * limit), len(rows))
         top = np.argpartition(-approximate, count - 1)[:count]
@@ -406,6 +411,19 @@ class VectorIndex:
                 for e, vector in zip(block.entries, block.vectors, strict=True)
             ]
         return sorted(rows, key=lambda row: row[:5])
+
+    def _hidden(self, only: MemoryFilter, rows: list[MemoryEntry]) -> npt.NDArray[np.intp]:
+        """The rows ``only`` leaves out, computed once per filter while the rows stay."""
+        with self._lock:
+            if self._masks_of is not rows:
+                self._masks, self._masks_of = {}, rows
+            mask = self._masks.get(only)
+            if mask is None:
+                if len(self._masks) > 32:  # a bound: filters vary with requests
+                    self._masks.clear()
+                mask = np.array([n for n, row in enumerate(rows) if not only.holds(row)], np.intp)
+                self._masks[only] = mask
+            return mask
 
     def vector_of(self, entry_id: str) -> _Matrix | None:
         """The stored embedding of entry ``entry_id`` as last followed (None: it has none)."""

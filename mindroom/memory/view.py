@@ -31,9 +31,11 @@ from mindroom.memory.filters import MemoryFilter
 from mindroom.memory.index import SearchHit
 from mindroom.memory.markdown import MemoryEntry
 from mindroom.memory.mem0 import Mem0Memory
+from mindroom.memory.ops_events import OpEvent, emit
 from mindroom.memory.registry import ScopeMemory
 from mindroom.memory.relations import RelationSettings, link_entry
 from mindroom.memory.store import FileMemory
+from mindroom.memory.writing import check_procedural
 
 CONVERSATIONAL = frozenset({"procedural"})  # types only a deliberate query returns
 _E = TypeVar("_E", MemoryEntry, SearchHit)
@@ -72,8 +74,17 @@ class AgentView:
 
     def _linked(self, entry: MemoryEntry | None, actor: str) -> MemoryEntry | None:
         if entry is not None and self.relations and isinstance(self.memory, FileMemory):
-            link_entry(self.memory, entry, self.relations, actor=actor)
+            edges = link_entry(self.memory, entry, self.relations, actor=actor)
+            if edges:
+                self.event("link", entry)
         return entry
+
+    def event(self, op: str, entry: MemoryEntry | None = None, sim: float | None = None) -> None:
+        """An operational event of an agent's own reads and writes (``hotpath``)."""
+        if self.count:
+            category = entry.fields.category_or(self.access.default) if entry else None
+            emit(self.memory, OpEvent("hotpath", op, "ok", entry.id if entry else None,
+                                      category, sim))  # fmt: skip
 
     def noted(self, entries: list[_E]) -> list[_E]:
         """``entries``, noted as read now when this view counts (file memory only)."""
@@ -117,8 +128,10 @@ class AgentView:
         run: str | None = None,
     ) -> MemoryEntry:
         """Add an entry in a granted category (``fields.category``; None: the default),
-        written in conversation ``run``."""
+        written in conversation ``run``; procedural memory must be numbered steps."""
         self.access.writable(fields.category)
+        if fields.type_in(path or "") == "procedural" and (why := check_procedural(text)):
+            raise MemoryStoreError(why)
         if isinstance(self.memory, Mem0Memory):
             if fields != NO_FIELDS or path is not None:
                 raise MemoryStoreError(
@@ -128,6 +141,7 @@ class AgentView:
         added = self.memory.add_sync(
             text, actor=actor, path=path, op_key=op_key, fields=fields, run=run
         )
+        self.event("create", added)
         self._linked(added, actor)
         return added
 
@@ -151,7 +165,9 @@ class AgentView:
         only = self.reading()
         if isinstance(self.memory, Mem0Memory):  # no fields there: every entry is the default's
             return [h for h in self.memory.search_sync(query, limit) if only.holds(h.entry)]
-        return self.noted(self.memory.search_sync(query, limit, only))
+        hits = self.noted(self.memory.search_sync(query, limit, only))
+        self.event("search", hits[0].entry if hits else None, hits[0].score if hits else None)
+        return hits
 
     def list_sync(self, limit: int = 50) -> list[MemoryEntry]:
         """Entries this agent may read, in the store's listing order."""
@@ -173,6 +189,7 @@ class AgentView:
         if not self._repeat(op_key):
             self._visible(self._current(entry_id), "change")
         updated = self.memory.update_sync(entry_id, text, actor=actor, op_key=op_key)
+        self.event("update", updated)
         self._linked(updated, actor)
         return updated
 
@@ -180,7 +197,9 @@ class AgentView:
         """Remove an entry this agent may read (the history keeps it)."""
         if not self._repeat(op_key):
             self._visible(self._current(entry_id), "delete")
-        return self.memory.delete_sync(entry_id, actor=actor, op_key=op_key)
+        deleted = self.memory.delete_sync(entry_id, actor=actor, op_key=op_key)
+        self.event("delete", deleted)
+        return deleted
 
     def read_file_sync(self, path: str, from_line: int = 1, lines: int = 100) -> str:
         """Numbered lines of a memory file; entries this agent may not read are placeholders."""

@@ -180,3 +180,16 @@ def validate(text: str, kind: str = "semantic") -> Written:
         trimmed.append(f"longer than {MAX_CHARS} characters")
     first_pass = not trimmed and text == original.strip()
     return Written(text, first_pass, tuple(trimmed))
+
+
+_STEP = re.compile(r"(?:^|\s)1[.)]\s+\S.*?(?:\s|^)2[.)]\s+\S", re.S)
+
+
+def check_procedural(text: str) -> str | None:
+    """Why ``text`` is not procedural memory (numbered steps "1. ... 2. ..."); None: it is."""
+    if _STEP.search(text) is None:
+        return (
+            "procedural memory is numbered steps in the imperative, e.g. "
+            "'1. Open the form 2. Attach two photos 3. Book a slot'"
+        )
+    return None

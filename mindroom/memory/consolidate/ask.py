@@ -57,9 +57,17 @@ def _tail(data: bytes | str | None) -> str:
 # -- a configured model -------------------------------------------------------------------
 
 
-def model_ask(config: Config, model_key: str | None, timeout: float | None = None) -> Ask:
+def model_ask(
+    config: Config,
+    model_key: str | None,
+    timeout: float | None = None,
+    *,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+) -> Ask:
     """An ``ask`` for configured model ``model_key`` (None: the consolidation model, else the
-    default model). ``timeout`` (seconds) is capped by the model's ``timeout_seconds``.
+    default model). ``timeout`` (seconds) is capped by the model's ``timeout_seconds``;
+    ``temperature`` (default: the model's) and ``max_tokens`` bound a budgeted call.
 
     Raises :class:`ConfigError` when the model is not configured or not OpenAI-compatible.
     """
@@ -95,8 +103,11 @@ def model_ask(config: Config, model_key: str | None, timeout: float | None = Non
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
             "stream": False,
         }
-        if model.temperature is not None:
-            body["temperature"] = model.temperature
+        chosen = temperature if temperature is not None else model.temperature
+        if chosen is not None:
+            body["temperature"] = chosen
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
         request = urllib.request.Request(
             url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST"
         )
