@@ -22,13 +22,19 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mindroom.config.memory_schema import RelationsConfig
+from mindroom.errors import EmbedderError
 from mindroom.memory.filters import LIVE
+from mindroom.memory.hybrid import CATCH_UP_LIMIT, Found, hybrid_search
 from mindroom.memory.markdown import MemoryEntry
 from mindroom.memory.query import parse_query
 from mindroom.memory.store import FileMemory
 from mindroom.wal import open_database
+
+if TYPE_CHECKING:
+    from mindroom.memory.vectors import VectorIndex
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +119,15 @@ def relations_of(memory: FileMemory) -> Iterator[Relations]:
         relations.close()
 
 
+def _ready_vectors(memory: FileMemory) -> VectorIndex | None:
+    """The memory's vector index when it has one that is caught up (else None: keywords)."""
+    try:
+        vectors = memory.vectors
+        return vectors if vectors is not None and vectors.sync_within(CATCH_UP_LIMIT) else None
+    except EmbedderError:
+        return None
+
+
 RARE_TERMS = 4  # the words of an entry its neighbours are searched by (the rarest)
 
 
@@ -134,13 +149,17 @@ def neighbours(
     """The entries ``entry`` should link to: its nearest live neighbours at ``link_min`` or
     more, at most ``top_k`` (blocking: the store's search, by meaning when the memory has
     vectors, and by the entry's rarest words)."""
-    from mindroom.memory.hybrid import hybrid_search  # search builds on the store
-
     memory.index.sync()
-    found = hybrid_search(
-        memory, entry.text, settings.top_k + 1, only=LIVE,
-        keyword_query=rare_query(memory, entry.text), entry_id=entry.id,
-    )  # fmt: skip
+    vectors = _ready_vectors(memory)
+    own = vectors.vector_of(entry.id) if vectors is not None else None
+    if vectors is not None and own is not None:  # by meaning alone: the similarity decides
+        hits = vectors.search(entry.text, settings.top_k + 1, synced=True, vector=own)
+        found = [Found(h.entry, h.score, None, h.score) for h in hits]
+    else:
+        found = hybrid_search(
+            memory, entry.text, settings.top_k + 1, only=LIVE,
+            keyword_query=rare_query(memory, entry.text),
+        )  # fmt: skip
     linked = []
     for hit in found:
         closeness = hit.similarity if hit.similarity is not None else hit.keyword
