@@ -27,6 +27,7 @@ from mindroom.memory.consolidate.records import ConsolidationRecords, db_path
 from mindroom.memory.consolidate.run import consolidate_memory
 from mindroom.memory.consolidate.scope_pass import ScopeReport
 from mindroom.memory.files import read_text
+from mindroom.memory.ops_events import EventLog
 from mindroom.memory.scope import MemoryScope
 from mindroom.memory.store import FileMemory
 from tests.scripted_judge import is_judge_request, judge_handler, judge_pairs
@@ -124,6 +125,11 @@ def test_an_exact_duplicate_is_archived_with_a_pointer_and_the_merge_names_its_s
     assert {(again, "archive"), (first, "merge")} <= ops
     merge = next(r for r in memory.history_of(first) if r.op == "merge")
     assert merge.meta == {"sources": [again], "how": "exact duplicate"}
+    events = EventLog(memory)
+    try:
+        assert events.counts() == [("worker", "merge", "ok", 1)]  # for `memory stats`
+    finally:
+        events.close()
     # search and listing leave the archive out
     assert [h.entry.id for h in memory.index.search("green tea", 10)] == [first]
 

@@ -31,6 +31,7 @@ from mindroom.memory.consolidate.fingerprints import Fingerprints
 from mindroom.memory.consolidate.judge import Budget, PairJudge
 from mindroom.memory.consolidate.records import ConsolidationRecords, db_path
 from mindroom.memory.consolidate.scope_pass import ScopePass, ScopeReport
+from mindroom.memory.ops_events import OpEvent, emit
 from mindroom.memory.private import PRIVATE_DIR
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.scope import MemoryScope
@@ -125,12 +126,14 @@ def consolidate_memory(
     records = ConsolidationRecords(db_path(memory.scope.state_dir))
     fingerprints = Fingerprints(memory.scope.state_dir / "consolidation.db", settings.recheck_days)
     try:
-        return ScopePass(
+        report = ScopePass(
             memory, settings, judge=judge, fingerprints=fingerprints, records=records, now=now
         ).run()
     finally:
         records.close()
         fingerprints.close()
+    emit(memory, *(OpEvent("worker", "merge", memory_id=kept) for kept, _, _ in report.merged))
+    return report
 
 
 async def run_consolidation(ctx: JobContext) -> dict[str, Any]:
