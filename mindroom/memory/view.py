@@ -14,7 +14,9 @@ Soft-deleted entries (expired by TTL) are never read; ``mindroom memory restore`
 back.
 
 The access is taken from the config each time a view is made (every turn), so a reload
-takes effect at the next turn.
+takes effect at the next turn. An agent's view (``count``) also notes what it reads (for TTL)
+and records its operations (``hotpath`` events); a view with ``relations`` links what it
+writes to its neighbours (:mod:`mindroom.memory.relations`).
 """
 
 from __future__ import annotations
