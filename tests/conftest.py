@@ -14,6 +14,8 @@ from mindroom.embeddings import Embedder
 from mindroom.embeddings.select import shared_embedder
 from mindroom.matrix.homeserver import EmbeddedHomeserver
 from mindroom.memory.index import MemoryIndex
+from mindroom.memory.scope import MemoryScope
+from mindroom.memory.store import FileMemory
 from tests.harness import BotHarness, BotProcess, CredentialCache, Human
 from tests.scripted_model import ScriptedModel
 
@@ -142,3 +144,11 @@ def index(tmp_path: Path, root: Path) -> Iterator[MemoryIndex]:
     idx = MemoryIndex(tmp_path / "state" / "index.db", root)
     yield idx
     idx.close()
+
+
+@pytest.fixture
+def file_memory(tmp_path: Path, root: Path) -> Iterator[FileMemory]:
+    """The file memory of an agent scope on ``root``, its state outside the workspace."""
+    memory = FileMemory(MemoryScope("agent_test", root, tmp_path / "state"))
+    yield memory
+    memory.close()

@@ -4,7 +4,6 @@ ones for a second signal; the audit records each decision; nobody decides for so
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,6 @@ from mindroom.memory.access import CategoryAccess
 from mindroom.memory.consent import ConsentQueue, classify
 from mindroom.memory.facts import store_facts
 from mindroom.memory.fields import EntryFields
-from mindroom.memory.scope import MemoryScope
 from mindroom.memory.store import FileMemory
 from mindroom.memory.view import AgentView
 
@@ -24,12 +22,8 @@ DAILY = "memory/2026-11-25.md"
 
 
 @pytest.fixture
-def memory(tmp_path: Path) -> Iterator[FileMemory]:
-    root = tmp_path / "workspace"
-    root.mkdir()
-    mem = FileMemory(MemoryScope("agent_test", root, tmp_path / "state"))
-    yield mem
-    mem.close()
+def memory(file_memory: FileMemory) -> FileMemory:
+    return file_memory
 
 
 def _texts(memory: FileMemory) -> list[str]:

@@ -4,7 +4,6 @@ turn (at most three bullets, each change once per thread, only what the agent ma
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,6 @@ from mindroom.memory.access import CategoryAccess
 from mindroom.memory.delta import ThreadRevisions
 from mindroom.memory.fields import EntryFields
 from mindroom.memory.recall import RecallSettings, build_recall
-from mindroom.memory.scope import MemoryScope
 from mindroom.memory.store import FileMemory
 from mindroom.memory.view import AgentView
 
@@ -23,12 +21,8 @@ HEAD = "Memory changes since your last turn here"
 
 
 @pytest.fixture
-def memory(tmp_path: Path) -> Iterator[FileMemory]:
-    root = tmp_path / "workspace"
-    root.mkdir()
-    mem = FileMemory(MemoryScope("agent_test", root, tmp_path / "state"))
-    yield mem
-    mem.close()
+def memory(file_memory: FileMemory) -> FileMemory:
+    return file_memory
 
 
 def _recall(
