@@ -93,7 +93,7 @@ async def run_command(bot: CommandHost, message: IncomingMessage) -> None:
         text = commands.help_text(bot.config, room_agents, user_ids)
     elif command.name == "agents":
         text = commands.agents_text(bot.config, user_ids)
-    elif command.name == "new":
+    elif command.name in ("new", "reset"):  # !reset: the name other assistants use
         generation = await bot.ledger.new_session(message.room_id, message.thread_root)
         text = commands.new_session_text(generation, message.thread_root is not None)
     elif command.name == "memory":

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from mindroom.config.schema import Config
 
-KNOWN = ("help", "new", "agents", "config", "memory")
+KNOWN = ("help", "new", "reset", "agents", "config", "memory")
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,8 @@ def help_text(config: Config, room_agents: Sequence[str], user_ids: Mapping[str,
         "**Commands**",
         "- `!help`: this message",
         "- `!agents`: every configured agent and team and its rooms",
-        "- `!new`: start a fresh conversation here (forget this room's or thread's history)",
+        "- `!new` (or `!reset`): start a fresh conversation here (forget this room's or "
+        "thread's history)",
         "- `!config status`: is the config file valid; admins: `!config get|set KEY [VALUE]`",
         "- `!memory pending`: memory changes waiting for your confirmation; "
         "`!memory confirm ID` or `!memory reject ID` answers one",

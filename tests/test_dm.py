@@ -67,3 +67,34 @@ async def test_a_dm_keeps_one_conversation_and_new_starts_fresh(
     assert "Ada" not in forgotten  # after !new it did not
     assert relation(in_thread).get("rel_type") == "m.thread"
     assert relation(in_thread).get("event_id") == told
+
+
+@pytest.mark.synapse
+@pytest.mark.asyncio
+async def test_reset_in_a_dm_starts_fresh_like_new(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    model.set_handler(lambda request: f"echo: {last_user_text(request)}")
+    await bot.start(config_text(model.base_url, {"general": {"rooms": []}}))
+    assert bot.bot is not None
+    general = bot.bot.agents["general"].user_id
+    created = await human.client.room_create(invite=[general], is_direct=True)
+    room_id = created.room_id
+    await human.wait_for(joined(general, room_id))
+
+    told = await human.send(room_id, "my name is Ada")
+    await human.wait_for_reply(room_id, told)
+    asked = await human.send(room_id, "what is my name?")
+    await human.wait_for_reply(room_id, asked)
+    remembered = all_text(model.requests[-1])
+    await human.send(room_id, "!reset")
+    await human.wait_for(
+        lambda e: (
+            e.get("sender") == general and "fresh conversation" in e["content"].get("body", "")
+        )
+    )
+    fresh = await human.send(room_id, "hello again")
+    await human.wait_for_reply(room_id, fresh)
+
+    assert "my name is Ada" in remembered  # the control: before !reset the history came along
+    assert "Ada" not in all_text(model.requests[-1])

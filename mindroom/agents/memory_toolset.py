@@ -23,6 +23,23 @@ from mindroom.memory.relations import RelationSettings
 from mindroom.memory.store import FileMemory
 from mindroom.memory.structured_query import Asker
 
+
+def recall_contract(tools: str) -> str:
+    """What every agent with memory is told about looking further than the memory block its
+    turn comes with, for the memory tools it has (``memory.tools``)."""
+    if tools == "query":
+        how = "search your memory with memory_query (bullets, a small top_k)"
+        read = "use only the results you need"
+    else:
+        how = "search your memory (memory_search, or memory_query)"
+        read = "read only the lines you need (memory_get with from_line and lines), not whole files"
+    return (
+        "Before answering a question about prior work, decisions, dates, people, preferences "
+        f"or todos, {how} unless the memory given for this turn already answers it; then "
+        f"{read}."
+    )
+
+
 # what Agno takes as a tool
 AgnoTool = Toolkit | Callable[..., Any] | Function | dict[Any, Any]
 

@@ -35,7 +35,7 @@ from mindroom.agents.extraction import (
     summarize_chat,
 )
 from mindroom.agents.memory_tools import tool_turn
-from mindroom.agents.memory_toolset import AgnoTool, MemoryToolsets
+from mindroom.agents.memory_toolset import AgnoTool, MemoryToolsets, recall_contract
 from mindroom.agents.models import build_model, describe_model
 from mindroom.agents.probe import model_failed
 from mindroom.agents.session_stores import SessionStores
@@ -150,7 +150,7 @@ class AgentRuntime:
             model=self._model(self._config.agent_model(name)),
             db=self._db(name, requester),
             description=cfg.role or None,
-            instructions=list(cfg.instructions) or None,
+            instructions=[*cfg.instructions, *self._contract(memory)] or None,
             markdown=self._config.defaults.markdown,
             add_history_to_context=True,
             num_history_runs=self._config.agent_history_runs(name),
@@ -160,6 +160,10 @@ class AgentRuntime:
             learning=self._learning(name, requester, private_recall),
             telemetry=False,
         )
+
+    def _contract(self, memory: ScopeMemory | None) -> list[str]:
+        """The recall contract of a turn with memory (see memory_toolset)."""
+        return [recall_contract(self._config.memory.tools)] if memory is not None else []
 
     def _memory_tools(
         self,
