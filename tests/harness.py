@@ -488,3 +488,13 @@ def write_entries(root: Path, relative: str, lines: list[str]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(f"- {line}\n" for line in lines))
     return path
+
+
+def repo_config(folder: Path) -> Path:
+    """A copy of the repository's config.yaml (a shared ``general``, a private ``mind``) and its
+    ``mind_template`` in ``folder``; the config's path."""
+    repo = Path(__file__).resolve().parents[1]
+    path = folder / "config.yaml"
+    shutil.copy(repo / "config.yaml", path)
+    shutil.copytree(repo / "mind_template", folder / "mind_template")
+    return path

@@ -29,18 +29,23 @@ def test_a_direct_chat_is_answered_in_the_timeline_unless_the_agent_says_otherwi
     assert answer_thread(config, "general", None, "$e") == "$e"
 
 
-@pytest.mark.synapse
-@pytest.mark.asyncio
-async def test_a_dm_keeps_one_conversation_and_new_starts_fresh(
-    bot: BotHarness, human: Human, model: ScriptedModel
-) -> None:
+async def open_dm(bot: BotHarness, human: Human, model: ScriptedModel) -> tuple[str, str]:
+    """Start a bot with one echoing agent and open a DM with it: (its user ID, the room)."""
     model.set_handler(lambda request: f"echo: {last_user_text(request)}")
     await bot.start(config_text(model.base_url, {"general": {"rooms": []}}))
     assert bot.bot is not None
     general = bot.bot.agents["general"].user_id
     created = await human.client.room_create(invite=[general], is_direct=True)
-    room_id = created.room_id
-    await human.wait_for(joined(general, room_id))
+    await human.wait_for(joined(general, created.room_id))
+    return general, created.room_id
+
+
+@pytest.mark.synapse
+@pytest.mark.asyncio
+async def test_a_dm_keeps_one_conversation_and_new_starts_fresh(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    general, room_id = await open_dm(bot, human, model)
 
     told = await human.send(room_id, "my name is Ada")
     first = await human.wait_for_reply(room_id, told)
@@ -74,13 +79,7 @@ async def test_a_dm_keeps_one_conversation_and_new_starts_fresh(
 async def test_reset_in_a_dm_starts_fresh_like_new(
     bot: BotHarness, human: Human, model: ScriptedModel
 ) -> None:
-    model.set_handler(lambda request: f"echo: {last_user_text(request)}")
-    await bot.start(config_text(model.base_url, {"general": {"rooms": []}}))
-    assert bot.bot is not None
-    general = bot.bot.agents["general"].user_id
-    created = await human.client.room_create(invite=[general], is_direct=True)
-    room_id = created.room_id
-    await human.wait_for(joined(general, room_id))
+    general, room_id = await open_dm(bot, human, model)
 
     told = await human.send(room_id, "my name is Ada")
     await human.wait_for_reply(room_id, told)

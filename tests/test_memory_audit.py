@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -16,19 +15,15 @@ from mindroom.config import load_config
 from mindroom.memory.lifecycle import LifecycleSettings, expire_and_purge
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.store import FileMemory
-from tests.harness import write_entries
+from tests.harness import repo_config, write_entries
 
-REPO = Path(__file__).resolve().parents[1]
 ALICE = "@alice:example.org"
 BOB = "@bob:example.org"
 
 
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
-    path = tmp_path / "config.yaml"
-    shutil.copy(REPO / "config.yaml", path)
-    shutil.copytree(REPO / "mind_template", tmp_path / "mind_template")
-    return path
+    return repo_config(tmp_path)
 
 
 def run(config: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:

@@ -105,17 +105,14 @@ def test_a_tool_write_of_a_sensitive_detail_waits_and_the_person_confirms_in_cha
     tmp_path: Path,
 ) -> None:
     import asyncio
-    import shutil
 
     from mindroom.agents.memory_tools import MemoryTools, tool_turn
     from mindroom.config import load_config
     from mindroom.memory.consent_chat import memory_command
     from mindroom.memory.registry import MemoryRegistry
+    from tests.harness import repo_config
 
-    repo = Path(__file__).resolve().parents[1]
-    shutil.copy(repo / "config.yaml", tmp_path / "config.yaml")
-    shutil.copytree(repo / "mind_template", tmp_path / "mind_template")
-    config = load_config(tmp_path / "config.yaml")
+    config = load_config(repo_config(tmp_path))
     registry = MemoryRegistry(config, tmp_path, tmp_path)
     try:
         memory = registry.for_agent("mind", ALICE)
