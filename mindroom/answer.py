@@ -12,14 +12,15 @@ It does not listen to Matrix, claim events or resume them at start-up: that is t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any, Protocol
 
 from mindroom.agents.router import choose_or_fall_back
-from mindroom.agents.runner import AgentRuntime, TurnRequest
-from mindroom.compaction import prepare_session
+from mindroom.agents.runner import AgentRuntime, TurnRequest, TurnResult
+from mindroom.compaction import Compactor
 from mindroom.config.schema import AgentConfig, Config, TeamConfig
 from mindroom.conversation import ConversationState
 from mindroom.flush import FlushWorker
@@ -29,6 +30,7 @@ from mindroom.matrix.events import AgentIdentity, IncomingMessage, message_sourc
 from mindroom.matrix.reply import ReplyWriter
 from mindroom.matrix.send import notice_content
 from mindroom.routing import Route, RouteKind, route_handoff
+from mindroom.sessions.keeper import SessionKeeper
 from mindroom.speakers import who
 from mindroom.turns import TeamSpec, TurnPlan, answer_thread, plan_turn
 
@@ -38,6 +40,14 @@ REQUESTER_KEY = "mindroom_requester"
 """Where a hand-off's ledger record keeps the person the chain is for (see :meth:`resume`)."""
 
 PRIVATE_NOTE = "\n\n🔒 _This answer used {who}'s private memory._"
+OVERFLOW_NOTICE = (
+    "ℹ️ This conversation grew too long for the model, even summarized: it continues in a "
+    "fresh session. What mattered is kept in memory."
+)
+CORRUPT_NOTICE = (
+    "ℹ️ The stored history of this conversation could not be read: it continues in a fresh "
+    "session. What mattered is kept in memory."
+)
 
 
 class Presence(Protocol):
@@ -71,6 +81,10 @@ class Presence(Protocol):
         """True for a direct chat: one person and one of mindroom's accounts in the room."""
         ...
 
+    def room_names(self, room_id: str) -> list[str]:
+        """The configured names of ``room_id`` (none for a DM or a room not configured)."""
+        ...
+
     def spawn(self, coro: Any, name: str) -> object:
         """Run ``coro`` as a job the bot owns."""
         ...
@@ -98,6 +112,9 @@ class Answerer:
         self._flush = flush
         self._run_command = run_command
         self._running: dict[str, set[asyncio.Task[Any]]] = {}  # answers per agent, for interrupt
+        self.sessions = SessionKeeper(
+            config, ledger, Compactor(config, ledger, runtime, flush), self._session_ended
+        )
         self._interrupted: set[asyncio.Task[Any]] = set()
 
     async def handle(self, message: IncomingMessage, route: Route, requester: str) -> None:
@@ -247,19 +264,14 @@ class Answerer:
             logger.info("%s is no longer configured; not answering %s", agent, message.event_id)
             return
         plan = await self.plan(agent, message, route, requester, team)
-        config = self._config()
-        session_id, carried = plan.session_id, ""
-        if plan.team is None:
-            session_id, carried = await prepare_session(
-                config=config,
-                ledger=self._ledger,
-                runtime=self._runtime,
-                flush=self._flush,
-                agent=plan.agent,
-                base_session=plan.session_id,
-                requester=plan.scope_requester,
-                incoming=message.body,
-            )
+        start = await self.sessions.begin(
+            plan,
+            direct=self._presence.is_direct(plan.room_id),
+            room_keys=self._presence.room_names(plan.room_id),
+        )
+        book_session = start.session_id
+        session_id, carried = await self.sessions.prepare(plan, book_session, message.body)
+        carried = "\n\n".join(t for t in (carried, self.sessions.fresh_note(start)) if t)
         speaker = who(self._presence.display_name(plan.room_id, message.sender), message.sender)
         request = TurnRequest(
             plan.agent,
@@ -286,17 +298,17 @@ class Answerer:
             )
         await self._flush.prompted(plan.owner, session_id)
         async with account.typing(plan.room_id), writer.interruptible():
-            if plan.team is not None:
-                result = await self._runtime.run_team_turn(plan.team, request)
-            else:
-                result = await self._runtime.run_turn(
-                    request, on_text=writer.update if plan.streaming else None
+            result = await self._run(plan, request, writer)
+            if not result.ok and not result.text.strip() and (result.overflow or result.corrupt):
+                request, book_session, result = await self._recover(
+                    plan, request, book_session, result, writer, account
                 )
             text = result.text
             if result.ok and plan.private_marked:
                 text += PRIVATE_NOTE.format(who=plan.requester)
             if text.strip():
                 await writer.finish(text)
+        await self.sessions.finished(plan, book_session, result)
         if not result.ok:
             notice = notice_content(
                 f"⚠️ {result.error}", thread_root=plan.thread_root, reply_to=plan.reply_to
@@ -304,10 +316,61 @@ class Answerer:
             await account.send(plan.room_id, notice, f"mindroom-error-{plan.reply_to}-{agent}")
             return
         await self._flush.turn_finished(
-            plan.owner, session_id, plan.scope_requester, plan.team.members if plan.team else ()
+            plan.owner,
+            request.session_id,
+            plan.scope_requester,
+            plan.team.members if plan.team else (),
         )
         if plan.team is None:
             await self._hand_off(plan, account, result.text, writer.event_ids[-1])
+
+    async def _run(self, plan: TurnPlan, request: TurnRequest, writer: ReplyWriter) -> TurnResult:
+        if plan.team is not None:
+            return await self._runtime.run_team_turn(plan.team, request)
+        return await self._runtime.run_turn(
+            request, on_text=writer.update if plan.streaming else None
+        )
+
+    async def _recover(
+        self,
+        plan: TurnPlan,
+        request: TurnRequest,
+        book_session: str,
+        result: TurnResult,
+        writer: ReplyWriter,
+        account: MatrixAccount,
+    ) -> tuple[TurnRequest, str, TurnResult]:
+        """A turn the model refused as too long, or whose history is corrupt: compact once and
+        retry in the same session (overflow, agents only); if that does not do, continue in a
+        fresh session with a notice, and retry there."""
+        if result.overflow and plan.team is None:
+            record = await self.sessions.book.get(plan.conversation)
+            compacted = await self.sessions.compact(record, overflow=True) if record else None
+            if compacted is not None:
+                logger.info("%s: the prompt overflowed; compacted, retrying", plan.owner)
+                request = dataclasses.replace(
+                    request, session_id=compacted.session_id, carried=compacted.carried
+                )
+                result = await self._run(plan, request, writer)
+                if result.ok or result.text.strip() or not result.overflow:
+                    return request, book_session, result
+        reason = "context overflow" if result.overflow else "unreadable history"
+        fresh = await self.sessions.rotate(plan, reason)
+        if fresh is None:
+            return request, book_session, result
+        notice = OVERFLOW_NOTICE if result.overflow else CORRUPT_NOTICE
+        content = notice_content(notice, thread_root=plan.thread_root, reply_to=plan.reply_to)
+        await account.send(plan.room_id, content, f"mindroom-rotated-{plan.reply_to}-{plan.agent}")
+        request = dataclasses.replace(request, session_id=fresh.session_id, carried="")
+        return request, fresh.session_id, await self._run(plan, request, writer)
+
+    async def _session_ended(
+        self, owner: str, ended: str, requester: str | None, team: bool
+    ) -> None:
+        """A conversation left session ``ended``: what it still holds goes to memory now."""
+        if not team:
+            session_id, _, _ = await self.sessions.compactor.current(ended)
+            await self._flush.flush_now(owner, session_id, requester)
 
     async def _hand_off(
         self, plan: TurnPlan, account: MatrixAccount, text: str, reply_event_id: str

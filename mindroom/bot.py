@@ -327,6 +327,10 @@ class Bot:
         own = members & self.own_user_ids()
         return len(own) == 1 and len(members - own) == 1
 
+    def room_names(self, room_id: str) -> list[str]:
+        """The configured names of ``room_id``."""
+        return [name for name, known in self.room_ids.items() if known == room_id]
+
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         """Run ``coro`` as a job the bot owns (awaited or cancelled at shutdown)."""
         return self.tasks.spawn(coro, name)

@@ -25,19 +25,18 @@ messages were already answered.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
 import json
 import time
-from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import aiosqlite
 
 from mindroom.ledger_schema import SCHEMA
 from mindroom.memory.flush_state import FlushClaim, FlushEntry
+from mindroom.sessions.book import SessionBook
+from mindroom.whole_writes import whole
 
 
 @dataclass(frozen=True)
@@ -50,41 +49,13 @@ class PendingEvent:
     source: dict[str, Any]
 
 
-_W = TypeVar("_W")
-
-
-def _whole(
-    write: Callable[..., Coroutine[Any, Any, _W]],
-) -> Callable[..., Coroutine[Any, Any, _W]]:
-    """A write that a cancel cannot cut in two: its statements and their commit run to the end
-    in a task of their own (the caller still sees the cancel). Cut between a statement and its
-    commit, the connection would keep the database's write lock, and every writer on another
-    connection (the flush's, a short-lived one at shutdown) would wait out the busy timeout."""
-
-    async def write_or_roll_back(self: Ledger, *args: Any, **kwargs: Any) -> _W:
-        try:
-            return await write(self, *args, **kwargs)
-        except BaseException:  # a statement failed after another: let go of the write lock
-            with contextlib.suppress(Exception):
-                await self._db.rollback()
-            raise
-
-    @functools.wraps(write)
-    async def whole(self: Ledger, *args: Any, **kwargs: Any) -> _W:
-        task = asyncio.ensure_future(write_or_roll_back(self, *args, **kwargs))
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
-        return await asyncio.shield(task)
-
-    return whole
-
-
 class Ledger:
     """Async access to the ledger database. Open with :meth:`open`, close with :meth:`close`."""
 
     def __init__(self, db: aiosqlite.Connection) -> None:
         self._db = db
-        self._writes: set[asyncio.Future[Any]] = set()  # running writes (see _whole)
+        self._writes: set[asyncio.Future[Any]] = set()  # running writes (see whole_writes)
+        self.sessions = SessionBook(db, self._writes)  # conversations' sessions (same file)
 
     @classmethod
     async def open(cls, path: Path) -> Ledger:
@@ -103,7 +74,7 @@ class Ledger:
             await asyncio.wait(set(self._writes))
         await self._db.close()
 
-    @_whole
+    @whole
     async def claim(
         self, event_id: str, room_id: str, responders: tuple[str, ...], source: dict[str, Any]
     ) -> bool:
@@ -123,7 +94,7 @@ class Ledger:
         ) as cursor:
             return await cursor.fetchone() is not None
 
-    @_whole
+    @whole
     async def finish(self, event_id: str, status: str = "done") -> None:
         """Mark ``event_id`` answered (or ``skipped``/``failed``)."""
         await self._db.execute(
@@ -145,7 +116,7 @@ class Ledger:
             for row in rows
         ]
 
-    @_whole
+    @whole
     async def expire(self, older_than: float) -> int:
         """Give up on claimed events from before ``older_than``; returns how many."""
         cursor = await self._db.execute(
@@ -164,7 +135,7 @@ class Ledger:
             row = await cursor.fetchone()
         return row[0] if row else None
 
-    @_whole
+    @whole
     async def save_sync_token(self, account: str, token: str) -> None:
         """Remember ``account``'s sync position (after its events were handled)."""
         await self._db.execute(
@@ -183,7 +154,7 @@ class Ledger:
             row = await cursor.fetchone()
         return int(row[0]) if row else 0
 
-    @_whole
+    @whole
     async def new_session(self, room_id: str, thread_root: str | None) -> int:
         """Start a fresh conversation here; returns the new generation."""
         generation = await self.session_generation(room_id, thread_root) + 1
@@ -203,7 +174,7 @@ class Ledger:
             row = await cursor.fetchone()
         return (int(row[0]), str(row[1])) if row else (0, "")
 
-    @_whole
+    @whole
     async def save_compaction(self, base_session: str, generation: int, carried: str) -> None:
         """Record a compaction of ``base_session``."""
         await self._db.execute(
@@ -226,7 +197,7 @@ class Ledger:
             rows = await cursor.fetchall()
         return {int(row[0]): row[1] for row in rows}
 
-    @_whole
+    @whole
     async def begin_reply_part(self, trigger_id: str, agent: str, part: int) -> None:
         """Record, before it is sent, that part ``part`` of the reply is about to be posted."""
         await self._db.execute(
@@ -235,7 +206,7 @@ class Ledger:
         )
         await self._db.commit()
 
-    @_whole
+    @whole
     async def record_reply_part(
         self, trigger_id: str, agent: str, part: int, event_id: str
     ) -> None:
@@ -247,7 +218,7 @@ class Ledger:
         )
         await self._db.commit()
 
-    @_whole
+    @whole
     async def forget_finished_reply_parts(self) -> int:
         """Drop the parts of replies no longer claimed (answered, failed, expired)."""
         cursor = await self._db.execute(
@@ -277,7 +248,7 @@ class Ledger:
             row = await cursor.fetchone()
         return _flush_entry(row) if row else None
 
-    @_whole
+    @whole
     async def flush_mark_dirty(self, entry: FlushEntry, now: float, *, boost: bool = False) -> None:
         """A turn of ``entry``'s session finished: dirty it (see ``flush_state.mark_dirty``)."""
         await self._db.execute(
@@ -301,7 +272,7 @@ class Ledger:
         )
         await self._db.commit()
 
-    @_whole
+    @whole
     async def flush_boost(self, keys: list[str]) -> int:
         """Flush these dirty sessions soon; returns how many were boosted."""
         if not keys:
@@ -313,7 +284,7 @@ class Ledger:
         await self._db.commit()
         return cursor.rowcount
 
-    @_whole
+    @whole
     async def flush_claim(self, key: str, claim: FlushClaim) -> FlushEntry | None:
         """Take a dirty session for extraction; None when it is clean or someone else has it."""
         async with self._db.execute(
@@ -326,7 +297,7 @@ class Ledger:
         await self._db.commit()
         return _flush_entry(row) if row else None
 
-    @_whole
+    @whole
     async def flush_finish(
         self, claimed: FlushEntry, claim_id: str, cursor: int, more: bool, updated_at: float
     ) -> FlushEntry | None:
@@ -357,7 +328,7 @@ class Ledger:
         await self._db.commit()
         return _flush_entry(row) if row else None
 
-    @_whole
+    @whole
     async def flush_back_off(self, failed: FlushEntry, claim_id: str) -> bool:
         """Release a claim after a failure, with ``failed``'s failures and next attempt time."""
         cursor = await self._db.execute(
@@ -381,7 +352,7 @@ class Ledger:
             for row in rows
         ]
 
-    @_whole
+    @whole
     async def flush_clear_claim(self, key: str, claim_id: str) -> bool:
         """Drop a claim whose owner is gone, so the session can be flushed again."""
         cursor = await self._db.execute(
@@ -393,7 +364,7 @@ class Ledger:
         await self._db.commit()
         return cursor.rowcount == 1
 
-    @_whole
+    @whole
     async def flush_forget(self, entries: list[FlushEntry]) -> int:
         """Delete stale entries, unless they were marked or claimed since they were read."""
         count = 0
@@ -407,7 +378,7 @@ class Ledger:
         await self._db.commit()
         return count
 
-    @_whole
+    @whole
     async def flush_import(self, entries: list[FlushEntry], passes: dict[str, int]) -> int:
         """Add entries (and curation passes, ``"scope|day" -> n``) from the old state file.
 
@@ -446,7 +417,7 @@ class Ledger:
         await self._db.commit()
         return added
 
-    @_whole
+    @whole
     async def flush_curation_pass(self, scope: str, day: str, limit: int) -> bool:
         """Take one of ``scope``'s ``limit`` curation passes of ``day``; False when used up."""
         await self._db.execute("DELETE FROM flush_curation WHERE day != ?", (day,))

@@ -63,4 +63,26 @@ CREATE TABLE IF NOT EXISTS flush_curation (
     passes INTEGER NOT NULL,
     PRIMARY KEY (scope, day)
 );
+CREATE TABLE IF NOT EXISTS conversation_sessions (
+    key            TEXT PRIMARY KEY,
+    owner          TEXT NOT NULL,
+    requester      TEXT NOT NULL DEFAULT '',
+    room_id        TEXT NOT NULL,
+    thread_root    TEXT NOT NULL DEFAULT '',
+    kind           TEXT NOT NULL,
+    base           TEXT NOT NULL,
+    session_id     TEXT NOT NULL,
+    serial         INTEGER NOT NULL DEFAULT 0,
+    started_at     REAL NOT NULL,
+    last_active_at REAL NOT NULL,
+    turns          INTEGER NOT NULL DEFAULT 0,
+    input_tokens   INTEGER NOT NULL DEFAULT 0,
+    output_tokens  INTEGER NOT NULL DEFAULT 0,
+    context_tokens INTEGER NOT NULL DEFAULT 0,
+    model          TEXT NOT NULL DEFAULT '',
+    reason         TEXT NOT NULL DEFAULT '',
+    previous       TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS conversation_sessions_room
+    ON conversation_sessions (room_id, thread_root);
 """

@@ -114,6 +114,13 @@ class TurnPlan:
         return self.team.name if self.team else self.agent
 
     @property
+    def conversation(self) -> str:
+        """The conversation this turn belongs to, whatever its session is now: the owner in
+        the room or thread (and the person, when private). Keys the session book."""
+        base = session_id_for(self.owner, self.room_id, self.thread_root)
+        return private_session_id(base, self.requester) if self.private else base
+
+    @property
     def scope_requester(self) -> str | None:
         """The requester whose private scope the turn uses; None for shared memory."""
         return self.requester if self.private else None

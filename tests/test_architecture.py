@@ -16,7 +16,8 @@ Owners:
   optional ``embeddings`` extra, so nothing on the start-up path may import it).
 - ``mindroom.config``: ruamel (the round-trip YAML of config.yaml).
 - ``mindroom.agents`` and ``mindroom.ledger``: sqlalchemy and aiosqlite (Agno's session store and
-  the handled-events ledger; the memory index uses the standard library's sqlite3).
+  the handled-events ledger, with the session book and the whole-write helper that share its
+  connection; the memory index uses the standard library's sqlite3).
 - ``mindroom.memory.mem0.engine``: mem0 and chromadb (the optional ``mem0`` extra; imported
   lazily, on a mem0 memory's first use, never at start-up).
 - watchfiles: only modules named ``watch`` or ``reload`` (``mindroom/reload.py`` watches
@@ -51,7 +52,9 @@ def named(*leaves: str) -> Callable[[str], bool]:
 MATRIX = inside("mindroom.matrix")
 AGENTS = inside("mindroom.agents")
 EMBEDDINGS = inside("mindroom.embeddings")
-SESSIONS = inside("mindroom.agents", "mindroom.ledger")
+SESSIONS = inside(
+    "mindroom.agents", "mindroom.ledger", "mindroom.sessions.book", "mindroom.whole_writes"
+)
 # SDK (top-level import name) -> where it may be imported, and how to say so
 OWNERS: dict[str, tuple[Callable[[str], bool], str]] = {
     "nio": (MATRIX, "mindroom.matrix"),
@@ -64,8 +67,8 @@ OWNERS: dict[str, tuple[Callable[[str], bool], str]] = {
     "anthropic": (AGENTS, "mindroom.agents"),
     "ruamel": (inside("mindroom.config"), "mindroom.config"),
     "dotenv": (inside("mindroom.config"), "mindroom.config"),
-    "sqlalchemy": (SESSIONS, "mindroom.agents, mindroom.ledger"),
-    "aiosqlite": (SESSIONS, "mindroom.agents, mindroom.ledger"),
+    "sqlalchemy": (SESSIONS, "mindroom.agents, mindroom.ledger (and its session book)"),
+    "aiosqlite": (SESSIONS, "mindroom.agents, mindroom.ledger (and its session book)"),
     "mem0": (inside("mindroom.memory.mem0.engine"), "mindroom.memory.mem0.engine"),
     "chromadb": (inside("mindroom.memory.mem0.engine"), "mindroom.memory.mem0.engine"),
     "watchfiles": (named("watch", "reload"), "a module named watch.py or reload.py"),

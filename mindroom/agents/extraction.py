@@ -292,21 +292,3 @@ async def curate_facts(
 
 
 SUMMARY_MARK = "Summary of the earlier part of this conversation"
-
-
-async def summarize_chat(model: Model, lines: Sequence[ChatLine]) -> str:
-    """Summarize a conversation so it can continue without its older messages."""
-    agent = Agent(
-        model=model,
-        instructions=[
-            "Summarize the conversation below so that it can continue without it: who said "
-            "what that still matters, open questions, decisions, names and numbers. Be concise; "
-            "write in the conversation's language."
-        ],
-        markdown=False,
-        telemetry=False,
-    )
-    output = await agent.arun(transcript(lines))
-    if output.status == RunStatus.error:
-        raise ModelError(str(output.content or "summary failed"))
-    return str(output.content or "").strip()

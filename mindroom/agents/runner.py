@@ -32,19 +32,26 @@ from mindroom.agents.extraction import (
     curate_facts,
     extract_facts,
     read_chat,
-    summarize_chat,
 )
 from mindroom.agents.memory_tools import tool_turn
 from mindroom.agents.memory_toolset import AgnoTool, MemoryToolsets, recall_contract
 from mindroom.agents.models import build_model, describe_model
 from mindroom.agents.probe import model_failed
 from mindroom.agents.session_stores import SessionStores
-from mindroom.agents.turn_types import TurnRequest, TurnResult, turn_key, with_speaker
+from mindroom.agents.summaries import SessionNotes, session_notes, staged_summary
+from mindroom.agents.turn_types import (
+    TurnRequest,
+    TurnResult,
+    TurnUsage,
+    turn_key,
+    with_speaker,
+)
 from mindroom.config.schema import Config
 from mindroom.errors import ModelError
 from mindroom.memory.recall import agent_recall, recall_block
 from mindroom.memory.registry import MemoryRegistry, ScopeMemory
 from mindroom.resources import exhaustion_message, private_instance_limit
+from mindroom.sessions.overflow import is_context_overflow
 from mindroom.turns import TeamSpec, is_private, session_id_for
 
 __all__ = ["AgentRuntime", "TeamSpec", "TurnRequest", "TurnResult", "session_id_for"]
@@ -252,8 +259,10 @@ class AgentRuntime:
         chunk. Turns of one session run one at a time, so its history stays coherent.
         """
         model_key = self._config.agent_model(request.agent)
-        model_desc = describe_model(model_key, self._config.models[model_key])
+        model_cfg = self._config.models[model_key]
+        model_desc = describe_model(model_key, model_cfg)
         text = ""
+        metrics: object = None
         try:
             with (
                 self._turn(),
@@ -274,6 +283,7 @@ class AgentRuntime:
                         output = await agent.arun(
                             request.text, session_id=request.session_id, user_id=request.user_id
                         )
+                        metrics = output.metrics
                         if output.status == RunStatus.error:
                             raise ModelError(str(output.content or "unknown error").strip())
                         content = output.content
@@ -284,8 +294,11 @@ class AgentRuntime:
                             session_id=request.session_id,
                             user_id=request.user_id,
                             stream=True,
+                            yield_run_output=True,  # the last item: the run, with its usage
                         ):
-                            kind = getattr(event, "event", None)  # a final RunOutput has none
+                            kind = getattr(event, "event", None)  # the final RunOutput has none
+                            if kind is None:
+                                metrics = getattr(event, "metrics", None)
                             if kind == RunEvent.run_error:
                                 raise ModelError(str(event.content or "unknown error").strip())
                             chunk = event.content if kind == RunEvent.run_content else None
@@ -294,23 +307,32 @@ class AgentRuntime:
                                 await on_text(text)
         except asyncio.CancelledError:
             raise
-        except ModelError as exc:
-            if resource_error := exhaustion_message(str(exc)):
-                logger.error("turn of agent %s failed: %s (%s)", request.agent, resource_error, exc)
-                return TurnResult(text, resource_error)
-            logger.warning("model %s failed for agent %s: %s", model_desc, request.agent, exc)
-            return TurnResult(text, model_failed(model_key, self._config.models[model_key], exc))
         except Exception as exc:  # an edge: any failure becomes a notice, never a crash
-            if resource_error := exhaustion_message(exc):
-                logger.error(
-                    "turn of agent %s failed: %s", request.agent, resource_error, exc_info=exc
-                )
-                return TurnResult(text, resource_error)
-            logger.exception("turn of agent %s failed", request.agent)
-            return TurnResult(text, model_failed(model_key, self._config.models[model_key], exc))
+            usage = TurnUsage.of(metrics, model_key)
+            return self._failed(request.agent, model_key, text, exc, usage)
+        usage = TurnUsage.of(metrics, model_key)
         if not text.strip():
-            return TurnResult("", f"model {model_desc} returned an empty answer")
-        return TurnResult(text)
+            return TurnResult("", f"model {model_desc} returned an empty answer", usage)
+        return TurnResult(text, usage=usage)
+
+    def _failed(
+        self, agent: str, model_key: str, text: str, exc: Exception, usage: TurnUsage
+    ) -> TurnResult:
+        """The result of a turn of ``agent`` that failed with ``exc`` (logged here)."""
+        model_cfg = self._config.models[model_key]
+        overflow = is_context_overflow(exc)
+        model_error = isinstance(exc, ModelError)
+        if resource_error := exhaustion_message(str(exc) if model_error else exc):
+            logger.error("turn of agent %s failed: %s (%s)", agent, resource_error, exc,
+                         exc_info=None if model_error else exc)  # fmt: skip
+            return TurnResult(text, resource_error, usage)
+        if model_error:
+            logger.warning(
+                "model %s failed for agent %s: %s", describe_model(model_key, model_cfg), agent, exc
+            )
+        else:
+            logger.exception("turn of agent %s failed", agent, exc_info=exc)
+        return TurnResult(text, model_failed(model_key, model_cfg, exc), usage, overflow)
 
     async def run_team_turn(self, spec: TeamSpec, request: TurnRequest) -> TurnResult:
         """Answer ``request`` as a team; see :meth:`_team_turn`."""
@@ -468,9 +490,22 @@ class AgentRuntime:
             self._model(model_key), daily, long_term, limit=limit, no_reply_token=token
         )
 
-    async def summarize(self, model_key: str, lines: list[ChatLine]) -> str:
-        """A summary of ``lines`` that lets the conversation go on without them."""
-        return await summarize_chat(self._model(model_key), lines)
+    async def summarize(
+        self, model_key: str, lines: list[ChatLine], *, chunk_chars: int, instructions: str = ""
+    ) -> str:
+        """A summary of ``lines`` that lets the conversation go on without them (staged in
+        chunks of ``chunk_chars``, see :mod:`mindroom.agents.summaries`)."""
+        return await staged_summary(
+            self._model(model_key), lines, chunk_chars=chunk_chars, instructions=instructions
+        )
+
+    async def session_notes(
+        self, owner: str, session_id: str, requester: str | None, team: bool
+    ) -> SessionNotes:
+        """Tool failures and memory file operations of a session, for its compaction."""
+        with self._stores.leasing():
+            db = self._db(f"team_{owner}" if team else owner, None if team else requester)
+            return await session_notes(db, session_id, team)
 
     def model(self, key: str) -> Model:
         """The shared model object of configured model ``key``."""

@@ -57,11 +57,32 @@ def turn_key(request: TurnRequest, actor: str) -> str:
 
 
 @dataclass(frozen=True)
+class TurnUsage:
+    """What the model reported for one turn (zeros when it reported nothing)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model: str = ""
+
+    @classmethod
+    def of(cls, metrics: object, model: str) -> TurnUsage:
+        """From an Agno run's ``metrics`` (None or missing fields: zeros)."""
+        return cls(
+            int(getattr(metrics, "input_tokens", 0) or 0),
+            int(getattr(metrics, "output_tokens", 0) or 0),
+            model,
+        )
+
+
+@dataclass(frozen=True)
 class TurnResult:
     """The outcome of a turn: the answer text, or the reason there is none."""
 
     text: str
     error: str | None = None  # set when the model failed; ``text`` then holds any partial answer
+    usage: TurnUsage = TurnUsage()
+    overflow: bool = False  # the model refused the prompt as longer than its context
+    corrupt: bool = False  # the session's stored history could not be read or repaired
 
     @property
     def ok(self) -> bool:

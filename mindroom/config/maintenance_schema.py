@@ -19,7 +19,22 @@ Weekday = Literal["monday", "tuesday", "wednesday", "thursday", "friday", "satur
 _CLOCK = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
 
 
-def _clock(value: str | None) -> str | None:
+def check_zone(value: str) -> str:
+    """``value`` when it names a timezone: ``local``, ``UTC`` or an IANA name."""
+    if value in ("local", "UTC"):
+        return value
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(
+            f"unknown timezone {value!r} (use local, UTC or e.g. Europe/Berlin)"
+        ) from exc
+    return value
+
+
+def clock(value: str | None) -> str | None:
     if value is not None and not _CLOCK.match(value):
         raise ValueError(f"{value!r} is not a time of day as HH:MM (00:00 to 23:59)")
     return value
@@ -50,7 +65,7 @@ class MaintenanceJobConfig(_Strict):
     @field_validator("window_start", "window_end")
     @classmethod
     def _time_of_day(cls, value: str | None) -> str | None:
-        return _clock(value)
+        return clock(value)
 
     @model_validator(mode="after")
     def _cadence_fits(self) -> MaintenanceJobConfig:
@@ -146,14 +161,4 @@ class MaintenanceConfig(_Strict):
     @field_validator("timezone")
     @classmethod
     def _known_zone(cls, value: str) -> str:
-        if value in ("local", "UTC"):
-            return value
-        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise ValueError(
-                f"unknown timezone {value!r} (use local, UTC or e.g. Europe/Berlin)"
-            ) from exc
-        return value
+        return check_zone(value)

@@ -31,6 +31,7 @@ from mindroom.config.memory_schema import (
     RecallGateConfig,
     SearchConfig,
 )
+from mindroom.config.sessions_schema import SessionsConfig
 from mindroom.config.strict import Strict as _Strict
 
 __all__ = [  # the memory section's models live in memory_schema; importable from here too
@@ -209,6 +210,7 @@ class Config(_Strict):
     router: RouterConfig = Field(default_factory=RouterConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     authorization: AuthorizationConfig = Field(default_factory=AuthorizationConfig)
+    sessions: SessionsConfig = Field(default_factory=SessionsConfig)
 
     @field_validator("agents")
     @classmethod
