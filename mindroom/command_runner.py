@@ -7,6 +7,7 @@ seen through :class:`CommandHost`, the few things a command reads or does.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
@@ -18,6 +19,8 @@ from mindroom.matrix.events import IncomingMessage
 from mindroom.matrix.send import notice_content
 from mindroom.memory.consent_chat import memory_command
 from mindroom.memory.registry import MemoryRegistry
+from mindroom.sessions.keeper import SessionKeeper
+from mindroom.sessions.status import gather, status_text
 
 
 class SessionLedger(Protocol):
@@ -25,6 +28,15 @@ class SessionLedger(Protocol):
 
     async def new_session(self, room_id: str, thread_root: str | None) -> int:
         """Start a fresh conversation in the room or thread; returns the new generation."""
+        ...
+
+
+class Answers(Protocol):
+    """The answer path's sessions (``!compact``, ``!status``)."""
+
+    @property
+    def sessions(self) -> SessionKeeper:
+        """The session keeper."""
         ...
 
 
@@ -57,6 +69,11 @@ class CommandHost(Protocol):
     @property
     def ledger(self) -> SessionLedger | None:
         """Session generations (``!new``)."""
+        ...
+
+    @property
+    def answers(self) -> Answers | None:
+        """The answer path, once the bot started."""
         ...
 
     @property
@@ -96,6 +113,8 @@ async def run_command(bot: CommandHost, message: IncomingMessage) -> None:
     elif command.name in ("new", "reset"):  # !reset: the name other assistants use
         generation = await bot.ledger.new_session(message.room_id, message.thread_root)
         text = commands.new_session_text(generation, message.thread_root is not None)
+    elif command.name in ("compact", "status") and bot.answers is not None:
+        text = await session_command(bot, bot.answers.sessions, message, command)
     elif command.name == "memory":
         text = await asyncio.to_thread(
             memory_command, bot.config, bot.memories, room_agents, message.sender,
@@ -111,3 +130,32 @@ async def run_command(bot: CommandHost, message: IncomingMessage) -> None:
         text = commands.unknown_text(command)
     content = notice_content(text, thread_root=message.thread_root, reply_to=message.event_id)
     await account.send(message.room_id, content, f"mindroom-command-{message.event_id}")
+
+
+async def session_command(
+    bot: CommandHost, keeper: SessionKeeper, message: IncomingMessage, command: commands.Command
+) -> str:
+    """``!status`` / ``!compact [instructions]``: the sender's conversations here (shared ones
+    and their own private ones, never another person's)."""
+    records = [
+        r
+        for r in await keeper.book.in_room(message.room_id, message.thread_root)
+        if r.requester in ("", message.sender)
+    ]
+    if not records:
+        return commands.no_session_text(message.thread_root is not None)
+    now = time.time()
+    parts = []
+    for record in records:
+        if command.name == "status":
+            config = bot.config
+            model = config.agent_model(record.owner) if record.owner in config.agents else None
+            budget = config.models[model].context_tokens if model in config.models else None
+            status = await gather(keeper.compactor.ledger, record)
+            parts.append(status_text(status, now, budget))
+        elif record.owner not in bot.config.agents:
+            parts.append(commands.compact_text(record.owner, None, team=True))
+        else:
+            done = await keeper.compact(record, instructions=command.argument)
+            parts.append(commands.compact_text(record.owner, done))
+    return "\n\n".join(parts)

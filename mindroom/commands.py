@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mindroom.config.schema import Config
 
-KNOWN = ("help", "new", "reset", "agents", "config", "memory")
+if TYPE_CHECKING:
+    from mindroom.compaction import Compacted
+
+KNOWN = ("help", "new", "reset", "compact", "status", "agents", "config", "memory")
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,9 @@ def help_text(config: Config, room_agents: Sequence[str], user_ids: Mapping[str,
         "- `!agents`: every configured agent and team and its rooms",
         "- `!new` (or `!reset`): start a fresh conversation here (forget this room's or "
         "thread's history)",
+        "- `!compact [instructions]`: summarize this conversation's older messages now "
+        "(optionally saying what the summary must keep)",
+        "- `!status`: this conversation's session: age, turns, tokens, compactions, memory flush",
         "- `!config status`: is the config file valid; admins: `!config get|set KEY [VALUE]`",
         "- `!memory pending`: memory changes waiting for your confirmation; "
         "`!memory confirm ID` or `!memory reject ID` answers one",
@@ -105,6 +112,24 @@ def new_session_text(generation: int, in_thread: bool) -> str:
     """``!new``: confirmation."""
     where = "this thread" if in_thread else "this room"
     return f"Started a fresh conversation in {where} (session {generation + 1})."
+
+
+def no_session_text(in_thread: bool) -> str:
+    """``!status`` / ``!compact`` where no agent has talked with the sender yet."""
+    where = "this thread" if in_thread else "this room"
+    return f"No conversation with an agent in {where} yet."
+
+
+def compact_text(owner: str, done: Compacted | None, *, team: bool = False) -> str:
+    """``!compact``: what was compacted for ``owner``."""
+    if team:
+        return f"**{owner}**: team conversations are not compacted (they keep recent turns)."
+    if done is None:
+        return f"**{owner}**: nothing to compact yet (only recent messages here)."
+    return (
+        f"**{owner}**: compacted: {done.summarized} messages summarized, {done.kept} recent "
+        f"ones kept verbatim (compaction {done.generation} of this session)."
+    )
 
 
 def unknown_text(command: Command) -> str:

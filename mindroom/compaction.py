@@ -77,7 +77,7 @@ class Compactor:
         flush: FlushWorker,
     ) -> None:  # fmt: skip
         self._config = config  # read at every use: a reload applies at the next compaction
-        self._ledger = ledger
+        self.ledger = ledger
         self._runtime = runtime
         self._flush = flush
 
@@ -87,7 +87,7 @@ class Compactor:
 
     async def current(self, base_session: str) -> tuple[str, str, int]:
         """The session ``base_session`` continues in now, what it carries, its compactions."""
-        generation, carried = await self._ledger.compaction(base_session)
+        generation, carried = await self.ledger.compaction(base_session)
         return compacted_id(base_session, generation), carried, generation
 
     async def prepare(
@@ -140,7 +140,7 @@ class Compactor:
         notes = await self._runtime.session_notes(agent, session_id, requester, team=False)
         carried = render_carried(summary, notes.render(), recent)
         generation += 1
-        await self._ledger.save_compaction(base_session, generation, carried)
+        await self.ledger.save_compaction(base_session, generation, carried)
         logger.info(
             "compacted a session of %s (%d messages summarized, %d kept; the flush extracts them)",
             agent,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness import BotHarness, Human, config_text, joined, unique
-from tests.scripted_model import ScriptedModel, all_text, last_user_text, system_text
+from tests.scripted_model import Reply, ScriptedModel, all_text, last_user_text, system_text
 from tests.test_flush_e2e import daily, is_extraction, wait_until
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
@@ -122,3 +122,149 @@ async def test_a_thread_keeps_its_session_however_long_it_waits(
     assert "my name is Ada" in all_text(model.requests[-1])
     [row] = book_rows(bot.storage)
     assert (row["kind"], row["serial"], row["turns"]) == ("thread", 0, 2)
+
+
+def notice_with(human: Human, room_id: str, sender: str, words: str):  # noqa: ANN201
+    """A predicate for a notice from ``sender`` containing ``words``."""
+    return lambda e: e.get("sender") == sender and words in e["content"].get("body", "")
+
+
+async def test_compact_summarizes_now_with_instructions_and_status_shows_the_session(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    def handler(request: dict) -> str:
+        if "Summarize the conversation" in system_text(request):
+            return "SUMMARY: a trip to Lisbon in May"
+        return f"echo: {last_user_text(request)}"
+
+    model.set_handler(handler)
+    room = unique("compact")
+    config = config_text(
+        model.base_url, {"general": {"rooms": [room]}},
+        memory={"auto_flush": {"enabled": False}, "embedder": "none",
+                "compaction": {"keep_recent_messages": 2}},
+    )  # fmt: skip
+    room_id = await bot.start_in_room(config, room, human)
+    assert bot.bot is not None
+    router = bot.bot.router
+    assert router is not None
+    root = await human.send(room_id, "I am planning a trip to Lisbon in May")
+    await human.wait_for_reply(room_id, root)
+    for text in ("the flights are booked", "the hotel is near the river"):
+        await human.wait_for_reply(room_id, await human.send(room_id, text, thread_root=root))
+
+    await human.send(room_id, "!compact keep the city names", thread_root=root)
+    await human.wait_for(notice_with(human, room_id, router.user_id, "compacted"))
+    summary_request = [r for r in model.requests if "Summarize" in system_text(r)][-1]
+    await human.wait_for_reply(room_id, await human.send(room_id, "what else?", thread_root=root))
+    after = model.requests[-1]
+    await human.send(room_id, "!status", thread_root=root)
+    status = await human.wait_for(notice_with(human, room_id, router.user_id, "compactions"))
+
+    assert "keep the city names" in system_text(summary_request)  # the instructions reached it
+    assert "I am planning a trip to Lisbon" in all_text(summary_request)
+    notice = next(
+        e["content"]["body"]
+        for e in human.messages(room_id)
+        if e.get("sender") == router.user_id and "compacted" in e["content"].get("body", "")
+    )
+    assert "4 messages summarized, 2 recent ones kept" in notice
+    assert "compaction 1 of this session" in notice
+    assert "SUMMARY: a trip to Lisbon in May" in system_text(after)
+    assert "I am planning a trip" not in all_text(after)  # the old messages themselves are gone
+    body = status["content"]["body"]
+    assert "compactions: 1" in body
+    assert "4 turns" in body
+    assert "tokens: " in body and "tokens: 0 in" not in body  # the model's usage, saved per turn
+    assert "~c1" in body  # the Agno session the thread continues in
+
+
+OVERFLOW = Reply(
+    status=400,
+    error_message="This model's maximum context length is 8192 tokens. However, your "
+    "messages resulted in 9100 tokens. Please reduce the length of the messages.",
+    error_type="invalid_request_error",
+    retryable=False,
+)
+
+
+async def thread_of_three(bot: BotHarness, human: Human, model: ScriptedModel, first: str):  # noqa: ANN201
+    room = unique("overflow")
+    config = config_text(
+        model.base_url, {"general": {"rooms": [room]}},
+        memory={"auto_flush": {"enabled": False}, "embedder": "none",
+                "compaction": {"keep_recent_messages": 2}},
+    )  # fmt: skip
+    room_id = await bot.start_in_room(config, room, human)
+    root = await human.send(room_id, first)
+    await human.wait_for_reply(room_id, root)
+    for text in ("the flights are booked", "the hotel is near the river"):
+        await human.wait_for_reply(room_id, await human.send(room_id, text, thread_root=root))
+    return room_id, root
+
+
+async def test_a_context_overflow_is_compacted_and_the_turn_retried_in_the_same_session(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    model.set_handler(lambda request: f"echo: {last_user_text(request)}")
+    room_id, root = await thread_of_three(bot, human, model, "I plan a trip to Lisbon")
+    refused: list[dict] = []
+
+    def handler(request: dict) -> str | Reply:
+        if "Summarize the conversation" in system_text(request):
+            return "SUMMARY: a trip to Lisbon, flights booked"
+        if "the flights are booked" in all_text(request):  # the old history: too long
+            refused.append(request)
+            return OVERFLOW
+        return f"echo: {last_user_text(request)}"
+
+    model.set_handler(handler)
+    asked = await human.send(room_id, "and the museums?", thread_root=root)
+    reply = await human.wait_for_reply(room_id, asked)
+
+    assert len(refused) == 1  # the positive control: the model did refuse the long prompt
+    assert reply["content"]["body"] == "echo: and the museums?"
+    retried = model.requests[-1]
+    assert "SUMMARY: a trip to Lisbon" in system_text(retried)
+    assert not [
+        e for e in human.messages(room_id)
+        if "⚠️" in e["content"].get("body", "") or "fresh session" in e["content"].get("body", "")
+    ]  # fmt: skip
+    [row] = book_rows(bot.storage)
+    assert row["serial"] == 0  # the same session, compacted once
+    assert row["turns"] == 4
+
+
+async def test_an_overflow_compaction_cannot_fix_rotates_to_a_fresh_session_with_a_notice(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    model.set_handler(lambda request: f"echo: {last_user_text(request)}")
+    room_id, root = await thread_of_three(bot, human, model, "I plan a trip to Lisbon")
+    blob = "HUGE-ATTACHMENT " * 50
+    await human.wait_for_reply(room_id, await human.send(room_id, blob, thread_root=root))
+    refused: list[dict] = []
+
+    def handler(request: dict) -> str | Reply:
+        if "Summarize the conversation" in system_text(request):
+            return "SUMMARY: a trip to Lisbon"
+        if "HUGE-ATTACHMENT" in all_text(request):  # kept verbatim after compaction too
+            refused.append(request)
+            return OVERFLOW
+        return f"echo: {last_user_text(request)}"
+
+    model.set_handler(handler)
+    await human.send(room_id, "so, the museums?", thread_root=root)
+    reply = await human.wait_for(lambda e: e["content"].get("body") == "echo: so, the museums?")
+    notices = [
+        e["content"]["body"] for e in human.messages(room_id)
+        if "grew too long" in e["content"].get("body", "")
+    ]  # fmt: skip
+
+    assert len(refused) == 2  # the long prompt, then the compacted one: both refused
+    assert reply["content"].get("msgtype") == "m.text"
+    assert len(notices) == 1
+    assert "HUGE-ATTACHMENT" not in all_text(model.requests[-1])
+    [row] = book_rows(bot.storage)
+    assert row["serial"] == 1  # rotated once
+    assert row["reason"] == "context overflow"
+    assert row["turns"] == 1  # the retried turn, in the fresh session
