@@ -209,6 +209,31 @@ def all_text(request_body: dict[str, Any]) -> str:
     return "\n".join(message_text(m) for m in _messages(request_body))
 
 
+def tool_pairing_refusal(body: dict[str, Any]) -> str | None:
+    """Why OpenAI would refuse a request with these messages (a call without results, a
+    result without a call), or None. A handler can refuse like OpenAI with it."""
+    messages = body["messages"]
+    for index, message in enumerate(messages):
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            answered = set()
+            for following in messages[index + 1 :]:
+                if following.get("role") != "tool":
+                    break
+                answered.add(following.get("tool_call_id"))
+            missing = sorted({call["id"] for call in message["tool_calls"]} - answered)
+            if missing:
+                return (
+                    "An assistant message with 'tool_calls' must be followed by tool messages "
+                    f"responding to each 'tool_call_id'. Missing: {missing}"
+                )
+        if message.get("role") == "tool":
+            before = [m for m in messages[:index] if m.get("role") != "tool"]
+            calls = (before[-1].get("tool_calls") or []) if before else []
+            if message.get("tool_call_id") not in {call["id"] for call in calls}:
+                return "messages with role 'tool' must be a response to a preceding 'tool_calls'"
+    return None
+
+
 def is_mem0_extraction(request_body: dict[str, Any]) -> bool:
     """Whether a chat request is mem0's memory extraction call."""
     return "You are a Memory Extractor" in system_text(request_body)

@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 from tests.harness import BotHarness, Human, config_text, joined, unique
-from tests.scripted_model import Reply, ScriptedModel, all_text, last_user_text, system_text
+from tests.scripted_model import (
+    Reply,
+    ScriptedModel,
+    all_text,
+    last_user_text,
+    system_text,
+    tool_pairing_refusal,
+)
 from tests.test_flush_e2e import daily, is_extraction, wait_until
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
@@ -269,3 +277,99 @@ async def test_an_overflow_compaction_cannot_fix_rotates_to_a_fresh_session_with
     assert row["serial"] == 1  # rotated once
     assert row["reason"] == "context overflow"
     assert row["turns"] == 1  # the retried turn, in the fresh session
+
+
+def sessions_db(storage: Path) -> Path:
+    return storage / "mindroom_data" / "sessions" / "general.db"
+
+
+async def edit_last_run(storage: Path, session_id: str, edit) -> None:  # noqa: ANN001
+    """Rewrite the stored JSON of ``session_id``'s last run (in a thread: the bot shares this
+    event loop)."""
+
+    def rewrite() -> None:
+        with contextlib.closing(sqlite3.connect(sessions_db(storage), timeout=30)) as db:
+            run_id, data = db.execute(
+                "SELECT run_id, run_data FROM agent_sessions_runs WHERE session_id = ?"
+                " ORDER BY run_index DESC LIMIT 1",
+                (session_id,),
+            ).fetchone()
+            db.execute(
+                "UPDATE agent_sessions_runs SET run_data = ? WHERE run_id = ?",
+                (edit(data), run_id),
+            )
+            db.commit()
+
+    await asyncio.to_thread(rewrite)
+
+
+def like_openai(request: dict) -> str | Reply:
+    refusal = tool_pairing_refusal(request)
+    if refusal is not None:
+        return Reply(status=400, error_message=refusal, retryable=False)
+    return f"echo: {last_user_text(request)}"
+
+
+async def test_a_tool_call_cut_off_by_a_crash_gets_an_error_result_before_the_next_run(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    model.set_handler(like_openai)
+    room = unique("repair")
+    room_id = await bot.start_in_room(
+        config_text(model.base_url, {"general": {"rooms": [room]}}), room, human
+    )
+    root = await human.send(room_id, "look up my tea")
+    await human.wait_for_reply(room_id, root)
+    await wait_until(lambda: [r["turns"] for r in book_rows(bot.storage)] == [1])
+    [row] = book_rows(bot.storage)
+
+    def interrupted(data: str) -> str:  # the turn died after the model asked for a tool
+        run = json.loads(data)
+        run["messages"].append({
+            "role": "assistant", "content": None,
+            "tool_calls": [{"id": "call_lost", "type": "function",
+                            "function": {"name": "search_memories", "arguments": "{}"}}],
+        })  # fmt: skip
+        return json.dumps(run)
+
+    await edit_last_run(bot.storage, row["session_id"], interrupted)
+    follow = await human.send(room_id, "and coffee?", thread_root=root)
+    reply = await human.wait_for_reply(room_id, follow)
+
+    sent = model.requests[-1]["messages"]
+    calls = [m for m in sent if m.get("tool_calls")]
+    results = [m for m in sent if m.get("role") == "tool"]
+    assert [c["tool_calls"][0]["id"] for c in calls] == ["call_lost"]  # the orphan was sent...
+    assert [r["tool_call_id"] for r in results] == ["call_lost"]  # ...with a result
+    assert "did not finish" in results[0]["content"]
+    assert reply["content"]["body"] == "echo: and coffee?"  # OpenAI would have refused it
+
+
+async def test_a_corrupt_session_is_rotated_with_a_notice_never_a_crash_loop(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    model.set_handler(lambda request: f"echo: {last_user_text(request)}")
+    room = unique("corrupt")
+    room_id = await bot.start_in_room(
+        config_text(model.base_url, {"general": {"rooms": [room]}}), room, human
+    )
+    root = await human.send(room_id, "remember the garden")
+    await human.wait_for_reply(room_id, root)
+    await wait_until(lambda: [r["turns"] for r in book_rows(bot.storage)] == [1])
+    [row] = book_rows(bot.storage)
+    await edit_last_run(bot.storage, row["session_id"], lambda data: data[: len(data) // 2])
+
+    await human.send(room_id, "what about the roses?", thread_root=root)
+    await human.wait_for(lambda e: e["content"].get("body") == "echo: what about the roses?")
+    await human.send(room_id, "and the tulips?", thread_root=root)
+    await human.wait_for(lambda e: e["content"].get("body") == "echo: and the tulips?")
+
+    notices = [
+        e for e in human.messages(room_id) if "could not be read" in e["content"].get("body", "")
+    ]
+    assert len(notices) == 1  # once: the fresh session is readable
+    [after] = book_rows(bot.storage)
+    assert after["serial"] == 1
+    assert after["reason"] == "unreadable history"
+    assert after["turns"] == 2
+    assert "what about the roses?" in all_text(model.requests[-1])  # the new session's history

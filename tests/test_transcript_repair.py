@@ -31,7 +31,7 @@ from mindroom.agents.transcript_repair import (
     sanitize_session,
 )
 from mindroom.errors import ModelError
-from tests.scripted_model import Reply, ScriptedModel, last_user_text
+from tests.scripted_model import Reply, ScriptedModel, last_user_text, tool_pairing_refusal
 
 SESSION = "!room:x/thread-1"
 AGENT = "general"
@@ -225,33 +225,8 @@ async def test_runs_of_another_provider_or_model_lose_their_provider_fields(
     assert [m.content for m in r1.messages] == ["tea?", None, "found"]
 
 
-def _openai_refusal(body: dict[str, Any]) -> str | None:
-    """Why OpenAI would refuse these messages (a call without results, a result without a
-    call), or None."""
-    messages = body["messages"]
-    for index, message in enumerate(messages):
-        if message.get("role") == "assistant" and message.get("tool_calls"):
-            answered = set()
-            for following in messages[index + 1 :]:
-                if following.get("role") != "tool":
-                    break
-                answered.add(following.get("tool_call_id"))
-            missing = sorted({call["id"] for call in message["tool_calls"]} - answered)
-            if missing:
-                return (
-                    "An assistant message with 'tool_calls' must be followed by tool messages "
-                    f"responding to each 'tool_call_id'. Missing: {missing}"
-                )
-        if message.get("role") == "tool":
-            before = [m for m in messages[:index] if m.get("role") != "tool"]
-            calls = (before[-1].get("tool_calls") or []) if before else []
-            if message.get("tool_call_id") not in {call["id"] for call in calls}:
-                return "messages with role 'tool' must be a response to a preceding 'tool_calls'"
-    return None
-
-
 def _like_openai(body: dict[str, Any]) -> Reply | str:
-    refusal = _openai_refusal(body)
+    refusal = tool_pairing_refusal(body)
     if refusal is not None:
         return Reply(status=400, error_message=refusal, retryable=False)
     return "done: " + last_user_text(body)
@@ -276,7 +251,7 @@ async def test_an_interrupted_tool_call_no_longer_breaks_the_next_turn(
 
         refused = await agent.arun("and coffee?", session_id=SESSION, user_id="@alice:x")
         assert refused.status == RunStatus.error  # the control: the stored history is refused
-        assert _openai_refusal(model.requests[-1]) is not None
+        assert tool_pairing_refusal(model.requests[-1]) is not None
 
         report = await sanitize_session(store, SESSION, team=False, **HERE)
         answered = await agent.arun("and coffee?", session_id=SESSION, user_id="@alice:x")

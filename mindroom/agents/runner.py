@@ -39,6 +39,7 @@ from mindroom.agents.models import build_model, describe_model
 from mindroom.agents.probe import model_failed
 from mindroom.agents.session_stores import SessionStores
 from mindroom.agents.summaries import SessionNotes, session_notes, staged_summary
+from mindroom.agents.transcript_repair import CorruptSessionError, sanitize_session
 from mindroom.agents.turn_types import (
     TurnRequest,
     TurnResult,
@@ -269,6 +270,8 @@ class AgentRuntime:
                 tool_turn(turn_key(request, request.agent), request.session_id, request.user_id),
             ):
                 async with self._lock(request.session_id):
+                    db = self._db(request.agent, request.user_id)
+                    await self._repair(db, request.session_id, model_key, team=False)
                     memory, recall = await self._recall(
                         request.agent, request.recall_query, request.user_id,
                         request.private_recall, request.session_id,
@@ -307,6 +310,10 @@ class AgentRuntime:
                                 await on_text(text)
         except asyncio.CancelledError:
             raise
+        except CorruptSessionError as exc:
+            logger.error("agent %s: %s", request.agent, exc)
+            return TurnResult(text, "the stored history of this conversation is unreadable",
+                              corrupt=True)  # fmt: skip
         except Exception as exc:  # an edge: any failure becomes a notice, never a crash
             usage = TurnUsage.of(metrics, model_key)
             return self._failed(request.agent, model_key, text, exc, usage)
@@ -314,6 +321,16 @@ class AgentRuntime:
         if not text.strip():
             return TurnResult("", f"model {model_desc} returned an empty answer", usage)
         return TurnResult(text, usage=usage)
+
+    async def _repair(self, db: AsyncSqliteDb, session_id: str, model_key: str, team: bool) -> None:
+        """Sanitize a session's stored history for the model about to run (see
+        :mod:`mindroom.agents.transcript_repair`); CorruptSessionError when it is unreadable."""
+        model = self._model(model_key)
+        report = await sanitize_session(
+            db, session_id, team=team, provider=model.provider or "", model_id=model.id
+        )
+        if report.changed:
+            logger.warning("repaired the stored history of session %s: %s", session_id, report)
 
     def _failed(
         self, agent: str, model_key: str, text: str, exc: Exception, usage: TurnUsage
@@ -352,6 +369,9 @@ class AgentRuntime:
         team_failed = partial(model_failed, spec.model, self._config.models[spec.model])
         try:
             async with self._lock(request.session_id):
+                await self._repair(
+                    self._db(f"team_{spec.name}"), request.session_id, spec.model, team=True
+                )
                 members: list[Agent | Team] = []
                 member_blocks = []
                 for name in spec.members:
@@ -424,6 +444,10 @@ class AgentRuntime:
                 )
         except asyncio.CancelledError:
             raise
+        except CorruptSessionError as exc:
+            logger.error("team %s: %s", spec.name, exc)
+            return TurnResult("", "the stored history of this conversation is unreadable",
+                              corrupt=True)  # fmt: skip
         except Exception as exc:  # an edge: any failure becomes a notice, never a crash
             if resource_error := exhaustion_message(exc):
                 logger.error("team turn of %s failed: %s", spec.name, resource_error, exc_info=exc)
