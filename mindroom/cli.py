@@ -27,6 +27,7 @@ from mindroom.runlock import (
     release_run_lock,
     require_running,
 )
+from mindroom.sessions_cli import add_sessions_parser
 
 logger = logging.getLogger("mindroom")
 
@@ -251,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_memory_parser(sub, common)
     add_maintenance_parser(sub, common)
+    add_sessions_parser(sub, common)
     add_config_parser(sub)
     return parser
 

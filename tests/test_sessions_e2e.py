@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from mindroom.cli import main
 from tests.harness import BotHarness, Human, config_text, joined, unique
 from tests.scripted_model import (
     Reply,
@@ -138,7 +139,7 @@ def notice_with(human: Human, room_id: str, sender: str, words: str):  # noqa: A
 
 
 async def test_compact_summarizes_now_with_instructions_and_status_shows_the_session(
-    bot: BotHarness, human: Human, model: ScriptedModel
+    bot: BotHarness, human: Human, model: ScriptedModel, capsys: pytest.CaptureFixture[str]
 ) -> None:
     def handler(request: dict) -> str:
         if "Summarize the conversation" in system_text(request):
@@ -186,6 +187,22 @@ async def test_compact_summarizes_now_with_instructions_and_status_shows_the_ses
     assert "tokens: " in body
     assert "tokens: 0 in" not in body
     assert "~c1" in body  # the Agno session the thread continues in
+
+    capsys.readouterr()
+    where = ["--config", str(bot.storage / "config.yaml"), "--storage", str(bot.storage)]
+    assert await asyncio.to_thread(main, ["sessions", "list", "--json", *where]) == 0
+    [listed] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert await asyncio.to_thread(main, ["sessions", "show", listed["key"], *where]) == 0
+    shown = capsys.readouterr().out
+    assert await asyncio.to_thread(main, ["sessions", "show", "no-such-thing", *where]) == 1
+
+    assert listed["owner"] == "general"
+    assert listed["compactions"] == 1
+    assert listed["turns"] == 4
+    assert listed["input_tokens"] > 0
+    assert listed["agno_session"].endswith("~c1")
+    assert "compactions: 1" in shown
+    assert "4 turns" in shown
 
 
 OVERFLOW = Reply(
