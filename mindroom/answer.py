@@ -31,6 +31,7 @@ from mindroom.matrix.reply import ReplyWriter
 from mindroom.matrix.send import notice_content
 from mindroom.routing import Route, RouteKind, route_handoff
 from mindroom.sessions.keeper import SessionKeeper
+from mindroom.sessions.transcripts import TranscriptIndexer
 from mindroom.speakers import who
 from mindroom.turns import TeamSpec, TurnPlan, answer_thread, plan_turn
 
@@ -112,9 +113,12 @@ class Answerer:
         self._flush = flush
         self._run_command = run_command
         self._running: dict[str, set[asyncio.Task[Any]]] = {}  # answers per agent, for interrupt
-        self.sessions = SessionKeeper(
-            config, ledger, Compactor(config, ledger, runtime, flush), self._session_ended
+        memories = runtime.memories
+        self._transcripts = (
+            TranscriptIndexer(config, runtime, memories) if memories is not None else None
         )
+        compactor = Compactor(config, ledger, runtime, flush, self._compacted)
+        self.sessions = SessionKeeper(config, ledger, compactor, self._session_ended)
         self._interrupted: set[asyncio.Task[Any]] = set()
 
     async def handle(self, message: IncomingMessage, route: Route, requester: str) -> None:
@@ -315,12 +319,17 @@ class Answerer:
             )
             await account.send(plan.room_id, notice, f"mindroom-error-{plan.reply_to}-{agent}")
             return
+        members = plan.team.members if plan.team else ()
         await self._flush.turn_finished(
-            plan.owner,
-            request.session_id,
-            plan.scope_requester,
-            plan.team.members if plan.team else (),
+            plan.owner, request.session_id, plan.scope_requester, members
         )
+        if self._transcripts is not None:  # past conversations as a memory source
+            self._presence.spawn(
+                self._transcripts.turn_finished(
+                    plan.owner, request.session_id, plan.scope_requester, members
+                ),
+                f"index-session:{request.session_id}",
+            )
         if plan.team is None:
             await self._hand_off(plan, account, result.text, writer.event_ids[-1])
 
@@ -364,13 +373,26 @@ class Answerer:
         request = dataclasses.replace(request, session_id=fresh.session_id, carried="")
         return request, fresh.session_id, await self._run(plan, request, writer)
 
-    async def _session_ended(
-        self, owner: str, ended: str, requester: str | None, team: bool
+    async def _session_ended(self, plan: TurnPlan, ended: str) -> None:
+        """A conversation left session ``ended``: what it still holds goes to memory now (and
+        to the session index), in the background."""
+        members = plan.team.members if plan.team else ()
+        session_id, _, _ = await self.sessions.compactor.current(ended)
+        if not members:
+            await self._flush.flush_now(plan.owner, session_id, plan.scope_requester)
+        self._index_rest(plan.owner, session_id, plan.scope_requester, members)
+
+    async def _compacted(self, agent: str, left: str, requester: str | None) -> None:
+        self._index_rest(agent, left, requester, ())
+
+    def _index_rest(
+        self, owner: str, session_id: str, requester: str | None, members: tuple[str, ...]
     ) -> None:
-        """A conversation left session ``ended``: what it still holds goes to memory now."""
-        if not team:
-            session_id, _, _ = await self.sessions.compactor.current(ended)
-            await self._flush.flush_now(owner, session_id, requester)
+        if self._transcripts is not None:
+            self._presence.spawn(
+                self._transcripts.sync(owner, session_id, requester, members, final=True),
+                f"index-session:{session_id}",
+            )
 
     async def _hand_off(
         self, plan: TurnPlan, account: MatrixAccount, text: str, reply_event_id: str

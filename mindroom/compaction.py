@@ -24,7 +24,7 @@ compaction is their own.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from mindroom.agents.extraction import SUMMARY_MARK, ChatLine
@@ -34,6 +34,9 @@ from mindroom.flush import FlushWorker
 from mindroom.ledger import Ledger
 
 logger = logging.getLogger(__name__)
+
+Compacted_ = Callable[[str, str, str | None], Awaitable[None]]
+"""Told (agent, the session compaction left, requester) after a compaction."""
 
 CHARS_PER_TOKEN = 4
 DEFAULT_CHUNK_CHARS = 24_000  # a summary stage's input when the model's context is unknown
@@ -74,9 +77,10 @@ class Compactor:
 
     def __init__(
         self, config: Callable[[], Config], ledger: Ledger, runtime: AgentRuntime,
-        flush: FlushWorker,
+        flush: FlushWorker, compacted: Compacted_ | None = None,
     ) -> None:  # fmt: skip
         self._config = config  # read at every use: a reload applies at the next compaction
+        self._compacted = compacted  # told (agent, left session, requester) after each one
         self.ledger = ledger
         self._runtime = runtime
         self._flush = flush
@@ -141,6 +145,8 @@ class Compactor:
         carried = render_carried(summary, notes.render(), recent)
         generation += 1
         await self.ledger.save_compaction(base_session, generation, carried)
+        if self._compacted is not None:
+            await self._compacted(agent, session_id, requester)
         logger.info(
             "compacted a session of %s (%d messages summarized, %d kept; the flush extracts them)",
             agent,

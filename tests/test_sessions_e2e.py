@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from mindroom.cli import main
+from mindroom.memory.session_index import SessionIndex, transcript_path
 from tests.harness import BotHarness, Human, config_text, joined, unique
 from tests.scripted_model import (
     Reply,
     ScriptedModel,
+    ToolCall,
     all_text,
     last_user_text,
     system_text,
@@ -53,6 +55,18 @@ async def age_conversations(storage: Path, turns: int, seconds: float) -> None:
             db.commit()
 
     await asyncio.to_thread(age)
+
+
+def indexed(storage: Path) -> list[str]:
+    """Every search row's text in every session index under ``storage``."""
+    texts = []
+    for path in storage.rglob("transcripts.db"):
+        index = SessionIndex(path)
+        try:
+            texts += [h.entry.text for h in index.search("locker code", 50)]
+        finally:
+            index.close()
+    return texts
 
 
 def chat_requests(model: ScriptedModel) -> list[dict]:
@@ -390,3 +404,77 @@ async def test_a_corrupt_session_is_rotated_with_a_notice_never_a_crash_loop(
     assert after["reason"] == "unreadable history"
     assert after["turns"] == 2
     assert "what about the roses?" in all_text(model.requests[-1])  # the new session's history
+
+
+def last_tool_result(request: dict) -> str:
+    return str(request["messages"][-1].get("content"))
+
+
+def companion_plays(request: dict) -> str | Reply:
+    """mind searches or reads its memory when asked to; otherwise it acknowledges."""
+    if request["messages"][-1]["role"] == "tool":
+        return "tool said: " + last_tool_result(request)
+    last = last_user_text(request)
+    if "search for the locker" in last:
+        return Reply(tool_calls=[ToolCall("memory_search", {"query": "locker code"})])
+    if "read sessions/" in last:
+        path = "sessions/" + last.split("read sessions/", 1)[1].split()[0]
+        return Reply(tool_calls=[ToolCall("memory_get", {"path": path})])
+    return "noted"
+
+
+async def test_past_conversations_are_searchable_only_in_their_persons_scope(
+    bot: BotHarness, human: Human, model: ScriptedModel, synapse
+) -> None:
+    alice, room = human, unique("past")
+    model.set_handler(companion_plays)
+    config = config_text(
+        model.base_url,
+        {"mind": {"role": "A private companion.", "rooms": [room], "private": {"per": "user"}}},
+        memory={"auto_flush": {"enabled": False}, "embedder": "none",
+                "maintenance": {"enabled": False}, "sources": ["memory", "sessions"],
+                "session_index_messages": 2},
+    )  # fmt: skip
+    bob = await Human.create(synapse)
+    try:
+        room_id = await bot.start_in_room(config, room, alice)
+        await bob.join(room_id)
+        assert bot.bot is not None
+        mind = bot.bot.agents["mind"].user_id
+        said = await alice.send(room_id, "@mind my locker code is LOCKER-4711", mention=[mind])
+        await alice.wait_for_reply(room_id, said)
+        [row] = book_rows(bot.storage)
+        path = transcript_path(row["session_id"])
+        await wait_until(lambda: any("LOCKER-4711" in t for t in indexed(bot.storage)))
+
+        asked = await bob.send(room_id, "@mind search for the locker code", mention=[mind])
+        bobs = await bob.wait_for(lambda e: e["content"].get("body", "").startswith("tool said"))
+        bob_reads = await bob.send(room_id, f"@mind read {path}", mention=[mind])
+        bobs_read = await bob.wait_for(
+            lambda e: "tool said" in e["content"].get("body", "") and e is not bobs
+            and "transcript" in e["content"]["body"]
+        )  # fmt: skip
+
+        mine = await alice.send(room_id, "@mind search for the locker code", mention=[mind])
+        alices = await alice.wait_for(
+            lambda e: "LOCKER-4711" in e["content"].get("body", "") and "tool said" in
+            e["content"]["body"]
+        )  # fmt: skip
+        recalled = next(r for r in reversed(model.requests) if "search for" in last_user_text(r))
+        await alice.send(room_id, f"@mind read {path}", mention=[mind])
+        alices_read = await alice.wait_for(
+            lambda e: "tool said" in e["content"].get("body", "") and "lines 1-" in
+            e["content"]["body"]
+        )  # fmt: skip
+    finally:
+        await bob.close()
+
+    assert asked
+    assert bob_reads
+    assert mine
+    assert "LOCKER-4711" not in bobs["content"]["body"]  # bob's search: his scope only
+    assert "no session transcript" in bobs_read["content"]["body"]
+    assert "LOCKER-4711" in alices["content"]["body"]  # the control: alice's search finds it
+    assert path in alices["content"]["body"]
+    assert "Past conversations" in system_text(recalled)  # her recall shows it too
+    assert "LOCKER-4711" in alices_read["content"]["body"]  # memory_get reads the transcript

@@ -24,6 +24,7 @@ from agno.models.base import Model
 from agno.run.base import RunStatus
 
 from mindroom.errors import ModelError
+from mindroom.memory.session_index import TranscriptMessage
 from mindroom.memory.writing import SEMANTIC_GUARD
 from mindroom.speakers import named_line
 
@@ -100,6 +101,29 @@ async def read_chat(db: object, session_id: str, team: bool) -> tuple[list[ChatL
             text = content if isinstance(content, str) else str(content or "")
             lines.append(ChatLine(message.role, text, user_id))
     return lines, float(session.updated_at or 0)
+
+
+async def read_transcript(db: object, session_id: str, team: bool) -> list[TranscriptMessage]:
+    """The user and assistant messages of a session with their times (for the session index,
+    :mod:`mindroom.memory.session_source`), walked as :func:`read_chat` walks them."""
+    kind = SessionType.TEAM if team else SessionType.AGENT
+    session = await db.get_session(session_id=session_id, session_type=kind)  # type: ignore[attr-defined]
+    if session is None:
+        return []
+    messages = []
+    for run in session.runs or []:
+        if getattr(run, "parent_run_id", None) is not None:
+            continue
+        user_id = getattr(run, "user_id", None)
+        run_at = float(getattr(run, "created_at", 0) or 0)
+        for message in run.messages or []:
+            if message.role not in ("user", "assistant") or getattr(message, "from_history", False):
+                continue
+            content = message.content
+            text = content if isinstance(content, str) else str(content or "")
+            at = float(getattr(message, "created_at", 0) or run_at)
+            messages.append(TranscriptMessage(message.role, text, user_id, at))
+    return messages
 
 
 def bounded_chunk(lines: Sequence[ChatLine], max_messages: int, max_chars: int) -> int:

@@ -134,13 +134,15 @@ class MemoryTools(Toolkit):
         actor: str = "tool",
         access: CategoryAccess | None = None,
         relations: RelationSettings | None = None,
+        sessions: bool = False,
     ) -> None:
         self.memory = memory
         self.actor = actor
         # every call goes through the agent's view: its allowlist, applied in the store
         self.view = AgentView(
-            memory, access or CategoryAccess.everything(), count=True, relations=relations
-        )
+            memory, access or CategoryAccess.everything(), count=True, relations=relations,
+            sessions=sessions,
+        )  # fmt: skip
         super().__init__(
             name="memory",
             tools=[
@@ -290,7 +292,8 @@ class MemoryTools(Toolkit):
         return await self.search_memories(query, limit)
 
     async def memory_get(self, path: str, from_line: int = 1, lines: int = 100) -> str:
-        """Read lines of a memory file, e.g. "MEMORY.md" or "memory/2026-01-31.md".
+        """Read lines of a memory file, e.g. "MEMORY.md" or "memory/2026-01-31.md", or of a
+        past conversation a search found ("sessions/<session>.jsonl").
 
         Args:
             path: The file, relative to the memory folder.

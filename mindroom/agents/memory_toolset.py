@@ -65,11 +65,16 @@ class MemoryToolsets:
         access = CategoryAccess.for_owner(config, name, members)
         relations = RelationSettings.of(config.memory.relations)
         key = f"{name}|{memory.scope_id}"
-        cached = self._toolkits.pop(key, None)
-        wanted = (memory, access, relations)
-        if cached is None or (cached.memory, cached.view.access, cached.view.relations) != wanted:
-            cached = MemoryTools(memory, access=access, relations=relations)
-        toolkit = cached
+        sessions = config.memory.sessions_source
+        wanted = (memory, access, relations, sessions)
+        toolkit = self._toolkits.pop(key, None)
+        view = toolkit.view if toolkit else None
+        if (
+            toolkit is None
+            or view is None
+            or (view.memory, view.access, view.relations, view.sessions) != wanted
+        ):
+            toolkit = MemoryTools(memory, access=access, relations=relations, sessions=sessions)
         self._toolkits[key] = toolkit  # most recent last
         while len(self._toolkits) > keep:
             del self._toolkits[next(iter(self._toolkits))]

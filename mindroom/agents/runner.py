@@ -27,18 +27,12 @@ from agno.run.base import RunStatus
 from agno.team import Team
 from agno.team.mode import TeamMode
 
-from mindroom.agents.extraction import (
-    ChatLine,
-    curate_facts,
-    extract_facts,
-    read_chat,
-)
 from mindroom.agents.memory_tools import tool_turn
 from mindroom.agents.memory_toolset import AgnoTool, MemoryToolsets, recall_contract
 from mindroom.agents.models import build_model, describe_model
 from mindroom.agents.probe import model_failed
+from mindroom.agents.runtime_sessions import SessionWork
 from mindroom.agents.session_stores import SessionStores
-from mindroom.agents.summaries import SessionNotes, session_notes, staged_summary
 from mindroom.agents.transcript_repair import CorruptSessionError, sanitize_session
 from mindroom.agents.turn_types import (
     TurnRequest,
@@ -60,7 +54,7 @@ __all__ = ["AgentRuntime", "TeamSpec", "TurnRequest", "TurnResult", "session_id_
 logger = logging.getLogger(__name__)
 
 
-class AgentRuntime:
+class AgentRuntime(SessionWork):
     """Owns the Agno side of every configured agent: models, session stores, turns."""
 
     def __init__(
@@ -481,55 +475,6 @@ class AgentRuntime:
             actor = f"{name} in team {spec.display_name}"
             return model_failed(key, self._config.models[key], reason, actor)
         return None
-
-    async def session_chat(
-        self, owner: str, session_id: str, requester: str | None, team: bool
-    ) -> tuple[list[ChatLine], float]:
-        """Chat history of a session of agent (or team) ``owner`` and its ``updated_at``."""
-        with self._stores.leasing():
-            db = self._db(f"team_{owner}" if team else owner, None if team else requester)
-            return await read_chat(db, session_id, team)
-
-    async def extract(
-        self,
-        model_key: str,
-        lines: list[ChatLine],
-        known: list[str],
-        *,
-        token: str,
-        max_chars: int,
-        categories: Sequence[str] = ("general",),
-    ) -> list[str]:
-        """The durable facts in ``lines``, by model ``model_key`` (see extraction)."""
-        return await extract_facts(
-            self._model(model_key), lines, known, no_reply_token=token, max_chars=max_chars,
-            categories=categories,
-        )  # fmt: skip
-
-    async def curate(
-        self, model_key: str, daily: list[str], long_term: list[str], *, limit: int, token: str
-    ) -> list[str]:
-        """Facts from daily notes to promote into MEMORY.md (see extraction)."""
-        return await curate_facts(
-            self._model(model_key), daily, long_term, limit=limit, no_reply_token=token
-        )
-
-    async def summarize(
-        self, model_key: str, lines: list[ChatLine], *, chunk_chars: int, instructions: str = ""
-    ) -> str:
-        """A summary of ``lines`` that lets the conversation go on without them (staged in
-        chunks of ``chunk_chars``, see :mod:`mindroom.agents.summaries`)."""
-        return await staged_summary(
-            self._model(model_key), lines, chunk_chars=chunk_chars, instructions=instructions
-        )
-
-    async def session_notes(
-        self, owner: str, session_id: str, requester: str | None, team: bool
-    ) -> SessionNotes:
-        """Tool failures and memory file operations of a session, for its compaction."""
-        with self._stores.leasing():
-            db = self._db(f"team_{owner}" if team else owner, None if team else requester)
-            return await session_notes(db, session_id, team)
 
     def model(self, key: str) -> Model:
         """The shared model object of configured model ``key``."""

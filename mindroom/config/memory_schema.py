@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from mindroom.config.categories_schema import CategoriesConfig
 from mindroom.config.maintenance_schema import MaintenanceConfig
@@ -239,6 +239,10 @@ class InsightsConfig(_Strict):
     max_tokens: int = Field(default=220, ge=16, le=2000)
 
 
+MemorySource = Literal["memory", "sessions"]
+DEFAULT_SOURCES: tuple[MemorySource, ...] = ("memory",)
+
+
 class MemoryConfig(_Strict):
     """Memory backend (``file``, ``mem0`` or ``none``) and its settings.
 
@@ -272,6 +276,25 @@ class MemoryConfig(_Strict):
     lifecycle: LifecycleConfig = Field(default_factory=LifecycleConfig)
     relations: RelationsConfig = Field(default_factory=RelationsConfig)
     insights: InsightsConfig = Field(default_factory=InsightsConfig)
+    # what memory search and recall read: the memory files, and with "sessions" the text of
+    # past conversations too (mindroom.memory.session_source)
+    sources: list[MemorySource] = Field(default_factory=lambda: list(DEFAULT_SOURCES))
+    # a conversation's transcript is indexed once this many new messages wait (and at its end)
+    session_index_messages: int = Field(default=4, ge=1, le=1000)
+
+    @field_validator("sources")
+    @classmethod
+    def _memory_first(cls, value: list[str]) -> list[str]:
+        if "memory" not in value:
+            raise ValueError("sources must include 'memory' (the memory files); add 'sessions'")
+        if len(set(value)) != len(value):
+            raise ValueError("a source is listed twice")
+        return value
+
+    @property
+    def sessions_source(self) -> bool:
+        """Whether past conversations are searched beside the memory files."""
+        return "sessions" in self.sources
 
     @model_validator(mode="before")
     @classmethod

@@ -49,6 +49,7 @@ from mindroom.memory.registry import MemoryRegistry, ScopeMemory
 from mindroom.memory.relations import RelationSettings, boosted, related_entries
 from mindroom.memory.relevance import Candidate, Gate, judge, relevant
 from mindroom.memory.scope import ENTRYPOINT
+from mindroom.memory.session_source import recall_section
 from mindroom.memory.store import FileMemory
 from mindroom.memory.view import AgentView
 
@@ -257,6 +258,7 @@ def build_recall(
     access: CategoryAccess | None = None,
     thread: str | None = None,
     relations: RelationSettings | None = None,
+    sessions: bool = False,
 ) -> str:
     """The recall block of ``memory`` for a turn answering ``query`` ('' when it is empty),
     of what ``access`` (default: every category) may read; in ``thread`` it starts with what
@@ -307,7 +309,10 @@ def build_recall(
         logger.exception("recall of %s: open conflicts not read", memory.scope_id)
         conflicts_text = ""
     entrypoint = _entrypoint_section(memory, settings.max_entrypoint_lines, budget[0], view)
-    sections = (entrypoint, always_text, recent_text, older_text, linked_text, conflicts_text)
+    past_text = recall_section(memory, query, budget) if sessions else ""
+    sections = (
+        entrypoint, always_text, recent_text, older_text, linked_text, conflicts_text, past_text
+    )  # fmt: skip
     present = [s for s in sections if s]
     if count:  # "skipped": nothing recalled
         best = max((c.similarity for c in [*recent, *older] if c.similarity is not None),
@@ -437,6 +442,7 @@ def recall_block(
         return build_recall(
             memory, text, settings, now=now, label=label, count=count, access=access,
             thread=thread, relations=RelationSettings.of(config.memory.relations),
+            sessions=config.memory.sessions_source,
         )  # fmt: skip
     except Exception:
         logger.exception("recall of %s failed", memory.scope_id)

@@ -47,6 +47,7 @@ from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.mem0.engine import close_engines, mem0_dir, mem0_engine
 from mindroom.memory.private import PrivateInstance, private_instance, requester_key, scaffold
 from mindroom.memory.scope import MemoryScope, agent_scope, state_dir, team_scope_id
+from mindroom.memory.session_source import close_all as close_session_indexes
 from mindroom.memory.store import FileMemory
 from mindroom.memory.team import TeamMemory
 from mindroom.resources import private_instance_limit
@@ -233,3 +234,4 @@ class MemoryRegistry:
             self._private.clear()
             self._mem0.clear()
         close_engines(mem0_dir(self.storage))
+        close_session_indexes()

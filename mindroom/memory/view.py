@@ -36,6 +36,12 @@ from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.ops_events import OpEvent, emit
 from mindroom.memory.registry import ScopeMemory
 from mindroom.memory.relations import RelationSettings, link_entry
+from mindroom.memory.session_source import (
+    is_transcript_path,
+    merged,
+    read_transcript,
+    search_sessions,
+)
 from mindroom.memory.store import FileMemory
 from mindroom.memory.writing import check_procedural
 
@@ -68,11 +74,13 @@ class AgentView:
         *,
         count: bool = False,
         relations: RelationSettings | None = None,
+        sessions: bool = False,
     ) -> None:
         self.memory = memory
         self.access = access
         self.count = count  # an agent's reads: note them (TTL keeps what is used)
         self.relations = relations  # link what this view writes to its neighbours
+        self.sessions = sessions  # past conversations are a source (memory.sources)
 
     def _linked(self, entry: MemoryEntry | None, actor: str) -> MemoryEntry | None:
         if entry is not None and self.relations and isinstance(self.memory, FileMemory):
@@ -169,6 +177,8 @@ class AgentView:
             return [h for h in self.memory.search_sync(query, limit) if only.holds(h.entry)]
         hits = self.noted(self.memory.search_sync(query, limit, only))
         self.event("search", hits[0].entry if hits else None, hits[0].score if hits else None)
+        if self.sessions:
+            hits = merged(hits, search_sessions(self.memory, query, limit), limit)
         return hits
 
     def list_sync(self, limit: int = 50) -> list[MemoryEntry]:
@@ -207,6 +217,13 @@ class AgentView:
         """Numbered lines of a memory file; entries this agent may not read are placeholders."""
         if isinstance(self.memory, Mem0Memory):
             return self.memory.read_file_sync(path, from_line, lines)
+        if is_transcript_path(path):
+            if not self.sessions:
+                raise MemoryStoreError(
+                    f"{path!r} is a past conversation, and past conversations are not a memory "
+                    "source here (memory.sources: [memory, sessions] makes them one)"
+                )
+            return read_transcript(self.memory, path, from_line, lines)
         return self.memory.read_file_sync(path, from_line, lines, hide=self.hidden)
 
     def _current(self, entry_id: str) -> MemoryEntry:

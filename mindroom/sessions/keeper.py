@@ -34,8 +34,8 @@ FRESH_NOTE = (
     "briefly that this is a new conversation."
 )
 
-SessionEnded = Callable[[str, str, str | None, bool], Awaitable[None]]
-"""Called with (owner, ended session, requester, team) when a conversation leaves a session."""
+SessionEnded = Callable[[TurnPlan, str], Awaitable[None]]
+"""Called with the turn's plan and the ended session when a conversation leaves a session."""
 
 
 def kind_of(plan: TurnPlan, direct: bool) -> ConversationKind:
@@ -122,6 +122,6 @@ class SessionKeeper:
         if self._ended is None:
             return
         try:
-            await self._ended(plan.owner, ended, plan.scope_requester, plan.team is not None)
+            await self._ended(plan, ended)
         except Exception:  # the end of a session is housekeeping: never worth the reply
             logger.exception("%s: handing the ended session %s on failed", plan.owner, ended)

@@ -1,0 +1,88 @@
+"""Past conversations as a memory source (issue 16.7): delta sync, the view, recall's gate."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from mindroom.errors import MemoryStoreError
+from mindroom.memory.access import CategoryAccess
+from mindroom.memory.session_index import TranscriptMessage, transcript_path
+from mindroom.memory.session_source import (
+    close_all,
+    index_transcript,
+    recall_section,
+    search_sessions,
+)
+from mindroom.memory.store import FileMemory
+from mindroom.memory.view import AgentView
+
+
+@pytest.fixture(autouse=True)
+def _closed() -> Iterator[None]:
+    yield
+    close_all()
+
+
+def said(*texts: str) -> list[TranscriptMessage]:
+    roles = ("user", "assistant")
+    return [TranscriptMessage(roles[n % 2], t, "@ada:x" if n % 2 == 0 else None, 1e9 + n)
+            for n, t in enumerate(texts)]  # fmt: skip
+
+
+def test_delta_sync_waits_for_enough_new_messages_unless_the_session_ended(
+    file_memory: FileMemory,
+) -> None:
+    first = said("my bike is a blue Gazelle", "nice bike")
+    assert index_transcript(file_memory, "s1", first, min_new=4) == 0  # two wait: not yet
+    assert search_sessions(file_memory, "gazelle", 5) == []
+    more = [*first, *said("it has a basket", "handy")]
+    assert index_transcript(file_memory, "s1", more, min_new=4) == 4
+    assert index_transcript(file_memory, "s1", more, min_new=4) == 0  # nothing new
+    tail = [*more, *said("and a bell", "ring ring")]
+    assert index_transcript(file_memory, "s1", tail, min_new=4) == 0
+    assert index_transcript(file_memory, "s1", tail, min_new=4, final=True) == 2  # it ended
+    [hit] = search_sessions(file_memory, "gazelle bike", 5)
+    assert hit.entry.path == transcript_path("s1")
+
+
+def test_the_view_searches_and_reads_past_conversations_only_when_they_are_a_source(
+    file_memory: FileMemory,
+) -> None:
+    file_memory.add_sync("Ada's bike is blue", actor="test")
+    index_transcript(file_memory, "s1", said("my bike has a basket", "noted"), min_new=1)
+    plain = AgentView(file_memory, CategoryAccess.everything())
+    with_sessions = AgentView(file_memory, CategoryAccess.everything(), sessions=True)
+
+    plain_paths = {h.entry.path for h in plain.search_sync("bike", 5)}
+    both_paths = {h.entry.path for h in with_sessions.search_sync("bike", 5)}
+    text = with_sessions.read_file_sync(transcript_path("s1"))
+
+    assert transcript_path("s1") not in plain_paths
+    assert transcript_path("s1") in both_paths  # the same search, with the conversation
+    assert plain_paths <= both_paths  # the memory entry is still there
+    assert "my bike has a basket" in text
+    assert "lines 1-2 of 2" in text
+    with pytest.raises(MemoryStoreError, match="memory.sources"):
+        plain.read_file_sync(transcript_path("s1"))
+    with pytest.raises(MemoryStoreError, match="no session transcript"):
+        with_sessions.read_file_sync(transcript_path("never"))
+
+
+def test_recall_shows_a_past_conversation_only_when_it_is_about_the_message(
+    file_memory: FileMemory,
+) -> None:
+    index_transcript(
+        file_memory, "s1", said("my locker code is 4711", "noted", "hello there", "hi"),
+        min_new=1,
+    )  # fmt: skip
+    budget = [5000]
+
+    about = recall_section(file_memory, "what was my locker code?", budget)
+    chit_chat = recall_section(file_memory, "hello", [5000])
+
+    assert "locker code is 4711" in about
+    assert about.startswith("### Past conversations")
+    assert 5000 - budget[0] >= len(about)  # the section's characters were spent
+    assert chit_chat == ""  # one shared word is not relevance
