@@ -239,3 +239,18 @@ def test_structured_memory_bench_times_memory_query_against_the_store_search(
         r"memory_query_bullets_p50_ms=\d+\.\d edge_ms=\d+\.\d\d validator_pass=[01]\.\d\d",
         lines[-1],
     ), lines[-1]
+
+
+def test_session_index_bench_times_replies_with_and_without_the_source(tmp_path: Path) -> None:
+    """The bench runs real turns and a real index on a small scale and ends with its line."""
+    args = ["--sessions", "2", "--turns", "8", "--indexed", "30", "--queries", "10"]
+    lines = run_bench("session_index.py", *args, cwd=tmp_path)
+    text = "\n".join(lines)
+    assert "reply: 8 turns in 2 conversations, threshold 4 messages" in text
+    syncs = re.search(r"one delta sync: median [\d.]+ ms \((\d+) syncs\)", text)
+    assert syncs is not None
+    assert int(syncs.group(1)) > 0  # the source was on: the index was written
+    found = re.search(r"10 queries \((\d+) found a conversation\)", text)
+    assert found is not None
+    assert int(found.group(1)) > 0
+    assert re.fullmatch(r"reply_overhead_ms=-?\d+\.\d\d search_p50_ms=\d+\.\d\d", lines[-1])
