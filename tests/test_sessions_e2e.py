@@ -478,3 +478,55 @@ async def test_past_conversations_are_searchable_only_in_their_persons_scope(
     assert path in alices["content"]["body"]
     assert "Past conversations" in system_text(recalled)  # her recall shows it too
     assert "LOCKER-4711" in alices_read["content"]["body"]  # memory_get reads the transcript
+
+
+async def test_status_and_compact_in_a_shared_thread_touch_only_the_senders_conversation(
+    bot: BotHarness, human: Human, model: ScriptedModel, synapse
+) -> None:
+    alice, room = human, unique("two")
+    model.set_handler(lambda request: f"echo: {last_user_text(request)}")
+    config = config_text(
+        model.base_url,
+        {"mind": {"role": "A private companion.", "rooms": [room], "private": {"per": "user"}}},
+    )
+    bob = await Human.create(synapse)
+    try:
+        room_id = await bot.start_in_room(config, room, alice)
+        await bob.join(room_id)
+        assert bot.bot is not None
+        assert bot.bot.router is not None
+        router, mind = bot.bot.router.user_id, bot.bot.agents["mind"].user_id
+        root = await alice.send(room_id, "@mind alice here", mention=[mind])
+        await alice.wait_for_reply(room_id, root)
+        said = await bob.send(room_id, "@mind bob here", mention=[mind], thread_root=root)
+        await bob.wait_for_reply(room_id, said)
+        await wait_until(lambda: len(book_rows(bot.storage)) == 2)
+
+        await bob.send(room_id, "!status", thread_root=root)
+        status = await bob.wait_for(notice_with(bob, room_id, router, "compactions"))
+        await bob.send(room_id, "!compact", thread_root=root)
+        compacted = await bob.wait_for(notice_with(bob, room_id, router, "nothing to compact"))
+        await alice.send(room_id, "!new", thread_root=root)
+        await alice.wait_for(notice_with(alice, room_id, router, "fresh conversation"))
+        again = await alice.send(room_id, "@mind and now?", mention=[mind], thread_root=root)
+        await alice.wait_for_reply(room_id, again)
+        await alice.send(room_id, "!status", thread_root=root)
+        renewed = await alice.wait_for(
+            lambda e: (
+                notice_with(alice, room_id, router, "!new")(e)
+                and "compactions" in e["content"]["body"]
+            )
+        )
+    finally:
+        await bob.close()
+
+    body = status["content"]["body"]
+    assert bob.user_id in body
+    assert alice.user_id not in body  # another person's private conversation is not shown
+    assert body.count("session `") == 1
+    assert compacted["content"]["body"].count("**mind**") == 1  # his conversation only
+    assert "only recent messages" in compacted["content"]["body"]
+    new_body = renewed["content"]["body"]
+    assert alice.user_id in new_body
+    assert "1 turns" in new_body  # the book started over with !new
+    assert "compactions: 0" in new_body
