@@ -137,6 +137,13 @@ async def test_new_starts_the_book_over_and_usage_is_kept_across_a_restart(
         assert (row.turns, row.input_tokens, row.output_tokens, row.context_tokens) == (
             2, 250, 45, 150,
         )  # fmt: skip
+        # a failed turn's tokens count, the turn does not
+        await ledger.sessions.record_turn(
+            "general:!dm", start.session_id, TurnUsage(10, 0, "m"), 12.5, answered=False
+        )
+        failed = await ledger.sessions.get("general:!dm")
+        assert failed is not None
+        assert (failed.turns, failed.input_tokens) == (2, 260)
         # a turn of a session the conversation has left counts nowhere
         await ledger.sessions.record_turn("general:!dm", "old", TurnUsage(999, 9, "m"), 13)
         again = await ledger.sessions.get("general:!dm")

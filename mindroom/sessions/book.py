@@ -195,16 +195,19 @@ class SessionBook:
         )  # fmt: skip
 
     @whole
-    async def record_turn(self, key: str, session_id: str, usage: TurnUsage, now: float) -> None:
-        """Count a finished turn of ``session_id`` in conversation ``key`` (a turn of a session
-        the conversation has since left counts nowhere)."""
+    async def record_turn(
+        self, key: str, session_id: str, usage: TurnUsage, now: float, *, answered: bool = True
+    ) -> None:
+        """Count a finished turn of ``session_id`` in conversation ``key``: its tokens, and the
+        turn itself when it was ``answered`` (a turn of a session the conversation has since
+        left counts nowhere)."""
         await self._db.execute(
-            "UPDATE conversation_sessions SET turns = turns + 1,"
+            "UPDATE conversation_sessions SET turns = turns + ?,"
             " input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,"
             " context_tokens = ?, model = CASE WHEN ? = '' THEN model ELSE ? END,"
             " last_active_at = MAX(last_active_at, ?) WHERE key = ? AND session_id = ?",
-            (usage.input_tokens, usage.output_tokens, usage.input_tokens, usage.model,
-             usage.model, now, key, session_id),
+            (int(answered), usage.input_tokens, usage.output_tokens, usage.input_tokens,
+             usage.model, usage.model, now, key, session_id),
         )  # fmt: skip
         await self._db.commit()
 

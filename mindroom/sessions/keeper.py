@@ -116,7 +116,9 @@ class SessionKeeper:
 
     async def finished(self, plan: TurnPlan, session: str, result: TurnResult) -> None:
         """Save what the model reported for a turn of ``session`` (its book session)."""
-        await self.book.record_turn(plan.conversation, session, result.usage, time.time())
+        await self.book.record_turn(
+            plan.conversation, session, result.usage, time.time(), answered=result.ok
+        )
 
     async def _end(self, plan: TurnPlan, ended: str) -> None:
         if self._ended is None:
