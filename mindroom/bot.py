@@ -32,13 +32,19 @@ from mindroom.flush import FlushWorker
 from mindroom.ledger import Ledger, PendingEvent
 from mindroom.maintenance.loop import MaintenanceLoop
 from mindroom.matrix.accounts import agent_credentials, localpart, login_account, set_display_name
-from mindroom.matrix.client import MatrixAccount
+from mindroom.matrix.client import MatrixAccount, Undecryptable
+from mindroom.matrix.crypto import E2E_AVAILABLE
 from mindroom.matrix.events import AgentIdentity, IncomingMessage, message_source, parse_message
 from mindroom.matrix.probe import wait_for_homeserver
 from mindroom.matrix.rooms import prepare_room
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.watch import watch_memory_files
-from mindroom.notices import tell_absent, tell_encrypted_room
+from mindroom.notices import (
+    ask_again_unless_read,
+    tell_absent,
+    tell_encrypted_room,
+    worth_asking,
+)
 from mindroom.reload import ConfigReloader
 from mindroom.routing import Route, RouteKind, route_message
 from mindroom.tasks import TaskSupervisor
@@ -85,7 +91,6 @@ class Bot:
         self.tasks = TaskSupervisor()
         self.state = ConversationState(config.router.context_messages)
         self.model_probe: asyncio.Task[None] | None = None  # the start-up reachability check
-        self._encryption_noticed: set[str] = set()  # rooms told already (the ledger is durable)
 
     # -- start-up -----------------------------------------------------------------------------
 
@@ -161,7 +166,7 @@ class Bot:
 
     def _listen(self, account: MatrixAccount) -> None:
         """Deliver ``account``'s events from its saved sync position on (restarted on failure)."""
-        account.listen(self._on_message, self._on_invite, self._on_encrypted_room)
+        account.listen(self._on_message, self._on_invite, self._on_undecryptable)
 
         async def sync() -> None:
             assert self.ledger is not None
@@ -172,12 +177,10 @@ class Bot:
 
     async def _answer_first_sync(self, accounts: list[MatrixAccount]) -> None:
         """Answer what the first sync found: invites that arrived while an account was not
-        running (accepted or declined like live ones) and encrypted rooms it is in."""
+        running (accepted or declined like live ones)."""
         for account in accounts:
             for room_id, inviter in account.pending_invites():
                 await self._on_invite(account, room_id, inviter)
-            for room_id in account.encrypted_rooms():
-                await self._on_encrypted_room(account, room_id)
 
     async def start_member(self, name: str, display_name: str) -> MatrixAccount:
         """Log in and sync once the account of an agent or team a reload is adding.
@@ -446,17 +449,18 @@ class Bot:
             except MatrixError as exc:
                 account.log.warning("%s", exc)
                 return
-            if await account.is_encrypted(room_id):
-                await self._on_encrypted_room(account, room_id)
         else:
             account.log.info("declining invite to %s from unauthorized %s", room_id, sender)
             await account.leave(room_id)
 
-    async def _on_encrypted_room(self, account: MatrixAccount, room_id: str) -> None:
-        if room_id not in self._encryption_noticed:  # the ledger remembers it across restarts
-            self._encryption_noticed.add(room_id)
-            assert self.ledger is not None
-            await tell_encrypted_room(self.ledger, account, room_id)
+    async def _on_undecryptable(self, account: MatrixAccount, event: Undecryptable) -> None:
+        """An event no key reached ``account`` for (see :func:`ask_again_unless_read`)."""
+        assert self.ledger is not None
+        if not E2E_AVAILABLE:  # installed without the e2e extra: say so, once per room
+            await tell_encrypted_room(self.ledger, account, event.room_id)
+        elif worth_asking(event, self.own_user_ids(), self.allowed_users(event.room_id)):
+            asking = ask_again_unless_read(self.ledger, account, event, self.state.seen)
+            self.spawn(asking, f"undecryptable:{event.event_id}")
 
     async def _on_absent_mention(self, message: IncomingMessage, route: Route) -> None:
         """Posted as the router if it is in the room, else as the room's agent."""

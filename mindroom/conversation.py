@@ -40,6 +40,10 @@ class ConversationState:
             self._seen.popitem(last=False)
         return True
 
+    def seen(self, event_id: str) -> bool:
+        """True when ``event_id`` was offered to :meth:`first_sight` (it is not marked here)."""
+        return event_id in self._seen
+
     def thread_senders(self, room_id: str, thread_root: str | None) -> set[str] | None:
         """Known posters of a thread, None when the thread was never looked at."""
         return self._threads.get((room_id, thread_root)) if thread_root else set()

@@ -6,23 +6,28 @@ the message's), so a restart neither repeats nor loses it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 
+from mindroom.authorization import is_authorized
 from mindroom.errors import MatrixError
 from mindroom.ledger import Ledger
-from mindroom.matrix.client import MatrixAccount
+from mindroom.matrix.client import MatrixAccount, Undecryptable
 from mindroom.matrix.events import IncomingMessage
 from mindroom.matrix.send import notice_content
 
 logger = logging.getLogger(__name__)
 
 ENCRYPTED_ROOM_NOTICE = (
-    "🔒 This room is end-to-end encrypted; mindroom cannot read encrypted messages yet, so its "
-    "agents will not answer them. Create the chat without encryption instead (in Element: "
-    'start the chat, open "Show advanced" and turn off "Enable end-to-end encryption"; with '
-    "matrix-commander: --room-dm-create AGENT --plain --room-dm-create-allow-duplicates, as it "
-    "otherwise returns this room). Unencrypted messages in this room still work."
+    "🔒 This room is end-to-end encrypted, and this mindroom was installed without encryption "
+    "support (matrix-nio's e2e extra: pip install 'matrix-nio[e2e]>=0.26'), so its agents "
+    "cannot read encrypted messages. Unencrypted messages in this room still work."
+)
+UNDECRYPTABLE_NOTICE = (
+    "🔒 I could not decrypt this message: its key did not reach me. Please send it again. If "
+    "this keeps happening, let your client share keys with unverified devices, or verify "
+    "{agent}."
 )
 
 
@@ -57,6 +62,53 @@ async def tell_encrypted_room(ledger: Ledger, account: MatrixAccount, room_id: s
         await account.send(room_id, notice_content(ENCRYPTED_ROOM_NOTICE))
     finally:
         await ledger.finish(key, "noticed")
+
+
+UNDECRYPTABLE_GRACE_S = 2.0  # another account of mindroom's may decrypt the same event
+
+
+def worth_asking(event: Undecryptable, own: Collection[str], allowed: Sequence[str]) -> bool:
+    """Whether the sender of an undecryptable event is asked to send it again: a person
+    allowed to talk to mindroom, in a room the account was in when it was sent."""
+    if event.receiver_membership not in (None, "join") or event.sender in own:
+        return False  # history from before the account joined; mindroom's own
+    return is_authorized(event.sender, allowed)
+
+
+async def ask_again_unless_read(
+    ledger: Ledger, account: MatrixAccount, event: Undecryptable, seen: Callable[[str], bool]
+) -> None:
+    """Unless another account of mindroom's decrypts the event within a moment (``seen``
+    says so), ask its sender to send it again (:func:`tell_undecryptable`)."""
+    await asyncio.sleep(UNDECRYPTABLE_GRACE_S)
+    if not seen(event.event_id):
+        await tell_undecryptable(ledger, account, event, account.user_id)
+
+
+async def tell_undecryptable(
+    ledger: Ledger, account: MatrixAccount, event: Undecryptable, agent: str
+) -> None:
+    """Ask the sender of an event nobody of mindroom's could decrypt to send it again, once
+    (the ledger's claim on the event: no account answers it twice, nor a restart)."""
+    key = f"mindroom-undecryptable-{event.event_id}"
+    if not await ledger.claim(key, event.room_id, (), {"notice": "undecryptable"}):
+        return
+    logger.warning(
+        "cannot decrypt %s from %s in %s (asked to re-send, as %s)",
+        event.event_id, event.sender, event.room_id, account.name,
+    )  # fmt: skip
+    status = "noticed"
+    try:
+        content = notice_content(
+            UNDECRYPTABLE_NOTICE.format(agent=agent), thread_root=event.thread_root,
+            reply_to=event.event_id,
+        )  # fmt: skip
+        await account.send(event.room_id, content, f"mindroom-undecryptable-{event.event_id}")
+    except MatrixError as exc:
+        status = "failed"
+        logger.warning("cannot ask for %s again: %s", event.event_id, exc)
+    finally:
+        await ledger.finish(key, status)
 
 
 async def tell_absent(

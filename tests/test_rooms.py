@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import nio
 import pytest
 
 from tests.harness import (
+    DECRYPTED,
     ENCRYPTION_STATE,
     BotHarness,
     Human,
@@ -17,11 +19,12 @@ from tests.harness import (
     joined,
     unique,
 )
-from tests.scripted_model import ScriptedModel
+from tests.scripted_model import ScriptedModel, last_user_text
+from tests.test_e2ee import raw
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 
-# What an encrypting client sends: mindroom cannot decrypt it (and need not, here).
+# An encrypted event whose room key no device of mindroom's was ever given.
 MEGOLM_CONTENT = {
     "algorithm": "m.megolm.v1.aes-sha2",
     "ciphertext": "AwgAEpAB",
@@ -136,40 +139,42 @@ async def test_invite_from_an_outsider_sent_while_the_bot_was_down_is_declined_a
         await outsider.close()
 
 
-async def test_agent_invited_to_an_encrypted_room_posts_one_notice_that_survives_restarts(
-    bot: BotHarness, human: Human, model: ScriptedModel
+async def test_an_undecryptable_message_in_an_encrypted_room_is_asked_for_once_across_restarts(
+    bot: BotHarness, synapse, model: ScriptedModel, tmp_path: Path
 ) -> None:
-    config = config_text(model.base_url, {"general": {"rooms": []}})
-    await bot.start(config)
-    general = bot.bot.agents["general"].user_id
-    created = await human.client.room_create(
-        invite=[general], is_direct=True, initial_state=[ENCRYPTION_STATE]
-    )
-    assert isinstance(created, nio.RoomCreateResponse), created
-    room_id = created.room_id
-    notice = await human.wait_for(
-        lambda e: (
-            e.get("room_id") == room_id
-            and e.get("sender") == general
-            and "end-to-end encrypted" in e.get("content", {}).get("body", "")
+    person = await Human.create(synapse, keys=tmp_path / "keys")
+    try:
+        await bot.start(config_text(model.base_url, {"general": {"rooms": []}}))
+        general = bot.bot.agents["general"].user_id
+        created = await person.client.room_create(
+            invite=[general], is_direct=True, initial_state=[ENCRYPTION_STATE]
         )
-    )
-    assert notice["content"]["msgtype"] == "m.notice"
-    assert "without encryption" in notice["content"]["body"]
+        assert isinstance(created, nio.RoomCreateResponse), created
+        room_id = created.room_id
+        await person.wait_for(joined(general, room_id), timeout=30)
+        await bot.settle(person, room_id)  # answered: the agent reads the encrypted room
+        assert encryption_notices(person, room_id, general) == []
 
-    # An encrypted message (what Element sends there) is the same signal: not a second notice.
-    sent = await human.client.room_send(
-        room_id,
-        "m.room.encrypted",
-        MEGOLM_CONTENT,
-    )
-    assert isinstance(sent, nio.RoomSendResponse), sent
-    await bot.stop()
-    await bot.start()  # at start the bot looks at every encrypted room it is in
+        path = f"/_matrix/client/v3/rooms/{room_id}/send/m.room.encrypted/undecryptable-1"
+        sent = await raw(person.client, "PUT", path, MEGOLM_CONTENT)  # as sent, not re-encrypted
+        await person.wait_for(lambda e: bool(asked_again(person, room_id, general)), timeout=30)
+        await bot.stop()
+        await bot.start()  # a restart neither repeats nor loses it
+        await bot.settle(person, room_id)
+        notices = asked_again(person, room_id, general)
+    finally:
+        await person.close()
 
-    # Positive control: the bot has read everything before this command and answered it.
-    await bot.settle(human, room_id)
-    assert len(encryption_notices(human, room_id, general)) == 1
+    assert len(notices) == 1
+    assert notices[0]["content"]["m.relates_to"]["m.in_reply_to"]["event_id"] == sent["event_id"]
+
+
+def asked_again(human: Human, room_id: str, sender: str) -> list[dict[str, Any]]:
+    return [
+        e
+        for e in human.posted(room_id, sender)
+        if "could not decrypt" in e["content"].get("body", "")
+    ]
 
 
 async def test_mention_of_an_agent_not_in_the_room_gets_a_notice_on_how_to_invite_it(
@@ -193,28 +198,36 @@ async def test_mention_of_an_agent_not_in_the_room_gets_a_notice_on_how_to_invit
     assert model.requests == []
 
 
-async def test_a_room_that_turns_encryption_on_gets_the_notice_at_its_first_encrypted_message(
-    bot: BotHarness, human: Human, model: ScriptedModel
+async def test_a_room_that_turns_encryption_on_keeps_its_conversation_encrypted(
+    bot: BotHarness, synapse, model: ScriptedModel, tmp_path: Path
 ) -> None:
-    config = config_text(model.base_url, {"general": {"rooms": []}})
-    await bot.start(config)
-    general = bot.bot.agents["general"].user_id
-    created = await human.client.room_create(invite=[general], is_direct=True)
-    assert isinstance(created, nio.RoomCreateResponse), created
-    room_id = created.room_id
-    await human.wait_for(joined(general, room_id), timeout=30)
-    await bot.settle(human, room_id)
-    assert encryption_notices(human, room_id, general) == []
+    model.set_handler(lambda request: f"echo: {last_user_text(request)}")
+    person = await Human.create(synapse, keys=tmp_path / "keys")
+    try:
+        await bot.start(config_text(model.base_url, {"general": {"rooms": []}}))
+        general = bot.bot.agents["general"].user_id
+        created = await person.client.room_create(invite=[general], is_direct=True)
+        assert isinstance(created, nio.RoomCreateResponse), created
+        room_id = created.room_id
+        await person.wait_for(joined(general, room_id), timeout=30)
+        before = await person.send(room_id, "in the clear")
+        plain = await person.wait_for_reply(room_id, before)
 
-    turned_on = await human.client.room_put_state(
-        room_id, "m.room.encryption", {"algorithm": "m.megolm.v1.aes-sha2"}
-    )
-    assert isinstance(turned_on, nio.RoomPutStateResponse), turned_on
-    sent = await human.client.room_send(room_id, "m.room.encrypted", MEGOLM_CONTENT)
-    assert isinstance(sent, nio.RoomSendResponse), sent
-    await human.wait_for(lambda e: bool(encryption_notices(human, room_id, general)))
-    await bot.settle(human, room_id)
-    assert len(encryption_notices(human, room_id, general)) == 1
+        turned_on = await person.client.room_put_state(
+            room_id, "m.room.encryption", {"algorithm": "m.megolm.v1.aes-sha2"}
+        )
+        assert isinstance(turned_on, nio.RoomPutStateResponse), turned_on
+        await person.wait_for(lambda e: e.get("type") == "m.room.encryption")
+        after = await person.send(room_id, "now encrypted")
+        secret = await person.wait_for_reply(room_id, after)
+    finally:
+        await person.close()
+
+    assert plain["content"]["body"] == "echo: in the clear"
+    assert not plain.get(DECRYPTED)
+    assert secret["content"]["body"] == "echo: now encrypted"
+    assert secret.get(DECRYPTED)
+    assert encryption_notices(person, room_id, general) == []
 
 
 @pytest.mark.parametrize("rel_type", ["m.reference", "org.example.x"])

@@ -6,6 +6,11 @@ expired token is replaced by a password login on the same device ID.
 
 Registration uses the homeserver's shared secret when one is given
 (``MATRIX_REGISTRATION_SHARED_SECRET``), else open registration (``m.login.dummy``).
+
+Each account's device encrypts (see :mod:`mindroom.matrix.crypto`): its keys live under
+``mindroom_data/crypto/<localpart>/``, unlocked by the ``pickle_key`` saved with its
+credentials. A device whose key store is gone is not reused: the account logs in as a new
+device (its old keys are published and would no longer match).
 """
 
 from __future__ import annotations
@@ -13,13 +18,22 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import nio
 
 from mindroom.atomic import atomic_write
 from mindroom.errors import MatrixError
+from mindroom.matrix.crypto import (
+    E2E_AVAILABLE,
+    client_config,
+    ensure_cross_signing,
+    keep_keys,
+    store_dir,
+    store_file,
+)
 from mindroom.matrix.registration import register_with_shared_secret
 
 logger = logging.getLogger(__name__)
@@ -41,6 +55,8 @@ class Credentials:
     password: str
     access_token: str = ""
     device_id: str = ""
+    pickle_key: str = ""  # unlocks the device's key store (mindroom_data/crypto/<localpart>)
+    keys_published: bool = False  # the device published encryption keys (its store must stay)
 
 
 class CredentialStore:
@@ -49,7 +65,7 @@ class CredentialStore:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def _read(self) -> dict[str, dict[str, dict[str, str]]]:
+    def _read(self) -> dict[str, dict[str, dict[str, Any]]]:
         try:
             if self.path.stat().st_mode & 0o077:
                 logger.warning("%s was readable by others; restricting it to 0600", self.path)
@@ -68,7 +84,10 @@ class CredentialStore:
     def get(self, homeserver: str, localpart: str) -> Credentials | None:
         """Saved credentials of ``localpart`` on ``homeserver``, if any."""
         entry = self._read().get(homeserver, {}).get(localpart)
-        return Credentials(**entry) if entry else None
+        if not entry:
+            return None
+        known = {f.name for f in fields(Credentials)}
+        return Credentials(**{k: v for k, v in entry.items() if k in known})
 
     def rehome(self, old: str, new: str) -> bool:
         """Move the accounts saved for homeserver URL ``old`` to ``new`` (the same server,
@@ -94,8 +113,16 @@ def agent_credentials(data_dir: Path) -> CredentialStore:
 
 
 def new_client(homeserver: str, user: str = "") -> nio.AsyncClient:
-    """An unencrypted nio client (E2EE is out of scope: olm is not installed)."""
+    """An unencrypted nio client (registration, one-off requests)."""
     return nio.AsyncClient(homeserver, user, config=CLIENT_CONFIG)
+
+
+def _account_client(
+    homeserver: str, user: str, store_path: Path, pickle_key: str
+) -> nio.AsyncClient:
+    """The client of a running account: encrypting, its keys in ``store_path``."""
+    config = client_config(pickle_key, max_timeouts=None)
+    return nio.AsyncClient(homeserver, user, store_path=str(store_path), config=config)
 
 
 async def _register(
@@ -129,12 +156,16 @@ async def login_account(
 ) -> nio.AsyncClient:
     """A logged-in client for ``localpart``, registering the account on first use."""
     creds = store.get(homeserver, localpart)
-    if creds and creds.access_token:
-        client = new_client(homeserver, creds.user_id)
+    keys = store_dir(store.path.parent, localpart)
+    if creds and not creds.pickle_key:  # saved by a version without encryption
+        creds.pickle_key = secrets.token_urlsafe(32)
+        store.put(homeserver, localpart, creds)
+    if creds and creds.access_token and _store_kept(keys, creds):
+        client = _account_client(homeserver, creds.user_id, keys, creds.pickle_key)
         client.restore_login(creds.user_id, creds.device_id, creds.access_token)
         whoami = await client.whoami()
         if isinstance(whoami, nio.WhoamiResponse):
-            return client
+            return await _ready(client, keys, store, homeserver, localpart)
         await client.close()
         logger.info("saved token of %s no longer works (%s); logging in", localpart, whoami)
     if creds is None:
@@ -150,11 +181,18 @@ async def login_account(
                     exc.errcode,
                 ) from None
             raise
-        creds = Credentials(user_id=f"@{localpart}", password=password)
+        creds = Credentials(
+            user_id=f"@{localpart}", password=password, pickle_key=secrets.token_urlsafe(32)
+        )
         store.put(homeserver, localpart, creds)  # the password is saved before anything else
-    client = new_client(homeserver, localpart)
-    if creds.device_id:
+    client = _account_client(homeserver, localpart, keys, creds.pickle_key)
+    if creds.device_id and _store_kept(keys, creds):
         client.device_id = creds.device_id
+    elif creds.device_id:
+        logger.warning(
+            "the encryption keys of %s's device %s are gone from %s; logging in as a new device",
+            localpart, creds.device_id, keys,
+        )  # fmt: skip
     response = await client.login(creds.password, device_name=device_name)
     if not isinstance(response, nio.LoginResponse):
         await client.close()
@@ -162,9 +200,42 @@ async def login_account(
     store.put(
         homeserver,
         localpart,
-        Credentials(response.user_id, creds.password, response.access_token, response.device_id),
-    )
+        Credentials(
+            response.user_id, creds.password, response.access_token, response.device_id,
+            creds.pickle_key,
+        ),
+    )  # fmt: skip
     logger.info("logged in as %s (device %s)", response.user_id, response.device_id)
+    return await _ready(client, keys, store, homeserver, localpart)
+
+
+def _store_kept(keys: Path, creds: Credentials) -> bool:
+    """False when the device published keys and its key store is gone (reusing the device
+    would publish keys it no longer has)."""
+    if not E2E_AVAILABLE or not creds.device_id or not creds.keys_published:
+        return True
+    return store_file(keys, creds.user_id, creds.device_id).exists()
+
+
+async def _ready(
+    client: nio.AsyncClient, keys: Path, store: CredentialStore, homeserver: str, localpart: str
+) -> nio.AsyncClient:
+    """Upload the device's keys and cross-sign it (once; later starts only check)."""
+    if client.olm is None:
+        return client
+    await keep_keys(client)
+    creds = store.get(homeserver, localpart)
+    if creds is not None and not creds.keys_published and not client.should_upload_keys:
+        creds.keys_published = True
+        store.put(homeserver, localpart, creds)
+    try:
+        password = creds.password if creds else ""
+        outcome = await ensure_cross_signing(client, keys, password)
+    except Exception:  # cross-signing is for other clients' trust: never worth the start
+        logger.exception("cross-signing %s failed", client.user_id)
+    else:
+        if outcome != "cross-signed":
+            logger.warning("%s is not cross-signed: %s", client.user_id, outcome)
     return client
 
 

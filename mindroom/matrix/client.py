@@ -11,19 +11,21 @@ import contextlib
 import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import nio
 from nio.api import MessageDirection, RelationshipType
 
 from mindroom.errors import MatrixError
+from mindroom.matrix.crypto import keep_keys
 from mindroom.matrix.events import IncomingMessage, parse_message
 
 logger = logging.getLogger(__name__)
 
 MessageHandler = Callable[["MatrixAccount", IncomingMessage], Awaitable[None]]
 InviteHandler = Callable[["MatrixAccount", str, str], Awaitable[None]]
-EncryptedHandler = Callable[["MatrixAccount", str], Awaitable[None]]
+EncryptedHandler = Callable[["MatrixAccount", "Undecryptable"], Awaitable[None]]
 SyncedHandler = Callable[["MatrixAccount", str], Awaitable[None]]
 
 SYNC_TIMEOUT_MS = 30_000
@@ -36,6 +38,22 @@ _TYPING_TIMEOUT_MS = 30_000
 _MAX_GAP_EVENTS = 1_000
 _TYPING_REFRESH_S = 20.0
 _TYPING_DELAY_S = 1.0
+
+
+@dataclass(frozen=True)
+class Undecryptable:
+    """An encrypted event the account could not decrypt (no room key reached it)."""
+
+    room_id: str
+    event_id: str
+    sender: str
+    receiver_membership: str | None  # "join" unless it is history from before the account joined
+    thread_root: str | None = None  # relations stay readable: the thread it was sent in
+
+
+def _content(event: nio.Event) -> dict[str, Any]:
+    content = event.source.get("content")
+    return content if isinstance(content, dict) else {}
 
 
 class MatrixAccount:
@@ -85,18 +103,6 @@ class MatrixAccount:
             if room_id not in self.joined_rooms()
         ]
 
-    def encrypted_rooms(self) -> list[str]:
-        """Joined rooms with end-to-end encryption on (``m.room.encryption``), as last synced."""
-        return [room_id for room_id, room in self.client.rooms.items() if room.encrypted]
-
-    async def is_encrypted(self, room_id: str) -> bool:
-        """True when ``room_id`` has end-to-end encryption on (asks the server if not synced)."""
-        room = self.client.rooms.get(room_id)
-        if room is not None and room.encrypted:
-            return True
-        response = await self.client.room_get_state_event(room_id, "m.room.encryption")
-        return isinstance(response, nio.RoomGetStateEventResponse)
-
     def display_name(self, room_id: str, user_id: str) -> str | None:
         """``user_id``'s display name in ``room_id`` as this account last saw it."""
         room = self.client.rooms.get(room_id)
@@ -120,6 +126,7 @@ class MatrixAccount:
         response = await self.client.sync(timeout=0, full_state=True, sync_filter=state_filter)
         if isinstance(response, nio.SyncError):
             raise MatrixError(f"first sync of {self.user_id} failed: {response.message}")
+        await keep_keys(self.client)
         # An uploaded filter is parsed once; an inline one costs the server a parse per sync.
         # Synapse stores identical filters once, so without this run's nonce the catch-up
         # request (saved position, same filter, same timeout) would be the very request the
@@ -143,7 +150,8 @@ class MatrixAccount:
     ) -> None:
         """Deliver messages, invites and encrypted events heard from now on to these callbacks.
 
-        mindroom cannot decrypt yet: ``on_encrypted`` hears the room of each encrypted event.
+        Encrypted messages arrive decrypted, as messages; ``on_encrypted`` hears the events
+        that could not be decrypted (after the account asked the sender's devices for the key).
         """
         self._on_message, self._on_invite = on_message, on_invite
         self._on_encrypted = on_encrypted
@@ -157,7 +165,25 @@ class MatrixAccount:
         if self._on_encrypted is None or event.sender == self.user_id:
             return
         try:
-            await self._on_encrypted(self, room.room_id)
+            if isinstance(event, nio.MegolmEvent) and self.client.olm is not None:
+                with contextlib.suppress(Exception):  # asking is a courtesy; it may be refused
+                    await self.client.request_room_key(event)
+            parsed = parse_message(
+                room.room_id,
+                {
+                    **event.source,
+                    "type": "m.room.message",
+                    "content": {**_content(event), "body": ""},
+                },
+            )
+            await self._on_encrypted(
+                self,
+                Undecryptable(
+                    room.room_id, event.event_id, event.sender,
+                    parsed.receiver_membership if parsed else None,
+                    parsed.thread_root if parsed else None,
+                ),
+            )  # fmt: skip
         except Exception:
             if not self._stopping:
                 self.log.exception("handling encrypted event in %s failed", room.room_id)
@@ -217,6 +243,7 @@ class MatrixAccount:
                 response = exc
             if isinstance(response, nio.SyncResponse):
                 backoff = 1.0
+                await keep_keys(self.client)  # room keys for the people in encrypted rooms
                 await self._fill_gaps(response, since=position)
                 position = response.next_batch
                 if on_synced is not None:
@@ -256,8 +283,13 @@ class MatrixAccount:
             if missed:  # a limited timeline with nothing left out needs no line
                 self.log.info("filling a gap of %d events in %s", len(missed), room_id)
             for event in reversed(missed):
+                if isinstance(event, nio.MegolmEvent) and self.client.olm is not None:
+                    with contextlib.suppress(Exception):  # undecryptable: reported below
+                        event = self.client.decrypt_event(event)
                 if isinstance(event, nio.RoomMessage):
                     await self._message_event(room, event)
+                elif isinstance(event, nio.MegolmEvent | nio.UnknownEncryptedEvent):
+                    await self._encrypted_event(room, event)
 
     def stop(self) -> None:
         """Make :meth:`sync_forever` return after the current request."""

@@ -1,8 +1,11 @@
 """Which rooms of mindroom's accounts are end-to-end encrypted, for ``mindroom doctor``.
 
-mindroom cannot decrypt yet: an agent in an encrypted room tells it once
-(:mod:`mindroom.notices`) and cannot answer there. The doctor lists such rooms so a person can
-find and replace them. It reads them with each account's saved access token and never logs in:
+With matrix-nio's e2e extra (a dependency of mindroom) agents read and answer encrypted rooms
+with their device keys (:mod:`mindroom.matrix.crypto`); the doctor lists the encrypted rooms
+and warns about an account whose key store is gone (what was encrypted for its old device
+cannot be read again). Installed without the extra, an agent in an encrypted room tells it
+once (:mod:`mindroom.notices`) and cannot answer there, and the doctor warns about each such
+room. It reads them with each account's saved access token and never logs in:
 an account without a saved login (mindroom has not run yet) or with a token the homeserver no
 longer accepts is reported as not checked, and nothing changes on the homeserver or in the
 credentials file.
@@ -18,10 +21,16 @@ import nio
 
 from mindroom.checks import Check
 from mindroom.errors import MatrixError
-from mindroom.matrix.accounts import CredentialStore, localpart
+from mindroom.matrix.accounts import Credentials, CredentialStore, localpart
+from mindroom.matrix.crypto import E2E_AVAILABLE, store_file
 
-NOT_SUPPORTED = "end-to-end encrypted rooms are not supported yet"
-ENCRYPTION_FIX = "create the DM without encryption; end-to-end encryption is not supported yet"
+NOT_SUPPORTED = "end-to-end encrypted rooms cannot be read: matrix-nio's e2e extra is not installed"
+SUPPORTED = "end-to-end encryption is on (matrix-nio with vodozemac)"
+ENCRYPTION_FIX = "pip install 'matrix-nio[e2e]>=0.26,<0.27' (or create the DM without encryption)"
+KEYS_FIX = (
+    "restore mindroom_data/crypto/ from a backup; otherwise the agent runs as a new device "
+    "and messages encrypted for the old one stay unreadable"
+)
 CHECK_TIMEOUT_S = 20.0
 # Bounded, unlike the bot's clients (which wait out a homeserver that is down): a doctor answers.
 _CLIENT_CONFIG = nio.AsyncClientConfig(encryption_enabled=False, max_timeouts=1, request_timeout=10)
@@ -37,6 +46,8 @@ class _Rooms:
 
 def encryption_not_checked(why: str) -> Check:
     """The one line when the rooms cannot be read: the limitation is said all the same."""
+    if E2E_AVAILABLE:
+        return Check("encryption", True, f"rooms not checked ({why}); {SUPPORTED}")
     return Check(
         "encryption",
         True,
@@ -119,6 +130,9 @@ async def check_encrypted_rooms(
     )
     if unchecked:
         summary += f" (not checked: {', '.join(unchecked)}: no saved login)"
+    if E2E_AVAILABLE:
+        checks = [Check("encryption", True, f"{summary}; {SUPPORTED}")]
+        return checks + _lost_keys(credentials, accounts)
     checks = [Check("encryption", True, summary)]
     for room_id, members in sorted(encrypted.items()):
         people = ", ".join(sorted(members - own)) or "no one else"
@@ -133,3 +147,21 @@ async def check_encrypted_rooms(
             )
         )
     return checks
+
+
+def _lost_keys(credentials: CredentialStore, accounts: dict[str, Credentials]) -> list[Check]:
+    """A warning per account whose device published keys and whose key store is gone."""
+    found = []
+    for name, creds in accounts.items():
+        keys = credentials.path.parent / "crypto" / localpart(name)
+        if creds.keys_published and not store_file(keys, creds.user_id, creds.device_id).exists():
+            found.append(
+                Check(
+                    "encryption",
+                    True,
+                    f"{name}: the encryption keys of device {creds.device_id} are gone from {keys}",
+                    KEYS_FIX,
+                    warning=True,
+                )
+            )
+    return found
