@@ -120,7 +120,8 @@ def new_client(homeserver: str, user: str = "") -> nio.AsyncClient:
 def _account_client(
     homeserver: str, user: str, store_path: Path, pickle_key: str
 ) -> nio.AsyncClient:
-    """The client of a running account: encrypting, its keys in ``store_path``."""
+    """The client of a running account: encrypting (with a ``pickle_key``), its keys in
+    ``store_path``."""
     config = client_config(pickle_key, max_timeouts=None)
     return nio.AsyncClient(homeserver, user, store_path=str(store_path), config=config)
 
@@ -153,15 +154,18 @@ async def login_account(
     *,
     device_name: str = "mindroom",
     shared_secret: str | None = None,
+    encrypt: bool = True,
 ) -> nio.AsyncClient:
-    """A logged-in client for ``localpart``, registering the account on first use."""
+    """A logged-in client for ``localpart``, registering the account on first use; with
+    ``encrypt`` its device reads and writes encrypted rooms (see the module docstring)."""
     creds = store.get(homeserver, localpart)
     keys = store_dir(store.path.parent, localpart)
-    if creds and not creds.pickle_key:  # saved by a version without encryption
+    if creds and not creds.pickle_key and encrypt:  # saved by a version without encryption
         creds.pickle_key = secrets.token_urlsafe(32)
         store.put(homeserver, localpart, creds)
-    if creds and creds.access_token and _store_kept(keys, creds):
-        client = _account_client(homeserver, creds.user_id, keys, creds.pickle_key)
+    pickle_key = (creds.pickle_key if creds else "") if encrypt else ""
+    if creds and creds.access_token and (_store_kept(keys, creds) or not encrypt):
+        client = _account_client(homeserver, creds.user_id, keys, pickle_key)
         client.restore_login(creds.user_id, creds.device_id, creds.access_token)
         whoami = await client.whoami()
         if isinstance(whoami, nio.WhoamiResponse):
@@ -185,7 +189,8 @@ async def login_account(
             user_id=f"@{localpart}", password=password, pickle_key=secrets.token_urlsafe(32)
         )
         store.put(homeserver, localpart, creds)  # the password is saved before anything else
-    client = _account_client(homeserver, localpart, keys, creds.pickle_key)
+        pickle_key = creds.pickle_key if encrypt else ""
+    client = _account_client(homeserver, localpart, keys, pickle_key)
     if creds.device_id and _store_kept(keys, creds):
         client.device_id = creds.device_id
     elif creds.device_id:
