@@ -31,7 +31,7 @@ from mindroom.errors import MatrixError
 from mindroom.flush import FlushWorker
 from mindroom.ledger import Ledger, PendingEvent
 from mindroom.maintenance.loop import MaintenanceLoop
-from mindroom.matrix.accounts import agent_credentials, localpart, login_account, set_display_name
+from mindroom.matrix.accounts import agent_credentials, open_account, set_display_name
 from mindroom.matrix.client import MatrixAccount, Undecryptable
 from mindroom.matrix.crypto import E2E_AVAILABLE
 from mindroom.matrix.events import AgentIdentity, IncomingMessage, message_source, parse_message
@@ -95,14 +95,12 @@ class Bot:
     # -- start-up -----------------------------------------------------------------------------
 
     async def _login(self, name: str, display_name: str) -> MatrixAccount:
-        store = agent_credentials(self.options.data_dir)
-        client = await login_account(
-            self.options.homeserver,
-            localpart(name),
-            store,
-            device_name=self.config.matrix.device_name,
-            shared_secret=self.options.shared_secret,
-        )
+        given = self.config.matrix.logins.get(name)
+        client = await open_account(
+            self.options.homeserver, name, agent_credentials(self.options.data_dir),
+            token=(given.access_token, given.device_id) if given else None,
+            device_name=self.config.matrix.device_name, shared_secret=self.options.shared_secret,
+        )  # fmt: skip
         account = MatrixAccount(name, client)
         await set_display_name(client, display_name)
         return account

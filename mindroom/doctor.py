@@ -24,6 +24,7 @@ from mindroom.errors import ConfigError
 from mindroom.matrix.accounts import agent_credentials
 from mindroom.matrix.encrypted_rooms import check_encrypted_rooms, encryption_not_checked
 from mindroom.matrix.local import local_user_store
+from mindroom.matrix.login_checks import check_logins
 from mindroom.matrix.probe import check_homeserver
 from mindroom.matrix.synapse_config import CONFIG_FILE
 from mindroom.memory.mem0_setup import check_mem0
@@ -73,6 +74,8 @@ async def run_doctor(config_path: Path, storage: Path, homeserver: str | None) -
         checks.append(encryption_not_checked(why))
     else:
         credentials = agent_credentials(storage / "mindroom_data")
+        given = {n: (t.access_token, t.device_id) for n, t in config.matrix.logins.items()}
+        checks += await check_logins(url, config.account_names, given, credentials)
         checks += await check_encrypted_rooms(url, credentials, config.account_names)
     return checks
 

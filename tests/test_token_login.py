@@ -14,8 +14,6 @@ from mindroom.doctor import run_doctor
 from tests.harness import BotHarness, Human, config_text, joined, unique
 from tests.scripted_model import ScriptedModel, last_user_text
 
-pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
-
 
 async def token_of(synapse, name: str) -> tuple[str, str, str]:  # noqa: ANN001
     """A user made as an identity provider would: its ID, an access token and its device."""
@@ -30,6 +28,8 @@ async def token_of(synapse, name: str) -> tuple[str, str, str]:  # noqa: ANN001
     return user_id, login.access_token, login.device_id
 
 
+@pytest.mark.synapse
+@pytest.mark.asyncio
 async def test_an_agent_with_an_access_token_answers_without_a_password(
     bot: BotHarness, human: Human, model: ScriptedModel, synapse
 ) -> None:
@@ -59,11 +59,17 @@ async def test_an_agent_with_an_access_token_answers_without_a_password(
     assert "access token" in login.detail
     assert device in login.detail
     assert token not in json.dumps(saved)  # the token stays in the config's environment
+    [entries] = saved.values()
+    assert entries["mindroom_general.token"]["device_id"] == device
+    password_login = entries.get("mindroom_general")  # from earlier tests, when they ran
+    assert password_login is None or password_login["password"]  # never overwritten
     others = [c for c in checks if c.name == "login router"]
     assert others
     assert "password" in others[0].detail  # the control: other accounts say their own path
 
 
+@pytest.mark.synapse
+@pytest.mark.asyncio
 async def test_doctor_says_why_a_token_login_fails(
     bot: BotHarness, model: ScriptedModel, synapse
 ) -> None:

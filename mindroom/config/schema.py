@@ -172,10 +172,20 @@ class RoomConfig(_Strict):
         return _check_user_patterns(value)
 
 
+class TokenLogin(_Strict):
+    """An account's login issued elsewhere (an OIDC provider such as the Matrix Authentication
+    Service): mindroom uses it as is, with no password, and never registers the account."""
+
+    access_token: str = Field(min_length=1)  # e.g. ${GENERAL_MATRIX_TOKEN}
+    device_id: str = Field(min_length=1)
+
+
 class MatrixConfig(_Strict):
     """Where the homeserver is. ``MATRIX_HOMESERVER`` in the environment overrides it."""
 
     homeserver: str = "http://localhost:8008"
+    # account name (router, an agent, a team) -> its access token and device
+    logins: dict[str, TokenLogin] = Field(default_factory=dict)
     device_name: str = "mindroom"
     catch_up_seconds: float = Field(default=300.0, ge=0)
     # Version 12 room IDs break common clients (matrix-commander); 10 works everywhere.
@@ -270,6 +280,12 @@ class Config(_Strict):
             raise ValueError(
                 f"memory.maintenance.consolidation.model: unknown model {judge_model!r}"
             )
+        for name in self.matrix.logins:
+            if name not in self.account_names:
+                raise ValueError(
+                    f"matrix.logins.{name}: no agent or team is called {name!r} (nor is it "
+                    "'router')"
+                )
         for room in self.rooms:
             if room not in self.room_names:
                 raise ValueError(f"rooms.{room}: no agent or team lists this room in its rooms")

@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 CLIENT_CONFIG = nio.AsyncClientConfig(encryption_enabled=False, max_timeouts=None)
 ACCOUNT_PREFIX = "mindroom_"
+TOKEN_SUFFIX = ".token"  # the entry (and key store) of an account logged in by matrix.logins
 
 
 def localpart(name: str) -> str:
@@ -242,6 +243,70 @@ async def _ready(
         if outcome != "cross-signed":
             logger.warning("%s is not cross-signed: %s", client.user_id, outcome)
     return client
+
+
+async def open_account(
+    homeserver: str,
+    name: str,
+    store: CredentialStore,
+    *,
+    token: tuple[str, str] | None,
+    device_name: str,
+    shared_secret: str | None,
+) -> nio.AsyncClient:
+    """The logged-in client of mindroom's account ``name`` (the router, an agent, a team):
+    with ``token`` (access token, device ID from ``matrix.logins``) as given, else with saved
+    credentials, registering the account on first use."""
+    if token is not None:  # logged in elsewhere: no password, no registration
+        return await token_account(
+            homeserver, localpart(name), store, access_token=token[0], device_id=token[1],
+            config_key=f"matrix.logins.{name}",
+        )  # fmt: skip
+    return await login_account(
+        homeserver, localpart(name), store, device_name=device_name, shared_secret=shared_secret
+    )
+
+
+async def token_account(
+    homeserver: str,
+    localpart: str,
+    store: CredentialStore,
+    *,
+    access_token: str,
+    device_id: str,
+    config_key: str,
+) -> nio.AsyncClient:
+    """A client for an account logged in elsewhere (``matrix.logins``): its token and device
+    are used as given; only the key store's pickle key is saved (never the token)."""
+    probe = new_client(homeserver)
+    probe.access_token = access_token
+    try:
+        whoami = await probe.whoami()
+    finally:
+        await probe.close()
+    if not isinstance(whoami, nio.WhoamiResponse):
+        errcode = getattr(whoami, "status_code", None)
+        raise MatrixError(
+            f"the access token in {config_key} was refused by {homeserver}: "
+            f"{errcode or 'error'}: {whoami.message}",
+            errcode,
+        )
+    # saved apart from the password login's entry and key store: a person switching between
+    # the two loses neither
+    entry = f"{localpart}{TOKEN_SUFFIX}"
+    saved = store.get(homeserver, entry)
+    creds = Credentials(
+        whoami.user_id, "", "", device_id,
+        saved.pickle_key if saved and saved.pickle_key else secrets.token_urlsafe(32),
+        bool(saved and saved.keys_published and saved.device_id == device_id),
+    )  # fmt: skip
+    store.put(homeserver, entry, creds)
+    keys = store_dir(store.path.parent, entry)
+    client = _account_client(homeserver, whoami.user_id, keys, creds.pickle_key)
+    client.restore_login(whoami.user_id, device_id, access_token)
+    logger.info("%s uses the access token in %s (device %s)", whoami.user_id, config_key,
+                device_id)  # fmt: skip
+    return await _ready(client, keys, store, homeserver, entry)
 
 
 async def set_display_name(client: nio.AsyncClient, display_name: str) -> None:

@@ -90,6 +90,4 @@ async def check_logins(
 ) -> list[Check]:
     """One line per account: its login path and whether the homeserver takes it."""
     url = homeserver.rstrip("/")
-    return list(
-        await asyncio.gather(*(_check(url, n, token_logins.get(n), store) for n in names))
-    )
+    return list(await asyncio.gather(*(_check(url, n, token_logins.get(n), store) for n in names)))
