@@ -26,7 +26,12 @@ from mindroom.conversation import ConversationState
 from mindroom.flush import FlushWorker
 from mindroom.ledger import Ledger
 from mindroom.matrix.client import MatrixAccount
-from mindroom.matrix.events import AgentIdentity, IncomingMessage, message_source
+from mindroom.matrix.events import (
+    AgentIdentity,
+    IncomingMessage,
+    message_source,
+    named_agents,
+)
 from mindroom.matrix.reply import ReplyWriter
 from mindroom.matrix.send import notice_content
 from mindroom.routing import Route, RouteKind, route_handoff
@@ -295,12 +300,14 @@ class Answerer:
             reply_to=plan.reply_to,
             agent=plan.agent,
             posted=self._ledger,  # a resumed answer edits what an earlier run posted
+            mentions=lambda text: self._meant(plan, account.user_id, text),
         )
         if plan.thread_root == message.event_id:  # a new thread: we know everyone in it
             self._state.set_thread_senders(
                 plan.room_id, plan.thread_root, {message.sender, account.user_id}
             )
         await self._flush.prompted(plan.owner, session_id)
+        working = await self._react(plan, account, "⏳")
         async with account.typing(plan.room_id), writer.interruptible():
             result = await self._run(plan, request, writer)
             if not result.ok and not result.text.strip() and (result.overflow or result.corrupt):
@@ -313,16 +320,21 @@ class Answerer:
             if text.strip():
                 await writer.finish(text)
         await self.sessions.finished(plan, book_session, result)
+        members = plan.team.members if plan.team else ()
+        if result.ok:  # the session is marked for the flush before anything else is sent
+            await self._flush.turn_finished(
+                plan.owner, request.session_id, plan.scope_requester, members
+            )
+        await account.mark_read(plan.room_id, plan.reply_to, plan.thread_root)
+        if working is not None:
+            await account.redact(plan.room_id, working, "answered")
         if not result.ok:
+            await self._react(plan, account, "⚠️")
             notice = notice_content(
                 f"⚠️ {result.error}", thread_root=plan.thread_root, reply_to=plan.reply_to
             )
             await account.send(plan.room_id, notice, f"mindroom-error-{plan.reply_to}-{agent}")
             return
-        members = plan.team.members if plan.team else ()
-        await self._flush.turn_finished(
-            plan.owner, request.session_id, plan.scope_requester, members
-        )
         if self._transcripts is not None:  # past conversations as a memory source
             self._presence.spawn(
                 self._transcripts.turn_finished(
@@ -332,6 +344,22 @@ class Answerer:
             )
         if plan.team is None:
             await self._hand_off(plan, account, result.text, writer.event_ids[-1])
+
+    def _meant(self, plan: TurnPlan, own: str, text: str) -> list[str]:
+        """Who an answer means (``m.mentions``): the agents it names, for a hand-off; else
+        the person it answers. Never the whole thread."""
+        others = [i for i in self._presence.identities() if i.user_id != own]
+        names = set(named_agents(text, others))
+        return [i.user_id for i in others if i.name in names] or [plan.requester]
+
+    async def _react(self, plan: TurnPlan, account: MatrixAccount, key: str) -> str | None:
+        """A status reaction on the message answered, where configured (``status_reactions``)."""
+        if plan.agent not in self._config().agents:
+            return None
+        if not self._config().agent_status_reactions(plan.agent):
+            return None
+        txn = f"mindroom-react-{plan.reply_to}-{plan.agent}-{ord(key[0])}"
+        return await account.react(plan.room_id, plan.reply_to, key, txn)
 
     async def _run(self, plan: TurnPlan, request: TurnRequest, writer: ReplyWriter) -> TurnResult:
         if plan.team is not None:

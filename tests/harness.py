@@ -81,6 +81,7 @@ class Human:
         await client.sync(timeout=0)
         client.add_event_callback(human._record, nio.Event)
         client.add_ephemeral_callback(human._record_typing, nio.TypingNoticeEvent)
+        client.add_ephemeral_callback(human._record_receipts, nio.ReceiptEvent)
         # a large timeline limit: a test must see every event even when its sync lags behind
         human._sync = asyncio.create_task(
             client.sync_forever(timeout=30_000, sync_filter={"room": {"timeline": {"limit": 1000}}})
@@ -99,6 +100,15 @@ class Human:
         self.events.append(
             {"type": "m.typing", "room_id": room.room_id, "content": {"user_ids": event.users}}
         )
+        self._arrived.set()
+
+    async def _record_receipts(self, room: nio.MatrixRoom, event: nio.ReceiptEvent) -> None:
+        for receipt in event.receipts:
+            self.events.append({
+                "type": "m.receipt", "room_id": room.room_id, "event_id": receipt.event_id,
+                "sender": receipt.user_id, "receipt_type": receipt.receipt_type,
+                "content": {"thread_id": getattr(receipt, "thread_id", None)},
+            })  # fmt: skip
         self._arrived.set()
 
     async def join(self, room: str) -> str:

@@ -119,6 +119,7 @@ class AgentConfig(_Strict):
     thread_mode: ThreadMode | None = None
     history_runs: int | None = Field(default=None, ge=0)
     streaming: bool | None = None
+    status_reactions: bool | None = None
     memory_backend: MemoryBackendName | None = None
     memory_embedder: EmbedderConfig | None = None
     learning: bool | None = None
@@ -146,6 +147,9 @@ class DefaultsConfig(_Strict):
     history_runs: int = Field(default=10, ge=0)
     markdown: bool = True
     streaming: bool = True
+    # a reaction on the person's message: ⏳ while an agent works on it (then removed), ⚠️ when
+    # it failed
+    status_reactions: bool = False
     learning: bool = False  # not the design's true: hidden, costly, not per person (README)
     learning_mode: LearningMode = "always"
     team_mode: TeamMode = "coordinate"
@@ -348,6 +352,11 @@ class Config(_Strict):
         """Whether agent ``name`` streams its answers (message, then edits)."""
         streaming = self.agents[name].streaming
         return self.defaults.streaming if streaming is None else streaming
+
+    def agent_status_reactions(self, name: str) -> bool:
+        """Whether agent ``name`` shows its work as reactions on the message it answers."""
+        own = self.agents[name].status_reactions if name in self.agents else None
+        return self.defaults.status_reactions if own is None else own
 
     def agent_memory_backend(self, name: str) -> MemoryBackendName:
         """The memory backend of agent ``name``."""

@@ -308,6 +308,29 @@ class MatrixAccount:
             raise MatrixError(f"{self.user_id} cannot send to {room_id}: {response.message}")
         return response.event_id
 
+    async def mark_read(self, room_id: str, event_id: str, thread_root: str | None) -> None:
+        """A read receipt for ``event_id`` (in its thread); a failure only costs the receipt."""
+        try:
+            response = await self.client.update_receipt_marker(
+                room_id, event_id, thread_id=thread_root or "main"
+            )
+        except Exception as exc:  # the receipt is a courtesy: never worth the answer
+            self.log.debug("receipt for %s in %s failed: %s", event_id, room_id, exc)
+            return
+        if isinstance(response, nio.ErrorResponse):
+            self.log.debug("receipt for %s in %s failed: %s", event_id, room_id, response.message)
+
+    async def react(self, room_id: str, event_id: str, key: str, txn_id: str) -> str | None:
+        """React to ``event_id`` with ``key``; the reaction's event ID (None when refused)."""
+        content = {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}}
+        response = await self.client.room_send(
+            room_id, "m.reaction", content, tx_id=txn_id, ignore_unverified_devices=True
+        )
+        if not isinstance(response, nio.RoomSendResponse):
+            self.log.warning("cannot react in %s: %s", room_id, response.message)
+            return None
+        return response.event_id
+
     async def redact(self, room_id: str, event_id: str, reason: str) -> None:
         """Redact ``event_id``; a failure is logged (it may be gone already)."""
         response = await self.client.room_redact(room_id, event_id, reason=reason)

@@ -104,6 +104,11 @@ class AgentIdentity:
     display_name: str = ""
 
 
+def named_agents(text: str, agents: Iterable[AgentIdentity]) -> list[str]:
+    """Names of the agents ``text`` names as ``@name`` (see :func:`mentioned_agents`)."""
+    return mentioned_agents(IncomingMessage("", "", "", text), agents)
+
+
 def mentioned_agents(message: IncomingMessage, agents: Iterable[AgentIdentity]) -> list[str]:
     """Names of the agents ``message`` mentions, in config order.
 

@@ -29,7 +29,7 @@ import hashlib
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Protocol
 
 from mindroom.matrix.client import MatrixAccount
@@ -82,7 +82,7 @@ class ReplyWriter:
         agent: str,
         posted: PostedParts | None = None,
         limit: int = MAX_BODY_CHARS,
-        mentions: Sequence[str] = (),
+        mentions: Callable[[str], Sequence[str]] | None = None,
     ) -> None:
         self.account = account
         self.room_id = room_id
@@ -90,7 +90,8 @@ class ReplyWriter:
         self.reply_to = reply_to
         self.agent = agent
         self.limit = limit
-        self.mentions = list(mentions)
+        self.mentions = mentions  # who a text means (m.mentions); None: nobody
+        self._pinged: dict[int, set[str]] = {}  # per part: who its messages mentioned so far
         self.event_ids: list[str] = []  # one per message part
         self._posted = posted
         self._earlier: dict[int, str | None] | None = None  # parts an earlier run began
@@ -113,11 +114,17 @@ class ReplyWriter:
             )
         return self._earlier
 
+    def _meant(self, body: str) -> list[str]:
+        return list(self.mentions(body.removesuffix(IN_PROGRESS_MARKER))) if self.mentions else []
+
     async def _post(self, index: int, body: str) -> str:
         """Post part ``index``, recorded before the send (a crash mid-send is known) and after."""
-        content = message_content(body, thread_root=self.thread_root, reply_to=self.reply_to)
-        if self.mentions:
-            content["m.mentions"] = {"user_ids": self.mentions}
+        meant = self._meant(body)
+        self._pinged[index] = set(meant)
+        content = message_content(
+            body, thread_root=self.thread_root, reply_to=self.reply_to, mentions=meant,
+            live=body.endswith(IN_PROGRESS_MARKER),
+        )  # fmt: skip
         if self._posted:
             await self._posted.begin_reply_part(self.reply_to, self.agent, index)
         event_id = await self.account.send(self.room_id, content, self._txn("post", index))
@@ -127,7 +134,14 @@ class ReplyWriter:
 
     async def _edit(self, body: str) -> None:
         index = len(self.event_ids) - 1
-        content = edit_content(self.event_ids[index], body)
+        meant = self._meant(body)
+        pinged = self._pinged.setdefault(index, set())
+        content = edit_content(
+            self.event_ids[index], body, mentions=meant,
+            newly_mentioned=[m for m in meant if m not in pinged],
+            live=body.endswith(IN_PROGRESS_MARKER),
+        )  # fmt: skip
+        pinged.update(meant)
         await self.account.send(self.room_id, content, self._txn("edit", index, body, self._run))
         self._edits += 1
 

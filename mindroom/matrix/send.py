@@ -11,6 +11,7 @@ An agent's own reply (``m.text``) is the model's answer to a person and is kept 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -74,17 +75,30 @@ def markdown_to_html(text: str) -> str:
     return sanitize_html(html).strip()
 
 
+LIVE_MARKER = "org.matrix.msc4357.live"
+"""MSC4357: on a message (and its edits) while it is being streamed; the final edit drops it."""
+
+
+def _mentions(user_ids: Sequence[str]) -> dict[str, Any]:
+    return {"user_ids": list(user_ids)} if user_ids else {}
+
+
 def message_content(
     text: str,
     *,
     thread_root: str | None = None,
     reply_to: str | None = None,
     msgtype: str = "m.text",
+    mentions: Sequence[str] = (),
+    live: bool = False,
 ) -> dict[str, Any]:
     """Content of a markdown message, in a thread when ``thread_root`` is given.
 
     A thread reply carries ``m.in_reply_to`` with ``is_falling_back`` so clients without thread
-    support still show what it answers. A notice is posted with its secrets redacted.
+    support still show what it answers (the thread fallback; no reply fallback is written in
+    the body: the spec removed those). ``m.mentions`` names exactly who is meant
+    (``mentions``; nobody by default). ``live`` marks a message still being streamed
+    (:data:`LIVE_MARKER`). A notice is posted with its secrets redacted.
     """
     text = _shown(text, msgtype)
     content: dict[str, Any] = {
@@ -92,8 +106,10 @@ def message_content(
         "body": text,
         "format": "org.matrix.custom.html",
         "formatted_body": markdown_to_html(text),
-        "m.mentions": {},
+        "m.mentions": _mentions(mentions),
     }
+    if live:
+        content[LIVE_MARKER] = {}
     if thread_root:
         content["m.relates_to"] = {
             "rel_type": "m.thread",
@@ -149,16 +165,31 @@ def split_message(text: str, limit: int = MAX_BODY_CHARS) -> list[str]:
     return parts
 
 
-def edit_content(original_event_id: str, text: str, *, msgtype: str = "m.text") -> dict[str, Any]:
-    """An ``m.replace`` edit setting the message ``original_event_id`` to ``text``."""
+def edit_content(
+    original_event_id: str,
+    text: str,
+    *,
+    msgtype: str = "m.text",
+    mentions: Sequence[str] = (),
+    newly_mentioned: Sequence[str] = (),
+    live: bool = False,
+) -> dict[str, Any]:
+    """An ``m.replace`` edit setting the message ``original_event_id`` to ``text``.
+
+    The new content names everyone it mentions (``mentions``); the edit itself only those it
+    mentions for the first time (``newly_mentioned``), so an edit pings nobody twice.
+    """
     text = _shown(text, msgtype)
-    new_content = message_content(text, msgtype=msgtype)
-    return {
+    new_content = message_content(text, msgtype=msgtype, mentions=mentions, live=live)
+    content = {
         "msgtype": msgtype,
         "body": f"* {text}",
         "format": "org.matrix.custom.html",
         "formatted_body": f"* {new_content['formatted_body']}",
         "m.new_content": new_content,
         "m.relates_to": {"rel_type": "m.replace", "event_id": original_event_id},
-        "m.mentions": {},
+        "m.mentions": _mentions(newly_mentioned),
     }
+    if live:
+        content[LIVE_MARKER] = {}
+    return content
