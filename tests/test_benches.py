@@ -254,3 +254,14 @@ def test_session_index_bench_times_replies_with_and_without_the_source(tmp_path:
     assert found is not None
     assert int(found.group(1)) > 0
     assert re.fullmatch(r"reply_overhead_ms=-?\d+\.\d\d search_p50_ms=\d+\.\d\d", lines[-1])
+
+
+@pytest.mark.slow
+def test_e2ee_latency_bench_compares_an_encrypted_dm_with_a_plain_one(tmp_path: Path) -> None:
+    """The bench runs its own Synapse and bot, checks every answer's encryption, and ends
+    with its line (a small run: the figures need the default size)."""
+    lines = run_bench("e2ee_latency.py", "--messages", "2", cwd=tmp_path)
+    text = "\n".join(lines)
+    assert re.search(r"unencrypted DM +median +[\d.]+ ms .*\(n=2\)", text)
+    assert re.search(r"encrypted DM +median +[\d.]+ ms .*\(n=2\)", text)
+    assert re.fullmatch(r"added_median_ms=-?\d+\.\d", lines[-1])
