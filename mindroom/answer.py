@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from mindroom.agents.router import choose_or_fall_back
 from mindroom.agents.runner import AgentRuntime, TurnRequest, TurnResult
+from mindroom.attachments import TurnInput, read_attachment
 from mindroom.compaction import Compactor
 from mindroom.config.schema import AgentConfig, Config, TeamConfig
 from mindroom.conversation import ConversationState
@@ -282,16 +283,28 @@ class Answerer:
         session_id, carried = await self.sessions.prepare(plan, book_session, message.body)
         carried = "\n\n".join(t for t in (carried, self.sessions.fresh_note(start)) if t)
         speaker = who(self._presence.display_name(plan.room_id, message.sender), message.sender)
+        given = TurnInput(message.body)
+        if message.attachment is not None:  # a file: read it, or say why it cannot be
+            given = await read_attachment(
+                account, message.attachment, message.body, self._config().media
+            )
+            if given.problem is not None:
+                notice = notice_content(
+                    given.problem, thread_root=plan.thread_root, reply_to=plan.reply_to
+                )
+                await account.send(plan.room_id, notice, f"mindroom-file-{plan.reply_to}-{agent}")
+                return
         request = TurnRequest(
             plan.agent,
             session_id,
             plan.requester,
-            f"{speaker}: {message.body}" if plan.group else message.body,
+            f"{speaker}: {given.text}" if plan.group else given.text,
             carried,
             plan.private_recall,
             trigger=plan.reply_to,
             speaker=speaker,
-            query=message.body,
+            query=message.body or (message.attachment.name if message.attachment else ""),
+            images=given.images,
         )
         writer = ReplyWriter(
             account,

@@ -22,6 +22,7 @@ from pathlib import Path
 from agno.agent import Agent, RunEvent
 from agno.db.sqlite import AsyncSqliteDb
 from agno.learn import LearningMachine, LearningMode, UserMemoryConfig, UserProfileConfig
+from agno.media import Image
 from agno.models.base import Model
 from agno.run.base import RunStatus
 from agno.team import Team
@@ -276,10 +277,12 @@ class AgentRuntime(SessionWork):
                     agent = self.build_agent(
                         request.agent, memory, recall, request.user_id, request.private_recall
                     )
+                    images = [Image(content=data) for data in request.images] or None
                     if on_text is None:
                         output = await agent.arun(
-                            request.text, session_id=request.session_id, user_id=request.user_id
-                        )
+                            request.text, session_id=request.session_id,
+                            user_id=request.user_id, images=images,
+                        )  # fmt: skip
                         metrics = output.metrics
                         if output.status == RunStatus.error:
                             raise ModelError(str(output.content or "unknown error").strip())
@@ -291,6 +294,7 @@ class AgentRuntime(SessionWork):
                             session_id=request.session_id,
                             user_id=request.user_id,
                             stream=True,
+                            images=images,
                             yield_run_output=True,  # the last item: the run, with its usage
                         ):
                             kind = getattr(event, "event", None)  # the final RunOutput has none
@@ -434,8 +438,9 @@ class AgentRuntime(SessionWork):
                     telemetry=False,
                 )
                 output = await team.arun(
-                    request.text, session_id=request.session_id, user_id=request.user_id
-                )
+                    request.text, session_id=request.session_id, user_id=request.user_id,
+                    images=[Image(content=data) for data in request.images] or None,
+                )  # fmt: skip
         except asyncio.CancelledError:
             raise
         except CorruptSessionError as exc:

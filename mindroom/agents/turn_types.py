@@ -25,6 +25,7 @@ class TurnRequest:
     # what recall searches for: the message as written, where ``text`` names its speaker in a
     # group (a name is not what was asked: it pulled the speaker's entries into every turn)
     query: str = ""
+    images: tuple[bytes, ...] = ()  # images sent with the message (to a vision model)
 
     @property
     def recall_query(self) -> str:

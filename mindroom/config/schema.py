@@ -196,6 +196,13 @@ class MatrixConfig(_Strict):
     room_version: str = Field(default="10", min_length=1)
 
 
+class MediaConfig(_Strict):
+    """Files sent to agents: what is read, up to which size."""
+
+    max_bytes: int = Field(default=20_000_000, ge=1)  # bigger files get a notice
+    max_text_chars: int = Field(default=20_000, ge=100)  # of a text file or PDF, given whole
+
+
 class AuthorizationConfig(_Strict):
     """Who may talk to the agents.
 
@@ -225,6 +232,7 @@ class Config(_Strict):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     authorization: AuthorizationConfig = Field(default_factory=AuthorizationConfig)
     sessions: SessionsConfig = Field(default_factory=SessionsConfig)
+    media: MediaConfig = Field(default_factory=MediaConfig)
 
     @field_validator("agents")
     @classmethod

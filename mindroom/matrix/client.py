@@ -19,7 +19,8 @@ from nio.api import MessageDirection, RelationshipType
 
 from mindroom.errors import MatrixError
 from mindroom.matrix.crypto import keep_keys
-from mindroom.matrix.events import IncomingMessage, parse_message
+from mindroom.matrix.events import Attachment, IncomingMessage, parse_message
+from mindroom.matrix.media import download
 
 logger = logging.getLogger(__name__)
 
@@ -330,6 +331,10 @@ class MatrixAccount:
             self.log.warning("cannot react in %s: %s", room_id, response.message)
             return None
         return response.event_id
+
+    async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """The file of a media message (see :mod:`mindroom.matrix.media`)."""
+        return await download(self.client, attachment, max_bytes)
 
     async def redact(self, room_id: str, event_id: str, reason: str) -> None:
         """Redact ``event_id``; a failure is logged (it may be gone already)."""

@@ -14,6 +14,53 @@ from typing import Any
 _PILL_RE = re.compile(r"https://matrix\.to/#/(@[^\"'?<>\s/]+)")
 
 
+ATTACHMENT_KINDS = {"m.image": "image", "m.file": "file", "m.audio": "audio", "m.video": "video"}
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A file sent with a message (an image, a document, a voice message, a video)."""
+
+    kind: str  # image, file, audio or video
+    url: str  # its mxc:// URI
+    name: str
+    mimetype: str = ""
+    size: int = 0  # bytes, as the sender said (0: not said)
+    encryption: Mapping[str, Any] | None = None  # an encrypted room's file: key, iv, hashes
+
+    @property
+    def mxc(self) -> tuple[str, str]:
+        """(server name, media ID) of :attr:`url`; ValueError when it is not an mxc URI."""
+        if not self.url.startswith("mxc://") or self.url.count("/") != 3:
+            raise ValueError(f"not an mxc URI: {self.url!r}")
+        server, media_id = self.url.removeprefix("mxc://").split("/", 1)
+        return server, media_id
+
+
+def _attachment(msgtype: str, content: Mapping[str, Any]) -> tuple[Attachment | None, str]:
+    """The attachment of a media message and its caption ('' when it has none: MSC2530, a
+    caption is a ``body`` beside a ``filename`` that differs from it)."""
+    kind = ATTACHMENT_KINDS.get(msgtype)
+    if kind is None:
+        return None, str(content.get("body", ""))
+    body = str(content.get("body", ""))
+    filename = content.get("filename")
+    name = filename if isinstance(filename, str) and filename else body
+    caption = body if isinstance(filename, str) and filename and body != filename else ""
+    encrypted = _mapping(content.get("file"))
+    url = content.get("url") if not encrypted else encrypted.get("url")
+    if not isinstance(url, str):
+        return None, caption
+    info = _mapping(content.get("info"))
+    return (
+        Attachment(
+            kind, url, name or "file", str(info.get("mimetype") or ""), _int(info.get("size")),
+            dict(encrypted) if encrypted else None,
+        ),
+        caption,
+    )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class IncomingMessage:
     """A text message as the router sees it."""
@@ -35,6 +82,8 @@ class IncomingMessage:
     receiver_membership: str | None = None
     """The receiving account's membership when the event was sent (``unsigned.membership``):
     anything but ``join`` means history from before it joined."""
+    attachment: Attachment | None = None
+    """The file of a media message; ``body`` is then its caption ('' without one)."""
 
     @property
     def threadable(self) -> bool:
@@ -70,12 +119,14 @@ def parse_message(room_id: str, source: Mapping[str, Any]) -> IncomingMessage | 
     )
     if isinstance(formatted, str):
         mention_ids.update(_PILL_RE.findall(formatted))
+    msgtype = str(content.get("msgtype", "m.text"))
+    attachment, body = _attachment(msgtype, content)
     return IncomingMessage(
         event_id=str(source.get("event_id", "")),
         room_id=room_id,
         sender=str(source.get("sender", "")),
         body=body,
-        msgtype=str(content.get("msgtype", "m.text")),
+        msgtype=msgtype,
         formatted_body=formatted if isinstance(formatted, str) else None,
         thread_root=_str_or_none(relates.get("event_id")) if rel_type == "m.thread" else None,
         reply_to=in_reply_to if isinstance(in_reply_to, str) else None,
@@ -84,6 +135,7 @@ def parse_message(room_id: str, source: Mapping[str, Any]) -> IncomingMessage | 
         mention_ids=frozenset(mention_ids),
         timestamp_ms=_int(source.get("origin_server_ts")),
         receiver_membership=_str_or_none(_mapping(source.get("unsigned")).get("membership")),
+        attachment=attachment,
     )
 
 
@@ -140,6 +192,14 @@ def message_source(message: IncomingMessage) -> dict[str, Any]:
         content["m.relates_to"] = {"rel_type": message.relation}
     if message.mention_ids:
         content["m.mentions"] = {"user_ids": sorted(message.mention_ids)}
+    if (attached := message.attachment) is not None:  # as sent: a resumed turn reads it again
+        content["body"] = message.body or attached.name
+        content["filename"] = attached.name
+        content["info"] = {"mimetype": attached.mimetype, "size": attached.size}
+        if attached.encryption is not None:
+            content["file"] = dict(attached.encryption)
+        else:
+            content["url"] = attached.url
     return {
         "type": "m.room.message",
         "event_id": message.event_id,

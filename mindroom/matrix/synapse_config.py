@@ -157,6 +157,8 @@ def new_config(data_dir: Path, server_name: str, host: str, port: int) -> dict[s
         "database": {"name": "sqlite3", "args": {"database": str(d / DATABASE_FILE)}},
         "log_config": str(d / LOG_CONFIG_FILE),
         "media_store_path": str(d / MEDIA_DIR),
+        # new media only through the authenticated endpoints (the default since Synapse 1.120)
+        "enable_authenticated_media": True,
         "signing_key_path": str(d / SIGNING_KEY_FILE),
         "registration_shared_secret": secrets.token_urlsafe(32),
         "macaroon_secret_key": secrets.token_urlsafe(32),
