@@ -4,8 +4,11 @@
   caption, if any, is the message.
 * A text file (plain text, markdown, CSV, JSON, source code) or a PDF is read and its text
   given with the message, cut to ``media.max_text_chars`` (the cut is said).
-* Anything else (voice messages, videos, other documents), a file over ``media.max_bytes`` or
-  one that cannot be fetched or read gets a notice saying why, never silence.
+* A voice message is transcribed when ``media.speech_to_text`` names an OpenAI-compatible
+  transcription endpoint (:mod:`mindroom.agents.speech`), and the transcript is the message.
+* Anything else (voice without speech-to-text, videos, other documents), a file over
+  ``media.max_bytes`` or one that cannot be fetched or read gets a notice saying why, never
+  silence.
 
 The file is read for the turn and passes into the conversation like any message: a private
 companion's conversation with a person is that person's alone, so is what they sent.
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from mindroom.config.schema import MediaConfig
+from mindroom.errors import ModelError
 from mindroom.matrix.client import MatrixAccount
 from mindroom.matrix.events import Attachment
 from mindroom.matrix.media import MediaError
@@ -72,9 +76,13 @@ async def read_attachment(
 ) -> TurnInput:
     """The turn input of a message carrying ``attachment`` (see the module docstring)."""
     what = f"**{attachment.name}**"
+    if attachment.kind == "audio" and media.speech_to_text is not None:
+        return await _voice(account, attachment, caption, media)
     if attachment.kind in ("audio", "video"):
-        kind = "voice messages and audio" if attachment.kind == "audio" else "videos"
-        return TurnInput(problem=f"I cannot listen to or watch {kind} yet ({what}): please "
+        kind = "videos"
+        if attachment.kind == "audio":
+            kind = "voice messages (no speech-to-text is configured)"
+        return TurnInput(problem=f"I cannot listen to or watch {kind} ({what}): please "
                                  "write it, or send a transcript as a text file.")  # fmt: skip
     readable = attachment.kind == "image" or _is_text(attachment) or _is_pdf(attachment)
     if not readable:
@@ -99,3 +107,23 @@ async def read_attachment(
     if not text.strip():
         return TurnInput(problem=f"I found no text in {what} (a scanned PDF has only images).")
     return TurnInput(with_file_text(caption, attachment.name, text, media.max_text_chars))
+
+
+async def _voice(
+    account: MatrixAccount, attachment: Attachment, caption: str, media: MediaConfig
+) -> TurnInput:
+    """A voice message, transcribed (``media.speech_to_text``)."""
+    from mindroom.agents.speech import transcribe  # the transcription client: on first use
+
+    assert media.speech_to_text is not None
+    what = f"**{attachment.name}**"
+    try:
+        audio = await account.download(attachment, media.max_bytes)
+        spoken = await transcribe(media.speech_to_text, audio, attachment.name)
+    except (MediaError, ModelError) as exc:
+        logger.warning("cannot transcribe %s: %s", attachment.name, exc)
+        return TurnInput(problem=f"I could not transcribe {what}: {exc}.")
+    if not spoken:
+        return TurnInput(problem=f"I heard no words in {what}.")
+    header = f"[A voice message, transcribed: {attachment.name!r}]"
+    return TurnInput("\n\n".join(part for part in (caption, header, spoken) if part))

@@ -334,6 +334,10 @@ class ScriptedModel:
         self._models_seen: set[str] = set()
         self._embedding_requests: list[dict[str, Any]] = []
         self.embeddings_status = 200
+        # POST /v1/audio/transcriptions answers {"text": transcript}; the raw multipart bodies
+        # it was sent are kept in transcription_requests
+        self.transcript = "scripted transcript"
+        self.transcription_requests: list[bytes] = []
         self._call_ids = itertools.count(1)
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -625,6 +629,13 @@ class _RequestHandler(BaseHTTPRequestHandler):
             return
         if self._path() in ("/v1/embeddings", "/embeddings"):
             self._embeddings(raw)
+            return
+        if self._path() in ("/v1/audio/transcriptions", "/audio/transcriptions"):
+            scripted = self.server.scripted
+            with scripted._lock:
+                scripted.transcription_requests.append(raw)
+                text = scripted.transcript
+            self._send_json(200, {"text": text})
             return
         if self._path() not in ("/v1/chat/completions", "/chat/completions"):
             self._send_error_json(404, f"unknown path {self.path}")

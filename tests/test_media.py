@@ -180,3 +180,22 @@ async def test_a_file_in_an_encrypted_dm_is_decrypted_and_read(
 
     assert "the vault code is 0451" in all_text(model.requests[-1])
     assert reply.get(DECRYPTED)
+
+
+async def test_a_voice_message_is_transcribed_when_speech_to_text_is_configured(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    model.transcript = "please book a table for two"
+    room_id = await dm_with(
+        bot, human, model, speech_to_text={"base_url": model.base_url, "model": "whisper-1"}
+    )
+    voice = b"OggS" + bytes(200)
+    sent = await send_file(human, room_id, "m.audio", voice, "audio/ogg", "voice.ogg")
+    reply = await human.wait_for_reply(room_id, sent)
+
+    [upload] = model.transcription_requests
+    assert voice in upload  # the audio itself went to the endpoint
+    assert b"whisper-1" in upload
+    assert "please book a table for two" in all_text(model.requests[-1])
+    assert "voice message, transcribed" in all_text(model.requests[-1])
+    assert reply["content"]["msgtype"] == "m.text"

@@ -196,11 +196,20 @@ class MatrixConfig(_Strict):
     room_version: str = Field(default="10", min_length=1)
 
 
+class SpeechToTextConfig(_Strict):
+    """An OpenAI-compatible transcription endpoint (``POST {base_url}/audio/transcriptions``)."""
+
+    base_url: str
+    api_key: str = "none"
+    model: str = "whisper-1"
+
+
 class MediaConfig(_Strict):
     """Files sent to agents: what is read, up to which size."""
 
     max_bytes: int = Field(default=20_000_000, ge=1)  # bigger files get a notice
     max_text_chars: int = Field(default=20_000, ge=100)  # of a text file or PDF, given whole
+    speech_to_text: SpeechToTextConfig | None = None  # voice messages: transcribed when set
 
 
 class AuthorizationConfig(_Strict):
