@@ -42,6 +42,18 @@ def unique(prefix: str) -> str:
     return f"{prefix}{os.getpid()}x{next(_names)}"
 
 
+async def client_api(
+    client: nio.AsyncClient, method: str, path: str, body: dict[str, Any]
+) -> dict[str, Any]:
+    """A raw client-server API call as ``client`` (what nio has no method for)."""
+    headers = {"Authorization": f"Bearer {client.access_token}"}
+    response = await client.send(method, path, json.dumps(body), headers)
+    try:
+        return await response.json()
+    finally:
+        response.release()
+
+
 DECRYPTED = "mindroom_test_decrypted"
 """Set on a recorded event that arrived encrypted (an encrypting Human decrypted it)."""
 

@@ -3,13 +3,14 @@ Synapse, with an encrypting nio client as the person (as Element would be)."""
 
 from __future__ import annotations
 
-import json
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import nio
 import pytest
 
-from tests.harness import DECRYPTED, BotHarness, Human, config_text, joined
+from tests.harness import DECRYPTED, BotHarness, Human, client_api, config_text, joined
 from tests.scripted_model import ScriptedModel, last_user_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
@@ -24,21 +25,32 @@ async def encrypted_dm(human: Human, agent: str) -> str:
     return created.room_id
 
 
-def answers(human: Human, room_id: str, agent: str) -> list[dict]:
-    return [e for e in human.messages(room_id, agent) if e["content"].get("msgtype") == "m.text"]
+@contextlib.asynccontextmanager
+async def echo_agent_in_encrypted_dm(
+    bot: BotHarness,
+    model: ScriptedModel,
+    synapse,
+    keys: Path,  # noqa: ANN001
+) -> AsyncIterator[tuple[Human, str, str]]:
+    """An encrypting person in an encrypted DM with an agent that echoes: (them, the agent's
+    user ID, the room); the person's client is closed after the block."""
+    model.set_handler(lambda request: f"echo: {last_user_text(request)}")
+    person = await Human.create(synapse, keys=keys)
+    try:
+        await bot.start(config_text(model.base_url, {"general": {"rooms": [], "streaming": False}}))
+        assert bot.bot is not None
+        agent = bot.bot.agents["general"].user_id
+        yield person, agent, await encrypted_dm(person, agent)
+    finally:
+        await person.close()
 
 
 async def test_an_encrypted_dm_is_answered_encrypted_and_still_read_after_a_restart(
     bot: BotHarness, model: ScriptedModel, synapse, tmp_path: Path
 ) -> None:
-    model.set_handler(lambda request: f"echo: {last_user_text(request)}")
-    person = await Human.create(synapse, keys=tmp_path / "person-keys")
-    try:
-        await bot.start(config_text(model.base_url, {"general": {"rooms": [], "streaming": False}}))
-        assert bot.bot is not None
-        agent = bot.bot.agents["general"].user_id
-        room_id = await encrypted_dm(person, agent)
-
+    async with echo_agent_in_encrypted_dm(bot, model, synapse, tmp_path / "keys") as (
+        person, _, room_id,
+    ):  # fmt: skip
         first = await person.send(room_id, "the secret word is heliotrope")
         reply = await person.wait_for_reply(room_id, first, timeout=40)
         await bot.stop()
@@ -46,9 +58,7 @@ async def test_an_encrypted_dm_is_answered_encrypted_and_still_read_after_a_rest
         second = await person.send(room_id, "and after the restart?")
         again = await person.wait_for_reply(room_id, second, timeout=40)
         seen_by_model = [last_user_text(r) for r in model.requests]
-        raw = await person.client.room_messages(room_id, start="", limit=50)
-    finally:
-        await person.close()
+        history = await person.client.room_messages(room_id, start="", limit=50)
 
     assert "the secret word is heliotrope" in seen_by_model  # the agent decrypted it
     assert "and after the restart?" in seen_by_model
@@ -56,18 +66,9 @@ async def test_an_encrypted_dm_is_answered_encrypted_and_still_read_after_a_rest
     assert again["content"]["body"] == "echo: and after the restart?"
     assert reply.get(DECRYPTED)  # the answer itself was sent encrypted
     assert again.get(DECRYPTED)
-    assert isinstance(raw, nio.RoomMessagesResponse)
-    plaintext = [e for e in raw.chunk if isinstance(e, nio.RoomMessageText) and not e.decrypted]
+    assert isinstance(history, nio.RoomMessagesResponse)
+    plaintext = [e for e in history.chunk if isinstance(e, nio.RoomMessageText) and not e.decrypted]
     assert plaintext == []  # nothing of the conversation went over the wire in the clear
-
-
-async def raw(client: nio.AsyncClient, method: str, path: str, body: dict) -> dict:
-    headers = {"Authorization": f"Bearer {client.access_token}"}
-    response = await client.send(method, path, json.dumps(body), headers)
-    try:
-        return await response.json()
-    finally:
-        response.release()
 
 
 async def test_the_agents_device_is_cross_signed_so_clients_trust_it_with_room_keys(
@@ -78,7 +79,7 @@ async def test_the_agents_device_is_cross_signed_so_clients_trust_it_with_room_k
     client = bot.bot.agents["general"].client
     agent, device = client.user_id, client.device_id
 
-    keys = await raw(human.client, "POST", "/_matrix/client/v3/keys/query",
+    keys = await client_api(human.client, "POST", "/_matrix/client/v3/keys/query",
                      {"device_keys": {agent: []}})  # fmt: skip
 
     [master] = keys["master_keys"][agent]["keys"].values()
@@ -92,13 +93,9 @@ async def test_the_agents_device_is_cross_signed_so_clients_trust_it_with_room_k
 async def test_a_message_the_agent_cannot_decrypt_gets_a_notice_asking_to_send_it_again(
     bot: BotHarness, model: ScriptedModel, synapse, tmp_path: Path
 ) -> None:
-    model.set_handler(lambda request: f"echo: {last_user_text(request)}")
-    person = await Human.create(synapse, keys=tmp_path / "person-keys")
-    try:
-        await bot.start(config_text(model.base_url, {"general": {"rooms": [], "streaming": False}}))
-        assert bot.bot is not None
-        agent = bot.bot.agents["general"].user_id
-        room_id = await encrypted_dm(person, agent)
+    async with echo_agent_in_encrypted_dm(bot, model, synapse, tmp_path / "keys") as (
+        person, agent, room_id,
+    ):  # fmt: skip
         readable = await person.send(room_id, "this one is readable")
         await person.wait_for_reply(room_id, readable, timeout=40)  # the positive control
         lost = {  # a Megolm event whose session no device of the agent was ever given
@@ -108,7 +105,7 @@ async def test_a_message_the_agent_cannot_decrypt_gets_a_notice_asking_to_send_i
             "session_id": "bm90LWEtcmVhbC1zZXNzaW9u",
             "device_id": person.client.device_id,
         }
-        sent = await raw(
+        sent = await client_api(
             person.client,
             "PUT",
             f"/_matrix/client/v3/rooms/{room_id}/send/m.room.encrypted/lost-1",
@@ -118,8 +115,6 @@ async def test_a_message_the_agent_cannot_decrypt_gets_a_notice_asking_to_send_i
             lambda e: e.get("sender") == agent and "could not decrypt" in
             e["content"].get("body", ""), timeout=40,
         )  # fmt: skip
-    finally:
-        await person.close()
 
     assert notice["content"]["msgtype"] == "m.notice"
     assert notice["content"]["m.relates_to"]["m.in_reply_to"]["event_id"] == sent["event_id"]

@@ -15,12 +15,12 @@ from tests.harness import (
     BotHarness,
     Human,
     answers,
+    client_api,
     config_text,
     joined,
     unique,
 )
 from tests.scripted_model import ScriptedModel, last_user_text
-from tests.test_e2ee import raw
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 
@@ -156,7 +156,9 @@ async def test_an_undecryptable_message_in_an_encrypted_room_is_asked_for_once_a
         assert encryption_notices(person, room_id, general) == []
 
         path = f"/_matrix/client/v3/rooms/{room_id}/send/m.room.encrypted/undecryptable-1"
-        sent = await raw(person.client, "PUT", path, MEGOLM_CONTENT)  # as sent, not re-encrypted
+        sent = await client_api(
+            person.client, "PUT", path, MEGOLM_CONTENT
+        )  # as sent, not re-encrypted
         await person.wait_for(lambda e: bool(asked_again(person, room_id, general)), timeout=30)
         await bot.stop()
         await bot.start()  # a restart neither repeats nor loses it
