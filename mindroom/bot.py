@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Coroutine
@@ -41,6 +42,7 @@ from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.watch import watch_memory_files
 from mindroom.notices import (
     ask_again_unless_read,
+    room_voice,
     tell_absent,
     tell_encrypted_room,
     worth_asking,
@@ -121,7 +123,7 @@ class Bot:
             state=self.state,
             runtime=self.runtime,
             flush=self.flush,
-            run_command=self._command,
+            run_command=functools.partial(run_command, self),
         )
         self.router = await self._login(ROUTER, "Router")
         members: dict[str, AgentConfig | TeamConfig] = {**self.config.agents, **self.config.teams}
@@ -462,22 +464,12 @@ class Bot:
 
     async def _on_absent_mention(self, message: IncomingMessage, route: Route) -> None:
         """Posted as the router if it is in the room, else as the room's agent."""
-        assert self.router is not None
         assert self.ledger is not None
-        room_agents = self.room_agents(message.room_id)
-        if message.room_id in self.router.joined_rooms():
-            account: MatrixAccount | None = self.router
-        else:
-            account = self.agents[room_agents[0]] if room_agents else None
-        absent = [
-            (self._member(n).display_name or n, self.agents[n].user_id)
-            for n in route.absent
-            if n in self.agents
-        ]
+        room_agents = [self.agents[n] for n in self.room_agents(message.room_id)]
+        account = room_voice(message.room_id, self.router, room_agents)
+        absent = [(self._member(n).display_name or n, self.agents[n].user_id)
+                  for n in route.absent if n in self.agents]  # fmt: skip
         await tell_absent(self.ledger, account, message, absent)
-
-    async def _command(self, message: IncomingMessage) -> None:
-        await run_command(self, message)
 
     # -- shutdown -----------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from mindroom.matrix.events import IncomingMessage
 from mindroom.matrix.send import notice_content
 from mindroom.memory.consent_chat import memory_command
 from mindroom.memory.registry import MemoryRegistry
+from mindroom.notices import room_voice
 from mindroom.sessions.keeper import SessionKeeper
 from mindroom.sessions.status import gather, status_text
 
@@ -99,11 +100,8 @@ async def run_command(bot: CommandHost, message: IncomingMessage) -> None:
     if command is None:
         return
     room_agents = bot.room_agents(message.room_id)
-    if message.room_id in bot.router.joined_rooms():
-        account = bot.router
-    elif room_agents:
-        account = bot.agents[room_agents[0]]  # a DM: the router is not there
-    else:
+    account = room_voice(message.room_id, bot.router, [bot.agents[n] for n in room_agents])
+    if account is None:
         return
     user_ids = {name: acc.user_id for name, acc in bot.agents.items()}
     if command.name == "help":

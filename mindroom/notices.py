@@ -31,6 +31,16 @@ UNDECRYPTABLE_NOTICE = (
 )
 
 
+def room_voice(
+    room_id: str, router: MatrixAccount | None, room_agents: Sequence[MatrixAccount]
+) -> MatrixAccount | None:
+    """Who speaks for mindroom in a room (commands, notices): the router when it is there,
+    else the room's first agent (a DM); None when no account of mindroom's is in it."""
+    if router is not None and room_id in router.joined_rooms():
+        return router
+    return room_agents[0] if room_agents else None
+
+
 def absent_notice(agents: Sequence[tuple[str, str]]) -> str:
     """The notice for a message naming agents that are not in the room.
 
