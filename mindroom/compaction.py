@@ -108,7 +108,7 @@ class Compactor:
             [ChatLine("system", carried), *lines], incoming, budget, settings.threshold
         ):
             return session_id, carried
-        done = await self.compact(agent, base_session, requester)
+        done = await self.compact(agent, base_session, requester, read=lines)
         return (done.session_id, done.carried) if done else (session_id, carried)
 
     async def compact(
@@ -119,14 +119,18 @@ class Compactor:
         *,
         instructions: str = "",
         overflow: bool = False,
+        read: list[ChatLine] | None = None,
     ) -> Compacted | None:
         """Compact the session now; None when it holds nothing older than the recent turns.
 
         ``overflow`` (the model refused the prompt as too long) keeps fewer recent messages:
         at most half of them, so the compacted prompt is smaller whatever the history.
+        ``read``: the session's chat, when the caller has just read it.
         """
         session_id, carried, generation = await self.current(base_session)
-        lines, _ = await self._runtime.session_chat(agent, session_id, requester, team=False)
+        if read is None:
+            read, _ = await self._runtime.session_chat(agent, session_id, requester, team=False)
+        lines = read
         keep = self.config.memory.compaction.keep_recent_messages
         if overflow:
             keep = min(keep, len(lines) // 2)

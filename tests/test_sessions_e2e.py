@@ -334,6 +334,22 @@ async def edit_last_run(storage: Path, session_id: str, edit) -> None:  # noqa: 
     await asyncio.to_thread(rewrite)
 
 
+async def first_thread(
+    bot: BotHarness, human: Human, model: ScriptedModel, text: str
+) -> tuple[str, str, dict]:
+    """A bot with one agent in a fresh room, and a thread ``text`` started and answered once:
+    (the room, the thread root, the conversation's row in the session book)."""
+    room = unique("thread")
+    room_id = await bot.start_in_room(
+        config_text(model.base_url, {"general": {"rooms": [room]}}), room, human
+    )
+    root = await human.send(room_id, text)
+    await human.wait_for_reply(room_id, root)
+    await wait_until(lambda: [r["turns"] for r in book_rows(bot.storage)] == [1])
+    [row] = book_rows(bot.storage)
+    return room_id, root, row
+
+
 def like_openai(request: dict) -> str | Reply:
     refusal = tool_pairing_refusal(request)
     if refusal is not None:
@@ -345,14 +361,7 @@ async def test_a_tool_call_cut_off_by_a_crash_gets_an_error_result_before_the_ne
     bot: BotHarness, human: Human, model: ScriptedModel
 ) -> None:
     model.set_handler(like_openai)
-    room = unique("repair")
-    room_id = await bot.start_in_room(
-        config_text(model.base_url, {"general": {"rooms": [room]}}), room, human
-    )
-    root = await human.send(room_id, "look up my tea")
-    await human.wait_for_reply(room_id, root)
-    await wait_until(lambda: [r["turns"] for r in book_rows(bot.storage)] == [1])
-    [row] = book_rows(bot.storage)
+    room_id, root, row = await first_thread(bot, human, model, "look up my tea")
 
     def interrupted(data: str) -> str:  # the turn died after the model asked for a tool
         run = json.loads(data)
@@ -380,14 +389,7 @@ async def test_a_corrupt_session_is_rotated_with_a_notice_never_a_crash_loop(
     bot: BotHarness, human: Human, model: ScriptedModel
 ) -> None:
     model.set_handler(lambda request: f"echo: {last_user_text(request)}")
-    room = unique("corrupt")
-    room_id = await bot.start_in_room(
-        config_text(model.base_url, {"general": {"rooms": [room]}}), room, human
-    )
-    root = await human.send(room_id, "remember the garden")
-    await human.wait_for_reply(room_id, root)
-    await wait_until(lambda: [r["turns"] for r in book_rows(bot.storage)] == [1])
-    [row] = book_rows(bot.storage)
+    room_id, root, row = await first_thread(bot, human, model, "remember the garden")
     await edit_last_run(bot.storage, row["session_id"], lambda data: data[: len(data) // 2])
 
     await human.send(room_id, "what about the roses?", thread_root=root)

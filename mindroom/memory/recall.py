@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from mindroom.config.schema import Config, FileMemoryConfig
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.access import CategoryAccess
+from mindroom.memory.budget import budgeted_section
 from mindroom.memory.consolidate.records import ConsolidationRecords, db_path
 from mindroom.memory.delta import ThreadRevisions
 from mindroom.memory.hybrid import hybrid_search
@@ -379,15 +380,8 @@ def _conflicts_section(
         "### Open conflicts (contradicting memories a person has not settled yet: when one "
         "matters, say both and ask, do not pick one)"
     )
-    lines: list[str] = []
-    for a, b, reason in sides:
-        line = f"- {a.text!r} [{a.id}] / {b.text!r} [{b.id}]: {reason}"
-        cost = len(line) + 1 + (0 if lines else len(title) + 2)
-        if cost > budget[0]:
-            continue
-        budget[0] -= cost
-        lines.append(line)
-    return f"{title}\n" + "\n".join(lines) if lines else ""
+    lines = (f"- {a.text!r} [{a.id}] / {b.text!r} [{b.id}]: {reason}" for a, b, reason in sides)
+    return budgeted_section(title, lines, budget)
 
 
 def build_mem0_recall(

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mindroom.errors import MemoryStoreError
+from mindroom.memory.budget import budgeted_section
 from mindroom.memory.index import SearchHit, query_terms
 from mindroom.memory.session_index import SessionIndex, TranscriptMessage, is_transcript_path
 from mindroom.memory.store import FileMemory
@@ -131,19 +132,15 @@ def recall_section(memory: FileMemory, query: str, budget: list[int]) -> str:
     terms = [term.lower() for term in query_terms(query)]
     found = [h for h in search_sessions(memory, query, RECALL_HITS) if relevant(h, terms)]
     title = "### Past conversations (read more with memory_get)"
-    lines: list[str] = []
-    for hit in found:
-        entry = hit.entry
-        text = " / ".join(entry.text.splitlines())
-        if len(text) > RECALL_CHARS:
-            text = text[: RECALL_CHARS - 3] + "..."
-        line = f"- ({entry.path}:{entry.start_line}-{entry.end_line}) {text}"
-        cost = len(line) + 1 + (0 if lines else len(title) + 2)
-        if cost > budget[0]:
-            continue
-        budget[0] -= cost
-        lines.append(line)
-    return f"{title}\n" + "\n".join(lines) if lines else ""
+    return budgeted_section(title, (_recall_line(hit) for hit in found), budget)
+
+
+def _recall_line(hit: SearchHit) -> str:
+    entry = hit.entry
+    text = " / ".join(entry.text.splitlines())
+    if len(text) > RECALL_CHARS:
+        text = text[: RECALL_CHARS - 3] + "..."
+    return f"- ({entry.path}:{entry.start_line}-{entry.end_line}) {text}"
 
 
 __all__ = [
