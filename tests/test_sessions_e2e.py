@@ -107,6 +107,8 @@ async def test_a_stale_dm_is_flushed_and_the_next_message_starts_a_fresh_session
     await human.wait_for_reply(room_id, await human.send(room_id, "good morning"))
     fresh = chat_requests(model)[-1]
     await wait_until(lambda: daily(bot.storage).exists())  # the ended session, flushed
+    # the turn is counted after its reply is posted: wait for it, never race it
+    await wait_until(lambda: [r["turns"] for r in book_rows(bot.storage)] == [1])
 
     assert "my name is Ada" in control
     assert "my name is Ada" not in all_text(fresh)  # the stale history stayed behind
