@@ -36,6 +36,7 @@ from mindroom.matrix.accounts import agent_credentials, open_account, set_displa
 from mindroom.matrix.client import MatrixAccount, Undecryptable
 from mindroom.matrix.crypto import E2E_AVAILABLE
 from mindroom.matrix.events import AgentIdentity, IncomingMessage, message_source, parse_message
+from mindroom.matrix.key_backup import open_backup
 from mindroom.matrix.probe import wait_for_homeserver
 from mindroom.matrix.rooms import prepare_room
 from mindroom.memory.registry import MemoryRegistry
@@ -103,7 +104,8 @@ class Bot:
             token=(given.access_token, given.device_id) if given else None,
             device_name=self.config.matrix.device_name, shared_secret=self.options.shared_secret,
         )  # fmt: skip
-        account = MatrixAccount(name, client)
+        backup = await open_backup(client, self.options.data_dir, self.config.matrix.key_backup)
+        account = MatrixAccount(name, client, backup)
         await set_display_name(client, display_name)
         return account
 

@@ -19,6 +19,7 @@ from mindroom.config.load import load_dotenv_beside
 from mindroom.config_cli import add_config_parser
 from mindroom.errors import MindroomError, NotRunningError
 from mindroom.invocation import invoked_as
+from mindroom.keys_cli import add_keys_parser
 from mindroom.maintenance.cli import add_maintenance_parser
 from mindroom.memory_cli import add_memory_parser
 from mindroom.runlock import (
@@ -253,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_memory_parser(sub, common)
     add_maintenance_parser(sub, common)
     add_sessions_parser(sub, common)
+    add_keys_parser(sub, common)
     add_config_parser(sub)
     return parser
 

@@ -22,7 +22,11 @@ from mindroom.config.schema import Config
 from mindroom.embeddings.probe import embedder_checks
 from mindroom.errors import ConfigError
 from mindroom.matrix.accounts import agent_credentials
-from mindroom.matrix.encrypted_rooms import check_encrypted_rooms, encryption_not_checked
+from mindroom.matrix.encrypted_rooms import (
+    check_encrypted_rooms,
+    check_key_backup,
+    encryption_not_checked,
+)
 from mindroom.matrix.local import local_user_store
 from mindroom.matrix.login_checks import check_logins
 from mindroom.matrix.probe import check_homeserver
@@ -69,6 +73,9 @@ async def run_doctor(config_path: Path, storage: Path, homeserver: str | None) -
         checks += embedders.values()
         checks += check_mem0(config, config_path.parent, embedders)
     checks.append(check_storage(storage))
+    if config is not None:
+        data_dir = storage / "mindroom_data"
+        checks += check_key_backup(data_dir, config.account_names, config.matrix.key_backup)
     if config is None or not all(c.ok for c in server_checks if c.name == "homeserver"):
         why = "the config is invalid" if config is None else "the homeserver does not answer"
         checks.append(encryption_not_checked(why))

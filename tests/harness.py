@@ -43,15 +43,26 @@ def unique(prefix: str) -> str:
 
 
 async def client_api(
-    client: nio.AsyncClient, method: str, path: str, body: dict[str, Any]
+    client: nio.AsyncClient, method: str, path: str, body: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """A raw client-server API call as ``client`` (what nio has no method for)."""
     headers = {"Authorization": f"Bearer {client.access_token}"}
-    response = await client.send(method, path, json.dumps(body), headers)
+    data = json.dumps(body) if body is not None else None
+    response = await client.send(method, path, data, headers)
     try:
         return await response.json()
     finally:
         response.release()
+
+
+async def encrypted_dm(human: Human, agent: str) -> str:
+    """An end-to-end encrypted DM ``human`` opens with ``agent`` (once it joined): its ID."""
+    created = await human.client.room_create(
+        invite=[agent], is_direct=True, initial_state=[nio.EnableEncryptionBuilder().as_dict()]
+    )
+    assert isinstance(created, nio.RoomCreateResponse), created
+    await human.wait_for(joined(agent, created.room_id))
+    return created.room_id
 
 
 DECRYPTED = "mindroom_test_decrypted"

@@ -10,19 +10,10 @@ from pathlib import Path
 import nio
 import pytest
 
-from tests.harness import DECRYPTED, BotHarness, Human, client_api, config_text, joined
+from tests.harness import DECRYPTED, BotHarness, Human, client_api, config_text, encrypted_dm
 from tests.scripted_model import ScriptedModel, last_user_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
-
-
-async def encrypted_dm(human: Human, agent: str) -> str:
-    created = await human.client.room_create(
-        invite=[agent], is_direct=True, initial_state=[nio.EnableEncryptionBuilder().as_dict()]
-    )
-    assert isinstance(created, nio.RoomCreateResponse), created
-    await human.wait_for(joined(agent, created.room_id))
-    return created.room_id
 
 
 @contextlib.asynccontextmanager

@@ -191,6 +191,8 @@ class MatrixConfig(_Strict):
     # account name (router, an agent, a team) -> its access token and device
     logins: dict[str, TokenLogin] = Field(default_factory=dict)
     device_name: str = "mindroom"
+    # room keys backed up on the homeserver, readable with the recovery key (MINDROOM_RECOVERY_KEY)
+    key_backup: bool = True
     catch_up_seconds: float = Field(default=300.0, ge=0)
     # Version 12 room IDs break common clients (matrix-commander); 10 works everywhere.
     room_version: str = Field(default="10", min_length=1)

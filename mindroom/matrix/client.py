@@ -20,6 +20,7 @@ from nio.api import MessageDirection, RelationshipType
 from mindroom.errors import MatrixError
 from mindroom.matrix.crypto import keep_keys
 from mindroom.matrix.events import Attachment, IncomingMessage, parse_message
+from mindroom.matrix.key_backup import KeyBackup
 from mindroom.matrix.media import download
 
 logger = logging.getLogger(__name__)
@@ -60,9 +61,10 @@ def _content(event: nio.Event) -> dict[str, Any]:
 class MatrixAccount:
     """A logged-in account: sync, callbacks, sending. ``name`` is the agent name (or 'router')."""
 
-    def __init__(self, name: str, client: nio.AsyncClient) -> None:
+    def __init__(self, name: str, client: nio.AsyncClient, backup: KeyBackup | None = None) -> None:
         self.name = name
         self.client = client
+        self.backup = backup  # the account's server-side key backup, when it has one
         self.log = logger.getChild(name)
         self._on_message: MessageHandler | None = None
         self._on_invite: InviteHandler | None = None
@@ -127,7 +129,7 @@ class MatrixAccount:
         response = await self.client.sync(timeout=0, full_state=True, sync_filter=state_filter)
         if isinstance(response, nio.SyncError):
             raise MatrixError(f"first sync of {self.user_id} failed: {response.message}")
-        await keep_keys(self.client)
+        await self._keep_keys()
         # An uploaded filter is parsed once; an inline one costs the server a parse per sync.
         # Synapse stores identical filters once, so without this run's nonce the catch-up
         # request (saved position, same filter, same timeout) would be the very request the
@@ -162,8 +164,33 @@ class MatrixAccount:
             self._encrypted_event, (nio.MegolmEvent, nio.UnknownEncryptedEvent)
         )
 
+    async def _keep_keys(self) -> None:
+        """Key upkeep after a sync, and the new room keys into the backup."""
+        await keep_keys(self.client)
+        if self.backup is not None:
+            try:
+                await self.backup.upload()
+            except Exception:  # a transport failure: the next sync backs them up
+                self.log.exception("backing up room keys failed")
+
+    async def _from_backup(self, room_id: str, event: nio.Event) -> nio.Event | None:
+        """``event`` decrypted with its room key from the key backup, when the backup has it
+        (a key sent to an earlier device of this account)."""
+        if self.backup is None or not isinstance(event, nio.MegolmEvent):
+            return None
+        try:
+            if await self.backup.fetch(room_id, event.session_id):
+                event.room_id = event.room_id or room_id
+                return self.client.decrypt_event(event)
+        except Exception as exc:  # no key after all: the event stays undecryptable
+            self.log.warning("%s from the key backup cannot be decrypted: %s", event.event_id, exc)
+        return None
+
     async def _encrypted_event(self, room: nio.MatrixRoom, event: nio.Event) -> None:
         if self._on_encrypted is None or event.sender == self.user_id:
+            return
+        if isinstance(decrypted := await self._from_backup(room.room_id, event), nio.RoomMessage):
+            await self._message_event(room, decrypted)
             return
         try:
             if isinstance(event, nio.MegolmEvent) and self.client.olm is not None:
@@ -244,7 +271,7 @@ class MatrixAccount:
                 response = exc
             if isinstance(response, nio.SyncResponse):
                 backoff = 1.0
-                await keep_keys(self.client)  # room keys for the people in encrypted rooms
+                await self._keep_keys()  # room keys for the people in encrypted rooms
                 await self._fill_gaps(response, since=position)
                 position = response.next_batch
                 if on_synced is not None:
@@ -410,3 +437,5 @@ class MatrixAccount:
         """Stop syncing and close the HTTP session."""
         self.stop()
         await self.client.close()
+        if self.backup is not None:
+            self.backup.close()

@@ -32,6 +32,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import nio
 from Crypto.PublicKey import ECC
 from Crypto.Signature import eddsa
@@ -122,16 +123,20 @@ def _load_keys(path: Path) -> dict[str, SigningKey] | None:
         return None
 
 
-async def _api(
-    client: nio.AsyncClient, path: str, body: dict[str, Any]
+async def api_call(
+    client: nio.AsyncClient, method: str, path: str, body: dict[str, Any] | None = None
 ) -> tuple[int, dict[str, Any]]:
+    """A client-server API call nio has no method for: (HTTP status, the JSON answer)."""
     headers = {"Authorization": f"Bearer {client.access_token}"}
-    response = await client.send("POST", path, json.dumps(body), headers)
+    data = json.dumps(body) if body is not None else None
+    response = await client.send(method, path, data, headers)
     try:
-        data = await response.json()
+        answer = await response.json()
+    except (ValueError, aiohttp.ContentTypeError):
+        answer = {}
     finally:
         response.release()
-    return response.status, data if isinstance(data, dict) else {}
+    return response.status, answer if isinstance(answer, dict) else {}
 
 
 def _key_object(user_id: str, usage: str, key: SigningKey) -> dict[str, Any]:
@@ -148,7 +153,8 @@ async def ensure_cross_signing(
     user_id, device_id = client.user_id, client.device_id
     path = store_path / CROSS_SIGNING_FILE
     keys = _load_keys(path)
-    status, found = await _api(client, _KEYS_QUERY, {"device_keys": {user_id: [device_id]}})
+    query = {"device_keys": {user_id: [device_id]}}
+    status, found = await api_call(client, "POST", _KEYS_QUERY, query)
     if status != 200:
         return f"keys/query failed ({status})"
     published = found.get("master_keys", {}).get(user_id, {}).get("keys", {})
@@ -172,7 +178,7 @@ async def ensure_cross_signing(
         return "cross-signed"
     device.pop("unsigned", None)
     device["signatures"] = {user_id: {f"ed25519:{signer.public}": signer.sign(device)}}
-    status, answer = await _api(client, _SIGNATURES, {user_id: {device_id: device}})
+    status, answer = await api_call(client, "POST", _SIGNATURES, {user_id: {device_id: device}})
     if status != 200 or answer.get("failures"):
         return f"signing the device failed ({status}: {answer.get('failures') or answer})"
     logger.info("%s: device %s is cross-signed", user_id, device_id)
@@ -190,7 +196,7 @@ async def _publish(
         key_object = _key_object(user_id, usage, keys[usage])
         key_object["signatures"] = {user_id: {f"ed25519:{master.public}": master.sign(key_object)}}
         body[f"{usage}_key"] = key_object
-    status, answer = await _api(client, _DEVICE_SIGNING, body)
+    status, answer = await api_call(client, "POST", _DEVICE_SIGNING, body)
     if status == 401:  # user-interactive auth: the account's password
         if not password:
             return (
@@ -203,7 +209,7 @@ async def _publish(
             "password": password,
             "session": answer.get("session"),
         }
-        status, answer = await _api(client, _DEVICE_SIGNING, body)
+        status, answer = await api_call(client, "POST", _DEVICE_SIGNING, body)
     if status != 200:
         return f"publishing cross-signing keys failed ({status}: {answer.get('error', answer)})"
     logger.info("%s: cross-signing keys published", user_id)

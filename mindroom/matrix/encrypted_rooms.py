@@ -3,12 +3,12 @@
 With matrix-nio's e2e extra (a dependency of mindroom) agents read and answer encrypted rooms
 with their device keys (:mod:`mindroom.matrix.crypto`); the doctor lists the encrypted rooms
 and warns about an account whose key store is gone (what was encrypted for its old device
-cannot be read again). Installed without the extra, an agent in an encrypted room tells it
-once (:mod:`mindroom.notices`) and cannot answer there, and the doctor warns about each such
-room. It reads them with each account's saved access token and never logs in:
-an account without a saved login (mindroom has not run yet) or with a token the homeserver no
-longer accepts is reported as not checked, and nothing changes on the homeserver or in the
-credentials file.
+cannot be read again, unless the key backup has it: :func:`check_key_backup`). Installed
+without the extra, an agent in an encrypted room tells it once (:mod:`mindroom.notices`) and
+cannot answer there, and the doctor warns about each such room. It reads them with each
+account's saved access token and never logs in: an account without a saved login (mindroom
+has not run yet) or with a token the homeserver no longer accepts is reported as not checked,
+and nothing changes on the homeserver or in the credentials file.
 """
 
 from __future__ import annotations
@@ -16,20 +16,26 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import nio
 
 from mindroom.checks import Check
-from mindroom.errors import MatrixError
-from mindroom.matrix.accounts import Credentials, CredentialStore, localpart
+from mindroom.errors import ConfigError, MatrixError
+from mindroom.matrix.accounts import TOKEN_SUFFIX, Credentials, CredentialStore, localpart
 from mindroom.matrix.crypto import E2E_AVAILABLE, store_file
+from mindroom.matrix.key_backup import RECOVERY_ENV, last_outcome, recovery_key
 
 NOT_SUPPORTED = "end-to-end encrypted rooms cannot be read: matrix-nio's e2e extra is not installed"
 SUPPORTED = "end-to-end encryption is on (matrix-nio with vodozemac)"
 ENCRYPTION_FIX = "pip install 'matrix-nio[e2e]>=0.26,<0.27' (or create the DM without encryption)"
 KEYS_FIX = (
-    "restore mindroom_data/crypto/ from a backup; otherwise the agent runs as a new device "
-    "and messages encrypted for the old one stay unreadable"
+    "restore mindroom_data/crypto/ from a backup; otherwise the agent runs as a new device and "
+    "reads messages encrypted for the old one only from the key backup (`mindroom keys`)"
+)
+RECOVERY_FIX = (
+    f"set {RECOVERY_ENV} to the recovery key that made the backup (printed by `mindroom keys "
+    "recovery-key` on the machine that made it)"
 )
 CHECK_TIMEOUT_S = 20.0
 # Bounded, unlike the bot's clients (which wait out a homeserver that is down): a doctor answers.
@@ -165,3 +171,39 @@ def _lost_keys(credentials: CredentialStore, accounts: dict[str, Credentials]) -
                 )
             )
     return found
+
+
+def check_key_backup(data_dir: Path, names: Sequence[str], enabled: bool) -> list[Check]:
+    """A line on the key backup (from what each account's last run recorded: nothing is
+    asked of the homeserver), and a warning per account running without one."""
+    if not E2E_AVAILABLE:
+        return []
+    if not enabled:
+        return [Check("key backup", True, "off (matrix.key_backup: false): a re-installed bot "
+                      "cannot read earlier encrypted messages", warning=True)]  # fmt: skip
+    try:
+        recovery = recovery_key(data_dir, create=False)
+    except ConfigError as exc:
+        return [Check("key backup", False, str(exc), RECOVERY_FIX)]
+    if recovery is None:
+        return [Check("key backup", True, "no recovery key yet: the first start makes one")]
+    on: dict[str, int] = {}
+    checks: list[Check] = []
+    for name in names:
+        for folder in (localpart(name), f"{localpart(name)}{TOKEN_SUFFIX}"):
+            outcome = last_outcome(data_dir / "crypto" / folder)
+            if outcome is None:
+                continue
+            _, state, detail, count = outcome
+            if state == "on":
+                on[name] = on.get(name, 0) + count
+            else:
+                checks.append(Check("key backup", True, f"{name}: no key backup: {detail}",
+                                    RECOVERY_FIX, warning=True))  # fmt: skip
+    summary = (
+        f"room keys of {len(on)} of {len(names)} accounts backed up on the homeserver "
+        f"({sum(on.values())} keys); recovery key from {recovery.source}"
+    )
+    if recovery.source != RECOVERY_ENV:
+        summary += " (keep a copy off this machine: `mindroom keys recovery-key`)"
+    return [Check("key backup", True, summary), *checks]
