@@ -17,6 +17,7 @@ from pathlib import Path
 from mindroom.config import Config, load_config
 from mindroom.config.load import load_dotenv_beside
 from mindroom.config_cli import add_config_parser
+from mindroom.dashboard.cli import add_dashboard_parser
 from mindroom.errors import MindroomError, NotRunningError
 from mindroom.invocation import invoked_as
 from mindroom.keys_cli import add_keys_parser
@@ -176,6 +177,14 @@ async def _serve(args: argparse.Namespace) -> None:
         stack.push_async_callback(bot.stop)
         await bot.start()
         print(running_banner(config, list(bot.agents)))
+        if config.dashboard.enabled and not args.no_dashboard:
+            from mindroom.dashboard.server import Dashboard
+
+            port = args.dashboard_port or config.dashboard.port
+            dashboard = Dashboard(bot, config_path, data_dir, port)
+            if await dashboard.start():
+                stack.push_async_callback(dashboard.stop)
+                print(f"Dashboard: {dashboard.url}")
         await asyncio.Event().wait()  # until a signal cancels this task
 
 
@@ -235,6 +244,10 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"local homeserver port ({DEFAULT_LOCAL_PORT} at first; later runs keep the last one)",
     )
     run.add_argument("--user", default="user", help="local human account name (user)")
+    run.add_argument(
+        "--dashboard-port", type=int, default=None, help="dashboard port (dashboard.port: 8765)"
+    )
+    run.add_argument("--no-dashboard", action="store_true", help="do not serve the dashboard")
     run.set_defaults(func=_run)
 
     chat = sub.add_parser("chat", help="talk to the agents from the terminal (local user)")
@@ -255,6 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_maintenance_parser(sub, common)
     add_sessions_parser(sub, common)
     add_keys_parser(sub, common)
+    add_dashboard_parser(sub, common)
     add_config_parser(sub)
     return parser
 

@@ -16,6 +16,7 @@ from mindroom.matrix.homeserver import EmbeddedHomeserver
 from mindroom.memory.index import MemoryIndex
 from mindroom.memory.scope import MemoryScope
 from mindroom.memory.store import FileMemory
+from tests.dashboard_fixtures import browser, dashboard  # noqa: F401 (fixtures)
 from tests.harness import BotHarness, BotProcess, CredentialCache, Human
 from tests.scripted_model import ScriptedModel
 

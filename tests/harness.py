@@ -484,6 +484,8 @@ class BotProcess:
     credentials: CredentialCache
     proc: subprocess.Popen[bytes] | None = None
     command_prefix: tuple[str, ...] = ()  # e.g. ("prlimit", "--nofile=160:160")
+    # one dashboard port would be contended by runs that overlap: on only where a test asks
+    run_options: tuple[str, ...] = ("--no-dashboard",)
 
     def start(self) -> None:
         self.credentials.install(self.storage)
@@ -503,6 +505,7 @@ class BotProcess:
                 "run",
                 "--config",
                 str(self.storage / "config.yaml"),
+                *self.run_options,
             ],
             env=env,
             stdout=log,

@@ -198,6 +198,13 @@ class MatrixConfig(_Strict):
     room_version: str = Field(default="10", min_length=1)
 
 
+class DashboardConfig(_Strict):
+    """The web dashboard ``mindroom run`` serves on 127.0.0.1 (``mindroom dashboard url``)."""
+
+    enabled: bool = True
+    port: int = Field(default=8765, ge=1, le=65535)
+
+
 class SpeechToTextConfig(_Strict):
     """An OpenAI-compatible transcription endpoint (``POST {base_url}/audio/transcriptions``)."""
 
@@ -244,6 +251,7 @@ class Config(_Strict):
     authorization: AuthorizationConfig = Field(default_factory=AuthorizationConfig)
     sessions: SessionsConfig = Field(default_factory=SessionsConfig)
     media: MediaConfig = Field(default_factory=MediaConfig)
+    dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
 
     @field_validator("agents")
     @classmethod

@@ -304,6 +304,11 @@ class ConfigDocument:
         lead = "" if not text or text.endswith("\n") else self._style.newline
         self._splice(len(text), len(text), lead + yt.render_entry(key, value, 0, self._style))
 
+    @property
+    def digest(self) -> str:
+        """The SHA-256 (hex) of the bytes this document was loaded from (or last saved)."""
+        return self._seen.hex()
+
     def text(self) -> str:
         """The document as it would be written."""
         return self._bom + self._body

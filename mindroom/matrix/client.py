@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +66,8 @@ class MatrixAccount:
         self.name = name
         self.client = client
         self.backup = backup  # the account's server-side key backup, when it has one
+        self.synced_at: float | None = None  # when the last sync succeeded (for the dashboard)
+        self.sync_problem: str | None = None  # why the last sync failed, until one succeeds
         self.log = logger.getChild(name)
         self._on_message: MessageHandler | None = None
         self._on_invite: InviteHandler | None = None
@@ -129,6 +132,7 @@ class MatrixAccount:
         response = await self.client.sync(timeout=0, full_state=True, sync_filter=state_filter)
         if isinstance(response, nio.SyncError):
             raise MatrixError(f"first sync of {self.user_id} failed: {response.message}")
+        self.synced_at = time.time()
         await self._keep_keys()
         # An uploaded filter is parsed once; an inline one costs the server a parse per sync.
         # Synapse stores identical filters once, so without this run's nonce the catch-up
@@ -274,11 +278,13 @@ class MatrixAccount:
                 await self._keep_keys()  # room keys for the people in encrypted rooms
                 await self._fill_gaps(response, since=position)
                 position = response.next_batch
+                self.synced_at, self.sync_problem = time.time(), None
                 if on_synced is not None:
                     await on_synced(self, position)
                 continue
             if self._stopping:
                 break
+            self.sync_problem = str(response)[:300]
             self.log.warning("sync failed (%s); retrying in %.0f s", response, backoff)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 30.0)

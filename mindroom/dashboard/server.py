@@ -1,0 +1,204 @@
+"""The web dashboard ``mindroom run`` serves: status, agents, memory settings.
+
+An aiohttp application on the bot's own event loop (no second process), listening on
+127.0.0.1 only (:mod:`mindroom.dashboard.access` for the token, cookie and CSRF rules).
+Pages are plain server-rendered HTML; the status page refreshes itself from ``/api/status``
+every two seconds with one small script (the content security policy allows no other).
+Nothing shown carries a secret: config values are shown as the file has them, secrets
+redacted; log lines pass :func:`mindroom.redact.redact_text`.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import logging
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from mindroom.config.schema import Config
+from mindroom.dashboard import pages
+from mindroom.dashboard.access import CSRF_FIELD, LOOPBACK, Access, dashboard_token, dashboard_url
+from mindroom.matrix.client import MatrixAccount
+from mindroom.redact import redact_text
+
+logger = logging.getLogger(__name__)
+
+STATIC = Path(__file__).parent / "static"
+_ANSWERS_SHOWN = 20
+_PROBLEMS_KEPT = 50
+
+
+class DashboardHost(Protocol):
+    """What the dashboard reads of the running bot."""
+
+    config: Config
+    router: MatrixAccount | None
+    agents: dict[str, MatrixAccount]
+    room_ids: dict[str, str]
+
+    def room_agents(self, room_id: str) -> list[str]: ...
+
+
+class _Problems(logging.Handler):
+    """The latest warnings and errors of mindroom's loggers, for the status page."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: collections.deque[dict[str, str]] = collections.deque(maxlen=_PROBLEMS_KEPT)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(Exception):  # a log handler must never raise
+            self.records.appendleft(
+                {
+                    "when": time.strftime("%H:%M:%S", time.localtime(record.created)),
+                    "level": record.levelname,
+                    "logger": record.name,
+                    "message": redact_text(record.getMessage())[:500],
+                }
+            )
+
+
+class Dashboard:
+    """The dashboard of one running bot."""
+
+    def __init__(self, host: DashboardHost, config_path: Path, data_dir: Path, port: int) -> None:
+        self.host = host
+        self.config_path = config_path
+        self.data_dir = data_dir
+        self.port = port
+        self.token = dashboard_token(data_dir)
+        self.access = Access(self.token, port)
+        self.problems = _Problems()
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        """The URL that opens it, token included."""
+        return dashboard_url(self.port, self.token)
+
+    def app(self) -> web.Application:
+        """The aiohttp application (routes and the access middleware)."""
+        app = web.Application(middlewares=[self.access.middleware], client_max_size=1 << 20)
+        app.router.add_get("/api/status", self._status_json)
+        app.router.add_get("/static/{name}", self._static)
+        pages.add_routes(app, self)
+        return app
+
+    async def start(self) -> bool:
+        """Listen on 127.0.0.1; False (logged) when the port is taken: the bot runs on."""
+        runner = web.AppRunner(self.app(), access_log=None)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, LOOPBACK, self.port).start()
+        except OSError as exc:
+            await runner.cleanup()
+            logger.warning(
+                "the dashboard cannot listen on %s:%d (%s); set dashboard.port or run with "
+                "--dashboard-port",
+                LOOPBACK,
+                self.port,
+                exc.strerror,
+            )
+            return False
+        self._runner = runner
+        logging.getLogger("mindroom").addHandler(self.problems)
+        logger.info(
+            "dashboard on http://%s:%d/ (`mindroom dashboard url` prints its address)",
+            LOOPBACK,
+            self.port,
+        )
+        return True
+
+    async def stop(self) -> None:
+        logging.getLogger("mindroom").removeHandler(self.problems)
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # -- what every page needs --------------------------------------------------------------------
+
+    @property
+    def csrf(self) -> str:
+        return self.access.csrf
+
+    def csrf_input(self) -> str:
+        return f'<input type="hidden" name="{CSRF_FIELD}" value="{self.csrf}">'
+
+    async def form(self, request: web.Request) -> dict[str, str]:
+        """The posted form, CSRF-checked, as plain strings."""
+        posted = await self.access.check_form(request)
+        return {k: v for k, v in posted.items() if isinstance(v, str)}
+
+    async def _static(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        path = STATIC / name
+        if "/" in name or name.startswith(".") or not path.is_file():
+            raise web.HTTPNotFound()
+        kinds = {".css": "text/css", ".js": "text/javascript"}
+        return web.Response(
+            body=path.read_bytes(), content_type=kinds.get(path.suffix, "text/plain")
+        )
+
+    # -- live status ------------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """Accounts and their sync state, rooms, the last answers, the latest problems."""
+        now = time.time()
+        accounts = []
+        named = [("router", self.host.router)] if self.host.router else []
+        for name, account in [*named, *self.host.agents.items()]:
+            assert account is not None
+            accounts.append(
+                {
+                    "name": name,
+                    "user_id": account.user_id,
+                    "device_id": account.client.device_id,
+                    "synced_ago_s": None if account.synced_at is None else now - account.synced_at,
+                    "problem": account.sync_problem,
+                    "rooms": len(account.joined_rooms()),
+                }
+            )
+        rooms = [
+            {"name": name, "room_id": room_id, "agents": self.host.room_agents(room_id)}
+            for name, room_id in sorted(self.host.room_ids.items())
+        ]
+        return {
+            "accounts": accounts,
+            "rooms": rooms,
+            "answers": self._answers(),
+            "problems": list(self.problems.records),
+        }
+
+    def _answers(self) -> list[dict[str, Any]]:
+        path = self.data_dir / "ledger.db"
+        if not path.exists():
+            return []
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
+        try:
+            rows = db.execute(
+                "SELECT responders, status, claimed_at, done_at FROM handled"
+                " ORDER BY claimed_at DESC LIMIT ?",
+                (_ANSWERS_SHOWN,),
+            ).fetchall()
+        except sqlite3.Error:
+            return []
+        finally:
+            db.close()
+        return [
+            {
+                "when": time.strftime("%H:%M:%S", time.localtime(claimed)),
+                "responders": json.loads(responders),
+                "status": status,
+                "latency_ms": None if done is None else round((done - claimed) * 1000),
+            }
+            for responders, status, claimed, done in rows
+        ]
+
+    async def _status_json(self, request: web.Request) -> web.Response:
+        return web.json_response(self.status())

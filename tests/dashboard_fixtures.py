@@ -1,0 +1,64 @@
+"""The dashboard under test: a running bot (real Synapse) with its dashboard on a free port,
+a signed-in HTTP session, and the hidden fields of a page's form."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest_asyncio
+import yaml
+
+from mindroom.dashboard.server import Dashboard
+from tests.harness import BotHarness, config_text
+from tests.scripted_model import ScriptedModel
+
+SECRET = "sk-test-0123456789abcdefghijklmnop"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def commented_config(model: ScriptedModel) -> str:
+    """A config in block YAML with comments that a save must keep, and a model API key."""
+    doc = json.loads(config_text(model.base_url, {"general": {"rooms": [], "role": "Helps."}}))
+    doc["models"]["default"]["api_key"] = SECRET
+    return "# my mindroom: hand-written, keep these comments\n" + yaml.safe_dump(
+        doc, sort_keys=False
+    )
+
+
+@pytest_asyncio.fixture
+async def dashboard(bot: BotHarness, model: ScriptedModel) -> AsyncIterator[Dashboard]:
+    await bot.start(commented_config(model))
+    assert bot.bot is not None
+    dash = Dashboard(
+        bot.bot, bot.storage / "config.yaml", bot.storage / "mindroom_data", free_port()
+    )
+    assert await dash.start()
+    yield dash
+    await dash.stop()
+
+
+@pytest_asyncio.fixture
+async def browser(dashboard: Dashboard) -> AsyncIterator[aiohttp.ClientSession]:
+    """A signed-in session (the token once, then the cookie), as a browser would be."""
+    jar = aiohttp.CookieJar(unsafe=True)  # aiohttp's own default refuses cookies of IPs
+    async with aiohttp.ClientSession(
+        f"http://127.0.0.1:{dashboard.port}", cookie_jar=jar
+    ) as session:
+        signed_in = await session.get(f"/?token={dashboard.token}", allow_redirects=False)
+        assert signed_in.status == 303
+        assert signed_in.headers["Location"] == "/"  # the token leaves the address bar
+        yield session
+
+
+def form_of(page: str) -> dict[str, str]:
+    """The hidden fields of the first form on a page (CSRF and the file's digest)."""
+    return dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', page))
