@@ -3,6 +3,7 @@ a signed-in HTTP session, and the hidden fields of a page's form."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
@@ -48,17 +49,23 @@ async def dashboard(bot: BotHarness, model: ScriptedModel) -> AsyncIterator[Dash
 
 @pytest_asyncio.fixture
 async def browser(dashboard: Dashboard) -> AsyncIterator[aiohttp.ClientSession]:
-    """A signed-in session (the token once, then the cookie), as a browser would be."""
-    jar = aiohttp.CookieJar(unsafe=True)  # aiohttp's own default refuses cookies of IPs
-    async with aiohttp.ClientSession(
-        f"http://127.0.0.1:{dashboard.port}", cookie_jar=jar
-    ) as session:
-        signed_in = await session.get(f"/?token={dashboard.token}", allow_redirects=False)
-        assert signed_in.status == 303
-        assert signed_in.headers["Location"] == "/"  # the token leaves the address bar
+    """A signed-in session, as a browser would be."""
+    async with signed_in(dashboard) as session:
         yield session
 
 
 def form_of(page: str) -> dict[str, str]:
     """The hidden fields of the first form on a page (CSRF and the file's digest)."""
     return dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', page))
+
+
+@contextlib.asynccontextmanager
+async def signed_in(dashboard: Dashboard) -> AsyncIterator[aiohttp.ClientSession]:
+    """A session signed in to ``dashboard`` (the token once, then its cookie)."""
+    jar = aiohttp.CookieJar(unsafe=True)  # aiohttp's own default refuses cookies of IPs
+    base = f"http://127.0.0.1:{dashboard.port}"
+    async with aiohttp.ClientSession(base, cookie_jar=jar) as session:
+        answer = await session.get(f"/?token={dashboard.token}", allow_redirects=False)
+        assert answer.status == 303
+        assert answer.headers["Location"] == "/"  # the token leaves the address bar
+        yield session

@@ -20,7 +20,7 @@ import pytest_asyncio
 from PIL import Image
 
 from mindroom.dashboard.server import Dashboard
-from tests.harness import BotHarness, eventually
+from tests.harness import BotHarness, eventually, write_entries
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 
@@ -119,3 +119,29 @@ async def test_a_wrong_token_gets_401_in_the_browser(dashboard: Dashboard, page:
     right = await p.goto(dashboard.url)  # type: ignore[attr-defined]
     assert right is not None
     assert right.status == 200  # the control: the right token opens it
+
+
+async def test_a_memory_entry_edited_in_the_browser_changes_its_file(
+    bot: BotHarness, dashboard: Dashboard, page: object
+) -> None:
+    p: object = page
+    memory_file = write_entries(
+        bot.storage / "agents" / "general" / "workspace", "MEMORY.md",
+        ["The ferry leaves at nine", "Bob prefers tea"],
+    )  # fmt: skip
+    await p.goto(dashboard.url)  # type: ignore[attr-defined]
+    await p.click("header >> text=Memory")  # type: ignore[attr-defined]
+    await p.click("text=general")  # type: ignore[attr-defined]
+    await p.fill("#q", "ferry")  # type: ignore[attr-defined]
+    await p.click("text=Search")  # type: ignore[attr-defined]
+    await p.wait_for_selector("h2 >> text=1 found")  # type: ignore[attr-defined]
+    await shot(p, "memory-scope")
+    await p.click("td a")  # type: ignore[attr-defined]
+    await p.fill("#text", "The ferry leaves at half past nine")  # type: ignore[attr-defined]
+    await p.click("text=Save")  # type: ignore[attr-defined]
+    await p.wait_for_selector("td >> text=dashboard")  # type: ignore[attr-defined]
+    await shot(p, "memory-entry")
+
+    text = memory_file.read_text()
+    assert "The ferry leaves at half past nine" in text
+    assert "Bob prefers tea" in text

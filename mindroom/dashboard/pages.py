@@ -31,7 +31,12 @@ from mindroom.errors import ConfigError
 if TYPE_CHECKING:
     from mindroom.dashboard.server import Dashboard
 
-_NAV = (("/", "Status"), ("/agents", "Agents"), ("/memory/settings", "Memory settings"))
+_NAV = (
+    ("/", "Status"),
+    ("/agents", "Agents"),
+    ("/memory", "Memory"),
+    ("/memory/settings", "Memory settings"),
+)
 
 
 def _e(value: object) -> str:
@@ -345,14 +350,21 @@ async def save_memory(dash: Dashboard, request: web.Request) -> web.Response:
     return await _save(dash, request, _MEMORY)
 
 
-def add_routes(app: web.Application, dash: Dashboard) -> None:
-    """Every page's routes, bound to ``dash``."""
+def binder(dash: Dashboard) -> Any:
+    """``bind(handler)``: the aiohttp handler calling ``handler(dash, request)``."""
 
     def bind(handler: Any) -> Any:
         async def bound(request: web.Request) -> web.StreamResponse:
             return await handler(dash, request)
 
         return bound
+
+    return bind
+
+
+def add_routes(app: web.Application, dash: Dashboard) -> None:
+    """The status, agents and memory settings pages' routes, bound to ``dash``."""
+    bind = binder(dash)
 
     app.router.add_get("/", bind(status_page))
     app.router.add_get("/agents", bind(agents_page))

@@ -24,7 +24,9 @@ from aiohttp import web
 from mindroom.config.schema import Config
 from mindroom.dashboard import pages
 from mindroom.dashboard.access import CSRF_FIELD, LOOPBACK, Access, dashboard_token, dashboard_url
+from mindroom.dashboard.memory_pages import add_memory_routes
 from mindroom.matrix.client import MatrixAccount
+from mindroom.memory.registry import MemoryRegistry
 from mindroom.redact import redact_text
 
 logger = logging.getLogger(__name__)
@@ -38,6 +40,7 @@ class DashboardHost(Protocol):
     """What the dashboard reads of the running bot."""
 
     config: Config
+    memories: MemoryRegistry
     router: MatrixAccount | None
     agents: dict[str, MatrixAccount]
     room_ids: dict[str, str]
@@ -88,6 +91,7 @@ class Dashboard:
         app.router.add_get("/api/status", self._status_json)
         app.router.add_get("/static/{name}", self._static)
         pages.add_routes(app, self)
+        add_memory_routes(app, pages.binder(self))
         return app
 
     async def start(self) -> bool:

@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 _JUDGE_TIMEOUT_S = 120.0
 
 
-def _team_members(storage: Path, config: Config) -> Iterator[list[str]]:
+def team_member_lists(storage: Path, config: Config) -> Iterator[list[str]]:
     """The member lists of every shared team memory that exists on disk."""
     seen: set[tuple[str, ...]] = set()
     for team in config.teams.values():
@@ -91,7 +91,7 @@ def scope_memories(registry: MemoryRegistry, config: Config, storage: Path) -> I
             if isinstance(memory, FileMemory):
                 yield memory
     if config.memory.backend == "file":
-        for members in _team_members(storage, config):
+        for members in team_member_lists(storage, config):
             memory = registry.for_team(members)
             if isinstance(memory, FileMemory):
                 yield memory

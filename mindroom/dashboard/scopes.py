@@ -1,0 +1,199 @@
+"""The memory scopes the dashboard's memory browser shows, and what it reads of each.
+
+A scope is one memory folder: a shared agent's, a team's, or one person's private memory with
+a companion (:func:`mindroom.memory.consolidate.run.private_scopes` finds those on disk). The
+browser opens them through the bot's own :class:`~mindroom.memory.registry.MemoryRegistry`, so
+its edits take the same write path as the agents' tools (file locks, history, the index).
+Reads do not count as an agent reading (no retrieval stats are noted), so browsing never
+keeps an entry alive that its agent stopped using.
+
+Everything here is synchronous and runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mindroom.config.schema import Config
+from mindroom.memory.consent import ConsentQueue, Proposal
+from mindroom.memory.consolidate.records import Conflict, ConsolidationRecords, db_path
+from mindroom.memory.consolidate.run import private_scopes, team_member_lists
+from mindroom.memory.history import HistoryRecord
+from mindroom.memory.markdown import MemoryEntry
+from mindroom.memory.registry import MemoryRegistry
+from mindroom.memory.scope import team_scope_id
+from mindroom.memory.store import FileMemory
+
+PRIVATE = "private"
+
+
+@dataclass(frozen=True)
+class ScopeRef:
+    """One scope as the browser lists it."""
+
+    id: str  # the scope id: the browser's URL key
+    kind: str  # "agent", "team" or "private"
+    label: str
+    agent: str | None = None  # the agent (shared or private companion)
+    members: tuple[str, ...] = ()  # a team's
+    person: str = ""  # a private scope's folder key (its person)
+
+
+def list_scopes(config: Config, storage: Path) -> list[ScopeRef]:
+    """Every file-backed scope: shared agents, teams, then the private ones on disk."""
+    found = [
+        ScopeRef(f"agent_{name}", "agent", name, agent=name)
+        for name, agent in config.agents.items()
+        if agent.private is None and config.agent_memory_backend(name) == "file"
+    ]
+    if config.memory.backend == "file":
+        found += [
+            ScopeRef(team_scope_id(members), "team", " + ".join(members), members=tuple(members))
+            for members in team_member_lists(storage, config)
+        ]
+    for scope, agent in private_scopes(storage, config):
+        if scope.scope_id.startswith("private:"):
+            person = scope.scope_id.split(":")[1]
+        else:  # a private team's: <team>__<person>
+            person = scope.scope_id.rsplit("__", 1)[-1]
+        label = f"{agent or scope.scope_id.rsplit('__', 1)[0]} with {person}"
+        found.append(ScopeRef(scope.scope_id, PRIVATE, label, agent=agent, person=person))
+    return found
+
+
+def open_scope(registry: MemoryRegistry, config: Config, storage: Path, ref: ScopeRef
+               ) -> FileMemory:  # fmt: skip
+    """The file memory of ``ref``, opened through the registry (LookupError when gone)."""
+    memory: object = None
+    if ref.kind == "agent" and ref.agent:
+        memory = registry.for_agent(ref.agent)
+    elif ref.kind == "team":
+        memory = registry.for_team(list(ref.members))
+    else:
+        for scope, agent in private_scopes(storage, config):
+            if scope.scope_id == ref.id:
+                memory = registry.open_private_scope(scope, agent)
+                break
+    if not isinstance(memory, FileMemory):
+        raise LookupError(f"no file memory for {ref.label}")
+    return memory
+
+
+def find_scope(config: Config, storage: Path, scope_id: str) -> ScopeRef | None:
+    return next((s for s in list_scopes(config, storage) if s.id == scope_id), None)
+
+
+def entries(memory: FileMemory, query: str, limit: int) -> list[tuple[MemoryEntry, float | None]]:
+    """The scope's entries: the product's search for ``query`` (keyword and vector, as the
+    agents search), else the listing order (MEMORY.md, then the newest daily files)."""
+    if query.strip():
+        return [(hit.entry, hit.score) for hit in memory.search_sync(query, limit)]
+    return [(entry, None) for entry in memory.list_sync(limit)]
+
+
+def deleted(memory: FileMemory, limit: int = 100) -> list[dict[str, Any]]:
+    """Entries deleted or archived and not live again, newest first, from the history."""
+    gone: dict[str, dict[str, Any]] = {}
+    for record in memory.history_of():
+        if record.op in ("delete", "archive"):
+            gone[record.id] = {"id": record.id, "text": record.old or "", "when": record.time,
+                               "op": record.op, "path": record.path}  # fmt: skip
+        elif record.op in ("add", "restore", "update"):
+            gone.pop(record.id, None)
+            if record.op == "restore":  # a hand-written line comes back with an m- id
+                gone = {k: g for k, g in gone.items() if g["text"] != record.new}
+    return sorted(gone.values(), key=lambda g: g["when"], reverse=True)[:limit]
+
+
+def entry_history(memory: FileMemory, entry_id: str, text: str | None) -> list[HistoryRecord]:
+    """The records of one entry, oldest first, across the ids it had: a hand-written line's id
+    follows its text, so an edit or a restore gives it a new one (followed by text)."""
+    ids, texts = {entry_id}, {text} if text else set()
+    found = []
+    for record in reversed(memory.history_of()):
+        if record.id in ids or (record.new is not None and record.new in texts):
+            found.append(record)
+            ids.add(record.id)
+            if record.old:
+                texts.add(record.old)
+    return found[::-1]
+
+
+def conflicts(memory: FileMemory) -> list[Conflict]:
+    records = ConsolidationRecords(db_path(memory.scope.state_dir))
+    try:
+        return records.conflicts()
+    finally:
+        records.close()
+
+
+def proposals(memory: FileMemory) -> list[Proposal]:
+    queue = ConsentQueue(memory)
+    try:
+        return queue.pending()
+    finally:
+        queue.close()
+
+
+def people(data_dir: Path) -> dict[str, str]:
+    """Private folder keys -> the Matrix IDs they belong to, as far as the ledger knows them
+    (the keys are one-way: a person who never talked since the ledger began stays a key)."""
+    from mindroom.memory.private import requester_key
+
+    found: set[str] = set()
+    path = data_dir / "ledger.db"
+    if path.exists():
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
+        try:
+            for table in ("flush_sessions", "conversation_sessions"):
+                try:
+                    rows = db.execute(f"SELECT DISTINCT requester FROM {table}").fetchall()
+                except sqlite3.Error:
+                    continue
+                found.update(r for (r,) in rows if r)
+        finally:
+            db.close()
+    return {requester_key(user): user for user in found}
+
+
+def flush_sessions(data_dir: Path, ref: ScopeRef) -> list[dict[str, Any]]:
+    """The flush state of the sessions that write into ``ref`` (read-only, from the ledger)."""
+    path = data_dir / "ledger.db"
+    if not path.exists():
+        return []
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
+    try:
+        rows = db.execute(
+            "SELECT agent, session_id, requester, team, dirty, last_seen_at,"
+            " flushed_updated_at, failures, next_attempt_at, in_flight FROM flush_sessions"
+        ).fetchall()
+    except sqlite3.Error:
+        return []
+    finally:
+        db.close()
+    from mindroom.memory.private import requester_key
+
+    found = []
+    for agent, session, requester, team, dirty, seen, flushed, failures, retry, busy in rows:
+        members = tuple(sorted(json.loads(team or "[]")))
+        if ref.kind == "agent":
+            mine = agent == ref.agent and not requester and not members
+        elif ref.kind == "team":
+            mine = members == tuple(sorted(ref.members)) and not requester
+        else:
+            mine = (
+                bool(requester)
+                and requester_key(requester) == ref.person
+                and (agent == ref.agent or (ref.agent is None and bool(members)))
+            )
+        if mine:
+            found.append({
+                "agent": agent, "session": session, "dirty": bool(dirty), "last_seen": seen,
+                "flushed": flushed, "failures": failures, "retry_at": retry,
+                "in_flight": bool(busy),
+            })  # fmt: skip
+    return sorted(found, key=lambda f: f["last_seen"], reverse=True)
