@@ -265,3 +265,13 @@ def test_e2ee_latency_bench_compares_an_encrypted_dm_with_a_plain_one(tmp_path: 
     assert re.search(r"unencrypted DM +median +[\d.]+ ms .*\(n=2\)", text)
     assert re.search(r"encrypted DM +median +[\d.]+ ms .*\(n=2\)", text)
     assert re.fullmatch(r"added_median_ms=-?\d+\.\d", lines[-1])
+
+
+def test_dashboard_pages_bench_times_every_page_over_a_big_scope(tmp_path: Path) -> None:
+    """A small run (the figures need the default 10k entries)."""
+    lines = run_bench("dashboard_pages.py", "--entries", "600", "--rounds", "3", cwd=tmp_path)
+    text = "\n".join(lines)
+    assert "600 entries and 600 history records" in text
+    for page in ("scope listing", "scope search", "entry + history", "memory settings"):
+        assert re.search(rf"{re.escape(page)} +p50 +[\d.]+ ms", text), page
+    assert re.fullmatch(r"max_page_p50_ms=\d+\.\d", lines[-1])
