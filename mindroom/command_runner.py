@@ -14,6 +14,7 @@ from typing import Protocol
 from mindroom import commands
 from mindroom.authorization import is_authorized
 from mindroom.config.schema import Config
+from mindroom.dashboard.person import person_link
 from mindroom.matrix.client import MatrixAccount
 from mindroom.matrix.events import IncomingMessage
 from mindroom.matrix.send import notice_content
@@ -118,6 +119,7 @@ async def run_command(bot: CommandHost, message: IncomingMessage) -> None:
             memory_command, bot.config, bot.memories, room_agents, message.sender,
             command.argument,
         )  # fmt: skip
+        text = _with_memory_link(bot, account, message, command.argument, text)
     elif command.name == "config":
         if bot.reloader is None:
             text = "This bot was started without a config file to watch."
@@ -128,6 +130,36 @@ async def run_command(bot: CommandHost, message: IncomingMessage) -> None:
         text = commands.unknown_text(command)
     content = notice_content(text, thread_root=message.thread_root, reply_to=message.event_id)
     await account.send(message.room_id, content, f"mindroom-command-{message.event_id}")
+
+
+def _with_memory_link(
+    bot: CommandHost, account: MatrixAccount, message: IncomingMessage, argument: str, text: str
+) -> str:
+    """``!memory`` in a DM also answers with the person's own link to what the companions know
+    about them (``!memory link``: only that); never in a room others could open it from."""
+    action = argument.strip().lower()
+    if action not in ("", "link"):
+        return text
+    ours = {a.user_id for a in bot.agents.values()} | (
+        {bot.router.user_id} if bot.router else set()
+    )
+    if account.room_members(message.room_id) - ours != {message.sender}:
+        if action == "link":
+            return (
+                "I send that link only in a direct message with me: everyone in this room "
+                "could open it."
+            )
+        return text
+    data_dir = bot.memories.storage / "mindroom_data"
+    link = person_link(data_dir, bot.config.dashboard, message.sender)
+    if link is None:
+        line = "The dashboard is not running here, so there is no link to what I know about you."
+    else:
+        line = (
+            f"Read, correct, delete or download what I know about you: {link} "
+            "(for you only, for 15 minutes: do not forward it)"
+        )
+    return line if action == "link" else f"{text}\n\n{line}"
 
 
 async def session_command(

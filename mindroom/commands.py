@@ -82,6 +82,8 @@ def help_text(config: Config, room_agents: Sequence[str], user_ids: Mapping[str,
         "- `!config status`: is the config file valid; admins: `!config get|set KEY [VALUE]`",
         "- `!memory pending`: memory changes waiting for your confirmation; "
         "`!memory confirm ID` or `!memory reject ID` answers one",
+        "- `!memory link` (in a direct message): a link to read, correct, delete and download "
+        "what the companions remember about you",
     ]
     return "\n".join(lines)
 

@@ -35,14 +35,19 @@ def commented_config(model: ScriptedModel) -> str:
     )
 
 
+async def start_dashboard(bot: BotHarness) -> Dashboard:
+    """A dashboard on a free port over the harness's running bot."""
+    assert bot.bot is not None
+    data_dir = bot.storage / "mindroom_data"
+    dash = Dashboard(bot.bot, bot.storage / "config.yaml", data_dir, free_port())
+    assert await dash.start()
+    return dash
+
+
 @pytest_asyncio.fixture
 async def dashboard(bot: BotHarness, model: ScriptedModel) -> AsyncIterator[Dashboard]:
     await bot.start(commented_config(model))
-    assert bot.bot is not None
-    dash = Dashboard(
-        bot.bot, bot.storage / "config.yaml", bot.storage / "mindroom_data", free_port()
-    )
-    assert await dash.start()
+    dash = await start_dashboard(bot)
     yield dash
     await dash.stop()
 

@@ -16,7 +16,7 @@ import pytest
 from mindroom.dashboard.server import Dashboard
 from mindroom.memory.private import requester_key
 from mindroom.memory.store import FileMemory
-from tests.dashboard_fixtures import form_of, free_port, signed_in
+from tests.dashboard_fixtures import form_of, signed_in, start_dashboard
 from tests.harness import BotHarness, Human, config_text, write_entries
 from tests.scripted_model import ScriptedModel
 
@@ -123,10 +123,7 @@ async def test_a_private_scope_is_listed_apart_and_shown_only_when_the_admin_say
     memory = bot.bot.memories.for_agent("mind", requester="@alice:localhost")
     assert isinstance(memory, FileMemory)
     memory.add_sync("Alice is afraid of spiders", actor="test")
-    dash = Dashboard(
-        bot.bot, bot.storage / "config.yaml", bot.storage / "mindroom_data", free_port()
-    )
-    assert await dash.start()
+    dash = await start_dashboard(bot)
     try:
         async with signed_in(dash) as browser:
             index = await (await browser.get("/memory")).text()
@@ -159,10 +156,7 @@ async def test_the_flush_state_of_a_conversation_shows_on_its_scope(
     config = config_text(model.base_url, {"general": {"rooms": ["lobby"]}}, memory=memory)
     room_id = await bot.start_in_room(config, "lobby", human)
     assert bot.bot is not None
-    dash = Dashboard(
-        bot.bot, bot.storage / "config.yaml", bot.storage / "mindroom_data", free_port()
-    )
-    assert await dash.start()
+    dash = await start_dashboard(bot)
     try:
         async with signed_in(dash) as browser:
             before = await (await browser.get(SCOPE)).text()

@@ -203,6 +203,9 @@ class DashboardConfig(_Strict):
 
     enabled: bool = True
     port: int = Field(default=8765, ge=1, le=65535)
+    # the address people's browsers reach it at, for the links `!memory` sends (a reverse
+    # proxy's https://...); unset: http://127.0.0.1:<port>, which works on this machine only
+    public_url: str | None = Field(default=None, pattern=r"^https?://")
 
 
 class SpeechToTextConfig(_Strict):

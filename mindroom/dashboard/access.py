@@ -27,9 +27,12 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from mindroom.atomic import atomic_write
+from mindroom.dashboard import person
 
 TOKEN_FILE = "dashboard-token"
 COOKIE = "mindroom_dashboard"
+PERSON_COOKIE = "mindroom_person"
+PERSON: web.RequestKey[str] = web.RequestKey("person", str)  # the signed-in person, on /me
 CSRF_FIELD = "csrf"
 LOOPBACK = "127.0.0.1"
 _LOCAL_HOSTS = (LOOPBACK, "localhost", "[::1]")
@@ -96,13 +99,16 @@ class Access:
         return origin in {f"http://{h}:{self.port}" for h in _LOCAL_HOSTS}
 
     async def check_form(self, request: web.Request) -> Any:  # aiohttp's MultiDictProxy
-        """The posted form, once its CSRF field and origin are right (else 403)."""
+        """The posted form, once its CSRF field (the admin's, or the signed-in person's) and
+        origin are right (else 403)."""
         form = await request.post()
         given = form.get(CSRF_FIELD)
+        user = request.get(PERSON)
+        expected = self.csrf if user is None else person.person_csrf(self.token, user)
         if (
             not self._same_origin(request)
             or not isinstance(given, str)
-            or not hmac.compare_digest(given, self.csrf)
+            or not hmac.compare_digest(given, expected)
         ):
             raise web.HTTPForbidden(text="this form is stale or came from another site: reload")
         return form
@@ -124,7 +130,16 @@ class Access:
             found.set_cookie(COOKIE, self.session, httponly=True, samesite="Strict", path="/")
             _secure(found)
             return found
-        if not self._signed_in(request):
+        if request.path == "/me" or request.path.startswith("/me/"):
+            if request.path != "/me/login":  # the login checks its link itself
+                user = person.session_user(self.token, request.cookies.get(PERSON_COOKIE, ""))
+                if user is None:
+                    return _unauthorized(PERSON_HINT)
+                request[PERSON] = user
+        elif not self._signed_in(request) and not (
+            request.path.startswith("/static/")
+            and person.session_user(self.token, request.cookies.get(PERSON_COOKIE, ""))
+        ):
             return _unauthorized()
         response = await handler(request)
         _secure(response)
@@ -136,14 +151,17 @@ def _secure(response: web.StreamResponse) -> None:
         response.headers.setdefault(name, value)
 
 
-def _unauthorized() -> web.Response:
-    response = web.Response(
-        status=401,
-        text=(
-            "This dashboard needs its token. Open the URL `mindroom dashboard url` prints "
-            "(run it beside config.yaml).\n"
-        ),
-        content_type="text/plain",
-    )
+ADMIN_HINT = (
+    "This dashboard needs its token. Open the URL `mindroom dashboard url` prints (run it "
+    "beside config.yaml).\n"
+)
+PERSON_HINT = (
+    "This page shows your own memory once you open the link your companion sends you: send "
+    "!memory to it in a direct message.\n"
+)
+
+
+def _unauthorized(hint: str = ADMIN_HINT) -> web.Response:
+    response = web.Response(status=401, text=hint, content_type="text/plain")
     _secure(response)
     return response

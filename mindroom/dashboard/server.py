@@ -21,10 +21,13 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from mindroom.atomic import atomic_write
 from mindroom.config.schema import Config
 from mindroom.dashboard import pages
 from mindroom.dashboard.access import CSRF_FIELD, LOOPBACK, Access, dashboard_token, dashboard_url
 from mindroom.dashboard.memory_pages import add_memory_routes
+from mindroom.dashboard.person import PORT_FILE
+from mindroom.dashboard.person_pages import add_person_routes
 from mindroom.matrix.client import MatrixAccount
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.redact import redact_text
@@ -92,6 +95,7 @@ class Dashboard:
         app.router.add_get("/static/{name}", self._static)
         pages.add_routes(app, self)
         add_memory_routes(app, pages.binder(self))
+        add_person_routes(app, pages.binder(self))
         return app
 
     async def start(self) -> bool:
@@ -111,6 +115,7 @@ class Dashboard:
             )
             return False
         self._runner = runner
+        atomic_write(self.data_dir / PORT_FILE, f"{self.port}\n")  # for !memory's links
         logging.getLogger("mindroom").addHandler(self.problems)
         logger.info(
             "dashboard on http://%s:%d/ (`mindroom dashboard url` prints its address)",
@@ -122,6 +127,7 @@ class Dashboard:
     async def stop(self) -> None:
         logging.getLogger("mindroom").removeHandler(self.problems)
         if self._runner is not None:
+            (self.data_dir / PORT_FILE).unlink(missing_ok=True)
             await self._runner.cleanup()
             self._runner = None
 

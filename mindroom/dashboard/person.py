@@ -1,0 +1,92 @@
+"""A person's own view of what the companions know about them: the link, the session.
+
+``!memory`` in a DM with a companion answers with a personal link (``/me/login?...``): the
+person's Matrix ID, an expiry (15 minutes) and an HMAC of both under the dashboard's token, so
+nobody can make one without the token and a link cannot be stretched to another person. The
+link is only sent in a DM: in a shared room everyone could open it. Opening it sets a session
+cookie for ``/me`` only (HttpOnly, SameSite=Lax so the click from a Matrix client carries it,
+12 hours), signed the same way. A person's session opens nothing but their own private
+memories; the admin's token opens nothing under ``/me``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import time
+from pathlib import Path
+from urllib.parse import urlencode
+
+from mindroom.config.schema import DashboardConfig
+
+LINK_TTL_S = 15 * 60
+SESSION_TTL_S = 12 * 3600
+PORT_FILE = "dashboard-port"  # written while a dashboard listens: the port it listens on
+
+
+def _sign(token: str, purpose: str, user_id: str, expires: int) -> str:
+    message = f"{purpose}\n{user_id}\n{expires}".encode()
+    return hmac.new(token.encode(), message, hashlib.sha256).hexdigest()
+
+
+def running_port(data_dir: Path) -> int | None:
+    """The port of the dashboard running on this storage, if one is."""
+    try:
+        return int((data_dir / PORT_FILE).read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        return None
+
+
+def person_link(data_dir: Path, settings: DashboardConfig, user_id: str,
+                now: float | None = None) -> str | None:  # fmt: skip
+    """The personal link for ``user_id``; None when no dashboard runs on this storage."""
+    port = running_port(data_dir)
+    if port is None:
+        return None
+    from mindroom.dashboard.access import LOOPBACK, dashboard_token
+
+    token = dashboard_token(data_dir)
+    expires = int((now or time.time()) + LINK_TTL_S)
+    base = (settings.public_url or f"http://{LOOPBACK}:{port}").rstrip("/")
+    query = urlencode({"u": user_id, "exp": expires, "sig": _sign(token, "link", user_id, expires)})
+    return f"{base}/me/login?{query}"
+
+
+def check_link(token: str, user_id: str, expires: str, signature: str,
+               now: float | None = None) -> str | None:  # fmt: skip
+    """Why the link does not open a session (None: it does)."""
+    try:
+        until = int(expires)
+    except ValueError:
+        return "this link is not one mindroom made"
+    if not hmac.compare_digest(signature, _sign(token, "link", user_id, until)):
+        return "this link is not one mindroom made"
+    if until < (now or time.time()):
+        return "this link has expired: send !memory to your companion for a new one"
+    return None
+
+
+def session_cookie(token: str, user_id: str, now: float | None = None) -> str:
+    """The cookie value of a person's session."""
+    expires = int((now or time.time()) + SESSION_TTL_S)
+    encoded = base64.urlsafe_b64encode(user_id.encode()).decode()
+    return f"{encoded}.{expires}.{_sign(token, 'session', user_id, expires)}"
+
+
+def session_user(token: str, cookie: str, now: float | None = None) -> str | None:
+    """The person a session cookie belongs to (None: no valid session)."""
+    try:
+        encoded, expires, signature = cookie.split(".")
+        user_id = base64.urlsafe_b64decode(encoded.encode()).decode()
+        until = int(expires)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not hmac.compare_digest(signature, _sign(token, "session", user_id, until)):
+        return None
+    return user_id if until >= (now or time.time()) else None
+
+
+def person_csrf(token: str, user_id: str) -> str:
+    """The CSRF field of a person's forms."""
+    return _sign(token, "csrf", user_id, 0)

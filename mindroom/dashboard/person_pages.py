@@ -1,0 +1,162 @@
+"""``/me``: a person reads, corrects, deletes and exports what the companions know about them.
+
+Signed in through the link ``!memory`` sends (:mod:`mindroom.dashboard.person`), a person sees
+their own private memories only: the scopes whose folder is theirs (the key of their Matrix
+ID). Edits take the same write path as the companion's own tools (actor ``person``); nothing
+here reads or names anybody else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from aiohttp import web
+
+from mindroom.dashboard import person, scopes
+from mindroom.dashboard.access import PERSON, PERSON_COOKIE
+from mindroom.errors import MemoryStoreError
+from mindroom.memory.access import CategoryAccess
+from mindroom.memory.private import requester_key
+from mindroom.memory.view import AgentView
+
+if TYPE_CHECKING:
+    from mindroom.dashboard.server import Dashboard
+
+ACTOR = "person"
+SHOWN = 500
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value))
+
+
+def _page(title: str, body: str, status: int = 200) -> web.Response:
+    page = (
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        f"<title>{_e(title)} · mindroom</title>"
+        '<link rel="stylesheet" href="/static/style.css"></head>'
+        f"<body><header><strong>mindroom</strong><a class=here href=/me>Your memory</a></header>"
+        f"<main><h1>{_e(title)}</h1>{body}</main></body></html>"
+    )
+    return web.Response(text=page, content_type="text/html", status=status)
+
+
+def own_scopes(dash: Dashboard, user_id: str) -> list[scopes.ScopeRef]:
+    """The private scopes of ``user_id`` (blocking)."""
+    key = requester_key(user_id)
+    found = scopes.list_scopes(dash.host.config, dash.data_dir.parent)
+    return [s for s in found if s.kind == scopes.PRIVATE and s.person == key]
+
+
+async def login(dash: Dashboard, request: web.Request) -> web.Response:
+    user, expires, sig = (request.query.get(k, "") for k in ("u", "exp", "sig"))
+    problem = person.check_link(dash.token, user, expires, sig)
+    if problem:
+        return web.Response(status=401, text=problem + "\n", content_type="text/plain")
+    found = web.Response(status=303, headers={"Location": "/me"})
+    found.set_cookie(PERSON_COOKIE, person.session_cookie(dash.token, user), httponly=True,
+                     samesite="Lax", path="/me", max_age=person.SESSION_TTL_S)  # fmt: skip
+    return found
+
+
+async def _open(dash: Dashboard, request: web.Request) -> tuple[str, Any, AgentView]:
+    """The signed-in person, and the scope the URL names: only one of theirs (else 404)."""
+    user: str = request[PERSON]
+    mine = await asyncio.to_thread(own_scopes, dash, user)
+    ref = next((s for s in mine if s.id == request.match_info["scope"]), None)
+    if ref is None:
+        raise web.HTTPNotFound(text="not one of your memories")
+    config, storage = dash.host.config, dash.data_dir.parent
+    memory = scopes.open_scope(dash.host.memories, config, storage, ref)
+    return user, ref, AgentView(memory, CategoryAccess.everything())
+
+
+async def home(dash: Dashboard, request: web.Request) -> web.Response:
+    user: str = request[PERSON]
+    csrf = (f'<input type="hidden" name="csrf" '
+            f'value="{person.person_csrf(dash.token, user)}">')  # fmt: skip
+    mine = await asyncio.to_thread(own_scopes, dash, user)
+    parts = [
+        f"<p>Signed in as <strong>{_e(user)}</strong>. This is everything the companions "
+        "remember about you. Correct what is wrong, delete what they should forget. "
+        '<a href="/me/export">Download all of it (JSON)</a>.</p>'
+    ]
+    for ref in mine:
+        memory = scopes.open_scope(dash.host.memories, dash.host.config, dash.data_dir.parent, ref)
+        found = await asyncio.to_thread(memory.list_sync, SHOWN)
+        rows = []
+        for entry in found:
+            action = f"/me/s/{quote(ref.id, safe='')}/e/{quote(entry.id, safe='')}"
+            rows.append(
+                f'<tr><td><form method="post" action="{action}">{csrf}'
+                f'<input name="text" value="{_e(entry.text)}" size="70" '
+                f'aria-label="entry {_e(entry.id)}"> <button type="submit">Save</button></form>'
+                f'</td><td><form method="post" action="{action}/delete">{csrf}'
+                '<button class="danger" type="submit">Delete</button></form></td></tr>'
+            )
+        parts.append(
+            f"<h2>{_e(ref.agent or 'a team')}</h2><table><tbody>{''.join(rows)}</tbody></table>"
+            if rows
+            else f"<h2>{_e(ref.agent or 'a team')}</h2><p class=muted>Nothing yet.</p>"
+        )
+    if not mine:
+        parts.append("<p>No companion has a memory of you yet.</p>")
+    return _page("Your memory", "".join(parts))
+
+
+async def _change(dash: Dashboard, request: web.Request, what: str) -> web.Response:
+    await dash.form(request)  # the CSRF field of this person, before anything is opened
+    form = await request.post()
+    _, _, view = await _open(dash, request)
+    entry_id = request.match_info["entry"]
+    try:
+        if what == "update":
+            text = " ".join(str(form.get("text", "")).split())
+            if not text:
+                raise MemoryStoreError("an entry needs some text (Delete removes it)")
+            await asyncio.to_thread(view.update_sync, entry_id, text, actor=ACTOR)
+        else:
+            await asyncio.to_thread(view.delete_sync, entry_id, actor=ACTOR)
+    except MemoryStoreError as exc:
+        return _page("Your memory", f'<div class="notice bad">{_e(exc)}</div>'
+                     '<p><a href="/me">Back</a></p>', status=422)  # fmt: skip
+    raise web.HTTPSeeOther("/me")
+
+
+async def save(dash: Dashboard, request: web.Request) -> web.Response:
+    return await _change(dash, request, "update")
+
+
+async def delete(dash: Dashboard, request: web.Request) -> web.Response:
+    return await _change(dash, request, "delete")
+
+
+async def export(dash: Dashboard, request: web.Request) -> web.Response:
+    user: str = request[PERSON]
+    mine = await asyncio.to_thread(own_scopes, dash, user)
+    out: dict[str, Any] = {"user_id": user, "memories": []}
+    for ref in mine:
+        memory = scopes.open_scope(dash.host.memories, dash.host.config, dash.data_dir.parent, ref)
+        found = await asyncio.to_thread(memory.list_sync, 1_000_000)
+        out["memories"].append({
+            "companion": ref.agent,
+            "entries": [{"id": e.id, "text": e.text, "file": e.path} for e in found],
+        })  # fmt: skip
+    return web.Response(
+        text=json.dumps(out, indent=2, ensure_ascii=False),
+        content_type="application/json",
+        headers={"Content-Disposition": 'attachment; filename="my-memory.json"'},
+    )
+
+
+def add_person_routes(app: web.Application, bind: Any) -> None:
+    """The person's routes (``bind`` ties a handler to the dashboard)."""
+    app.router.add_get("/me/login", bind(login))
+    app.router.add_get("/me", bind(home))
+    app.router.add_get("/me/export", bind(export))
+    app.router.add_post("/me/s/{scope}/e/{entry}", bind(save))
+    app.router.add_post("/me/s/{scope}/e/{entry}/delete", bind(delete))
