@@ -28,7 +28,8 @@ def free_port() -> int:
 
 def commented_config(model: ScriptedModel) -> str:
     """A config in block YAML with comments that a save must keep, and a model API key."""
-    doc = json.loads(config_text(model.base_url, {"general": {"rooms": [], "role": "Helps."}}))
+    agents = {"general": {"rooms": [], "role": "Helps."}, "mind": {"private": {"per": "user"}}}
+    doc = json.loads(config_text(model.base_url, agents))
     doc["models"]["default"]["api_key"] = SECRET
     return "# my mindroom: hand-written, keep these comments\n" + yaml.safe_dump(
         doc, sort_keys=False

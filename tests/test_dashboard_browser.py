@@ -19,7 +19,9 @@ import pytest
 import pytest_asyncio
 from PIL import Image
 
+from mindroom.dashboard.person import person_link
 from mindroom.dashboard.server import Dashboard
+from mindroom.memory.store import FileMemory
 from tests.harness import BotHarness, eventually, write_entries
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
@@ -131,6 +133,7 @@ async def test_a_memory_entry_edited_in_the_browser_changes_its_file(
     )  # fmt: skip
     await p.goto(dashboard.url)  # type: ignore[attr-defined]
     await p.click("header >> text=Memory")  # type: ignore[attr-defined]
+    await shot(p, "memory")
     await p.click("text=general")  # type: ignore[attr-defined]
     await p.fill("#q", "ferry")  # type: ignore[attr-defined]
     await p.click("text=Search")  # type: ignore[attr-defined]
@@ -145,3 +148,21 @@ async def test_a_memory_entry_edited_in_the_browser_changes_its_file(
     text = memory_file.read_text()
     assert "The ferry leaves at half past nine" in text
     assert "Bob prefers tea" in text
+
+
+async def test_a_persons_link_opens_their_memory_in_the_browser(
+    bot: BotHarness, dashboard: Dashboard, page: object
+) -> None:
+    p: object = page
+    assert bot.bot is not None
+    memory = bot.bot.memories.for_agent("mind", requester="@alice:localhost")
+    assert isinstance(memory, FileMemory)
+    memory.add_sync("Alice grows tomatoes on the balcony", actor="test")
+    link = person_link(dashboard.data_dir, dashboard.host.config.dashboard, "@alice:localhost")
+    assert link is not None
+
+    await p.goto(link)  # type: ignore[attr-defined]
+    await p.wait_for_selector("text=Signed in as")  # type: ignore[attr-defined]
+    await shot(p, "me")
+    field = p.locator("input[name=text]")  # type: ignore[attr-defined]
+    assert await field.input_value() == "Alice grows tomatoes on the balcony"

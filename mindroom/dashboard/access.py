@@ -136,10 +136,7 @@ class Access:
                 if user is None:
                     return _unauthorized(PERSON_HINT)
                 request[PERSON] = user
-        elif not self._signed_in(request) and not (
-            request.path.startswith("/static/")
-            and person.session_user(self.token, request.cookies.get(PERSON_COOKIE, ""))
-        ):
+        elif not self._signed_in(request):
             return _unauthorized()
         response = await handler(request)
         _secure(response)

@@ -38,7 +38,7 @@ def _page(title: str, body: str, status: int = 200) -> web.Response:
     page = (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         f"<title>{_e(title)} · mindroom</title>"
-        '<link rel="stylesheet" href="/static/style.css"></head>'
+        '<link rel="stylesheet" href="/me/static/style.css"></head>'
         f"<body><header><strong>mindroom</strong><a class=here href=/me>Your memory</a></header>"
         f"<main><h1>{_e(title)}</h1>{body}</main></body></html>"
     )
@@ -153,9 +153,14 @@ async def export(dash: Dashboard, request: web.Request) -> web.Response:
     )
 
 
+async def static(dash: Dashboard, request: web.Request) -> web.StreamResponse:
+    return await dash.static(request)
+
+
 def add_person_routes(app: web.Application, bind: Any) -> None:
     """The person's routes (``bind`` ties a handler to the dashboard)."""
     app.router.add_get("/me/login", bind(login))
+    app.router.add_get("/me/static/{name}", bind(static))  # its cookie is for /me only
     app.router.add_get("/me", bind(home))
     app.router.add_get("/me/export", bind(export))
     app.router.add_post("/me/s/{scope}/e/{entry}", bind(save))

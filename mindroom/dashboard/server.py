@@ -92,7 +92,7 @@ class Dashboard:
         """The aiohttp application (routes and the access middleware)."""
         app = web.Application(middlewares=[self.access.middleware], client_max_size=1 << 20)
         app.router.add_get("/api/status", self._status_json)
-        app.router.add_get("/static/{name}", self._static)
+        app.router.add_get("/static/{name}", self.static)
         pages.add_routes(app, self)
         add_memory_routes(app, pages.binder(self))
         add_person_routes(app, pages.binder(self))
@@ -145,7 +145,7 @@ class Dashboard:
         posted = await self.access.check_form(request)
         return {k: v for k, v in posted.items() if isinstance(v, str)}
 
-    async def _static(self, request: web.Request) -> web.StreamResponse:
+    async def static(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["name"]
         path = STATIC / name
         if "/" in name or name.startswith(".") or not path.is_file():
