@@ -16,9 +16,9 @@ import pytest
 from mindroom.cli import main
 from mindroom.dashboard.access import COOKIE, TOKEN_FILE
 from mindroom.dashboard.server import Dashboard
-from tests.dashboard_fixtures import SECRET, form_of, free_port
-from tests.harness import BotHarness, BotProcess, config_text, eventually
-from tests.scripted_model import ScriptedModel
+from tests.dashboard_fixtures import SECRET, form_of, free_port, signed_in, start_dashboard
+from tests.harness import BotHarness, BotProcess, Human, config_text, eventually
+from tests.scripted_model import Reply, ScriptedModel
 
 pytestmark = [pytest.mark.synapse]
 
@@ -258,8 +258,10 @@ async def test_mindroom_run_serves_the_dashboard_and_prints_its_url(
     bot_process.run_options = ("--dashboard-port", str(port))
     bot_process.start()
     await bot_process.wait_running()
-    assert main(["dashboard", "url", "--config", str(config), "--port", str(port)]) == 0
+    # no --port: the running dashboard's, which --dashboard-port moved off the config's
+    assert main(["dashboard", "url", "--config", str(config)]) == 0
     url = capsys.readouterr().out.strip()
+    assert f":{port}/" in url
     jar = aiohttp.CookieJar(unsafe=True)
     async with aiohttp.ClientSession(cookie_jar=jar) as session:
         opened = await session.get(url)
@@ -301,3 +303,35 @@ async def test_a_shorthand_value_is_shown_and_becomes_a_mapping_only_when_edited
     await eventually(lambda: bot.bot is not None and bot.bot.config.memory.embedder is not None
                      and bot.bot.config.memory.embedder.provider == "openai")  # fmt: skip
     assert "embedder: none" not in config.read_text()
+
+
+@pytest.mark.asyncio
+async def test_the_status_shows_the_last_answers_and_a_model_error(
+    bot: BotHarness, model: ScriptedModel, human: Human
+) -> None:
+    room_id = await bot.start_in_room(
+        config_text(model.base_url, {"general": {"rooms": ["lobby"], "streaming": False}}),
+        "lobby",
+        human,
+    )
+    dash = await start_dashboard(bot)
+    try:
+        async with signed_in(dash) as browser:
+            model.push(Reply(text="fine"))
+            ok = await human.send(room_id, "@general how are you?")
+            await human.wait_for_reply(room_id, ok, timeout=40)
+            model.push(Reply(status=401, error_message="invalid api key"))
+            failing = await human.send(room_id, "@general and now?")
+            await human.wait_for_reply(room_id, failing, timeout=40)
+            await bot.settle(human, room_id)
+            status = await (await browser.get("/api/status")).json()
+    finally:
+        await dash.stop()
+
+    answered = [a for a in status["answers"] if a["responders"] == ["general"]]
+    assert len(answered) >= 2
+    assert all(a["latency_ms"] is not None and a["latency_ms"] >= 0 for a in answered)
+    assert {a["sender"] for a in answered} == {human.user_id}
+    assert {a["room"] for a in answered} == {"lobby"}
+    problems = [p["message"] for p in status["problems"]]
+    assert any("failed for agent general" in m and "invalid api key" in m for m in problems)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mindroom.config.load import load_config
 from mindroom.dashboard.access import dashboard_token, dashboard_url
+from mindroom.dashboard.person import running_port
 
 
 def add_dashboard_parser(
@@ -20,17 +21,20 @@ def add_dashboard_parser(
     actions = dashboard.add_subparsers(dest="action", required=True)
     url = actions.add_parser("url", help="print the dashboard's URL with its token")
     common(url)
-    url.add_argument("--port", type=int, help="the port run was given (--dashboard-port)")
+    url.add_argument("--port", type=int, help="this port (default: the running dashboard's)")
     url.set_defaults(func=run_url)
 
 
 def run_url(args: argparse.Namespace) -> int:
-    """Print the URL (the token is made when there is none yet, so a later run uses it)."""
+    """Print the URL (the token is made when there is none yet, so a later run uses it): the
+    running dashboard's port, else ``--port``, else the config's."""
     config_path = Path(args.config).resolve()
     storage = Path(args.storage).resolve() if args.storage else config_path.parent
     config = load_config(config_path)  # ConfigError: "mindroom: ..." and exit 2
-    token = dashboard_token(storage / "mindroom_data")
-    print(dashboard_url(args.port or config.dashboard.port, token))
+    data_dir = storage / "mindroom_data"
+    token = dashboard_token(data_dir)
+    # the port of a running dashboard (which --dashboard-port may have moved), else the config's
+    print(dashboard_url(args.port or running_port(data_dir) or config.dashboard.port, token))
     if not config.dashboard.enabled:
         print(
             "(dashboard.enabled is false in the config: mindroom run does not serve it)",

@@ -134,7 +134,9 @@ async def status_page(dash: Dashboard, request: web.Request) -> web.Response:
         '<p class="muted">Updates every 2 s; last update <span id="updated">…</span>.</p>'
         + table("Accounts", "accounts", ("Account", "User", "Device", "Sync", "Rooms"))
         + table("Rooms", "rooms", ("Room", "ID", "Agents"))
-        + table("Last answers", "answers", ("Claimed", "By", "Status", "Took"))
+        + table(
+            "Last answers", "answers", ("Claimed", "Room", "From", "Answered by", "Status", "Took")
+        )
         + table(
             "Warnings and errors (model errors among them)",
             "problems",

@@ -186,29 +186,43 @@ class Dashboard:
         }
 
     def _answers(self) -> list[dict[str, Any]]:
+        """The last handled messages: who asked where, which agents answered (the
+        conversations active in that room while it was answered), the outcome and the time
+        from claim to done."""
         path = self.data_dir / "ledger.db"
         if not path.exists():
             return []
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
         try:
             rows = db.execute(
-                "SELECT responders, status, claimed_at, done_at FROM handled"
+                "SELECT room_id, responders, source, status, claimed_at, done_at FROM handled"
                 " ORDER BY claimed_at DESC LIMIT ?",
                 (_ANSWERS_SHOWN,),
+            ).fetchall()
+            since = min((r[4] for r in rows), default=0.0) - 1
+            active = db.execute(
+                "SELECT owner, room_id, last_active_at FROM conversation_sessions"
+                " WHERE last_active_at >= ?",
+                (since,),
             ).fetchall()
         except sqlite3.Error:
             return []
         finally:
             db.close()
-        return [
-            {
+        names = {room_id: name for name, room_id in self.host.room_ids.items()}
+        found = []
+        for room_id, responders, source, status, claimed, done in rows:
+            until = (done or time.time()) + 2  # the book is written just after the answer
+            owners = sorted({o for o, r, at in active if r == room_id and claimed <= at <= until})
+            found.append({
                 "when": time.strftime("%H:%M:%S", time.localtime(claimed)),
-                "responders": json.loads(responders),
+                "room": names.get(room_id, room_id),
+                "sender": (json.loads(source) or {}).get("sender", ""),
+                "responders": json.loads(responders) or owners,
                 "status": status,
                 "latency_ms": None if done is None else round((done - claimed) * 1000),
-            }
-            for responders, status, claimed, done in rows
-        ]
+            })  # fmt: skip
+        return found
 
     async def _status_json(self, request: web.Request) -> web.Response:
         return web.json_response(self.status())

@@ -19,7 +19,7 @@ async function refresh() {
     fill("accounts", s.accounts.map((a) => [a.name, a.user_id, a.device_id || "",
       a.problem ? `failing: ${a.problem}` : `synced ${ago(a.synced_ago_s)}`, String(a.rooms)]));
     fill("rooms", s.rooms.map((r) => [r.name, r.room_id, r.agents.join(", ")]));
-    fill("answers", s.answers.map((a) => [a.when, a.responders.join(", "), a.status,
+    fill("answers", s.answers.map((a) => [a.when, a.room, a.sender, a.responders.join(", "), a.status,
       a.latency_ms === null ? "" : `${a.latency_ms} ms`]));
     fill("problems", s.problems.map((p) => [p.when, p.level, p.logger, p.message]));
     const stamp = document.getElementById("updated");
