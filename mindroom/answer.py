@@ -35,6 +35,7 @@ from mindroom.matrix.events import (
 )
 from mindroom.matrix.reply import ReplyWriter
 from mindroom.matrix.send import notice_content
+from mindroom.metrics import METRICS
 from mindroom.routing import Route, RouteKind, route_handoff
 from mindroom.sessions.keeper import SessionKeeper
 from mindroom.sessions.transcripts import TranscriptIndexer
@@ -133,7 +134,7 @@ class Answerer:
         ``requester`` is the person the answers are for: the message's sender, or for a
         hand-off the person whose message started the chain.
         """
-        status = "done"
+        status, started = "done", time.monotonic()
         try:
             if route.command:
                 await self._run_command(message)
@@ -149,6 +150,7 @@ class Answerer:
             status = "failed"
             logger.exception("handling %s in %s failed", message.event_id, message.room_id)
         await self._ledger.finish(message.event_id, status)
+        METRICS.reply(status, time.monotonic() - started)
 
     async def _answer_all(
         self, message: IncomingMessage, route: Route, responders: tuple[str, ...], requester: str

@@ -6,12 +6,14 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import json
 import logging
 import os
 import shlex
 import signal
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 from mindroom.config import Config, load_config
@@ -37,12 +39,31 @@ DEFAULT_LOCAL_PORT = 8008
 DEFAULT_CONFIG = "config.yaml"
 
 
-def _setup_logging(verbose: bool) -> None:
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per line: ``time`` (UTC, ISO 8601), ``level``, ``logger``, ``message``
+    and, for an exception, ``exception`` (its traceback), for log shippers."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False)
+
+
+def _setup_logging(verbose: bool, log_format: str | None = None) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
+    if (log_format or os.environ.get("MINDROOM_LOG_FORMAT", "")).lower() == "json":
+        for handler in logging.getLogger().handlers:
+            handler.setFormatter(JsonLogFormatter())
     # watchfiles logs every file change at INFO; nio every sync step.
     for noisy in ("nio", "aiosqlite", "sqlalchemy", "watchfiles"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -175,6 +196,13 @@ async def _serve(args: argparse.Namespace) -> None:
             ),
         )
         stack.push_async_callback(bot.stop)
+        ops_port = args.ops_port or config.ops.port
+        if ops_port:  # before the start: /healthz says "starting" until the accounts run
+            from mindroom.dashboard.ops import OpsServer
+
+            ops = OpsServer(bot, data_dir, config.ops.host, ops_port)
+            if await ops.start():
+                stack.push_async_callback(ops.stop)
         await bot.start()
         print(running_banner(config, list(bot.agents)))
         if config.dashboard.enabled and not args.no_dashboard:
@@ -248,6 +276,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--dashboard-port", type=int, default=None, help="dashboard port (dashboard.port: 8765)"
     )
     run.add_argument("--no-dashboard", action="store_true", help="do not serve the dashboard")
+    run.add_argument("--ops-port", type=int, default=None, help="serve /healthz and /metrics")
+    run.add_argument(
+        "--log-format", choices=("text", "json"), default=None,
+        help="json: one JSON object per log line (MINDROOM_LOG_FORMAT)",
+    )  # fmt: skip
     run.set_defaults(func=_run)
 
     chat = sub.add_parser("chat", help="talk to the agents from the terminal (local user)")
@@ -278,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)  # progress shows up even when piped
-    _setup_logging(args.verbose)
+    _setup_logging(args.verbose, getattr(args, "log_format", None))
     if isinstance(getattr(args, "config", None), str):
         # Once, before anything reads the environment: run, doctor, chat and the rest alike.
         load_dotenv_beside(Path(args.config).resolve())

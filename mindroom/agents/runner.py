@@ -46,6 +46,7 @@ from mindroom.config.schema import Config
 from mindroom.errors import ModelError
 from mindroom.memory.recall import agent_recall, recall_block
 from mindroom.memory.registry import MemoryRegistry, ScopeMemory
+from mindroom.metrics import METRICS
 from mindroom.resources import exhaustion_message, private_instance_limit
 from mindroom.sessions.overflow import is_context_overflow
 from mindroom.turns import TeamSpec, is_private, session_id_for
@@ -337,6 +338,7 @@ class AgentRuntime(SessionWork):
         model_cfg = self._config.models[model_key]
         overflow = is_context_overflow(exc)
         model_error = isinstance(exc, ModelError)
+        METRICS.model_error(model_key)
         if resource_error := exhaustion_message(str(exc) if model_error else exc):
             logger.error("turn of agent %s failed: %s (%s)", agent, resource_error, exc,
                          exc_info=None if model_error else exc)  # fmt: skip
@@ -476,6 +478,7 @@ class AgentRuntime(SessionWork):
                 continue
             reason = str(getattr(run, "content", None) or "unknown error").strip()
             key = self._config.agent_model(name)
+            METRICS.model_error(key)
             logger.warning("model %s failed for %s in team %s: %s", key, name, spec.name, reason)
             actor = f"{name} in team {spec.display_name}"
             return model_failed(key, self._config.models[key], reason, actor)

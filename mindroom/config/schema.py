@@ -208,6 +208,14 @@ class DashboardConfig(_Strict):
     public_url: str | None = Field(default=None, pattern=r"^https?://")
 
 
+class OpsConfig(_Strict):
+    """``/healthz`` and ``/metrics`` (Prometheus), served by ``mindroom run`` when ``port`` is
+    set, without the dashboard's token: on ``host`` (``0.0.0.0`` in a container)."""
+
+    host: str = Field(default="127.0.0.1", min_length=1)
+    port: int | None = Field(default=None, ge=1, le=65535)
+
+
 class SpeechToTextConfig(_Strict):
     """An OpenAI-compatible transcription endpoint (``POST {base_url}/audio/transcriptions``)."""
 
@@ -255,6 +263,7 @@ class Config(_Strict):
     sessions: SessionsConfig = Field(default_factory=SessionsConfig)
     media: MediaConfig = Field(default_factory=MediaConfig)
     dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
+    ops: OpsConfig = Field(default_factory=OpsConfig)
 
     @field_validator("agents")
     @classmethod

@@ -26,6 +26,7 @@ from mindroom.config.schema import Config
 from mindroom.dashboard import pages
 from mindroom.dashboard.access import CSRF_FIELD, LOOPBACK, Access, dashboard_token, dashboard_url
 from mindroom.dashboard.memory_pages import add_memory_routes
+from mindroom.dashboard.ops import account_states
 from mindroom.dashboard.person import PORT_FILE
 from mindroom.dashboard.person_pages import add_person_routes
 from mindroom.matrix.client import MatrixAccount
@@ -159,21 +160,7 @@ class Dashboard:
 
     def status(self) -> dict[str, Any]:
         """Accounts and their sync state, rooms, the last answers, the latest problems."""
-        now = time.time()
-        accounts = []
-        named = [("router", self.host.router)] if self.host.router else []
-        for name, account in [*named, *self.host.agents.items()]:
-            assert account is not None
-            accounts.append(
-                {
-                    "name": name,
-                    "user_id": account.user_id,
-                    "device_id": account.client.device_id,
-                    "synced_ago_s": None if account.synced_at is None else now - account.synced_at,
-                    "problem": account.sync_problem,
-                    "rooms": len(account.joined_rooms()),
-                }
-            )
+        accounts = account_states(self.host)
         rooms = [
             {"name": name, "room_id": room_id, "agents": self.host.room_agents(room_id)}
             for name, room_id in sorted(self.host.room_ids.items())

@@ -1,0 +1,160 @@
+"""``/healthz`` and ``/metrics`` for whoever runs mindroom (a container's probes, Prometheus).
+
+Served by ``mindroom run`` when ``ops.port`` (or ``--ops-port``) is set, on ``ops.host``
+(127.0.0.1 unless a container needs ``0.0.0.0``), apart from the dashboard and without its
+token: they tell nothing but names and numbers.
+
+- ``/healthz``: 200 while every account has synced within :data:`HEALTHY_SYNC_AGE_S` and
+  none reports a failing sync; 503 otherwise (also while starting), with the reasons as JSON.
+- ``/metrics``: :data:`mindroom.metrics.METRICS` (replies by outcome, the reply-time
+  histogram, model errors), then gauges read now: the flush queue's depth (dirty sessions)
+  and the sessions whose flush keeps failing, and each account's sync age.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from mindroom.matrix.client import SYNC_TIMEOUT_MS
+from mindroom.metrics import METRICS, Gauge
+
+if TYPE_CHECKING:
+    from mindroom.dashboard.server import DashboardHost
+
+logger = logging.getLogger(__name__)
+
+# a healthy account's long poll returns every 30 s at the latest: three of them missed is not
+HEALTHY_SYNC_AGE_S = 3 * SYNC_TIMEOUT_MS / 1000
+
+
+def account_states(host: DashboardHost) -> list[dict[str, Any]]:
+    """Each running account (the router first) and its sync state."""
+    now = time.time()
+    named = [("router", host.router)] if host.router else []
+    return [
+        {
+            "name": name,
+            "user_id": account.user_id,
+            "device_id": account.client.device_id,
+            "synced_ago_s": None if account.synced_at is None else now - account.synced_at,
+            "problem": account.sync_problem,
+            "rooms": len(account.joined_rooms()),
+        }
+        for name, account in [*named, *host.agents.items()]
+        if account is not None
+    ]
+
+
+def health(host: DashboardHost) -> tuple[bool, dict[str, Any]]:
+    """Whether mindroom is healthy, and why (or why not)."""
+    accounts = account_states(host)
+    problems = {}
+    for state in accounts:
+        age = state["synced_ago_s"]
+        if state["problem"]:
+            problems[state["name"]] = f"sync failing: {state['problem']}"
+        elif age is None or age > HEALTHY_SYNC_AGE_S:
+            problems[state["name"]] = (
+                "not synced yet" if age is None else f"last sync {age:.0f} s ago"
+            )
+    if not accounts:
+        problems["mindroom"] = "starting: no account is running yet"
+    body = {
+        "status": "failing" if problems else "ok",
+        "problems": problems,
+        "accounts": {s["name"]: s["synced_ago_s"] for s in accounts},
+    }
+    return not problems, body
+
+
+def flush_gauges(data_dir: Path) -> list[Gauge]:
+    """The flush queue, read from the ledger (read-only)."""
+    path = data_dir / "ledger.db"
+    dirty = failing = 0
+    if path.exists():
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
+        try:
+            dirty, failing = db.execute(
+                "SELECT coalesce(sum(dirty), 0), coalesce(sum(failures > 0), 0) FROM flush_sessions"
+            ).fetchone()
+        except sqlite3.Error:
+            pass
+        finally:
+            db.close()
+    return [
+        Gauge(
+            "mindroom_flush_queue_depth", "Sessions waiting for their memory flush.", [({}, dirty)]
+        ),
+        Gauge(
+            "mindroom_flush_failing_sessions", "Sessions whose last flush failed.", [({}, failing)]
+        ),
+    ]
+
+
+class OpsServer:
+    """The health and metrics listener of one process."""
+
+    def __init__(self, host: DashboardHost, data_dir: Path, bind: str, port: int) -> None:
+        self.host, self.data_dir, self.bind, self.port = host, data_dir, bind, port
+        self._runner: web.AppRunner | None = None
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/metrics", self._metrics)
+        return app
+
+    async def start(self) -> bool:
+        """Listen; False (logged) when the address is taken: the bot runs on."""
+        runner = web.AppRunner(self.app(), access_log=None)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, self.bind, self.port).start()
+        except OSError as exc:
+            await runner.cleanup()
+            logger.warning(
+                "/healthz and /metrics cannot listen on %s:%d (%s)",
+                self.bind,
+                self.port,
+                exc.strerror,
+            )
+            return False
+        self._runner = runner
+        logger.info("/healthz and /metrics on http://%s:%d", self.bind, self.port)
+        return True
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        healthy, body = health(self.host)
+        return web.json_response(body, status=200 if healthy else 503)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        ages: list[tuple[Mapping[str, str], float]] = [
+            ({"account": s["name"]}, -1 if s["synced_ago_s"] is None else s["synced_ago_s"])
+            for s in account_states(self.host)
+        ]
+        gauges = [
+            *flush_gauges(self.data_dir),
+            Gauge(
+                "mindroom_account_sync_age_seconds",
+                "Seconds since each account's last sync (-1: not synced yet).",
+                ages,
+            ),
+        ]
+        return web.Response(
+            text=METRICS.render(gauges),
+            content_type="text/plain",
+            charset="utf-8",
+            headers={"X-Content-Type-Options": "nosniff"},
+        )
