@@ -143,11 +143,11 @@ def _with_memory_link(
     ours = {a.user_id for a in bot.agents.values()} | (
         {bot.router.user_id} if bot.router else set()
     )
-    if account.room_members(message.room_id) - ours != {message.sender}:
+    if not account.only_with(message.room_id, message.sender, ours):
         if action == "link":
             return (
-                "I send that link only in a direct message with me: everyone in this room "
-                "could open it."
+                "I send that link only in a direct message with me (invite-only, not readable "
+                "from outside): anyone else in this room could open it."
             )
         return text
     data_dir = bot.memories.storage / "mindroom_data"

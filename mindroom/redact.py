@@ -67,6 +67,11 @@ _ASSIGNMENT = re.compile(
 )
 
 
+def is_env_reference(text: str) -> bool:
+    """Whether ``text`` is one whole ``${VAR}`` reference (it names a secret's place only)."""
+    return _ENV_REFERENCE.fullmatch(text.strip()) is not None
+
+
 def is_secret_key(key: str) -> bool:
     """True when the last part of the dotted ``key`` names a secret (``models.x.api_key``)."""
     last = _CAMEL.sub("_", key.rsplit(".", 1)[-1]).lower()

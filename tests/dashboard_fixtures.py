@@ -75,3 +75,13 @@ async def signed_in(dashboard: Dashboard) -> AsyncIterator[aiohttp.ClientSession
         assert answer.status == 303
         assert answer.headers["Location"] == "/"  # the token leaves the address bar
         yield session
+
+
+async def open_link(session: aiohttp.ClientSession, link: str) -> aiohttp.ClientResponse:
+    """Open a person's link as they would: its page, then its button (the /me page after)."""
+    landing = await session.get(link)
+    assert landing.status == 200, await landing.text()
+    fields = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">',
+                             await landing.text()))  # fmt: skip
+    base = link.split("/me/login", 1)[0]
+    return await session.post(f"{base}/me/login", data=fields)

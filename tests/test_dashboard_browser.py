@@ -162,6 +162,7 @@ async def test_a_persons_link_opens_their_memory_in_the_browser(
     assert link is not None
 
     await p.goto(link)  # type: ignore[attr-defined]
+    await p.click("text=Open my memory")  # type: ignore[attr-defined]
     await p.wait_for_selector("text=Signed in as")  # type: ignore[attr-defined]
     await shot(p, "me")
     field = p.locator("input[name=text]")  # type: ignore[attr-defined]

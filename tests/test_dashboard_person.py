@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import AsyncIterator
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 import aiohttp
 import nio
@@ -18,7 +18,7 @@ import pytest_asyncio
 from mindroom.dashboard.person import person_link
 from mindroom.dashboard.server import Dashboard
 from mindroom.memory.store import FileMemory
-from tests.dashboard_fixtures import signed_in, start_dashboard
+from tests.dashboard_fixtures import open_link, signed_in, start_dashboard
 from tests.harness import BotHarness, Human, config_text, joined
 from tests.scripted_model import ScriptedModel
 
@@ -51,7 +51,7 @@ def as_person(dash: Dashboard, user: str, now: float | None = None) -> str:
 async def test_the_link_opens_only_its_persons_memory(companion: Dashboard) -> None:
     jar = aiohttp.CookieJar(unsafe=True)
     async with aiohttp.ClientSession(cookie_jar=jar) as alice:
-        home = await (await alice.get(as_person(companion, ALICE))).text()
+        home = await (await open_link(alice, as_person(companion, ALICE))).text()
         admin_page = await alice.get(f"http://127.0.0.1:{companion.port}/memory")
         exported = await (await alice.get(f"http://127.0.0.1:{companion.port}/me/export")).json()
 
@@ -79,7 +79,7 @@ async def test_a_person_cannot_reach_another_persons_scope_nor_forge_a_link(
     async with aiohttp.ClientSession(cookie_jar=jar) as alice:
         forged_answer = await alice.get(forged, allow_redirects=False)
         expired_answer = await alice.get(expired, allow_redirects=False)
-        home = await (await alice.get(as_person(companion, ALICE))).text()
+        home = await (await open_link(alice, as_person(companion, ALICE))).text()
         csrf = re.search(r'name="csrf" value="([^"]+)"', home)
         assert csrf is not None
         into_bob = await alice.post(
@@ -109,7 +109,7 @@ async def test_a_person_corrects_and_deletes_what_the_companion_knows(
 ) -> None:
     jar = aiohttp.CookieJar(unsafe=True)
     async with aiohttp.ClientSession(cookie_jar=jar) as alice:
-        home = await (await alice.get(as_person(companion, ALICE))).text()
+        home = await (await open_link(alice, as_person(companion, ALICE))).text()
         [action] = re.findall(r'<form method="post" action="(/me/s/[^"]+/e/[^"/]+)">', home)
         csrf = re.search(r'name="csrf" value="([^"]+)"', home)
         assert csrf is not None
@@ -154,6 +154,14 @@ async def test_memory_in_a_dm_sends_the_link_and_a_shared_room_does_not(
         asked = await person.send(dm.room_id, "!memory link")
         answer = await person.wait_for_reply(dm.room_id, asked, timeout=30)
 
+        public = await person.client.room_create(
+            invite=[agent], visibility=nio.RoomVisibility.public, preset=nio.RoomPreset.public_chat
+        )
+        assert isinstance(public, nio.RoomCreateResponse)
+        await person.wait_for(joined(agent, public.room_id))
+        public_ask = await person.send(public.room_id, "!memory link")
+        public_answer = await person.wait_for_reply(public.room_id, public_ask, timeout=30)
+
         shared = await person.client.room_create(invite=[agent, other.user_id])
         assert isinstance(shared, nio.RoomCreateResponse)
         await person.wait_for(joined(agent, shared.room_id))
@@ -168,10 +176,61 @@ async def test_memory_in_a_dm_sends_the_link_and_a_shared_room_does_not(
     [link] = re.findall(r"https?://\S+/me/login\?\S+", answer["content"]["body"])
     jar = aiohttp.CookieJar(unsafe=True)
     async with aiohttp.ClientSession(cookie_jar=jar) as browser:
-        opened = await browser.get(link)
+        opened = await open_link(browser, link)
         page = await opened.text()
     assert opened.status == 200
     assert f"Signed in as <strong>{person.user_id}</strong>" in page
     assert "/me/login" not in refused["content"]["body"]
     assert "only in a direct message" in refused["content"]["body"]
+    assert "/me/login" not in public_answer["content"]["body"]  # just the two, but public
+    assert "only in a direct message" in public_answer["content"]["body"]
     assert refused["content"]["msgtype"] == "m.notice"
+
+
+async def test_a_login_posted_from_another_site_is_refused(companion: Dashboard) -> None:
+    """Login CSRF: a page elsewhere cannot sign a visitor in as the page's owner."""
+    link = as_person(companion, BOB)
+    query = {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}
+    base = f"http://127.0.0.1:{companion.port}"
+    jar = aiohttp.CookieJar(unsafe=True)
+    async with aiohttp.ClientSession(cookie_jar=jar) as visitor:
+        forced = await visitor.post(
+            f"{base}/me/login", data=query, headers={"Origin": "http://evil.example"},
+            allow_redirects=False,
+        )  # fmt: skip
+        landing = await visitor.get(link)
+        own = await visitor.post(f"{base}/me/login", data=query, allow_redirects=False)
+
+    assert forced.status == 403
+    assert "@bob:localhost" in await landing.text()  # the landing page names whose it is
+    assert own.status == 303  # the control: the same form from the page itself signs in
+    assert landing.headers["X-Frame-Options"] == "DENY"
+
+
+async def test_odd_input_gets_clear_answers_not_server_errors(
+    companion: Dashboard, bot: BotHarness
+) -> None:
+    base = f"http://127.0.0.1:{companion.port}"
+    async with aiohttp.ClientSession() as anonymous:
+        non_ascii = await anonymous.get(f"{base}/?token=%C3%A9")
+        bearer = await anonymous.get(f"{base}/api/status", headers={"Authorization": "Bearer é"})
+        person_sig = await anonymous.get(f"{base}/me/login?u=%40a%3Ab&exp=1&sig=%C3%A9")
+    async with signed_in(companion) as admin:
+        dotted = await admin.get("/agents/mind.private")
+        control = await admin.get("/agents/mind")
+        scope = next(s for s in await _scopes(companion) if s.person.startswith("alice"))
+        injected = await admin.get(
+            f"/memory/s/{quote(scope.id, safe='')}/e/%22%3E%3Cimg%20src%3Dx%3E"
+        )
+        config = bot.storage / "config.yaml"
+        good = config.read_text()
+        config.write_text("agents: [\n")
+        broken = await admin.get("/agents")
+        config.write_text(good)
+
+    assert (non_ascii.status, bearer.status, person_sig.status) == (401, 401, 401)
+    assert dotted.status == 404  # a dotted name would reach agents.mind.private
+    assert control.status == 200
+    assert "<img src=x>" not in await injected.text()
+    assert broken.status == 503
+    assert "config.yaml cannot be read" in await broken.text()

@@ -19,10 +19,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from aiohttp import web
 
@@ -33,6 +34,7 @@ TOKEN_FILE = "dashboard-token"
 COOKIE = "mindroom_dashboard"
 PERSON_COOKIE = "mindroom_person"
 PERSON: web.RequestKey[str] = web.RequestKey("person", str)  # the signed-in person, on /me
+PERSON_UNTIL: web.RequestKey[int] = web.RequestKey("person_until", int)  # their session's end
 CSRF_FIELD = "csrf"
 LOOPBACK = "127.0.0.1"
 _LOCAL_HOSTS = (LOOPBACK, "localhost", "[::1]")
@@ -72,43 +74,75 @@ def _derived(token: str, purpose: str) -> str:
     return hmac.new(token.encode(), purpose.encode(), hashlib.sha256).hexdigest()
 
 
-class Access:
-    """The token's checks, as aiohttp middleware."""
+def same(given: str, expected: str) -> bool:
+    """Constant-time equality of two strings (any characters: compared as UTF-8 bytes)."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode())
 
-    def __init__(self, token: str, port: int) -> None:
+
+ADMIN_SESSION_S = 12 * 3600
+
+
+class Access:
+    """The token's checks, as aiohttp middleware.
+
+    ``public_url`` (``dashboard.public_url``) is where people's browsers reach ``/me`` through
+    a reverse proxy: that host and origin are accepted for ``/me`` only; every admin page
+    still answers on the loopback host alone.
+    """
+
+    def __init__(self, token: str, port: int, public_url: str | None = None) -> None:
         self.token = token
         self.port = port
-        self.session = _derived(token, "session")
         self.csrf = _derived(token, "csrf")
+        self.public = urlsplit(public_url) if public_url else None
+        self.origins = {f"http://{host}:{port}" for host in _LOCAL_HOSTS}
+        if self.public is not None:
+            self.origins.add(f"{self.public.scheme}://{self.public.netloc}")
+
+    @property
+    def secure_cookies(self) -> bool:
+        """Whether people reach it over https (their cookies are then ``Secure``)."""
+        return self.public is not None and self.public.scheme == "https"
+
+    def admin_cookie(self, now: float | None = None) -> str:
+        """A signed admin session, valid for :data:`ADMIN_SESSION_S`."""
+        expires = int((now or time.time()) + ADMIN_SESSION_S)
+        return f"{expires}.{_derived(self.token, f'session {expires}')}"
 
     def _signed_in(self, request: web.Request) -> bool:
-        cookie = request.cookies.get(COOKIE, "")
-        if cookie and hmac.compare_digest(cookie, self.session):
+        expires, _, signature = request.cookies.get(COOKIE, "").partition(".")
+        fresh = expires.isdigit() and int(expires) >= time.time()
+        if fresh and same(signature, _derived(self.token, f"session {expires}")):
             return True
         bearer = request.headers.get("Authorization", "")
-        return bearer.startswith("Bearer ") and hmac.compare_digest(bearer[7:], self.token)
+        return bearer.startswith("Bearer ") and same(bearer[7:], self.token)
 
-    def _local(self, request: web.Request) -> bool:
+    def _host_allowed(self, request: web.Request, personal: bool) -> bool:
         host = request.host.rsplit(":", 1)[0] if not request.host.endswith("]") else request.host
-        return host in _LOCAL_HOSTS
+        if host in _LOCAL_HOSTS:
+            return True
+        return personal and self.public is not None and request.host == self.public.netloc
 
     def _same_origin(self, request: web.Request) -> bool:
         origin = request.headers.get("Origin")
         if origin is None:  # older browsers and scripts: the CSRF field still decides
             return True
-        return origin in {f"http://{h}:{self.port}" for h in _LOCAL_HOSTS}
+        return origin in self.origins
 
     async def check_form(self, request: web.Request) -> Any:  # aiohttp's MultiDictProxy
-        """The posted form, once its CSRF field (the admin's, or the signed-in person's) and
-        origin are right (else 403)."""
+        """The posted form, once its CSRF field (the admin's, or the signed-in person's, tied
+        to their session) and origin are right (else 403)."""
         form = await request.post()
         given = form.get(CSRF_FIELD)
         user = request.get(PERSON)
-        expected = self.csrf if user is None else person.person_csrf(self.token, user)
+        expected = (
+            self.csrf if user is None
+            else person.person_csrf(self.token, user, request[PERSON_UNTIL])
+        )  # fmt: skip
         if (
             not self._same_origin(request)
             or not isinstance(given, str)
-            or not hmac.compare_digest(given, expected)
+            or not same(given, expected)
         ):
             raise web.HTTPForbidden(text="this form is stale or came from another site: reload")
         return form
@@ -117,30 +151,43 @@ class Access:
     async def middleware(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
-        """Loopback host, then the token (URL once, then cookie), on every request."""
-        if not self._local(request):
-            raise web.HTTPMisdirectedRequest(text="the dashboard answers on 127.0.0.1 only")
+        """Loopback host, then the token (URL once, then cookie), on every request; ``/me``
+        takes a person's session instead."""
+        personal = request.path == "/me" or request.path.startswith("/me/")
+        if not self._host_allowed(request, personal):
+            return _secured(
+                web.Response(status=421, text="the dashboard answers on 127.0.0.1 only")
+            )
         given = request.query.get("token")
-        if given is not None:
-            if not hmac.compare_digest(given, self.token):
+        if given is not None and not personal:
+            if not same(given, self.token):
                 return _unauthorized()
             query = {k: v for k, v in request.query.items() if k != "token"}
             target = request.path + (f"?{urlencode(query)}" if query else "")
             found = web.Response(status=303, headers={"Location": target})
-            found.set_cookie(COOKIE, self.session, httponly=True, samesite="Strict", path="/")
-            _secure(found)
-            return found
-        if request.path == "/me" or request.path.startswith("/me/"):
-            if request.path != "/me/login":  # the login checks its link itself
-                user = person.session_user(self.token, request.cookies.get(PERSON_COOKIE, ""))
-                if user is None:
+            found.set_cookie(COOKIE, self.admin_cookie(), httponly=True, samesite="Strict",
+                             path="/", max_age=ADMIN_SESSION_S)  # fmt: skip
+            return _secured(found)
+        if personal:
+            if request.path not in ("/me/login", "/me/static/style.css"):  # login: its link
+                session = person.session_user(self.token, request.cookies.get(PERSON_COOKIE, ""))
+                if session is None:
                     return _unauthorized(PERSON_HINT)
-                request[PERSON] = user
+                request[PERSON], request[PERSON_UNTIL] = session
         elif not self._signed_in(request):
             return _unauthorized()
-        response = await handler(request)
+        try:
+            response = await handler(request)
+        except web.HTTPException as exc:  # raised answers (403, 404, 303) get the headers too
+            _secure(exc)
+            raise
         _secure(response)
         return response
+
+
+def _secured(response: web.Response) -> web.Response:
+    _secure(response)
+    return response
 
 
 def _secure(response: web.StreamResponse) -> None:

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from mindroom.config.store import ConfigDocument, edit_config, parse_value
 from mindroom.errors import ConfigError
-from mindroom.redact import REDACTED, is_secret_key
+from mindroom.redact import REDACTED, is_env_reference, is_secret_key, redact_text
 
 Kind = Literal["text", "lines", "list", "choice", "flag", "number"]
 BASE_FIELD = "base"
@@ -83,8 +83,11 @@ def shown(field: Field, value: Any, full_key: str) -> str:
     """The input's text for a value as stored (empty when unset)."""
     if value is _UNSET or value is None:
         return ""
-    if is_secret_key(full_key) and isinstance(value, str) and not value.startswith("${"):
-        return REDACTED
+    if is_secret_key(full_key):  # only a whole ${VAR} reference is shown: it names no secret
+        text = str(value).strip()
+        return text if is_env_reference(text) else REDACTED
+    if isinstance(value, str):
+        return redact_text(value)  # a password inside a URL, a key pasted into a base_url
     if field.kind in ("list",) and isinstance(value, list):
         return ", ".join(str(v) for v in value)
     if field.kind == "lines" and isinstance(value, list):
@@ -199,8 +202,8 @@ def save_fields(path: Path, base: str, fields: Sequence[Field], form: Mapping[st
             full = f"{base}.{field.key}" if base else field.key
             raw = str(form[field.key])
             before = _stored(doc, full, field.shorthand)
-            if raw == REDACTED and is_secret_key(full):
-                continue  # a secret shown redacted and left alone stays as it is
+            if raw.replace("\r\n", "\n") == shown(field, before, full):
+                continue  # as shown (a redacted secret among them): it stays as it is
             try:
                 value = parsed(field, raw)
             except ValueError as exc:

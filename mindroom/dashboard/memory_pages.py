@@ -86,7 +86,7 @@ class _Scope:
         if request.query.get("private") == _SHOWN:
             return True, note
         return False, note + (
-            f'<p><a href="{request.path}?private={_SHOWN}">I have a reason: show this '
+            f'<p><a href="{_e(quote(request.path))}?private={_SHOWN}">I have a reason: show this '
             "person's memory</a></p>"
         )
 

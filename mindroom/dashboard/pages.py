@@ -281,6 +281,8 @@ async def add_agent(dash: Dashboard, request: web.Request) -> web.Response:
 
 def _entity(dash: Dashboard, request: web.Request, kind: str) -> tuple[str, list[Field]]:
     name = request.match_info["name"]
+    if not AGENT_NAME_RE.fullmatch(name):  # a dotted name would reach any key of the file
+        raise web.HTTPNotFound(text=f"no {kind[:-1]} called {name!r}")
     config = dash.host.config
     known = config.agents if kind == "agents" else config.teams
     if name not in known and not _in_file(dash, f"{kind}.{name}"):
@@ -357,7 +359,14 @@ def binder(dash: Dashboard) -> Any:
 
     def bind(handler: Any) -> Any:
         async def bound(request: web.Request) -> web.StreamResponse:
-            return await handler(dash, request)
+            try:
+                return await handler(dash, request)
+            except ConfigError as exc:  # config.yaml broken on disk: say so, not a 500
+                body = (
+                    f'<div class="notice bad" role="alert">{_e(exc)}</div><p>The bot runs '
+                    "on the last valid config; fix the file and reload this page.</p>"
+                )
+                return layout(dash, "config.yaml cannot be read", "", body, status=503)
 
         return bound
 

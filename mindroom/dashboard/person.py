@@ -60,7 +60,7 @@ def check_link(token: str, user_id: str, expires: str, signature: str,
         until = int(expires)
     except ValueError:
         return "this link is not one mindroom made"
-    if not hmac.compare_digest(signature, _sign(token, "link", user_id, until)):
+    if not _same(signature, _sign(token, "link", user_id, until)):
         return "this link is not one mindroom made"
     if until < (now or time.time()):
         return "this link has expired: send !memory to your companion for a new one"
@@ -74,19 +74,23 @@ def session_cookie(token: str, user_id: str, now: float | None = None) -> str:
     return f"{encoded}.{expires}.{_sign(token, 'session', user_id, expires)}"
 
 
-def session_user(token: str, cookie: str, now: float | None = None) -> str | None:
-    """The person a session cookie belongs to (None: no valid session)."""
+def session_user(token: str, cookie: str, now: float | None = None) -> tuple[str, int] | None:
+    """The person a session cookie belongs to and when it ends (None: no valid session)."""
     try:
         encoded, expires, signature = cookie.split(".")
         user_id = base64.urlsafe_b64decode(encoded.encode()).decode()
         until = int(expires)
     except (ValueError, UnicodeDecodeError):
         return None
-    if not hmac.compare_digest(signature, _sign(token, "session", user_id, until)):
+    if not _same(signature, _sign(token, "session", user_id, until)):
         return None
-    return user_id if until >= (now or time.time()) else None
+    return (user_id, until) if until >= (now or time.time()) else None
 
 
-def person_csrf(token: str, user_id: str) -> str:
-    """The CSRF field of a person's forms."""
-    return _sign(token, "csrf", user_id, 0)
+def person_csrf(token: str, user_id: str, session_until: int) -> str:
+    """The CSRF field of a person's forms, for their current session."""
+    return _sign(token, "csrf", user_id, session_until)
+
+
+def _same(given: str, expected: str) -> bool:
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode())

@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from aiohttp import web
 
 from mindroom.dashboard import person, scopes
-from mindroom.dashboard.access import PERSON, PERSON_COOKIE
+from mindroom.dashboard.access import PERSON, PERSON_COOKIE, PERSON_UNTIL
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.access import CategoryAccess
 from mindroom.memory.private import requester_key
@@ -45,6 +46,19 @@ def _page(title: str, body: str, status: int = 200) -> web.Response:
     return web.Response(text=page, content_type="text/html", status=status)
 
 
+def _unreadable(root: Path) -> list[str]:
+    """The memory files under ``root`` that are not UTF-8 text (the store skips them)."""
+    found = []
+    for path in sorted(root.rglob("*.md")):
+        try:
+            path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            found.append(path.relative_to(root).as_posix())
+        except OSError:
+            continue
+    return found
+
+
 def own_scopes(dash: Dashboard, user_id: str) -> list[scopes.ScopeRef]:
     """The private scopes of ``user_id`` (blocking)."""
     key = requester_key(user_id)
@@ -52,14 +66,41 @@ def own_scopes(dash: Dashboard, user_id: str) -> list[scopes.ScopeRef]:
     return [s for s in found if s.kind == scopes.PRIVATE and s.person == key]
 
 
-async def login(dash: Dashboard, request: web.Request) -> web.Response:
+async def login_page(dash: Dashboard, request: web.Request) -> web.Response:
+    """The link's landing page: whose memory it opens, and a button that does (a GET never
+    signs anyone in, so nobody can be signed in as someone else by a link they did not ask
+    for without seeing whose name it carries)."""
     user, expires, sig = (request.query.get(k, "") for k in ("u", "exp", "sig"))
+    problem = person.check_link(dash.token, user, expires, sig)
+    if problem:
+        return web.Response(status=401, text=problem + "\n", content_type="text/plain")
+    fields = "".join(
+        f'<input type="hidden" name="{k}" value="{_e(v)}">'
+        for k, v in (("u", user), ("exp", expires), ("sig", sig))
+    )
+    body = (
+        f"<p>This link opens what the companions remember about <strong>{_e(user)}</strong>."
+        " If that is not you, close this page.</p>"
+        f'<form method="post" action="/me/login">{fields}'
+        '<button type="submit">Open my memory</button></form>'
+    )
+    return _page("Your memory", body)
+
+
+async def login(dash: Dashboard, request: web.Request) -> web.Response:
+    """Sign the link's person in (from the landing page only: same origin)."""
+    form = await request.post()
+    origin = request.headers.get("Origin")
+    if origin is not None and origin not in dash.access.origins:
+        raise web.HTTPForbidden(text="open the link itself, then its button")
+    user, expires, sig = (str(form.get(k, "")) for k in ("u", "exp", "sig"))
     problem = person.check_link(dash.token, user, expires, sig)
     if problem:
         return web.Response(status=401, text=problem + "\n", content_type="text/plain")
     found = web.Response(status=303, headers={"Location": "/me"})
     found.set_cookie(PERSON_COOKIE, person.session_cookie(dash.token, user), httponly=True,
-                     samesite="Lax", path="/me", max_age=person.SESSION_TTL_S)  # fmt: skip
+                     samesite="Lax", path="/me", max_age=person.SESSION_TTL_S,
+                     secure=dash.access.secure_cookies)  # fmt: skip
     return found
 
 
@@ -77,19 +118,21 @@ async def _open(dash: Dashboard, request: web.Request) -> tuple[str, Any, AgentV
 
 async def home(dash: Dashboard, request: web.Request) -> web.Response:
     user: str = request[PERSON]
-    csrf = (f'<input type="hidden" name="csrf" '
-            f'value="{person.person_csrf(dash.token, user)}">')  # fmt: skip
+    token = person.person_csrf(dash.token, user, request[PERSON_UNTIL])
+    csrf = f'<input type="hidden" name="csrf" value="{token}">'
     mine = await asyncio.to_thread(own_scopes, dash, user)
     parts = [
-        f"<p>Signed in as <strong>{_e(user)}</strong>. This is everything the companions "
-        "remember about you. Correct what is wrong, delete what they should forget. "
-        '<a href="/me/export">Download all of it (JSON)</a>.</p>'
+        f"<p>Signed in as <strong>{_e(user)}</strong>. These are the memory files the private "
+        "companions keep about you. Correct what is wrong, delete what they should forget "
+        "(a deleted line stays in the memory's change history, which only the person running "
+        'mindroom can read). <a href="/me/export">Download all of it (JSON)</a>.</p>'
     ]
     for ref in mine:
         memory = scopes.open_scope(dash.host.memories, dash.host.config, dash.data_dir.parent, ref)
-        found = await asyncio.to_thread(memory.list_sync, SHOWN)
+        found = await asyncio.to_thread(memory.list_sync, SHOWN + 1)
+        unreadable = await asyncio.to_thread(_unreadable, memory.scope.root)
         rows = []
-        for entry in found:
+        for entry in found[:SHOWN]:
             action = f"/me/s/{quote(ref.id, safe='')}/e/{quote(entry.id, safe='')}"
             rows.append(
                 f'<tr><td><form method="post" action="{action}">{csrf}'
@@ -103,14 +146,22 @@ async def home(dash: Dashboard, request: web.Request) -> web.Response:
             if rows
             else f"<h2>{_e(ref.agent or 'a team')}</h2><p class=muted>Nothing yet.</p>"
         )
+        if len(found) > SHOWN:
+            parts.append(f'<div class="notice warn">Only the first {SHOWN} are shown here; '
+                         "the download has them all.</div>")  # fmt: skip
+        if unreadable:
+            parts.append(
+                f'<div class="notice warn">{len(unreadable)} file(s) of this memory cannot be '
+                "read as text, so they are not shown: ask whoever runs mindroom to fix "
+                f"{_e(', '.join(unreadable))}.</div>"
+            )
     if not mine:
         parts.append("<p>No companion has a memory of you yet.</p>")
     return _page("Your memory", "".join(parts))
 
 
 async def _change(dash: Dashboard, request: web.Request, what: str) -> web.Response:
-    await dash.form(request)  # the CSRF field of this person, before anything is opened
-    form = await request.post()
+    form = await dash.form(request)  # this person's CSRF field, before anything is opened
     _, _, view = await _open(dash, request)
     entry_id = request.match_info["entry"]
     try:
@@ -159,7 +210,8 @@ async def static(dash: Dashboard, request: web.Request) -> web.StreamResponse:
 
 def add_person_routes(app: web.Application, bind: Any) -> None:
     """The person's routes (``bind`` ties a handler to the dashboard)."""
-    app.router.add_get("/me/login", bind(login))
+    app.router.add_get("/me/login", bind(login_page))
+    app.router.add_post("/me/login", bind(login))
     app.router.add_get("/me/static/{name}", bind(static))  # its cookie is for /me only
     app.router.add_get("/me", bind(home))
     app.router.add_get("/me/export", bind(export))

@@ -24,6 +24,7 @@ from mindroom.memory.consolidate.records import Conflict, ConsolidationRecords, 
 from mindroom.memory.consolidate.run import private_scopes, team_member_lists
 from mindroom.memory.history import HistoryRecord
 from mindroom.memory.markdown import MemoryEntry
+from mindroom.memory.private import PRIVATE_DIR
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.scope import team_scope_id
 from mindroom.memory.store import FileMemory
@@ -56,10 +57,8 @@ def list_scopes(config: Config, storage: Path) -> list[ScopeRef]:
             for members in team_member_lists(storage, config)
         ]
     for scope, agent in private_scopes(storage, config):
-        if scope.scope_id.startswith("private:"):
-            person = scope.scope_id.split(":")[1]
-        else:  # a private team's: <team>__<person>
-            person = scope.scope_id.rsplit("__", 1)[-1]
+        # the person's folder is the first below private_instances/ (its key)
+        person = scope.root.relative_to(storage / PRIVATE_DIR).parts[0]
         label = f"{agent or scope.scope_id.rsplit('__', 1)[0]} with {person}"
         found.append(ScopeRef(scope.scope_id, PRIVATE, label, agent=agent, person=person))
     return found

@@ -80,7 +80,7 @@ class Dashboard:
         self.data_dir = data_dir
         self.port = port
         self.token = dashboard_token(data_dir)
-        self.access = Access(self.token, port)
+        self.access = Access(self.token, port, host.config.dashboard.public_url)
         self.problems = _Problems()
         self._runner: web.AppRunner | None = None
 

@@ -23,6 +23,7 @@ from mindroom.matrix.crypto import keep_keys
 from mindroom.matrix.events import Attachment, IncomingMessage, parse_message
 from mindroom.matrix.key_backup import KeyBackup
 from mindroom.matrix.media import download
+from mindroom.redact import redact_text
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +109,17 @@ class MatrixAccount:
             for room_id, room in self.client.invited_rooms.items()
             if room_id not in self.joined_rooms()
         ]
+
+    def only_with(self, room_id: str, user_id: str, ours: set[str]) -> bool:
+        """Whether ``room_id`` is a closed room of ``user_id`` and mindroom's accounts alone:
+        nobody else in it, nobody can join without an invite, nobody can read it from
+        outside (what may be said there is for that person only)."""
+        room = self.client.rooms.get(room_id)
+        if room is None or set(room.users) - ours != {user_id}:
+            return False
+        return room.join_rule not in ("public", "knock") and room.history_visibility != (
+            "world_readable"
+        )
 
     def display_name(self, room_id: str, user_id: str) -> str | None:
         """``user_id``'s display name in ``room_id`` as this account last saw it."""
@@ -284,7 +296,7 @@ class MatrixAccount:
                 continue
             if self._stopping:
                 break
-            self.sync_problem = str(response)[:300]
+            self.sync_problem = redact_text(str(response))[:300]  # nio may quote a URL + token
             self.log.warning("sync failed (%s); retrying in %.0f s", response, backoff)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 30.0)
