@@ -204,8 +204,7 @@ async def _serve(args: argparse.Namespace) -> None:
             if await ops.start():
                 stack.push_async_callback(ops.stop)
         await bot.start()
-        print(running_banner(config, list(bot.agents)))
-        if config.dashboard.enabled and not args.no_dashboard:
+        if config.dashboard.enabled and not args.no_dashboard:  # up before "running" is said
             from mindroom.dashboard.server import Dashboard
 
             port = args.dashboard_port or config.dashboard.port
@@ -213,6 +212,7 @@ async def _serve(args: argparse.Namespace) -> None:
             if await dashboard.start():
                 stack.push_async_callback(dashboard.stop)
                 print(f"Dashboard: {dashboard.url}")
+        print(running_banner(config, list(bot.agents)))
         await asyncio.Event().wait()  # until a signal cancels this task
 
 
