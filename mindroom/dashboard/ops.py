@@ -13,8 +13,8 @@ token: they tell nothing but names and numbers.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import sqlite3
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from mindroom.dashboard.ledger_reads import ledger_rows
 from mindroom.matrix.client import SYNC_TIMEOUT_MS
 from mindroom.metrics import METRICS, Gauge
 
@@ -76,18 +77,10 @@ def health(host: DashboardHost) -> tuple[bool, dict[str, Any]]:
 
 def flush_gauges(data_dir: Path) -> list[Gauge]:
     """The flush queue, read from the ledger (read-only)."""
-    path = data_dir / "ledger.db"
-    dirty = failing = 0
-    if path.exists():
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
-        try:
-            dirty, failing = db.execute(
-                "SELECT coalesce(sum(dirty), 0), coalesce(sum(failures > 0), 0) FROM flush_sessions"
-            ).fetchone()
-        except sqlite3.Error:
-            pass
-        finally:
-            db.close()
+    [rows] = ledger_rows(data_dir, (
+        "SELECT coalesce(sum(dirty), 0), coalesce(sum(failures > 0), 0) FROM flush_sessions", (),
+    ))  # fmt: skip
+    dirty, failing = rows[0] if rows else (0, 0)
     return [
         Gauge(
             "mindroom_flush_queue_depth", "Sessions waiting for their memory flush.", [({}, dirty)]
@@ -145,7 +138,7 @@ class OpsServer:
             for s in account_states(self.host)
         ]
         gauges = [
-            *flush_gauges(self.data_dir),
+            *await asyncio.to_thread(flush_gauges, self.data_dir),
             Gauge(
                 "mindroom_account_sync_age_seconds",
                 "Seconds since each account's last sync (-1: not synced yet).",

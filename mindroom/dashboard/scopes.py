@@ -13,12 +13,12 @@ Everything here is synchronous and runs in a worker thread.
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mindroom.config.schema import Config
+from mindroom.dashboard.ledger_reads import ledger_rows
 from mindroom.memory.consent import ConsentQueue, Proposal
 from mindroom.memory.consolidate.records import Conflict, ConsolidationRecords, db_path
 from mindroom.memory.consolidate.run import private_scopes, team_member_lists
@@ -144,36 +144,21 @@ def people(data_dir: Path) -> dict[str, str]:
     from mindroom.memory.private import requester_key
 
     found: set[str] = set()
-    path = data_dir / "ledger.db"
-    if path.exists():
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
-        try:
-            for table in ("flush_sessions", "conversation_sessions"):
-                try:
-                    rows = db.execute(f"SELECT DISTINCT requester FROM {table}").fetchall()
-                except sqlite3.Error:
-                    continue
-                found.update(r for (r,) in rows if r)
-        finally:
-            db.close()
+    for rows in ledger_rows(
+        data_dir,
+        ("SELECT DISTINCT requester FROM flush_sessions", ()),
+        ("SELECT DISTINCT requester FROM conversation_sessions", ()),
+    ):
+        found.update(r for (r,) in rows if r)
     return {requester_key(user): user for user in found}
 
 
 def flush_sessions(data_dir: Path, ref: ScopeRef) -> list[dict[str, Any]]:
     """The flush state of the sessions that write into ``ref`` (read-only, from the ledger)."""
-    path = data_dir / "ledger.db"
-    if not path.exists():
-        return []
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
-    try:
-        rows = db.execute(
-            "SELECT agent, session_id, requester, team, dirty, last_seen_at,"
-            " flushed_updated_at, failures, next_attempt_at, in_flight FROM flush_sessions"
-        ).fetchall()
-    except sqlite3.Error:
-        return []
-    finally:
-        db.close()
+    [rows] = ledger_rows(data_dir, (
+        "SELECT agent, session_id, requester, team, dirty, last_seen_at,"
+        " flushed_updated_at, failures, next_attempt_at, in_flight FROM flush_sessions", (),
+    ))  # fmt: skip
     from mindroom.memory.private import requester_key
 
     found = []

@@ -10,11 +10,11 @@ redacted; log lines pass :func:`mindroom.redact.redact_text`.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import json
 import logging
-import sqlite3
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,6 +25,7 @@ from mindroom.atomic import atomic_write
 from mindroom.config.schema import Config
 from mindroom.dashboard import pages
 from mindroom.dashboard.access import CSRF_FIELD, LOOPBACK, Access, dashboard_token, dashboard_url
+from mindroom.dashboard.ledger_reads import ledger_rows
 from mindroom.dashboard.memory_pages import add_memory_routes
 from mindroom.dashboard.ops import account_states
 from mindroom.dashboard.person import PORT_FILE
@@ -158,7 +159,7 @@ class Dashboard:
 
     # -- live status ------------------------------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
+    async def status(self) -> dict[str, Any]:
         """Accounts and their sync state, rooms, the last answers, the latest problems."""
         accounts = account_states(self.host)
         rooms = [
@@ -168,7 +169,7 @@ class Dashboard:
         return {
             "accounts": accounts,
             "rooms": rooms,
-            "answers": self._answers(),
+            "answers": await asyncio.to_thread(self._answers),  # the ledger, off the loop
             "problems": list(self.problems.records),
         }
 
@@ -176,26 +177,15 @@ class Dashboard:
         """The last handled messages: who asked where, which agents answered (the
         conversations active in that room while it was answered), the outcome and the time
         from claim to done."""
-        path = self.data_dir / "ledger.db"
-        if not path.exists():
-            return []
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
-        try:
-            rows = db.execute(
-                "SELECT room_id, responders, source, status, claimed_at, done_at FROM handled"
-                " ORDER BY claimed_at DESC LIMIT ?",
-                (_ANSWERS_SHOWN,),
-            ).fetchall()
-            since = min((r[4] for r in rows), default=0.0) - 1
-            active = db.execute(
-                "SELECT owner, room_id, last_active_at FROM conversation_sessions"
-                " WHERE last_active_at >= ?",
-                (since,),
-            ).fetchall()
-        except sqlite3.Error:
-            return []
-        finally:
-            db.close()
+        [rows] = ledger_rows(self.data_dir, (
+            "SELECT room_id, responders, source, status, claimed_at, done_at FROM handled"
+            " ORDER BY claimed_at DESC LIMIT ?", (_ANSWERS_SHOWN,),
+        ))  # fmt: skip
+        since = min((r[4] for r in rows), default=0.0) - 1
+        [active] = ledger_rows(self.data_dir, (
+            "SELECT owner, room_id, last_active_at FROM conversation_sessions"
+            " WHERE last_active_at >= ?", (since,),
+        ))  # fmt: skip
         names = {room_id: name for name, room_id in self.host.room_ids.items()}
         found = []
         for room_id, responders, source, status, claimed, done in rows:
@@ -212,4 +202,4 @@ class Dashboard:
         return found
 
     async def _status_json(self, request: web.Request) -> web.Response:
-        return web.json_response(self.status())
+        return web.json_response(await self.status())
