@@ -160,7 +160,7 @@ class Bot:
             self.tasks.keep_running("config-watch", lambda: reloader.watch(self._watch_stop))
         self._resume(unfinished)
         logger.info(
-            "mindroom is running on %s as %d agents in %d rooms",
+            "agents started on %s: %d agents in %d rooms",
             self.options.homeserver,
             len(self.agents),
             len(self.room_ids),
