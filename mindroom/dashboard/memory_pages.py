@@ -25,7 +25,6 @@ from mindroom.errors import MemoryStoreError
 from mindroom.maintenance.loop import db_path as maintenance_db
 from mindroom.maintenance.store import MaintenanceStore
 from mindroom.memory.access import CategoryAccess
-from mindroom.memory.store import FileMemory
 from mindroom.memory.view import AgentView
 
 if TYPE_CHECKING:
@@ -55,7 +54,7 @@ def _private_query(ref: scopes.ScopeRef) -> str:
 class _Scope:
     """The scope a request names, opened."""
 
-    def __init__(self, dash: Dashboard, ref: scopes.ScopeRef, memory: FileMemory) -> None:
+    def __init__(self, dash: Dashboard, ref: scopes.ScopeRef, memory: scopes.Browsed) -> None:
         self.dash, self.ref, self.memory = dash, ref, memory
         self.view = AgentView(memory, CategoryAccess.everything())
 
@@ -215,9 +214,13 @@ def _entry_body(scope: _Scope, entry_id: str, entry: Any, history: list[Any],
             '<button type="submit">Restore it</button></form>'
         )
     else:
+        where = (
+            "Stored in mem0."
+            if scope.ref.backend == "mem0"
+            else f"In <code>{_e(entry.path)}</code>, lines {entry.start_line}–{entry.end_line}."
+        )
         form = (
-            f"<p class=muted>In <code>{_e(entry.path)}</code>, lines {entry.start_line}"
-            f"–{entry.end_line}.</p>"
+            f"<p class=muted>{where}</p>"
             f'<form method="post" action="{action}{private}">{dash.csrf_input()}'
             f'<textarea name="text" id="text" rows="4" cols="90">'
             f"{_e(entry.text if text is None else text)}</textarea>"
@@ -237,7 +240,7 @@ async def entry_page(dash: Dashboard, request: web.Request) -> web.Response:
     if not shown:
         return scope.page(f"Memory: {scope.ref.label}", banner)
     entry_id = request.match_info["entry"]
-    entry = await asyncio.to_thread(scope.memory.lookup, entry_id)
+    entry = await asyncio.to_thread(scopes.lookup, scope.memory, entry_id)
     text = entry.text if entry else None
     history = await asyncio.to_thread(scopes.entry_history, scope.memory, entry_id, text)
     if entry is None and not history:
@@ -262,10 +265,10 @@ async def _change(dash: Dashboard, request: web.Request, what: str) -> web.Respo
             await asyncio.to_thread(scope.view.delete_sync, entry_id, actor=ACTOR)
             target = entry_id
         else:
-            restored = await asyncio.to_thread(scope.memory.restore_sync, entry_id, actor=ACTOR)
+            restored = await asyncio.to_thread(scopes.restore, scope.memory, entry_id, actor=ACTOR)
             target = restored.id
     except MemoryStoreError as exc:
-        entry = await asyncio.to_thread(scope.memory.lookup, entry_id)
+        entry = await asyncio.to_thread(scopes.lookup, scope.memory, entry_id)
         current = entry.text if entry else None
         history = await asyncio.to_thread(scopes.entry_history, scope.memory, entry_id, current)
         body = _entry_body(scope, entry_id, entry, history, str(exc), form.get("text"))

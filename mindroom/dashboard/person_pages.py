@@ -22,6 +22,7 @@ from mindroom.dashboard.access import PERSON, PERSON_COOKIE, PERSON_UNTIL
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.access import CategoryAccess
 from mindroom.memory.private import requester_key
+from mindroom.memory.store import FileMemory
 from mindroom.memory.view import AgentView
 
 if TYPE_CHECKING:
@@ -111,9 +112,19 @@ async def _open(dash: Dashboard, request: web.Request) -> tuple[str, Any, AgentV
     ref = next((s for s in mine if s.id == request.match_info["scope"]), None)
     if ref is None:
         raise web.HTTPNotFound(text="not one of your memories")
-    config, storage = dash.host.config, dash.data_dir.parent
-    memory = scopes.open_scope(dash.host.memories, config, storage, ref)
+    memory = _opened(dash, ref)
+    if memory is None:
+        raise web.HTTPNotFound(text="that memory is not there any more")
     return user, ref, AgentView(memory, CategoryAccess.everything())
+
+
+def _opened(dash: Dashboard, ref: scopes.ScopeRef) -> scopes.Browsed | None:
+    """The memory of one of the person's scopes (None: gone since it was listed, e.g. its
+    companion's backend changed by a reload)."""
+    try:
+        return scopes.open_scope(dash.host.memories, dash.host.config, dash.data_dir.parent, ref)
+    except LookupError:
+        return None
 
 
 async def home(dash: Dashboard, request: web.Request) -> web.Response:
@@ -122,15 +133,21 @@ async def home(dash: Dashboard, request: web.Request) -> web.Response:
     csrf = f'<input type="hidden" name="csrf" value="{token}">'
     mine = await asyncio.to_thread(own_scopes, dash, user)
     parts = [
-        f"<p>Signed in as <strong>{_e(user)}</strong>. These are the memory files the private "
+        f"<p>Signed in as <strong>{_e(user)}</strong>. These are the memories the private "
         "companions keep about you. Correct what is wrong, delete what they should forget "
-        "(a deleted line stays in the memory's change history, which only the person running "
+        "(a deleted one stays in the memory's change history, which only the person running "
         'mindroom can read). <a href="/me/export">Download all of it (JSON)</a>.</p>'
     ]
     for ref in mine:
-        memory = scopes.open_scope(dash.host.memories, dash.host.config, dash.data_dir.parent, ref)
+        memory = _opened(dash, ref)
+        if memory is None:
+            continue
         found = await asyncio.to_thread(memory.list_sync, SHOWN + 1)
-        unreadable = await asyncio.to_thread(_unreadable, memory.scope.root)
+        unreadable = (
+            await asyncio.to_thread(_unreadable, memory.scope.root)
+            if isinstance(memory, FileMemory)
+            else []  # mem0 keeps no files
+        )
         rows = []
         for entry in found[:SHOWN]:
             action = f"/me/s/{quote(ref.id, safe='')}/e/{quote(entry.id, safe='')}"
@@ -191,7 +208,9 @@ async def export(dash: Dashboard, request: web.Request) -> web.Response:
     mine = await asyncio.to_thread(own_scopes, dash, user)
     out: dict[str, Any] = {"user_id": user, "memories": []}
     for ref in mine:
-        memory = scopes.open_scope(dash.host.memories, dash.host.config, dash.data_dir.parent, ref)
+        memory = _opened(dash, ref)
+        if memory is None:
+            continue
         found = await asyncio.to_thread(memory.list_sync, 1_000_000)
         out["memories"].append({
             "companion": ref.agent,

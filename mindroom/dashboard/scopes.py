@@ -1,9 +1,12 @@
 """The memory scopes the dashboard's memory browser shows, and what it reads of each.
 
-A scope is one memory folder: a shared agent's, a team's, or one person's private memory with
-a companion (:func:`mindroom.memory.consolidate.run.private_scopes` finds those on disk). The
-browser opens them through the bot's own :class:`~mindroom.memory.registry.MemoryRegistry`, so
-its edits take the same write path as the agents' tools (file locks, history, the index).
+A scope is one memory: a shared agent's, a team's, or one person's private memory with a
+companion (:func:`mindroom.memory.consolidate.run.private_scopes` finds those on disk), kept in
+files or in mem0. The browser opens them through the bot's own
+:class:`~mindroom.memory.registry.MemoryRegistry`, so its edits take the same write path as the
+agents' tools (file locks, history, the index; mem0's scope lock and op log). A mem0 scope's
+history is mem0's own (the ids the scope ever held, from its op log); a restore there stores
+the deleted text again, under a new id (mem0 has no undelete).
 Reads do not count as an agent reading (no retrieval stats are noted), so browsing never
 keeps an entry alive that its agent stopped using.
 
@@ -12,6 +15,7 @@ Everything here is synchronous and runs in a worker thread.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,17 +23,21 @@ from typing import Any
 
 from mindroom.config.schema import Config
 from mindroom.dashboard.ledger_reads import ledger_rows
+from mindroom.errors import MemoryStoreError
 from mindroom.memory.consent import ConsentQueue, Proposal
 from mindroom.memory.consolidate.records import Conflict, ConsolidationRecords, db_path
 from mindroom.memory.consolidate.run import private_scopes, team_member_lists
 from mindroom.memory.history import HistoryRecord
 from mindroom.memory.markdown import MemoryEntry
+from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.private import PRIVATE_DIR
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.scope import team_scope_id
 from mindroom.memory.store import FileMemory
 
 PRIVATE = "private"
+BACKENDS = ("file", "mem0")  # the backends whose memories the browser shows
+Browsed = FileMemory | Mem0Memory
 
 
 @dataclass(frozen=True)
@@ -42,51 +50,75 @@ class ScopeRef:
     agent: str | None = None  # the agent (shared or private companion)
     members: tuple[str, ...] = ()  # a team's
     person: str = ""  # a private scope's folder key (its person)
+    backend: str = "file"
 
 
 def list_scopes(config: Config, storage: Path) -> list[ScopeRef]:
-    """Every file-backed scope: shared agents, teams, then the private ones on disk."""
-    found = [
-        ScopeRef(f"agent_{name}", "agent", name, agent=name)
-        for name, agent in config.agents.items()
-        if agent.private is None and config.agent_memory_backend(name) == "file"
-    ]
-    if config.memory.backend == "file":
+    """Every scope with a memory (files or mem0): shared agents, teams, then the private ones
+    on disk."""
+    found = []
+    for name, settings in config.agents.items():
+        backend = config.agent_memory_backend(name)
+        if settings.private is None and backend in BACKENDS:
+            found.append(ScopeRef(f"agent_{name}", "agent", name, agent=name, backend=backend))
+    if config.memory.backend in BACKENDS:
         found += [
-            ScopeRef(team_scope_id(members), "team", " + ".join(members), members=tuple(members))
+            ScopeRef(
+                team_scope_id(members),
+                "team",
+                " + ".join(members),
+                members=tuple(members),
+                backend=config.memory.backend,
+            )
             for members in team_member_lists(storage, config)
         ]
-    for scope, agent in private_scopes(storage, config):
-        # the person's folder is the first below private_instances/ (its key)
-        person = scope.root.relative_to(storage / PRIVATE_DIR).parts[0]
-        label = f"{agent or scope.scope_id.rsplit('__', 1)[0]} with {person}"
-        found.append(ScopeRef(scope.scope_id, PRIVATE, label, agent=agent, person=person))
+    for kept_in in BACKENDS:
+        for scope, agent in private_scopes(storage, config, kept_in):
+            # the person's folder is the first below private_instances/ (its key)
+            person = scope.root.relative_to(storage / PRIVATE_DIR).parts[0]
+            label = f"{agent or scope.scope_id.rsplit('__', 1)[0]} with {person}"
+            found.append(ScopeRef(scope.scope_id, PRIVATE, label, agent=agent, person=person,
+                                  backend=kept_in))  # fmt: skip
     return found
 
 
 def open_scope(registry: MemoryRegistry, config: Config, storage: Path, ref: ScopeRef
-               ) -> FileMemory:  # fmt: skip
-    """The file memory of ``ref``, opened through the registry (LookupError when gone)."""
+               ) -> Browsed:  # fmt: skip
+    """The memory of ``ref``, opened through the registry (LookupError when gone)."""
     memory: object = None
     if ref.kind == "agent" and ref.agent:
         memory = registry.for_agent(ref.agent)
     elif ref.kind == "team":
         memory = registry.for_team(list(ref.members))
+    elif ref.backend == "mem0":  # a person's: the registry's own way to their scope
+        memory = _private_mem0(registry, config, storage, ref)
     else:
         for scope, agent in private_scopes(storage, config):
             if scope.scope_id == ref.id:
                 memory = registry.open_private_scope(scope, agent)
                 break
-    if not isinstance(memory, FileMemory):
-        raise LookupError(f"no file memory for {ref.label}")
+    wanted = Mem0Memory if ref.backend == "mem0" else FileMemory
+    if not isinstance(memory, wanted) or (
+        isinstance(memory, Mem0Memory) and memory.scope_id != ref.id
+    ):
+        raise LookupError(f"no {ref.backend} memory for {ref.label}")
     return memory
+
+
+def _private_mem0(registry: MemoryRegistry, config: Config, storage: Path, ref: ScopeRef
+                  ) -> Mem0Memory | None:  # fmt: skip
+    for scope, agent in private_scopes(storage, config, "mem0"):
+        if scope.scope_id != ref.id:
+            continue
+        return registry.open_private_mem0(scope, agent)  # agent None: a team's with them
+    return None
 
 
 def find_scope(config: Config, storage: Path, scope_id: str) -> ScopeRef | None:
     return next((s for s in list_scopes(config, storage) if s.id == scope_id), None)
 
 
-def entries(memory: FileMemory, query: str, limit: int) -> list[tuple[MemoryEntry, float | None]]:
+def entries(memory: Browsed, query: str, limit: int) -> list[tuple[MemoryEntry, float | None]]:
     """The scope's entries: the product's search for ``query`` (keyword and vector, as the
     agents search), else the listing order (MEMORY.md, then the newest daily files)."""
     if query.strip():
@@ -94,10 +126,66 @@ def entries(memory: FileMemory, query: str, limit: int) -> list[tuple[MemoryEntr
     return [(entry, None) for entry in memory.list_sync(limit)]
 
 
-def deleted(memory: FileMemory, limit: int = 100) -> list[dict[str, Any]]:
+def lookup(memory: Browsed, entry_id: str) -> MemoryEntry | None:
+    """The live entry ``entry_id`` of the scope (None: not there now)."""
+    if isinstance(memory, FileMemory):
+        return memory.lookup(entry_id)
+    try:
+        return memory.get_sync(entry_id)
+    except MemoryStoreError:
+        return None
+
+
+def history_of(memory: Browsed) -> list[HistoryRecord]:
+    """The scope's history, oldest first (mem0's change records, read as the file backend's)."""
+    if isinstance(memory, FileMemory):
+        return memory.history_of()
+    return [_mem0_record(row) for row in memory.history_sync()]
+
+
+def _mem0_record(row: dict[str, str]) -> HistoryRecord:
+    when = row.get("updated_at") or row.get("created_at") or ""
+    try:
+        stamp = dt.datetime.fromisoformat(when).timestamp()
+    except ValueError:
+        stamp = 0.0
+    return HistoryRecord(
+        time=stamp,
+        actor=row.get("actor_id") or "—",  # mem0 does not record who changed a memory
+        op=(row.get("event") or "").lower(),  # ADD, UPDATE, DELETE
+        id=row.get("memory_id", ""),
+        path="mem0",
+        old=row.get("old_memory") or None,
+        new=row.get("new_memory") or None,
+    )
+
+
+def restore(memory: Browsed, entry_id: str, *, actor: str) -> MemoryEntry:
+    """Bring back a deleted entry: in files with its id where it was; in mem0 its last text,
+    stored again (a new id: mem0 cannot undelete)."""
+    if isinstance(memory, FileMemory):
+        return memory.restore_sync(entry_id, actor=actor)
+    if lookup(memory, entry_id) is not None:
+        raise MemoryStoreError(f"{entry_id!r} is in the memory now: there is nothing to restore")
+    records = [r for r in history_of(memory) if r.id == entry_id]  # this scope's ids only
+    if not records or records[-1].op != "delete" or not records[-1].old:
+        raise MemoryStoreError(f"no deleted memory with id {entry_id!r} in this scope")
+    return memory.add_sync(records[-1].old, actor=actor)
+
+
+def deleted(memory: Browsed, limit: int = 100) -> list[dict[str, Any]]:
     """Entries deleted or archived and not live again, newest first, from the history."""
+    gone = deleted_records(history_of(memory))
+    if isinstance(memory, Mem0Memory):  # a restore there is a new id with the same text
+        live = {e.text for e in memory.list_sync(1_000_000)}
+        gone = [g for g in gone if g["text"] not in live]
+    return sorted(gone, key=lambda g: g["when"], reverse=True)[:limit]
+
+
+def deleted_records(history: list[HistoryRecord]) -> list[dict[str, Any]]:
+    """The entries ``history`` (oldest first) leaves deleted or archived."""
     gone: dict[str, dict[str, Any]] = {}
-    for record in memory.history_of():
+    for record in history:
         if record.op in ("delete", "archive"):
             gone[record.id] = {"id": record.id, "text": record.old or "", "when": record.time,
                                "op": record.op, "path": record.path}  # fmt: skip
@@ -105,15 +193,15 @@ def deleted(memory: FileMemory, limit: int = 100) -> list[dict[str, Any]]:
             gone.pop(record.id, None)
             if record.op == "restore":  # a hand-written line comes back with an m- id
                 gone = {k: g for k, g in gone.items() if g["text"] != record.new}
-    return sorted(gone.values(), key=lambda g: g["when"], reverse=True)[:limit]
+    return list(gone.values())
 
 
-def entry_history(memory: FileMemory, entry_id: str, text: str | None) -> list[HistoryRecord]:
+def entry_history(memory: Browsed, entry_id: str, text: str | None) -> list[HistoryRecord]:
     """The records of one entry, oldest first, across the ids it had: a hand-written line's id
     follows its text, so an edit or a restore gives it a new one (followed by text)."""
     ids, texts = {entry_id}, {text} if text else set()
     found = []
-    for record in reversed(memory.history_of()):
+    for record in reversed(history_of(memory)):
         if record.id in ids or (record.new is not None and record.new in texts):
             found.append(record)
             ids.add(record.id)
@@ -122,7 +210,9 @@ def entry_history(memory: FileMemory, entry_id: str, text: str | None) -> list[H
     return found[::-1]
 
 
-def conflicts(memory: FileMemory) -> list[Conflict]:
+def conflicts(memory: Browsed) -> list[Conflict]:
+    if not isinstance(memory, FileMemory):  # consolidation runs on files only
+        return []
     records = ConsolidationRecords(db_path(memory.scope.state_dir))
     try:
         return records.conflicts()
@@ -130,7 +220,9 @@ def conflicts(memory: FileMemory) -> list[Conflict]:
         records.close()
 
 
-def proposals(memory: FileMemory) -> list[Proposal]:
+def proposals(memory: Browsed) -> list[Proposal]:
+    if not isinstance(memory, FileMemory):  # consent proposals are the file backend's
+        return []
     queue = ConsentQueue(memory)
     try:
         return queue.pending()

@@ -141,6 +141,13 @@ class MemoryRegistry:
         config = self.config.agent_embedder(agent) if agent else self.config.memory.embedder
         return self._get_private(scope, self.embedder(config))
 
+    def open_private_mem0(self, scope: MemoryScope, agent: str | None = None) -> Mem0Memory:
+        """The mem0 memory of a person's ``scope`` found on disk (a private companion's,
+        ``agent``, or a team's with one, agent None), as :meth:`for_agent` and :meth:`for_team`
+        open it."""
+        config = self.config.agent_embedder(agent) if agent else self.config.memory.embedder
+        return self._get_mem0(scope.scope_id, scope.state_dir, self.embedder(config), agent)
+
     def private_instance(self, agent: str, requester: str) -> PrivateInstance | None:
         """The private instance of ``agent`` for ``requester``; None for a shared agent."""
         private = self.config.agents[agent].private

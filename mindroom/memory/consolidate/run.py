@@ -57,8 +57,12 @@ def team_member_lists(storage: Path, config: Config) -> Iterator[list[str]]:
             yield list(members)
 
 
-def private_scopes(storage: Path, config: Config) -> Iterator[tuple[MemoryScope, str | None]]:
-    """``(scope, agent)`` of every private memory folder on disk (agent None: a team's)."""
+def private_scopes(
+    storage: Path, config: Config, backend: str = "file"
+) -> Iterator[tuple[MemoryScope, str | None]]:
+    """``(scope, agent)`` of every private memory folder on disk (agent None: a team's) whose
+    memory is on ``backend`` (on mem0 the folders exist too, scaffolded, and the scope's state
+    folder keeps its ids)."""
     base = storage / PRIVATE_DIR
     if not base.is_dir():
         return
@@ -67,7 +71,7 @@ def private_scopes(storage: Path, config: Config) -> Iterator[tuple[MemoryScope,
         key = person.name
         for name, agent in config.agents.items():
             private = agent.private
-            if private is None or config.agent_memory_backend(name) != "file":
+            if private is None or config.agent_memory_backend(name) != backend:
                 continue
             instance = person / name if private.per == "user_agent" else person
             root = instance / (private.root or f"{name}_data")
@@ -78,8 +82,9 @@ def private_scopes(storage: Path, config: Config) -> Iterator[tuple[MemoryScope,
             scope_id = "private:" + ":".join(parts[parts.index(key) :])
             yield MemoryScope(scope_id, root, instance / ".state" / "memory"), name
         teams = person / "teams"
-        if teams.is_dir() and config.memory.backend == "file":
-            for team in sorted(t for t in teams.iterdir() if (t / "files").is_dir()):
+        if teams.is_dir() and config.memory.backend == backend:
+            kept = "files" if backend == "file" else ".state"
+            for team in sorted(t for t in teams.iterdir() if (t / kept).is_dir()):
                 yield MemoryScope(f"{team.name}__{key}", team / "files", team / ".state"), None
 
 
