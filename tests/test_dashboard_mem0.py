@@ -95,6 +95,8 @@ async def test_the_browser_lists_searches_edits_deletes_and_restores_a_mem0_scop
         restored = await admin.post(f"{link}/restore", data=form_of(history))
         texts_after_restore = texts(general)
         gone_after = await (await admin.get("/memory/s/agent_general/deleted")).text()
+        alices_id = mem0_of(bot, "mind", ALICE).list_sync(1)[0].id
+        foreign = await admin.get(f"/memory/s/agent_general/e/{alices_id}")
 
     assert 'href="/memory/s/agent_general"' in index
     assert 'href="/memory/s/agent_coder"' in index  # the file-backed one beside it
@@ -112,6 +114,7 @@ async def test_the_browser_lists_searches_edits_deletes_and_restores_a_mem0_scop
     assert restored.status == 200
     assert texts_after_restore == sorted(["The release is on Monday", SHARED[1]])
     assert "The release is on Monday" not in gone_after  # live again: not listed as deleted
+    assert foreign.status == 404  # a private scope's id through a shared one: not there
 
 
 async def test_a_private_mem0_scope_is_gated_and_holds_only_its_persons_memory(
@@ -154,6 +157,11 @@ async def test_a_person_reads_corrects_deletes_and_exports_their_mem0_memory_onl
         )).text()  # fmt: skip
         after_correct = texts(mem0_of(bot, "mind", ALICE))
         [again] = re.findall(r'<form method="post" action="(/me/s/[^"]+/e/[^"/]+)">', corrected)
+        # Bob's id through Alice's own scope: mem0 finds ids in any scope, the browser must not
+        bobs_id = mem0_of(bot, "mind", BOB).list_sync(1)[0].id
+        into_bob = await alice.post(
+            f"{base}{again.rsplit('/e/', 1)[0]}/e/{bobs_id}/delete", data={"csrf": csrf.group(1)}
+        )
         await alice.post(f"{base}{again}/delete", data={"csrf": csrf.group(1)})
 
     assert "Alice is afraid of spiders" in home
@@ -164,5 +172,7 @@ async def test_a_person_reads_corrects_deletes_and_exports_their_mem0_memory_onl
     ]
     assert "Alice likes spiders now" in corrected
     assert after_correct == ["Alice likes spiders now"]
+    assert into_bob.status == 422
+    assert "no memory with id" in await into_bob.text()
     assert texts(mem0_of(bot, "mind", ALICE)) == []
     assert texts(mem0_of(bot, "mind", BOB)) == ["Bob owes Carol ten euros"]  # untouched

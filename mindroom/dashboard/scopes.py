@@ -198,7 +198,13 @@ def deleted_records(history: list[HistoryRecord]) -> list[dict[str, Any]]:
 
 def entry_history(memory: Browsed, entry_id: str, text: str | None) -> list[HistoryRecord]:
     """The records of one entry, oldest first, across the ids it had: a hand-written line's id
-    follows its text, so an edit or a restore gives it a new one (followed by text)."""
+    follows its text, so an edit or a restore gives it a new one (followed by text). A mem0
+    id never changes: its own records (another scope's id has none)."""
+    if isinstance(memory, Mem0Memory):
+        try:
+            return [_mem0_record(row) for row in memory.history_sync(entry_id)]
+        except MemoryStoreError:  # not an id of this scope
+            return []
     ids, texts = {entry_id}, {text} if text else set()
     found = []
     for record in reversed(history_of(memory)):
