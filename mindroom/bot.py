@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mindroom import resume
 from mindroom.agents.probe import warn_at_start
 from mindroom.agents.runner import AgentRuntime
 from mindroom.answer import Answerer, humans, resumed_requester
@@ -30,12 +31,13 @@ from mindroom.config.schema import ROUTER, AgentConfig, Config, TeamConfig
 from mindroom.conversation import ConversationState
 from mindroom.errors import MatrixError
 from mindroom.flush import FlushWorker
-from mindroom.ledger import Ledger, PendingEvent
+from mindroom.ledger import Ledger
 from mindroom.maintenance.loop import MaintenanceLoop
 from mindroom.matrix.accounts import agent_credentials, open_account, set_display_name
+from mindroom.matrix.appservice import Appservice
 from mindroom.matrix.client import MatrixAccount, Undecryptable
 from mindroom.matrix.crypto import E2E_AVAILABLE
-from mindroom.matrix.events import AgentIdentity, IncomingMessage, message_source, parse_message
+from mindroom.matrix.events import AgentIdentity, IncomingMessage, message_source
 from mindroom.matrix.key_backup import open_backup
 from mindroom.matrix.probe import wait_for_homeserver
 from mindroom.matrix.rooms import prepare_room
@@ -87,6 +89,7 @@ class Bot:
         self.maintenance = MaintenanceLoop(lambda: self.config, options.storage, self.memories)
         self.reloader = ConfigReloader(self, options.config_path) if options.config_path else None
         self.router: MatrixAccount | None = None
+        self.appservice: Appservice | None = None  # matrix.mode: appservice
         self.agents: dict[str, MatrixAccount] = {}
         self.room_ids: dict[str, str] = {}
         self.ledger: Ledger | None = None
@@ -98,15 +101,19 @@ class Bot:
     # -- start-up -----------------------------------------------------------------------------
 
     async def _login(self, name: str, display_name: str) -> MatrixAccount:
-        given = self.config.matrix.logins.get(name)
-        client = await open_account(
-            self.options.homeserver, name, agent_credentials(self.options.data_dir),
-            token=(given.access_token, given.device_id) if given else None,
-            device_name=self.config.matrix.device_name, shared_secret=self.options.shared_secret,
-        )  # fmt: skip
-        backup = await open_backup(client, self.options.data_dir, self.config.matrix.key_backup)
-        account = MatrixAccount(name, client, backup)
-        await set_display_name(client, display_name)
+        if self.appservice is not None:  # acting as the agent's user: no login, no device
+            account = await self.appservice.account(name)
+        else:
+            given = self.config.matrix.logins.get(name)
+            client = await open_account(
+                self.options.homeserver, name, agent_credentials(self.options.data_dir),
+                token=(given.access_token, given.device_id) if given else None,
+                device_name=self.config.matrix.device_name,
+                shared_secret=self.options.shared_secret,
+            )  # fmt: skip
+            data_dir, wanted = self.options.data_dir, self.config.matrix.key_backup
+            account = MatrixAccount(name, client, await open_backup(client, data_dir, wanted))
+        await set_display_name(account.client, display_name)
         return account
 
     async def start(self) -> None:
@@ -118,6 +125,10 @@ class Bot:
         self.model_probe = asyncio.create_task(warn_at_start(self.config, self.memories.config_dir))
         await wait_for_homeserver(self.options.homeserver)
         self.ledger = await Ledger.open(self.options.data_dir / "ledger.db")
+        if self.config.matrix.mode == "appservice":
+            matrix = self.config.matrix
+            self.appservice = Appservice(matrix.appservice, self.options.homeserver,
+                                         self.options.data_dir)  # fmt: skip
         self.answers = Answerer(
             config=lambda: self.config,
             presence=self,
@@ -142,9 +153,15 @@ class Bot:
         await self._answer_first_sync(everyone)
         # Taken before any sync loop runs: a message the catch-up sync claims from now on is
         # answered by that sync alone, never resumed as well.
-        unfinished = await self._unfinished()
+        unfinished = await resume.unfinished(
+            self.ledger, self.state, self.config.matrix.catch_up_seconds
+        )
         for account in everyone:
             self._listen(account)
+        if self.appservice is not None:  # the homeserver's transactions, for every account
+            ledger = self.ledger
+            await self.appservice.listen(self._accounts, ledger.transaction_done,
+                                         ledger.finish_transaction)  # fmt: skip
         for name in self.config.agents:  # open (and index) shared memories before the first turn
             await asyncio.to_thread(self.memories.for_agent, name)
         self.tasks.keep_running(
@@ -169,6 +186,8 @@ class Bot:
     def _listen(self, account: MatrixAccount) -> None:
         """Deliver ``account``'s events from its saved sync position on (restarted on failure)."""
         account.listen(self._on_message, self._on_invite, self._on_undecryptable)
+        if self.appservice is not None:  # no sync loop: the transactions feed it
+            return
 
         async def sync() -> None:
             assert self.ledger is not None
@@ -246,27 +265,7 @@ class Bot:
                 self.config.matrix.room_version,
             )
 
-    async def _unfinished(self) -> list[tuple[IncomingMessage, PendingEvent]]:
-        """What a previous run claimed but did not finish (a crash, a kill -9), oldest first."""
-        assert self.ledger is not None
-        window_start = time.time() - self.config.matrix.catch_up_seconds
-        expired = await self.ledger.expire(older_than=window_start)
-        await self.ledger.forget_finished_reply_parts()
-        if expired:
-            logger.info(
-                "%d unfinished replies are older than the catch-up window; skipped", expired
-            )
-        unfinished: list[tuple[IncomingMessage, PendingEvent]] = []
-        for pending in await self.ledger.pending(newer_than=window_start):
-            message = parse_message(pending.room_id, pending.source)
-            if message is None:
-                await self.ledger.finish(pending.event_id, "failed")
-                continue
-            self.state.first_sight(message.event_id)  # a re-delivery by the catch-up is ignored
-            unfinished.append((message, pending))
-        return unfinished
-
-    def _resume(self, unfinished: list[tuple[IncomingMessage, PendingEvent]]) -> None:
+    def _resume(self, unfinished: resume.Unfinished) -> None:
         """Answer the unfinished messages again; the reply writer edits what was posted."""
         assert self.answers is not None
         for message, pending in unfinished:
@@ -394,6 +393,13 @@ class Bot:
             return  # history from before this account joined; a member account may route it
         if not self.state.first_sight(message.event_id):
             return
+        try:
+            await self._route_and_claim(account, message)
+        except BaseException:
+            self.state.forget(message.event_id)  # not claimed: a resend must be seen again
+            raise
+
+    async def _route_and_claim(self, account: MatrixAccount, message: IncomingMessage) -> None:
         thread_senders = await self._thread_senders(account, message)
         route = self._route(message, thread_senders)
         self.state.note(message, self.own_user_ids())
@@ -481,6 +487,8 @@ class Bot:
         A reply cancelled here stays claimed in the ledger and is resumed at the next start.
         """
         accounts = self._accounts()
+        if self.appservice is not None:  # no transaction is taken while stopping
+            await self.appservice.stop()
         if self.model_probe is not None:
             self.model_probe.cancel()
             await asyncio.gather(self.model_probe, return_exceptions=True)

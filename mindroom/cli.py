@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from mindroom.appservice_cli import add_appservice_parser
 from mindroom.config import Config, load_config
 from mindroom.config.load import load_dotenv_beside
 from mindroom.config_cli import add_config_parser
@@ -301,6 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_maintenance_parser(sub, common)
     add_sessions_parser(sub, common)
     add_keys_parser(sub, common)
+    add_appservice_parser(sub, common)
     add_dashboard_parser(sub, common)
     add_config_parser(sub)
     return parser

@@ -40,6 +40,10 @@ class ConversationState:
             self._seen.popitem(last=False)
         return True
 
+    def forget(self, event_id: str) -> None:
+        """Offer ``event_id`` as new again (its handling failed before it was claimed)."""
+        self._seen.pop(event_id, None)
+
     def seen(self, event_id: str) -> bool:
         """True when ``event_id`` was offered to :meth:`first_sight` (it is not marked here)."""
         return event_id in self._seen

@@ -145,6 +145,22 @@ class Ledger:
         )
         await self._db.commit()
 
+    async def transaction_done(self, txn_id: str) -> bool:
+        """Whether the appservice transaction ``txn_id`` was handled already."""
+        async with self._db.execute(
+            "SELECT 1 FROM appservice_transactions WHERE txn_id = ?", (txn_id,)
+        ) as cursor:
+            return await cursor.fetchone() is not None
+
+    @whole
+    async def finish_transaction(self, txn_id: str) -> None:
+        """Remember that every event of ``txn_id`` was claimed (a resend is acknowledged only)."""
+        await self._db.execute(
+            "INSERT OR IGNORE INTO appservice_transactions (txn_id, done_at) VALUES (?, ?)",
+            (txn_id, time.time()),
+        )
+        await self._db.commit()
+
     async def session_generation(self, room_id: str, thread_root: str | None) -> int:
         """How many times ``!new`` restarted the conversation here."""
         async with self._db.execute(

@@ -14,6 +14,10 @@ CREATE TABLE IF NOT EXISTS handled (
     done_at    REAL
 );
 CREATE INDEX IF NOT EXISTS handled_pending ON handled (status, claimed_at);
+CREATE TABLE IF NOT EXISTS appservice_transactions (
+    txn_id  TEXT PRIMARY KEY,
+    done_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS sync_tokens (
     account TEXT PRIMARY KEY,
     token   TEXT NOT NULL

@@ -184,10 +184,30 @@ class TokenLogin(_Strict):
     device_id: str = Field(min_length=1)
 
 
+class AppserviceConfig(_Strict):
+    """``matrix.mode: appservice``: mindroom as the homeserver's application service.
+
+    The homeserver sends every event of the agents' rooms to ``url`` (where ``host``:``port``
+    listens); ``mindroom appservice registration`` writes the file the homeserver loads.
+    """
+
+    id: str = Field(default="mindroom", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    host: str = Field(default="127.0.0.1", min_length=1)
+    port: int = Field(default=9009, ge=1, le=65535)
+    url: str | None = Field(default=None, pattern=r"^https?://")  # unset: http://host:port
+    # the room aliases it may create (the config's rooms are made with their names as aliases);
+    # the homeserver also sends it the events of every room with such an alias
+    aliases: str = Field(default="#.*", min_length=2, pattern=r"^#")
+
+
 class MatrixConfig(_Strict):
     """Where the homeserver is. ``MATRIX_HOMESERVER`` in the environment overrides it."""
 
     homeserver: str = "http://localhost:8008"
+    # clientserver: each agent its own login, device and sync loop (the default);
+    # appservice: one application service acts as every agent (see AppserviceConfig)
+    mode: Literal["clientserver", "appservice"] = "clientserver"
+    appservice: AppserviceConfig = Field(default_factory=AppserviceConfig)
     # account name (router, an agent, a team) -> its access token and device
     logins: dict[str, TokenLogin] = Field(default_factory=dict)
     device_name: str = "mindroom"

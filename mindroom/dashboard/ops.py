@@ -57,9 +57,15 @@ def health(host: DashboardHost) -> tuple[bool, dict[str, Any]]:
     """Whether mindroom is healthy, and why (or why not)."""
     accounts = account_states(host)
     problems = {}
+    service = host.appservice  # appservice mode: no sync loops, the homeserver pushes events
+    if service is not None and service.server is None:
+        problems["appservice"] = "starting: the transaction endpoint is not listening yet"
     for state in accounts:
         age = state["synced_ago_s"]
-        if state["problem"]:
+        if service is not None:  # quiet rooms send nothing: well once its first sync was
+            if age is None:
+                problems[state["name"]] = "not synced yet"
+        elif state["problem"]:
             problems[state["name"]] = f"sync failing: {state['problem']}"
         elif age is None or age > HEALTHY_SYNC_AGE_S:
             problems[state["name"]] = (

@@ -30,6 +30,7 @@ from mindroom.dashboard.memory_pages import add_memory_routes
 from mindroom.dashboard.ops import account_states
 from mindroom.dashboard.person import PORT_FILE
 from mindroom.dashboard.person_pages import add_person_routes
+from mindroom.matrix.appservice import Appservice
 from mindroom.matrix.client import MatrixAccount
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.redact import redact_text
@@ -49,6 +50,7 @@ class DashboardHost(Protocol):
     router: MatrixAccount | None
     agents: dict[str, MatrixAccount]
     room_ids: dict[str, str]
+    appservice: Appservice | None  # appservice mode: events come through it, not syncs
 
     def room_agents(self, room_id: str) -> list[str]: ...
 

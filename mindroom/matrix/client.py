@@ -77,6 +77,8 @@ class MatrixAccount:
         self._sync_filter: str | dict[str, Any] = _SYNC_FILTER
         # Rooms joined through this process: the client only learns of them at its next sync.
         self._joined: set[str] = set()
+        # appservice mode: a failing message handler fails the transaction (sent again)
+        self.strict = False
 
     @property
     def user_id(self) -> str:
@@ -239,6 +241,8 @@ class MatrixAccount:
             if message is not None and self._on_message is not None:
                 await self._on_message(self, message)
         except Exception:
+            if self.strict:
+                raise
             if not self._stopping:  # requests cut short by shutdown are expected
                 self.log.exception("handling event %s in %s failed", event.event_id, room.room_id)
 
@@ -336,6 +340,16 @@ class MatrixAccount:
                     await self._message_event(room, event)
                 elif isinstance(event, nio.MegolmEvent | nio.UnknownEncryptedEvent):
                     await self._encrypted_event(room, event)
+
+    async def receive(self, response: nio.SyncResponse) -> None:
+        """Take ``response`` as if a sync had returned it (appservice mode's events): room
+        state, then the callbacks."""
+        await self.client.receive_response(response)
+        self.synced_at, self.sync_problem = time.time(), None
+
+    def forget_room(self, room_id: str) -> None:
+        """This account left ``room_id`` (appservice mode: no sync tells the client)."""
+        self._joined.discard(room_id)
 
     def stop(self) -> None:
         """Make :meth:`sync_forever` return after the current request."""

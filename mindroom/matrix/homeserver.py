@@ -109,12 +109,14 @@ class EmbeddedHomeserver:
         host: str = "127.0.0.1",
         server_name: str = "localhost",
         room_version: str | None = None,
+        app_services: tuple[Path, ...] = (),
     ) -> None:
         self._data_dir = Path(data_dir).expanduser().absolute()
         self._requested_port = port
         self._host = host
         self._server_name = server_name
         self._room_version = room_version
+        self._app_services = app_services  # appservice registration files it loads
         self._port: int | None = port if port else None
         self.previous_url: str | None = None  # set by start() when the port changed
         self._shared_secret: str | None = None
@@ -292,6 +294,7 @@ class EmbeddedHomeserver:
             self._host,
             self._choose_port,
             self._room_version,
+            self._app_services,
         )
         self._port = port
         self._shared_secret = str(config["registration_shared_secret"])

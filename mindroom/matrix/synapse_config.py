@@ -77,12 +77,15 @@ def prepare_config(
     host: str,
     choose_port: Callable[[int | None], int],
     room_version: str | None = None,
+    app_services: tuple[Path, ...] = (),
 ) -> tuple[dict[str, Any], int]:
     """Load or create ``config_path`` and the files it names; return the config and its port.
 
     ``choose_port`` gets the existing config's port (``None`` for a new config) and returns the
     port to listen on. ``room_version`` becomes the server's default for new rooms (a DM a
-    client creates gets it too). The config file is rewritten only when something in it changed.
+    client creates gets it too). ``app_services``: the appservice registration files it
+    loads (mindroom's, in appservice mode). The config file is rewritten only when something
+    in it changed.
     """
     try:
         import yaml
@@ -125,6 +128,10 @@ def prepare_config(
         changed = True
     if room_version and config.get("default_room_version") != room_version:
         config["default_room_version"] = room_version
+        changed = True
+    services = [str(p) for p in app_services]
+    if services and config.get("app_service_config_files") != services:
+        config["app_service_config_files"] = services
         changed = True
 
     ensure_signing_key(Path(str(config.get("signing_key_path"))))
