@@ -44,6 +44,7 @@ from mindroom.matrix.rooms import prepare_room
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.watch import watch_memory_files
 from mindroom.notices import (
+    APPSERVICE_ENCRYPTED_NOTICE,
     ask_again_unless_read,
     room_voice,
     tell_absent,
@@ -464,7 +465,10 @@ class Bot:
     async def _on_undecryptable(self, account: MatrixAccount, event: Undecryptable) -> None:
         """An event no key reached ``account`` for (see :func:`ask_again_unless_read`)."""
         assert self.ledger is not None
-        if not E2E_AVAILABLE:  # installed without the e2e extra: say so, once per room
+        if self.appservice is not None:  # no devices: no room keys, ever
+            await tell_encrypted_room(self.ledger, account, event.room_id,
+                                      APPSERVICE_ENCRYPTED_NOTICE)  # fmt: skip
+        elif not E2E_AVAILABLE:  # installed without the e2e extra: say so, once per room
             await tell_encrypted_room(self.ledger, account, event.room_id)
         elif worth_asking(event, self.own_user_ids(), self.allowed_users(event.room_id)):
             asking = ask_again_unless_read(self.ledger, account, event, self.state.seen)

@@ -24,6 +24,11 @@ ENCRYPTED_ROOM_NOTICE = (
     "support (matrix-nio's e2e extra: pip install 'matrix-nio[e2e]>=0.26'), so its agents "
     "cannot read encrypted messages. Unencrypted messages in this room still work."
 )
+APPSERVICE_ENCRYPTED_NOTICE = (
+    "🔒 This room is end-to-end encrypted, and this mindroom runs as an application service "
+    "(matrix.mode: appservice), whose agents have no devices to receive room keys, so they "
+    "cannot read encrypted messages. Unencrypted messages in this room still work."
+)
 UNDECRYPTABLE_NOTICE = (
     "🔒 I could not decrypt this message: its key did not reach me. Please send it again. If "
     "this keeps happening, let your client share keys with unverified devices, or verify "
@@ -55,8 +60,10 @@ def absent_notice(agents: Sequence[tuple[str, str]]) -> str:
     )
 
 
-async def tell_encrypted_room(ledger: Ledger, account: MatrixAccount, room_id: str) -> None:
-    """Say once per room, in the room and in the log, that mindroom cannot read it.
+async def tell_encrypted_room(ledger: Ledger, account: MatrixAccount, room_id: str,
+                              text: str = ENCRYPTED_ROOM_NOTICE) -> None:  # fmt: skip
+    """Say once per room, in the room and in the log, that mindroom cannot read it (``text``:
+    why).
 
     Remembered in the ledger, so neither later encrypted messages nor restarts repeat it.
     """
@@ -69,7 +76,7 @@ async def tell_encrypted_room(ledger: Ledger, account: MatrixAccount, room_id: s
         account.name,
     )
     try:  # the ledger alone keeps it to one: the homeserver forgets transaction ids
-        await account.send(room_id, notice_content(ENCRYPTED_ROOM_NOTICE))
+        await account.send(room_id, notice_content(text))
     finally:
         await ledger.finish(key, "noticed")
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from unittest.mock import ANY
 
 import aiohttp
+import nio
 import pytest
 import pytest_asyncio
 import yaml
@@ -32,7 +33,16 @@ from mindroom.matrix.appservice import (
 )
 from mindroom.matrix.homeserver import EmbeddedHomeserver
 from tests.dashboard_fixtures import free_port
-from tests.harness import BotHarness, CredentialCache, Human, config_text, joined, relation, unique
+from tests.harness import (
+    BotHarness,
+    CredentialCache,
+    Human,
+    config_text,
+    eventually,
+    joined,
+    relation,
+    unique,
+)
 from tests.scripted_model import ScriptedModel
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
@@ -232,3 +242,60 @@ async def test_the_registration_names_the_tokens_and_namespace_and_keeps_its_tok
     (data_dir / TOKENS_FILE).write_text("{not json")
     with pytest.raises(MatrixError, match="unreadable"):  # never silently new tokens
         appservice_tokens(data_dir)
+
+
+async def test_a_reload_adds_an_agent_that_answers_and_removes_it_in_appservice_mode(
+    as_bot: BotHarness, person: Human, model: ScriptedModel, service: Service
+) -> None:
+    room_id = await in_room_answering(as_bot, person, model, service, "Here.", "hello")
+    assert as_bot.bot is not None
+    doc = json.loads((as_bot.storage / "config.yaml").read_text())
+    room = doc["agents"]["general"]["rooms"][0]
+    doc["agents"]["coder"] = {"role": "Writes code.", "rooms": [room]}
+    (as_bot.storage / "config.yaml.tmp").write_text(json.dumps(doc))
+    (as_bot.storage / "config.yaml.tmp").replace(as_bot.storage / "config.yaml")
+    await eventually(lambda: "coder" in as_bot.bot.agents)
+    coder = as_bot.bot.agents["coder"].user_id
+    await person.wait_for(joined(coder, room_id))
+    asked = await person.send(room_id, "@coder hello", mention=[coder])
+    reply = await person.wait_for_reply(room_id, asked)
+
+    del doc["agents"]["coder"]
+    (as_bot.storage / "config.yaml.tmp").write_text(json.dumps(doc))
+    (as_bot.storage / "config.yaml.tmp").replace(as_bot.storage / "config.yaml")
+    await person.wait_for(lambda e: e.get("type") == "m.room.member"
+                          and e.get("state_key") == coder
+                          and e["content"].get("membership") == "leave")  # fmt: skip
+
+    assert reply["sender"] == coder == "@mindroom_coder:localhost"
+    assert "coder" not in as_bot.bot.agents
+    assert not as_bot.bot.tasks.running("sync:coder")
+
+
+async def test_an_encrypted_room_is_told_once_why_the_appservice_cannot_read_it(
+    as_bot: BotHarness, person: Human, model: ScriptedModel, service: Service
+) -> None:
+    await as_bot.start(config_text(model.base_url, {"general": {"rooms": []}},
+                                   matrix=service.matrix()))  # fmt: skip
+    assert as_bot.bot is not None
+    general = as_bot.bot.account("general").user_id
+    created = await person.client.room_create(
+        invite=[general], is_direct=True, initial_state=[nio.EnableEncryptionBuilder().as_dict()]
+    )
+    room_id = created.room_id
+    await person.wait_for(joined(general, room_id))
+    ciphertext = {"algorithm": "m.megolm.v1.aes-sha2", "ciphertext": "AwgAEnAc", "device_id": "D",
+                  "sender_key": "c2VuZGVy", "session_id": "c2Vzc2lvbg"}  # fmt: skip
+    for _ in range(2):  # what an encrypting client sends; the agent has no key for it
+        sent = await person.client.room_send(room_id, "m.room.encrypted", ciphertext)
+        assert isinstance(sent, nio.RoomSendResponse), sent
+    notice = await person.wait_for(lambda e: e.get("room_id") == room_id
+                                   and e.get("sender") == general
+                                   and e.get("type") == "m.room.message")  # fmt: skip
+    await as_bot.settle(person, room_id)
+
+    assert "application service" in notice["content"]["body"]
+    told = [e for e in person.events if e.get("room_id") == room_id
+            and e.get("sender") == general and e.get("type") == "m.room.message"
+            and "encrypted" in e["content"].get("body", "")]  # fmt: skip
+    assert len(told) == 1  # once per room, though two arrived
