@@ -1,6 +1,7 @@
 """The durable record that makes replies exactly-once across restarts.
 
-One SQLite file (``mindroom_data/ledger.db``, WAL, busy timeout) holds:
+One SQLite file (``mindroom_data/ledger.db``, WAL, busy timeout), or one PostgreSQL database
+that several processes share (:mod:`mindroom.database`), holds:
 
 * ``handled``: every triggering event mindroom decided to answer, claimed *before* the reply is
   produced and marked done after it was sent. A restart (clean or ``kill -9``) finds claimed but
@@ -31,9 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
-
-from mindroom.ledger_schema import SCHEMA
+from mindroom.database import Database
+from mindroom.ledger_schema import MIGRATIONS
 from mindroom.memory.flush_state import FlushClaim, FlushEntry
 from mindroom.sessions.book import SessionBook
 from mindroom.whole_writes import whole
@@ -52,21 +52,16 @@ class PendingEvent:
 class Ledger:
     """Async access to the ledger database. Open with :meth:`open`, close with :meth:`close`."""
 
-    def __init__(self, db: aiosqlite.Connection) -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
         self._writes: set[asyncio.Future[Any]] = set()  # running writes (see whole_writes)
         self.sessions = SessionBook(db, self._writes)  # conversations' sessions (same file)
 
     @classmethod
-    async def open(cls, path: Path) -> Ledger:
-        """Open (creating if needed) the ledger at ``path``."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        db = await aiosqlite.connect(path, timeout=30)
-        await db.execute("PRAGMA journal_mode=WAL")
-        await db.execute("PRAGMA synchronous=NORMAL")
-        await db.executescript(SCHEMA)
-        await db.commit()
-        return cls(db)
+    async def open(cls, target: Path | str) -> Ledger:
+        """Open the ledger at ``target``: a SQLite file (created if needed, WAL) or a
+        PostgreSQL URL (``storage.database``); its schema is brought up to date."""
+        return cls(await Database.open(target, MIGRATIONS))
 
     async def close(self) -> None:
         """Close the connection once the writes running on it are committed."""
@@ -80,8 +75,8 @@ class Ledger:
     ) -> bool:
         """Record that ``event_id`` will be answered; False when it already was claimed."""
         cursor = await self._db.execute(
-            "INSERT OR IGNORE INTO handled (event_id, room_id, responders, source, status,"
-            " claimed_at) VALUES (?, ?, ?, ?, 'claimed', ?)",
+            "INSERT INTO handled (event_id, room_id, responders, source, status,"
+            " claimed_at) VALUES (?, ?, ?, ?, 'claimed', ?) ON CONFLICT (event_id) DO NOTHING",
             (event_id, room_id, json.dumps(responders), json.dumps(source), time.time()),
         )
         await self._db.commit()
@@ -156,7 +151,8 @@ class Ledger:
     async def finish_transaction(self, txn_id: str) -> None:
         """Remember that every event of ``txn_id`` was claimed (a resend is acknowledged only)."""
         await self._db.execute(
-            "INSERT OR IGNORE INTO appservice_transactions (txn_id, done_at) VALUES (?, ?)",
+            "INSERT INTO appservice_transactions (txn_id, done_at) VALUES (?, ?)"
+            " ON CONFLICT (txn_id) DO NOTHING",
             (txn_id, time.time()),
         )
         await self._db.commit()
@@ -217,7 +213,8 @@ class Ledger:
     async def begin_reply_part(self, trigger_id: str, agent: str, part: int) -> None:
         """Record, before it is sent, that part ``part`` of the reply is about to be posted."""
         await self._db.execute(
-            "INSERT OR IGNORE INTO reply_parts (trigger_id, agent, part) VALUES (?, ?, ?)",
+            "INSERT INTO reply_parts (trigger_id, agent, part) VALUES (?, ?, ?)"
+            " ON CONFLICT (trigger_id, agent, part) DO NOTHING",
             (trigger_id, agent, part),
         )
         await self._db.commit()
@@ -271,10 +268,12 @@ class Ledger:
             "INSERT INTO flush_sessions (key, agent, session_id, requester, team, dirty,"
             " dirty_revision, first_dirty_at, last_seen_at, boosted)"
             " VALUES (?, ?, ?, ?, ?, 1, 1, ?, ?, ?)"
-            " ON CONFLICT(key) DO UPDATE SET dirty = 1, dirty_revision = dirty_revision + 1,"
-            " first_dirty_at = CASE WHEN dirty = 1 THEN first_dirty_at ELSE excluded.first_dirty_at"
-            " END, last_seen_at = excluded.last_seen_at, team = excluded.team,"
-            " boosted = MAX(boosted, excluded.boosted)",
+            " ON CONFLICT(key) DO UPDATE SET dirty = 1,"
+            " dirty_revision = flush_sessions.dirty_revision + 1,"
+            " first_dirty_at = CASE WHEN flush_sessions.dirty = 1"
+            " THEN flush_sessions.first_dirty_at ELSE excluded.first_dirty_at END,"
+            " last_seen_at = excluded.last_seen_at, team = excluded.team,"
+            f" boosted = {self._db.greatest}(flush_sessions.boosted, excluded.boosted)",
             (
                 entry.key,
                 entry.agent,
@@ -326,8 +325,9 @@ class Ledger:
             "UPDATE flush_sessions SET in_flight = 0, claim_id = NULL, claim_pid = NULL,"
             " claim_boot = NULL, claimed_at = NULL, cursor = ?, failures = 0,"
             " next_attempt_at = 0, flushed_updated_at = ?,"
-            " dirty = (? OR dirty_revision != ?),"
-            " boosted = (boosted AND (? OR dirty_revision != ?))"
+            " dirty = CASE WHEN ? = 1 OR dirty_revision != ? THEN 1 ELSE 0 END,"
+            " boosted = CASE WHEN boosted = 1 AND (? = 1 OR dirty_revision != ?) THEN 1 ELSE 0"
+            " END"
             f" WHERE key = ? AND claim_id = ? RETURNING {_FLUSH_COLUMNS}",
             (
                 cursor,
@@ -404,8 +404,8 @@ class Ledger:
         added = 0
         for e in entries:
             cursor = await self._db.execute(
-                f"INSERT OR IGNORE INTO flush_sessions ({_FLUSH_COLUMNS}) VALUES"
-                " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)",
+                f"INSERT INTO flush_sessions ({_FLUSH_COLUMNS}) VALUES"
+                " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
                 (
                     e.key,
                     e.agent,
@@ -427,7 +427,8 @@ class Ledger:
         for scope_day, count in passes.items():
             scope, _, day = scope_day.rpartition("|")
             await self._db.execute(
-                "INSERT OR IGNORE INTO flush_curation (scope, day, passes) VALUES (?, ?, ?)",
+                "INSERT INTO flush_curation (scope, day, passes) VALUES (?, ?, ?)"
+                " ON CONFLICT (scope, day) DO NOTHING",
                 (scope, day, count),
             )
         await self._db.commit()
@@ -438,8 +439,10 @@ class Ledger:
         """Take one of ``scope``'s ``limit`` curation passes of ``day``; False when used up."""
         await self._db.execute("DELETE FROM flush_curation WHERE day != ?", (day,))
         cursor = await self._db.execute(
-            "INSERT INTO flush_curation (scope, day, passes) SELECT ?, ?, 1 WHERE ? > 0"
-            " ON CONFLICT(scope, day) DO UPDATE SET passes = passes + 1 WHERE passes < ?",
+            "INSERT INTO flush_curation (scope, day, passes)"
+            " SELECT CAST(? AS TEXT), CAST(? AS TEXT), 1 WHERE CAST(? AS INTEGER) > 0"
+            " ON CONFLICT(scope, day) DO UPDATE SET passes = flush_curation.passes + 1"
+            " WHERE flush_curation.passes < ?",
             (scope, day, limit, limit),
         )
         await self._db.commit()

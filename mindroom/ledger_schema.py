@@ -1,7 +1,12 @@
-"""The ledger's tables (``mindroom_data/ledger.db``); what each holds is in :mod:`mindroom.ledger`.
+"""The ledger's tables (``mindroom_data/ledger.db``, or PostgreSQL); what each holds is in
+:mod:`mindroom.ledger`.
 
-Every statement is ``IF NOT EXISTS``: opening an existing ledger changes nothing.
+Versioned (:class:`mindroom.database.Migration`): a change is a new version appended to
+:data:`MIGRATIONS`, never an edit of an old one. Every statement runs on SQLite and
+PostgreSQL alike and is safe to run twice (``IF NOT EXISTS``).
 """
+
+from mindroom.database import Migration, statements
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS handled (
@@ -10,13 +15,13 @@ CREATE TABLE IF NOT EXISTS handled (
     responders TEXT NOT NULL,
     source     TEXT NOT NULL,
     status     TEXT NOT NULL,
-    claimed_at REAL NOT NULL,
-    done_at    REAL
+    claimed_at DOUBLE PRECISION NOT NULL,
+    done_at    DOUBLE PRECISION
 );
 CREATE INDEX IF NOT EXISTS handled_pending ON handled (status, claimed_at);
 CREATE TABLE IF NOT EXISTS appservice_transactions (
     txn_id  TEXT PRIMARY KEY,
-    done_at REAL NOT NULL
+    done_at DOUBLE PRECISION NOT NULL
 );
 CREATE TABLE IF NOT EXISTS sync_tokens (
     account TEXT PRIMARY KEY,
@@ -48,18 +53,18 @@ CREATE TABLE IF NOT EXISTS flush_sessions (
     team               TEXT NOT NULL DEFAULT '[]',
     dirty              INTEGER NOT NULL DEFAULT 0,
     dirty_revision     INTEGER NOT NULL DEFAULT 0,
-    first_dirty_at     REAL NOT NULL DEFAULT 0,
-    last_seen_at       REAL NOT NULL DEFAULT 0,
-    flushed_updated_at REAL NOT NULL DEFAULT 0,
+    first_dirty_at     DOUBLE PRECISION NOT NULL DEFAULT 0,
+    last_seen_at       DOUBLE PRECISION NOT NULL DEFAULT 0,
+    flushed_updated_at DOUBLE PRECISION NOT NULL DEFAULT 0,
     cursor             INTEGER NOT NULL DEFAULT 0,
     in_flight          INTEGER NOT NULL DEFAULT 0,
     failures           INTEGER NOT NULL DEFAULT 0,
-    next_attempt_at    REAL NOT NULL DEFAULT 0,
+    next_attempt_at    DOUBLE PRECISION NOT NULL DEFAULT 0,
     boosted            INTEGER NOT NULL DEFAULT 0,
     claim_id           TEXT,
     claim_pid          INTEGER,
     claim_boot         TEXT,
-    claimed_at         REAL
+    claimed_at         DOUBLE PRECISION
 );
 CREATE TABLE IF NOT EXISTS flush_curation (
     scope  TEXT NOT NULL,
@@ -77,12 +82,12 @@ CREATE TABLE IF NOT EXISTS conversation_sessions (
     base           TEXT NOT NULL,
     session_id     TEXT NOT NULL,
     serial         INTEGER NOT NULL DEFAULT 0,
-    started_at     REAL NOT NULL,
-    last_active_at REAL NOT NULL,
+    started_at     DOUBLE PRECISION NOT NULL,
+    last_active_at DOUBLE PRECISION NOT NULL,
     turns          INTEGER NOT NULL DEFAULT 0,
-    input_tokens   INTEGER NOT NULL DEFAULT 0,
-    output_tokens  INTEGER NOT NULL DEFAULT 0,
-    context_tokens INTEGER NOT NULL DEFAULT 0,
+    input_tokens   BIGINT NOT NULL DEFAULT 0,
+    output_tokens  BIGINT NOT NULL DEFAULT 0,
+    context_tokens BIGINT NOT NULL DEFAULT 0,
     model          TEXT NOT NULL DEFAULT '',
     reason         TEXT NOT NULL DEFAULT '',
     previous       TEXT NOT NULL DEFAULT ''
@@ -90,3 +95,5 @@ CREATE TABLE IF NOT EXISTS conversation_sessions (
 CREATE INDEX IF NOT EXISTS conversation_sessions_room
     ON conversation_sessions (room_id, thread_root);
 """
+
+MIGRATIONS = (Migration(1, statements(SCHEMA)),)

@@ -1,4 +1,4 @@
-"""Writes to a shared aiosqlite connection that a cancel cannot cut in two.
+"""Writes to a shared database connection that a cancel cannot cut in two.
 
 Used by the ledger (:mod:`mindroom.ledger`) and the session book
 (:mod:`mindroom.sessions.book`), which share the ledger's connection and its set of running
@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
-import aiosqlite
+from mindroom.database import Database
 
 _W = TypeVar("_W")
 
@@ -21,7 +21,7 @@ _W = TypeVar("_W")
 class Writer(Protocol):
     """An owner of a connection and of the set of its running writes."""
 
-    _db: aiosqlite.Connection
+    _db: Database
     _writes: set[asyncio.Future[Any]]
 
 

@@ -17,9 +17,11 @@ Owners:
 - numpy: ``mindroom.embeddings`` and ``mindroom.memory.vectors`` only (it comes with the
   optional ``embeddings`` extra, so nothing on the start-up path may import it).
 - ``mindroom.config``: ruamel (the round-trip YAML of config.yaml).
-- ``mindroom.agents`` and ``mindroom.ledger``: sqlalchemy and aiosqlite (Agno's session store and
-  the handled-events ledger, with the session book and the whole-write helper that share its
-  connection; the memory index uses the standard library's sqlite3).
+- ``mindroom.agents``, ``mindroom.database`` and ``mindroom.ledger``: sqlalchemy and aiosqlite
+  (Agno's session store, and the control-state database under the handled-events ledger, with
+  the session book and the whole-write helper that share its connection; asyncpg, PostgreSQL's
+  driver, only through ``mindroom.database``; the memory index uses the standard library's
+  sqlite3).
 - ``mindroom.memory.mem0.engine``: mem0 and chromadb (the optional ``mem0`` extra; imported
   lazily, on a mem0 memory's first use, never at start-up).
 - watchfiles: only modules named ``watch`` or ``reload`` (``mindroom/reload.py`` watches
@@ -55,7 +57,11 @@ MATRIX = inside("mindroom.matrix")
 AGENTS = inside("mindroom.agents")
 EMBEDDINGS = inside("mindroom.embeddings")
 SESSIONS = inside(
-    "mindroom.agents", "mindroom.ledger", "mindroom.sessions.book", "mindroom.whole_writes"
+    "mindroom.agents",
+    "mindroom.ledger",
+    "mindroom.sessions.book",
+    "mindroom.whole_writes",
+    "mindroom.database",
 )
 # SDK (top-level import name) -> where it may be imported, and how to say so
 OWNERS: dict[str, tuple[Callable[[str], bool], str]] = {
@@ -71,8 +77,9 @@ OWNERS: dict[str, tuple[Callable[[str], bool], str]] = {
     "anthropic": (AGENTS, "mindroom.agents"),
     "ruamel": (inside("mindroom.config"), "mindroom.config"),
     "dotenv": (inside("mindroom.config"), "mindroom.config"),
-    "sqlalchemy": (SESSIONS, "mindroom.agents, mindroom.ledger (and its session book)"),
-    "aiosqlite": (SESSIONS, "mindroom.agents, mindroom.ledger (and its session book)"),
+    "sqlalchemy": (SESSIONS, "mindroom.agents, mindroom.database, mindroom.ledger (and book)"),
+    "aiosqlite": (SESSIONS, "mindroom.agents, mindroom.database, mindroom.ledger (and book)"),
+    "asyncpg": (inside("mindroom.database"), "mindroom.database (through SQLAlchemy)"),
     "mem0": (inside("mindroom.memory.mem0.engine"), "mindroom.memory.mem0.engine"),
     "chromadb": (inside("mindroom.memory.mem0.engine"), "mindroom.memory.mem0.engine"),
     "watchfiles": (named("watch", "reload"), "a module named watch.py or reload.py"),

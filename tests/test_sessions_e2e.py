@@ -7,13 +7,21 @@ import asyncio
 import contextlib
 import json
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
 
 from mindroom.cli import main
 from mindroom.memory.session_index import SessionIndex, transcript_path
-from tests.harness import BotHarness, Human, config_text, joined, unique
+from tests.harness import (
+    BotHarness,
+    Human,
+    config_text,
+    joined,
+    unique,
+    wait_until_ledger_idle,
+)
 from tests.scripted_model import (
     Reply,
     ScriptedModel,
@@ -41,6 +49,13 @@ def book_rows(storage: Path) -> list[dict]:
     with contextlib.closing(sqlite3.connect(ledger_path(storage))) as db:
         db.row_factory = sqlite3.Row
         return [dict(r) for r in db.execute("SELECT * FROM conversation_sessions ORDER BY key")]
+
+
+async def settled_book(storage: Path) -> list[dict]:
+    """The book once no claimed message is still being answered: a turn is counted after its
+    answer is posted and before its message is finished."""
+    await wait_until_ledger_idle(ledger_path(storage), time.monotonic() + 30)
+    return book_rows(storage)
 
 
 async def age_conversations(storage: Path, turns: int, seconds: float) -> None:
@@ -145,7 +160,7 @@ async def test_a_thread_keeps_its_session_however_long_it_waits(
     await human.wait_for_reply(room_id, follow)
 
     assert "my name is Ada" in all_text(model.requests[-1])
-    [row] = book_rows(bot.storage)
+    [row] = await settled_book(bot.storage)
     assert (row["kind"], row["serial"], row["turns"]) == ("thread", 0, 2)
 
 
@@ -272,7 +287,7 @@ async def test_a_context_overflow_is_compacted_and_the_turn_retried_in_the_same_
         e for e in human.messages(room_id)
         if "⚠️" in e["content"].get("body", "") or "fresh session" in e["content"].get("body", "")
     ]  # fmt: skip
-    [row] = book_rows(bot.storage)
+    [row] = await settled_book(bot.storage)
     assert row["serial"] == 0  # the same session, compacted once
     assert row["turns"] == 4
 
@@ -306,7 +321,7 @@ async def test_an_overflow_compaction_cannot_fix_rotates_to_a_fresh_session_with
     assert reply["content"].get("msgtype") == "m.text"
     assert len(notices) == 1
     assert "HUGE-ATTACHMENT" not in all_text(model.requests[-1])
-    [row] = book_rows(bot.storage)
+    [row] = await settled_book(bot.storage)
     assert row["serial"] == 1  # rotated once
     assert row["reason"] == "context overflow"
     assert row["turns"] == 1  # the retried turn, in the fresh session

@@ -34,24 +34,11 @@ from typing import Any
 from agno.db.base import SessionType
 from agno.db.sqlite import AsyncSqliteDb
 from agno.session import Session
-from sqlalchemy import event
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from mindroom.database import sqlite_engine
 
 logger = logging.getLogger(__name__)
-
-
-def sqlite_engine(path: Path) -> AsyncEngine:
-    """An async SQLite engine with WAL and a busy timeout, so readers never see 'locked'."""
-    engine = create_async_engine(f"sqlite+aiosqlite:///{path}", connect_args={"timeout": 30})
-
-    @event.listens_for(engine.sync_engine, "connect")
-    def _pragmas(dbapi_connection: Any, _record: Any) -> None:
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.close()
-
-    return engine
 
 
 class ConversationSessions(AsyncSqliteDb):

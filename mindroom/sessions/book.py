@@ -19,7 +19,7 @@ A rotated session is ``<base>~s<serial>``; the session before it is kept in Agno
 flush extracts what it still holds). Without a row (a conversation from before this book),
 the session is the base itself, so conversations go on across the upgrade.
 
-The book shares the ledger's connection (and its running writes, see
+The book shares the ledger's database connection (and its running writes, see
 :mod:`mindroom.whole_writes`); an asyncio lock makes "read the row, decide, write it" one step,
 so two messages arriving together in a stale DM start one fresh session, not two.
 """
@@ -32,15 +32,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import aiosqlite
-
 from mindroom.agents.turn_types import TurnUsage
+from mindroom.database import Database
 from mindroom.whole_writes import whole
 
 COLUMNS = (
     "key, owner, requester, room_id, thread_root, kind, base, session_id, serial, started_at,"
     " last_active_at, turns, input_tokens, output_tokens, context_tokens, model, reason,"
     " previous"
+)
+
+_REPLACED = ", ".join(  # a row put again replaces the one there (every column but the key)
+    f"{c} = excluded.{c}" for c in (c.strip() for c in COLUMNS.split(",")) if c != "key"
 )
 
 
@@ -99,7 +102,7 @@ def _record(row: Any) -> SessionRecord:
 class SessionBook:
     """Async access to ``conversation_sessions`` (see the module docstring)."""
 
-    def __init__(self, db: aiosqlite.Connection, writes: set[asyncio.Future[Any]]) -> None:
+    def __init__(self, db: Database, writes: set[asyncio.Future[Any]]) -> None:
         self._db = db
         self._writes = writes
         self._lock = asyncio.Lock()
@@ -205,7 +208,8 @@ class SessionBook:
             "UPDATE conversation_sessions SET turns = turns + ?,"
             " input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,"
             " context_tokens = ?, model = CASE WHEN ? = '' THEN model ELSE ? END,"
-            " last_active_at = MAX(last_active_at, ?) WHERE key = ? AND session_id = ?",
+            f" last_active_at = {self._db.greatest}(last_active_at, ?)"
+            " WHERE key = ? AND session_id = ?",
             (int(answered), usage.input_tokens, usage.output_tokens, usage.input_tokens,
              usage.model, usage.model, now, key, session_id),
         )  # fmt: skip
@@ -222,8 +226,8 @@ class SessionBook:
     @whole
     async def _touch(self, key: str, now: float) -> None:
         await self._db.execute(
-            "UPDATE conversation_sessions SET last_active_at = MAX(last_active_at, ?)"
-            " WHERE key = ?",
+            f"UPDATE conversation_sessions SET last_active_at = {self._db.greatest}("
+            "last_active_at, ?) WHERE key = ?",
             (now, key),
         )
         await self._db.commit()
@@ -233,6 +237,8 @@ class SessionBook:
         values = dataclasses.astuple(record)
         marks = ", ".join("?" * len(values))
         await self._db.execute(
-            f"INSERT OR REPLACE INTO conversation_sessions ({COLUMNS}) VALUES ({marks})", values
+            f"INSERT INTO conversation_sessions ({COLUMNS}) VALUES ({marks})"
+            f" ON CONFLICT (key) DO UPDATE SET {_REPLACED}",
+            values,
         )
         await self._db.commit()

@@ -1,0 +1,197 @@
+"""The SQL database of mindroom's shared control state: SQLite (the default, one file) or
+PostgreSQL, through SQLAlchemy's asyncio engine, with one code path for both.
+
+:class:`Database` is what the ledger (:mod:`mindroom.ledger`) and the session book
+(:mod:`mindroom.sessions.book`) talk to: ``execute(sql, params)``, ``commit``, ``rollback``.
+The SQL is written once, in the subset both engines run (``INSERT ... ON CONFLICT``,
+``UPDATE ... RETURNING``, ``CASE``; ``?`` placeholders, bound by position); where the two
+differ, :attr:`Database.greatest` names the function.
+
+- **One connection per process**, as the ledger always had: statements run one at a time (a
+  lock), and a read outside a write ends its transaction at once, so nothing holds a snapshot
+  or a lock while idle.
+- **Every claim is one atomic statement** (an insert that conflicts, an update whose
+  ``WHERE`` re-checks the row), so two processes on one PostgreSQL never both win a claim:
+  PostgreSQL locks the row and re-evaluates the condition for the second updater.
+- **Versioned schema.** ``schema_migrations`` records the versions applied; each runs once, in
+  its own transaction, under an advisory lock on PostgreSQL (two processes starting together
+  wait for each other). SQLite has no such lock, so every migration is written to be safe to
+  run twice (``IF NOT EXISTS``); version 1 is, so a ledger made before the table existed takes
+  it as it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Awaitable, Generator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event, text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
+
+SQLITE_BUSY_TIMEOUT_S = 30
+_PLACEHOLDER = re.compile(r"\?")
+_MIGRATIONS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+    " version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
+)
+_MIGRATION_LOCK = 0x6D696E64  # "mind": the advisory lock key of a PostgreSQL migration
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One version of a schema: statements run together, once."""
+
+    version: int
+    statements: tuple[str, ...]
+
+
+def statements(script: str) -> tuple[str, ...]:
+    """The statements of a ``;``-separated script (no ``;`` inside a statement)."""
+    return tuple(s.strip() for s in script.split(";") if s.strip())
+
+
+def database_url(target: Path | str) -> str:
+    """SQLAlchemy's URL for a SQLite file path or a ``postgresql://`` URL (asyncpg)."""
+    if isinstance(target, Path):
+        return f"sqlite+aiosqlite:///{target}"
+    for prefix in ("postgresql://", "postgres://", "postgresql+asyncpg://"):
+        if target.startswith(prefix):
+            return "postgresql+asyncpg://" + target[len(prefix) :]
+    raise ValueError(f"not a PostgreSQL URL: {target!r} (postgresql://user:pass@host/db)")
+
+
+class Rows:
+    """What a statement returned: its rows (fetched at once) and how many rows it changed."""
+
+    def __init__(self, rows: list[Any], rowcount: int) -> None:
+        self._rows, self.rowcount = rows, rowcount
+
+    async def fetchone(self) -> Any:
+        return self._rows[0] if self._rows else None
+
+    async def fetchall(self) -> list[Any]:
+        return list(self._rows)
+
+
+class _Call:
+    """``await db.execute(...)`` or ``async with db.execute(...) as rows`` (as aiosqlite)."""
+
+    def __init__(self, call: Awaitable[Rows]) -> None:
+        self._call = call
+
+    def __await__(self) -> Generator[Any, None, Rows]:
+        return self._call.__await__()
+
+    async def __aenter__(self) -> Rows:
+        return await self._call
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+class Database:
+    """One connection to the control-state database. Open with :meth:`open`."""
+
+    def __init__(self, engine: AsyncEngine, connection: AsyncConnection) -> None:
+        self._engine, self._connection = engine, connection
+        self.dialect = engine.dialect.name  # "sqlite" or "postgresql"
+        self._lock = asyncio.Lock()
+        self._writing = False  # a write statement ran since the last commit or rollback
+
+    @classmethod
+    async def open(cls, target: Path | str, migrations: Sequence[Migration]) -> Database:
+        """Connect to ``target`` (a SQLite file, created with its folder, or a PostgreSQL URL)
+        and bring its schema up to the last of ``migrations``."""
+        if isinstance(target, Path):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            engine = sqlite_engine(target, poolclass=NullPool)
+        else:
+            engine = create_async_engine(database_url(target), poolclass=NullPool)
+        connection = await engine.connect()
+        database = cls(engine, connection)
+        try:
+            await database._migrate(migrations)
+        except BaseException:
+            await database.close()
+            raise
+        return database
+
+    @property
+    def greatest(self) -> str:
+        """The two-argument maximum: ``MAX`` in SQLite, ``GREATEST`` in PostgreSQL."""
+        return "GREATEST" if self.dialect == "postgresql" else "MAX"
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> _Call:
+        """Run one statement with ``?`` placeholders bound to ``params`` in order."""
+        return _Call(self._execute(sql, params))
+
+    async def _execute(self, sql: str, params: Sequence[Any]) -> Rows:
+        names = iter(range(len(params) + 1))
+        bound = _PLACEHOLDER.sub(lambda _: f":p{next(names)}", sql)
+        async with self._lock:
+            result = await self._connection.execute(
+                text(bound), {f"p{i}": value for i, value in enumerate(params)}
+            )
+            rows = list(result.fetchall()) if result.returns_rows else []
+            if not sql.lstrip()[:6].upper().startswith("SELECT"):
+                self._writing = True
+            elif not self._writing:  # a read alone: end its transaction now
+                await self._connection.commit()
+            return Rows(rows, result.rowcount)
+
+    async def commit(self) -> None:
+        async with self._lock:
+            await self._connection.commit()
+            self._writing = False
+
+    async def rollback(self) -> None:
+        async with self._lock:
+            await self._connection.rollback()
+            self._writing = False
+
+    async def close(self) -> None:
+        async with self._lock:
+            await self._connection.close()
+        await self._engine.dispose()
+
+    async def _migrate(self, migrations: Sequence[Migration]) -> None:
+        async with self._lock:
+            conn = self._connection
+            if self.dialect == "postgresql":  # held to the commit: one process migrates
+                await conn.execute(text(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"))
+            await conn.execute(text(_MIGRATIONS_TABLE))
+            done = {row[0] for row in await conn.execute(
+                text("SELECT version FROM schema_migrations"))}  # fmt: skip
+            for migration in sorted(migrations, key=lambda m: m.version):
+                if migration.version in done:
+                    continue
+                for statement in migration.statements:
+                    await conn.execute(text(statement))
+                await conn.execute(  # SQLite: another process may have run it meanwhile
+                    text("INSERT INTO schema_migrations (version, applied_at) VALUES (:v, :t)"
+                         " ON CONFLICT (version) DO NOTHING"),
+                    {"v": migration.version, "t": time.time()},
+                )  # fmt: skip
+            await conn.commit()
+
+
+def sqlite_engine(path: Path, **options: Any) -> AsyncEngine:
+    """An async SQLite engine with WAL and a busy timeout, so readers never see 'locked'."""
+    engine = create_async_engine(
+        database_url(path), connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S}, **options
+    )
+    event.listen(engine.sync_engine, "connect", _sqlite_pragmas)  # fmt: skip
+    return engine
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()

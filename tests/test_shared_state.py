@@ -1,0 +1,153 @@
+"""The ledger's contract on both of its databases (issue 19.2): SQLite, the default, and a real
+PostgreSQL. Two :class:`Ledger` objects on one database are two processes sharing it: every
+claim must have exactly one winner however the two interleave."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from mindroom.agents.turn_types import TurnUsage
+from mindroom.ledger import Ledger
+from mindroom.memory.flush_state import FlushClaim, FlushEntry
+from mindroom.sessions.book import SessionRecord
+from tests.postgres import PostgresServer
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    if request.param == "sqlite":
+        return tmp_path / "ledger.db"
+    server: PostgresServer = request.getfixturevalue("postgres")
+    return server.database()
+
+
+@pytest_asyncio.fixture
+async def two(target: Path | str) -> AsyncIterator[tuple[Ledger, Ledger]]:
+    """Two processes' ledgers on one database."""
+    first = await Ledger.open(target)
+    second = await Ledger.open(target)
+    assert first._db.dialect == ("sqlite" if isinstance(target, Path) else "postgresql")
+    yield first, second
+    await first.close()
+    await second.close()
+
+
+async def test_two_processes_claim_each_message_exactly_once(two: tuple[Ledger, Ledger]) -> None:
+    events = [f"$event{i}" for i in range(40)]
+
+    async def claims(ledger: Ledger) -> set[str]:
+        won = await asyncio.gather(*(ledger.claim(e, "!room", (), {"n": e}) for e in events))
+        return {e for e, ok in zip(events, won, strict=True) if ok}
+
+    first, second = await asyncio.gather(claims(two[0]), claims(two[1]))
+
+    assert first | second == set(events)  # every message is answered...
+    assert not first & second  # ...by one process only
+    assert await two[1].is_handled(events[0])
+    pending = await two[0].pending(newer_than=0)
+    assert sorted(p.event_id for p in pending) == sorted(events)
+
+
+async def test_only_one_process_takes_a_dirty_session_and_a_turn_meanwhile_keeps_it_dirty(
+    two: tuple[Ledger, Ledger],
+) -> None:
+    entry = FlushEntry(agent="general", session_id="s1", requester="@alice:localhost")
+    await two[0].flush_mark_dirty(entry, 100.0)
+    claims = [FlushClaim(f"claim{i}", 1000 + i, "boot", 101.0) for i in range(2)]
+    pairs = zip(two, claims, strict=True)
+    taken = await asyncio.gather(*(ledger.flush_claim(entry.key, c) for ledger, c in pairs))
+    winners = [(t, c) for t, c in zip(taken, claims, strict=True) if t is not None]
+    assert len(winners) == 1
+    claimed, claim = winners[0]
+    assert claimed is not None
+    assert claimed.in_flight
+
+    await two[1].flush_mark_dirty(entry, 105.0, boost=True)  # a turn ends during the extraction
+    done = await two[0].flush_finish(claimed, claim.claim_id, 7, more=False, updated_at=104.0)
+    assert done is not None
+    assert done.dirty  # the new turn still waits
+    assert done.boosted
+    assert done.cursor == 7
+    assert done.first_dirty_at == 100.0  # kept from the first mark: the session stayed dirty
+    assert done.dirty_revision == 2
+
+    again = await two[1].flush_claim(entry.key, claims[1])
+    assert again is not None
+    finished = await two[1].flush_finish(again, "claim1", 9, more=False, updated_at=106.0)
+    assert finished is not None
+    assert not finished.dirty  # nothing new since: clean
+    assert not finished.boosted
+    lost = await two[0].flush_finish(again, "claim1", 9, more=False, updated_at=106.0)
+    assert lost is None  # a released claim cannot be finished twice
+
+
+async def test_curation_passes_are_shared_and_stop_at_the_limit(two: tuple[Ledger, Ledger]) -> None:
+    taken = await asyncio.gather(*(two[i % 2].flush_curation_pass("scope", "2026-11-25", 3)
+                                   for i in range(8)))  # fmt: skip
+    assert sum(taken) == 3
+    assert await two[0].flush_curation_pass("scope", "2026-11-26", 3)  # a new day starts over
+    assert not await two[0].flush_curation_pass("other", "2026-11-26", 0)
+
+
+async def test_reply_parts_positions_and_sessions_round_trip(two: tuple[Ledger, Ledger]) -> None:
+    a, b = two
+    assert await a.claim("$t", "!room", ("general",), {})
+    await a.begin_reply_part("$t", "general", 0)
+    await b.begin_reply_part("$t", "general", 0)  # a resumed run: the row stays
+    await b.record_reply_part("$t", "general", 0, "$posted")
+    assert await a.reply_parts("$t", "general") == {0: "$posted"}
+    await a.finish("$t")
+    assert await b.forget_finished_reply_parts() == 1
+
+    await a.save_sync_token("@mindroom_general:localhost", "s1")
+    await b.save_sync_token("@mindroom_general:localhost", "s2")
+    assert await a.sync_token("@mindroom_general:localhost") == "s2"
+    assert await a.new_session("!room", None) == 1
+    assert await b.new_session("!room", None) == 2
+    await a.save_compaction("base", 1, "carried")
+    await b.save_compaction("base", 2, "carried again")
+    assert await a.compaction("base") == (2, "carried again")
+    assert not await a.transaction_done("txn1")
+    await b.finish_transaction("txn1")
+    await a.finish_transaction("txn1")
+    assert await a.transaction_done("txn1")
+
+    fresh = SessionRecord("k", "general", "", "!room", "", "thread", "base", "base")
+    started = await a.sessions.begin(fresh, 1000.0, lambda record: None)
+    assert started.session_id == "base"
+    await a.sessions.record_turn("k", "base", TurnUsage(10, 5, "m"), 2000.0)
+    await b.sessions.record_turn("k", "base", TurnUsage(1, 1, ""), 1500.0)  # older: kept later
+    rotated = await b.sessions.rotate("k", 3000.0, "stale")  # the row is put again (replaced)
+    record = await a.sessions.get("k")
+    assert rotated is not None
+    assert record is not None
+    assert record.session_id == "base~s1"
+    assert record.turns == 0
+    assert record.previous == "base"
+    assert await a.sessions.find("base~s1") == record
+
+
+async def test_times_keep_their_precision_and_the_schema_is_applied_once(
+    target: Path | str,
+) -> None:
+    first = await Ledger.open(target)
+    before = time.time()
+    await first.claim("$now", "!room", (), {})
+    await first.close()
+    again = await Ledger.open(target)  # a second start: nothing to migrate
+    try:
+        pending = await again.pending(newer_than=before - 0.001)
+        async with again._db.execute("SELECT version FROM schema_migrations") as rows:
+            versions = [row[0] for row in await rows.fetchall()]
+    finally:
+        await again.close()
+    assert [p.event_id for p in pending] == ["$now"]  # a float4 would round this away
+    assert versions == [1]
