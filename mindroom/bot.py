@@ -31,7 +31,7 @@ from mindroom.config.schema import ROUTER, AgentConfig, Config, TeamConfig
 from mindroom.conversation import ConversationState
 from mindroom.errors import MatrixError
 from mindroom.flush import FlushWorker
-from mindroom.ledger import Ledger
+from mindroom.ledger import Ledger, ledger_target
 from mindroom.maintenance.loop import MaintenanceLoop
 from mindroom.matrix.accounts import agent_credentials, open_account, set_display_name
 from mindroom.matrix.appservice import Appservice
@@ -125,7 +125,9 @@ class Bot:
         # In the background, so a slow or absent model server never delays start-up.
         self.model_probe = asyncio.create_task(warn_at_start(self.config, self.memories.config_dir))
         await wait_for_homeserver(self.options.homeserver)
-        self.ledger = await Ledger.open(self.options.data_dir / "ledger.db")
+        self.ledger = await Ledger.open(
+            ledger_target(self.config.storage.database, self.options.data_dir)
+        )
         if self.config.matrix.mode == "appservice":
             matrix = self.config.matrix
             self.appservice = Appservice(matrix.appservice, self.options.homeserver,

@@ -115,6 +115,8 @@ class Database:
             engine = create_async_engine(database_url(target), poolclass=NullPool)
         connection = await engine.connect()
         database = cls(engine, connection)
+        if not migrations:  # a reader: the schema is the writer's
+            return database
         try:
             await database._migrate(migrations)
         except BaseException:

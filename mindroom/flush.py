@@ -46,7 +46,7 @@ from mindroom.agents.extraction import ChatLine, next_chunk
 from mindroom.agents.runner import AgentRuntime
 from mindroom.config.schema import Config
 from mindroom.errors import MemoryAccessError
-from mindroom.ledger import Ledger
+from mindroom.ledger import Ledger, ledger_target
 from mindroom.memory.access import CategoryAccess
 from mindroom.memory.bounded import Threads
 from mindroom.memory.facts import known_snippets, store_facts, the_person, writable_categories
@@ -93,9 +93,10 @@ async def migrate_legacy_state(ledger: Ledger, data_dir: Path) -> None:
     logger.info("moved %d flush entries from %s into the ledger", added, legacy.name)
 
 
-async def read_flush_state(data_dir: Path) -> list[FlushEntry]:
-    """Every flush entry in the ledger under ``data_dir`` (for ``mindroom memory flush-status``)."""
-    ledger = await Ledger.open(data_dir / "ledger.db")
+async def read_flush_state(data_dir: Path, database: str | None = None) -> list[FlushEntry]:
+    """Every flush entry in the ledger (``storage.database``, else the file under
+    ``data_dir``), for ``mindroom memory flush-status``."""
+    ledger = await Ledger.open(ledger_target(database, data_dir))
     try:
         await migrate_legacy_state(ledger, data_dir)
         return await ledger.flush_entries()
@@ -141,10 +142,15 @@ class FlushWorker:
 
     # -- the ledger ---------------------------------------------------------------------------
 
+    def _ledger_target(self) -> Path | str:
+        return ledger_target(self.config.storage.database, self.data_dir)
+
     async def _open(self) -> Ledger:
         async with self._opening:
             if self._ledger is None:
-                ledger = await Ledger.open(self.data_dir / "ledger.db")
+                ledger = await Ledger.open(
+                    ledger_target(self.config.storage.database, self.data_dir)
+                )
                 await migrate_legacy_state(ledger, self.data_dir)
                 await self._recover(ledger)
                 self._ledger = ledger
@@ -165,7 +171,7 @@ class FlushWorker:
                 if not self._users:
                     self._unused.set()
             return
-        ledger = await Ledger.open(self.data_dir / "ledger.db")
+        ledger = await Ledger.open(self._ledger_target())
         try:
             yield ledger
         finally:

@@ -38,6 +38,14 @@ from mindroom.memory.flush_state import FlushClaim, FlushEntry
 from mindroom.sessions.book import SessionBook
 from mindroom.whole_writes import whole
 
+LEDGER_FILE = "ledger.db"
+
+
+def ledger_target(database: str | None, data_dir: Path) -> Path | str:
+    """The ledger's database: ``storage.database`` (PostgreSQL) when set, else the SQLite
+    file under ``data_dir``."""
+    return database or data_dir / LEDGER_FILE
+
 
 @dataclass(frozen=True)
 class PendingEvent:

@@ -153,8 +153,9 @@ async def run_flush_status(args: argparse.Namespace) -> int:
     """``mindroom memory flush-status``: the flush table of the ledger."""
     from mindroom.flush import read_flush_state
 
-    _, storage = _storage(args)
-    entries = await read_flush_state(storage / "mindroom_data")
+    config_path, storage = _storage(args)
+    database = load_config(config_path).storage.database if config_path.is_file() else None
+    entries = await read_flush_state(storage / "mindroom_data", database)
     entries.sort(key=lambda e: (e.agent, e.session_id, e.requester or ""))
     print(f"{'agent':<14} {'dirty':<6} {'cursor':>6} {'fail':>4}  {'next try':<19} session")
     for e in entries:

@@ -162,6 +162,8 @@ class ConfigReloader:
                 logger.error("config not reloaded, the running config stays: %s", exc)
                 return None
             self.error, self.invalid = None, False
+            for key in start_only_changes(old, new):
+                logger.warning("%s changed: it takes effect at the next start", key)
             self.bot.set_config(new)
             self.problems = await self._finish(started, diff, old, new)
             self.applied += 1
@@ -298,6 +300,17 @@ class ConfigReloader:
         except ConfigError as exc:  # invalid, or the file changed meanwhile: nothing was written
             return f"Refused: {exc}"
         return "Usage: `!config status`, `!config get KEY`, `!config set KEY VALUE`"
+
+
+def start_only_changes(old: Config, new: Config) -> list[str]:
+    """The settings that changed and apply only when mindroom starts (where its state lives,
+    how it reaches the homeserver)."""
+    pairs = {
+        "storage.database": (old.storage.database, new.storage.database),
+        "matrix.mode": (old.matrix.mode, new.matrix.mode),
+        "matrix.appservice": (old.matrix.appservice, new.matrix.appservice),
+    }
+    return [key for key, (before, after) in pairs.items() if before != after]
 
 
 def set_in_file(path: Path, key: str, value: object) -> bool:

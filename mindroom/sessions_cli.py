@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mindroom.config.load import load_config
 from mindroom.errors import MindroomError
-from mindroom.ledger import Ledger
+from mindroom.ledger import Ledger, ledger_target
 from mindroom.sessions.status import SessionStatus, gather, status_json, status_line, status_text
 
 
@@ -38,10 +38,13 @@ def add_sessions_parser(
     show.set_defaults(func=run_sessions)
 
 
-def _storage(args: argparse.Namespace) -> tuple[Path, Path]:
+def _storage(args: argparse.Namespace) -> tuple[Path, Path | str]:
+    """The config's path, and the ledger: ``storage.database`` when the config sets it, else
+    the SQLite file."""
     config_path = Path(args.config).resolve()
     storage = Path(args.storage).resolve() if args.storage else config_path.parent
-    return config_path, storage / "mindroom_data" / "ledger.db"
+    database = load_config(config_path).storage.database if config_path.is_file() else None
+    return config_path, ledger_target(database, storage / "mindroom_data")
 
 
 def _budget(config_path: Path, owner: str) -> int | None:
@@ -60,7 +63,7 @@ def _budget(config_path: Path, owner: str) -> int | None:
 async def run_sessions(args: argparse.Namespace) -> int:
     """Carry out one ``mindroom sessions`` action."""
     config_path, ledger_path = _storage(args)
-    if not ledger_path.is_file():
+    if isinstance(ledger_path, Path) and not ledger_path.is_file():
         print(f"no sessions yet: {ledger_path} does not exist (has mindroom run here?)")
         return 1 if args.action == "show" else 0
     ledger = await Ledger.open(ledger_path)

@@ -5,6 +5,7 @@ claim must have exactly one winner however the two interleave."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,10 +14,16 @@ import pytest
 import pytest_asyncio
 
 from mindroom.agents.turn_types import TurnUsage
+from mindroom.config.load import parse_config
+from mindroom.errors import ConfigError
 from mindroom.ledger import Ledger
 from mindroom.memory.flush_state import FlushClaim, FlushEntry
+from mindroom.reload import start_only_changes
 from mindroom.sessions.book import SessionRecord
+from tests.dashboard_fixtures import start_dashboard
+from tests.harness import BotHarness, Human, config_text, relation, unique
 from tests.postgres import PostgresServer
+from tests.scripted_model import ScriptedModel, last_user_text
 
 pytestmark = pytest.mark.asyncio
 
@@ -151,3 +158,58 @@ async def test_times_keep_their_precision_and_the_schema_is_applied_once(
         await again.close()
     assert [p.event_id for p in pending] == ["$now"]  # a float4 would round this away
     assert versions == [1]
+
+
+@pytest.mark.synapse
+async def test_a_bot_on_postgresql_keeps_its_state_there_and_answers_once_across_a_restart(
+    bot: BotHarness, human: Human, model: ScriptedModel, postgres: PostgresServer
+) -> None:
+    url = postgres.database()
+    room = unique("pg")
+    model.set_handler(lambda request: f"echo: {last_user_text(request)}")
+    config = config_text(model.base_url, {"general": {"rooms": [room]}}, storage={"database": url})
+    room_id = await bot.start_in_room(config, room, human)
+    asked = await human.send(room_id, "@general first")
+    await human.wait_for_reply(room_id, asked)
+    assert bot.bot is not None
+    dash = await start_dashboard(bot)
+    try:
+        answers = await asyncio.to_thread(dash._answers)  # the status page's, from PostgreSQL
+    finally:
+        await dash.stop()
+    await bot.stop()
+
+    missed = await human.send(room_id, "@general while you were away")
+    await bot.start()  # catches up from the sync position kept in PostgreSQL
+    await human.wait_for_reply(room_id, missed)
+    sqlite_ledger = (bot.storage / "mindroom_data" / "ledger.db").exists()
+    await bot.settle(human, room_id)  # (its idle check reads the SQLite file: made only now)
+    await bot.stop()
+
+    ledger = await Ledger.open(url)
+    try:
+        handled = [await ledger.is_handled(e) for e in (asked, missed)]
+        sessions = await ledger.sessions.listing("general")
+        position = await ledger.sync_token(f"@mindroom_general:{bot.homeserver.server_name}")
+    finally:
+        await ledger.close()
+    assert handled == [True, True]
+    assert sessions  # the session book is there too
+    assert position  # and the sync positions
+    assert not sqlite_ledger  # nothing went to SQLite
+    assert [a["sender"] for a in answers] == [human.user_id]  # the status page read PostgreSQL
+    away = [r for r in model.requests if "while you were away" in last_user_text(r)]
+    assert len(away) == 1  # answered once
+    replies = [e for e in human.events if relation(e).get("event_id") == missed]
+    assert len(replies) == 1
+
+
+async def test_storage_database_is_checked_and_applies_at_the_next_start() -> None:
+    base = json.loads(config_text("http://127.0.0.1:1/v1", {"general": {}}))
+    with pytest.raises(ConfigError, match="storage.database"):
+        parse_config(json.dumps({**base, "storage": {"database": "mysql://x/y"}}), "config.yaml")
+    old = parse_config(json.dumps(base), "config.yaml")
+    new = parse_config(json.dumps({**base, "storage": {"database": "postgresql://h/db"}}),
+                       "config.yaml")  # fmt: skip
+    assert start_only_changes(old, new) == ["storage.database"]
+    assert start_only_changes(old, old) == []  # the control: no change, no warning

@@ -218,6 +218,15 @@ class MatrixConfig(_Strict):
     room_version: str = Field(default="10", min_length=1)
 
 
+class StorageConfig(_Strict):
+    """Where the control state lives: the ledger (claimed messages, sync and transaction
+    positions), the flush queue, compactions and the session book."""
+
+    # unset: mindroom_data/ledger.db (SQLite, one process); postgresql://user:pass@host/db:
+    # one PostgreSQL for several processes (pip install 'mindroom[postgres]'); ${VAR} works
+    database: str | None = Field(default=None, pattern=r"^postgres(ql)?(\+asyncpg)?://")
+
+
 class DashboardConfig(_Strict):
     """The web dashboard ``mindroom run`` serves on 127.0.0.1 (``mindroom dashboard url``)."""
 
@@ -283,6 +292,7 @@ class Config(_Strict):
     sessions: SessionsConfig = Field(default_factory=SessionsConfig)
     media: MediaConfig = Field(default_factory=MediaConfig)
     dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
     ops: OpsConfig = Field(default_factory=OpsConfig)
 
     @field_validator("agents")

@@ -96,7 +96,7 @@ class _Scope:
 async def index_page(dash: Dashboard, request: web.Request) -> web.Response:
     config, storage = dash.host.config, dash.data_dir.parent
     found = await asyncio.to_thread(scopes.list_scopes, config, storage)
-    people = await asyncio.to_thread(scopes.people, dash.data_dir)
+    people = await asyncio.to_thread(scopes.people, dash.data_dir, config.storage.database)
     shared = [s for s in found if s.kind != scopes.PRIVATE]
     private = [s for s in found if s.kind == scopes.PRIVATE]
     rows = "".join(
@@ -145,7 +145,9 @@ async def scope_page(dash: Dashboard, request: web.Request) -> web.Response:
     query = request.query.get("q", "")
     found, flushes, conflicts, proposals = await asyncio.gather(
         asyncio.to_thread(scopes.entries, scope.memory, query, LISTED),
-        asyncio.to_thread(scopes.flush_sessions, dash.data_dir, scope.ref),
+        asyncio.to_thread(
+            scopes.flush_sessions, dash.data_dir, scope.ref, dash.host.config.storage.database
+        ),  # fmt: skip
         asyncio.to_thread(scopes.conflicts, scope.memory),
         asyncio.to_thread(scopes.proposals, scope.memory),
     )

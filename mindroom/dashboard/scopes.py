@@ -236,7 +236,7 @@ def proposals(memory: Browsed) -> list[Proposal]:
         queue.close()
 
 
-def people(data_dir: Path) -> dict[str, str]:
+def people(data_dir: Path, database: str | None = None) -> dict[str, str]:
     """Private folder keys -> the Matrix IDs they belong to, as far as the ledger knows them
     (the keys are one-way: a person who never talked since the ledger began stays a key)."""
     from mindroom.memory.private import requester_key
@@ -246,17 +246,19 @@ def people(data_dir: Path) -> dict[str, str]:
         data_dir,
         ("SELECT DISTINCT requester FROM flush_sessions", ()),
         ("SELECT DISTINCT requester FROM conversation_sessions", ()),
+        database=database,
     ):
         found.update(r for (r,) in rows if r)
     return {requester_key(user): user for user in found}
 
 
-def flush_sessions(data_dir: Path, ref: ScopeRef) -> list[dict[str, Any]]:
+def flush_sessions(data_dir: Path, ref: ScopeRef, database: str | None = None
+                   ) -> list[dict[str, Any]]:  # fmt: skip
     """The flush state of the sessions that write into ``ref`` (read-only, from the ledger)."""
     [rows] = ledger_rows(data_dir, (
         "SELECT agent, session_id, requester, team, dirty, last_seen_at,"
         " flushed_updated_at, failures, next_attempt_at, in_flight FROM flush_sessions", (),
-    ))  # fmt: skip
+    ), database=database)  # fmt: skip
     from mindroom.memory.private import requester_key
 
     found = []

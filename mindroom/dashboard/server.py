@@ -179,15 +179,16 @@ class Dashboard:
         """The last handled messages: who asked where, which agents answered (the
         conversations active in that room while it was answered), the outcome and the time
         from claim to done."""
+        database = self.host.config.storage.database
         [rows] = ledger_rows(self.data_dir, (
             "SELECT room_id, responders, source, status, claimed_at, done_at FROM handled"
             " ORDER BY claimed_at DESC LIMIT ?", (_ANSWERS_SHOWN,),
-        ))  # fmt: skip
+        ), database=database)  # fmt: skip
         since = min((r[4] for r in rows), default=0.0) - 1
         [active] = ledger_rows(self.data_dir, (
             "SELECT owner, room_id, last_active_at FROM conversation_sessions"
             " WHERE last_active_at >= ?", (since,),
-        ))  # fmt: skip
+        ), database=database)  # fmt: skip
         names = {room_id: name for name, room_id in self.host.room_ids.items()}
         found = []
         for room_id, responders, source, status, claimed, done in rows:
