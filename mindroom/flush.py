@@ -199,7 +199,8 @@ class FlushWorker:
         """Clear claims whose process is gone (a crash) or that outlived their bound."""
         now = time.time()
         for key, claim in await ledger.flush_claims():
-            dead = claim_is_dead(claim, now, boot=self._boot, max_age=self._claim_ttl())
+            dead = claim_is_dead(claim, now, boot=self._boot, max_age=self._claim_ttl(),
+                                 shared=self.config.storage.database is not None)  # fmt: skip
             if dead and await ledger.flush_clear_claim(key, claim.claim_id):
                 logger.info("cleared a flush claim of %s left by process %d", key, claim.pid)
 

@@ -187,16 +187,19 @@ def claim_is_dead(
     boot: str,
     max_age: float,
     alive: Callable[[int], bool] = pid_alive,
+    shared: bool = False,
 ) -> bool:
     """A claim nobody will finish: from another boot, of a gone process, or older than ``max_age``.
 
     The age bound covers a recycled pid; a live claimer that outlives it finds its claim gone
-    and drops its result (the facts it stored stay; a retry adds no duplicates).
+    and drops its result (the facts it stored stay; a retry adds no duplicates). On a
+    ``shared`` database (PostgreSQL, several machines) another boot id may be another machine
+    whose process is alive: such a claim dies of age only.
     """
     if now - claim.claimed_at > max_age:
         return True
     if claim.boot and boot and claim.boot != boot:
-        return True
+        return not shared
     return not alive(claim.pid)
 
 
