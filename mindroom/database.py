@@ -23,9 +23,11 @@ differ, :attr:`Database.greatest` names the function.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
+import sqlite3
 import time
-from collections.abc import Awaitable, Generator, Sequence
+from collections.abc import Awaitable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -197,3 +199,98 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+
+
+class SyncDatabase:
+    """The same database for synchronous callers (the maintenance schedule, from worker
+    threads): a short connection per call, one writer at a time.
+
+    SQLite: ``BEGIN IMMEDIATE`` (one writer in at a time, across processes). PostgreSQL (the
+    psycopg driver): a transaction holding an advisory lock of ``lock_key``, so the writes of
+    one store are serialised across processes the same way.
+    """
+
+    def __init__(self, target: Path | str, lock_key: int) -> None:
+        self.target, self.lock_key = target, lock_key
+        self.dialect = "sqlite" if isinstance(target, Path) else "postgresql"
+        self._engine: Any = None
+        if isinstance(target, str):
+            from sqlalchemy import create_engine
+
+            url = database_url(target).replace("+asyncpg", "+psycopg")
+            self._engine = create_engine(url, pool_size=2, max_overflow=4, pool_pre_ping=True)
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[SyncConnection]:
+        """A connection for reads (no transaction held)."""
+        if self._engine is None:
+            with contextlib.closing(self._sqlite()) as db:
+                yield SyncConnection(db, None)
+            return
+        with self._engine.connect() as conn:
+            yield SyncConnection(None, conn)
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[SyncConnection]:
+        """One transaction that no other writer of this store runs beside."""
+        if self._engine is None:
+            with contextlib.closing(self._sqlite()) as db:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield SyncConnection(db, None)
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+            return
+        with self._engine.begin() as conn:
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": self.lock_key})
+            yield SyncConnection(None, conn)
+
+    def script(self, statements: Sequence[str]) -> None:
+        """Run schema statements (``IF NOT EXISTS``) in one write."""
+        with self.write() as db:
+            for statement in statements:
+                db.execute(statement)
+
+    def _sqlite(self) -> sqlite3.Connection:
+        assert isinstance(self.target, Path)
+        db = sqlite3.connect(self.target, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        db.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_S * 1000}")
+        return db
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+
+
+class SyncConnection:
+    """``execute(sql, params)`` with ``?`` placeholders; rows are read by column name."""
+
+    def __init__(self, sqlite: sqlite3.Connection | None, conn: Any) -> None:
+        self._sqlite, self._conn = sqlite, conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> SyncResult:
+        if self._sqlite is not None:
+            cursor = self._sqlite.execute(sql, tuple(params))
+            return SyncResult(cursor.fetchall(), cursor.rowcount)
+        names = iter(range(len(params) + 1))
+        bound = _PLACEHOLDER.sub(lambda _: f":p{next(names)}", sql)
+        result = self._conn.execute(text(bound), {f"p{i}": v for i, v in enumerate(params)})
+        rows = [row._mapping for row in result] if result.returns_rows else []
+        return SyncResult(rows, result.rowcount)
+
+
+class SyncResult:
+    def __init__(self, rows: list[Any], rowcount: int) -> None:
+        self.rows, self.rowcount = rows, rowcount
+
+    def fetchall(self) -> list[Any]:
+        return self.rows
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.rows)
+
+    def fetchone(self) -> Any:
+        return self.rows[0] if self.rows else None

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import sqlite3
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from mindroom.config.maintenance_schema import MaintenanceConfig, MaintenanceJobConfig
 from mindroom.errors import ConfigError
-from mindroom.maintenance.store import MaintenanceStore, iso
+from mindroom.maintenance.store import Claim, MaintenanceStore, iso
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # a Monday
 
@@ -20,9 +21,17 @@ def jobs(**overrides: dict[str, object]) -> dict[str, MaintenanceJobConfig]:
     return MaintenanceConfig.model_validate({"jobs": overrides}).jobs
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> MaintenanceStore:
-    return MaintenanceStore(tmp_path / "mindroom_data" / "maintenance.db")
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MaintenanceStore]:
+    """The schedule in a SQLite file (the default) and in PostgreSQL (storage.database)."""
+    if request.param == "sqlite":
+        target: Path | str = tmp_path / "mindroom_data" / "maintenance.db"
+    else:
+        target = request.getfixturevalue("postgres").database()
+    found = MaintenanceStore(target)
+    assert found.db.dialect == request.param
+    yield found
+    found.close()
 
 
 def test_the_default_jobs_are_seeded_due_at_their_next_window(store: MaintenanceStore) -> None:
@@ -39,14 +48,19 @@ def test_the_default_jobs_are_seeded_due_at_their_next_window(store: Maintenance
     assert weekly.mode == "deep"
     assert weekly.next_due_at == datetime(2026, 3, 8, 3, 0, tzinfo=UTC)  # Sunday
     # the tables are the RFC's, timestamps UTC ISO
-    with sqlite3.connect(store.path) as db:
+    with store.db.read() as db:
         row = db.execute(
             "SELECT next_due_at, created_at FROM maintenance_jobs WHERE id = ?",
             ("consolidation_daily",),
         ).fetchone()
-        columns = {r[1] for r in db.execute("PRAGMA table_info(maintenance_runs)")}
-    assert row == ("2026-03-02T10:00:00+00:00", "2026-03-02T09:00:00+00:00")
-    assert {"status", "started_at", "completed_at", "summary", "stats_json"} <= columns
+        # the audit's columns are there (a missing one is an error)
+        runs = db.execute(
+            "SELECT status, started_at, completed_at, summary, stats_json FROM maintenance_runs"
+        ).fetchall()
+    assert (row["next_due_at"], row["created_at"]) == (
+        "2026-03-02T10:00:00+00:00", "2026-03-02T09:00:00+00:00"
+    )  # fmt: skip
+    assert runs == []
 
 
 def test_a_field_config_yaml_changes_is_applied_and_the_due_time_follows(
@@ -258,3 +272,24 @@ def test_earliest_due_waits_for_a_live_lease(store: MaintenanceStore) -> None:
     assert store.earliest_due() == due
     store.claim("consolidation_daily", "elsewhere", due, 300)
     assert store.earliest_due() == due + timedelta(seconds=300)
+
+
+def test_two_processes_claiming_one_due_job_at_once_start_one_run(
+    store: MaintenanceStore,
+) -> None:
+    store.apply_config(jobs(), T0, UTC)
+    other = MaintenanceStore(store.target)  # another process's connection to the same schedule
+    due = T0 + timedelta(days=2)
+    try:
+
+        def claim(i: int) -> Claim:
+            return (store if i % 2 else other).claim("consolidation_daily", f"p{i}", due, 60)
+
+        with ThreadPoolExecutor(8) as pool:
+            claims = list(pool.map(claim, range(8)))
+    finally:
+        other.close()
+    started = [c for c in claims if c.run_id is not None]
+    assert len(started) == 1
+    assert all("running in" in c.reason for c in claims if c.run_id is None)
+    assert [r.status for r in store.runs("consolidation_daily")] == ["running"]

@@ -12,18 +12,22 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from agno.db.base import SessionType
+from agno.session import AgentSession
 
+from mindroom.agents.session_stores import SessionStores, store_schema
 from mindroom.agents.turn_types import TurnUsage
+from mindroom.cli import main
 from mindroom.config.load import parse_config
 from mindroom.errors import ConfigError
 from mindroom.ledger import Ledger
 from mindroom.memory.flush_state import FlushClaim, FlushEntry
 from mindroom.reload import start_only_changes
 from mindroom.sessions.book import SessionRecord
-from tests.dashboard_fixtures import start_dashboard
+from tests.dashboard_fixtures import signed_in, start_dashboard
 from tests.harness import BotHarness, Human, config_text, relation, unique
 from tests.postgres import PostgresServer
-from tests.scripted_model import ScriptedModel, last_user_text
+from tests.scripted_model import ScriptedModel, all_text, last_user_text
 
 pytestmark = pytest.mark.asyncio
 
@@ -160,23 +164,39 @@ async def test_times_keep_their_precision_and_the_schema_is_applied_once(
     assert versions == [1]
 
 
-@pytest.mark.synapse
-async def test_a_bot_on_postgresql_keeps_its_state_there_and_answers_once_across_a_restart(
-    bot: BotHarness, human: Human, model: ScriptedModel, postgres: PostgresServer
-) -> None:
+async def on_postgresql(bot: BotHarness, human: Human, model: ScriptedModel,
+                        postgres: PostgresServer, said: str) -> tuple[str, str, str]:  # fmt: skip
+    """A bot whose ``storage.database`` is a new PostgreSQL database, with ``general`` in a
+    room ``human`` joined and said ``said`` to (answered): the URL, the room, the message."""
     url = postgres.database()
     room = unique("pg")
     model.set_handler(lambda request: f"echo: {last_user_text(request)}")
     config = config_text(model.base_url, {"general": {"rooms": [room]}}, storage={"database": url})
     room_id = await bot.start_in_room(config, room, human)
-    asked = await human.send(room_id, "@general first")
+    asked = await human.send(room_id, f"@general {said}")
     await human.wait_for_reply(room_id, asked)
+    return url, room_id, asked
+
+
+@pytest.mark.synapse
+async def test_a_bot_on_postgresql_keeps_its_state_there_and_answers_once_across_a_restart(
+    bot: BotHarness,
+    human: Human,
+    model: ScriptedModel,
+    postgres: PostgresServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url, room_id, asked = await on_postgresql(bot, human, model, postgres, "first")
     assert bot.bot is not None
     dash = await start_dashboard(bot)
     try:
         answers = await asyncio.to_thread(dash._answers)  # the status page's, from PostgreSQL
+        async with signed_in(dash) as admin:  # its maintenance runs come from there too
+            memory_page = await admin.get("/memory")
     finally:
         await dash.stop()
+    assert main(["maintenance", "status", "--config", str(bot.storage / "config.yaml")]) == 0
+    status = capsys.readouterr().out
     await bot.stop()
 
     missed = await human.send(room_id, "@general while you were away")
@@ -198,6 +218,10 @@ async def test_a_bot_on_postgresql_keeps_its_state_there_and_answers_once_across
     assert position  # and the sync positions
     assert not sqlite_ledger  # nothing went to SQLite
     assert [a["sender"] for a in answers] == [human.user_id]  # the status page read PostgreSQL
+    assert memory_page.status == 200
+    assert "database: storage.database (PostgreSQL)" in status  # the schedule, and no URL
+    assert url not in status
+    assert not (bot.storage / "mindroom_data" / "maintenance.db").exists()
     away = [r for r in model.requests if "while you were away" in last_user_text(r)]
     assert len(away) == 1  # answered once
     replies = [e for e in human.events if relation(e).get("event_id") == missed]
@@ -213,3 +237,52 @@ async def test_storage_database_is_checked_and_applies_at_the_next_start() -> No
                        "config.yaml")  # fmt: skip
     assert start_only_changes(old, new) == ["storage.database"]
     assert start_only_changes(old, old) == []  # the control: no change, no warning
+
+
+@pytest.mark.synapse
+async def test_a_conversation_kept_in_postgresql_goes_on_after_a_restart(
+    bot: BotHarness, human: Human, model: ScriptedModel, postgres: PostgresServer
+) -> None:
+    url, room_id, root = await on_postgresql(bot, human, model, postgres, "my name is Ada")
+    await bot.stop()
+
+    await bot.start()
+    asked = await human.send(room_id, "what is my name?", thread_root=root)
+    await human.wait_for_reply(room_id, asked)
+    await bot.stop()
+
+    assert "my name is Ada" in all_text(model.requests[-1])  # the history, read back
+    assert not list((bot.storage / "mindroom_data").rglob("sessions/*.db"))  # no SQLite store
+    ledger = await Ledger.open(url)
+    try:
+        async with ledger._db.execute(
+            "SELECT count(*) FROM information_schema.tables"
+            " WHERE table_schema LIKE 'mindroom_%' AND table_name = 'agent_sessions'"
+        ) as rows:
+            [(tables,)] = await rows.fetchall()
+    finally:
+        await ledger.close()
+    assert tables == 1  # general's store, a schema of its own
+
+
+async def test_two_peoples_stores_are_apart_in_postgresql(
+    postgres: PostgresServer, tmp_path: Path
+) -> None:
+    stores = SessionStores(4, postgres.database(), tmp_path)
+    alice_path = tmp_path / "private_instances" / "alice_1" / "mind" / "sessions.db"
+    bob_path = tmp_path / "private_instances" / "bob_2" / "mind" / "sessions.db"
+    alice = stores.get(alice_path, per_person=True, session_table="agent_sessions")
+    bob = stores.get(bob_path, per_person=True, session_table="agent_sessions")
+    note = {"note": "Alice's"}
+    session = AgentSession(session_id="s1", agent_id="mind", user_id="@alice:localhost",
+                           session_data=note, created_at=1, updated_at=1)  # fmt: skip
+    try:
+        await alice.upsert_session(session)
+        mine = await alice.get_session("s1", SessionType.AGENT)
+        theirs = await bob.get_session("s1", SessionType.AGENT)
+    finally:
+        await stores.close()
+    assert store_schema(tmp_path, alice_path) != store_schema(tmp_path, bob_path)
+    assert isinstance(mine, AgentSession)  # the control: the session is there, for Alice
+    assert mine.session_data == {"note": "Alice's"}
+    assert theirs is None  # and not in Bob's store, asked by the same id

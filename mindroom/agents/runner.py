@@ -20,7 +20,7 @@ from functools import partial
 from pathlib import Path
 
 from agno.agent import Agent, RunEvent
-from agno.db.sqlite import AsyncSqliteDb
+from agno.db.base import AsyncBaseDb
 from agno.learn import LearningMachine, LearningMode, UserMemoryConfig, UserProfileConfig
 from agno.media import Image
 from agno.models.base import Model
@@ -67,8 +67,10 @@ class AgentRuntime(SessionWork):
         self._sessions_dir = data_dir / "sessions"
         self.memories = memories
         self._models: dict[str, Model] = {}
-        self._stores = SessionStores(
-            private_instance_limit(config.memory.max_open_private_instances)
+        self._stores = SessionStores(  # storage.database is read at start only
+            private_instance_limit(config.memory.max_open_private_instances),
+            config.storage.database,
+            self._storage,
         )
         self._learning_machines: dict[str, LearningMachine | None] = {}
         self._toolsets = MemoryToolsets()
@@ -91,7 +93,7 @@ class AgentRuntime(SessionWork):
             self._models[key] = build_model(key, self._config.models[key])
         return self._models[key]
 
-    def _db(self, agent: str, requester: str | None = None) -> AsyncSqliteDb:
+    def _db(self, agent: str, requester: str | None = None) -> AsyncBaseDb:
         """The session store: per agent, or per requester for a private companion."""
         instance = (
             self.memories.private_instance(agent, requester)
@@ -321,7 +323,7 @@ class AgentRuntime(SessionWork):
             return TurnResult("", f"model {model_desc} returned an empty answer", usage)
         return TurnResult(text, usage=usage)
 
-    async def _repair(self, db: AsyncSqliteDb, session_id: str, model_key: str, team: bool) -> None:
+    async def _repair(self, db: AsyncBaseDb, session_id: str, model_key: str, team: bool) -> None:
         """Sanitize a session's stored history for the model about to run (see
         :mod:`mindroom.agents.transcript_repair`); CorruptSessionError when it is unreadable."""
         model = self._model(model_key)

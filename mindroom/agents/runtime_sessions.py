@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agno.db.sqlite import AsyncSqliteDb
+from agno.db.base import AsyncBaseDb
 from agno.models.base import Model
 
 from mindroom.agents.extraction import (
@@ -29,13 +29,13 @@ class SessionWork:
 
     _stores: SessionStores
 
-    def _db(self, agent: str, requester: str | None = None) -> AsyncSqliteDb:
+    def _db(self, agent: str, requester: str | None = None) -> AsyncBaseDb:
         raise NotImplementedError
 
     def _model(self, key: str) -> Model:
         raise NotImplementedError
 
-    def _owner_db(self, owner: str, requester: str | None, team: bool) -> AsyncSqliteDb:
+    def _owner_db(self, owner: str, requester: str | None, team: bool) -> AsyncBaseDb:
         return self._db(f"team_{owner}" if team else owner, None if team else requester)
 
     async def session_chat(

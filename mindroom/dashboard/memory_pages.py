@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import html
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -22,7 +23,7 @@ from aiohttp import web
 from mindroom.dashboard import scopes
 from mindroom.dashboard.pages import layout
 from mindroom.errors import MemoryStoreError
-from mindroom.maintenance.loop import db_path as maintenance_db
+from mindroom.maintenance.loop import schedule_target
 from mindroom.maintenance.store import MaintenanceStore
 from mindroom.memory.access import CategoryAccess
 from mindroom.memory.view import AgentView
@@ -109,7 +110,7 @@ async def index_page(dash: Dashboard, request: web.Request) -> web.Response:
         f"<td>{_e(people.get(s.person, s.person))}</td></tr>"
         for s in private
     )
-    runs = await asyncio.to_thread(_runs, storage)
+    runs = await asyncio.to_thread(_runs, storage, config.storage.database)
     body = (
         "<table><thead><tr><th>Scope</th><th>Kind</th><th>ID</th></tr></thead>"
         f"<tbody>{rows}</tbody></table>"
@@ -124,16 +125,20 @@ async def index_page(dash: Dashboard, request: web.Request) -> web.Response:
     return layout(dash, "Memory", "/memory", body)
 
 
-def _runs(storage: Any) -> str:
-    path = maintenance_db(storage)
-    if not path.exists():
+def _runs(storage: Any, database: str | None) -> str:
+    target = schedule_target(storage, database)
+    if isinstance(target, Path) and not target.exists():
         return ""
-    store = MaintenanceStore(path)
+    store = MaintenanceStore(target)
+    try:
+        runs = store.runs(limit=20)
+    finally:
+        store.close()  # its connections (PostgreSQL: a pool of its own)
     return "".join(
         f"<tr><td>{_e(r.job_id)}</td><td>{_e(r.status)}</td>"
         f"<td>{_e(r.started_at.strftime('%Y-%m-%d %H:%M'))}</td>"
         f"<td>{_e(r.error_message or r.summary or '')}</td></tr>"
-        for r in reversed(store.runs(limit=20))
+        for r in reversed(runs)
     )
 
 

@@ -20,7 +20,7 @@ from mindroom.config import Config, load_config
 from mindroom.config.maintenance_schema import MaintenanceConfig
 from mindroom.errors import ConfigError
 from mindroom.maintenance.jobs import Job
-from mindroom.maintenance.loop import MaintenanceLoop, db_path
+from mindroom.maintenance.loop import MaintenanceLoop, schedule_target
 from mindroom.maintenance.runner import MaintenanceRunner, utc_now
 from mindroom.maintenance.schedule import zone
 from mindroom.maintenance.store import MaintenanceStore
@@ -90,7 +90,7 @@ def _open(args: argparse.Namespace) -> tuple[Config, Path, Path, MaintenanceStor
     storage = Path(args.storage).resolve() if args.storage else config_path.parent
     config = load_config(config_path)
     tz = zone(config.memory.maintenance.timezone)
-    store = MaintenanceStore(db_path(storage))
+    store = MaintenanceStore(schedule_target(storage, config.storage.database))
     store.apply_config(config.memory.maintenance.jobs, utc_now(), tz)
     return config, config_path, storage, store, tz
 
@@ -273,6 +273,6 @@ def render_status(
     header = (
         f"maintenance: {state}; windows in {zone_name} (timezone: {settings.timezone}); "
         f"a running bot checks every {settings.tick_seconds:g} s\n"
-        f"database: {store.path}"
+        f"database: {store.where}"
     )
     return "\n\n".join([header, *(render_job(job, tz, now) for job in store.jobs())])

@@ -43,6 +43,11 @@ def db_path(storage: Path) -> Path:
     return storage / "mindroom_data" / DB_NAME
 
 
+def schedule_target(storage: Path, database: str | None) -> Path | str:
+    """The schedule: ``storage.database`` (PostgreSQL) when set, else :func:`db_path`."""
+    return database or db_path(storage)
+
+
 class WritesNotifier(Protocol):
     """Something that calls ``on_cycle`` after it wrote memory (the flush worker)."""
 
@@ -110,7 +115,8 @@ class MaintenanceLoop:
     async def _tick(self) -> None:
         try:
             if self.runner is None:
-                store = await asyncio.to_thread(MaintenanceStore, db_path(self.storage))
+                target = schedule_target(self.storage, self.config().storage.database)
+                store = await asyncio.to_thread(MaintenanceStore, target)
                 self.runner = MaintenanceRunner(
                     store, self.storage, self.config, registry=self.registry, clock=self.clock
                 )
@@ -130,10 +136,12 @@ class MaintenanceLoop:
             self.runner.request_stop()
         self._wake.set()
         task = self._task
-        if task is None or task.done() or task is asyncio.current_task():
-            return
-        done, _ = await asyncio.wait({task}, timeout=grace_s)
-        if not done:
-            logger.info("maintenance: the running job did not stop in %.0f s; cancelling", grace_s)
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            done, _ = await asyncio.wait({task}, timeout=grace_s)
+            if not done:
+                logger.info("maintenance: the running job did not stop in %.0f s; cancelling",
+                            grace_s)  # fmt: skip
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        if self.runner is not None:  # its connections (PostgreSQL: a pool)
+            await asyncio.to_thread(self.runner.store.close)

@@ -1,4 +1,5 @@
-"""The schedule's database, ``mindroom_data/maintenance.db``: jobs, leases and the run audit.
+"""The schedule's database, ``mindroom_data/maintenance.db`` (or ``storage.database``): jobs,
+leases and the run audit.
 
 ``maintenance_jobs`` holds each job (from config.yaml, see :mod:`mindroom.maintenance.jobs`)
 with its ``next_due_at`` and last run; ``maintenance_runs`` one row per run (``running``,
@@ -6,7 +7,8 @@ with its ``next_due_at`` and last run; ``maintenance_runs`` one row per run (``r
 UTC ISO 8601 text (``2026-03-02T10:00:00+00:00``, to the second).
 
 Never two runs of one job at once, across processes too: a run starts by claiming the job's
-lease in one ``BEGIN IMMEDIATE`` transaction (SQLite lets one writer in at a time) that checks
+lease in one write transaction (SQLite's ``BEGIN IMMEDIATE`` lets one writer in at a time;
+on PostgreSQL an advisory lock does the same, :class:`mindroom.database.SyncDatabase`) that checks
 the job is due and its lease free or expired, records the run and writes the lease (owner,
 run, expiry). The runner extends the lease while it works (:meth:`MaintenanceStore.heartbeat`)
 and clears it when the run ends. A runner that died leaves a lease that expires; the next claim
@@ -24,13 +26,14 @@ import json
 import logging
 import sqlite3
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
 from mindroom.config.maintenance_schema import MaintenanceJobConfig
+from mindroom.database import SyncConnection, SyncDatabase, statements
 from mindroom.errors import ConfigError
 from mindroom.maintenance.jobs import (
     SCHEDULE_FIELDS,
@@ -44,6 +47,8 @@ from mindroom.maintenance.schedule import due_after_run, first_due
 from mindroom.wal import use_wal
 
 logger = logging.getLogger(__name__)
+
+_WRITE_LOCK = 0x6D61696E  # "main": the advisory lock of the schedule's writes on PostgreSQL
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS maintenance_jobs (
@@ -128,55 +133,70 @@ class Claim:
 
 
 class MaintenanceStore:
-    """Synchronous access to ``maintenance.db`` (call it from a worker thread in async code)."""
+    """Synchronous access to the schedule (call it from a worker thread in async code):
+    ``maintenance.db``, or ``storage.database`` (PostgreSQL) when ``target`` is its URL."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.closing(self._connect()) as db:
-            use_wal(db)
-            db.executescript(_SCHEMA)
+    def __init__(self, target: Path | str) -> None:
+        self.target = target
+        self.path = target if isinstance(target, Path) else None  # the SQLite file, if one
+        self.db = SyncDatabase(target, _WRITE_LOCK)
+        if isinstance(target, Path):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.closing(sqlite3.connect(target, timeout=30)) as db:
+                use_wal(db)
+        schema = (
+            _SCHEMA
+            if self.db.dialect == "sqlite"
+            else _SCHEMA.replace("error_message TEXT\n", "error_message TEXT,\n    seq BIGSERIAL\n")
+        )  # PostgreSQL has no rowid: the runs' insertion order is a column there
+        self.db.script(statements(schema))
+        # the same question in each dialect: SQLite's json_extract and rowid
+        self._order = "rowid" if self.db.dialect == "sqlite" else "seq"
+        self._calls = (
+            "json_extract(r.stats_json, '$.model_calls')"
+            if self.db.dialect == "sqlite"
+            else "CAST(CAST(r.stats_json AS json)->>'model_calls' AS NUMERIC)"
+        )
 
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        db.row_factory = sqlite3.Row
-        db.execute("PRAGMA busy_timeout = 30000")
-        return db
+    def _connect(self) -> contextlib.AbstractContextManager[SyncConnection]:
+        return self.db.read()
 
-    @contextlib.contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One ``BEGIN IMMEDIATE`` transaction: no other writer until it commits."""
-        with contextlib.closing(self._connect()) as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+    def _write(self) -> contextlib.AbstractContextManager[SyncConnection]:
+        """One transaction: no other writer of the schedule until it commits."""
+        return self.db.write()
+
+    @property
+    def where(self) -> str:
+        """The file, or PostgreSQL (never its URL: it may carry a password)."""
+        if isinstance(self.target, Path):
+            return str(self.target)
+        return "storage.database (PostgreSQL)"
+
+    def close(self) -> None:
+        self.db.close()
 
     # -- jobs ---------------------------------------------------------------------------------
 
     def jobs(self) -> list[Job]:
         """Every job, by name."""
-        with contextlib.closing(self._connect()) as db:
+        with self._connect() as db:
             rows = db.execute("SELECT * FROM maintenance_jobs ORDER BY id").fetchall()
         return [_job(row) for row in rows]
 
     def job(self, name: str) -> Job | None:
         """Job ``name``, or None."""
-        with contextlib.closing(self._connect()) as db:
+        with self._connect() as db:
             return _read_job(db, name)
 
     def earliest_due(self) -> datetime | None:
         """When an enabled job can run next (None: no enabled job): its ``next_due_at``, or
         for a job leased now, when the lease runs out (its holder may still finish first)."""
-        with contextlib.closing(self._connect()) as db:
+        with self._connect() as db:
             row = db.execute(
-                "SELECT MIN(MAX(next_due_at, COALESCE(lease_expires_at, next_due_at)))"
-                " FROM maintenance_jobs WHERE enabled = 1"
+                "SELECT MIN(CASE WHEN lease_expires_at > next_due_at THEN lease_expires_at"
+                " ELSE next_due_at END) AS due FROM maintenance_jobs WHERE enabled = 1"
             ).fetchone()
-        return _time(row[0])
+        return _time(row["due"])
 
     def apply_config(
         self, configured: Mapping[str, MaintenanceJobConfig], now: datetime, tz: tzinfo
@@ -242,7 +262,7 @@ class MaintenanceStore:
 
     def _update(
         self,
-        db: sqlite3.Connection,
+        db: SyncConnection,
         old: Job,
         effective: Mapping[str, Any],
         overrides: Mapping[str, Any],
@@ -376,10 +396,10 @@ class MaintenanceStore:
     def runs(self, name: str | None = None, limit: int = 100) -> list[Run]:
         """The latest runs (of job ``name``), oldest first."""
         where, args = ("WHERE job_id = ?", (name,)) if name else ("", ())
-        with contextlib.closing(self._connect()) as db:
+        with self._connect() as db:
             rows = db.execute(
-                f"SELECT * FROM maintenance_runs {where} ORDER BY started_at DESC, rowid DESC"
-                " LIMIT ?",
+                f"SELECT * FROM maintenance_runs {where} ORDER BY started_at DESC,"
+                f" {self._order} DESC LIMIT ?",
                 (*args, limit),
             ).fetchall()
         return [_run(row) for row in reversed(rows)]
@@ -387,14 +407,14 @@ class MaintenanceStore:
     def model_calls_since(self, job_type: str, since: datetime) -> int:
         """``stats.model_calls`` summed over the runs of every ``job_type`` job since ``since``
         (the day budget is shared by the jobs of one type)."""
-        with contextlib.closing(self._connect()) as db:
+        with self._connect() as db:
             row = db.execute(
-                "SELECT COALESCE(SUM(json_extract(r.stats_json, '$.model_calls')), 0)"
+                f"SELECT COALESCE(SUM({self._calls}), 0) AS calls"
                 " FROM maintenance_runs r JOIN maintenance_jobs j ON r.job_id = j.id"
                 " WHERE j.job_type = ? AND r.started_at >= ?",
                 (job_type, iso(since)),
             ).fetchone()
-        return int(row[0])
+        return int(row["calls"])
 
 
 def _row_values(values: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -402,7 +422,7 @@ def _row_values(values: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def _insert(
-    db: sqlite3.Connection, name: str, values: Mapping[str, Any], due: datetime, now: datetime
+    db: SyncConnection, name: str, values: Mapping[str, Any], due: datetime, now: datetime
 ) -> None:
     columns = ", ".join(_COLUMNS.values())
     meta = {"config": dict(values), "overrides": {}, "llm_command": values.get("llm_command")}
@@ -413,7 +433,7 @@ def _insert(
     )
 
 
-def _fail_stale(db: sqlite3.Connection, job: Job, now: datetime) -> None:
+def _fail_stale(db: SyncConnection, job: Job, now: datetime) -> None:
     """The run of ``job``'s expired lease: its runner stopped (a crash, a kill) unfinished."""
     expired = iso(job.lease_expires_at) if job.lease_expires_at else "?"
     db.execute(
@@ -441,12 +461,12 @@ def _meta(job: Job) -> dict[str, Any]:
     }
 
 
-def _read_job(db: sqlite3.Connection, name: str) -> Job | None:
+def _read_job(db: SyncConnection, name: str) -> Job | None:
     row = db.execute("SELECT * FROM maintenance_jobs WHERE id = ?", (name,)).fetchone()
     return _job(row) if row else None
 
 
-def _job(row: sqlite3.Row) -> Job:
+def _job(row: Any) -> Job:
     meta = json.loads(row["metadata_json"])
     values = {field: row[column] for field, column in _COLUMNS.items()}
     values["enabled"] = bool(values["enabled"])
@@ -468,7 +488,7 @@ def _job(row: sqlite3.Row) -> Job:
     )
 
 
-def _run(row: sqlite3.Row) -> Run:
+def _run(row: Any) -> Run:
     started = _time(row["started_at"])
     assert started is not None
     return Run(
