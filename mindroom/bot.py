@@ -29,7 +29,7 @@ from mindroom.authorization import default_allowed_users, is_authorized
 from mindroom.command_runner import run_command
 from mindroom.config.schema import ROUTER, AgentConfig, Config, TeamConfig
 from mindroom.conversation import ConversationState
-from mindroom.errors import MatrixError
+from mindroom.errors import ClaimError, MatrixError
 from mindroom.flush import FlushWorker
 from mindroom.ledger import Ledger, ledger_target
 from mindroom.maintenance.loop import MaintenanceLoop
@@ -162,9 +162,7 @@ class Bot:
         for account in everyone:
             self._listen(account)
         if self.appservice is not None:  # the homeserver's transactions, for every account
-            ledger = self.ledger
-            await self.appservice.listen(self._accounts, ledger.transaction_done,
-                                         ledger.finish_transaction)  # fmt: skip
+            await self.appservice.listen(self._accounts)
         for name in self.config.agents:  # open (and index) shared memories before the first turn
             await asyncio.to_thread(self.memories.for_agent, name)
         self.tasks.keep_running(
@@ -413,9 +411,7 @@ class Bot:
         assert self.answers is not None
         age_s = time.time() - message.timestamp_ms / 1000
         if age_s > self.config.matrix.catch_up_seconds:
-            if await self.ledger.claim(
-                message.event_id, message.room_id, (), message_source(message)
-            ):
+            if await self._claim(message):
                 await self.ledger.finish(message.event_id, "skipped")
                 logger.info(
                     "skipping %s from %s in %s: %.0f s old, beyond catch_up_seconds (%.0f)",
@@ -427,9 +423,7 @@ class Bot:
                 )
             return
         # Claimed durably before anything is produced: a restart will not answer it again.
-        if not await self.ledger.claim(
-            message.event_id, message.room_id, (), message_source(message)
-        ):
+        if not await self._claim(message):
             return
         logger.info(
             "event %s in %s: %s (via %s, %s)",
@@ -440,6 +434,15 @@ class Bot:
             message.receiver_membership,
         )
         self.spawn(self._handle(message, route, message.sender), f"handle:{message.event_id}")
+
+    async def _claim(self, message: IncomingMessage) -> bool:
+        assert self.ledger is not None
+        try:
+            return await self.ledger.claim(
+                message.event_id, message.room_id, (), message_source(message)
+            )
+        except Exception as exc:  # the ledger's database: the message must be heard again
+            raise ClaimError(f"cannot claim {message.event_id}: {type(exc).__name__}") from exc
 
     def _handle(
         self, message: IncomingMessage, route: Route, requester: str

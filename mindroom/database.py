@@ -27,7 +27,7 @@ import contextlib
 import re
 import sqlite3
 import time
-from collections.abc import Awaitable, Generator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,8 @@ from typing import Any
 from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
+
+from mindroom.errors import MindroomError
 
 SQLITE_BUSY_TIMEOUT_S = 30
 _PLACEHOLDER = re.compile(r"\?")
@@ -58,14 +60,60 @@ def statements(script: str) -> tuple[str, ...]:
     return tuple(s.strip() for s in script.split(";") if s.strip())
 
 
+_POSTGRES_URL = re.compile(r"^postgres(?:ql)?(?:\+asyncpg)?://")
+
+
 def database_url(target: Path | str) -> str:
-    """SQLAlchemy's URL for a SQLite file path or a ``postgresql://`` URL (asyncpg)."""
+    """SQLAlchemy's URL for a SQLite file path or a ``postgresql://`` URL (asyncpg). The error
+    for anything else never repeats the URL (it may carry a password)."""
     if isinstance(target, Path):
         return f"sqlite+aiosqlite:///{target}"
-    for prefix in ("postgresql://", "postgres://", "postgresql+asyncpg://"):
-        if target.startswith(prefix):
-            return "postgresql+asyncpg://" + target[len(prefix) :]
-    raise ValueError(f"not a PostgreSQL URL: {target!r} (postgresql://user:pass@host/db)")
+    if not _POSTGRES_URL.match(target):
+        raise DatabaseError(
+            "storage.database is not a PostgreSQL URL (postgresql://user:pass@host/db)"
+        )
+    return _POSTGRES_URL.sub("postgresql+asyncpg://", target, count=1)
+
+
+class DatabaseError(MindroomError):
+    """The control-state database cannot be reached or used (said without its URL)."""
+
+
+def _bind(sql: str, params: Sequence[Any]) -> tuple[str, dict[str, Any]]:
+    """``sql`` with its ``?`` placeholders named, and the values by name."""
+    marks = sql.count("?")
+    if marks != len(params):
+        raise ValueError(f"{marks} placeholders for {len(params)} values in: {sql[:80]}")
+    names = iter(range(marks))
+    bound = _PLACEHOLDER.sub(lambda _: f":p{next(names)}", sql)
+    return bound, {f"p{i}": value for i, value in enumerate(params)}
+
+
+class _UnitLock:
+    """One write unit (its statements and its commit) at a time, held by a task: a statement
+    of another task never runs inside it, and the holder may read while it writes."""
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+        self._owner: asyncio.Task[Any] | None = None
+        self._depth = 0
+
+    @contextlib.asynccontextmanager
+    async def held(self) -> AsyncIterator[None]:
+        task = asyncio.current_task()
+        if self._owner is task and task is not None:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        async with self._lock:
+            self._owner, self._depth = task, 1
+            try:
+                yield
+            finally:
+                self._owner, self._depth = None, 0
 
 
 class Rows:
@@ -103,7 +151,8 @@ class Database:
     def __init__(self, engine: AsyncEngine, connection: AsyncConnection) -> None:
         self._engine, self._connection = engine, connection
         self.dialect = engine.dialect.name  # "sqlite" or "postgresql"
-        self._lock = asyncio.Lock()
+        self._lock = asyncio.Lock()  # one statement at a time on the connection
+        self.unit = _UnitLock()  # one write unit at a time (see mindroom.whole_writes)
         self._writing = False  # a write statement ran since the last commit or rollback
 
     @classmethod
@@ -113,9 +162,18 @@ class Database:
         if isinstance(target, Path):
             target.parent.mkdir(parents=True, exist_ok=True)
             engine = sqlite_engine(target, poolclass=NullPool)
+            connection = await engine.connect()
         else:
-            engine = create_async_engine(database_url(target), poolclass=NullPool)
-        connection = await engine.connect()
+            try:
+                engine = create_async_engine(database_url(target), poolclass=NullPool)
+                connection = await engine.connect()
+            except DatabaseError:
+                raise
+            except Exception as exc:  # its text may quote the URL: the kind of failure only
+                raise DatabaseError(
+                    f"storage.database cannot be opened ({type(exc).__name__}): check its host, "
+                    "port, user, password and database name"
+                ) from None
         database = cls(engine, connection)
         if not migrations:  # a reader: the schema is the writer's
             return database
@@ -136,18 +194,31 @@ class Database:
         return _Call(self._execute(sql, params))
 
     async def _execute(self, sql: str, params: Sequence[Any]) -> Rows:
-        names = iter(range(len(params) + 1))
-        bound = _PLACEHOLDER.sub(lambda _: f":p{next(names)}", sql)
-        async with self._lock:
-            result = await self._connection.execute(
-                text(bound), {f"p{i}": value for i, value in enumerate(params)}
-            )
-            rows = list(result.fetchall()) if result.returns_rows else []
-            if not sql.lstrip()[:6].upper().startswith("SELECT"):
-                self._writing = True
-            elif not self._writing:  # a read alone: end its transaction now
-                await self._connection.commit()
-            return Rows(rows, result.rowcount)
+        bound, values = _bind(sql, params)
+        async with self.unit.held(), self._lock:
+            try:
+                result = await self._connection.execute(text(bound), values)
+                rows = list(result.fetchall()) if result.returns_rows else []
+                if not sql.lstrip()[:6].upper().startswith("SELECT"):
+                    self._writing = True
+                elif not self._writing:  # a read alone: end its transaction now
+                    await self._connection.commit()
+                return Rows(rows, result.rowcount)
+            except BaseException:
+                # a failed or cancelled statement leaves the transaction aborted (and, after a
+                # lost server, the connection unusable): start clean, then let it propagate.
+                # Inside a write unit that unit's statements go too: its caller rolls back.
+                await asyncio.shield(self._recover())
+                raise
+
+    async def _recover(self) -> None:
+        self._writing = False
+        try:
+            await self._connection.rollback()
+        except Exception:  # the connection is gone: a new one
+            with contextlib.suppress(Exception):
+                await self._connection.close()
+            self._connection = await self._engine.connect()
 
     async def commit(self) -> None:
         async with self._lock:
@@ -156,8 +227,7 @@ class Database:
 
     async def rollback(self) -> None:
         async with self._lock:
-            await self._connection.rollback()
-            self._writing = False
+            await self._recover()
 
     async def close(self) -> None:
         async with self._lock:
@@ -275,9 +345,8 @@ class SyncConnection:
         if self._sqlite is not None:
             cursor = self._sqlite.execute(sql, tuple(params))
             return SyncResult(cursor.fetchall(), cursor.rowcount)
-        names = iter(range(len(params) + 1))
-        bound = _PLACEHOLDER.sub(lambda _: f":p{next(names)}", sql)
-        result = self._conn.execute(text(bound), {f"p{i}": v for i, v in enumerate(params)})
+        bound, values = _bind(sql, params)
+        result = self._conn.execute(text(bound), values)
         rows = [row._mapping for row in result] if result.returns_rows else []
         return SyncResult(rows, result.rowcount)
 

@@ -73,3 +73,8 @@ class NotRunningError(MindroomError):
 
 class EmbedderError(MindroomError):
     """An embedder could not be loaded (missing package, bad model path) or did not answer."""
+
+
+class ClaimError(MindroomError):
+    """A message could not be claimed in the ledger (its database failed): it must be heard
+    again, not skipped (appservice mode refuses the transaction, so it is sent again)."""

@@ -148,23 +148,6 @@ class Ledger:
         )
         await self._db.commit()
 
-    async def transaction_done(self, txn_id: str) -> bool:
-        """Whether the appservice transaction ``txn_id`` was handled already."""
-        async with self._db.execute(
-            "SELECT 1 FROM appservice_transactions WHERE txn_id = ?", (txn_id,)
-        ) as cursor:
-            return await cursor.fetchone() is not None
-
-    @whole
-    async def finish_transaction(self, txn_id: str) -> None:
-        """Remember that every event of ``txn_id`` was claimed (a resend is acknowledged only)."""
-        await self._db.execute(
-            "INSERT INTO appservice_transactions (txn_id, done_at) VALUES (?, ?)"
-            " ON CONFLICT (txn_id) DO NOTHING",
-            (txn_id, time.time()),
-        )
-        await self._db.commit()
-
     async def session_generation(self, room_id: str, thread_root: str | None) -> int:
         """How many times ``!new`` restarted the conversation here."""
         async with self._db.execute(
@@ -177,14 +160,15 @@ class Ledger:
     @whole
     async def new_session(self, room_id: str, thread_root: str | None) -> int:
         """Start a fresh conversation here; returns the new generation."""
-        generation = await self.session_generation(room_id, thread_root) + 1
-        await self._db.execute(
-            "INSERT INTO session_generations (room_id, thread_root, generation) VALUES (?, ?, ?)"
-            " ON CONFLICT(room_id, thread_root) DO UPDATE SET generation = excluded.generation",
-            (room_id, thread_root or "", generation),
-        )
+        async with self._db.execute(  # one statement: two processes never count the same one
+            "INSERT INTO session_generations (room_id, thread_root, generation) VALUES (?, ?, 1)"
+            " ON CONFLICT(room_id, thread_root) DO UPDATE"
+            " SET generation = session_generations.generation + 1 RETURNING generation",
+            (room_id, thread_root or ""),
+        ) as rows:
+            row = await rows.fetchone()
         await self._db.commit()
-        return generation
+        return int(row[0])
 
     async def compaction(self, base_session: str) -> tuple[int, str]:
         """How often a session was compacted, and what its summary carries over."""

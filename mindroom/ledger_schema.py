@@ -19,10 +19,6 @@ CREATE TABLE IF NOT EXISTS handled (
     done_at    DOUBLE PRECISION
 );
 CREATE INDEX IF NOT EXISTS handled_pending ON handled (status, claimed_at);
-CREATE TABLE IF NOT EXISTS appservice_transactions (
-    txn_id  TEXT PRIMARY KEY,
-    done_at DOUBLE PRECISION NOT NULL
-);
 CREATE TABLE IF NOT EXISTS sync_tokens (
     account TEXT PRIMARY KEY,
     token   TEXT NOT NULL

@@ -32,17 +32,20 @@ def whole(
     write: Callable[..., Coroutine[Any, Any, _W]],
 ) -> Callable[..., Coroutine[Any, Any, _W]]:
     """A write that a cancel cannot cut in two: its statements and their commit run to the end
-    in a task of their own (the caller still sees the cancel). Cut between a statement and its
-    commit, the connection would keep the database's write lock, and every writer on another
-    connection (the flush's, a short-lived one at shutdown) would wait out the busy timeout."""
+    in a task of their own (the caller still sees the cancel), as one unit: no statement of
+    another task runs between them (a failing one would roll this write back with its own).
+    Cut between a statement and its commit, the connection would keep the database's write
+    lock, and every writer on another connection (the flush's, a short-lived one at shutdown)
+    would wait out the busy timeout."""
 
     async def write_or_roll_back(self: Writer, *args: Any, **kwargs: Any) -> _W:
-        try:
-            return await write(self, *args, **kwargs)
-        except BaseException:  # a statement failed after another: let go of the write lock
-            with contextlib.suppress(Exception):
-                await self._db.rollback()
-            raise
+        async with self._db.unit.held():  # no other task's statement runs inside this write
+            try:
+                return await write(self, *args, **kwargs)
+            except BaseException:  # a statement failed after another: let go of the write lock
+                with contextlib.suppress(Exception):
+                    await self._db.rollback()
+                raise
 
     @functools.wraps(write)
     async def whole_write(self: Writer, *args: Any, **kwargs: Any) -> _W:

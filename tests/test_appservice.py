@@ -43,7 +43,7 @@ from tests.harness import (
     relation,
     unique,
 )
-from tests.scripted_model import ScriptedModel
+from tests.scripted_model import ScriptedModel, last_user_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 
@@ -130,6 +130,17 @@ async def in_room_answering(as_bot: BotHarness, person: Human, model: ScriptedMo
     return room_id
 
 
+def pushed(room_id: str, sender: str, body: str, **extra: object) -> dict:
+    """A message event as the homeserver pushes it, mentioning ``general`` (``extra``: more
+    content)."""
+    return {
+        "type": "m.room.message", "room_id": room_id, "sender": sender,
+        "event_id": f"${unique('e')}", "origin_server_ts": int(time.time() * 1000),
+        "content": {"msgtype": "m.text", "body": body,
+                    "m.mentions": {"user_ids": ["@mindroom_general:localhost"]}, **extra},
+    }  # fmt: skip
+
+
 async def test_an_agent_answers_through_the_appservice_without_a_login_or_a_sync_loop(
     as_bot: BotHarness, person: Human, model: ScriptedModel, service: Service
 ) -> None:
@@ -160,12 +171,7 @@ async def test_a_resent_transaction_is_answered_once_and_a_wrong_token_is_refuse
 ) -> None:
     room_id = await in_room_answering(as_bot, person, model, service, "Once.", "first")
     # a message the homeserver never sent: the same transaction twice, as after a lost answer
-    event = {
-        "type": "m.room.message", "room_id": room_id, "sender": person.user_id,
-        "event_id": f"$resent-{unique('e')}", "origin_server_ts": int(time.time() * 1000),
-        "content": {"msgtype": "m.text", "body": "@general again",
-                    "m.mentions": {"user_ids": ["@mindroom_general:localhost"]}},
-    }  # fmt: skip
+    event = pushed(room_id, person.user_id, "@general again")
     txn = unique("txn")
     wrong = await transaction(service, txn, [event], token="not-the-hs-token")
     once = await transaction(service, txn, [event])
@@ -299,3 +305,38 @@ async def test_an_encrypted_room_is_told_once_why_the_appservice_cannot_read_it(
             and e.get("sender") == general and e.get("type") == "m.room.message"
             and "encrypted" in e["content"].get("body", "")]  # fmt: skip
     assert len(told) == 1  # once per room, though two arrived
+
+
+async def test_an_event_that_fails_is_skipped_and_the_stream_goes_on(
+    as_bot: BotHarness, person: Human, model: ScriptedModel, service: Service
+) -> None:
+    room_id = await in_room_answering(as_bot, person, model, service, "Still here.", "hello")
+    # a thread reply whose root this homeserver never saw (federation can deliver one):
+    # reading the thread fails. Its transaction must not be refused for ever.
+    thread = {"rel_type": "m.thread", "event_id": "$no-such-root"}
+    orphan = pushed(room_id, person.user_id, "@general about that", **{"m.relates_to": thread})
+    answered = await transaction(service, unique("txn"), [orphan])
+    after = await person.send(room_id, "@general are you there?")
+    reply = await person.wait_for_reply(room_id, after)  # the next event still arrives
+
+    assert answered == (200, {})
+    assert reply["content"]["body"] == "Still here."
+
+
+async def test_a_transaction_id_used_again_after_a_restart_is_handled(
+    as_bot: BotHarness, person: Human, model: ScriptedModel, service: Service
+) -> None:
+    room_id = await in_room_answering(as_bot, person, model, service, "Yes.", "hello")
+
+    first = pushed(room_id, person.user_id, "@general first run")
+    assert await transaction(service, "1", [first]) == (200, {})
+    await as_bot.settle(person, room_id)
+    await as_bot.stop()
+    await as_bot.start()  # a homeserver restarted meanwhile numbers its transactions from 1
+    second = pushed(room_id, person.user_id, "@general second run")
+    assert await transaction(service, "1", [second]) == (200, {})
+    await as_bot.settle(person, room_id)
+
+    said = [last_user_text(r) for r in model.requests]
+    assert sum("first run" in t for t in said) == 1
+    assert sum("second run" in t for t in said) == 1  # the reused id did not hide it

@@ -19,12 +19,13 @@ from mindroom.agents.session_stores import SessionStores, store_schema
 from mindroom.agents.turn_types import TurnUsage
 from mindroom.cli import main
 from mindroom.config.load import parse_config
+from mindroom.database import DatabaseError
 from mindroom.errors import ConfigError
 from mindroom.ledger import Ledger
 from mindroom.memory.flush_state import FlushClaim, FlushEntry
 from mindroom.reload import start_only_changes
 from mindroom.sessions.book import SessionRecord
-from tests.dashboard_fixtures import signed_in, start_dashboard
+from tests.dashboard_fixtures import free_port, signed_in, start_dashboard
 from tests.harness import BotHarness, Human, config_text, relation, unique
 from tests.postgres import PostgresServer
 from tests.scripted_model import ScriptedModel, all_text, last_user_text
@@ -123,13 +124,11 @@ async def test_reply_parts_positions_and_sessions_round_trip(two: tuple[Ledger, 
     assert await a.sync_token("@mindroom_general:localhost") == "s2"
     assert await a.new_session("!room", None) == 1
     assert await b.new_session("!room", None) == 2
+    both = await asyncio.gather(a.new_session("!room", "$t"), b.new_session("!room", "$t"))
+    assert sorted(both) == [1, 2]  # two !new at once: two generations, none lost
     await a.save_compaction("base", 1, "carried")
     await b.save_compaction("base", 2, "carried again")
     assert await a.compaction("base") == (2, "carried again")
-    assert not await a.transaction_done("txn1")
-    await b.finish_transaction("txn1")
-    await a.finish_transaction("txn1")
-    assert await a.transaction_done("txn1")
 
     fresh = SessionRecord("k", "general", "", "!room", "", "thread", "base", "base")
     started = await a.sessions.begin(fresh, 1000.0, lambda record: None)
@@ -286,3 +285,39 @@ async def test_two_peoples_stores_are_apart_in_postgresql(
     assert isinstance(mine, AgentSession)  # the control: the session is there, for Alice
     assert mine.session_data == {"note": "Alice's"}
     assert theirs is None  # and not in Bob's store, asked by the same id
+
+
+async def test_a_failed_or_cancelled_statement_leaves_the_connection_usable(
+    two: tuple[Ledger, Ledger],
+) -> None:
+    ledger = two[0]
+    with pytest.raises(Exception, match="nope"):  # an error inside the database
+        await ledger._db.execute("SELECT * FROM nope")
+    assert await ledger.claim("$after-error", "!room", (), {})
+    read = asyncio.ensure_future(ledger.pending(newer_than=0))
+    await asyncio.sleep(0)  # let it start, then cut it off
+    read.cancel()
+    await asyncio.gather(read, return_exceptions=True)
+    assert await ledger.claim("$after-cancel", "!room", (), {})
+    # a statement failing in one task while another writes: the write is whole
+    failing = ledger._db.execute("SELECT * FROM nope")
+    claimed, failed = await asyncio.gather(
+        ledger.claim("$beside", "!room", (), {}), failing, return_exceptions=True
+    )
+    assert claimed is True
+    assert isinstance(failed, Exception)
+    assert {p.event_id for p in await two[1].pending(newer_than=0)} == {
+        "$after-error", "$after-cancel", "$beside"
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="placeholders"):
+        await ledger._db.execute("SELECT ?", ())
+
+
+async def test_a_bad_database_url_is_told_without_its_password() -> None:
+    with pytest.raises(DatabaseError) as bad:
+        await Ledger.open("mysql://mindroom:s3cret@db/mindroom")
+    with pytest.raises(DatabaseError) as unreachable:
+        await Ledger.open(f"postgresql://mindroom:s3cret@127.0.0.1:{free_port()}/mindroom")
+    assert "s3cret" not in str(bad.value)
+    assert "s3cret" not in str(unreachable.value)
+    assert "check its host" in str(unreachable.value)

@@ -57,7 +57,7 @@ AGENT_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,39}")
 ROOM_NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 ROUTER = "router"
 """The name of the router's account; no agent or team may take it."""
-RESERVED_NAMES = frozenset({ROUTER})
+RESERVED_NAMES = frozenset({ROUTER, "appservice"})  # appservice: the service's own user
 
 ThreadMode = Literal["thread", "room"]
 TeamMode = Literal["coordinate", "collaborate"]

@@ -12,10 +12,12 @@ device or long-polls:
   everything mindroom does as an account (send, edit, react, join, read receipts, media) works
   unchanged. Agents' users are registered once with ``m.login.application_service``.
 - **Receiving.** :class:`TransactionServer` checks the ``hs_token``, answers a transaction it
-  has finished already with 200 and nothing else (the homeserver retries the same id after a
-  lost answer), and otherwise hands the events to :class:`TransactionFeed`. It answers 200
+  has finished in this run with 200 and nothing else (the homeserver retries the same id after
+  a lost answer), and otherwise hands the events to :class:`TransactionFeed`. It answers 200
   only once every message was *claimed* in the ledger (durably, as a sync's message is before
-  its position is saved); a failure answers 500 and the homeserver sends it again.
+  its position is saved); a failed claim answers 500 and the homeserver sends it again (any
+  other failure of one event is logged and the event skipped, as a sync would: one bad event
+  never stops the stream). A message delivered twice, in two runs, is answered once: its claim.
 - **The feed.** Each event reaches the accounts it concerns as a one-event sync response
   (:meth:`nio.AsyncClient.receive_response`): an account's room state stays nio's, kept by
   the same code as in client-server mode, and the accounts' callbacks run as after a /sync.
@@ -29,11 +31,12 @@ not available in this mode (appservice users have no devices here).
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import json
 import logging
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -56,6 +59,7 @@ logger = logging.getLogger(__name__)
 TOKENS_FILE = "appservice.json"  # under mindroom_data/, mode 0600
 REGISTRATION_FILE = "appservice-registration.yaml"
 SENDER = f"{ACCOUNT_PREFIX}appservice"  # the service's own user (never an agent)
+_TRANSACTIONS_KEPT = 1000  # finished transaction ids remembered (this run only)
 
 
 @dataclass(frozen=True)
@@ -258,10 +262,13 @@ def _stripped(event: dict[str, Any]) -> dict[str, Any]:
 class TransactionServer:
     """The endpoint the homeserver pushes transactions to (aiohttp, on the bot's loop)."""
 
-    def __init__(self, settings: AppserviceConfig, tokens: AppserviceTokens, feed: TransactionFeed,
-                 done: Callable[[str], Any], finish: Callable[[str], Any]) -> None:  # fmt: skip
+    def __init__(self, settings: AppserviceConfig, tokens: AppserviceTokens,
+                 feed: TransactionFeed) -> None:  # fmt: skip
         self.settings, self.tokens, self.feed = settings, tokens, feed
-        self._done, self._finish = done, finish  # the ledger's transaction record
+        # this run's finished transactions: a resend is acknowledged without feeding it again.
+        # Not kept across runs: a homeserver may number from 1 again after its restart, and a
+        # message delivered twice is answered once anyway (the ledger's claim of its event).
+        self._done: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._lock = asyncio.Lock()  # one transaction at a time, in order
         self._runner: web.AppRunner | None = None
         self.received = 0  # transactions delivered (for the log and the bench)
@@ -296,14 +303,16 @@ class TransactionServer:
         if not isinstance(events, list):
             return self._error(400, "M_BAD_JSON", "a transaction needs an events list")
         async with self._lock:
-            if await self._done(txn):
+            if txn in self._done:
                 return web.json_response({})  # a retry of one handled: nothing again
             try:
                 await self.feed.deliver([e for e in events if isinstance(e, dict)])
             except Exception:
                 logger.exception("transaction %s failed; the homeserver will send it again", txn)
                 return self._error(500, "M_UNKNOWN", "not handled; send it again")
-            await self._finish(txn)
+            self._done[txn] = None
+            while len(self._done) > _TRANSACTIONS_KEPT:
+                self._done.popitem(last=False)
             self.received += 1
         return web.json_response({})
 
@@ -369,11 +378,9 @@ class Appservice:
         account.strict = True
         return account
 
-    async def listen(self, accounts: Accounts, done: Callable[[str], Any],
-                     finish: Callable[[str], Any]) -> None:  # fmt: skip
-        """Take transactions for ``accounts`` (``done``/``finish``: the ledger's record)."""
-        self.server = TransactionServer(self.settings, self.tokens, TransactionFeed(accounts),
-                                        done, finish)  # fmt: skip
+    async def listen(self, accounts: Accounts) -> None:
+        """Take the homeserver's transactions for ``accounts``."""
+        self.server = TransactionServer(self.settings, self.tokens, TransactionFeed(accounts))
         await self.server.start()
         await self.ping()
 

@@ -18,7 +18,7 @@ from typing import Any
 import nio
 from nio.api import MessageDirection, RelationshipType
 
-from mindroom.errors import MatrixError
+from mindroom.errors import ClaimError, MatrixError
 from mindroom.matrix.crypto import keep_keys
 from mindroom.matrix.events import Attachment, IncomingMessage, parse_message
 from mindroom.matrix.key_backup import KeyBackup
@@ -77,7 +77,8 @@ class MatrixAccount:
         self._sync_filter: str | dict[str, Any] = _SYNC_FILTER
         # Rooms joined through this process: the client only learns of them at its next sync.
         self._joined: set[str] = set()
-        # appservice mode: a failing message handler fails the transaction (sent again)
+        # appservice mode: a message whose claim failed fails the transaction (sent again);
+        # any other failure is logged and the event skipped, as a sync would
         self.strict = False
 
     @property
@@ -240,8 +241,8 @@ class MatrixAccount:
             message = parse_message(room.room_id, event.source)
             if message is not None and self._on_message is not None:
                 await self._on_message(self, message)
-        except Exception:
-            if self.strict:
+        except Exception as exc:
+            if self.strict and isinstance(exc, ClaimError):  # unclaimed: hear it again
                 raise
             if not self._stopping:  # requests cut short by shutdown are expected
                 self.log.exception("handling event %s in %s failed", event.event_id, room.room_id)
@@ -445,7 +446,8 @@ class MatrixAccount:
                 room_id, thread_root, RelationshipType.thread
             ):
                 senders.add(event.sender)
-        except nio.exceptions.TransportError as exc:
+        except (nio.exceptions.TransportError, AttributeError) as exc:
+            # nio's iterator fails on an error answer (a thread whose root does not exist)
             self.log.warning("cannot read thread %s in %s: %s", thread_root, room_id, exc)
         return senders
 

@@ -193,13 +193,16 @@ def claim_is_dead(
 
     The age bound covers a recycled pid; a live claimer that outlives it finds its claim gone
     and drops its result (the facts it stored stay; a retry adds no duplicates). On a
-    ``shared`` database (PostgreSQL, several machines) another boot id may be another machine
-    whose process is alive: such a claim dies of age only.
+    ``shared`` database (PostgreSQL) a claim dies of age only: another boot id may be another
+    machine, and the same one another container of this host (its own pid namespace), each
+    with a live claimer that no pid seen from here tells about.
     """
     if now - claim.claimed_at > max_age:
         return True
+    if shared:
+        return False
     if claim.boot and boot and claim.boot != boot:
-        return not shared
+        return True
     return not alive(claim.pid)
 
 
