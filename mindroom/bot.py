@@ -29,7 +29,7 @@ from mindroom.authorization import default_allowed_users, is_authorized
 from mindroom.command_runner import run_command
 from mindroom.config.schema import ROUTER, AgentConfig, Config, TeamConfig
 from mindroom.conversation import ConversationState
-from mindroom.errors import ClaimError, MatrixError
+from mindroom.errors import MatrixError
 from mindroom.flush import FlushWorker
 from mindroom.ledger import Ledger, ledger_target
 from mindroom.maintenance.loop import MaintenanceLoop
@@ -411,7 +411,9 @@ class Bot:
         assert self.answers is not None
         age_s = time.time() - message.timestamp_ms / 1000
         if age_s > self.config.matrix.catch_up_seconds:
-            if await self._claim(message):
+            if await self.ledger.claim(
+                message.event_id, message.room_id, (), message_source(message)
+            ):
                 await self.ledger.finish(message.event_id, "skipped")
                 logger.info(
                     "skipping %s from %s in %s: %.0f s old, beyond catch_up_seconds (%.0f)",
@@ -423,7 +425,9 @@ class Bot:
                 )
             return
         # Claimed durably before anything is produced: a restart will not answer it again.
-        if not await self._claim(message):
+        if not await self.ledger.claim(
+            message.event_id, message.room_id, (), message_source(message)
+        ):
             return
         logger.info(
             "event %s in %s: %s (via %s, %s)",
@@ -434,15 +438,6 @@ class Bot:
             message.receiver_membership,
         )
         self.spawn(self._handle(message, route, message.sender), f"handle:{message.event_id}")
-
-    async def _claim(self, message: IncomingMessage) -> bool:
-        assert self.ledger is not None
-        try:
-            return await self.ledger.claim(
-                message.event_id, message.room_id, (), message_source(message)
-            )
-        except Exception as exc:  # the ledger's database: the message must be heard again
-            raise ClaimError(f"cannot claim {message.event_id}: {type(exc).__name__}") from exc
 
     def _handle(
         self, message: IncomingMessage, route: Route, requester: str

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from mindroom.database import Database
+from mindroom.errors import ClaimError
 from mindroom.ledger_schema import MIGRATIONS
 from mindroom.memory.flush_state import FlushClaim, FlushEntry
 from mindroom.sessions.book import SessionBook
@@ -81,13 +82,17 @@ class Ledger:
     async def claim(
         self, event_id: str, room_id: str, responders: tuple[str, ...], source: dict[str, Any]
     ) -> bool:
-        """Record that ``event_id`` will be answered; False when it already was claimed."""
-        cursor = await self._db.execute(
-            "INSERT INTO handled (event_id, room_id, responders, source, status,"
-            " claimed_at) VALUES (?, ?, ?, ?, 'claimed', ?) ON CONFLICT (event_id) DO NOTHING",
-            (event_id, room_id, json.dumps(responders), json.dumps(source), time.time()),
-        )
-        await self._db.commit()
+        """Record that ``event_id`` will be answered; False when it already was claimed.
+        :class:`ClaimError` when the database failed (the event must be heard again)."""
+        try:
+            cursor = await self._db.execute(
+                "INSERT INTO handled (event_id, room_id, responders, source, status,"
+                " claimed_at) VALUES (?, ?, ?, ?, 'claimed', ?) ON CONFLICT (event_id) DO NOTHING",
+                (event_id, room_id, json.dumps(responders), json.dumps(source), time.time()),
+            )
+            await self._db.commit()
+        except Exception as exc:
+            raise ClaimError(f"cannot claim {event_id}: {type(exc).__name__}") from exc
         return cursor.rowcount == 1
 
     async def is_handled(self, event_id: str) -> bool:
