@@ -312,10 +312,12 @@ async def test_an_event_that_fails_is_skipped_and_the_stream_goes_on(
 ) -> None:
     room_id = await in_room_answering(as_bot, person, model, service, "Still here.", "hello")
     # a thread reply whose root this homeserver never saw (federation can deliver one):
-    # reading the thread fails. Its transaction must not be refused for ever.
+    # reading the thread fails; and an event that is not one. Neither may have their
+    # transaction refused for ever.
     thread = {"rel_type": "m.thread", "event_id": "$no-such-root"}
     orphan = pushed(room_id, person.user_id, "@general about that", **{"m.relates_to": thread})
-    answered = await transaction(service, unique("txn"), [orphan])
+    malformed = {**pushed(room_id, person.user_id, "x"), "origin_server_ts": "yesterday"}
+    answered = await transaction(service, unique("txn"), [malformed, orphan])
     after = await person.send(room_id, "@general are you there?")
     reply = await person.wait_for_reply(room_id, after)  # the next event still arrives
 

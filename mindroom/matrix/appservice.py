@@ -47,7 +47,7 @@ import nio
 from aiohttp import web
 
 from mindroom.atomic import atomic_write
-from mindroom.errors import MatrixError
+from mindroom.errors import ClaimError, MatrixError
 from mindroom.matrix.accounts import ACCOUNT_PREFIX, localpart
 from mindroom.matrix.client import MatrixAccount
 
@@ -207,19 +207,32 @@ class TransactionFeed:
         self._batches = itertools.count(1)
 
     async def deliver(self, events: list[dict[str, Any]]) -> None:
-        """Every event, in order, to each account in its room (raises when one failed)."""
+        """Every event, in order, to each account in its room. Raises when the transaction must
+        come again: a claim failed (:class:`ClaimError`) or the homeserver did not answer; an
+        event that cannot be handled otherwise (malformed, a room whose state is refused) is
+        logged and skipped, as a sync would, so one bad event never stops the stream."""
         by_user = {a.user_id: a for a in self.accounts()}
         for event in events:
-            room_id = event.get("room_id")
-            if not isinstance(room_id, str) or not isinstance(event.get("type"), str):
-                continue
-            target = event.get("state_key") if event.get("type") == "m.room.member" else None
-            membership = (event.get("content") or {}).get("membership")
-            for account in by_user.values():
-                if account.user_id == target:
-                    await self._own_membership(account, room_id, event, membership)
-                elif room_id in account.client.rooms:
-                    await self._receive(account, {"join": {room_id: _joined([event])}})
+            try:
+                await self._deliver_one(event, by_user)
+            except (ClaimError, aiohttp.ClientError, TimeoutError):
+                raise
+            except Exception:
+                logger.exception("skipping event %s of %s: it cannot be handled",
+                                 event.get("event_id"), event.get("room_id"))  # fmt: skip
+
+    async def _deliver_one(self, event: dict[str, Any], by_user: dict[str, MatrixAccount]) -> None:
+        room_id = event.get("room_id")
+        if not isinstance(room_id, str) or not isinstance(event.get("type"), str):
+            return
+        content = event.get("content")
+        target = event.get("state_key") if event.get("type") == "m.room.member" else None
+        membership = content.get("membership") if isinstance(content, dict) else None
+        for account in by_user.values():
+            if account.user_id == target:
+                await self._own_membership(account, room_id, event, membership)
+            elif room_id in account.client.rooms:
+                await self._receive(account, {"join": {room_id: _joined([event])}})
 
     async def _own_membership(self, account: MatrixAccount, room_id: str,
                               event: dict[str, Any], membership: object) -> None:  # fmt: skip

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import nio
 from nio.api import MessageDirection, RelationshipType
 
@@ -446,8 +447,9 @@ class MatrixAccount:
                 room_id, thread_root, RelationshipType.thread
             ):
                 senders.add(event.sender)
-        except (nio.exceptions.TransportError, AttributeError) as exc:
-            # nio's iterator fails on an error answer (a thread whose root does not exist)
+        except (aiohttp.ClientError, TimeoutError, AttributeError) as exc:
+            # the homeserver did not answer; or it answered with an error (a thread whose root
+            # it does not know), on which nio's iterator fails with AttributeError
             self.log.warning("cannot read thread %s in %s: %s", thread_root, room_id, exc)
         return senders
 
