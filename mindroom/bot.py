@@ -40,7 +40,7 @@ from mindroom.matrix.crypto import E2E_AVAILABLE
 from mindroom.matrix.events import AgentIdentity, IncomingMessage, message_source
 from mindroom.matrix.key_backup import open_backup
 from mindroom.matrix.probe import wait_for_homeserver
-from mindroom.matrix.rooms import prepare_room
+from mindroom.matrix.rooms import prepare_rooms
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.watch import watch_memory_files
 from mindroom.notices import (
@@ -129,9 +129,9 @@ class Bot:
             ledger_target(self.config.storage.database, self.options.data_dir)
         )
         if self.config.matrix.mode == "appservice":
-            matrix = self.config.matrix
-            self.appservice = Appservice(matrix.appservice, self.options.homeserver,
-                                         self.options.data_dir)  # fmt: skip
+            self.appservice = Appservice(
+                self.config.matrix.appservice, self.options.homeserver, self.options.data_dir
+            )
         self.answers = Answerer(
             config=lambda: self.config,
             presence=self,
@@ -177,12 +177,8 @@ class Bot:
             reloader = self.reloader
             self.tasks.keep_running("config-watch", lambda: reloader.watch(self._watch_stop))
         self._resume(unfinished)
-        logger.info(
-            "agents started on %s: %d agents in %d rooms",
-            self.options.homeserver,
-            len(self.agents),
-            len(self.room_ids),
-        )
+        logger.info("agents started on %s: %d agents in %d rooms", self.options.homeserver,
+                    len(self.agents), len(self.room_ids))  # fmt: skip
 
     def _listen(self, account: MatrixAccount) -> None:
         """Deliver ``account``'s events from its saved sync position on (restarted on failure)."""
@@ -253,18 +249,9 @@ class Bot:
     async def prepare_rooms(self) -> None:
         """Make every configured room exist with its members in it (idempotent)."""
         assert self.router is not None
-        everyone: dict[str, AgentConfig | TeamConfig] = {**self.config.agents, **self.config.teams}
-        for name in self.config.room_names:
-            settings = self.config.room_config(name)
-            members = [self.agents[n] for n, cfg in everyone.items() if name in cfg.rooms]
-            self.room_ids[name] = await prepare_room(
-                self.router,
-                name,
-                settings,
-                members,
-                self.options.invite_users,
-                self.config.matrix.room_version,
-            )
+        found = await prepare_rooms(self.router, self.config, self.agents,
+                                    self.options.invite_users)  # fmt: skip
+        self.room_ids.update(found)
 
     def _resume(self, unfinished: resume.Unfinished) -> None:
         """Answer the unfinished messages again; the reply writer edits what was posted."""

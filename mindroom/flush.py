@@ -94,8 +94,7 @@ async def migrate_legacy_state(ledger: Ledger, data_dir: Path) -> None:
 
 
 async def read_flush_state(data_dir: Path, database: str | None = None) -> list[FlushEntry]:
-    """Every flush entry in the ledger (``storage.database``, else the file under
-    ``data_dir``), for ``mindroom memory flush-status``."""
+    """Every flush entry of the ledger (``storage.database``, else ``data_dir``'s file)."""
     ledger = await Ledger.open(ledger_target(database, data_dir))
     try:
         await migrate_legacy_state(ledger, data_dir)

@@ -150,13 +150,10 @@ class MaintenanceStore:
             else _SCHEMA.replace("error_message TEXT\n", "error_message TEXT,\n    seq BIGSERIAL\n")
         )  # PostgreSQL has no rowid: the runs' insertion order is a column there
         self.db.script(statements(schema))
-        # the same question in each dialect: SQLite's json_extract and rowid
-        self._order = "rowid" if self.db.dialect == "sqlite" else "seq"
-        self._calls = (
-            "json_extract(r.stats_json, '$.model_calls')"
-            if self.db.dialect == "sqlite"
-            else "CAST(CAST(r.stats_json AS json)->>'model_calls' AS NUMERIC)"
-        )
+        sqlite = self.db.dialect == "sqlite"  # the same questions in each dialect
+        self._order = "rowid" if sqlite else "seq"
+        pg_calls = "CAST(CAST(r.stats_json AS json)->>'model_calls' AS NUMERIC)"
+        self._calls = "json_extract(r.stats_json, '$.model_calls')" if sqlite else pg_calls
 
     def _connect(self) -> contextlib.AbstractContextManager[SyncConnection]:
         return self.db.read()
@@ -168,9 +165,7 @@ class MaintenanceStore:
     @property
     def where(self) -> str:
         """The file, or PostgreSQL (never its URL: it may carry a password)."""
-        if isinstance(self.target, Path):
-            return str(self.target)
-        return "storage.database (PostgreSQL)"
+        return str(self.path) if self.path else "storage.database (PostgreSQL)"
 
     def close(self) -> None:
         self.db.close()

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import nio
 
-from mindroom.config.schema import RoomConfig
+from mindroom.config.schema import AgentConfig, Config, RoomConfig, TeamConfig
 from mindroom.errors import MatrixError
 from mindroom.matrix.client import MatrixAccount
 
@@ -121,3 +121,20 @@ async def prepare_room(
     for user_id in invite_users:
         await invite_user(router, room_id, user_id)
     return room_id
+
+
+async def prepare_rooms(
+    router: MatrixAccount,
+    config: Config,
+    accounts: Mapping[str, MatrixAccount],
+    invite_users: Sequence[str] = (),
+) -> dict[str, str]:
+    """Make every room ``config`` names exist with its agents' and teams' ``accounts`` in it
+    (idempotent); room name -> room ID."""
+    everyone: dict[str, AgentConfig | TeamConfig] = {**config.agents, **config.teams}
+    found = {}
+    for name in config.room_names:
+        members = [accounts[n] for n, cfg in everyone.items() if name in cfg.rooms]
+        found[name] = await prepare_room(router, name, config.room_config(name), members,
+                                         invite_users, config.matrix.room_version)  # fmt: skip
+    return found
