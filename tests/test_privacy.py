@@ -17,7 +17,15 @@ from typing import Any
 import pytest
 
 from mindroom.memory.private import requester_key
-from tests.harness import BotHarness, Event, Human, config_text, relation, unique
+from tests.harness import (
+    BotHarness,
+    Event,
+    Human,
+    config_text,
+    relation,
+    unique,
+    wait_until_ledger_idle,
+)
 from tests.scripted_model import (
     Reply,
     ScriptedModel,
@@ -282,6 +290,10 @@ async def test_an_ad_hoc_team_flushes_each_persons_words_into_their_own_memory(
             room_id, "@general @mind my cat is Tom", mention=both, thread_root=root
         )
         await bob.wait_for_reply(room_id, said, timeout=40)
+        # each turn marks its session dirty after its answer is posted, before its message
+        # is finished: once the ledger is idle, both sessions wait for the flush
+        ledger = bot.storage / "mindroom_data" / "ledger.db"
+        await wait_until_ledger_idle(ledger, time.monotonic() + 30)
         await bot.bot.flush.cycle(force=True)  # (a prompt may have flushed one already)
     finally:
         await bob.close()
