@@ -230,6 +230,10 @@ class Database:
             await self._recover()
 
     async def close(self) -> None:
+        """Close the connection; a cancel (a shutdown) does not cut the close short."""
+        await asyncio.shield(self._close())
+
+    async def _close(self) -> None:
         async with self._lock:
             await self._connection.close()
         await self._engine.dispose()
