@@ -147,9 +147,7 @@ class FlushWorker:
     async def _open(self) -> Ledger:
         async with self._opening:
             if self._ledger is None:
-                ledger = await Ledger.open(
-                    ledger_target(self.config.storage.database, self.data_dir)
-                )
+                ledger = await Ledger.open(self._ledger_target())
                 await migrate_legacy_state(ledger, self.data_dir)
                 await self._recover(ledger)
                 self._ledger = ledger

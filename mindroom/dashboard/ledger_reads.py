@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from mindroom.database import Database
+from mindroom.ledger import LEDGER_FILE
 
 logger = logging.getLogger(__name__)
-
-LEDGER = "ledger.db"
 
 
 def ledger_rows(
@@ -30,7 +29,7 @@ def ledger_rows(
     or the table is missing): from ``storage.database`` when it is set, else the file."""
     if database:
         return asyncio.run(_database_rows(database, queries))  # this worker thread's own loop
-    path = data_dir / LEDGER
+    path = data_dir / LEDGER_FILE
     if not path.exists():
         return [[] for _ in queries]
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
