@@ -418,7 +418,7 @@ async def test_a_corrupt_session_is_rotated_with_a_notice_never_a_crash_loop(
         e for e in human.messages(room_id) if "could not be read" in e["content"].get("body", "")
     ]
     assert len(notices) == 1  # once: the fresh session is readable
-    [after] = book_rows(bot.storage)
+    [after] = await settled_book(bot.storage)
     assert after["serial"] == 1
     assert after["reason"] == "unreadable history"
     assert after["turns"] == 2
