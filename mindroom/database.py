@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event, text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
@@ -250,7 +251,11 @@ class Database:
                 if migration.version in done:
                     continue
                 for statement in migration.statements:
-                    await conn.execute(text(statement))
+                    try:
+                        await conn.execute(text(statement))
+                    except OperationalError as exc:  # SQLite has no ADD COLUMN IF NOT EXISTS
+                        if "duplicate column name" not in str(exc):  # a racing process added it
+                            raise
                 await conn.execute(  # SQLite: another process may have run it meanwhile
                     text("INSERT INTO schema_migrations (version, applied_at) VALUES (:v, :t)"
                          " ON CONFLICT (version) DO NOTHING"),

@@ -34,6 +34,7 @@ from typing import Any
 
 from mindroom.database import Database
 from mindroom.errors import ClaimError
+from mindroom.leases import Leases
 from mindroom.ledger_schema import MIGRATIONS
 from mindroom.memory.flush_state import FlushClaim, FlushEntry
 from mindroom.sessions.book import SessionBook
@@ -64,6 +65,7 @@ class Ledger:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._writes: set[asyncio.Future[Any]] = set()  # running writes (see whole_writes)
+        self.owner: str | None = None  # this process, when several share the database
         self.sessions = SessionBook(db, self._writes)  # conversations' sessions (same file)
 
     @classmethod
@@ -71,6 +73,15 @@ class Ledger:
         """Open the ledger at ``target``: a SQLite file (created if needed, WAL) or a
         PostgreSQL URL (``storage.database``); its schema is brought up to date."""
         return cls(await Database.open(target, MIGRATIONS))
+
+    def leases(self, owner: str) -> Leases:
+        """Leases and hand-overs of process ``owner`` on this ledger's database."""
+        return Leases(self._db, self._writes, owner)
+
+    @property
+    def shared(self) -> bool:
+        """True on PostgreSQL, which several processes may share."""
+        return self._db.dialect == "postgresql"
 
     async def close(self) -> None:
         """Close the connection once the writes running on it are committed."""
@@ -80,16 +91,29 @@ class Ledger:
 
     @whole
     async def claim(
-        self, event_id: str, room_id: str, responders: tuple[str, ...], source: dict[str, Any]
+        self,
+        event_id: str,
+        room_id: str,
+        responders: tuple[str, ...],
+        source: dict[str, Any],
+        *,
+        lead: str | None = None,
+        owner: str | None = None,
     ) -> bool:
         """Record that ``event_id`` will be answered; False when it already was claimed.
-        :class:`ClaimError` when the database failed (the event must be heard again)."""
+        :class:`ClaimError` when the database failed (the event must be heard again).
+
+        ``lead`` is the account whose holder answers it and ``owner`` the claiming process
+        (several processes on one database: :mod:`mindroom.leases`; default :attr:`owner`)."""
+        owner = owner or self.owner
         try:
             cursor = await self._db.execute(
                 "INSERT INTO handled (event_id, room_id, responders, source, status,"
-                " claimed_at) VALUES (?, ?, ?, ?, 'claimed', ?) ON CONFLICT (event_id) DO NOTHING",
-                (event_id, room_id, json.dumps(responders), json.dumps(source), time.time()),
-            )
+                " claimed_at, agent, owner) VALUES (?, ?, ?, ?, 'claimed', ?, ?, ?)"
+                " ON CONFLICT (event_id) DO NOTHING",
+                (event_id, room_id, json.dumps(responders), json.dumps(source), time.time(),
+                 lead, owner),
+            )  # fmt: skip
             await self._db.commit()
         except Exception as exc:
             raise ClaimError(f"cannot claim {event_id}: {type(exc).__name__}") from exc
@@ -129,7 +153,7 @@ class Ledger:
         """Give up on claimed events from before ``older_than``; returns how many."""
         cursor = await self._db.execute(
             "UPDATE handled SET status = 'expired', done_at = ?"
-            " WHERE status = 'claimed' AND claimed_at < ?",
+            " WHERE status IN ('claimed', 'queued') AND claimed_at < ?",
             (time.time(), older_than),
         )
         await self._db.commit()

@@ -3,7 +3,7 @@
 
 Versioned (:class:`mindroom.database.Migration`): a change is a new version appended to
 :data:`MIGRATIONS`, never an edit of an old one. Every statement runs on SQLite and
-PostgreSQL alike and is safe to run twice (``IF NOT EXISTS``).
+PostgreSQL alike; each version runs once (its statements and its record commit together).
 """
 
 from mindroom.database import Migration, statements
@@ -92,4 +92,31 @@ CREATE INDEX IF NOT EXISTS conversation_sessions_room
     ON conversation_sessions (room_id, thread_root);
 """
 
-MIGRATIONS = (Migration(1, statements(SCHEMA)),)
+# Several processes on one database (mindroom.leases): who answers a claimed message
+# (``agent``: whose lease holder; ``owner``: the process working on it), the leases, and the
+# running processes with their pinned agents.
+SHARDS = """
+ALTER TABLE handled ADD COLUMN agent TEXT;
+ALTER TABLE handled ADD COLUMN owner TEXT;
+CREATE INDEX IF NOT EXISTS handled_agent ON handled (agent, status);
+CREATE TABLE IF NOT EXISTS leases (
+    name       TEXT PRIMARY KEY,
+    owner      TEXT NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL,
+    taken_at   DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE IF NOT EXISTS processes (
+    owner      TEXT PRIMARY KEY,
+    pins       TEXT NOT NULL,
+    host       TEXT NOT NULL,
+    pid        INTEGER NOT NULL,
+    started_at DOUBLE PRECISION NOT NULL,
+    seen_at    DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE IF NOT EXISTS agent_accounts (
+    name    TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL
+);
+"""
+
+MIGRATIONS = (Migration(1, statements(SCHEMA)), Migration(2, statements(SHARDS)))

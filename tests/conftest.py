@@ -18,7 +18,7 @@ from mindroom.memory.scope import MemoryScope
 from mindroom.memory.store import FileMemory
 from tests.dashboard_fixtures import browser, dashboard  # noqa: F401 (fixtures)
 from tests.harness import BotHarness, BotProcess, CredentialCache, Human
-from tests.postgres import postgres  # noqa: F401 (a fixture)
+from tests.postgres import ledger_target, postgres  # noqa: F401 (fixtures)
 from tests.scripted_model import ScriptedModel
 
 os.environ["AGNO_TELEMETRY"] = "false"

@@ -86,3 +86,12 @@ def postgres() -> Iterator[PostgresServer]:
     finally:
         server.stop()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def ledger_target(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """Each of the ledger's databases in turn: a SQLite file, then a new PostgreSQL database."""
+    if request.param == "sqlite":
+        return tmp_path / "ledger.db"
+    server: PostgresServer = request.getfixturevalue("postgres")
+    return server.database()

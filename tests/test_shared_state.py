@@ -22,6 +22,7 @@ from mindroom.config.load import parse_config
 from mindroom.database import DatabaseError
 from mindroom.errors import ConfigError
 from mindroom.ledger import Ledger
+from mindroom.ledger_schema import MIGRATIONS
 from mindroom.memory.flush_state import FlushClaim, FlushEntry
 from mindroom.reload import start_only_changes
 from mindroom.sessions.book import SessionRecord
@@ -33,20 +34,12 @@ from tests.scripted_model import ScriptedModel, all_text, last_user_text
 pytestmark = pytest.mark.asyncio
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
-    if request.param == "sqlite":
-        return tmp_path / "ledger.db"
-    server: PostgresServer = request.getfixturevalue("postgres")
-    return server.database()
-
-
 @pytest_asyncio.fixture
-async def two(target: Path | str) -> AsyncIterator[tuple[Ledger, Ledger]]:
+async def two(ledger_target: Path | str) -> AsyncIterator[tuple[Ledger, Ledger]]:
     """Two processes' ledgers on one database."""
-    first = await Ledger.open(target)
-    second = await Ledger.open(target)
-    assert first._db.dialect == ("sqlite" if isinstance(target, Path) else "postgresql")
+    first = await Ledger.open(ledger_target)
+    second = await Ledger.open(ledger_target)
+    assert first._db.dialect == ("sqlite" if isinstance(ledger_target, Path) else "postgresql")
     yield first, second
     await first.close()
     await second.close()
@@ -146,13 +139,13 @@ async def test_reply_parts_positions_and_sessions_round_trip(two: tuple[Ledger, 
 
 
 async def test_times_keep_their_precision_and_the_schema_is_applied_once(
-    target: Path | str,
+    ledger_target: Path | str,
 ) -> None:
-    first = await Ledger.open(target)
+    first = await Ledger.open(ledger_target)
     before = time.time()
     await first.claim("$now", "!room", (), {})
     await first.close()
-    again = await Ledger.open(target)  # a second start: nothing to migrate
+    again = await Ledger.open(ledger_target)  # a second start: nothing to migrate
     try:
         pending = await again.pending(newer_than=before - 0.001)
         async with again._db.execute("SELECT version FROM schema_migrations") as rows:
@@ -160,7 +153,7 @@ async def test_times_keep_their_precision_and_the_schema_is_applied_once(
     finally:
         await again.close()
     assert [p.event_id for p in pending] == ["$now"]  # a float4 would round this away
-    assert versions == [1]
+    assert versions == [m.version for m in MIGRATIONS]  # each once
 
 
 async def on_postgresql(bot: BotHarness, human: Human, model: ScriptedModel,
