@@ -308,3 +308,32 @@ async def test_a_key_only_the_backup_holds_is_looked_up_when_a_message_needs_it(
     assert reply["content"]["body"] == "echo: only the backup knows this one"
     assert not [e for e in person.messages(room_id, agent.user_id)
                 if "could not decrypt" in e["content"].get("body", "")]  # fmt: skip
+
+
+def test_processes_starting_at_once_on_one_storage_make_one_recovery_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Several ``mindroom run`` sharing a storage start together: one key is made and every
+    process uses it (a key overwritten by another would leave backups nobody can read)."""
+    import multiprocessing
+
+    monkeypatch.delenv("MINDROOM_RECOVERY_KEY", raising=False)
+    context = multiprocessing.get_context("fork")
+    start, results = context.Barrier(8), context.Queue()
+    workers = [context.Process(target=_make_key, args=(tmp_path, start, results)) for _ in range(8)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(30)
+        assert worker.exitcode == 0
+    used = {results.get(timeout=5) for _ in workers}
+    kept = recovery_key(tmp_path, create=False)
+    assert kept is not None
+    assert used == {kept.text}  # every process uses the one key that was kept
+
+
+def _make_key(data_dir: Path, start: Any, results: Any) -> None:
+    start.wait(10)
+    made = recovery_key(data_dir)
+    assert made is not None
+    results.put(made.text)

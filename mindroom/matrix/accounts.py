@@ -15,16 +15,18 @@ device (its old keys are published and would no longer match).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import secrets
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import nio
 
-from mindroom.atomic import atomic_write
+from mindroom.atomic import acquire_lock, atomic_write, release_lock
 from mindroom.errors import MatrixError
 from mindroom.matrix.crypto import (
     E2E_AVAILABLE,
@@ -40,6 +42,7 @@ logger = logging.getLogger(__name__)
 
 CLIENT_CONFIG = nio.AsyncClientConfig(encryption_enabled=False, max_timeouts=None)
 ACCOUNT_PREFIX = "mindroom_"
+LOCK_WAIT_S = 30.0  # another process saving its account holds the lock for milliseconds
 TOKEN_SUFFIX = ".token"  # the entry (and key store) of an account logged in by matrix.logins
 
 
@@ -93,19 +96,32 @@ class CredentialStore:
     def rehome(self, old: str, new: str) -> bool:
         """Move the accounts saved for homeserver URL ``old`` to ``new`` (the same server,
         reached at another address); accounts already saved under ``new`` are kept."""
-        data = self._read()
-        moved = data.pop(old, None)
-        if not moved or old == new:
-            return False
-        data[new] = {**moved, **data.get(new, {})}
-        atomic_write(self.path, json.dumps(data, indent=2), mode=0o600)
-        return True
+        with self._turn():
+            data = self._read()
+            moved = data.pop(old, None)
+            if not moved or old == new:
+                return False
+            data[new] = {**moved, **data.get(new, {})}
+            atomic_write(self.path, json.dumps(data, indent=2), mode=0o600)
+            return True
 
     def put(self, homeserver: str, localpart: str, creds: Credentials) -> None:
-        """Save credentials (atomic rename; the file is never readable by others)."""
-        data = self._read()
-        data.setdefault(homeserver, {})[localpart] = asdict(creds)
-        atomic_write(self.path, json.dumps(data, indent=2), mode=0o600)
+        """Save credentials (atomic rename; the file is never readable by others). Processes
+        sharing the storage take turns: none loses another's account."""
+        with self._turn():
+            data = self._read()
+            data.setdefault(homeserver, {})[localpart] = asdict(creds)
+            atomic_write(self.path, json.dumps(data, indent=2), mode=0o600)
+
+    @contextlib.contextmanager
+    def _turn(self) -> Iterator[None]:
+        """This process's turn to change the file (a lock beside it, ``credentials.lock``)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = acquire_lock(self.path.with_suffix(".lock"), LOCK_WAIT_S)
+        try:
+            yield
+        finally:
+            release_lock(fd)
 
 
 def agent_credentials(data_dir: Path) -> CredentialStore:

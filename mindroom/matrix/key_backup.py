@@ -45,7 +45,7 @@ from Crypto.Hash import SHA256
 from Crypto.Protocol.KDF import HKDF
 from nio.crypto.sessions import InboundGroupSession
 
-from mindroom.atomic import atomic_write
+from mindroom.atomic import fsync_dir, write_temp
 from mindroom.errors import ConfigError
 from mindroom.matrix.crypto import api_call
 
@@ -132,8 +132,14 @@ def recovery_key(data_dir: Path, *, create: bool = True) -> RecoveryKey | None:
         if not create:
             return None
         made = RecoveryKey(os.urandom(32), str(path))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, made.text + "\n", mode=0o600)
+        temp = write_temp(path, made.text + "\n", mode=0o600)
+        try:  # a link never replaces: of processes starting together, one key is kept
+            os.link(temp, path)
+        except FileExistsError:
+            return recovery_key(data_dir, create=False)
+        finally:
+            temp.unlink(missing_ok=True)
+        fsync_dir(path.parent)
         logger.warning(
             "made a recovery key for the encryption key backup in %s: keep a copy off this "
             "machine (`mindroom keys recovery-key` prints it; give it back as %s): a "
