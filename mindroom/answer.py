@@ -15,8 +15,8 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from mindroom.agents.router import choose_or_fall_back
 from mindroom.agents.runner import AgentRuntime, TurnRequest, TurnResult
@@ -28,7 +28,6 @@ from mindroom.flush import FlushWorker
 from mindroom.ledger import Ledger
 from mindroom.matrix.client import MatrixAccount
 from mindroom.matrix.events import (
-    AgentIdentity,
     IncomingMessage,
     message_source,
     named_agents,
@@ -36,6 +35,7 @@ from mindroom.matrix.events import (
 from mindroom.matrix.reply import ReplyWriter
 from mindroom.matrix.send import notice_content
 from mindroom.metrics import METRICS
+from mindroom.presence import REQUESTER_KEY, Presence
 from mindroom.routing import Route, RouteKind, route_handoff
 from mindroom.sessions.keeper import SessionKeeper
 from mindroom.sessions.transcripts import TranscriptIndexer
@@ -44,8 +44,6 @@ from mindroom.turns import TeamSpec, TurnPlan, answer_thread, plan_turn
 
 logger = logging.getLogger(__name__)
 
-REQUESTER_KEY = "mindroom_requester"
-"""Where a hand-off's ledger record keeps the person the chain is for (see :meth:`resume`)."""
 
 PRIVATE_NOTE = "\n\n🔒 _This answer used {who}'s private memory._"
 OVERFLOW_NOTICE = (
@@ -56,46 +54,6 @@ CORRUPT_NOTICE = (
     "ℹ️ The stored history of this conversation could not be read: it continues in a fresh "
     "session. What mattered is kept in memory."
 )
-
-
-class Presence(Protocol):
-    """What the answer path needs of mindroom's accounts and rooms (the bot provides it)."""
-
-    def account(self, name: str) -> MatrixAccount:
-        """The account of agent or team ``name``; KeyError when it is not running."""
-        ...
-
-    def room_agents(self, room_id: str) -> list[str]:
-        """Agents joined to ``room_id``, in config order."""
-        ...
-
-    def identities(self) -> list[AgentIdentity]:
-        """How each agent can be mentioned."""
-        ...
-
-    def own_user_ids(self) -> set[str]:
-        """Every account mindroom runs."""
-        ...
-
-    def room_humans(self, room_id: str) -> frozenset[str]:
-        """The people (not mindroom's accounts) joined to ``room_id``."""
-        ...
-
-    def display_name(self, room_id: str, user_id: str) -> str | None:
-        """``user_id``'s display name in ``room_id`` (None when unknown)."""
-        ...
-
-    def is_direct(self, room_id: str) -> bool:
-        """True for a direct chat: one person and one of mindroom's accounts in the room."""
-        ...
-
-    def room_names(self, room_id: str) -> list[str]:
-        """The configured names of ``room_id`` (none for a DM or a room not configured)."""
-        ...
-
-    def spawn(self, coro: Any, name: str) -> object:
-        """Run ``coro`` as a job the bot owns."""
-        ...
 
 
 class Answerer:
@@ -128,11 +86,14 @@ class Answerer:
         self.sessions = SessionKeeper(config, ledger, compactor, self._session_ended)
         self._interrupted: set[asyncio.Task[Any]] = set()
 
-    async def handle(self, message: IncomingMessage, route: Route, requester: str) -> None:
+    async def handle(
+        self, message: IncomingMessage, route: Route, requester: str, key: str | None = None
+    ) -> None:
         """Produce every answer ``route`` asks for, then mark the event done in the ledger.
 
         ``requester`` is the person the answers are for: the message's sender, or for a
-        hand-off the person whose message started the chain.
+        hand-off the person whose message started the chain. ``key`` is the ledger row when
+        it is not the message's (a hand-over from another process).
         """
         status, started = "done", time.monotonic()
         try:
@@ -140,7 +101,7 @@ class Answerer:
                 await self._run_command(message)
             else:
                 responders = route.responders
-                if route.ask_router:
+                if route.ask_router and len(responders) > 1:  # one: chosen already
                     responders = (await self._choose(message, responders),)
                 ok = await self._answer_all(message, route, responders, requester)
                 status = "done" if ok else "failed"
@@ -149,7 +110,7 @@ class Answerer:
         except Exception:  # the edge of one message: log it, keep the bot running
             status = "failed"
             logger.exception("handling %s in %s failed", message.event_id, message.room_id)
-        await self._ledger.finish(message.event_id, status)
+        await self._ledger.finish(key or message.event_id, status)
         METRICS.reply(status, time.monotonic() - started)
 
     async def _answer_all(
@@ -166,6 +127,11 @@ class Answerer:
             answers += [(r, None) for r in responders if r not in agents]
         else:
             answers = [(r, None) for r in responders]
+        elsewhere = [name for name, _ in answers if not self._presence.runs(name)]
+        for name in elsewhere:  # run by another process: it answers
+            if await self._presence.hand_over(message, route, name, requester):
+                logger.info("%s runs in another process: handed %s over", name, message.event_id)
+                answers = [(n, t) for n, t in answers if n != name]
         async with asyncio.TaskGroup() as group:  # siblings are owned and awaited together
             tasks = [
                 group.create_task(self._answer_guarded(name, message, route, requester, team))
@@ -211,6 +177,18 @@ class Answerer:
             self._interrupted.add(task)
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def abandon(self, agent: str) -> None:
+        """Cut ``agent``'s running answers off, as a shutdown does: their messages stay
+        claimed, for the process that runs ``agent`` now."""
+        tasks = self._running.pop(agent, set())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def busy(self, agent: str) -> bool:
+        """True while an answer of ``agent`` runs."""
+        return bool(self._running.get(agent))
 
     async def _choose(self, message: IncomingMessage, candidates: tuple[str, ...]) -> str:
         config = self._config()
@@ -465,19 +443,10 @@ class Answerer:
         )
         self._state.first_sight(reply_event_id)
         source = {**message_source(handoff), REQUESTER_KEY: plan.requester}
-        if await self._ledger.claim(reply_event_id, plan.room_id, route.responders, source):
+        if await self._ledger.claim(
+            reply_event_id, plan.room_id, route.responders, source, lead=plan.agent
+        ):
             logger.info("%s hands off to %s", plan.agent, ", ".join(route.responders))
             self._presence.spawn(
                 self.handle(handoff, route, plan.requester), f"handoff:{reply_event_id}"
             )
-
-
-def resumed_requester(source: dict[str, Any], sender: str) -> str:
-    """The person an unfinished answer was for, from its ledger record."""
-    requester = source.get(REQUESTER_KEY)
-    return requester if isinstance(requester, str) and requester else sender
-
-
-def humans(members: Collection[str], own_user_ids: Collection[str]) -> frozenset[str]:
-    """``members`` without mindroom's own accounts."""
-    return frozenset(m for m in members if m not in own_user_ids)

@@ -86,18 +86,22 @@ def atomic_write(path: Path, data: str | bytes, *, mode: int | None = None) -> N
 LOCK_POLL_SECONDS = 0.02
 
 
-def acquire_lock(lock_file: Path, timeout: float, *, mode: int = 0o600) -> int:
+def acquire_lock(
+    lock_file: Path, timeout: float, *, mode: int = 0o600, shared: bool = False
+) -> int:
     """Take an exclusive ``flock`` on ``lock_file`` (created if missing); returns its descriptor.
 
     Threads and processes exclude each other; closing the descriptor (:func:`release_lock`, or
     the process dying) releases it. Raises TimeoutError when another holder kept it for
-    ``timeout`` seconds, OSError when the lock file cannot be opened.
+    ``timeout`` seconds, OSError when the lock file cannot be opened. ``shared``: a shared
+    lock instead, which other shared holders may hold at once.
     """
     fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, mode)
     deadline = time.monotonic() + timeout
+    kind = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
     while True:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, kind | fcntl.LOCK_NB)
             return fd
         except BlockingIOError:
             if time.monotonic() >= deadline:

@@ -24,23 +24,24 @@ from typing import Any
 from mindroom import resume
 from mindroom.agents.probe import warn_at_start
 from mindroom.agents.runner import AgentRuntime
-from mindroom.answer import Answerer, humans, resumed_requester
-from mindroom.authorization import default_allowed_users, is_authorized
+from mindroom.answer import Answerer
+from mindroom.authorization import is_authorized
+from mindroom.cluster import Cluster, flushed_by, join_cluster
 from mindroom.command_runner import run_command
 from mindroom.config.schema import ROUTER, AgentConfig, Config, TeamConfig
 from mindroom.conversation import ConversationState
 from mindroom.errors import MatrixError
 from mindroom.flush import FlushWorker
-from mindroom.ledger import Ledger, ledger_target
+from mindroom.ledger import Ledger, PendingEvent, ledger_target
 from mindroom.maintenance.loop import MaintenanceLoop
 from mindroom.matrix.accounts import agent_credentials, open_account, set_display_name
 from mindroom.matrix.appservice import Appservice
 from mindroom.matrix.client import MatrixAccount, Undecryptable
 from mindroom.matrix.crypto import E2E_AVAILABLE
-from mindroom.matrix.events import AgentIdentity, IncomingMessage, message_source
+from mindroom.matrix.events import IncomingMessage, message_source, parse_message
 from mindroom.matrix.key_backup import open_backup
 from mindroom.matrix.probe import wait_for_homeserver
-from mindroom.matrix.rooms import prepare_rooms
+from mindroom.matrix.rooms import find_rooms, prepare_rooms
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.watch import watch_memory_files
 from mindroom.notices import (
@@ -51,8 +52,9 @@ from mindroom.notices import (
     tell_encrypted_room,
     worth_asking,
 )
+from mindroom.presence import ROUTE_KEY, BotPresence, resumed_requester
 from mindroom.reload import ConfigReloader
-from mindroom.routing import Route, RouteKind, route_message
+from mindroom.routing import Route, RouteKind
 from mindroom.tasks import TaskSupervisor
 
 logger = logging.getLogger(__name__)
@@ -70,6 +72,7 @@ class BotOptions:
     invite_users: tuple[str, ...] = field(default_factory=tuple)
     config_dir: Path | None = None  # where relative paths in the config (templates) start
     config_path: Path | None = None  # the file to watch for hot reload
+    pins: tuple[str, ...] = ()  # mindroom run --agents: the accounts this process is home to
 
     @property
     def data_dir(self) -> Path:
@@ -77,8 +80,14 @@ class BotOptions:
         return self.storage / "mindroom_data"
 
 
-class Bot:
-    """Every configured agent plus the router, on one homeserver."""
+def _title(name: str) -> str:
+    """An account's display name when the config gives none."""
+    return name.replace("_", " ").title()
+
+
+class Bot(BotPresence):
+    """Every configured agent plus the router, on one homeserver (or this process's share of
+    them, when several share one database: :mod:`mindroom.cluster`)."""
 
     def __init__(self, config: Config, options: BotOptions) -> None:
         self.config = config
@@ -98,6 +107,8 @@ class Bot:
         self.tasks = TaskSupervisor()
         self.state = ConversationState(config.router.context_messages)
         self.model_probe: asyncio.Task[None] | None = None  # the start-up reachability check
+        self.cluster: Cluster | None = None  # several processes on one database
+        self.users: dict[str, str] = {}  # accounts run by other processes: name -> user
 
     # -- start-up -----------------------------------------------------------------------------
 
@@ -141,38 +152,50 @@ class Bot:
             flush=self.flush,
             run_command=functools.partial(run_command, self),
         )
-        self.router = await self._login(ROUTER, "Router")
+        self.cluster, here = await join_cluster(self.ledger, lambda: self.config, self.options.pins)
+        if self.cluster is not None:  # kept from now on: logging many accounts in takes long
+            self.tasks.keep_running("leases", self.cluster.run)
+        if ROUTER in here:
+            self.router = await self._login(ROUTER, "Router")
         members: dict[str, AgentConfig | TeamConfig] = {**self.config.agents, **self.config.teams}
         accounts = await asyncio.gather(
             *(
-                self._login(name, member.display_name or name.replace("_", " ").title())
+                self._login(name, member.display_name or _title(name))
                 for name, member in members.items()
+                if name in here
             )
         )
         self.agents = {account.name: account for account in accounts}
-        everyone = [self.router, *self.agents.values()]
+        everyone = self._accounts()
         await asyncio.gather(*(account.first_sync() for account in everyone))
+        await self._note_accounts(everyone)
         await self.prepare_rooms()
         await self._answer_first_sync(everyone)
         # Taken before any sync loop runs: a message the catch-up sync claims from now on is
-        # answered by that sync alone, never resumed as well.
+        # answered by that sync alone, never resumed as well. (Several processes: each takes
+        # what its accounts left, in its lease rounds.)
         unfinished = await resume.unfinished(
-            self.ledger, self.state, self.config.matrix.catch_up_seconds
+            self.ledger, self.state, self.config.matrix.catch_up_seconds, self.cluster is None
         )
         for account in everyone:
             self._listen(account)
         if self.appservice is not None:  # the homeserver's transactions, for every account
             await self.appservice.listen(self._accounts)
         for name in self.config.agents:  # open (and index) shared memories before the first turn
-            await asyncio.to_thread(self.memories.for_agent, name)
+            if self.runs(name):
+                await asyncio.to_thread(self.memories.for_agent, name)
         self.tasks.keep_running(
             "memory-watch",
             lambda: watch_memory_files(
                 [self.memories.roots_parent()], self.memories.sync_changed, self._watch_stop
             ),
         )
+        self.flush.owns = lambda entry: self.runs(flushed_by(entry, self.config))
         self.tasks.keep_running("memory-flush", self.flush.run)
+        self.maintenance.active = lambda: self.runs(ROUTER)
         self.maintenance.start(self.tasks, wake_after=self.flush)  # ticks in the background
+        if self.cluster is not None:
+            self.cluster.serve(self)
         if self.reloader is not None:
             reloader = self.reloader
             self.tasks.keep_running("config-watch", lambda: reloader.watch(self._watch_stop))
@@ -199,6 +222,48 @@ class Bot:
         for account in accounts:
             for room_id, inviter in account.pending_invites():
                 await self._on_invite(account, room_id, inviter)
+
+    # -- several processes (mindroom.cluster.Members) -----------------------------------------
+
+    async def start_account(self, name: str) -> None:
+        """Run account ``name`` here: its lease was just taken."""
+        member = None if name == ROUTER else self._member(name)
+        display = "Router" if member is None else member.display_name or _title(name)
+        account = await self.start_member(name, display)
+        await self._note_accounts([account])
+        if name == ROUTER:
+            self.router = account
+            self._listen(account)
+            await self._answer_first_sync([account])
+        else:
+            await self.add_member(account)
+        await self.prepare_rooms()
+
+    async def stop_account(self, name: str) -> None:
+        """Stop account ``name`` here (its lease went to another process): its running answers
+        are cut off and stay claimed, for the new holder."""
+        if self.answers is not None:
+            await self.answers.abandon(name)
+        account = self.router if name == ROUTER else self.agents.pop(name, None)
+        self.router = None if name == ROUTER else self.router
+        if account is not None:
+            account.stop()
+            await self.tasks.cancel(f"sync:{name}")
+            await account.close()
+
+    def busy(self, name: str) -> bool:
+        return self.answers is not None and self.answers.busy(name)
+
+    def take_over(
+        self, key: str, room_id: str, responders: tuple[str, ...], source: dict[str, Any]
+    ) -> None:
+        assert self.ledger is not None
+        message = parse_message(room_id, source)
+        if message is None:
+            self.spawn(self.ledger.finish(key, "failed"), f"fail:{key}")
+            return
+        self.state.first_sight(message.event_id)  # the catch-up sync must not claim it too
+        self._resume([(message, PendingEvent(key, room_id, responders, source))])
 
     async def start_member(self, name: str, display_name: str) -> MatrixAccount:
         """Log in and sync once the account of an agent or team a reload is adding.
@@ -247,10 +312,24 @@ class Bot:
         self.state.set_context_messages(config.router.context_messages)
 
     async def prepare_rooms(self) -> None:
-        """Make every configured room exist with its members in it (idempotent)."""
-        assert self.router is not None
+        """Make every configured room exist with its members in it (idempotent). Without
+        the router (another process runs it, and makes the rooms), find them."""
+        if self.router is None:
+            accounts = self._accounts()
+            if accounts:
+                self.room_ids.update(await find_rooms(accounts[0], self.config.room_names))
+            return
+        elsewhere = (
+            {
+                n: u
+                for n in [*self.config.agents, *self.config.teams]
+                if n not in self.agents and (u := self.user_of(n))
+            }
+            if self.cluster
+            else {}
+        )
         found = await prepare_rooms(self.router, self.config, self.agents,
-                                    self.options.invite_users)  # fmt: skip
+                                    self.options.invite_users, elsewhere)  # fmt: skip
         self.room_ids.update(found)
 
     def _resume(self, unfinished: resume.Unfinished) -> None:
@@ -258,94 +337,17 @@ class Bot:
         assert self.answers is not None
         for message, pending in unfinished:
             logger.info("resuming the unfinished reply to %s", message.event_id)
-            if pending.responders:  # a hand-off: its responders were decided already
-                route = Route(RouteKind.HANDOFF, pending.responders, "resumed hand-off")
+            if pending.responders:  # a hand-off or -over: its responders were decided already
+                kind = RouteKind(pending.source.get(ROUTE_KEY, RouteKind.HANDOFF.value))
+                route = Route(kind, pending.responders, "resumed hand-off")
             else:
                 senders = self.state.thread_senders(message.room_id, message.thread_root)
                 route = self._route(message, senders or set())
             requester = resumed_requester(pending.source, message.sender)
-            self.spawn(self._handle(message, route, requester), f"resume:{message.event_id}")
-
-    # -- what the answer path sees (mindroom.answer.Presence) ---------------------------------
-
-    def _accounts(self) -> list[MatrixAccount]:
-        """Every account mindroom runs, the router first."""
-        return [a for a in [self.router, *self.agents.values()] if a is not None]
-
-    def own_user_ids(self) -> set[str]:
-        """Every account mindroom runs."""
-        return {account.user_id for account in self._accounts()}
-
-    def identities(self) -> list[AgentIdentity]:
-        """How each agent can be mentioned."""
-        return [
-            AgentIdentity(name, account.user_id, self._member(name).display_name or "")
-            for name, account in self.agents.items()
-            if name in self.config.agents or name in self.config.teams
-        ]
-
-    def account(self, name: str) -> MatrixAccount:
-        """The account of agent or team ``name``; KeyError when it is not running."""
-        return self.agents[name]
-
-    def room_agents(self, room_id: str) -> list[str]:
-        """Agents joined to ``room_id``, in config order."""
-        return [name for name, acc in self.agents.items() if room_id in acc.joined_rooms()]
-
-    def _accounts_in(self, room_id: str) -> list[MatrixAccount]:
-        """mindroom's accounts joined to ``room_id`` (the router first)."""
-        return [a for a in self._accounts() if room_id in a.joined_rooms()]
-
-    def room_humans(self, room_id: str) -> frozenset[str]:
-        """The people joined to ``room_id``, as the accounts in it last synced."""
-        members: set[str] = set()
-        for account in self._accounts_in(room_id):
-            members |= account.room_members(room_id)
-        return humans(members, self.own_user_ids())
-
-    def display_name(self, room_id: str, user_id: str) -> str | None:
-        """``user_id``'s display name in ``room_id``, as an account in the room saw it."""
-        for account in self._accounts_in(room_id):
-            name = account.display_name(room_id, user_id)
-            if name:
-                return name
-        return None
-
-    def is_direct(self, room_id: str) -> bool:
-        """True for a direct chat: one person and one of mindroom's accounts in the room."""
-        members: set[str] = set()
-        for account in self._accounts_in(room_id):
-            members |= account.room_members(room_id) | {account.user_id}
-        own = members & self.own_user_ids()
-        return len(own) == 1 and len(members - own) == 1
-
-    def room_names(self, room_id: str) -> list[str]:
-        """The configured names of ``room_id``."""
-        return [name for name, known in self.room_ids.items() if known == room_id]
-
-    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
-        """Run ``coro`` as a job the bot owns (awaited or cancelled at shutdown)."""
-        return self.tasks.spawn(coro, name)
+            self.spawn(self._handle(message, route, requester, pending.event_id),
+                       f"resume:{pending.event_id}")  # fmt: skip
 
     # -- events -------------------------------------------------------------------------------
-
-    def _member(self, name: str) -> AgentConfig | TeamConfig:
-        """The config of agent or team ``name``."""
-        return self.config.agents.get(name) or self.config.teams[name]
-
-    def allowed_users(self, room_id: str | None = None) -> list[str]:
-        """Who may talk to mindroom (in ``room_id``), from the current config."""
-        if room_id is not None:
-            for name, known_id in self.room_ids.items():
-                if known_id == room_id and name in self.config.room_names:
-                    room_allowed = self.config.room_config(name).allowed_users
-                    if room_allowed:
-                        return room_allowed
-        allowed = self.config.authorization.allowed_users
-        if allowed:
-            return allowed
-        server = self.router.server_name if self.router else "*"
-        return default_allowed_users(server)
 
     async def _on_synced(self, account: MatrixAccount, token: str) -> None:
         if self.ledger is None:
@@ -354,27 +356,6 @@ class Bot:
             await self.ledger.save_sync_token(account.user_id, token)
         except Exception:
             logger.exception("cannot save the sync position of %s", account.user_id)
-
-    async def _thread_senders(self, account: MatrixAccount, message: IncomingMessage) -> set[str]:
-        """Who has posted in the message's thread: asked once per thread, then kept current."""
-        if not message.thread_root:
-            return set()
-        senders = self.state.thread_senders(message.room_id, message.thread_root)
-        if senders is None:
-            senders = await account.thread_senders(message.room_id, message.thread_root)
-        return self.state.set_thread_senders(
-            message.room_id, message.thread_root, senders | {message.sender}
-        )
-
-    def _route(self, message: IncomingMessage, thread_senders: set[str]) -> Route:
-        return route_message(
-            message,
-            room_agents=self.room_agents(message.room_id),
-            identities=self.identities(),
-            own_user_ids=self.own_user_ids(),
-            authorized=is_authorized(message.sender, self.allowed_users(message.room_id)),
-            thread_senders=thread_senders,
-        )
 
     async def _on_message(self, account: MatrixAccount, message: IncomingMessage) -> None:
         if message.receiver_membership not in (None, "join"):
@@ -396,11 +377,14 @@ class Bot:
             return
         assert self.ledger is not None
         assert self.answers is not None
+        lead = self.lead(message, route)
+        if not self.runs(lead):  # its holder (another process) hears it too and claims it
+            self.state.forget(message.event_id)  # heard again if that account moves here
+            return
+        source = message_source(message)
         age_s = time.time() - message.timestamp_ms / 1000
         if age_s > self.config.matrix.catch_up_seconds:
-            if await self.ledger.claim(
-                message.event_id, message.room_id, (), message_source(message)
-            ):
+            if await self.ledger.claim(message.event_id, message.room_id, (), source, lead=lead):
                 await self.ledger.finish(message.event_id, "skipped")
                 logger.info(
                     "skipping %s from %s in %s: %.0f s old, beyond catch_up_seconds (%.0f)",
@@ -412,9 +396,7 @@ class Bot:
                 )
             return
         # Claimed durably before anything is produced: a restart will not answer it again.
-        if not await self.ledger.claim(
-            message.event_id, message.room_id, (), message_source(message)
-        ):
+        if not await self.ledger.claim(message.event_id, message.room_id, (), source, lead=lead):
             return
         logger.info(
             "event %s in %s: %s (via %s, %s)",
@@ -427,13 +409,13 @@ class Bot:
         self.spawn(self._handle(message, route, message.sender), f"handle:{message.event_id}")
 
     def _handle(
-        self, message: IncomingMessage, route: Route, requester: str
+        self, message: IncomingMessage, route: Route, requester: str, key: str | None = None
     ) -> Coroutine[Any, Any, None]:
         """The job for a claimed message: its answers, or the notice that no agent named is here."""
         assert self.answers is not None
         if route.kind is RouteKind.MENTIONED_ABSENT:
             return self._on_absent_mention(message, route)
-        return self.answers.handle(message, route, requester)
+        return self.answers.handle(message, route, requester, key)
 
     async def _on_invite(self, account: MatrixAccount, room_id: str, sender: str) -> None:
         if room_id in account.joined_rooms():
@@ -464,10 +446,10 @@ class Bot:
     async def _on_absent_mention(self, message: IncomingMessage, route: Route) -> None:
         """Posted as the router if it is in the room, else as the room's agent."""
         assert self.ledger is not None
-        room_agents = [self.agents[n] for n in self.room_agents(message.room_id)]
-        account = room_voice(message.room_id, self.router, room_agents)
-        absent = [(self._member(n).display_name or n, self.agents[n].user_id)
-                  for n in route.absent if n in self.agents]  # fmt: skip
+        here = [self.agents[n] for n in self.room_agents(message.room_id) if n in self.agents]
+        account = room_voice(message.room_id, self.router, here)
+        absent = [(self._member(n).display_name or n, user)
+                  for n in route.absent if (user := self.user_of(n))]  # fmt: skip
         await tell_absent(self.ledger, account, message, absent)
 
     # -- shutdown -----------------------------------------------------------------------------
@@ -478,6 +460,8 @@ class Bot:
         A reply cancelled here stays claimed in the ledger and is resumed at the next start.
         """
         accounts = self._accounts()
+        if self.cluster is not None:  # first: the other processes take over what is left
+            await self.tasks.cancel("leases")
         if self.appservice is not None:  # no transaction is taken while stopping
             await self.appservice.stop()
         if self.model_probe is not None:
@@ -494,6 +478,8 @@ class Bot:
                 await account.close()
         await self.runtime.close()
         self.memories.close()
+        if self.cluster is not None:  # after the last answer: what is unfinished moves on
+            await self.cluster.leave()
         if self.ledger is not None:
             await self.ledger.close()
             self.ledger = None

@@ -19,9 +19,10 @@ from pathlib import Path
 from mindroom.appservice_cli import add_appservice_parser
 from mindroom.config import Config, load_config
 from mindroom.config.load import load_dotenv_beside
+from mindroom.config.schema import ROUTER
 from mindroom.config_cli import add_config_parser
 from mindroom.dashboard.cli import add_dashboard_parser
-from mindroom.errors import MindroomError, NotRunningError
+from mindroom.errors import ConfigError, MindroomError, NotRunningError
 from mindroom.invocation import invoked_as
 from mindroom.keys_cli import add_keys_parser
 from mindroom.maintenance.cli import add_maintenance_parser
@@ -160,10 +161,12 @@ async def _serve(args: argparse.Namespace) -> None:
     homeserver_url = os.environ.get("MATRIX_HOMESERVER") or config.matrix.homeserver
     shared_secret = os.environ.get("MATRIX_REGISTRATION_SHARED_SECRET") or None
     invite: tuple[str, ...] = ()
+    pins = agent_pins(args.agents, config, local=args.local)
+    sharing = shares_agents(config, local=args.local)
     async with contextlib.AsyncExitStack() as stack:
         # First, before anything touches the storage; held until the process ends. Its short
         # blocking wait is fine here: nothing else runs on the loop yet.
-        stack.callback(release_run_lock, hold_run_lock(data_dir))
+        stack.callback(release_run_lock, hold_run_lock(data_dir, shared=sharing))
         if args.local:
             from mindroom.matrix.homeserver import EmbeddedHomeserver
             from mindroom.matrix.local import ensure_local_user, follow_port_change
@@ -194,6 +197,7 @@ async def _serve(args: argparse.Namespace) -> None:
                 invite_users=invite,
                 config_dir=config_path.parent,
                 config_path=config_path,
+                pins=pins,
             ),
         )
         stack.push_async_callback(bot.stop)
@@ -215,6 +219,32 @@ async def _serve(args: argparse.Namespace) -> None:
                 print(f"Dashboard: {dashboard.url}")
         print(running_banner(config, list(bot.agents)))
         await asyncio.Event().wait()  # until a signal cancels this task
+
+
+def shares_agents(config: Config, *, local: bool) -> bool:
+    """True when several ``mindroom run`` may share this config's agents (leases)."""
+    return bool(config.storage.database) and not local and config.matrix.mode == "clientserver"
+
+
+def agent_pins(given: str | None, config: Config, *, local: bool) -> tuple[str, ...]:
+    """The accounts ``--agents a,b`` pins this process to (ConfigError when it cannot)."""
+    if not given:
+        return ()
+    if not shares_agents(config, local=local):
+        raise ConfigError(
+            "--agents shares the agents between several processes: it needs storage.database "
+            "(PostgreSQL), an external homeserver (not --local) and matrix.mode clientserver "
+            "(an appservice receives every agent's events at its one endpoint)"
+        )
+    names = tuple(dict.fromkeys(n.strip() for n in given.split(",") if n.strip()))
+    known = [ROUTER, *config.agents, *config.teams]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise ConfigError(
+            f"--agents: no agent or team named {', '.join(unknown) or repr(given)} in the config "
+            f"(known: {', '.join(known)})"
+        )
+    return names
 
 
 async def _doctor(args: argparse.Namespace) -> int:
@@ -278,6 +308,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--no-dashboard", action="store_true", help="do not serve the dashboard")
     run.add_argument("--ops-port", type=int, default=None, help="serve /healthz and /metrics")
+    run.add_argument(
+        "--agents", default=None, metavar="A,B",
+        help="with storage.database: the agents this process is home to (others run them "
+        "only while it is down)",
+    )  # fmt: skip
     run.add_argument(
         "--log-format", choices=("text", "json"), default=None,
         help="json: one JSON object per log line (MINDROOM_LOG_FORMAT)",

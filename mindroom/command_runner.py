@@ -92,19 +92,28 @@ class CommandHost(Protocol):
         """Agents and teams joined to ``room_id``, in config order."""
         ...
 
+    def user_of(self, name: str) -> str | None:
+        """The Matrix user of account ``name``, wherever it runs."""
+        ...
+
+    def own_user_ids(self) -> set[str]:
+        """Every account mindroom runs, in any process."""
+        ...
+
 
 async def run_command(bot: CommandHost, message: IncomingMessage) -> None:
     """Answer the command in ``message``, in its thread, from the router (or a DM's agent)."""
     assert bot.ledger is not None
-    assert bot.router is not None
     command = commands.parse_command(message.body)
     if command is None:
         return
     room_agents = bot.room_agents(message.room_id)
-    account = room_voice(message.room_id, bot.router, [bot.agents[n] for n in room_agents])
+    here = [bot.agents[n] for n in room_agents if n in bot.agents]  # several processes: ours
+    account = room_voice(message.room_id, bot.router, here)
     if account is None:
         return
-    user_ids = {name: acc.user_id for name, acc in bot.agents.items()}
+    members = [*bot.config.agents, *bot.config.teams]
+    user_ids = {name: user for name in members if (user := bot.user_of(name))}
     if command.name == "help":
         text = commands.help_text(bot.config, room_agents, user_ids)
     elif command.name == "agents":
@@ -140,10 +149,7 @@ def _with_memory_link(
     action = argument.strip().lower()
     if action not in ("", "link"):
         return text
-    ours = {a.user_id for a in bot.agents.values()} | (
-        {bot.router.user_id} if bot.router else set()
-    )
-    if not account.only_with(message.room_id, message.sender, ours):
+    if not account.only_with(message.room_id, message.sender, bot.own_user_ids()):
         if action == "link":
             return (
                 "I send that link only in a direct message with me (invite-only, not readable "

@@ -26,6 +26,7 @@ class ConversationState:
 
     def __init__(self, context_messages: int) -> None:
         self._seen: OrderedDict[str, None] = OrderedDict()
+        self._noted: OrderedDict[str, None] = OrderedDict()
         self._threads: OrderedDict[Conversation, set[str]] = OrderedDict()
         self._hops: dict[Conversation, int] = {}
         self._recent: dict[str, deque[str]] = {}
@@ -41,7 +42,9 @@ class ConversationState:
         return True
 
     def forget(self, event_id: str) -> None:
-        """Offer ``event_id`` as new again (its handling failed before it was claimed)."""
+        """Offer ``event_id`` as new again (its handling failed before it was claimed, or
+        another process's account was to claim it and this process may run that account
+        next)."""
         self._seen.pop(event_id, None)
 
     def seen(self, event_id: str) -> bool:
@@ -61,7 +64,14 @@ class ConversationState:
         return known
 
     def note(self, message: IncomingMessage, own_user_ids: Collection[str]) -> None:
-        """Keep the room's recent messages; a human message resets the agent-hop count."""
+        """Keep the room's recent messages; a human message resets the agent-hop count.
+        A message offered again (:meth:`forget`) is kept once."""
+        if message.event_id:
+            if message.event_id in self._noted:
+                return
+            self._noted[message.event_id] = None
+            if len(self._noted) > REMEMBERED:
+                self._noted.popitem(last=False)
         recent = self._recent.setdefault(message.room_id, deque(maxlen=self._context_messages))
         if not message.is_edit:
             recent.append(f"{message.sender}: {message.body[:500]}")

@@ -134,6 +134,8 @@ class FlushWorker:
         self._stop = asyncio.Event()
         self._threads = Threads()  # mem0 extractions: they outlive a timeout or a cancel
         self.on_cycle: Callable[[], object] | None = None  # after each loop cycle (maintenance)
+        # the sessions this process flushes (several processes: those of its accounts)
+        self.owns: Callable[[FlushEntry], bool] = lambda entry: True
 
     @property
     def settings(self):  # noqa: ANN201 - AutoFlushConfig, looked up live (hot reload)
@@ -292,10 +294,12 @@ class FlushWorker:
             asyncio.get_running_loop().call_later(delay, self._wake.set)
 
     def _handled(self, entries: list[FlushEntry]) -> list[FlushEntry]:
-        """The entries the loop flushes: all, or with ``auto_flush`` off only mem0's."""
+        """The entries the loop flushes: all of this process's, or with ``auto_flush`` off
+        only mem0's."""
+        mine = [e for e in entries if self.owns(e)]
         if self.settings.enabled:
-            return entries
-        return [e for e in entries if extracted_by_mem0(self.config, e)]
+            return mine
+        return [e for e in mine if extracted_by_mem0(self.config, e)]
 
     def stop(self) -> None:
         """End :meth:`run` at its next wake-up."""

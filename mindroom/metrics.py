@@ -32,6 +32,8 @@ class Metrics:
     reply_sum: float = 0.0
     reply_count: int = 0
     model_errors: dict[str, int] = field(default_factory=dict)  # model key -> errors
+    leases_held: int = 0  # accounts this process runs (several processes on one database)
+    lease_moves: dict[str, int] = field(default_factory=dict)  # "taken"/"lost" -> leases
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def reply(self, outcome: str, seconds: float) -> None:
@@ -47,6 +49,15 @@ class Metrics:
     def model_error(self, model: str) -> None:
         with self._lock:
             self.model_errors[model] = self.model_errors.get(model, 0) + 1
+
+    def set_leases(self, held: int) -> None:
+        with self._lock:
+            self.leases_held = held
+
+    def lease_moved(self, how: str) -> None:
+        """A lease this process ``taken`` from a silent process, or ``lost`` to another."""
+        with self._lock:
+            self.lease_moves[how] = self.lease_moves.get(how, 0) + 1
 
     def render(self, gauges: Iterable[Gauge] = ()) -> str:
         """The exposition text: the counters, then ``gauges``."""
@@ -72,6 +83,15 @@ class Metrics:
                 *(
                     f'mindroom_model_errors_total{{model="{_label(k)}"}} {v}'
                     for k, v in sorted(self.model_errors.items())
+                ),  # fmt: skip
+                "# HELP mindroom_leases_held Accounts this process runs by lease.",
+                "# TYPE mindroom_leases_held gauge",
+                f"mindroom_leases_held {self.leases_held}",
+                "# HELP mindroom_lease_moves_total Leases taken over or lost by this process.",
+                "# TYPE mindroom_lease_moves_total counter",
+                *(
+                    f'mindroom_lease_moves_total{{how="{_label(k)}"}} {v}'
+                    for k, v in sorted(self.lease_moves.items())
                 ),  # fmt: skip
             ]
         for gauge in gauges:

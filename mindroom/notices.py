@@ -68,7 +68,7 @@ async def tell_encrypted_room(ledger: Ledger, account: MatrixAccount, room_id: s
     Remembered in the ledger, so neither later encrypted messages nor restarts repeat it.
     """
     key = f"mindroom-encrypted-room-{room_id}"
-    if not await ledger.claim(key, room_id, (), {"notice": "encrypted room"}):
+    if not await ledger.claim(key, room_id, (), {"notice": "encrypted room"}, lead=account.name):
         return
     logger.warning(
         "room %s is end-to-end encrypted; mindroom cannot read it (told the room as %s)",
@@ -108,7 +108,8 @@ async def tell_undecryptable(
     """Ask the sender of an event nobody of mindroom's could decrypt to send it again, once
     (the ledger's claim on the event: no account answers it twice, nor a restart)."""
     key = f"mindroom-undecryptable-{event.event_id}"
-    if not await ledger.claim(key, event.room_id, (), {"notice": "undecryptable"}):
+    notice = {"notice": "undecryptable"}
+    if not await ledger.claim(key, event.room_id, (), notice, lead=account.name):
         return
     logger.warning(
         "cannot decrypt %s from %s in %s (asked to re-send, as %s)",

@@ -74,6 +74,12 @@ class ReloadTarget(Protocol):
         """Room IDs by configured room name."""
         ...
 
+    @property
+    def leased(self) -> bool:
+        """True when leases decide which accounts run here (:mod:`mindroom.cluster`): their
+        rounds start added members and stop removed ones, in whichever process holds them."""
+        ...
+
     def set_config(self, config: Config) -> None:
         """Use ``config`` from now on."""
 
@@ -156,7 +162,8 @@ class ConfigReloader:
                     logger.info("config is valid again; applied (no change to the running config)")
                 return diff
             try:
-                started = await self._start_members(diff.added, new)
+                added = () if self.bot.leased else diff.added
+                started = await self._start_members(added, new)
             except Exception as exc:  # the whole change is refused; the old config runs on
                 self.error, self.invalid = str(exc), False
                 logger.error("config not reloaded, the running config stays: %s", exc)
@@ -209,7 +216,11 @@ class ConfigReloader:
         steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
             *((f"adding {a.name}", partial(self.bot.add_member, a)) for a in started),
             *((f"updating {n}", partial(self._update_member, n, old, new)) for n in diff.changed),
-            *((f"removing {n}", partial(self.bot.remove_member, n)) for n in diff.removed),
+            *(
+                (f"removing {n}", partial(self.bot.remove_member, n))
+                for n in diff.removed
+                if not self.bot.leased
+            ),  # fmt: skip
             ("preparing rooms", self.bot.prepare_rooms),
         ]
         problems = []

@@ -51,9 +51,12 @@ def run_lock_path(data_dir: Path) -> Path:
     return data_dir / RUN_LOCK_NAME
 
 
-def hold_run_lock(data_dir: Path) -> int:
+def hold_run_lock(data_dir: Path, shared: bool = False) -> int:
     """Take the run lock for the lifetime of this process and write who holds it; returns the
     descriptor (:func:`release_run_lock` lets go; so does the process ending).
+
+    ``shared``: the runs share their work through a database's leases (``storage.database``),
+    so several may hold the lock at once, but none alongside a run that does not.
 
     Raises AlreadyRunningError naming the holder's pid and the lock file when another run holds
     it.
@@ -61,13 +64,15 @@ def hold_run_lock(data_dir: Path) -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     path = run_lock_path(data_dir)
     try:
-        fd = acquire_lock(path, START_WAIT_S)
+        fd = acquire_lock(path, START_WAIT_S, shared=shared)
     except TimeoutError:
         holder = running(data_dir) or RunHolder(None, None)
+        hint = ("it keeps its state in SQLite: set storage.database for several runs to share "
+                "the agents" if shared else "two bots on one storage would both answer every "
+                "message and both write memory")  # fmt: skip
         raise AlreadyRunningError(
             f"already running for {data_dir.parent} ({holder.describe()}; "
-            f"lock {path}): stop it first, two bots on one storage would both answer every "
-            "message and both write memory"
+            f"lock {path}): stop it first, {hint}"
         ) from None
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     text = f"pid {os.getpid()}\nstarted {started}\ncommand {' '.join(sys.argv)}\n"
@@ -84,8 +89,9 @@ def release_run_lock(fd: int) -> None:
 def running(data_dir: Path) -> RunHolder | None:
     """The run holding this storage's lock, or None when no process does.
 
-    Tests the lock without waiting: a shared lock is taken and dropped at once (a run starting
-    at that instant waits for it, see :data:`START_WAIT_S`).
+    Tests the lock without waiting: an exclusive lock is taken and dropped at once (a run
+    starting at that instant waits for it, see :data:`START_WAIT_S`); any run, sharing or not,
+    keeps it from being taken.
     """
     try:
         fd = os.open(run_lock_path(data_dir), os.O_RDONLY)
@@ -93,7 +99,7 @@ def running(data_dir: Path) -> RunHolder | None:
         return None  # no run ever started here
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return _holder(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
         fcntl.flock(fd, fcntl.LOCK_UN)

@@ -486,6 +486,7 @@ class BotProcess:
     command_prefix: tuple[str, ...] = ()  # e.g. ("prlimit", "--nofile=160:160")
     # one dashboard port would be contended by runs that overlap: on only where a test asks
     run_options: tuple[str, ...] = ("--no-dashboard",)
+    log_name: str = "bot.log"  # several processes on one storage: a log each
 
     def start(self) -> None:
         self.credentials.install(self.storage)
@@ -495,7 +496,7 @@ class BotProcess:
             MATRIX_REGISTRATION_SHARED_SECRET=self.homeserver.shared_secret,
             AGNO_TELEMETRY="false",
         )
-        log = (self.storage / "bot.log").open("ab")
+        log = (self.storage / self.log_name).open("ab")
         self.proc = subprocess.Popen(
             [
                 *self.command_prefix,
@@ -516,7 +517,7 @@ class BotProcess:
 
     async def wait_running(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
-        log = self.storage / "bot.log"
+        log = self.storage / self.log_name
         while time.monotonic() < deadline:
             assert self.proc is not None
             if self.proc.poll() is not None:
@@ -532,7 +533,7 @@ class BotProcess:
         return await settle(human, room_id, self.storage, timeout)
 
     def mark_log(self) -> None:
-        with (self.storage / "bot.log").open("a") as handle:
+        with (self.storage / self.log_name).open("a") as handle:
             handle.write("\n===\n")
 
     async def stop(self, sig: int = signal.SIGTERM) -> int:

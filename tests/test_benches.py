@@ -275,3 +275,25 @@ def test_dashboard_pages_bench_times_every_page_over_a_big_scope(tmp_path: Path)
     for page in ("scope listing", "scope search", "entry + history", "memory settings"):
         assert re.search(rf"{re.escape(page)} +p50 +[\d.]+ ms", text), page
     assert re.fullmatch(r"max_page_p50_ms=\d+\.\d", lines[-1])
+
+
+@pytest.mark.slow
+def test_scale_bench_compares_both_modes_and_two_processes_with_one(tmp_path: Path) -> None:
+    """A small run of ``bench/scale.py``: three Synapses, a PostgreSQL, and the line it ends
+    with (the figures need the default size)."""
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "scale.py"), "--agents", "4", "--threads", "8"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    text = done.stdout
+    assert re.search(r"one process +[\d.]+ replies/s; CPU cores used: mindroom [\d.]+", text)
+    assert re.search(r"two processes +[\d.]+ replies/s; CPU cores used: mindroom 1 [\d.]+, "
+                     r"mindroom 2 [\d.]+", text)  # fmt: skip
+    assert text.count("bottleneck: ") == 2
+    assert re.fullmatch(
+        r"appservice_startup_s=\d+\.\d clientserver_startup_s=\d+\.\d "
+        r"two_process_speedup=\d+\.\d\dx",
+        lines[-1],
+    )

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from mindroom.answer import REQUESTER_KEY, resumed_requester
 from mindroom.config import parse_config
 from mindroom.config.schema import Config
+from mindroom.presence import REQUESTER_KEY, resumed_requester
 from mindroom.routing import Route, RouteKind
 from mindroom.turns import TeamSpec, TurnPlan, plan_turn
 

@@ -225,6 +225,10 @@ class StorageConfig(_Strict):
     # unset: mindroom_data/ledger.db (SQLite, one process); postgresql://user:pass@host/db:
     # one PostgreSQL for several processes (pip install 'mindroom[postgres]'); ${VAR} works
     database: str | None = Field(default=None, pattern=r"^postgres(ql)?(\+asyncpg)?://")
+    # with a database, several `mindroom run` share the agents (leases): the agents of a
+    # process that stopped renewing its leases (killed, its machine lost) move to another
+    # process within this many seconds; the holders renew every third of it
+    failover_seconds: float = Field(default=30.0, ge=3.0, le=3600.0)
 
 
 class DashboardConfig(_Strict):

@@ -71,13 +71,16 @@ def health(host: DashboardHost) -> tuple[bool, dict[str, Any]]:
             problems[state["name"]] = (
                 "not synced yet" if age is None else f"last sync {age:.0f} s ago"
             )
-    if not accounts:
+    cluster = host.cluster
+    if not accounts and (cluster is None or not cluster.serving):
         problems["mindroom"] = "starting: no account is running yet"
-    body = {
+    body: dict[str, Any] = {
         "status": "failing" if problems else "ok",
         "problems": problems,
         "accounts": {s["name"]: s["synced_ago_s"] for s in accounts},
     }
+    if cluster is not None:  # a process with none is a stand-by, and well
+        body["leases"] = sorted(cluster.held)
     return not problems, body
 
 

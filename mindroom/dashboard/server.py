@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from mindroom.atomic import atomic_write
+from mindroom.cluster import Cluster
 from mindroom.config.schema import Config
 from mindroom.dashboard import pages
 from mindroom.dashboard.access import CSRF_FIELD, LOOPBACK, Access, dashboard_token, dashboard_url
@@ -51,6 +52,7 @@ class DashboardHost(Protocol):
     agents: dict[str, MatrixAccount]
     room_ids: dict[str, str]
     appservice: Appservice | None  # appservice mode: events come through it, not syncs
+    cluster: Cluster | None  # several processes on one database: this one's leases
 
     def room_agents(self, room_id: str) -> list[str]: ...
 

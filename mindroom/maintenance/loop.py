@@ -77,6 +77,8 @@ class MaintenanceLoop:
         self.checks = 0  # rounds of the loop, ticking or not
         self._wake = asyncio.Event()
         self._stopping = False
+        # several processes on one database: the one running the router maintains memory
+        self.active: Callable[[], bool] = lambda: True
         self._task: asyncio.Task[Any] | None = None
 
     def start(self, tasks: TaskSupervisor, wake_after: WritesNotifier | None = None) -> None:
@@ -100,7 +102,7 @@ class MaintenanceLoop:
         while not self._stopping:
             settings = self.config().memory.maintenance
             self.checks += 1
-            if settings.enabled:
+            if settings.enabled and self.active():
                 await self._tick()
             else:
                 self.next_due = None

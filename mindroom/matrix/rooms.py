@@ -128,13 +128,30 @@ async def prepare_rooms(
     config: Config,
     accounts: Mapping[str, MatrixAccount],
     invite_users: Sequence[str] = (),
+    elsewhere: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Make every room ``config`` names exist with its agents' and teams' ``accounts`` in it
-    (idempotent); room name -> room ID."""
+    (idempotent); room name -> room ID. Members run by another process (``elsewhere``: name
+    -> user) are invited; their process accepts."""
     everyone: dict[str, AgentConfig | TeamConfig] = {**config.agents, **config.teams}
+    elsewhere = elsewhere or {}
     found = {}
     for name in config.room_names:
-        members = [accounts[n] for n, cfg in everyone.items() if name in cfg.rooms]
+        listed = [n for n, cfg in everyone.items() if name in cfg.rooms]
+        members = [accounts[n] for n in listed if n in accounts]
+        invited = [elsewhere[n] for n in listed if n not in accounts and n in elsewhere]
         found[name] = await prepare_room(router, name, config.room_config(name), members,
-                                         invite_users, config.matrix.room_version)  # fmt: skip
+                                         [*invite_users, *invited],
+                                         config.matrix.room_version)  # fmt: skip
+    return found
+
+
+async def find_rooms(account: MatrixAccount, names: Sequence[str]) -> dict[str, str]:
+    """The IDs of the configured rooms ``names`` that exist (the router, run by another
+    process, makes them): room name -> room ID."""
+    found = {}
+    for name in names:
+        resolved = await account.client.room_resolve_alias(room_alias(name, account.server_name))
+        if isinstance(resolved, nio.RoomResolveAliasResponse):
+            found[name] = resolved.room_id
     return found

@@ -1,0 +1,261 @@
+"""This process's share of the accounts when several ``mindroom run`` share one database.
+
+:class:`Cluster` decides which accounts this process runs (the leases of
+:mod:`mindroom.leases`) and moves work with them; the bot starts and stops the accounts
+(:class:`Members`). It runs only with ``storage.database`` in client-server mode; alone on
+SQLite, or as an appservice (whose one endpoint receives every account's events), a process
+runs every account and no lease is written.
+
+Which accounts a process wants:
+
+* those it is pinned to (``mindroom run --agents a,b``), and the router;
+* as a stand-by, every other account no live process is pinned to (so the agents of a process
+  that died move somewhere even when every process is pinned).
+
+An account pinned to another live process is handed back to it once this process has no
+answer of it running. Every round (a third of ``storage.failover_seconds``) the process says it
+is alive, renews its leases, stops the accounts whose lease it lost (its answers are left
+claimed, for the new holder to resume), hands back and takes leases, and starts what it took.
+Between rounds it takes the work queued for its accounts (:meth:`Leases.orphans`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from mindroom.config.schema import ROUTER, Config
+from mindroom.leases import Leases, Orphan
+from mindroom.ledger import Ledger
+from mindroom.memory.flush_state import FlushEntry
+from mindroom.metrics import METRICS
+
+logger = logging.getLogger(__name__)
+
+_POLL_S = 0.5  # how often queued work is looked for between rounds
+
+
+class Members(Protocol):
+    """What the cluster asks of the bot."""
+
+    async def start_account(self, name: str) -> None:
+        """Log in, sync and listen as ``name`` (its lease was just taken)."""
+
+    async def stop_account(self, name: str) -> None:
+        """Stop ``name`` here; its unfinished answers stay claimed (the lease was lost)."""
+
+    async def remove_member(self, name: str) -> None:
+        """``name`` left the config: end its answers, leave its rooms, stop its account."""
+
+    def busy(self, name: str) -> bool:
+        """True while an answer of ``name`` runs here."""
+
+    def take_over(
+        self, key: str, room_id: str, responders: tuple[str, ...], source: dict[str, Any]
+    ) -> None:
+        """Answer a row this process just took (a hand-over, or another owner's claim)."""
+
+
+def new_owner_id() -> str:
+    """A process's id in the leases: unique per run, readable in ``mindroom_data`` tables."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def flushed_by(entry: FlushEntry, config: Config) -> str:
+    """The account whose process flushes a session: its agent or team, and for an ad hoc
+    team the member that answered for it (the first in config order)."""
+    if entry.agent in config.agents or entry.agent in config.teams:
+        return entry.agent
+    return next((m for m in config.agents if m in entry.team), ROUTER)
+
+
+async def join_cluster(
+    ledger: Ledger, config: Callable[[], Config], pins: tuple[str, ...]
+) -> tuple[Cluster | None, set[str]]:
+    """The cluster of this process (None: alone on SQLite) and the accounts it runs from the
+    start: every account alone; with a shared database, those whose leases it took."""
+    current = config()
+    if not ledger.shared or current.matrix.mode != "clientserver":  # alone (one endpoint)
+        return None, {ROUTER, *current.agents, *current.teams}
+    cluster = Cluster(ledger.leases(new_owner_id()), config, pins)
+    ledger.owner = cluster.owner  # every claim of this process says it is this one's
+    return cluster, await cluster.join()
+
+
+class Cluster:
+    """This process's leases, its round and its queue (see the module docstring)."""
+
+    def __init__(self, leases: Leases, config: Callable[[], Config], pins: tuple[str, ...]) -> None:
+        self.leases = leases
+        self._config = config
+        self.pins = pins
+        self.held: set[str] = set()
+        self._members: Members | None = None  # set by serve(), once the bot is up
+        self._stopping = False
+        self._renewed = time.monotonic()
+
+    @property
+    def owner(self) -> str:
+        return self.leases.owner
+
+    @property
+    def ttl(self) -> float:
+        """How long a lease lasts unrenewed: two rounds, so one late round loses nothing and
+        a dead process's accounts move within ``failover_seconds``."""
+        return self._config().storage.failover_seconds * 2 / 3
+
+    @property
+    def round_s(self) -> float:
+        return self._config().storage.failover_seconds / 3
+
+    @property
+    def serving(self) -> bool:
+        """True once the bot is up (a process holding no account is then a stand-by)."""
+        return self._members is not None
+
+    def runs(self, name: str) -> bool:
+        """True when this process runs account ``name``."""
+        return name in self.held
+
+    def everyone(self) -> list[str]:
+        """Every account of the current config, the router first."""
+        config = self._config()
+        return [ROUTER, *config.agents, *config.teams]
+
+    async def join(self) -> set[str]:
+        """Say this process is here and take the leases it wants; returns what it took (the
+        bot logs those in before listening)."""
+        await self._heartbeat()
+        wanted = await self._wanted()
+        for name in wanted:
+            if await self.leases.acquire(name, self.ttl):
+                self.held.add(name)
+        self._gauge()
+        logger.info("this process (%s) runs %s", self.owner, ", ".join(sorted(self.held)) or
+                    "nothing yet: every account runs elsewhere (stand-by)")  # fmt: skip
+        return set(self.held)
+
+    def serve(self, members: Members) -> None:
+        """The bot is up: from now on rounds also take, give back and move work."""
+        self._members = members
+
+    async def run(self) -> None:
+        """Rounds and queue polls until cancelled. Started right after :meth:`join`: until
+        :meth:`serve`, a round only keeps the leases (a start of many accounts may outlast
+        them)."""
+        next_round = time.monotonic() + self.round_s
+        while not self._stopping:
+            try:
+                if time.monotonic() >= next_round:
+                    next_round = time.monotonic() + self.round_s
+                    await (self.round() if self._members is not None else self._keep())
+                if self._members is not None:
+                    await self.take_work()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the database went away for a moment: the next round retries
+                logger.exception("lease round failed")
+            await asyncio.sleep(_POLL_S)
+
+    async def _keep(self) -> set[str]:
+        """Say this process is alive and renew its leases; returns those it lost."""
+        self._renewed = time.monotonic()
+        await self._heartbeat()
+        lost = self.held - await self.leases.renew(self.held, self.ttl)
+        for name in sorted(lost):
+            logger.warning("lost the lease of %s to another process: stopping it here", name)
+            self.held.discard(name)
+            METRICS.lease_moved("lost")
+        return lost
+
+    async def round(self) -> None:
+        """Heartbeat, renew, give back, take; start and stop accounts to match."""
+        assert self._members is not None
+        for name in sorted(await self._keep()):
+            await self._members.stop_account(name)
+        for name in sorted(self.held - set(self.everyone())):
+            logger.info("%s is no longer in the config: stopping it", name)
+            self.held.discard(name)
+            try:
+                await self._members.remove_member(name)
+            finally:
+                await self.leases.release({name})
+        pinned_elsewhere = await self._pinned_elsewhere()
+        for name in sorted(self.held & pinned_elsewhere):
+            if name != ROUTER and not self._members.busy(name):
+                logger.info("handing %s back to the process pinned to it", name)
+                self.held.discard(name)
+                await self._members.stop_account(name)
+                await self.leases.release({name})
+        for name in await self._wanted(pinned_elsewhere):
+            if name in self.held or not await self.leases.acquire(name, self.ttl):
+                continue
+            logger.info("took the lease of %s: starting it here", name)
+            self.held.add(name)
+            METRICS.lease_moved("taken")
+            try:
+                await self._members.start_account(name)
+            except Exception:
+                logger.exception("cannot start %s here; giving its lease back", name)
+                self.held.discard(name)
+                await self.leases.release({name})
+            if time.monotonic() - self._renewed > self.round_s:  # many starts: keep the rest
+                for lost in sorted(await self._keep()):
+                    await self._members.stop_account(lost)
+        self._gauge()
+
+    async def take_work(self) -> int:
+        """Take and answer the rows queued for (or left by another owner of) this process's
+        accounts; returns how many."""
+        assert self._members is not None
+        newer_than = time.time() - self._config().matrix.catch_up_seconds
+        taken = 0
+        for orphan in await self.leases.orphans(set(self.held), newer_than):
+            row = await self.leases.take(orphan)
+            if row is None:
+                continue
+            taken += 1
+            self._log_take(orphan)
+            self._members.take_over(orphan.key, *row)
+        return taken
+
+    async def leave(self) -> None:
+        """Give every lease up at a clean stop: the others take over at once."""
+        self._stopping = True
+        with contextlib.suppress(Exception):
+            await self.leases.leave(forget_before=time.time() - 10 * self.ttl)
+        self.held.clear()
+        self._gauge()
+
+    async def _heartbeat(self) -> None:
+        await self.leases.heartbeat(self.pins, socket.gethostname(), os.getpid())
+
+    async def _pinned_elsewhere(self) -> set[str]:
+        """Accounts a live process other than this one is pinned to (and this one is not)."""
+        alive = await self.leases.processes(seen_after=time.time() - self.ttl)
+        pinned = {n for p in alive if p.owner != self.owner for n in p.pins}
+        return pinned - set(self.pins)
+
+    async def _wanted(self, pinned_elsewhere: set[str] | None = None) -> list[str]:
+        if pinned_elsewhere is None:
+            pinned_elsewhere = await self._pinned_elsewhere()
+        mine = [n for n in self.everyone() if n in self.pins or n == ROUTER]
+        standby = [n for n in self.everyone() if n not in mine and n not in pinned_elsewhere]
+        return mine + standby
+
+    def _gauge(self) -> None:
+        METRICS.set_leases(len(self.held))
+
+    def _log_take(self, orphan: Orphan) -> None:
+        if orphan.status == "queued":
+            logger.info("answering %s, handed over to this process", orphan.key)
+        else:
+            logger.info("resuming %s, left unfinished by %s", orphan.key, orphan.owner or "an "
+                        "earlier run")  # fmt: skip

@@ -1,0 +1,230 @@
+"""Several ``mindroom run`` sharing one PostgreSQL (issue 19.3), as real processes on a real
+Synapse: each agent is run by one process (its lease), a message is answered by the process
+that runs its agent (handed over when the router of another process chose it), and
+``kill -9`` of a process moves its agents to the other, which answers what was left, once."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mindroom.cli import main
+from mindroom.ledger import Ledger
+from mindroom.matrix.homeserver import EmbeddedHomeserver
+from tests.harness import (
+    BotProcess,
+    CredentialCache,
+    Event,
+    Human,
+    answers,
+    config_text,
+    unique,
+)
+from tests.postgres import PostgresServer
+from tests.scripted_model import ScriptedModel, last_user_text, system_text
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.synapse]
+
+
+def process(synapse: EmbeddedHomeserver, storage: Path, cache: CredentialCache, name: str,
+            agents: str) -> BotProcess:  # fmt: skip
+    return BotProcess(synapse, storage, cache, run_options=("--no-dashboard", "--agents", agents),
+                      log_name=f"{name}.log")  # fmt: skip
+
+
+async def holders(url: str) -> dict[str, int]:
+    """Account name -> the pid of the process holding its lease (unexpired)."""
+    ledger = await Ledger.open(url)
+    try:
+        leases = await ledger.leases("test-probe").holders()
+    finally:
+        await ledger.close()
+    now = time.time()
+    return {n: int(lease.owner.split(":")[1]) for n, lease in leases.items()
+            if lease.expires_at > now}  # fmt: skip
+
+
+async def wait_holders(url: str, want: dict[str, int], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        held = await holders(url)
+        if all(held.get(name) == pid for name, pid in want.items()):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"leases {held}, wanted {want}")
+        await asyncio.sleep(0.1)
+
+
+async def settled_rows(
+    url: str, keys: list[str], timeout: float = 30.0
+) -> dict[str, tuple[str, int | None]]:
+    """As :func:`rows`, once none is unfinished (a row is finished after its answer posts)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = await rows(url, keys)
+        if all(status not in ("claimed", "queued") for status, _ in found.values()):
+            return found
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"still unfinished: {found}")
+        await asyncio.sleep(0.1)
+
+
+async def rows(url: str, keys: list[str]) -> dict[str, tuple[str, int | None]]:
+    """Ledger key -> (status, pid of its owner)."""
+    ledger = await Ledger.open(url)
+    found = {}
+    try:
+        for key in keys:
+            async with ledger._db.execute(
+                "SELECT status, owner FROM handled WHERE event_id = ?", (key,)
+            ) as cursor:
+                row = await cursor.fetchone()
+            if row is not None:
+                found[key] = (row[0], int(row[1].split(":")[1]) if row[1] else None)
+    finally:
+        await ledger.close()
+    return found
+
+
+def replies(human: Human, room_id: str, to_event: str) -> list[Event]:
+    """The messages (not edits) that answer ``to_event``."""
+    return [
+        e
+        for e in human.events
+        if e["room_id"] == room_id
+        and e.get("type") == "m.room.message"
+        and e.get("sender") != human.user_id
+        and answers(e, to_event)
+    ]
+
+
+async def test_two_processes_share_the_agents_and_kill_9_moves_them_without_loss_or_repeat(
+    synapse: EmbeddedHomeserver,
+    tmp_path: Path,
+    credential_cache: CredentialCache,
+    human: Human,
+    model: ScriptedModel,
+    postgres: PostgresServer,
+) -> None:
+    url = postgres.database()
+    room = unique("cluster")
+    release = threading.Event()
+
+    def reply(body: dict[str, Any]) -> str:
+        if "You route chat messages" in system_text(body):
+            return '{"agent": "beta"}'  # the router model picks beta
+        text = last_user_text(body)
+        if "slow" in text:
+            release.wait(60)  # the first try of it is cut off by kill -9
+        return f"echo: {text}"
+
+    model.set_handler(reply)
+    storage = tmp_path / "storage"
+    storage.mkdir()
+    agents = {"alpha": {"rooms": [room], "role": "first"}, "beta": {"rooms": [room], "role": "b"}}
+    (storage / "config.yaml").write_text(
+        config_text(model.base_url, agents, storage={"database": url, "failover_seconds": 3})
+    )
+    one = process(synapse, storage, credential_cache, "one", "alpha")
+    two = process(synapse, storage, credential_cache, "two", "beta")
+    try:
+        await share_and_fail_over(one, two, storage, synapse, human, model, url, room, release)
+    finally:  # a failed test leaves no process behind
+        for bot in (one, two):
+            if bot.proc is not None and bot.proc.poll() is None:
+                bot.proc.kill()
+                bot.proc.wait()
+
+
+async def share_and_fail_over(
+    one: BotProcess,
+    two: BotProcess,
+    storage: Path,
+    synapse: EmbeddedHomeserver,
+    human: Human,
+    model: ScriptedModel,
+    url: str,
+    room: str,
+    release: threading.Event,
+) -> None:
+    one.start()
+    await one.wait_running(90)
+    two.start()
+    await two.wait_running(90)
+    assert one.proc is not None
+    assert two.proc is not None
+    pid_one, pid_two = one.proc.pid, two.proc.pid
+    # beta comes home to the process pinned to it (the first ran it as a stand-by meanwhile)
+    await wait_holders(url, {"router": pid_one, "alpha": pid_one, "beta": pid_two})
+    room_id = await human.join(f"#{room}:{synapse.server_name}")
+
+    to_alpha = await human.send(room_id, "@alpha one")
+    to_beta = await human.send(room_id, "@beta two")
+    routed = await human.send(room_id, "who wants this")  # no mention: the router chooses
+    for event_id, agent in ((to_alpha, "alpha"), (to_beta, "beta"), (routed, "beta")):
+        answer = await human.wait_for_reply(room_id, event_id, timeout=30)
+        assert answer["sender"] == f"@mindroom_{agent}:{synapse.server_name}"
+    handed = f"{routed}>beta"
+    assert await settled_rows(url, [to_alpha, to_beta, routed, handed]) == {
+        to_alpha: ("done", pid_one),  # each answered by the process running its agent
+        to_beta: ("done", pid_two),
+        routed: ("done", pid_one),  # routed by the router's process...
+        handed: ("done", pid_two),  # ...and answered by beta's
+    }
+
+    slow = await human.send(room_id, "@beta slow")
+    deadline = time.monotonic() + 30
+    while not any("slow" in last_user_text(r) for r in model.requests):
+        assert time.monotonic() < deadline, "beta never asked the model"
+        await asyncio.sleep(0.05)
+    assert (await rows(url, [slow]))[slow] == ("claimed", pid_two)  # in flight in two
+    await two.stop(signal.SIGKILL)
+    release.set()
+    away = await human.send(room_id, "@beta are you there")
+
+    await wait_holders(url, {"beta": pid_one})  # within failover_seconds
+    for event_id in (slow, away):
+        answer = await human.wait_for_reply(room_id, event_id, timeout=45)
+        assert answer["sender"] == f"@mindroom_beta:{synapse.server_name}"
+    settled = await settled_rows(url, [slow, away])
+    assert settled == {slow: ("done", pid_one), away: ("done", pid_one)}
+    await human.fence(room_id)
+    for event_id in (to_alpha, to_beta, routed, slow, away):
+        assert len(replies(human, room_id, event_id)) == 1, event_id  # none twice, none lost
+
+    assert await one.stop() == 0
+    log = (storage / "one.log").read_text()
+    assert "took the lease of beta" in log
+    assert "resuming " + slow in log
+    assert main(["maintenance", "status", "--config", str(storage / "config.yaml")]) == 0
+
+
+async def test_agents_flag_is_refused_without_a_shared_database_or_with_an_unknown_name(
+    tmp_path: Path, postgres: PostgresServer
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(config_text("http://127.0.0.1:1/v1", {"alpha": {}}))
+
+    def run(agents: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "mindroom", "run", "--config", str(config),
+                   "--agents", agents]  # fmt: skip
+        return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+    alone = await asyncio.to_thread(run, "alpha")
+    assert alone.returncode == 2
+    assert "--agents shares the agents between several processes" in alone.stderr
+    assert "storage.database" in alone.stderr
+    config.write_text(config_text("http://127.0.0.1:1/v1", {"alpha": {}},
+                                  storage={"database": postgres.database()}))  # fmt: skip
+    unknown = await asyncio.to_thread(run, "alpha,gamma")
+    assert unknown.returncode == 2
+    assert "no agent or team named gamma" in unknown.stderr
+    assert "known: router, alpha" in unknown.stderr
