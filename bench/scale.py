@@ -13,10 +13,16 @@ process with ``--agents`` agents spread over rooms of ten, and measures:
 
     python bench/scale.py [--agents 200] [--threads 500]
 
-Two processes sharing the work (issue 19.3) are not built yet, so ``two_process_speedup`` is
-``n/a``. The last line is
-``appservice_startup_s=N clientserver_startup_s=N two_process_speedup=n/a`` (the restart
-times; target: appservice under 10 s for 200 agents).
+Then two processes against one (issue 19.3), client-server mode on one PostgreSQL and a
+Synapse of their own: the replies per second of the same ``--threads`` burst answered by one
+``mindroom run`` holding every agent, then by two pinned to half the agents each
+(``--agents``). The CPU each process used meanwhile says what the bottleneck was (this
+machine's cores, the homeserver, or a mindroom process).
+
+The last line is
+``appservice_startup_s=N clientserver_startup_s=N two_process_speedup=N.NNx`` (the restart
+times, target: appservice under 10 s for 200 agents; two processes' replies per second over
+one's, target 1.7x when the homeserver is not the bottleneck).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -143,12 +150,132 @@ async def run_mode(mode: str, root: Path, model: ScriptedModel, agents: int,
     return Result(mode, cold, warm, memory, homeserver_cpu, rate, busy)
 
 
-async def main(agents: int, threads: int) -> tuple[Result, Result]:
+@dataclass
+class Burst:
+    """One burst of replies: its rate, and the CPU seconds each process used meanwhile."""
+
+    replies_per_s: float
+    wall_s: float
+    cpu_s: dict[str, float]
+
+
+async def measured_burst(person: Human, homeserver: EmbeddedHomeserver, agents: int,
+                         threads: int, pids: dict[str, int]) -> Burst:  # fmt: skip
+    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    own = sum(os.times()[:2])
+    start = time.perf_counter()
+    rate = await throughput(person, homeserver, agents, threads)
+    wall = time.perf_counter() - start
+    used = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
+    used["bench (person, model)"] = sum(os.times()[:2]) - own
+    return Burst(rate, wall, used)
+
+
+async def wait_leases(url: str, want: dict[str, int], timeout: float = 600) -> None:
+    """Until every account in ``want`` is held by the process with that pid."""
+    from mindroom.ledger import Ledger
+
+    deadline = time.monotonic() + timeout
+    while True:
+        ledger = await Ledger.open(url)
+        try:
+            held = await ledger.leases("bench").holders()
+        finally:
+            await ledger.close()
+        owners = {n: int(lease.owner.split(":")[1]) for n, lease in held.items()}
+        if all(owners.get(n) == pid for n, pid in want.items()):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError("the agents did not settle on their processes")
+        await asyncio.sleep(0.5)
+
+
+async def run_shared(root: Path, model: ScriptedModel, agents: int,
+                     threads: int) -> tuple[Burst, Burst]:  # fmt: skip
+    """One process holding every agent, then two holding half each, on one PostgreSQL."""
+    from tests.postgres import PostgresServer
+
+    folder = Path(tempfile.mkdtemp(prefix="mindroom-pg-"))  # /tmp: the postgres user reaches it
+    database = PostgresServer(folder).start()
+    homeserver = EmbeddedHomeserver(root / "shared" / "synapse", port=0)
+    await homeserver.start()
+    storage = root / "shared" / "storage"
+    storage.mkdir(parents=True)
+    credentials = CredentialCache(root / "shared" / "creds.json")
+    names = [f"a{i:03d}" for i in range(agents)]
+    halves = (names[: agents // 2], names[agents // 2 :]) if agents > 1 else (names, [])
+    members = {n: {"rooms": [f"r{i // PER_ROOM}"], "streaming": False}
+               for i, n in enumerate(names)}  # fmt: skip
+    url = database.database()
+    (storage / "config.yaml").write_text(
+        config_text(model.base_url, members, storage={"database": url})
+    )
+    first = BotProcess(homeserver, storage, credentials, log_name="first.log")
+    second = BotProcess(homeserver, storage, credentials, log_name="second.log")
+    person = None
+    try:
+        synapse_pid = int((homeserver.data_dir / PID_FILE).read_text().strip())
+        await timed_start(first)
+        assert first.proc is not None
+        person = await Human.create(homeserver)
+        pids = {"mindroom": first.proc.pid, "synapse": synapse_pid}
+        one = await measured_burst(person, homeserver, agents, threads, pids)
+        await first.stop()
+        first.run_options = ("--no-dashboard", "--agents", ",".join(halves[0]))
+        second.run_options = ("--no-dashboard", "--agents", ",".join(halves[1] or halves[0]))
+        await timed_start(first)
+        await timed_start(second)
+        assert first.proc is not None
+        assert second.proc is not None
+        want = {n: first.proc.pid for n in halves[0]} | {n: second.proc.pid for n in halves[1]}
+        await wait_leases(url, want)
+        pids = {"mindroom 1": first.proc.pid, "mindroom 2": second.proc.pid,
+                "synapse": synapse_pid}  # fmt: skip
+        two = await measured_burst(person, homeserver, agents, threads, pids)
+    finally:
+        if person is not None:
+            await person.close()
+        for bot in (first, second):
+            if bot.proc is not None:
+                await bot.stop()
+        await homeserver.stop()
+        database.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+    return one, two
+
+
+def bottleneck(burst: Burst) -> str:
+    """What limited a burst: this machine's cores, a process using its one core (Synapse and
+    mindroom each run Python on one core), or neither (then the time went to waiting)."""
+    cores = os.cpu_count() or 1
+    total = sum(burst.cpu_s.values()) / burst.wall_s
+    busiest, cpu = max(burst.cpu_s.items(), key=lambda item: item[1])
+    if total > 0.85 * cores:
+        return f"this machine's {cores} cores ({total:.2f} of {cores} busy)"
+    if cpu / burst.wall_s > 0.85:
+        return f"{busiest}, at {cpu / burst.wall_s:.2f} of its one core"
+    return (f"no process and not the cores ({total:.2f} of {cores} busy, the most {busiest} "
+            f"at {cpu / burst.wall_s:.2f}): round trips between the processes")  # fmt: skip
+
+
+def report_shared(one: Burst, two: Burst, threads: int) -> float:
+    speedup = two.replies_per_s / one.replies_per_s
+    print(f"\n{threads} threads at once, client-server mode on PostgreSQL: one process vs two")
+    for label, burst in (("one process", one), ("two processes", two)):
+        usage = ", ".join(f"{name} {cpu / burst.wall_s:.2f}" for name, cpu in burst.cpu_s.items())
+        print(f"{label:<14} {burst.replies_per_s:>6.1f} replies/s; CPU cores used: {usage}")
+        print(f"{'':<14} bottleneck: {bottleneck(burst)}")
+    print(f"two processes: {speedup:.2f}x the replies/s of one")
+    return speedup
+
+
+async def main(agents: int, threads: int) -> tuple[Result, Result, float]:
     with tempfile.TemporaryDirectory() as tmp, ScriptedModel() as model:
         model.set_handler(lambda request: "Answered.")
         root = Path(tmp)
         appservice = await run_mode("appservice", root, model, agents, threads)
         clientserver = await run_mode("clientserver", root, model, agents, threads)
+        one, two = await run_shared(root, model, agents, threads)
     print(f"{agents} agents in {(agents + PER_ROOM - 1) // PER_ROOM} rooms, "
           f"{threads} threads at once, one process")  # fmt: skip
     print(f"{'mode':<13} {'first start':>12} {'restart':>9} {'RSS':>9} {'HS CPU':>8} "
@@ -161,7 +288,7 @@ async def main(agents: int, threads: int) -> tuple[Result, Result]:
     print(f"restart: appservice {clientserver.warm_s / appservice.warm_s:.2f}x faster; "
           f"answering: {appservice.replies_per_s / clientserver.replies_per_s:.2f}x the replies/s "
           f"for {cpu_ratio:.2f}x less homeserver CPU")  # fmt: skip
-    return appservice, clientserver
+    return appservice, clientserver, report_shared(one, two, threads)
 
 
 if __name__ == "__main__":
@@ -169,6 +296,6 @@ if __name__ == "__main__":
     parser.add_argument("--agents", type=int, default=200)
     parser.add_argument("--threads", type=int, default=500)
     options = parser.parse_args()
-    service, client = asyncio.run(main(max(1, options.agents), max(1, options.threads)))
+    service, client, speedup = asyncio.run(main(max(1, options.agents), max(1, options.threads)))
     print(f"appservice_startup_s={service.warm_s:.1f} clientserver_startup_s={client.warm_s:.1f} "
-          "two_process_speedup=n/a")  # fmt: skip
+          f"two_process_speedup={speedup:.2f}x")  # fmt: skip
