@@ -214,8 +214,9 @@ class BotPresence:
             if self.router_in(message.room_id):
                 return ROUTER
             return (self.room_agents(message.room_id) or [ROUTER])[0]
-        if route.team:
-            return next(name for name in self.config.agents if name in route.responders)
+        if route.team:  # named teams alone answer each for itself: the first leads
+            agents = [name for name in self.config.agents if name in route.responders]
+            return agents[0] if agents else route.responders[0]
         return route.responders[0]
 
     def allowed_users(self, room_id: str | None = None) -> list[str]:

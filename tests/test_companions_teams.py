@@ -10,7 +10,7 @@ import pytest
 from mindroom.agents.probe import model_fix
 from mindroom.config.load import load_config
 from mindroom.memory.markdown import parse_entries
-from tests.harness import BotHarness, Human, config_text, relation, unique
+from tests.harness import BotHarness, Human, answers, config_text, relation, unique
 from tests.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text, system_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
@@ -277,3 +277,32 @@ async def test_a_team_whose_member_model_fails_says_how_to_fix_that_model(
     broken = load_config(bot.storage / "config.yaml").models["broken"]
     fix = model_fix("broken", broken, "invalid api key")
     assert fix in notice["content"]["body"]
+
+
+async def test_a_message_naming_two_teams_is_answered_by_each(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    """Two configured teams named and no agent: each team answers for itself (the claim's lead
+    is the first team named; it once had to be an agent, and the message was dropped)."""
+    room = unique("teams")
+    config = config_text(
+        model.base_url,
+        {
+            "general": {"role": "Helps.", "rooms": [room]},
+            "coder": {"role": "Codes.", "rooms": [room]},
+        },
+        teams={
+            "crew": {"agents": ["general", "coder"], "mode": "coordinate", "rooms": [room]},
+            "duo": {"agents": ["coder", "general"], "mode": "coordinate", "rooms": [room]},
+        },
+    )
+    room_id = await bot.start_in_room(config, room, human)
+    model.set_handler(lambda request: "Team answer.")
+    crew, duo = bot.bot.agents["crew"].user_id, bot.bot.agents["duo"].user_id
+
+    asked = await human.send(room_id, "@crew @duo both of you", mention=[crew, duo])
+    await human.wait_for(lambda e: answers(e, asked) and e["sender"] == crew, timeout=40)
+    await human.wait_for(lambda e: answers(e, asked) and e["sender"] == duo, timeout=40)
+    await bot.settle(human, room_id)
+    senders = sorted(e["sender"] for e in human.messages(room_id) if answers(e, asked))
+    assert senders == sorted([crew, duo])  # each once
