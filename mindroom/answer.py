@@ -16,7 +16,6 @@ import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from mindroom.agents.router import choose_or_fall_back
 from mindroom.agents.runner import AgentRuntime, TurnRequest, TurnResult
@@ -25,6 +24,7 @@ from mindroom.compaction import Compactor
 from mindroom.config.schema import AgentConfig, Config, TeamConfig
 from mindroom.conversation import ConversationState
 from mindroom.flush import FlushWorker
+from mindroom.leases import handover_key
 from mindroom.ledger import Ledger
 from mindroom.matrix.client import MatrixAccount
 from mindroom.matrix.events import (
@@ -37,6 +37,7 @@ from mindroom.matrix.send import notice_content
 from mindroom.metrics import METRICS
 from mindroom.presence import REQUESTER_KEY, Presence
 from mindroom.routing import Route, RouteKind, route_handoff
+from mindroom.running import Running
 from mindroom.sessions.keeper import SessionKeeper
 from mindroom.sessions.transcripts import TranscriptIndexer
 from mindroom.speakers import who
@@ -77,34 +78,43 @@ class Answerer:
         self._runtime = runtime
         self._flush = flush
         self._run_command = run_command
-        self._running: dict[str, set[asyncio.Task[Any]]] = {}  # answers per agent, for interrupt
+        self.running = Running()  # the answers running, to end them (mindroom.running)
         memories = runtime.memories
         self._transcripts = (
             TranscriptIndexer(config, runtime, memories) if memories is not None else None
         )
         compactor = Compactor(config, ledger, runtime, flush, self._compacted)
         self.sessions = SessionKeeper(config, ledger, compactor, self._session_ended)
-        self._interrupted: set[asyncio.Task[Any]] = set()
 
     async def handle(
-        self, message: IncomingMessage, route: Route, requester: str, key: str | None = None
+        self,
+        message: IncomingMessage,
+        route: Route,
+        requester: str,
+        key: str | None = None,
+        lead: str | None = None,
     ) -> None:
         """Produce every answer ``route`` asks for, then mark the event done in the ledger.
 
         ``requester`` is the person the answers are for: the message's sender, or for a
         hand-off the person whose message started the chain. ``key`` is the ledger row when
-        it is not the message's (a hand-over from another process).
+        it is not the message's (a hand-over from another process), ``lead`` the account its
+        row is filed under (:mod:`mindroom.running`).
         """
         status, started = "done", time.monotonic()
         try:
-            if route.command:
-                await self._run_command(message)
-            else:
-                responders = route.responders
-                if route.ask_router and len(responders) > 1:  # one: chosen already
-                    responders = (await self._choose(message, responders),)
-                ok = await self._answer_all(message, route, responders, requester)
-                status = "done" if ok else "failed"
+            with self.running.leading(lead):
+                if route.command:
+                    await self._run_command(message)
+                else:
+                    responders = route.responders
+                    if route.ask_router and len(responders) > 1:  # one: chosen already
+                        responders = (await self._choose(message, responders),)
+                    handed_over = key is not None and key != message.event_id
+                    ok = await self._answer_all(
+                        message, route, responders, requester, lead, handed_over
+                    )
+                    status = "done" if ok else "failed"
         except asyncio.CancelledError:
             raise  # left claimed: the next start resumes it
         except Exception:  # the edge of one message: log it, keep the bot running
@@ -114,9 +124,16 @@ class Answerer:
         METRICS.reply(status, time.monotonic() - started)
 
     async def _answer_all(
-        self, message: IncomingMessage, route: Route, responders: tuple[str, ...], requester: str
+        self,
+        message: IncomingMessage,
+        route: Route,
+        responders: tuple[str, ...],
+        requester: str,
+        lead: str | None,
+        handed_over: bool = False,
     ) -> bool:
-        """Every responder answers, concurrently; True when all of them did."""
+        """Every responder answers, concurrently; True when all of them did. (A message
+        resumed here skips the answers it handed over to other processes before.)"""
         config = self._config()
         agents = tuple(r for r in responders if r in config.agents)
         answers: list[tuple[str, TeamSpec | None]]
@@ -127,6 +144,9 @@ class Answerer:
             answers += [(r, None) for r in responders if r not in agents]
         else:
             answers = [(r, None) for r in responders]
+        if self._presence.leased and not handed_over:  # what was handed over is not ours
+            answers = [(n, t) for n, t in answers if not await self._ledger.is_handled(
+                handover_key(message.event_id, n))]  # fmt: skip
         elsewhere = [name for name, _ in answers if not self._presence.runs(name)]
         for name in elsewhere:  # run by another process: it answers
             if await self._presence.hand_over(message, route, name, requester):
@@ -134,7 +154,7 @@ class Answerer:
                 answers = [(n, t) for n, t in answers if n != name]
         async with asyncio.TaskGroup() as group:  # siblings are owned and awaited together
             tasks = [
-                group.create_task(self._answer_guarded(name, message, route, requester, team))
+                group.create_task(self._answer_guarded(name, message, route, requester, team, lead))
                 for name, team in answers
             ]
         return all(task.result() for task in tasks)
@@ -146,49 +166,34 @@ class Answerer:
         route: Route,
         requester: str,
         team: TeamSpec | None,
+        lead: str | None,
     ) -> bool:
         """One agent's answer; its failure is logged and does not cancel its siblings."""
-        task = asyncio.current_task()
-        assert task is not None
-        self._running.setdefault(agent, set()).add(task)
-        try:
-            await self.answer(agent, message, route, requester, team)
-            return True
-        except asyncio.CancelledError:
-            if task not in self._interrupted:
-                raise  # shutdown: left claimed, the next start resumes it
-            task.uncancel()
-            logger.info("%s was removed while answering %s", agent, message.event_id)
-            return False
-        except Exception:
-            logger.exception(
-                "%s could not answer %s in %s", agent, message.event_id, message.room_id
-            )
-            return False
-        finally:
-            self._running.get(agent, set()).discard(task)
-            self._interrupted.discard(task)
+        with self.running.answering(agent, lead) as task:
+            try:
+                await self.answer(agent, message, route, requester, team)
+                return True
+            except asyncio.CancelledError:
+                if self.running.moved(task):  # it runs in another process now: that one answers
+                    task.uncancel()
+                    await self._presence.hand_over(message, route, agent, requester)
+                    logger.info("%s moved while answering %s: handed over", agent, message.event_id)
+                    return True
+                if not self.running.interrupted(task):
+                    raise  # shutdown: left claimed, the next start resumes it
+                task.uncancel()
+                logger.info("%s was removed while answering %s", agent, message.event_id)
+                return False
+            except Exception:
+                logger.exception(
+                    "%s could not answer %s in %s", agent, message.event_id, message.room_id
+                )
+                return False
 
     async def interrupt(self, agent: str) -> None:
         """End ``agent``'s running answers (it was removed from the config): each message is
         finished with what was written so far and a note, never left streaming."""
-        tasks = self._running.pop(agent, set())
-        for task in tasks:
-            self._interrupted.add(task)
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def abandon(self, agent: str) -> None:
-        """Cut ``agent``'s running answers off, as a shutdown does: their messages stay
-        claimed, for the process that runs ``agent`` now."""
-        tasks = self._running.pop(agent, set())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-    def busy(self, agent: str) -> bool:
-        """True while an answer of ``agent`` runs."""
-        return bool(self._running.get(agent))
+        await self.running.interrupt(agent)
 
     async def _choose(self, message: IncomingMessage, candidates: tuple[str, ...]) -> str:
         config = self._config()
@@ -448,5 +453,6 @@ class Answerer:
         ):
             logger.info("%s hands off to %s", plan.agent, ", ".join(route.responders))
             self._presence.spawn(
-                self.handle(handoff, route, plan.requester), f"handoff:{reply_event_id}"
+                self.handle(handoff, route, plan.requester, lead=plan.agent),
+                f"handoff:{reply_event_id}",
             )

@@ -73,6 +73,7 @@ class BotOptions:
     config_dir: Path | None = None  # where relative paths in the config (templates) start
     config_path: Path | None = None  # the file to watch for hot reload
     pins: tuple[str, ...] = ()  # mindroom run --agents: the accounts this process is home to
+    leases: bool = True  # share the accounts with other processes on storage.database (not --local)
 
     @property
     def data_dir(self) -> Path:
@@ -108,7 +109,6 @@ class Bot(BotPresence):
         self.state = ConversationState(config.router.context_messages)
         self.model_probe: asyncio.Task[None] | None = None  # the start-up reachability check
         self.cluster: Cluster | None = None  # several processes on one database
-        self.users: dict[str, str] = {}  # accounts run by other processes: name -> user
 
     # -- start-up -----------------------------------------------------------------------------
 
@@ -152,7 +152,9 @@ class Bot(BotPresence):
             flush=self.flush,
             run_command=functools.partial(run_command, self),
         )
-        self.cluster, here = await join_cluster(self.ledger, lambda: self.config, self.options.pins)
+        self.cluster, here = await join_cluster(
+            self.ledger, lambda: self.config, self.options.pins, shared=self.options.leases
+        )
         if self.cluster is not None:  # kept from now on: logging many accounts in takes long
             self.tasks.keep_running("leases", self.cluster.run)
         if ROUTER in here:
@@ -237,33 +239,51 @@ class Bot(BotPresence):
             await self._answer_first_sync([account])
         else:
             await self.add_member(account)
-        await self.prepare_rooms()
+        try:  # the account runs: a room it cannot be brought into yet is retried later
+            await self.prepare_rooms()
+        except MatrixError as exc:
+            logger.warning("preparing the rooms of %s: %s", name, exc)
 
     async def stop_account(self, name: str) -> None:
-        """Stop account ``name`` here (its lease went to another process): its running answers
-        are cut off and stay claimed, for the new holder."""
+        """Stop account ``name`` here (its lease went to another process): the messages it
+        leads are cut off and stay claimed for the new holder, its other answers are handed
+        over (:mod:`mindroom.running`). Safe to call for an account not running."""
         if self.answers is not None:
-            await self.answers.abandon(name)
+            await self.answers.running.abandon(name)
         account = self.router if name == ROUTER else self.agents.pop(name, None)
         self.router = None if name == ROUTER else self.router
+        await self.tasks.cancel(f"sync:{name}")
         if account is not None:
             account.stop()
-            await self.tasks.cancel(f"sync:{name}")
-            await account.close()
+            with contextlib.suppress(Exception):
+                await account.close()
+
+    def running(self) -> set[str]:
+        return {account.name for account in self._accounts()}
 
     def busy(self, name: str) -> bool:
-        return self.answers is not None and self.answers.busy(name)
+        return self.answers is not None and self.answers.running.busy(name)
 
-    def take_over(
-        self, key: str, room_id: str, responders: tuple[str, ...], source: dict[str, Any]
-    ) -> None:
+    def take_over(self, key: str, lead: str | None, room_id: str, responders: tuple[str, ...],
+                  source: dict[str, Any]) -> None:  # fmt: skip
         assert self.ledger is not None
         message = parse_message(room_id, source)
         if message is None:
             self.spawn(self.ledger.finish(key, "failed"), f"fail:{key}")
             return
         self.state.first_sight(message.event_id)  # the catch-up sync must not claim it too
-        self._resume([(message, PendingEvent(key, room_id, responders, source))])
+        pending = PendingEvent(key, room_id, responders, source)
+        self.spawn(self._take(message, pending, lead), f"take:{key}")
+
+    async def _take(
+        self, message: IncomingMessage, pending: PendingEvent, lead: str | None
+    ) -> None:
+        """Resume a taken row, once the thread's people are known (who is in a thread decides
+        a private answer's recall and its mark, and a thread's agent)."""
+        accounts = self._accounts_in(message.room_id)
+        if accounts and message.thread_root:
+            await self._thread_senders(accounts[0], message)
+        self._resume([(message, pending)], lead)
 
     async def start_member(self, name: str, display_name: str) -> MatrixAccount:
         """Log in and sync once the account of an agent or team a reload is adding.
@@ -332,7 +352,7 @@ class Bot(BotPresence):
                                     self.options.invite_users, elsewhere)  # fmt: skip
         self.room_ids.update(found)
 
-    def _resume(self, unfinished: resume.Unfinished) -> None:
+    def _resume(self, unfinished: resume.Unfinished, lead: str | None = None) -> None:
         """Answer the unfinished messages again; the reply writer edits what was posted."""
         assert self.answers is not None
         for message, pending in unfinished:
@@ -344,7 +364,7 @@ class Bot(BotPresence):
                 senders = self.state.thread_senders(message.room_id, message.thread_root)
                 route = self._route(message, senders or set())
             requester = resumed_requester(pending.source, message.sender)
-            self.spawn(self._handle(message, route, requester, pending.event_id),
+            self.spawn(self._handle(message, route, requester, pending.event_id, lead),
                        f"resume:{pending.event_id}")  # fmt: skip
 
     # -- events -------------------------------------------------------------------------------
@@ -379,7 +399,7 @@ class Bot(BotPresence):
         assert self.answers is not None
         lead = self.lead(message, route)
         if not self.runs(lead):  # its holder (another process) hears it too and claims it
-            self.state.forget(message.event_id)  # heard again if that account moves here
+            self.state.defer(message.event_id)  # heard again if that account moves here
             return
         source = message_source(message)
         age_s = time.time() - message.timestamp_ms / 1000
@@ -406,16 +426,22 @@ class Bot(BotPresence):
             account.name,
             message.receiver_membership,
         )
-        self.spawn(self._handle(message, route, message.sender), f"handle:{message.event_id}")
+        self.spawn(self._handle(message, route, message.sender, lead=lead),
+                   f"handle:{message.event_id}")  # fmt: skip
 
     def _handle(
-        self, message: IncomingMessage, route: Route, requester: str, key: str | None = None
+        self,
+        message: IncomingMessage,
+        route: Route,
+        requester: str,
+        key: str | None = None,
+        lead: str | None = None,
     ) -> Coroutine[Any, Any, None]:
         """The job for a claimed message: its answers, or the notice that no agent named is here."""
         assert self.answers is not None
         if route.kind is RouteKind.MENTIONED_ABSENT:
             return self._on_absent_mention(message, route)
-        return self.answers.handle(message, route, requester, key)
+        return self.answers.handle(message, route, requester, key, lead)
 
     async def _on_invite(self, account: MatrixAccount, room_id: str, sender: str) -> None:
         if room_id in account.joined_rooms():

@@ -19,7 +19,6 @@ from pathlib import Path
 from mindroom.appservice_cli import add_appservice_parser
 from mindroom.config import Config, load_config
 from mindroom.config.load import load_dotenv_beside
-from mindroom.config.schema import ROUTER
 from mindroom.config_cli import add_config_parser
 from mindroom.dashboard.cli import add_dashboard_parser
 from mindroom.errors import ConfigError, MindroomError, NotRunningError
@@ -107,6 +106,7 @@ async def _run(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal)
+    loop.add_signal_handler(signal.SIGUSR1, log_tasks)  # what is it waiting for?
     try:
         await _serve(args)
     except asyncio.CancelledError:
@@ -114,9 +114,19 @@ async def _run(args: argparse.Namespace) -> int:
             raise
         main.uncancel()
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
             loop.remove_signal_handler(sig)
     return 0
+
+
+def log_tasks() -> None:
+    """Log where every task of the running bot waits (``kill -USR1 <pid>``)."""
+    tasks = asyncio.all_tasks()
+    logger.warning("%d tasks (kill -USR1):", len(tasks))
+    for task in sorted(tasks, key=lambda t: t.get_name()):
+        frames = task.get_stack()
+        where = " <- ".join(f"{f.f_code.co_name}:{f.f_lineno}" for f in reversed(frames))
+        logger.warning("  %s: %s", task.get_name(), where or "not started")
 
 
 def same_storage_command(args: argparse.Namespace, *words: str) -> str:
@@ -198,6 +208,7 @@ async def _serve(args: argparse.Namespace) -> None:
                 config_dir=config_path.parent,
                 config_path=config_path,
                 pins=pins,
+                leases=sharing,
             ),
         )
         stack.push_async_callback(bot.stop)
@@ -237,7 +248,7 @@ def agent_pins(given: str | None, config: Config, *, local: bool) -> tuple[str, 
             "(an appservice receives every agent's events at its one endpoint)"
         )
     names = tuple(dict.fromkeys(n.strip() for n in given.split(",") if n.strip()))
-    known = [ROUTER, *config.agents, *config.teams]
+    known = [*config.agents, *config.teams]  # the router goes to whoever takes it first
     unknown = [n for n in names if n not in known]
     if unknown or not names:
         raise ConfigError(

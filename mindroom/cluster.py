@@ -49,17 +49,20 @@ class Members(Protocol):
         """Log in, sync and listen as ``name`` (its lease was just taken)."""
 
     async def stop_account(self, name: str) -> None:
-        """Stop ``name`` here; its unfinished answers stay claimed (the lease was lost)."""
+        """Stop ``name`` here (its lease is gone): the messages it leads stay claimed, its
+        other answers are handed over. Safe for an account not running."""
 
     async def remove_member(self, name: str) -> None:
         """``name`` left the config: end its answers, leave its rooms, stop its account."""
 
-    def busy(self, name: str) -> bool:
-        """True while an answer of ``name`` runs here."""
+    def running(self) -> set[str]:
+        """The accounts running here."""
 
-    def take_over(
-        self, key: str, room_id: str, responders: tuple[str, ...], source: dict[str, Any]
-    ) -> None:
+    def busy(self, name: str) -> bool:
+        """True while ``name`` answers, or leads a message being handled, here."""
+
+    def take_over(self, key: str, lead: str | None, room_id: str, responders: tuple[str, ...],
+                  source: dict[str, Any]) -> None:  # fmt: skip
         """Answer a row this process just took (a hand-over, or another owner's claim)."""
 
 
@@ -77,12 +80,13 @@ def flushed_by(entry: FlushEntry, config: Config) -> str:
 
 
 async def join_cluster(
-    ledger: Ledger, config: Callable[[], Config], pins: tuple[str, ...]
+    ledger: Ledger, config: Callable[[], Config], pins: tuple[str, ...], *, shared: bool = True
 ) -> tuple[Cluster | None, set[str]]:
-    """The cluster of this process (None: alone on SQLite) and the accounts it runs from the
-    start: every account alone; with a shared database, those whose leases it took."""
+    """The cluster of this process (None: alone) and the accounts it runs from the start:
+    every account alone; with a shared database, those whose leases it took. Alone: on
+    SQLite, as an appservice (one endpoint), or not ``shared`` (``--local``)."""
     current = config()
-    if not ledger.shared or current.matrix.mode != "clientserver":  # alone (one endpoint)
+    if not (shared and ledger.shared and current.matrix.mode == "clientserver"):
         return None, {ROUTER, *current.agents, *current.teams}
     cluster = Cluster(ledger.leases(new_owner_id()), config, pins)
     ledger.owner = cluster.owner  # every claim of this process says it is this one's
@@ -90,16 +94,17 @@ async def join_cluster(
 
 
 class Cluster:
-    """This process's leases, its round and its queue (see the module docstring)."""
+    """This process's leases, its rounds and its queue (see the module docstring)."""
 
     def __init__(self, leases: Leases, config: Callable[[], Config], pins: tuple[str, ...]) -> None:
         self.leases = leases
         self._config = config
         self.pins = pins
         self.held: set[str] = set()
+        self.users: dict[str, str] = {}  # account -> Matrix user, as its processes noted
         self._members: Members | None = None  # set by serve(), once the bot is up
-        self._stopping = False
-        self._renewed = time.monotonic()
+        self._keeper: asyncio.Task[None] | None = None
+        self._renewed = time.monotonic()  # the last renewal that reached the database
 
     @property
     def owner(self) -> str:
@@ -130,13 +135,16 @@ class Cluster:
         return [ROUTER, *config.agents, *config.teams]
 
     async def join(self) -> set[str]:
-        """Say this process is here and take the leases it wants; returns what it took (the
-        bot logs those in before listening)."""
+        """Say this process is here, take the leases it wants and keep them from now on (a
+        task of its own, which nothing else delays); returns what it took (the bot logs those
+        in before listening)."""
         await self._heartbeat()
-        wanted = await self._wanted()
-        for name in wanted:
+        for name in await self._wanted():
             if await self.leases.acquire(name, self.ttl):
                 self.held.add(name)
+        self._renewed = time.monotonic()
+        self.users = await self.leases.accounts()
+        self._keeper = asyncio.create_task(self._keep_forever(), name="leases-keep")
         self._gauge()
         logger.info("this process (%s) runs %s", self.owner, ", ".join(sorted(self.held)) or
                     "nothing yet: every account runs elsewhere (stand-by)")  # fmt: skip
@@ -146,17 +154,60 @@ class Cluster:
         """The bot is up: from now on rounds also take, give back and move work."""
         self._members = members
 
+    async def _keep_forever(self) -> None:
+        """Renew every third of ``failover_seconds``. A holder that could not renew for most
+        of a lease's life stops its accounts before another process may take them: two
+        processes never answer as one account for longer than a clock's error."""
+        while True:
+            await asyncio.sleep(self.round_s)
+            await self.keep_once()
+
+    async def keep_once(self) -> None:
+        """One renewal; when the database stayed out of reach for three quarters of a
+        lease, every account here is stopped (the leases are about to lapse)."""
+        try:
+            await self._keep()
+        except Exception as exc:
+            silent = time.monotonic() - self._renewed
+            logger.warning("cannot renew the leases (%s), %.0f s since the last", exc, silent)
+            if silent > self.ttl * 0.75 and self.held:
+                logger.error("leases about to lapse: stopping %s here", ", ".join(self.held))
+                await self._drop(set(self.held))
+
+    async def _keep(self) -> None:
+        await self._heartbeat()
+        kept = await self.leases.renew(self.held, self.ttl)
+        self._renewed = time.monotonic()
+        lost = self.held - kept
+        for name in sorted(lost):
+            logger.warning("lost the lease of %s to another process: stopping it here", name)
+            METRICS.lease_moved("lost")
+        await self._drop(lost)
+
+    async def _drop(self, names: set[str]) -> None:
+        self.held -= names
+        self._gauge()
+        if self._members is not None:
+            for name in sorted(names):
+                await self._stop(name)
+
+    async def _stop(self, name: str) -> None:
+        assert self._members is not None
+        try:
+            await self._members.stop_account(name)
+        except Exception:
+            logger.exception("stopping %s failed", name)
+
     async def run(self) -> None:
-        """Rounds and queue polls until cancelled. Started right after :meth:`join`: until
-        :meth:`serve`, a round only keeps the leases (a start of many accounts may outlast
-        them)."""
+        """Rounds and queue polls until cancelled (the leases are kept apart, see
+        :meth:`join`); nothing is started or taken before :meth:`serve`."""
         next_round = time.monotonic() + self.round_s
-        while not self._stopping:
+        while True:
             try:
-                if time.monotonic() >= next_round:
-                    next_round = time.monotonic() + self.round_s
-                    await (self.round() if self._members is not None else self._keep())
                 if self._members is not None:
+                    if time.monotonic() >= next_round:
+                        next_round = time.monotonic() + self.round_s
+                        await self.round()
                     await self.take_work()
             except asyncio.CancelledError:
                 raise
@@ -164,22 +215,13 @@ class Cluster:
                 logger.exception("lease round failed")
             await asyncio.sleep(_POLL_S)
 
-    async def _keep(self) -> set[str]:
-        """Say this process is alive and renew its leases; returns those it lost."""
-        self._renewed = time.monotonic()
-        await self._heartbeat()
-        lost = self.held - await self.leases.renew(self.held, self.ttl)
-        for name in sorted(lost):
-            logger.warning("lost the lease of %s to another process: stopping it here", name)
-            self.held.discard(name)
-            METRICS.lease_moved("lost")
-        return lost
-
     async def round(self) -> None:
-        """Heartbeat, renew, give back, take; start and stop accounts to match."""
+        """Match what runs here to the leases: stop what is not held, drop what left the
+        config, give back, take and start."""
         assert self._members is not None
-        for name in sorted(await self._keep()):
-            await self._members.stop_account(name)
+        self.users = await self.leases.accounts()
+        for name in sorted(self._members.running() - self.held):  # lost, or a start half-done
+            await self._stop(name)
         for name in sorted(self.held - set(self.everyone())):
             logger.info("%s is no longer in the config: stopping it", name)
             self.held.discard(name)
@@ -192,7 +234,7 @@ class Cluster:
             if name != ROUTER and not self._members.busy(name):
                 logger.info("handing %s back to the process pinned to it", name)
                 self.held.discard(name)
-                await self._members.stop_account(name)
+                await self._stop(name)
                 await self.leases.release({name})
         for name in await self._wanted(pinned_elsewhere):
             if name in self.held or not await self.leases.acquire(name, self.ttl):
@@ -205,10 +247,8 @@ class Cluster:
             except Exception:
                 logger.exception("cannot start %s here; giving its lease back", name)
                 self.held.discard(name)
+                await self._stop(name)
                 await self.leases.release({name})
-            if time.monotonic() - self._renewed > self.round_s:  # many starts: keep the rest
-                for lost in sorted(await self._keep()):
-                    await self._members.stop_account(lost)
         self._gauge()
 
     async def take_work(self) -> int:
@@ -223,12 +263,19 @@ class Cluster:
                 continue
             taken += 1
             self._log_take(orphan)
-            self._members.take_over(orphan.key, *row)
+            self._members.take_over(orphan.key, orphan.agent, *row)
         return taken
+
+    async def stop_keeping(self) -> None:
+        """Stop renewing (the bot is stopping: :meth:`leave` follows)."""
+        if self._keeper is not None:
+            self._keeper.cancel()
+            await asyncio.gather(self._keeper, return_exceptions=True)
+            self._keeper = None
 
     async def leave(self) -> None:
         """Give every lease up at a clean stop: the others take over at once."""
-        self._stopping = True
+        await self.stop_keeping()
         with contextlib.suppress(Exception):
             await self.leases.leave(forget_before=time.time() - 10 * self.ttl)
         self.held.clear()
@@ -257,5 +304,5 @@ class Cluster:
         if orphan.status == "queued":
             logger.info("answering %s, handed over to this process", orphan.key)
         else:
-            logger.info("resuming %s, left unfinished by %s", orphan.key, orphan.owner or "an "
-                        "earlier run")  # fmt: skip
+            logger.info("resuming %s, left unfinished by %s", orphan.key,
+                        orphan.owner or "an earlier run")  # fmt: skip

@@ -42,14 +42,19 @@ class ConversationState:
         return True
 
     def forget(self, event_id: str) -> None:
-        """Offer ``event_id`` as new again (its handling failed before it was claimed, or
-        another process's account was to claim it and this process may run that account
-        next)."""
+        """Offer ``event_id`` as new again (its handling failed before it was claimed)."""
         self._seen.pop(event_id, None)
 
+    def defer(self, event_id: str) -> None:
+        """Offer ``event_id`` as new again, though it was read: another process's account
+        was to claim it, and that account may run here next (its delivery is then new)."""
+        self.forget(event_id)
+        self._noted.setdefault(event_id, None)
+
     def seen(self, event_id: str) -> bool:
-        """True when ``event_id`` was offered to :meth:`first_sight` (it is not marked here)."""
-        return event_id in self._seen
+        """True when ``event_id`` was offered to :meth:`first_sight` (it is not marked here),
+        or read and deferred."""
+        return event_id in self._seen or event_id in self._noted
 
     def thread_senders(self, room_id: str, thread_root: str | None) -> set[str] | None:
         """Known posters of a thread, None when the thread was never looked at."""

@@ -66,6 +66,7 @@ class Orphan:
     key: str
     status: str
     owner: str | None
+    agent: str | None = None  # the account it is filed under (None: the router's)
 
 
 def handover_key(event_id: str, agent: str) -> str:
@@ -211,14 +212,14 @@ class Leases:
         marks = ", ".join("?" for _ in names)
         unassigned = " OR agent IS NULL" if UNASSIGNED in agents else ""
         async with self._db.execute(
-            "SELECT event_id, status, owner FROM handled"
+            "SELECT event_id, status, owner, agent FROM handled"
             " WHERE status IN ('claimed', 'queued') AND claimed_at >= ?"
             f" AND (agent IN ({marks}){unassigned})"
             " AND (owner IS NULL OR owner <> ?) ORDER BY claimed_at",
             (newer_than, *names, self.owner),
         ) as cursor:
             rows = await cursor.fetchall()
-        return [Orphan(row[0], row[1], row[2]) for row in rows]
+        return [Orphan(row[0], row[1], row[2], row[3]) for row in rows]
 
     @whole
     async def take(self, orphan: Orphan) -> tuple[str, tuple[str, ...], dict[str, Any]] | None:

@@ -254,10 +254,12 @@ class Ledger:
 
     @whole
     async def forget_finished_reply_parts(self) -> int:
-        """Drop the parts of replies no longer claimed (answered, failed, expired)."""
+        """Drop the parts of replies no longer claimed (answered, failed, expired), and not
+        handed over to another process either (a hand-over's row is ``<trigger>><agent>``)."""
         cursor = await self._db.execute(
-            "DELETE FROM reply_parts WHERE trigger_id NOT IN"
-            " (SELECT event_id FROM handled WHERE status = 'claimed')"
+            "DELETE FROM reply_parts WHERE trigger_id NOT IN (SELECT event_id FROM handled"
+            " WHERE status IN ('claimed', 'queued')) AND trigger_id || '>' || agent NOT IN"
+            " (SELECT event_id FROM handled WHERE status IN ('claimed', 'queued'))"
         )
         await self._db.commit()
         return cursor.rowcount

@@ -98,7 +98,8 @@ async def ask_again_unless_read(
     """Unless another account of mindroom's decrypts the event within a moment (``seen``
     says so), ask its sender to send it again (:func:`tell_undecryptable`)."""
     await asyncio.sleep(UNDECRYPTABLE_GRACE_S)
-    if not seen(event.event_id):
+    # read here, or claimed by another process whose account could read it
+    if not seen(event.event_id) and not await ledger.is_handled(event.event_id):
         await tell_undecryptable(ledger, account, event, account.user_id)
 
 

@@ -73,6 +73,11 @@ class Presence(Protocol):
         """True when this process runs account ``name``."""
         ...
 
+    @property
+    def leased(self) -> bool:
+        """True when leases decide which accounts this process runs."""
+        ...
+
     async def hand_over(
         self, message: IncomingMessage, route: Route, agent: str, requester: str
     ) -> bool:
@@ -89,7 +94,6 @@ class BotPresence:
     room_ids: dict[str, str]
     tasks: TaskSupervisor
     cluster: Cluster | None
-    users: dict[str, str]  # account name -> Matrix user, for accounts run elsewhere
     state: ConversationState
 
     def _accounts(self) -> list[MatrixAccount]:
@@ -106,8 +110,8 @@ class BotPresence:
             return self.router.user_id
         if name in self.agents:
             return self.agents[name].user_id
-        if name in self.users:
-            return self.users[name]
+        if self.cluster is not None and name in self.cluster.users:
+            return self.cluster.users[name]  # noted by the process running it
         accounts = self._accounts()
         if self.cluster is not None and accounts and name not in self.config.matrix.logins:
             return f"@{localpart(name)}:{accounts[0].server_name}"
@@ -204,7 +208,7 @@ class BotPresence:
             return
         for account in accounts:
             await self.cluster.leases.note_account(account.name, account.user_id)
-        self.users = await self.cluster.leases.accounts()
+        self.cluster.users = await self.cluster.leases.accounts()
 
     def lead(self, message: IncomingMessage, route: Route) -> str:
         """The account whose process claims ``message`` (every process decides alike): the

@@ -122,6 +122,8 @@ async def test_two_processes_share_the_agents_and_kill_9_moves_them_without_loss
         if "You route chat messages" in system_text(body):
             return '{"agent": "beta"}'  # the router model picks beta
         text = last_user_text(body)
+        if "pass it on" in text:
+            return "@beta please continue"  # alpha hands off to beta (in the other process)
         if "slow" in text:
             release.wait(60)  # the first try of it is cut off by kill -9
         return f"echo: {text}"
@@ -180,6 +182,21 @@ async def share_and_fail_over(
         handed: ("done", pid_two),  # ...and answered by beta's
     }
 
+    passed = await human.send(room_id, "@alpha pass it on")
+    handing = await human.wait_for_reply(room_id, passed, timeout=30)
+    assert handing["sender"] == f"@mindroom_alpha:{synapse.server_name}"
+    beta_user = f"@mindroom_beta:{synapse.server_name}"
+    continued = await human.wait_for(
+        lambda e: e.get("sender") == beta_user and "please continue" in str(e["content"]),
+        timeout=30,
+    )
+    handoff = handing["event_id"]  # the hand-off is claimed as alpha's answer...
+    assert await settled_rows(url, [handoff, f"{handoff}>beta"]) == {
+        handoff: ("done", pid_one),
+        f"{handoff}>beta": ("done", pid_two),  # ...and answered by beta's process
+    }
+    assert "echo: @beta please continue" in str(continued["content"])
+
     slow = await human.send(room_id, "@beta slow")
     deadline = time.monotonic() + 30
     while not any("slow" in last_user_text(r) for r in model.requests):
@@ -224,7 +241,7 @@ async def test_agents_flag_is_refused_without_a_shared_database_or_with_an_unkno
     assert "storage.database" in alone.stderr
     config.write_text(config_text("http://127.0.0.1:1/v1", {"alpha": {}},
                                   storage={"database": postgres.database()}))  # fmt: skip
-    unknown = await asyncio.to_thread(run, "alpha,gamma")
+    unknown = await asyncio.to_thread(run, "alpha,gamma,router")
     assert unknown.returncode == 2
-    assert "no agent or team named gamma" in unknown.stderr
-    assert "known: router, alpha" in unknown.stderr
+    assert "no agent or team named gamma, router" in unknown.stderr
+    assert "(known: alpha)" in unknown.stderr  # the router is nobody's to pin

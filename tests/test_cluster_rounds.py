@@ -36,32 +36,51 @@ def config_with(*agents: str) -> Config:
 class Recorder:
     """What the bot was asked to do, in order; ``busy`` accounts have answers running."""
 
+    live: set[str] = field(default_factory=set)  # running here (the bot started these)
     calls: list[tuple[str, str]] = field(default_factory=list)
     busy_names: set[str] = field(default_factory=set)
-    taken: list[str] = field(default_factory=list)
+    taken: list[tuple[str, str | None]] = field(default_factory=list)
 
     async def start_account(self, name: str) -> None:
         self.calls.append(("start", name))
+        self.live.add(name)
 
     async def stop_account(self, name: str) -> None:
         self.calls.append(("stop", name))
+        self.live.discard(name)
 
     async def remove_member(self, name: str) -> None:
         self.calls.append(("remove", name))
+        self.live.discard(name)
+
+    def running(self) -> set[str]:
+        return set(self.live)
 
     def busy(self, name: str) -> bool:
         return name in self.busy_names
 
-    def take_over(self, key: str, room_id: str, responders: tuple[str, ...],
+    def take_over(self, key: str, lead: str | None, room_id: str, responders: tuple[str, ...],
                   source: dict[str, Any]) -> None:  # fmt: skip
-        self.taken.append(key)
+        self.taken.append((key, lead))
 
 
 @pytest_asyncio.fixture
 async def ledger(postgres: PostgresServer) -> AsyncIterator[Ledger]:
     opened = await Ledger.open(postgres.database())
     yield opened
+    for cluster in CLUSTERS:  # their keepers renew in the background
+        await cluster.stop_keeping()
+    CLUSTERS.clear()
     await opened.close()
+
+
+CLUSTERS: list[Cluster] = []
+
+
+def cluster(ledger: Ledger, owner: str, config: Any, pins: tuple[str, ...]) -> Cluster:
+    made = Cluster(ledger.leases(owner), config, pins)
+    CLUSTERS.append(made)
+    return made
 
 
 async def test_rounds_bring_pinned_accounts_home_move_a_silent_processes_and_drop_removed(
@@ -69,12 +88,13 @@ async def test_rounds_bring_pinned_accounts_home_move_a_silent_processes_and_dro
 ) -> None:
     config = config_with("alpha", "beta")
     current = {"config": config}
-    one = Cluster(ledger.leases("one"), lambda: current["config"], ("alpha",))
-    two = Cluster(ledger.leases("two"), lambda: current["config"], ("beta",))
+    one = cluster(ledger, "one", lambda: current["config"], ("alpha",))
+    two = cluster(ledger, "two", lambda: current["config"], ("beta",))
     rec_one, rec_two = Recorder(), Recorder()
 
     assert await one.join() == {"router", "alpha", "beta"}  # alone: beta as a stand-by
     assert await two.join() == set()  # beta is run by one for now
+    rec_one.live = set(one.held)  # the bot logs in what join took
     one.serve(rec_one)
     two.serve(rec_two)
 
@@ -90,6 +110,7 @@ async def test_rounds_bring_pinned_accounts_home_move_a_silent_processes_and_dro
     assert (one.held, two.held) == ({"router", "alpha"}, {"beta"})
 
     # one goes silent (a stalled machine): two takes its accounts once their leases lapse
+    await one.stop_keeping()
     moved = METRICS.lease_moves.get("taken", 0)
     deadline = time.monotonic() + 15
     while two.held != {"router", "alpha", "beta"}:
@@ -99,7 +120,8 @@ async def test_rounds_bring_pinned_accounts_home_move_a_silent_processes_and_dro
     assert METRICS.lease_moves["taken"] == moved + 2
     assert ("start", "router") in rec_two.calls
     assert ("start", "alpha") in rec_two.calls
-    await one.round()  # one wakes up: it stops what it lost, and takes nothing back
+    await one._keep()  # one wakes up: it stops what it lost, and takes nothing back
+    await one.round()
     assert sorted(rec_one.calls[1:]) == [("stop", "alpha"), ("stop", "router")]
     assert one.held == set()
 
@@ -121,8 +143,8 @@ async def test_rounds_bring_pinned_accounts_home_move_a_silent_processes_and_dro
 
 async def test_work_queued_for_an_account_is_taken_by_its_holder_only(ledger: Ledger) -> None:
     current = config_with("alpha", "beta")
-    one = Cluster(ledger.leases("one"), lambda: current, ("alpha",))
-    two = Cluster(ledger.leases("two"), lambda: current, ("beta",))
+    one = cluster(ledger, "one", lambda: current, ("alpha",))
+    two = cluster(ledger, "two", lambda: current, ("beta",))
     await one.join()
     await two.join()
     rec_one, rec_two = Recorder(), Recorder()
@@ -135,7 +157,7 @@ async def test_work_queued_for_an_account_is_taken_by_its_holder_only(ledger: Le
     assert await leases.hand_over("$e", "!r", "beta", source)
     assert await one.take_work() == 0  # one runs alpha, not beta
     assert await two.take_work() == 1
-    assert rec_two.taken == ["$e>beta"]
+    assert rec_two.taken == [("$e>beta", "beta")]
     assert await two.take_work() == 0  # taken once
 
 
@@ -147,9 +169,9 @@ async def test_a_stand_by_process_is_healthy_once_serving_and_says_what_it_holds
     from mindroom.dashboard.ops import health
 
     current = config_with("alpha")
-    other = Cluster(ledger.leases("other"), lambda: current, ())
+    other = cluster(ledger, "other", lambda: current, ())
     await other.join()  # holds everything
-    standby = Cluster(ledger.leases("standby"), lambda: current, ())
+    standby = cluster(ledger, "standby", lambda: current, ())
     assert await standby.join() == set()
     host = SimpleNamespace(router=None, agents={}, appservice=None, cluster=standby)
     ok, body = health(host)  # type: ignore[arg-type]
@@ -158,3 +180,44 @@ async def test_a_stand_by_process_is_healthy_once_serving_and_says_what_it_holds
     ok, body = health(host)  # type: ignore[arg-type]
     assert ok, body
     assert body["leases"] == []
+
+
+async def test_a_holder_cut_off_from_the_database_stops_its_accounts_before_they_move(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    current = config_with("alpha")
+    one = cluster(ledger, "one", lambda: current, ())
+    await one.join()
+    rec = Recorder(live={"router", "alpha"})
+    one.serve(rec)
+
+    async def unreachable(*args: object, **kwargs: object) -> None:
+        raise OSError("connection refused")
+
+    monkeypatch.setattr(one.leases, "heartbeat", unreachable)
+    await one.keep_once()  # just renewed: nothing stops yet (the control)
+    assert rec.calls == []
+    monkeypatch.setattr(one, "_renewed", time.monotonic() - one.ttl * 0.8)
+    await one.keep_once()
+    assert sorted(rec.calls) == [("stop", "alpha"), ("stop", "router")]
+    assert one.held == set()
+
+
+async def test_a_start_that_fails_half_way_is_undone_and_its_lease_freed(ledger: Ledger) -> None:
+    current = config_with("alpha", "beta")
+    one = cluster(ledger, "one", lambda: current, ("alpha",))
+    assert await one.join() == {"router", "alpha", "beta"}
+    one.held.discard("beta")  # as if beta had run elsewhere until now
+    await one.leases.release({"beta"})
+
+    class Failing(Recorder):
+        async def start_account(self, name: str) -> None:
+            await super().start_account(name)  # logged in and listening, then the rooms fail
+            raise RuntimeError("429 too many requests")
+
+    rec = Failing(live={"router", "alpha"})
+    one.serve(rec)
+    await one.round()
+    assert rec.calls == [("start", "beta"), ("stop", "beta")]
+    assert "beta" not in rec.live
+    assert "beta" not in await ledger.leases("probe").holders()  # free for another process

@@ -88,7 +88,7 @@ async def test_orphans_are_taken_once_and_only_by_the_holder_of_their_account(
     # A is alive and answering its own claim: B, running bob, sees only the hand-over.
     assert await a.orphans({"alice"}, newer_than=0) == []  # its own work is not an orphan
     orphans = await b.orphans({"bob"}, newer_than=0)
-    assert orphans == [Orphan(handover_key("$m", "bob"), "queued", None)]
+    assert orphans == [Orphan(handover_key("$m", "bob"), "queued", None, "bob")]
     both = await asyncio.gather(a.take(orphans[0]), b.take(orphans[0]))
     assert sum(taken is not None for taken in both) == 1
     taken = both[0] or both[1]
@@ -135,3 +135,25 @@ async def test_the_schema_upgrade_adds_columns_to_an_old_ledger(tmp_path: Path) 
         assert [o.key for o in orphans] == ["$e"]
     finally:
         await ledger.close()
+
+
+async def test_the_parts_of_a_reply_handed_over_outlive_its_message(
+    ledgers: tuple[Ledger, Ledger], two: tuple[Leases, Leases]
+) -> None:
+    """A hand-over's answer was being posted when its process died: its parts are kept for
+    the next holder (to edit, not post again) though the message's own row is done."""
+    ledger, (a, _) = ledgers[0], two
+    assert await ledger.claim("$m", "!r", (), {}, lead="alice", owner=a.owner)
+    assert await a.hand_over("$m", "!r", "bob", {})
+    await ledger.begin_reply_part("$m", "alice", 0)
+    await ledger.record_reply_part("$m", "alice", 0, "$alice-part")
+    await ledger.begin_reply_part("$m", "bob", 0)
+    await ledger.record_reply_part("$m", "bob", 0, "$bob-part")
+    await ledger.finish("$m")  # alice answered, and the message was handed on
+
+    await ledger.forget_finished_reply_parts()
+    assert await ledger.reply_parts("$m", "alice") == {}  # done: forgotten
+    assert await ledger.reply_parts("$m", "bob") == {0: "$bob-part"}  # still bob's to finish
+    await ledger.finish(handover_key("$m", "bob"))
+    await ledger.forget_finished_reply_parts()
+    assert await ledger.reply_parts("$m", "bob") == {}
