@@ -245,3 +245,66 @@ async def test_agents_flag_is_refused_without_a_shared_database_or_with_an_unkno
     assert unknown.returncode == 2
     assert "no agent or team named gamma, router" in unknown.stderr
     assert "(known: alpha)" in unknown.stderr  # the router is nobody's to pin
+
+
+async def test_a_private_companion_in_another_process_keeps_each_persons_memory_across_kill_9(
+    synapse: EmbeddedHomeserver,
+    tmp_path: Path,
+    credential_cache: CredentialCache,
+    human: Human,
+    model: ScriptedModel,
+    postgres: PostgresServer,
+) -> None:
+    """The shared agent in one process hands off to the private companion in the other: the
+    companion remembers for the person who asked. Its process is killed and the companion
+    moves: it still knows that person, and still tells the other person nothing."""
+    from mindroom.memory.private import requester_key
+    from tests.test_privacy import agents_play, lobby_config, said_by
+
+    alice, room, url = human, unique("pcluster"), postgres.database()
+    model.set_handler(agents_play)
+    storage = tmp_path / "storage"
+    storage.mkdir()
+    config = lobby_config(model, room, storage={"database": url, "failover_seconds": 3})
+    (storage / "config.yaml").write_text(config)
+    one = process(synapse, storage, credential_cache, "one", "general")
+    two = process(synapse, storage, credential_cache, "two", "mind")
+    bob = await Human.create(synapse)
+    try:
+        one.start()
+        await one.wait_running(90)
+        two.start()
+        await two.wait_running(90)
+        assert one.proc is not None
+        assert two.proc is not None
+        await wait_holders(url, {"general": one.proc.pid, "mind": two.proc.pid})
+        room_id = await alice.join(f"#{room}:{synapse.server_name}")
+        await bob.join(room_id)
+        general = f"@mindroom_general:{synapse.server_name}"
+        mind = f"@mindroom_mind:{synapse.server_name}"
+
+        told = await alice.send(room_id, "@general pass this on: SECRET-kiwi", mention=[general])
+        assert await said_by(alice, mind, told, "Remembered") == "Remembered."
+
+        await two.stop(signal.SIGKILL)
+        await wait_holders(url, {"mind": one.proc.pid})  # the companion moved
+
+        asked = await bob.send(room_id, "@general ask the companion", mention=[general])
+        bobs_answer = await said_by(bob, mind, asked, "I know")
+        control = await alice.send(room_id, "@general ask the companion", mention=[general])
+        alices_answer = await said_by(alice, mind, control, "I know")
+        assert await one.stop() == 0
+    finally:
+        await bob.close()
+        for bot in (one, two):
+            if bot.proc is not None and bot.proc.poll() is None:
+                bot.proc.kill()
+                bot.proc.wait()
+
+    assert alices_answer.startswith("I know: SECRET-kiwi")  # positive control, after the move
+    assert bobs_answer.startswith("I know: nothing")
+    private = storage / "private_instances"
+    assert "SECRET-kiwi" in (private / requester_key(alice.user_id) / "mind_data" / "MEMORY.md"
+                             ).read_text()  # fmt: skip
+    bob_memory = private / requester_key(bob.user_id) / "mind_data" / "MEMORY.md"
+    assert not bob_memory.exists() or "SECRET" not in bob_memory.read_text()
