@@ -32,13 +32,13 @@ from mindroom.config.schema import ROUTER, AgentConfig, Config, TeamConfig
 from mindroom.conversation import ConversationState
 from mindroom.errors import MatrixError
 from mindroom.flush import FlushWorker
-from mindroom.ledger import Ledger, PendingEvent, ledger_target
+from mindroom.ledger import Ledger, ledger_target
 from mindroom.maintenance.loop import MaintenanceLoop
 from mindroom.matrix.accounts import agent_credentials, open_account, set_display_name
 from mindroom.matrix.appservice import Appservice
 from mindroom.matrix.client import MatrixAccount, Undecryptable
 from mindroom.matrix.crypto import E2E_AVAILABLE
-from mindroom.matrix.events import IncomingMessage, message_source, parse_message
+from mindroom.matrix.events import IncomingMessage, message_source
 from mindroom.matrix.key_backup import open_backup
 from mindroom.matrix.probe import wait_for_homeserver
 from mindroom.matrix.rooms import find_rooms, prepare_rooms
@@ -52,9 +52,10 @@ from mindroom.notices import (
     tell_encrypted_room,
     worth_asking,
 )
-from mindroom.presence import ROUTE_KEY, BotPresence, resumed_requester
+from mindroom.presence import ROUTE_KEY, BotPresence, resumed_requester, title
 from mindroom.reload import ConfigReloader
 from mindroom.routing import Route, RouteKind
+from mindroom.shared_accounts import SharedAccounts
 from mindroom.tasks import TaskSupervisor
 
 logger = logging.getLogger(__name__)
@@ -79,11 +80,6 @@ class BotOptions:
     def data_dir(self) -> Path:
         """Runtime state (credentials, sessions, ledger, homeserver) under ``<storage>``."""
         return self.storage / "mindroom_data"
-
-
-def _title(name: str) -> str:
-    """An account's display name when the config gives none."""
-    return name.replace("_", " ").title()
 
 
 class Bot(BotPresence):
@@ -162,17 +158,17 @@ class Bot(BotPresence):
         members: dict[str, AgentConfig | TeamConfig] = {**self.config.agents, **self.config.teams}
         accounts = await asyncio.gather(
             *(
-                self._login(name, member.display_name or _title(name))
+                self._login(name, member.display_name or title(name))
                 for name, member in members.items()
                 if name in here
             )
         )
         self.agents = {account.name: account for account in accounts}
-        everyone = self._accounts()
+        everyone = self.local_accounts()
         await asyncio.gather(*(account.first_sync() for account in everyone))
-        await self._note_accounts(everyone)
+        await self.note_accounts(everyone)
         await self.prepare_rooms()
-        await self._answer_first_sync(everyone)
+        await self.answer_first_sync(everyone)
         # Taken before any sync loop runs: a message the catch-up sync claims from now on is
         # answered by that sync alone, never resumed as well. (Several processes: each takes
         # what its accounts left, in its lease rounds.)
@@ -180,9 +176,9 @@ class Bot(BotPresence):
             self.ledger, self.state, self.config.matrix.catch_up_seconds, self.cluster is None
         )
         for account in everyone:
-            self._listen(account)
+            self.listen(account)
         if self.appservice is not None:  # the homeserver's transactions, for every account
-            await self.appservice.listen(self._accounts)
+            await self.appservice.listen(self.local_accounts)
         for name in self.config.agents:  # open (and index) shared memories before the first turn
             if self.runs(name):
                 await asyncio.to_thread(self.memories.for_agent, name)
@@ -197,15 +193,15 @@ class Bot(BotPresence):
         self.maintenance.active = lambda: self.runs(ROUTER)
         self.maintenance.start(self.tasks, wake_after=self.flush)  # ticks in the background
         if self.cluster is not None:
-            self.cluster.serve(self)
+            self.cluster.serve(SharedAccounts(self))
         if self.reloader is not None:
             reloader = self.reloader
             self.tasks.keep_running("config-watch", lambda: reloader.watch(self._watch_stop))
-        self._resume(unfinished)
+        self.resume_rows(unfinished)
         logger.info("agents started on %s: %d agents in %d rooms", self.options.homeserver,
                     len(self.agents), len(self.room_ids))  # fmt: skip
 
-    def _listen(self, account: MatrixAccount) -> None:
+    def listen(self, account: MatrixAccount) -> None:
         """Deliver ``account``'s events from its saved sync position on (restarted on failure)."""
         account.listen(self._on_message, self._on_invite, self._on_undecryptable)
         if self.appservice is not None:  # no sync loop: the transactions feed it
@@ -218,72 +214,12 @@ class Bot(BotPresence):
 
         self.tasks.keep_running(f"sync:{account.name}", sync)
 
-    async def _answer_first_sync(self, accounts: list[MatrixAccount]) -> None:
+    async def answer_first_sync(self, accounts: list[MatrixAccount]) -> None:
         """Answer what the first sync found: invites that arrived while an account was not
         running (accepted or declined like live ones)."""
         for account in accounts:
             for room_id, inviter in account.pending_invites():
                 await self._on_invite(account, room_id, inviter)
-
-    # -- several processes (mindroom.cluster.Members) -----------------------------------------
-
-    async def start_account(self, name: str) -> None:
-        """Run account ``name`` here: its lease was just taken."""
-        member = None if name == ROUTER else self._member(name)
-        display = "Router" if member is None else member.display_name or _title(name)
-        account = await self.start_member(name, display)
-        await self._note_accounts([account])
-        if name == ROUTER:
-            self.router = account
-            self._listen(account)
-            await self._answer_first_sync([account])
-        else:
-            await self.add_member(account)
-        try:  # the account runs: a room it cannot be brought into yet is retried later
-            await self.prepare_rooms()
-        except MatrixError as exc:
-            logger.warning("preparing the rooms of %s: %s", name, exc)
-
-    async def stop_account(self, name: str) -> None:
-        """Stop account ``name`` here (its lease went to another process): the messages it
-        leads are cut off and stay claimed for the new holder, its other answers are handed
-        over (:mod:`mindroom.running`). Safe to call for an account not running."""
-        if self.answers is not None:
-            await self.answers.running.abandon(name)
-        account = self.router if name == ROUTER else self.agents.pop(name, None)
-        self.router = None if name == ROUTER else self.router
-        await self.tasks.cancel(f"sync:{name}")
-        if account is not None:
-            account.stop()
-            with contextlib.suppress(Exception):
-                await account.close()
-
-    def running(self) -> set[str]:
-        return {account.name for account in self._accounts()}
-
-    def busy(self, name: str) -> bool:
-        return self.answers is not None and self.answers.running.busy(name)
-
-    def take_over(self, key: str, lead: str | None, room_id: str, responders: tuple[str, ...],
-                  source: dict[str, Any]) -> None:  # fmt: skip
-        assert self.ledger is not None
-        message = parse_message(room_id, source)
-        if message is None:
-            self.spawn(self.ledger.finish(key, "failed"), f"fail:{key}")
-            return
-        self.state.first_sight(message.event_id)  # the catch-up sync must not claim it too
-        pending = PendingEvent(key, room_id, responders, source)
-        self.spawn(self._take(message, pending, lead), f"take:{key}")
-
-    async def _take(
-        self, message: IncomingMessage, pending: PendingEvent, lead: str | None
-    ) -> None:
-        """Resume a taken row, once the thread's people are known (who is in a thread decides
-        a private answer's recall and its mark, and a thread's agent)."""
-        accounts = self._accounts_in(message.room_id)
-        if accounts and message.thread_root:
-            await self._thread_senders(accounts[0], message)
-        self._resume([(message, pending)], lead)
 
     async def start_member(self, name: str, display_name: str) -> MatrixAccount:
         """Log in and sync once the account of an agent or team a reload is adding.
@@ -303,8 +239,8 @@ class Bot(BotPresence):
         """Make an account from :meth:`start_member` a member: answered for and listening. Its
         first sync's invites (sent while it was not running) are answered as at start-up."""
         self.agents[account.name] = account
-        self._listen(account)
-        await self._answer_first_sync([account])
+        self.listen(account)
+        await self.answer_first_sync([account])
 
     async def remove_member(self, name: str) -> None:
         """An agent or team removed from the config: end its running answers (their messages
@@ -335,7 +271,7 @@ class Bot(BotPresence):
         """Make every configured room exist with its members in it (idempotent). Without
         the router (another process runs it, and makes the rooms), find them."""
         if self.router is None:
-            accounts = self._accounts()
+            accounts = self.local_accounts()
             if accounts:
                 self.room_ids.update(await find_rooms(accounts[0], self.config.room_names))
             return
@@ -352,7 +288,7 @@ class Bot(BotPresence):
                                     self.options.invite_users, elsewhere)  # fmt: skip
         self.room_ids.update(found)
 
-    def _resume(self, unfinished: resume.Unfinished, lead: str | None = None) -> None:
+    def resume_rows(self, unfinished: resume.Unfinished, lead: str | None = None) -> None:
         """Answer the unfinished messages again; the reply writer edits what was posted."""
         assert self.answers is not None
         for message, pending in unfinished:
@@ -389,7 +325,7 @@ class Bot(BotPresence):
             raise
 
     async def _route_and_claim(self, account: MatrixAccount, message: IncomingMessage) -> None:
-        thread_senders = await self._thread_senders(account, message)
+        thread_senders = await self.thread_senders(account, message)
         route = self._route(message, thread_senders)
         self.state.note(message, self.own_user_ids())
         if not (route.responders or route.command or route.absent):
@@ -474,7 +410,7 @@ class Bot(BotPresence):
         assert self.ledger is not None
         here = [self.agents[n] for n in self.room_agents(message.room_id) if n in self.agents]
         account = room_voice(message.room_id, self.router, here)
-        absent = [(self._member(n).display_name or n, user)
+        absent = [(self.member_config(n).display_name or n, user)
                   for n in route.absent if (user := self.user_of(n))]  # fmt: skip
         await tell_absent(self.ledger, account, message, absent)
 
@@ -485,7 +421,7 @@ class Bot(BotPresence):
 
         A reply cancelled here stays claimed in the ledger and is resumed at the next start.
         """
-        accounts = self._accounts()
+        accounts = self.local_accounts()
         if self.cluster is not None:  # first: the other processes take over what is left
             await self.tasks.cancel("leases")
         if self.appservice is not None:  # no transaction is taken while stopping

@@ -58,6 +58,9 @@ class Members(Protocol):
     def running(self) -> set[str]:
         """The accounts running here."""
 
+    async def find_rooms(self) -> None:
+        """Learn the IDs of configured rooms another process's router made since."""
+
     def busy(self, name: str) -> bool:
         """True while ``name`` answers, or leads a message being handled, here."""
 
@@ -249,6 +252,7 @@ class Cluster:
                 self.held.discard(name)
                 await self._stop(name)
                 await self.leases.release({name})
+        await self._members.find_rooms()
         self._gauge()
 
     async def take_work(self) -> int:

@@ -30,6 +30,11 @@ ROUTE_KEY = "mindroom_route"
 """Where a hand-over's ledger record keeps the kind of its route, for the process taking it."""
 
 
+def title(name: str) -> str:
+    """An account's display name when the config gives none."""
+    return name.replace("_", " ").title()
+
+
 class Presence(Protocol):
     """What the answer path needs of mindroom's accounts and rooms (the bot provides it)."""
 
@@ -96,11 +101,11 @@ class BotPresence:
     cluster: Cluster | None
     state: ConversationState
 
-    def _accounts(self) -> list[MatrixAccount]:
+    def local_accounts(self) -> list[MatrixAccount]:
         """Every account this process runs, the router first."""
         return [a for a in [self.router, *self.agents.values()] if a is not None]
 
-    def _member(self, name: str) -> AgentConfig | TeamConfig:
+    def member_config(self, name: str) -> AgentConfig | TeamConfig:
         """The config of agent or team ``name``."""
         return self.config.agents.get(name) or self.config.teams[name]
 
@@ -112,7 +117,7 @@ class BotPresence:
             return self.agents[name].user_id
         if self.cluster is not None and name in self.cluster.users:
             return self.cluster.users[name]  # noted by the process running it
-        accounts = self._accounts()
+        accounts = self.local_accounts()
         if self.cluster is not None and accounts and name not in self.config.matrix.logins:
             return f"@{localpart(name)}:{accounts[0].server_name}"
         return None
@@ -130,7 +135,7 @@ class BotPresence:
 
     def own_user_ids(self) -> set[str]:
         """Every account mindroom runs, in any process."""
-        own = {account.user_id for account in self._accounts()}
+        own = {account.user_id for account in self.local_accounts()}
         if self.cluster is not None:
             names = [ROUTER, *self.config.agents, *self.config.teams]
             own |= {user for user in map(self.user_of, names) if user}
@@ -142,7 +147,7 @@ class BotPresence:
         for name in [*self.config.agents, *self.config.teams]:
             user = self.user_of(name) if self.cluster is not None or name in self.agents else None
             if user:
-                found.append(AgentIdentity(name, user, self._member(name).display_name or ""))
+                found.append(AgentIdentity(name, user, self.member_config(name).display_name or ""))
         return found
 
     def account(self, name: str) -> MatrixAccount:
@@ -170,13 +175,13 @@ class BotPresence:
             return room_id in self.router.joined_rooms()
         return self.cluster is not None and self.user_of(ROUTER) in self._members_of(room_id)
 
-    def _accounts_in(self, room_id: str) -> list[MatrixAccount]:
+    def local_accounts_in(self, room_id: str) -> list[MatrixAccount]:
         """This process's accounts joined to ``room_id`` (the router first)."""
-        return [a for a in self._accounts() if room_id in a.joined_rooms()]
+        return [a for a in self.local_accounts() if room_id in a.joined_rooms()]
 
     def _members_of(self, room_id: str) -> set[str]:
         members: set[str] = set()
-        for account in self._accounts_in(room_id):
+        for account in self.local_accounts_in(room_id):
             members |= account.room_members(room_id) | {account.user_id}
         return members
 
@@ -186,7 +191,7 @@ class BotPresence:
 
     def display_name(self, room_id: str, user_id: str) -> str | None:
         """``user_id``'s display name in ``room_id``, as an account in the room saw it."""
-        for account in self._accounts_in(room_id):
+        for account in self.local_accounts_in(room_id):
             name = account.display_name(room_id, user_id)
             if name:
                 return name
@@ -202,7 +207,7 @@ class BotPresence:
         """The configured names of ``room_id``."""
         return [name for name, known in self.room_ids.items() if known == room_id]
 
-    async def _note_accounts(self, accounts: list[MatrixAccount]) -> None:
+    async def note_accounts(self, accounts: list[MatrixAccount]) -> None:
         """Tell the other processes the users of this one's accounts, and learn theirs."""
         if self.cluster is None:
             return
@@ -234,11 +239,11 @@ class BotPresence:
         allowed = self.config.authorization.allowed_users
         if allowed:
             return allowed
-        accounts = self._accounts()
+        accounts = self.local_accounts()
         server = accounts[0].server_name if accounts else "*"
         return default_allowed_users(server)
 
-    async def _thread_senders(self, account: MatrixAccount, message: IncomingMessage) -> set[str]:
+    async def thread_senders(self, account: MatrixAccount, message: IncomingMessage) -> set[str]:
         """Who has posted in the message's thread: asked once per thread, then kept current."""
         if not message.thread_root:
             return set()

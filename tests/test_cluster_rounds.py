@@ -56,6 +56,9 @@ class Recorder:
     def running(self) -> set[str]:
         return set(self.live)
 
+    async def find_rooms(self) -> None:
+        pass
+
     def busy(self, name: str) -> bool:
         return name in self.busy_names
 
