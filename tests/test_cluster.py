@@ -308,3 +308,63 @@ async def test_a_private_companion_in_another_process_keeps_each_persons_memory_
                              ).read_text()  # fmt: skip
     bob_memory = private / requester_key(bob.user_id) / "mind_data" / "MEMORY.md"
     assert not bob_memory.exists() or "SECRET" not in bob_memory.read_text()
+
+
+async def test_a_reload_adds_an_agent_to_one_of_two_processes_and_removes_it(
+    synapse: EmbeddedHomeserver,
+    tmp_path: Path,
+    credential_cache: CredentialCache,
+    human: Human,
+    model: ScriptedModel,
+    postgres: PostgresServer,
+) -> None:
+    """Both processes read the edited config: the new agent runs in exactly one of them
+    (its lease), joins the room and answers; removed, it leaves."""
+
+    from tests.harness import joined
+
+    url, room = postgres.database(), unique("rcluster")
+    model.set_handler(lambda request: f"echo: {last_user_text(request)}")
+    storage = tmp_path / "storage"
+    storage.mkdir()
+    agents: dict[str, Any] = {"alpha": {"rooms": [room]}, "beta": {"rooms": [room]}}
+    sections = {"storage": {"database": url, "failover_seconds": 3}}
+    (storage / "config.yaml").write_text(config_text(model.base_url, agents, **sections))
+    one = process(synapse, storage, credential_cache, "one", "alpha")
+    two = process(synapse, storage, credential_cache, "two", "beta")
+    try:
+        one.start()
+        await one.wait_running(90)
+        two.start()
+        await two.wait_running(90)
+        assert one.proc is not None
+        assert two.proc is not None
+        await wait_holders(url, {"alpha": one.proc.pid, "beta": two.proc.pid})
+        room_id = await human.join(f"#{room}:{synapse.server_name}")
+
+        def write(members: dict[str, Any]) -> None:
+            text = config_text(model.base_url, members, **sections)
+            (storage / "config.yaml.tmp").write_text(text)
+            (storage / "config.yaml.tmp").replace(storage / "config.yaml")
+
+        write({**agents, "gamma": {"rooms": [room]}})
+        gamma = f"@mindroom_gamma:{synapse.server_name}"
+        await human.wait_for(joined(gamma, room_id), timeout=45)
+        asked = await human.send(room_id, "@gamma hello", mention=[gamma])
+        reply = await human.wait_for_reply(room_id, asked, timeout=30)
+        held = await holders(url)
+        assert held["gamma"] in (one.proc.pid, two.proc.pid)
+
+        write(agents)
+        await human.wait_for(lambda e: e.get("type") == "m.room.member"
+                             and e.get("state_key") == gamma
+                             and e["content"].get("membership") == "leave", timeout=45)  # fmt: skip
+        await human.fence(room_id)
+        assert reply["sender"] == gamma
+        assert len(replies(human, room_id, asked)) == 1  # answered by one process only
+        assert "gamma" not in await holders(url)
+    finally:
+        for bot in (one, two):
+            if bot.proc is not None and bot.proc.poll() is None:
+                bot.proc.kill()
+                bot.proc.wait()
