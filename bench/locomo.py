@@ -135,10 +135,14 @@ def memory_section(embedder: str) -> dict[str, Any]:
 
 
 def bench_config(
-    embedder: str = "none", backend: str = "file", llm_base_url: str | None = None
+    embedder: str = "none",
+    backend: str = "file",
+    llm_base_url: str | None = None,
+    search_database: str | None = None,
 ) -> Config:
     """A config with one shared agent whose memory (``backend``) the benchmark fills and
-    searches; ``llm_base_url``: an OpenAI-compatible server for mem0's extraction model.
+    searches; ``llm_base_url``: an OpenAI-compatible server for mem0's extraction model;
+    ``search_database``: search in a PostgreSQL index there (``memory.search.index``).
 
     Raises SystemExit with a clear message when the product does not accept the embedder
     setting (``memory.embedder`` is not in its config schema yet).
@@ -149,11 +153,14 @@ def bench_config(
     if llm_base_url is not None:
         settings = {"model": "scripted", "base_url": llm_base_url, "api_key": "test"}
         memory["llm"] = {"provider": "openai", "config": settings}
-    raw = {
+    raw: dict[str, Any] = {
         "models": {"default": {"id": "unused"}},
         "agents": {AGENT: {}},
         "memory": memory,
     }
+    if search_database is not None:
+        memory["search"] = {"index": "postgresql"}
+        raw["storage"] = {"database": search_database}
     try:
         return Config.model_validate(raw)
     except ValidationError as exc:

@@ -19,7 +19,8 @@ adds category 5 (adversarial). The output ends with exactly these two lines:
     cat1-4: R@5=0.xxx R@10=0.xxx MRR=0.xxx n=N
     all: R@5=0.xxx R@10=0.xxx MRR=0.xxx n=N
 
-    python bench/locomo_retrieval.py [--data FILE] [--embedder none|default] [--backend file|mem0]
+    python bench/locomo_retrieval.py [--data FILE] [--embedder none|default]
+                                     [--backend file|mem0] [--index local|postgresql]
 
 The default data is ``../shared/data/locomo-dev.json`` relative to the repository root.
 ``--embedder default`` sets ``memory.embedder`` to the local default embedder; a mindroom
@@ -36,14 +37,20 @@ search latency in the same run with the same embedder. ``--backend file`` prints
 latency too. With an embedder, the keyword-only baseline (the file backend without one) is
 measured in the same run and printed as ``# keyword-only ...`` lines. Latencies are wall times
 of the product's async calls, in ms.
+
+``--index postgresql`` also searches the file backend's memories in the PostgreSQL index
+(``memory.search.index: postgresql``: full-text search and pgvector, a server of this run's own)
+and prints its scores and search latency as ``# postgresql-index ...`` lines.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import json
 import math
+import shutil
 import statistics
 import tempfile
 import time
@@ -67,6 +74,7 @@ from locomo import (
 from mindroom.agents.extraction import ChatLine
 from mindroom.config.schema import Config
 from mindroom.memory.mem0 import Mem0Memory
+from tests.postgres import PostgresServer
 from tests.scripted_model import ScriptedModel, last_user_text
 
 TOP = 10
@@ -119,6 +127,19 @@ def summary(label: str, scores: list[Score]) -> str:
 
 
 KEYWORD_ONLY = "keyword-only"  # the baseline's label: the file backend without an embedder
+SHARED_INDEX = "postgresql-index"  # the file backend searched in PostgreSQL (--index)
+_SERVERS: list[PostgresServer] = []
+
+
+def postgres() -> PostgresServer:
+    """A PostgreSQL with pgvector of this run's own, stopped at exit."""
+    if not _SERVERS:
+        folder = Path(tempfile.mkdtemp(prefix="mindroom-pg-"))  # the postgres user reaches it
+        server = PostgresServer(folder).start()
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        atexit.register(server.stop)  # runs first
+        _SERVERS.append(server)
+    return _SERVERS[0]
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -173,7 +194,7 @@ async def run_conversation(
         return scores
 
 
-def main(data: Path, embedder: str | None, backend: str) -> None:
+def main(data: Path, embedder: str | None, backend: str, index: str = "local") -> None:
     if backend == "mem0" and embedder == "none":
         raise SystemExit("--backend mem0 needs an embedder: drop --embedder none")
     embedder = embedder or ("default" if backend == "mem0" else "none")
@@ -188,6 +209,8 @@ def main(data: Path, embedder: str | None, backend: str) -> None:
             configs["file"] = bench_config(embedder)
         if embedder != "none":  # the keyword-only baseline, measured in the same run
             configs[KEYWORD_ONLY] = bench_config("none")
+        if index == "postgresql":  # the same memory searched in PostgreSQL, beside it
+            configs[SHARED_INDEX] = bench_config(embedder, search_database=postgres().database())
         scores: dict[str, list[Score]] = {name: [] for name in configs}
         timings = {name: Timings() for name in configs}
         for conversation in load_conversations(data):
@@ -217,6 +240,11 @@ def main(data: Path, embedder: str | None, backend: str) -> None:
             f"# {KEYWORD_ONLY} {summary('cat1-4', [s for s in baseline if 1 <= s.category <= 4])}"
         )
         print(f"# {KEYWORD_ONLY} {summary('all', baseline)}")
+    if SHARED_INDEX in scores:
+        shared = scores[SHARED_INDEX]
+        print(latency(f"{SHARED_INDEX} search", timings[SHARED_INDEX].search))
+        print(f"# {SHARED_INDEX} {summary('cat1-4', [s for s in shared if 1 <= s.category <= 4])}")
+        print(f"# {SHARED_INDEX} {summary('all', shared)}")
     mine = scores[backend]
     print(summary("cat1-4", [s for s in mine if 1 <= s.category <= 4]))
     print(summary("all", mine))
@@ -230,5 +258,10 @@ if __name__ == "__main__":
         help="none (keyword-only) or default (local); default: none for file, default for mem0",
     )  # fmt: skip
     parser.add_argument("--backend", choices=BACKENDS, default="file")
+    parser.add_argument(
+        "--index", choices=("local", "postgresql"), default="local",
+        help="postgresql: also search the same memories in a PostgreSQL index (a server of "
+        "its own, with pgvector)",
+    )  # fmt: skip
     args = parser.parse_args()
-    main(args.data, args.embedder, args.backend)
+    main(args.data, args.embedder, args.backend, args.index)

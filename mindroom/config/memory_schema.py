@@ -211,6 +211,10 @@ class SearchConfig(_Strict):
     # a hit gains this share of the sum of its file's best three hits: a day (a conversation)
     # with several good hits is about the query, and so its weaker hits are likelier answers
     file_weight: float = Field(default=0.2, ge=0)
+    # where both halves search: "local" (SQLite FTS5 and the vectors beside each memory's
+    # files) or "postgresql" (a derived index in storage.database: full-text search and
+    # pgvector, which the database must have; see mindroom.memory.pg_search)
+    index: Literal["local", "postgresql"] = "local"
 
 
 class LifecycleConfig(_Strict):

@@ -315,6 +315,10 @@ class Config(_Strict):
 
     @model_validator(mode="after")
     def _references(self) -> Config:
+        if self.memory.search.index == "postgresql" and not self.storage.database:
+            raise ValueError(
+                "memory.search.index: postgresql needs storage.database (a PostgreSQL URL)"
+            )
         for name, agent in self.agents.items():
             model = agent.model or self.defaults.model
             if model not in self.models:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from mindroom.memory.fields import DEFAULT_CATEGORY
 from mindroom.memory.markdown import MemoryEntry
 
+_NONE = "1 = 0"  # no entry (a boolean in SQLite and PostgreSQL alike)
+
 
 @dataclass(frozen=True)
 class Where:
@@ -54,13 +56,13 @@ class MemoryFilter:
 
         def among(column: str, values: frozenset[str], negate: bool = False) -> None:
             marks = ", ".join("?" * len(values))
-            sql.append(f"{column} {'NOT ' if negate else ''}IN ({marks})" if values else "0")
+            sql.append(f"{column} {'NOT ' if negate else ''}IN ({marks})" if values else _NONE)
             args.extend(sorted(values))
 
         sql.append("state = ?")
         args.append("soft_deleted" if self.soft_deleted else "active")
         if self.categories is not None and not self.categories:
-            sql.append("0")
+            sql.append(_NONE)
         elif self.categories is not None:
             args.append(self.default_category)  # the CASE's "?" comes before the list's
             among("(CASE WHEN category = '' THEN ? ELSE category END)", self.categories)
@@ -85,7 +87,7 @@ class MemoryFilter:
             among("type", self.exclude_types, negate=True)
         if self.ids is not None:
             marks = ", ".join("?" * len(self.ids))
-            inside = f"entry_id IN ({marks})" if self.ids else "0"
+            inside = f"entry_id IN ({marks})" if self.ids else _NONE
             sql.append(f"({inside} OR entry_id LIKE 'h-%')" if self.hand_written else inside)
             args.extend(sorted(self.ids))
         return Where("".join(f" AND {part}" for part in sql), tuple(args))

@@ -67,6 +67,7 @@ logger = logging.getLogger(__name__)
 # the background while searches stay keyword-only, so no reply waits for them.
 CATCH_UP_LIMIT = 256
 _catching_up: set[str] = set()  # scopes already reported (a bound: one line per scope)
+_shared_failed: set[str] = set()  # scopes whose PostgreSQL index failed (told once)
 FILE_HITS = 3  # a file's evidence is the sum of its best this many hits
 
 
@@ -195,6 +196,14 @@ def hybrid_search(
             vectors = None
     if vectors is None:
         memory.index.sync()
+    if vectors is None or ready:  # memory.search.index: postgresql searches there
+        shared = _shared_search(memory, query, pool, keyword_query, entry_id,
+                                exclude_paths=exclude_paths, now=now, only=only)  # fmt: skip
+        if shared is not None:
+            keyword, vector = shared
+            if vector is None:
+                return [Found(h.entry, h.score, h.score, None) for h in keyword[:limit]]
+            return fuse(keyword, vector, weights)[:limit]
     keyword = memory.index.search(
         query if keyword_query is None else keyword_query,
         pool, exclude_paths=exclude_paths, now=now, synced=True, where=only.where(),
@@ -214,6 +223,45 @@ def hybrid_search(
     if vector is None:
         return [Found(h.entry, h.score, h.score, None) for h in keyword[:limit]]
     return fuse(keyword, vector, weights)[:limit]
+
+
+def _shared_search(
+    memory: FileMemory,
+    query: str,
+    pool: int,
+    keyword_query: str | None,
+    entry_id: str | None,
+    *,
+    exclude_paths: frozenset[str],
+    now: dt.datetime | None,
+    only: MemoryFilter,
+) -> tuple[list[SearchHit], list[SearchHit] | None] | None:
+    """Both halves from the PostgreSQL index (None: the memory searches locally, or that
+    index failed now: logged, and the local halves answer)."""
+    try:
+        shared = memory.pg_search
+        if shared is None:
+            return None
+        shared.sync()
+        where = only.where()
+        keyword = shared.keyword(query if keyword_query is None else keyword_query, pool,
+                                 exclude_paths=exclude_paths, now=now, where=where)  # fmt: skip
+        vectors = shared.vectors
+        if vectors is None:
+            return keyword, None
+        own = vectors.vector_of(entry_id) if entry_id is not None else None
+        probe = own if own is not None else vectors.embedder.embed([query])[0]
+        return keyword, shared.vector(probe, pool, exclude_paths=exclude_paths, where=where)
+    except EmbedderError:
+        raise
+    except Exception as exc:  # the database went away: the files' own indexes answer
+        if memory.scope_id not in _shared_failed:
+            _shared_failed.add(memory.scope_id)
+            logger.warning(
+                "memory %s: the PostgreSQL search index failed (%s: %s); searching locally",
+                memory.scope_id, type(exc).__name__, str(exc)[:200],
+            )  # fmt: skip
+        return None
 
 
 def search_hits(

@@ -34,23 +34,28 @@ the memory it started with, and it is never closed under it.
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from collections import OrderedDict
 from pathlib import Path
 
 from mindroom.config.schema import Config, EmbedderConfig
+from mindroom.database import SyncDatabase
 from mindroom.embeddings import Embedder
 from mindroom.embeddings.select import shared_embedder
 from mindroom.memory.hybrid import Weights
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.mem0.engine import close_engines, mem0_dir, mem0_engine
+from mindroom.memory.pg_search import SEARCH_LOCK_KEY, PgSearch
 from mindroom.memory.private import PrivateInstance, private_instance, requester_key, scaffold
 from mindroom.memory.scope import MemoryScope, agent_scope, state_dir, team_scope_id
 from mindroom.memory.session_source import close_all as close_session_indexes
 from mindroom.memory.store import FileMemory
 from mindroom.memory.team import TeamMemory
 from mindroom.resources import private_instance_limit
+
+logger = logging.getLogger(__name__)
 
 ScopeMemory = FileMemory | Mem0Memory  # what for_agent / for_team hand out
 
@@ -68,6 +73,7 @@ class MemoryRegistry:
         self._closed: weakref.WeakValueDictionary[str, FileMemory] = weakref.WeakValueDictionary()
         self._mem0: dict[str, Mem0Memory] = {}  # light: the engine holds what is open
         self._lock = threading.Lock()
+        self._search_index: tuple[str, SyncDatabase] | None = None  # memory.search.index
 
     def private_capacity(self) -> int:
         """How many requester-keyed memories stay open (the rest are closed until used)."""
@@ -96,6 +102,27 @@ class MemoryRegistry:
             search.file_weight,
         )
 
+    def search_index(self) -> SyncDatabase | None:
+        """The database of ``memory.search.index: postgresql`` (None: local), its table made
+        on first use. None, logged, when it cannot be made (no pgvector): searches stay
+        local, never fail."""
+        url = self.config.storage.database
+        if self.config.memory.search.index != "postgresql" or not url:
+            return None
+        with self._lock:
+            if self._search_index is not None and self._search_index[0] == url:
+                return self._search_index[1]
+            db = SyncDatabase(url, SEARCH_LOCK_KEY)
+            try:
+                PgSearch.prepare(db)
+            except Exception as exc:
+                db.close()
+                logger.error("memory.search.index: postgresql is not usable (%s: %s); memory "
+                             "searches stay local", type(exc).__name__, str(exc)[:200])  # fmt: skip
+                return None
+            self._search_index = (url, db)
+            return db
+
     def _get(self, scope: MemoryScope, embedder: Embedder | None) -> FileMemory:
         with self._lock:
             memory = self._open.get(scope.scope_id)
@@ -103,6 +130,7 @@ class MemoryRegistry:
                 memory = self._open[scope.scope_id] = FileMemory(scope, embedder)
         memory.use_embedder(embedder)
         memory.search_weights = self.search_weights()
+        memory.use_search_index(self.search_index())
         return memory
 
     def _get_private(self, scope: MemoryScope, embedder: Embedder | None) -> FileMemory:
@@ -122,6 +150,7 @@ class MemoryRegistry:
             old.close()
         memory.use_embedder(embedder)
         memory.search_weights = self.search_weights()
+        memory.use_search_index(self.search_index())
         return memory
 
     def _get_mem0(
@@ -216,6 +245,7 @@ class MemoryRegistry:
                 )
         memory.use_embedder(embedder)
         memory.search_weights = self.search_weights()
+        memory.use_search_index(self.search_index())
         return memory
 
     def roots_parent(self) -> Path:
@@ -242,3 +272,6 @@ class MemoryRegistry:
             self._mem0.clear()
         close_engines(mem0_dir(self.storage))
         close_session_indexes()
+        if self._search_index is not None:
+            self._search_index[1].close()
+            self._search_index = None

@@ -48,8 +48,10 @@ from mindroom.memory.markdown import (
 from mindroom.memory.scope import ENTRYPOINT, MemoryScope, confined_path
 
 if TYPE_CHECKING:
+    from mindroom.database import SyncDatabase
     from mindroom.embeddings import Embedder
     from mindroom.memory.hybrid import Weights
+    from mindroom.memory.pg_search import PgSearch
     from mindroom.memory.vectors import VectorIndex
 
 logger = logging.getLogger(__name__)
@@ -69,6 +71,8 @@ class FileMemory:
         self.search_weights: Weights | None = None  # memory.search, set by the registry
         self._vectors: VectorIndex | None = None
         self._vectors_lock = threading.Lock()
+        self._search_db: SyncDatabase | None = None  # memory.search.index: postgresql
+        self._pg_search: PgSearch | None = None
         self.history = History(scope.state_dir / "history.jsonl", self._locks)
         clean_temp_files(scope.root, self._locks)  # a crashed writer's leftovers
         self._intents = Intents(scope, self._locks, self.history, self._entries)
@@ -92,6 +96,26 @@ class FileMemory:
             self._vectors = old if old is None or old.embedder is embedder else None
         if old is not None and self._vectors is None:
             old.close()
+
+    def use_search_index(self, db: SyncDatabase | None) -> None:
+        """Search in ``db``'s derived index from now on (None: the local indexes)."""
+        with self._vectors_lock:
+            if db is not self._search_db:
+                self._search_db, self._pg_search = db, None
+
+    @property
+    def pg_search(self) -> PgSearch | None:
+        """The derived index in PostgreSQL (``memory.search.index``), None when local.
+        Raises :class:`EmbedderError` as :attr:`vectors` does."""
+        vectors = self.vectors
+        with self._vectors_lock:
+            if self._search_db is None:
+                return None
+            if self._pg_search is None or self._pg_search.vectors is not vectors:
+                from mindroom.memory.pg_search import PgSearch
+
+                self._pg_search = PgSearch(self._search_db, self.scope_id, self.index, vectors)
+            return self._pg_search
 
     @property
     def vectors(self) -> VectorIndex | None:
