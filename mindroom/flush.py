@@ -134,8 +134,7 @@ class FlushWorker:
         self._stop = asyncio.Event()
         self._threads = Threads()  # mem0 extractions: they outlive a timeout or a cancel
         self.on_cycle: Callable[[], object] | None = None  # after each loop cycle (maintenance)
-        # the sessions this process flushes (several processes: those of its accounts)
-        self.owns: Callable[[FlushEntry], bool] = lambda entry: True
+        self.owns: Callable[[FlushEntry], bool] = lambda entry: True  # this process's accounts
 
     @property
     def settings(self):  # noqa: ANN201 - AutoFlushConfig, looked up live (hot reload)
@@ -294,8 +293,7 @@ class FlushWorker:
             asyncio.get_running_loop().call_later(delay, self._wake.set)
 
     def _handled(self, entries: list[FlushEntry]) -> list[FlushEntry]:
-        """The entries the loop flushes: all of this process's, or with ``auto_flush`` off
-        only mem0's."""
+        """The entries the loop flushes: this process's, with ``auto_flush`` off mem0's."""
         mine = [e for e in entries if self.owns(e)]
         if self.settings.enabled:
             return mine

@@ -6,11 +6,13 @@ that runs its agent (handed over when the router of another process chose it), a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,32 @@ def process(synapse: EmbeddedHomeserver, storage: Path, cache: CredentialCache, 
             agents: str) -> BotProcess:  # fmt: skip
     return BotProcess(synapse, storage, cache, run_options=("--no-dashboard", "--agents", agents),
                       log_name=f"{name}.log")  # fmt: skip
+
+
+@contextlib.asynccontextmanager
+async def pair(
+    synapse: EmbeddedHomeserver, storage: Path, cache: CredentialCache, url: str,
+    first: str, second: str,
+) -> AsyncIterator[tuple[BotProcess, BotProcess]]:  # fmt: skip
+    """Two processes on ``storage``, pinned to ``first`` and ``second``, each running its
+    agent once started; none is left running afterwards, whatever happened."""
+    one = process(synapse, storage, cache, "one", first)
+    two = process(synapse, storage, cache, "two", second)
+    try:
+        one.start()
+        await one.wait_running(90)
+        two.start()
+        await two.wait_running(90)
+        assert one.proc is not None
+        assert two.proc is not None
+        # the second comes home to the process pinned to it (the first ran it meanwhile)
+        await wait_holders(url, {first: one.proc.pid, second: two.proc.pid})
+        yield one, two
+    finally:
+        for bot in (one, two):
+            if bot.proc is not None and bot.proc.poll() is None:
+                bot.proc.kill()
+                bot.proc.wait()
 
 
 async def holders(url: str) -> dict[str, int]:
@@ -135,15 +163,8 @@ async def test_two_processes_share_the_agents_and_kill_9_moves_them_without_loss
     (storage / "config.yaml").write_text(
         config_text(model.base_url, agents, storage={"database": url, "failover_seconds": 3})
     )
-    one = process(synapse, storage, credential_cache, "one", "alpha")
-    two = process(synapse, storage, credential_cache, "two", "beta")
-    try:
+    async with pair(synapse, storage, credential_cache, url, "alpha", "beta") as (one, two):
         await share_and_fail_over(one, two, storage, synapse, human, model, url, room, release)
-    finally:  # a failed test leaves no process behind
-        for bot in (one, two):
-            if bot.proc is not None and bot.proc.poll() is None:
-                bot.proc.kill()
-                bot.proc.wait()
 
 
 async def share_and_fail_over(
@@ -157,15 +178,10 @@ async def share_and_fail_over(
     room: str,
     release: threading.Event,
 ) -> None:
-    one.start()
-    await one.wait_running(90)
-    two.start()
-    await two.wait_running(90)
     assert one.proc is not None
     assert two.proc is not None
     pid_one, pid_two = one.proc.pid, two.proc.pid
-    # beta comes home to the process pinned to it (the first ran it as a stand-by meanwhile)
-    await wait_holders(url, {"router": pid_one, "alpha": pid_one, "beta": pid_two})
+    await wait_holders(url, {"router": pid_one})  # the first process started took the router
     room_id = await human.join(f"#{room}:{synapse.server_name}")
 
     to_alpha = await human.send(room_id, "@alpha one")
@@ -267,39 +283,33 @@ async def test_a_private_companion_in_another_process_keeps_each_persons_memory_
     storage.mkdir()
     config = lobby_config(model, room, storage={"database": url, "failover_seconds": 3})
     (storage / "config.yaml").write_text(config)
-    one = process(synapse, storage, credential_cache, "one", "general")
-    two = process(synapse, storage, credential_cache, "two", "mind")
     bob = await Human.create(synapse)
     try:
-        one.start()
-        await one.wait_running(90)
-        two.start()
-        await two.wait_running(90)
-        assert one.proc is not None
-        assert two.proc is not None
-        await wait_holders(url, {"general": one.proc.pid, "mind": two.proc.pid})
-        room_id = await alice.join(f"#{room}:{synapse.server_name}")
-        await bob.join(room_id)
-        general = f"@mindroom_general:{synapse.server_name}"
-        mind = f"@mindroom_mind:{synapse.server_name}"
+        async with pair(synapse, storage, credential_cache, url, "general", "mind") as (
+            one,
+            two,
+        ):
+            assert one.proc is not None
+            room_id = await alice.join(f"#{room}:{synapse.server_name}")
+            await bob.join(room_id)
+            general = f"@mindroom_general:{synapse.server_name}"
+            mind = f"@mindroom_mind:{synapse.server_name}"
 
-        told = await alice.send(room_id, "@general pass this on: SECRET-kiwi", mention=[general])
-        assert await said_by(alice, mind, told, "Remembered") == "Remembered."
+            told = await alice.send(
+                room_id, "@general pass this on: SECRET-kiwi", mention=[general]
+            )
+            assert await said_by(alice, mind, told, "Remembered") == "Remembered."
 
-        await two.stop(signal.SIGKILL)
-        await wait_holders(url, {"mind": one.proc.pid})  # the companion moved
+            await two.stop(signal.SIGKILL)
+            await wait_holders(url, {"mind": one.proc.pid})  # the companion moved
 
-        asked = await bob.send(room_id, "@general ask the companion", mention=[general])
-        bobs_answer = await said_by(bob, mind, asked, "I know")
-        control = await alice.send(room_id, "@general ask the companion", mention=[general])
-        alices_answer = await said_by(alice, mind, control, "I know")
-        assert await one.stop() == 0
+            asked = await bob.send(room_id, "@general ask the companion", mention=[general])
+            bobs_answer = await said_by(bob, mind, asked, "I know")
+            control = await alice.send(room_id, "@general ask the companion", mention=[general])
+            alices_answer = await said_by(alice, mind, control, "I know")
+            assert await one.stop() == 0
     finally:
         await bob.close()
-        for bot in (one, two):
-            if bot.proc is not None and bot.proc.poll() is None:
-                bot.proc.kill()
-                bot.proc.wait()
 
     assert alices_answer.startswith("I know: SECRET-kiwi")  # positive control, after the move
     assert bobs_answer.startswith("I know: nothing")
@@ -320,7 +330,6 @@ async def test_a_reload_adds_an_agent_to_one_of_two_processes_and_removes_it(
 ) -> None:
     """Both processes read the edited config: the new agent runs in exactly one of them
     (its lease), joins the room and answers; removed, it leaves."""
-
     from tests.harness import joined
 
     url, room = postgres.database(), unique("rcluster")
@@ -330,16 +339,11 @@ async def test_a_reload_adds_an_agent_to_one_of_two_processes_and_removes_it(
     agents: dict[str, Any] = {"alpha": {"rooms": [room]}, "beta": {"rooms": [room]}}
     sections = {"storage": {"database": url, "failover_seconds": 3}}
     (storage / "config.yaml").write_text(config_text(model.base_url, agents, **sections))
-    one = process(synapse, storage, credential_cache, "one", "alpha")
-    two = process(synapse, storage, credential_cache, "two", "beta")
-    try:
-        one.start()
-        await one.wait_running(90)
-        two.start()
-        await two.wait_running(90)
+    async with pair(synapse, storage, credential_cache, url, "alpha", "beta") as (
+        one,
+        two,
+    ):
         assert one.proc is not None
-        assert two.proc is not None
-        await wait_holders(url, {"alpha": one.proc.pid, "beta": two.proc.pid})
         room_id = await human.join(f"#{room}:{synapse.server_name}")
 
         def write(members: dict[str, Any]) -> None:
@@ -363,8 +367,3 @@ async def test_a_reload_adds_an_agent_to_one_of_two_processes_and_removes_it(
         assert reply["sender"] == gamma
         assert len(replies(human, room_id, asked)) == 1  # answered by one process only
         assert "gamma" not in await holders(url)
-    finally:
-        for bot in (one, two):
-            if bot.proc is not None and bot.proc.poll() is None:
-                bot.proc.kill()
-                bot.proc.wait()

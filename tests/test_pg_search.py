@@ -173,7 +173,7 @@ def test_hybrid_search_uses_the_postgresql_index_when_configured_and_falls_back_
         search = memory.pg_search
         assert search is not None
         broken = SyncDatabase("postgresql://nobody@127.0.0.1:1/none", 1)  # nothing listens
-        memory.use_search_index(broken)
+        memory.search_db = broken
         again = hybrid_search(memory, "which musical instrument is she learning?", 3)
         assert [f.entry.text for f in again] == [f.entry.text for f in found]  # local halves
         assert "the PostgreSQL search index failed" in caplog.text

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 ENTRY_TYPES = ("semantic", "episodic", "insight", "procedural")
 STATES = ("active", "soft_deleted")
@@ -202,3 +202,16 @@ def merged_fields(
         type=keep.type,
         created=today or dt.date.today(),
     )
+
+
+def dated_fields(fields: EntryFields, relative: str) -> EntryFields:
+    """``fields`` with the day written noted, unless the file's name is its day."""
+    if fields.created is not None or is_daily_path(relative):
+        return fields
+    return replace(fields, created=dt.date.today())
+
+
+def history_meta(fields: EntryFields, run: str | None = None) -> dict[str, str] | None:
+    """A history record's meta: the entry's fields and the conversation it came from."""
+    meta = {"fields": render_fields(fields), "run": run or ""}
+    return {key: value for key, value in meta.items() if value} or None

@@ -130,7 +130,7 @@ class MemoryRegistry:
                 memory = self._open[scope.scope_id] = FileMemory(scope, embedder)
         memory.use_embedder(embedder)
         memory.search_weights = self.search_weights()
-        memory.use_search_index(self.search_index())
+        memory.search_db = self.search_index()
         return memory
 
     def _get_private(self, scope: MemoryScope, embedder: Embedder | None) -> FileMemory:
@@ -150,7 +150,7 @@ class MemoryRegistry:
             old.close()
         memory.use_embedder(embedder)
         memory.search_weights = self.search_weights()
-        memory.use_search_index(self.search_index())
+        memory.search_db = self.search_index()
         return memory
 
     def _get_mem0(
@@ -245,7 +245,7 @@ class MemoryRegistry:
                 )
         memory.use_embedder(embedder)
         memory.search_weights = self.search_weights()
-        memory.use_search_index(self.search_index())
+        memory.search_db = self.search_index()
         return memory
 
     def roots_parent(self) -> Path:

@@ -25,9 +25,9 @@ from mindroom.memory.bounded import bounded
 from mindroom.memory.fields import (
     NO_FIELDS,
     EntryFields,
-    is_daily_path,
+    dated_fields,
+    history_meta,
     parse_fields,
-    render_fields,
 )
 from mindroom.memory.files import clean_temp_files, edit_file, read_text
 from mindroom.memory.filters import LIVE, MemoryFilter
@@ -71,7 +71,7 @@ class FileMemory:
         self.search_weights: Weights | None = None  # memory.search, set by the registry
         self._vectors: VectorIndex | None = None
         self._vectors_lock = threading.Lock()
-        self._search_db: SyncDatabase | None = None  # memory.search.index: postgresql
+        self.search_db: SyncDatabase | None = None  # memory.search.index, set by the registry
         self._pg_search: PgSearch | None = None
         self.history = History(scope.state_dir / "history.jsonl", self._locks)
         clean_temp_files(scope.root, self._locks)  # a crashed writer's leftovers
@@ -97,25 +97,18 @@ class FileMemory:
         if old is not None and self._vectors is None:
             old.close()
 
-    def use_search_index(self, db: SyncDatabase | None) -> None:
-        """Search in ``db``'s derived index from now on (None: the local indexes)."""
-        with self._vectors_lock:
-            if db is not self._search_db:
-                self._search_db, self._pg_search = db, None
-
     @property
     def pg_search(self) -> PgSearch | None:
         """The derived index in PostgreSQL (``memory.search.index``), None when local.
         Raises :class:`EmbedderError` as :attr:`vectors` does."""
-        vectors = self.vectors
+        vectors, db = self.vectors, self.search_db
         with self._vectors_lock:
-            if self._search_db is None:
-                return None
-            if self._pg_search is None or self._pg_search.vectors is not vectors:
+            cached = self._pg_search
+            if db is not None and (cached is None or (cached.db, cached.vectors) != (db, vectors)):
                 from mindroom.memory.pg_search import PgSearch
 
-                self._pg_search = PgSearch(self._search_db, self.scope_id, self.index, vectors)
-            return self._pg_search
+                self._pg_search = cached = PgSearch(db, self.scope_id, self.index, vectors)
+            return cached if db is not None else None
 
     @property
     def vectors(self) -> VectorIndex | None:
@@ -233,7 +226,7 @@ class FileMemory:
         """
         text = _checked(text)
         _, relative = confined_path(self.scope.root, path or ENTRYPOINT)
-        fields = _dated_fields(fields, relative)
+        fields = dated_fields(fields, relative)
         earlier = self._repeated(op_key)
         if earlier is not None:
             present = _entry(self._entries(earlier.path), earlier.id)
@@ -248,7 +241,7 @@ class FileMemory:
             def record() -> HistoryRecord:
                 return self.history.append(
                     actor=actor, op="add", entry_id=entry_id, path=relative,
-                    old=None, new=text, op_key=op_key, meta=_meta(fields, run),
+                    old=None, new=text, op_key=op_key, meta=history_meta(fields, run),
                 )  # fmt: skip
 
         def edit(doc: str) -> str | None:
@@ -272,7 +265,7 @@ class FileMemory:
         text = _checked(text)
         _, relative = confined_path(self.scope.root, path)
         entry_id = new_entry_id()
-        fields = _dated_fields(fields, relative)
+        fields = dated_fields(fields, relative)
 
         def edit(doc: str) -> str | None:
             existing = {_same(e.text) for e in parse_entries(doc, relative)}
@@ -281,7 +274,7 @@ class FileMemory:
         def record() -> HistoryRecord:
             return self.history.append(
                 actor=actor, op="add", entry_id=entry_id, path=relative, old=None, new=text,
-                meta=_meta(fields, run),
+                meta=history_meta(fields, run),
             )  # fmt: skip
 
         old, new = self._write(relative, edit, record)
@@ -338,7 +331,7 @@ class FileMemory:
         def record() -> HistoryRecord:
             return self.history.append(
                 actor=actor, op="delete", entry_id=entry.id, path=entry.path,
-                old=entry.text, new=None, op_key=op_key, meta=_meta(entry.fields),
+                old=entry.text, new=None, op_key=op_key, meta=history_meta(entry.fields),
             )  # fmt: skip
 
         old, new = self._write(
@@ -486,19 +479,6 @@ def _found(document: str, relative: str, entry_id: str) -> MemoryEntry:
     if entry is None:
         raise MemoryStoreError(f"memory {entry_id} was written but is no longer in {relative}")
     return entry
-
-
-def _dated_fields(fields: EntryFields, relative: str) -> EntryFields:
-    """``fields`` with the day written noted, unless the file's name is its day."""
-    if fields.created is not None or is_daily_path(relative):
-        return fields
-    return _replace(fields, created=dt.date.today())
-
-
-def _meta(fields: EntryFields, run: str | None = None) -> dict[str, str] | None:
-    """A history record's meta: the entry's fields and the conversation it came from."""
-    meta = {"fields": render_fields(fields), "run": run or ""}
-    return {key: value for key, value in meta.items() if value} or None
 
 
 def _checked(text: str) -> str:
