@@ -215,3 +215,36 @@ def test_memory_reindex_rebuilds_the_postgresql_index_too(
     assert "copied 2 memories to the PostgreSQL search index" in out
     assert main(["memory", "search", "fridge", "--agent", "general", "--config", str(config)]) == 0
     assert "wifi password is on the fridge" in capsys.readouterr().out
+
+
+def test_a_process_starting_copies_only_the_files_that_changed(
+    database: SyncDatabase, tmp_path: Path, local_embedder: Embedder
+) -> None:
+    """Every process (and every restart) follows the index from scratch: the files whose
+    entries are as they were copied are left alone (their rows are not even rewritten)."""
+    memory = scope_memory(tmp_path, "agent_d", local_embedder, FACTS)
+    memory.add_sync("The fridge is full", actor="test", path="MEMORY.md")
+    search_of(database, memory).sync()
+
+    def versions() -> dict[str, set[str]]:  # xmin: the transaction that last wrote a row
+        with database.read() as db:
+            rows = db.execute("SELECT path, xmin::text AS x FROM memory_search WHERE scope = ?",
+                              (memory.scope_id,)).fetchall()  # fmt: skip
+        found: dict[str, set[str]] = {}
+        for row in rows:
+            found.setdefault(row["path"], set()).add(row["x"])
+        return found
+
+    before = versions()
+    assert search_of(database, memory).sync() == 0  # another process: nothing to copy
+    assert versions() == before
+    (memory.scope.root / "MEMORY.md").write_text("- The fridge is empty\n")
+    assert search_of(database, memory).sync() == 1  # one more: only the edited file
+    after = versions()
+    assert after[f"memory/{DAY}.md"] == before[f"memory/{DAY}.md"]
+    assert after["MEMORY.md"] != before["MEMORY.md"]
+    (memory.scope.root / "MEMORY.md").unlink()
+    again = search_of(database, memory)
+    assert again.sync() == 1  # the deleted file's rows go
+    assert again.keyword("fridge", 5) == []
+    memory.close()

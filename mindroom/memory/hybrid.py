@@ -253,7 +253,7 @@ def _shared_search(
         probe = own if own is not None else vectors.embedder.embed([query])[0]
         return keyword, shared.vector(probe, pool, exclude_paths=exclude_paths, where=where)
     except EmbedderError:
-        raise
+        return None  # the local halves say it (keyword-only) as they always do
     except Exception as exc:  # the database went away: the files' own indexes answer
         if memory.scope_id not in _shared_failed:
             _shared_failed.add(memory.scope_id)

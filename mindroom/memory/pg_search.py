@@ -11,8 +11,10 @@ It is derived data, like the indexes it follows. The scope's keyword index
 (:class:`~mindroom.memory.index.MemoryIndex`) follows the files and hands over, file by file,
 what changed (:meth:`~mindroom.memory.index.MemoryIndex.changes`); this index replaces those
 files' rows, with the vectors the scope's :class:`~mindroom.memory.vectors.VectorIndex` holds
-for them (nothing is embedded twice). :meth:`PgSearch.rebuild` drops the scope's rows and
-copies everything again, with the same result. Markdown stays the source of truth.
+for them (nothing is embedded twice). A digest per file (``memory_search_files``) records what
+its rows were copied from, so a process starting, which follows the index from scratch, copies
+only the files that changed. :meth:`PgSearch.rebuild` drops the scope's rows and copies
+everything again, with the same result. Markdown stays the source of truth.
 
 Ranking differs from the SQLite halves: ``ts_rank_cd`` over an OR of the query's terms (English
 stemming) against BM25, and the same exact cosine. ``bench/locomo_retrieval.py --index
@@ -22,6 +24,7 @@ postgresql`` measures both on the same data.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import threading
 from collections.abc import Iterable
@@ -50,6 +53,11 @@ SCHEMA = (
         PRIMARY KEY (scope, path, start_line)
     )""",
     "CREATE INDEX IF NOT EXISTS memory_search_terms ON memory_search USING gin (terms)",
+    # what each file's rows were copied from: a process (re)starting copies only what changed
+    """CREATE TABLE IF NOT EXISTS memory_search_files (
+        scope TEXT NOT NULL, path TEXT NOT NULL, digest TEXT NOT NULL,
+        PRIMARY KEY (scope, path)
+    )""",
 )
 _COLUMNS = (
     "scope, path, start_line, end_line, entry_id, text, dates, fields, category, importance,"
@@ -74,32 +82,50 @@ class PgSearch:
         db.script(SCHEMA)
 
     def sync(self) -> int:
-        """Follow the keyword index (and the vectors): replace the rows of the files that
-        changed since the last sync; returns how many files."""
+        """Follow the keyword index (and the vectors): replace the rows of the files whose
+        entries differ from what was copied (a digest per file, so a process starting copies
+        only what changed); returns how many files were copied or dropped."""
         self.index.sync()
         with self._lock:
             changes = self.index.changes(self._mark)
             if not changes.files and not changes.full:
                 self._mark = changes.mark
                 return 0
-            vectors = self._vectors_of(changes.files)
+            model = self.vectors.model_id if self.vectors is not None else ""
+            with self.db.read() as db:
+                rows = db.execute(
+                    "SELECT path, digest FROM memory_search_files WHERE scope = ?",
+                    (self.scope_id,),
+                ).fetchall()
+            stored = {row["path"]: row["digest"] for row in rows}
+            wanted = {path: _digest(entries, model) for path, entries in changes.files.items()}
+            changed = {p: e for p, e in changes.files.items() if e and stored.get(p) != wanted[p]}
+            gone = {p for p, e in changes.files.items() if not e and p in stored}
+            if changes.full:  # every file is named: one not named left the scope
+                gone |= set(stored) - set(changes.files)
+            vectors = self._vectors_of(changed)
             with self.db.write() as db:
-                if changes.full:
-                    db.execute("DELETE FROM memory_search WHERE scope = ?", (self.scope_id,))
-                for path, entries in changes.files.items():
-                    if not changes.full:
-                        db.execute(
-                            "DELETE FROM memory_search WHERE scope = ? AND path = ?",
-                            (self.scope_id, path),
-                        )
+                for path in sorted(gone | set(changed)):
+                    for table in ("memory_search", "memory_search_files"):
+                        db.execute(f"DELETE FROM {table} WHERE scope = ? AND path = ?",
+                                   (self.scope_id, path))  # fmt: skip
+                for path, entries in changed.items():
                     for entry in entries:
                         self._insert(db, path, entry, vectors.get(entry.id))
+                    whole = self.vectors is None or all(e.id in vectors for e in entries)
+                    db.execute(  # a file copied without some vectors is copied again later
+                        "INSERT INTO memory_search_files (scope, path, digest) VALUES (?, ?, ?)",
+                        (self.scope_id, path, wanted[path] if whole else "incomplete"),
+                    )
             self._mark = changes.mark
-            return len(changes.files)
+            return len(changed) + len(gone)
 
     def rebuild(self) -> int:
         """Drop this scope's rows and copy every entry again; returns how many files."""
         with self._lock:
+            with self.db.write() as db:
+                for table in ("memory_search", "memory_search_files"):
+                    db.execute(f"DELETE FROM {table} WHERE scope = ?", (self.scope_id,))
             self._mark = None
         return self.sync()
 
@@ -221,3 +247,11 @@ def query_parts(query: str, now: dt.datetime | None = None) -> list[tuple[str, s
     parts = [("phraseto_tsquery", phrase) for found in dates for phrase in found.phrases]
     parts += [("plainto_tsquery", word) for word in words(rest)]
     return parts[:MAX_TERMS]
+
+
+def _digest(entries: list[MemoryEntry], model: str) -> str:
+    """What a file's rows are copied from: its entries (with their places and fields) and
+    the embedding model."""
+    parts = [model, *(f"{e.id}\x01{e.start_line}\x01{e.end_line}\x01{e.text}\x01"
+                      f"{render_fields(e.fields)}" for e in entries)]  # fmt: skip
+    return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
