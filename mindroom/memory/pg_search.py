@@ -29,6 +29,7 @@ import json
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mindroom.database import SyncConnection, SyncDatabase
 from mindroom.memory.dates import date_words, entry_dates, find_dates
@@ -37,7 +38,9 @@ from mindroom.memory.filters import LIVE, Where
 from mindroom.memory.index import IndexMark, MemoryIndex, SearchHit, entry_of
 from mindroom.memory.markdown import MemoryEntry
 from mindroom.memory.query import MAX_TERMS, words
-from mindroom.memory.vectors import VectorIndex
+
+if TYPE_CHECKING:  # numpy comes with the vectors: a keyword-only install has none
+    from mindroom.memory.vectors import VectorIndex
 
 SEARCH_LOCK_KEY = 0x6D656D73  # "mems": the advisory lock of this table's writes
 SCHEMA = (
