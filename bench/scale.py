@@ -103,18 +103,21 @@ async def throughput(person: Human, homeserver: EmbeddedHomeserver, agents: int,
     return threads / (time.perf_counter() - start)
 
 
+def registered(mode: str, data_dir: Path) -> tuple[dict, tuple[Path, ...]]:
+    """The ``matrix`` section of ``mode`` and the registrations its homeserver loads."""
+    if mode != "appservice":
+        return {}, ()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    services = (write_registration(data_dir, AppserviceConfig(port=port)),)
+    return {"mode": "appservice", "appservice": {"port": port}}, services
+
+
 async def run_mode(mode: str, root: Path, model: ScriptedModel, agents: int,
                    threads: int) -> Result:  # fmt: skip
     storage = root / mode / "storage"
-    data_dir = storage / "mindroom_data"
-    matrix: dict = {}
-    services: tuple[Path, ...] = ()
-    if mode == "appservice":
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        services = (write_registration(data_dir, AppserviceConfig(port=port)),)
-        matrix = {"mode": "appservice", "appservice": {"port": port}}
+    matrix, services = registered(mode, storage / "mindroom_data")
     homeserver = EmbeddedHomeserver(root / mode / "synapse", port=0, app_services=services)
     await homeserver.start()
     bot = BotProcess(homeserver, storage, CredentialCache(root / mode / "creds.json"))
@@ -190,25 +193,33 @@ async def wait_leases(url: str, want: dict[str, int], timeout: float = 600) -> N
         await asyncio.sleep(0.5)
 
 
-async def run_shared(root: Path, model: ScriptedModel, agents: int,
+async def run_shared(mode: str, root: Path, model: ScriptedModel, agents: int,
                      threads: int) -> tuple[Burst, Burst]:  # fmt: skip
-    """One process holding every agent, then two holding half each, on one PostgreSQL."""
+    """One process holding every agent, then two holding half each, on one PostgreSQL (in
+    appservice mode both listen on the registration's one port)."""
     from tests.postgres import PostgresServer
 
     folder = Path(tempfile.mkdtemp(prefix="mindroom-pg-"))  # /tmp: the postgres user reaches it
     database = PostgresServer(folder).start()
-    homeserver = EmbeddedHomeserver(root / "shared" / "synapse", port=0)
+    storage = root / f"shared-{mode}" / "storage"
+    matrix, services = registered(mode, storage / "mindroom_data")
+    homeserver = EmbeddedHomeserver(root / f"shared-{mode}" / "synapse", port=0,
+                                    app_services=services)  # fmt: skip
     await homeserver.start()
-    storage = root / "shared" / "storage"
-    storage.mkdir(parents=True)
-    credentials = CredentialCache(root / "shared" / "creds.json")
+    storage.mkdir(parents=True, exist_ok=True)
+    credentials = CredentialCache(root / f"shared-{mode}" / "creds.json")
     names = [f"a{i:03d}" for i in range(agents)]
     halves = (names[: agents // 2], names[agents // 2 :]) if agents > 1 else (names, [])
     members = {n: {"rooms": [f"r{i // PER_ROOM}"], "streaming": False}
                for i, n in enumerate(names)}  # fmt: skip
     url = database.database()
     (storage / "config.yaml").write_text(
-        config_text(model.base_url, members, storage={"database": url})
+        config_text(
+            model.base_url,
+            members,
+            storage={"database": url},
+            **({"matrix": matrix} if matrix else {}),
+        )
     )
     first = BotProcess(homeserver, storage, credentials, log_name="first.log")
     second = BotProcess(homeserver, storage, credentials, log_name="second.log")
@@ -258,9 +269,9 @@ def bottleneck(burst: Burst) -> str:
             f"at {cpu / burst.wall_s:.2f}): round trips between the processes")  # fmt: skip
 
 
-def report_shared(one: Burst, two: Burst, threads: int) -> float:
+def report_shared(mode: str, one: Burst, two: Burst, threads: int) -> float:
     speedup = two.replies_per_s / one.replies_per_s
-    print(f"\n{threads} threads at once, client-server mode on PostgreSQL: one process vs two")
+    print(f"\n{threads} threads at once, {mode} mode on PostgreSQL: one process vs two")
     for label, burst in (("one process", one), ("two processes", two)):
         usage = ", ".join(f"{name} {cpu / burst.wall_s:.2f}" for name, cpu in burst.cpu_s.items())
         print(f"{label:<14} {burst.replies_per_s:>6.1f} replies/s; CPU cores used: {usage}")
@@ -275,7 +286,8 @@ async def main(agents: int, threads: int) -> tuple[Result, Result, float]:
         root = Path(tmp)
         appservice = await run_mode("appservice", root, model, agents, threads)
         clientserver = await run_mode("clientserver", root, model, agents, threads)
-        one, two = await run_shared(root, model, agents, threads)
+        shared = {mode: await run_shared(mode, root, model, agents, threads)
+                  for mode in ("clientserver", "appservice")}  # fmt: skip
     print(f"{agents} agents in {(agents + PER_ROOM - 1) // PER_ROOM} rooms, "
           f"{threads} threads at once, one process")  # fmt: skip
     print(f"{'mode':<13} {'first start':>12} {'restart':>9} {'RSS':>9} {'HS CPU':>8} "
@@ -288,7 +300,8 @@ async def main(agents: int, threads: int) -> tuple[Result, Result, float]:
     print(f"restart: appservice {clientserver.warm_s / appservice.warm_s:.2f}x faster; "
           f"answering: {appservice.replies_per_s / clientserver.replies_per_s:.2f}x the replies/s "
           f"for {cpu_ratio:.2f}x less homeserver CPU")  # fmt: skip
-    return appservice, clientserver, report_shared(one, two, threads)
+    speedups = {mode: report_shared(mode, *bursts, threads) for mode, bursts in shared.items()}
+    return appservice, clientserver, speedups["appservice"]
 
 
 if __name__ == "__main__":

@@ -135,10 +135,6 @@ class Bot(BotPresence):
         self.ledger = await Ledger.open(
             ledger_target(self.config.storage.database, self.options.data_dir)
         )
-        if self.config.matrix.mode == "appservice":
-            self.appservice = Appservice(
-                self.config.matrix.appservice, self.options.homeserver, self.options.data_dir
-            )
         self.answers = Answerer(
             config=lambda: self.config,
             presence=self,
@@ -153,6 +149,10 @@ class Bot(BotPresence):
         )
         if self.cluster is not None:  # kept from now on: logging many accounts in takes long
             self.tasks.keep_running("leases", self.cluster.run)
+        if self.config.matrix.mode == "appservice":  # several processes share an inbox
+            inbox = None if self.cluster is None else self.ledger.inbox()
+            self.appservice = Appservice(self.config.matrix.appservice, self.options.homeserver,
+                                         self.options.data_dir, inbox)  # fmt: skip
         if ROUTER in here:
             self.router = await self._login(ROUTER, "Router")
         members: dict[str, AgentConfig | TeamConfig] = {**self.config.agents, **self.config.teams}
@@ -178,7 +178,10 @@ class Bot(BotPresence):
         for account in everyone:
             self.listen(account)
         if self.appservice is not None:  # the homeserver's transactions, for every account
-            await self.appservice.listen(self.local_accounts)
+            tail = await self.appservice.listen(self.local_accounts)
+            if tail is not None:
+                tail.keeps, tail.prunes = lambda a: self.runs(a.name), lambda: self.runs(ROUTER)
+                self.tasks.keep_running("appservice-inbox", tail.run)
         for name in self.config.agents:  # open (and index) shared memories before the first turn
             if self.runs(name):
                 await asyncio.to_thread(self.memories.for_agent, name)
@@ -306,8 +309,8 @@ class Bot(BotPresence):
     # -- events -------------------------------------------------------------------------------
 
     async def _on_synced(self, account: MatrixAccount, token: str) -> None:
-        if self.ledger is None:
-            return
+        if self.ledger is None or not self.runs(account.name):
+            return  # its lease left as it synced: what it deferred is its next holder's
         try:
             await self.ledger.save_sync_token(account.user_id, token)
         except Exception:

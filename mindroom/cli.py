@@ -234,7 +234,7 @@ async def _serve(args: argparse.Namespace) -> None:
 
 def shares_agents(config: Config, *, local: bool) -> bool:
     """True when several ``mindroom run`` may share this config's agents (leases)."""
-    return bool(config.storage.database) and not local and config.matrix.mode == "clientserver"
+    return bool(config.storage.database) and not local
 
 
 def agent_pins(given: str | None, config: Config, *, local: bool) -> tuple[str, ...]:
@@ -244,8 +244,7 @@ def agent_pins(given: str | None, config: Config, *, local: bool) -> tuple[str, 
     if not shares_agents(config, local=local):
         raise ConfigError(
             "--agents shares the agents between several processes: it needs storage.database "
-            "(PostgreSQL), an external homeserver (not --local) and matrix.mode clientserver "
-            "(an appservice receives every agent's events at its one endpoint)"
+            "(PostgreSQL) and an external homeserver (not --local)"
         )
     names = tuple(dict.fromkeys(n.strip() for n in given.split(",") if n.strip()))
     known = [*config.agents, *config.teams]  # the router goes to whoever takes it first

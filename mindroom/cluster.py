@@ -2,9 +2,9 @@
 
 :class:`Cluster` decides which accounts this process runs (the leases of
 :mod:`mindroom.leases`) and moves work with them; the bot starts and stops the accounts
-(:class:`Members`). It runs only with ``storage.database`` in client-server mode; alone on
-SQLite, or as an appservice (whose one endpoint receives every account's events), a process
-runs every account and no lease is written.
+(:class:`Members`). It runs only with ``storage.database``; alone on SQLite (or ``--local``),
+a process runs every account and no lease is written. In appservice mode the processes share
+the homeserver's transactions through the inbox (:mod:`mindroom.inbox`).
 
 Which accounts a process wants:
 
@@ -87,9 +87,9 @@ async def join_cluster(
 ) -> tuple[Cluster | None, set[str]]:
     """The cluster of this process (None: alone) and the accounts it runs from the start:
     every account alone; with a shared database, those whose leases it took. Alone: on
-    SQLite, as an appservice (one endpoint), or not ``shared`` (``--local``)."""
+    SQLite, or not ``shared`` (``--local``)."""
     current = config()
-    if not (shared and ledger.shared and current.matrix.mode == "clientserver"):
+    if not (shared and ledger.shared):
         return None, {ROUTER, *current.agents, *current.teams}
     cluster = Cluster(ledger.leases(new_owner_id()), config, pins)
     ledger.owner = cluster.owner  # every claim of this process says it is this one's

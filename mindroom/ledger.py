@@ -7,8 +7,8 @@ that several processes share (:mod:`mindroom.database`), holds:
   produced and marked done after it was sent. A restart (clean or ``kill -9``) finds claimed but
   unfinished events and answers them again; ``reply_parts`` makes that answer edit what the
   earlier run posted instead of posting twice.
-* ``sync_tokens``: each account's last processed sync position, so messages that arrived while
-  the bot was down are delivered after a restart instead of being lost.
+* ``sync_tokens``: each account's last processed sync (or shared inbox, :mod:`mindroom.inbox`)
+  position, so messages that arrived while the bot was down are delivered after a restart.
 * ``reply_parts``: the message each part of a reply was posted as, keyed by the triggering event,
   the agent and the part's index; a row is written before the part is sent and completed with
   its event ID right after, so a resumed reply edits what an earlier run posted.
@@ -34,6 +34,7 @@ from typing import Any
 
 from mindroom.database import Database
 from mindroom.errors import ClaimError
+from mindroom.inbox import Inbox
 from mindroom.leases import Leases
 from mindroom.ledger_schema import MIGRATIONS
 from mindroom.memory.flush_state import FlushClaim, FlushEntry
@@ -70,13 +71,15 @@ class Ledger:
 
     @classmethod
     async def open(cls, target: Path | str) -> Ledger:
-        """Open the ledger at ``target``: a SQLite file (created if needed, WAL) or a
-        PostgreSQL URL (``storage.database``); its schema is brought up to date."""
+        """Open the ledger at ``target`` (a SQLite file, or a PostgreSQL URL), up to date."""
         return cls(await Database.open(target, MIGRATIONS))
 
     def leases(self, owner: str) -> Leases:
         """Leases and hand-overs of process ``owner`` on this ledger's database."""
         return Leases(self._db, self._writes, owner)
+
+    def inbox(self) -> Inbox:  # the appservice's, shared by several processes
+        return Inbox(self._db, self._writes)
 
     @property
     def shared(self) -> bool:

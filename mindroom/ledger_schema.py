@@ -119,4 +119,27 @@ CREATE TABLE IF NOT EXISTS agent_accounts (
 );
 """
 
-MIGRATIONS = (Migration(1, statements(SCHEMA)), Migration(2, statements(SHARDS)))
+# Several appservice processes (mindroom.inbox): the homeserver's events as one ordered log,
+# each appended once (by event ID) whichever process the homeserver reached; ``inbox_head``
+# numbers them (its row is locked by each append, so appends commit in order). Each account's
+# position in it is a ``sync_tokens`` row ``inbox:<user>``.
+INBOX = """
+CREATE TABLE IF NOT EXISTS inbox (
+    seq         BIGINT PRIMARY KEY,
+    event_id    TEXT UNIQUE,
+    event       TEXT NOT NULL,
+    received_at DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX IF NOT EXISTS inbox_received ON inbox (received_at);
+CREATE TABLE IF NOT EXISTS inbox_head (
+    id  INTEGER PRIMARY KEY,
+    seq BIGINT NOT NULL
+);
+INSERT INTO inbox_head (id, seq) VALUES (1, 0) ON CONFLICT (id) DO NOTHING;
+"""
+
+MIGRATIONS = (
+    Migration(1, statements(SCHEMA)),
+    Migration(2, statements(SHARDS)),
+    Migration(3, statements(INBOX)),
+)

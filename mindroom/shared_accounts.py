@@ -41,6 +41,10 @@ class SharedAccounts:
             await self.bot.prepare_rooms()
         except MatrixError as exc:
             logger.warning("preparing the rooms of %s: %s", name, exc)
+        if self.bot.appservice is not None and self.bot.appservice.server is not None:
+            # a homeserver backing off from a process that died sends its transactions now
+            # (a ping that fails is logged: the account runs all the same)
+            await self.bot.appservice.ping()
 
     async def stop_account(self, name: str) -> None:
         """Stop account ``name`` here (its lease went to another process): the messages it

@@ -8,8 +8,10 @@ no device, no sync loop) and hear their rooms through the transaction endpoint.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import shutil
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -25,6 +27,7 @@ from mindroom.cli import main
 from mindroom.config.schema import AppserviceConfig
 from mindroom.dashboard.ops import health
 from mindroom.errors import MatrixError
+from mindroom.ledger import Ledger
 from mindroom.matrix.appservice import (
     REGISTRATION_FILE,
     TOKENS_FILE,
@@ -43,7 +46,9 @@ from tests.harness import (
     relation,
     unique,
 )
+from tests.postgres import PostgresServer
 from tests.scripted_model import ScriptedModel, last_user_text
+from tests.test_cluster import alpha_and_beta, alpha_and_beta_config, pair, share_and_fail_over
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 
@@ -342,3 +347,39 @@ async def test_a_transaction_id_used_again_after_a_restart_is_handled(
     said = [last_user_text(r) for r in model.requests]
     assert sum("first run" in t for t in said) == 1
     assert sum("second run" in t for t in said) == 1  # the reused id did not hide it
+
+
+async def test_two_appservice_processes_share_the_transactions_and_kill_9_moves_the_agents(
+    service: Service, tmp_path: Path, person: Human, model: ScriptedModel,
+    postgres: PostgresServer,
+) -> None:  # fmt: skip
+    # Both processes listen on the registration's one port (SO_REUSEPORT): the homeserver's
+    # transactions reach whichever the kernel picks, and the survivor once one is killed.
+    url = postgres.database()
+    room = unique("as-cluster")
+    release = threading.Event()
+    model.set_handler(functools.partial(alpha_and_beta, release))
+    storage = tmp_path / "storage"
+    service.install(storage)
+    (storage / "config.yaml").write_text(
+        alpha_and_beta_config(model.base_url, url, room, matrix=service.matrix())
+    )
+    cache = CredentialCache(tmp_path / "creds.json")
+    async with pair(service.homeserver, storage, cache, url, "alpha", "beta") as (one, two):
+        sent = await share_and_fail_over(one, two, storage, service.homeserver, person, model,
+                                         url, room, release)  # fmt: skip
+    for log in ("one.log", "two.log"):  # no agent logged in or synced: the appservice acted
+        assert "appservice listening on" in (storage / log).read_text()
+    assert not (storage / "mindroom_data" / "credentials.json").exists()
+    ledger = await Ledger.open(url)
+    try:
+        inbox = ledger.inbox()
+        seq_of = {e.get("event_id"): seq for seq, e in await inbox.since(0, 10_000)}
+        beta = await inbox.position("@mindroom_beta:localhost")
+    finally:
+        await ledger.close()
+    assert set(sent) <= set(seq_of)  # every message went through the shared inbox
+    # beta read on in process one from where two had saved it, past the message sent while
+    # two was down
+    assert beta is not None
+    assert beta >= seq_of[sent[-1]]

@@ -279,7 +279,7 @@ def test_dashboard_pages_bench_times_every_page_over_a_big_scope(tmp_path: Path)
 
 @pytest.mark.slow
 def test_scale_bench_compares_both_modes_and_two_processes_with_one(tmp_path: Path) -> None:
-    """A small run of ``bench/scale.py``: three Synapses, a PostgreSQL, and the line it ends
+    """A small run of ``bench/scale.py``: four Synapses, two PostgreSQL, and the line it ends
     with (the figures need the default size)."""
     done = subprocess.run(
         [sys.executable, str(REPO / "bench" / "scale.py"), "--agents", "4", "--threads", "8"],
@@ -291,7 +291,9 @@ def test_scale_bench_compares_both_modes_and_two_processes_with_one(tmp_path: Pa
     assert re.search(r"one process +[\d.]+ replies/s; CPU cores used: mindroom [\d.]+", text)
     assert re.search(r"two processes +[\d.]+ replies/s; CPU cores used: mindroom 1 [\d.]+, "
                      r"mindroom 2 [\d.]+", text)  # fmt: skip
-    assert text.count("bottleneck: ") == 2
+    for mode in ("clientserver", "appservice"):  # two processes against one, in each mode
+        assert f"8 threads at once, {mode} mode on PostgreSQL: one process vs two" in text
+    assert text.count("bottleneck: ") == 4
     assert re.fullmatch(
         r"appservice_startup_s=\d+\.\d clientserver_startup_s=\d+\.\d "
         r"two_process_speedup=\d+\.\d\dx",

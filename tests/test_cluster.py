@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import signal
 import subprocess
 import sys
@@ -134,6 +135,26 @@ def replies(human: Human, room_id: str, to_event: str) -> list[Event]:
     ]
 
 
+def alpha_and_beta(release: threading.Event, body: dict[str, Any]) -> str:
+    """The model of :func:`share_and_fail_over`: the router picks beta, alpha hands off to
+    beta, and "slow" waits for ``release`` (its first try is cut off by kill -9)."""
+    if "You route chat messages" in system_text(body):
+        return '{"agent": "beta"}'
+    text = last_user_text(body)
+    if "pass it on" in text:
+        return "@beta please continue"
+    if "slow" in text:
+        release.wait(60)
+    return f"echo: {text}"
+
+
+def alpha_and_beta_config(model_url: str, database: str, room: str, **sections: Any) -> str:
+    """Agents alpha and beta in ``room``, sharing ``database`` (failover within 3 s)."""
+    agents = {"alpha": {"rooms": [room], "role": "first"}, "beta": {"rooms": [room], "role": "b"}}
+    return config_text(model_url, agents, storage={"database": database, "failover_seconds": 3},
+                       **sections)  # fmt: skip
+
+
 async def test_two_processes_share_the_agents_and_kill_9_moves_them_without_loss_or_repeat(
     synapse: EmbeddedHomeserver,
     tmp_path: Path,
@@ -145,24 +166,10 @@ async def test_two_processes_share_the_agents_and_kill_9_moves_them_without_loss
     url = postgres.database()
     room = unique("cluster")
     release = threading.Event()
-
-    def reply(body: dict[str, Any]) -> str:
-        if "You route chat messages" in system_text(body):
-            return '{"agent": "beta"}'  # the router model picks beta
-        text = last_user_text(body)
-        if "pass it on" in text:
-            return "@beta please continue"  # alpha hands off to beta (in the other process)
-        if "slow" in text:
-            release.wait(60)  # the first try of it is cut off by kill -9
-        return f"echo: {text}"
-
-    model.set_handler(reply)
+    model.set_handler(functools.partial(alpha_and_beta, release))
     storage = tmp_path / "storage"
     storage.mkdir()
-    agents = {"alpha": {"rooms": [room], "role": "first"}, "beta": {"rooms": [room], "role": "b"}}
-    (storage / "config.yaml").write_text(
-        config_text(model.base_url, agents, storage={"database": url, "failover_seconds": 3})
-    )
+    (storage / "config.yaml").write_text(alpha_and_beta_config(model.base_url, url, room))
     async with pair(synapse, storage, credential_cache, url, "alpha", "beta") as (one, two):
         await share_and_fail_over(one, two, storage, synapse, human, model, url, room, release)
 
@@ -177,7 +184,9 @@ async def share_and_fail_over(
     url: str,
     room: str,
     release: threading.Event,
-) -> None:
+) -> list[str]:
+    """Routing, a hand-over, a hand-off and a kill -9 of the second process; the messages the
+    person sent, each answered once."""
     assert one.proc is not None
     assert two.proc is not None
     pid_one, pid_two = one.proc.pid, two.proc.pid
@@ -238,6 +247,7 @@ async def share_and_fail_over(
     assert "took the lease of beta" in log
     assert "resuming " + slow in log
     assert main(["maintenance", "status", "--config", str(storage / "config.yaml")]) == 0
+    return [to_alpha, to_beta, routed, passed, slow, away]
 
 
 async def test_agents_flag_is_refused_without_a_shared_database_or_with_an_unknown_name(

@@ -23,6 +23,11 @@ device or long-polls:
   the same code as in client-server mode, and the accounts' callbacks run as after a /sync.
   A room an account has just joined gets its full state first (``/rooms/{id}/state``).
 
+- **Several processes** on one database (:mod:`mindroom.cluster`) all listen on the port
+  (``SO_REUSEPORT``). The one a transaction reaches appends its events to the shared inbox
+  (:mod:`mindroom.inbox`) and answers 200 once they are committed there; every process hands
+  them from there to the accounts it runs (:mod:`mindroom.matrix.inbox_tail`).
+
 Each account still syncs once at start (:meth:`MatrixAccount.first_sync`, as the agent):
 that is how it learns its rooms and the invites sent while mindroom was down. Encryption is
 not available in this mode (appservice users have no devices here).
@@ -50,9 +55,11 @@ from mindroom.atomic import atomic_write
 from mindroom.errors import ClaimError, MatrixError
 from mindroom.matrix.accounts import ACCOUNT_PREFIX, localpart
 from mindroom.matrix.client import MatrixAccount
+from mindroom.matrix.inbox_tail import InboxTail
 
 if TYPE_CHECKING:
     from mindroom.config.schema import AppserviceConfig
+    from mindroom.inbox import Inbox
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +67,7 @@ TOKENS_FILE = "appservice.json"  # under mindroom_data/, mode 0600
 REGISTRATION_FILE = "appservice-registration.yaml"
 SENDER = f"{ACCOUNT_PREFIX}appservice"  # the service's own user (never an agent)
 _TRANSACTIONS_KEPT = 1000  # finished transaction ids remembered (this run only)
+_PING_S = 10.0  # how long the homeserver has to answer a ping
 
 
 @dataclass(frozen=True)
@@ -199,6 +207,12 @@ class Accounts(Protocol):
     def __call__(self) -> Iterable[MatrixAccount]: ...
 
 
+class Receiver(Protocol):
+    """What takes a transaction's events: raises when the transaction must come again."""
+
+    async def __call__(self, events: list[dict[str, Any]]) -> None: ...
+
+
 class TransactionFeed:
     """Hands a transaction's events to the accounts they concern, as sync responses."""
 
@@ -206,12 +220,14 @@ class TransactionFeed:
         self.accounts = accounts
         self._batches = itertools.count(1)
 
-    async def deliver(self, events: list[dict[str, Any]]) -> None:
-        """Every event, in order, to each account in its room. Raises when the transaction must
-        come again: a claim failed (:class:`ClaimError`) or the homeserver did not answer; an
-        event that cannot be handled otherwise (malformed, a room whose state is refused) is
-        logged and skipped, as a sync would, so one bad event never stops the stream."""
-        by_user = {a.user_id: a for a in self.accounts()}
+    async def deliver(self, events: list[dict[str, Any]],
+                      accounts: Iterable[MatrixAccount] | None = None) -> None:  # fmt: skip
+        """Every event, in order, to each of ``accounts`` (default: all) in its room. Raises
+        when the transaction must come again: a claim failed (:class:`ClaimError`) or the
+        homeserver did not answer; an event that cannot be handled otherwise (malformed, a
+        room whose state is refused) is logged and skipped, as a sync would, so one bad event
+        never stops the stream."""
+        by_user = {a.user_id: a for a in (self.accounts() if accounts is None else accounts)}
         for event in events:
             try:
                 await self._deliver_one(event, by_user)
@@ -276,8 +292,9 @@ class TransactionServer:
     """The endpoint the homeserver pushes transactions to (aiohttp, on the bot's loop)."""
 
     def __init__(self, settings: AppserviceConfig, tokens: AppserviceTokens,
-                 feed: TransactionFeed) -> None:  # fmt: skip
-        self.settings, self.tokens, self.feed = settings, tokens, feed
+                 receive: Receiver, *, shared: bool = False) -> None:  # fmt: skip
+        self.settings, self.tokens, self.receive = settings, tokens, receive
+        self.shared = shared  # several processes listen on the one port (SO_REUSEPORT)
         # this run's finished transactions: a resend is acknowledged without feeding it again.
         # Not kept across runs: a homeserver may number from 1 again after its restart, and a
         # message delivered twice is answered once anyway (the ledger's claim of its event).
@@ -319,7 +336,7 @@ class TransactionServer:
             if txn in self._done:
                 return web.json_response({})  # a retry of one handled: nothing again
             try:
-                await self.feed.deliver([e for e in events if isinstance(e, dict)])
+                await self.receive([e for e in events if isinstance(e, dict)])
             except Exception:
                 logger.exception("transaction %s failed; the homeserver will send it again", txn)
                 return self._error(500, "M_UNKNOWN", "not handled; send it again")
@@ -343,7 +360,8 @@ class TransactionServer:
         runner = web.AppRunner(self.app(), access_log=None)
         await runner.setup()
         try:
-            await web.TCPSite(runner, self.settings.host, self.settings.port).start()
+            await web.TCPSite(runner, self.settings.host, self.settings.port,
+                              reuse_port=self.shared or None).start()  # fmt: skip
         except OSError as exc:
             await runner.cleanup()
             raise MatrixError(
@@ -371,8 +389,11 @@ def registration_hint(path: Path) -> str:
 class Appservice:
     """Appservice mode for the bot: its accounts' clients, and the transaction endpoint."""
 
-    def __init__(self, settings: AppserviceConfig, homeserver: str, data_dir: Path) -> None:
+    def __init__(self, settings: AppserviceConfig, homeserver: str, data_dir: Path,
+                 inbox: Inbox | None = None) -> None:  # fmt: skip
         self.settings, self.homeserver = settings, homeserver
+        # several processes on one database share the transactions through its inbox
+        self.tail = None if inbox is None else InboxTail(inbox)
         self.tokens = appservice_tokens(data_dir)
         self.registration = write_registration(data_dir, settings)  # current with the config
         self.server: TransactionServer | None = None
@@ -387,15 +408,24 @@ class Appservice:
             except MatrixError as exc:
                 raise MatrixError(f"{exc} ({registration_hint(self.registration)})") from None
         client = await appservice_client(self.homeserver, name, self.tokens, self._server_name)
+        if self.tail is not None:  # before its first sync: what comes later is its own
+            await self.tail.begin(client.user_id)
         account = MatrixAccount(name, client)
         account.strict = True
         return account
 
-    async def listen(self, accounts: Accounts) -> None:
-        """Take the homeserver's transactions for ``accounts``."""
-        self.server = TransactionServer(self.settings, self.tokens, TransactionFeed(accounts))
+    async def listen(self, accounts: Accounts) -> InboxTail | None:
+        """Take the homeserver's transactions for ``accounts``: handed to them at once, or
+        with a shared inbox appended there, and the tail returned (to run) hands them on."""
+        feed = TransactionFeed(accounts)
+        receive: Receiver = feed.deliver
+        if self.tail is not None:
+            self.tail.feed, receive = feed, self.tail.receive
+        shared = self.tail is not None  # the processes share the port
+        self.server = TransactionServer(self.settings, self.tokens, receive, shared=shared)
         await self.server.start()
         await self.ping()
+        return self.tail
 
     async def ping(self) -> None:
         """Ask the homeserver to call the endpoint now (``/appservice/{id}/ping``): it checks
@@ -403,10 +433,11 @@ class Appservice:
         was down send what it kept at once rather than at its next retry."""
         path = f"/_matrix/client/v1/appservice/{quote(self.settings.id, safe='')}/ping"
         try:
-            status, found = await _service_request(self.homeserver, self.tokens.as_token, "POST",
-                                                   path, {})  # fmt: skip
-        except aiohttp.ClientError as exc:
-            status, found = 0, {"error": str(exc)}
+            async with asyncio.timeout(_PING_S):
+                status, found = await _service_request(self.homeserver, self.tokens.as_token,
+                                                       "POST", path, {})  # fmt: skip
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            status, found = 0, {"error": str(exc) or type(exc).__name__}
         if status == 200:
             logger.info("the homeserver reaches the appservice (%s ms)", found.get("duration_ms"))
         elif found.get("errcode") == "M_UNRECOGNIZED" or status == 404:
