@@ -13,16 +13,17 @@ process with ``--agents`` agents spread over rooms of ten, and measures:
 
     python bench/scale.py [--agents 200] [--threads 500]
 
-Then two processes against one (issue 19.3), client-server mode on one PostgreSQL and a
-Synapse of their own: the replies per second of the same ``--threads`` burst answered by one
+Then two processes against one (issue 19.3), in each mode on one PostgreSQL and a Synapse of
+their own: the replies per second of the same ``--threads`` burst answered by one
 ``mindroom run`` holding every agent, then by two pinned to half the agents each
-(``--agents``). The CPU each process used meanwhile says what the bottleneck was (this
-machine's cores, the homeserver, or a mindroom process).
+(``--agents``; in appservice mode both listen on the registration's one port). The CPU each
+process used meanwhile says what the bottleneck was (this machine's cores, the homeserver,
+or a mindroom process).
 
 The last line is
 ``appservice_startup_s=N clientserver_startup_s=N two_process_speedup=N.NNx`` (the restart
-times, target: appservice under 10 s for 200 agents; two processes' replies per second over
-one's, target 1.7x when the homeserver is not the bottleneck).
+times, target: appservice under 10 s for 200 agents; appservice mode's two processes' replies
+per second over one's, target 1.7x when the homeserver is not the bottleneck).
 """
 
 from __future__ import annotations
@@ -277,6 +278,11 @@ def report_shared(mode: str, one: Burst, two: Burst, threads: int) -> float:
         print(f"{label:<14} {burst.replies_per_s:>6.1f} replies/s; CPU cores used: {usage}")
         print(f"{'':<14} bottleneck: {bottleneck(burst)}")
     print(f"two processes: {speedup:.2f}x the replies/s of one")
+    # what sharing costs: mindroom's CPU per reply, which sets the rate on cores of its own
+    per_reply = [sum(cpu for name, cpu in burst.cpu_s.items() if name.startswith("mindroom"))
+                 / (burst.replies_per_s * burst.wall_s) * 1000 for burst in (one, two)]  # fmt: skip
+    print(f"mindroom CPU per reply: one process {per_reply[0]:.1f} ms, "
+          f"two processes {per_reply[1]:.1f} ms")  # fmt: skip
     return speedup
 
 

@@ -294,6 +294,8 @@ def test_scale_bench_compares_both_modes_and_two_processes_with_one(tmp_path: Pa
     for mode in ("clientserver", "appservice"):  # two processes against one, in each mode
         assert f"8 threads at once, {mode} mode on PostgreSQL: one process vs two" in text
     assert text.count("bottleneck: ") == 4
+    per_reply = r"mindroom CPU per reply: one process [\d.]+ ms, two processes [\d.]+ ms"
+    assert len(re.findall(per_reply, text)) == 2
     assert re.fullmatch(
         r"appservice_startup_s=\d+\.\d clientserver_startup_s=\d+\.\d "
         r"two_process_speedup=\d+\.\d\dx",
