@@ -48,7 +48,13 @@ from tests.harness import (
 )
 from tests.postgres import PostgresServer
 from tests.scripted_model import ScriptedModel, last_user_text
-from tests.test_cluster import alpha_and_beta, alpha_and_beta_config, pair, share_and_fail_over
+from tests.test_cluster import (
+    alpha_and_beta,
+    alpha_and_beta_config,
+    pair,
+    reload_adds_and_removes,
+    share_and_fail_over,
+)
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 
@@ -383,3 +389,22 @@ async def test_two_appservice_processes_share_the_transactions_and_kill_9_moves_
     # two was down
     assert beta is not None
     assert beta >= seq_of[sent[-1]]
+
+
+async def test_a_reload_adds_an_agent_to_one_of_two_appservice_processes_and_removes_it(
+    service: Service, tmp_path: Path, person: Human, model: ScriptedModel,
+    postgres: PostgresServer,
+) -> None:  # fmt: skip
+    # the new agent's inbox position is taken before its first sync: it answers what is sent
+    # to it as soon as it has joined, whichever process the transaction reached
+    storage = tmp_path / "storage"
+    service.install(storage)
+    await reload_adds_and_removes(
+        service.homeserver,
+        storage,
+        CredentialCache(tmp_path / "creds.json"),
+        postgres.database(),
+        person,
+        model,
+        matrix=service.matrix(),
+    )

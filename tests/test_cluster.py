@@ -340,19 +340,26 @@ async def test_a_reload_adds_an_agent_to_one_of_two_processes_and_removes_it(
 ) -> None:
     """Both processes read the edited config: the new agent runs in exactly one of them
     (its lease), joins the room and answers; removed, it leaves."""
-    from tests.harness import joined
-
-    url, room = postgres.database(), unique("rcluster")
-    model.set_handler(lambda request: f"echo: {last_user_text(request)}")
     storage = tmp_path / "storage"
     storage.mkdir()
+    await reload_adds_and_removes(synapse, storage, credential_cache, postgres.database(),
+                                  human, model)  # fmt: skip
+
+
+async def reload_adds_and_removes(
+    synapse: EmbeddedHomeserver, storage: Path, cache: CredentialCache, url: str, human: Human,
+    model: ScriptedModel, **extra: Any,
+) -> None:  # fmt: skip
+    """Two processes on ``storage``: a reload adds gamma, which answers once, then drops it
+    (``extra``: more config sections, e.g. ``matrix``)."""
+    from tests.harness import joined
+
+    room = unique("rcluster")
+    model.set_handler(lambda request: f"echo: {last_user_text(request)}")
     agents: dict[str, Any] = {"alpha": {"rooms": [room]}, "beta": {"rooms": [room]}}
-    sections = {"storage": {"database": url, "failover_seconds": 3}}
+    sections = {"storage": {"database": url, "failover_seconds": 3}, **extra}
     (storage / "config.yaml").write_text(config_text(model.base_url, agents, **sections))
-    async with pair(synapse, storage, credential_cache, url, "alpha", "beta") as (
-        one,
-        two,
-    ):
+    async with pair(synapse, storage, cache, url, "alpha", "beta") as (one, two):
         assert one.proc is not None
         room_id = await human.join(f"#{room}:{synapse.server_name}")
 
