@@ -9,10 +9,13 @@ the homeserver's transactions through the inbox (:mod:`mindroom.inbox`).
 Which accounts a process wants:
 
 * those it is pinned to (``mindroom run --agents a,b``), and the router;
-* as a stand-by, every other account no live process is pinned to (so the agents of a process
-  that died move somewhere even when every process is pinned).
+* the accounts nobody is pinned to are shared by the live processes started without
+  ``--agents``: each account's home is the one the hash of its name and theirs picks
+  (rendezvous hashing, so a process coming or going moves only its share);
+* as a stand-by, every other account whose home is not another live process (so the agents
+  of a process that died move somewhere even when every process is pinned).
 
-An account pinned to another live process is handed back to it once this process has no
+An account whose home is another live process is handed to it once this process has no
 answer of it running. Every round (a third of ``storage.failover_seconds``) the process says it
 is alive, renews its leases, stops the accounts whose lease it lost (its answers are left
 claimed, for the new holder to resume), hands back and takes leases, and starts what it took.
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import os
 import socket
@@ -72,6 +76,12 @@ class Members(Protocol):
 def new_owner_id() -> str:
     """A process's id in the leases: unique per run, readable in ``mindroom_data`` tables."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def home(name: str, owners: set[str]) -> str:
+    """The process of ``owners`` that account ``name`` belongs to: the highest hash of the
+    two names, the same in every process (a process leaving moves only its own accounts)."""
+    return max(owners, key=lambda owner: hashlib.sha256(f"{owner}\n{name}".encode()).digest())
 
 
 def flushed_by(entry: FlushEntry, config: Config) -> str:
@@ -232,14 +242,14 @@ class Cluster:
                 await self._members.remove_member(name)
             finally:
                 await self.leases.release({name})
-        pinned_elsewhere = await self._pinned_elsewhere()
-        for name in sorted(self.held & pinned_elsewhere):
+        elsewhere = await self._homes_elsewhere()
+        for name in sorted(self.held & elsewhere):
             if name != ROUTER and not self._members.busy(name):
-                logger.info("handing %s back to the process pinned to it", name)
+                logger.info("handing %s to its home process", name)
                 self.held.discard(name)
                 await self._stop(name)
                 await self.leases.release({name})
-        for name in await self._wanted(pinned_elsewhere):
+        for name in await self._wanted(elsewhere):
             if name in self.held or not await self.leases.acquire(name, self.ttl):
                 continue
             logger.info("took the lease of %s: starting it here", name)
@@ -288,17 +298,21 @@ class Cluster:
     async def _heartbeat(self) -> None:
         await self.leases.heartbeat(self.pins, socket.gethostname(), os.getpid())
 
-    async def _pinned_elsewhere(self) -> set[str]:
-        """Accounts a live process other than this one is pinned to (and this one is not)."""
+    async def _homes_elsewhere(self) -> set[str]:
+        """Accounts whose home is another live process: one pinned to them (this one is not),
+        or, for an account nobody is pinned to, the process without pins its hash picks."""
         alive = await self.leases.processes(seen_after=time.time() - self.ttl)
-        pinned = {n for p in alive if p.owner != self.owner for n in p.pins}
-        return pinned - set(self.pins)
+        elsewhere = {n for p in alive if p.owner != self.owner for n in p.pins} - set(self.pins)
+        sharers = {p.owner for p in alive if not p.pins} | (set() if self.pins else {self.owner})
+        pinned = elsewhere | set(self.pins)
+        shared = [n for n in self.everyone() if n != ROUTER and n not in pinned] if sharers else []
+        return elsewhere | {n for n in shared if home(n, sharers) != self.owner}
 
-    async def _wanted(self, pinned_elsewhere: set[str] | None = None) -> list[str]:
-        if pinned_elsewhere is None:
-            pinned_elsewhere = await self._pinned_elsewhere()
+    async def _wanted(self, elsewhere: set[str] | None = None) -> list[str]:
+        if elsewhere is None:
+            elsewhere = await self._homes_elsewhere()
         mine = [n for n in self.everyone() if n in self.pins or n == ROUTER]
-        standby = [n for n in self.everyone() if n not in mine and n not in pinned_elsewhere]
+        standby = [n for n in self.everyone() if n not in mine and n not in elsewhere]
         return mine + standby
 
     def _gauge(self) -> None:

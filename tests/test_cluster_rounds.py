@@ -250,3 +250,53 @@ async def test_a_sync_position_is_not_saved_once_its_accounts_lease_left(
         assert await bot.ledger.sync_token("@mindroom_alpha:hs") == "s1"
     finally:
         await bot.ledger.close()
+
+
+async def test_processes_without_pins_share_the_agents_and_one_leaving_moves_only_its_share(
+    ledger: Ledger,
+) -> None:
+    names = [f"agent{i}" for i in range(12)]
+    current = config_with(*names)
+    one = cluster(ledger, "one", lambda: current, ())
+    two = cluster(ledger, "two", lambda: current, ())
+    rec_one, rec_two = Recorder(), Recorder()
+    assert await one.join() == {"router", *names}  # alone: everything
+    rec_one.live = set(one.held)
+    one.serve(rec_one)
+    assert await two.join() == set()  # all held by one for now
+    two.serve(rec_two)
+
+    await one.round()  # one hands two its share...
+    await two.round()  # ...which takes it
+    assert one.held | two.held == {"router", *names}
+    assert not one.held & two.held
+    assert "router" in one.held  # the router stays where it is
+    share = two.held - {"router"}
+    assert 0 < len(share) < len(names)  # each runs some (12 agents: both get one, by hash)
+    assert sorted(rec_two.calls) == sorted(("start", n) for n in share)
+    await one.round()
+    await two.round()
+    assert two.held == share  # settled: nothing moves back and forth
+
+    three = cluster(ledger, "three", lambda: current, ())
+    rec_three = Recorder()
+    marks = len(rec_one.calls), len(rec_two.calls)
+    await three.join()
+    three.serve(rec_three)
+    await one.round()
+    await two.round()
+    await three.round()
+    moved = {n for kind, n in rec_three.calls if kind == "start"}
+    assert moved  # a third process takes a share...
+    since = rec_one.calls[marks[0] :] + rec_two.calls[marks[1] :]
+    gave = {n for kind, n in since if kind == "stop"}
+    assert gave == moved  # ...and only what it took moved (rendezvous hashing)
+    assert one.held | two.held | three.held == {"router", *names}
+
+    await three.leave()  # a clean stop: its share goes back, the rest stays put
+    before_one, before_two = set(one.held), set(two.held)
+    await one.round()
+    await two.round()
+    assert one.held | two.held == {"router", *names}
+    assert before_one <= one.held
+    assert before_two <= two.held
