@@ -145,15 +145,18 @@ def _with_memory_link(
     bot: CommandHost, account: MatrixAccount, message: IncomingMessage, argument: str, text: str
 ) -> str:
     """``!memory`` in a DM also answers with the person's own link to what the companions know
-    about them (``!memory link``: only that); never in a room others could open it from."""
+    about them (``!memory link``: only that); never in a room others could open it from
+    (:meth:`MatrixAccount.only_with` decides: the one check for what is meant for one person)."""
     action = argument.strip().lower()
     if action not in ("", "link"):
         return text
     if not account.only_with(message.room_id, message.sender, bot.own_user_ids()):
         if action == "link":
             return (
-                "I send that link only in a direct message with me (invite-only, not readable "
-                "from outside): anyone else in this room could open it."
+                "I send that link only in a direct message with me: a room whose join rule is "
+                "invite-only (not restricted to a space), with nobody else joined or invited, "
+                "and whose history is not readable from outside. Anyone else who is in this "
+                "room, or may join it, could open it."
             )
         return text
     data_dir = bot.memories.storage / "mindroom_data"

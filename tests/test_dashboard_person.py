@@ -234,3 +234,67 @@ async def test_odd_input_gets_clear_answers_not_server_errors(
     assert "<img src=x>" not in await injected.text()
     assert broken.status == 503
     assert "config.yaml cannot be read" in await broken.text()
+
+
+def _join_rule(rule: str, space_id: str | None = None) -> dict:
+    content: dict = {"join_rule": rule}
+    if space_id is not None:
+        content["allow"] = [{"type": "m.room_membership", "room_id": space_id}]
+    return {"type": "m.room.join_rules", "state_key": "", "content": content}
+
+
+async def _ask_link(person: Human, agent: str, **room: object) -> str:
+    """The body of the answer to ``!memory link`` in a new room made with ``room``'s options,
+    with ``agent`` invited (and joined)."""
+    created = await person.client.room_create(**room)  # type: ignore[arg-type]
+    assert isinstance(created, nio.RoomCreateResponse), created
+    await person.wait_for(joined(agent, created.room_id))
+    asked = await person.send(created.room_id, "!memory link")
+    answer = await person.wait_for_reply(created.room_id, asked, timeout=30)
+    return answer["content"]["body"]
+
+
+async def test_memory_link_only_in_invite_only_rooms_of_the_person_and_the_agent(
+    bot: BotHarness,
+    companion: Dashboard,
+    synapse,  # noqa: ANN001
+) -> None:
+    """Rooms that space members may join without an invite (``restricted``,
+    ``knock_restricted``, Element's default inside a space) and rooms where someone else is
+    invited get no link; the invite-only DM of the same person does (the control)."""
+    assert bot.bot is not None
+    agent = bot.bot.agents["mind"].user_id
+    alice = await Human.create(synapse)
+    eve = await Human.create(synapse)
+    try:
+        space = await alice.client.room_create(space=True, invite=[eve.user_id])
+        assert isinstance(space, nio.RoomCreateResponse), space
+        await eve.join(space.room_id)
+        await alice.wait_for(joined(eve.user_id, space.room_id))
+        dm_body = await _ask_link(alice, agent, invite=[agent], is_direct=True)
+        restricted = [_join_rule("restricted", space.room_id)]
+        restricted_body = await _ask_link(
+            alice, agent, invite=[agent], room_version="10", initial_state=restricted
+        )
+        knock = [_join_rule("knock_restricted", space.room_id)]
+        knock_body = await _ask_link(
+            alice, agent, invite=[agent], room_version="10", initial_state=knock
+        )
+        invited_body = await _ask_link(alice, agent, invite=[agent, eve.user_id], is_direct=True)
+        # what the refusal is for: Eve, in the space, joins the restricted room uninvited
+        restricted_rooms = [
+            e["room_id"]
+            for e in alice.events
+            if e.get("type") == "m.room.join_rules"
+            and e["content"].get("join_rule") == "restricted"
+        ]
+        uninvited = await eve.client.join(restricted_rooms[0])
+    finally:
+        await alice.close()
+        await eve.close()
+
+    assert "/me/login" in dm_body  # the control: the same person, command and agent
+    assert isinstance(uninvited, nio.JoinResponse), uninvited
+    for body in (restricted_body, knock_body, invited_body):
+        assert "/me/login" not in body
+        assert "only in a direct message" in body

@@ -28,6 +28,7 @@ import nio
 
 from mindroom.atomic import acquire_lock, atomic_write, release_lock
 from mindroom.errors import MatrixError
+from mindroom.matrix.client import RoomRulesClient
 from mindroom.matrix.crypto import (
     E2E_AVAILABLE,
     client_config,
@@ -140,7 +141,7 @@ def _account_client(
     """The client of a running account: encrypting (with a ``pickle_key``), its keys in
     ``store_path``."""
     config = client_config(pickle_key, max_timeouts=None)
-    return nio.AsyncClient(homeserver, user, store_path=str(store_path), config=config)
+    return RoomRulesClient(homeserver, user, store_path=str(store_path), config=config)
 
 
 async def _register(

@@ -54,7 +54,7 @@ from aiohttp import web
 from mindroom.atomic import atomic_write
 from mindroom.errors import ClaimError, MatrixError
 from mindroom.matrix.accounts import ACCOUNT_PREFIX, localpart
-from mindroom.matrix.client import MatrixAccount
+from mindroom.matrix.client import MatrixAccount, RoomRulesClient
 from mindroom.matrix.inbox_tail import InboxTail
 
 if TYPE_CHECKING:
@@ -134,7 +134,7 @@ def write_registration(data_dir: Path, settings: AppserviceConfig) -> Path:
     return path
 
 
-class AppserviceClient(nio.AsyncClient):
+class AppserviceClient(RoomRulesClient):
     """A nio client acting as one user of the appservice: every request carries the
     ``as_token`` (nio sends it as the bearer token) and ``user_id``."""
 

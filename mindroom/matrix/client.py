@@ -61,6 +61,66 @@ def _content(event: nio.Event) -> dict[str, Any]:
     return content if isinstance(content, dict) else {}
 
 
+# A room is closed to everyone but its members only with exactly these values (allow-lists:
+# a rule or visibility added to Matrix later, or one not seen yet, means "not closed").
+CLOSED_JOIN_RULES = frozenset({"invite"})  # not public, knock, restricted, knock_restricted
+CLOSED_HISTORY = frozenset({"shared", "invited", "joined"})  # not world_readable
+_RULE_STATE = {"m.room.join_rules": "join_rule", "m.room.history_visibility": "history_visibility"}
+
+
+def closed_room_of(
+    user_id: str, ours: set[str], present: set[str], rules: dict[str, object]
+) -> bool:
+    """Whether a room is ``user_id``'s alone with mindroom's accounts (``ours``).
+
+    ``present`` are the room's members joined or invited; ``rules`` its ``join_rule`` and
+    ``history_visibility`` as its state events said them (missing: never seen). The room
+    qualifies only when nobody but the person and mindroom is joined or invited, nobody can
+    join without an invite (join rule exactly ``invite``) and nobody outside can read its
+    history.
+    """
+    return (
+        present - ours == {user_id}
+        and rules.get("join_rule") in CLOSED_JOIN_RULES
+        and rules.get("history_visibility") in CLOSED_HISTORY
+    )
+
+
+def note_room_rules(rules: dict[str, dict[str, object]], response: nio.SyncResponse) -> None:
+    """Keep in ``rules`` each joined room's join rule and history visibility as this sync's
+    state and timeline give them (later events win); forget the rooms left."""
+    for room_id, info in response.rooms.join.items():
+        for event in [*info.state, *info.timeline.events]:
+            source = getattr(event, "source", None)
+            if not isinstance(source, dict) or source.get("state_key") != "":
+                continue
+            key = _RULE_STATE.get(str(source.get("type")))
+            content = source.get("content")
+            if key is not None and isinstance(content, dict):
+                rules.setdefault(room_id, {})[key] = content.get(key)
+    for room_id in response.rooms.leave:
+        rules.pop(room_id, None)
+
+
+class RoomRulesClient(nio.AsyncClient):
+    """nio's client, also keeping who may join each room and who may read its history.
+
+    nio's room starts as ``invite`` and ``shared`` before any state arrived, which would read
+    as a closed room; this keeps only what the room's state events said (``room_rules``),
+    noted before nio runs the event callbacks, so a message handled from a sync already sees
+    the state that came with it.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.room_rules: dict[str, dict[str, object]] = {}
+
+    async def receive_response(self, response: nio.Response) -> None:
+        if isinstance(response, nio.SyncResponse):
+            note_room_rules(self.room_rules, response)
+        await super().receive_response(response)
+
+
 class MatrixAccount:
     """A logged-in account: sync, callbacks, sending. ``name`` is the agent name (or 'router')."""
 
@@ -115,15 +175,14 @@ class MatrixAccount:
         ]
 
     def only_with(self, room_id: str, user_id: str, ours: set[str]) -> bool:
-        """Whether ``room_id`` is a closed room of ``user_id`` and mindroom's accounts alone:
-        nobody else in it, nobody can join without an invite, nobody can read it from
-        outside (what may be said there is for that person only)."""
+        """Whether ``room_id`` is a closed room of ``user_id`` and mindroom's accounts alone
+        (what may be said there is for that person only): see :func:`closed_room_of`."""
         room = self.client.rooms.get(room_id)
-        if room is None or set(room.users) - ours != {user_id}:
+        if room is None:
             return False
-        return room.join_rule not in ("public", "knock") and room.history_visibility != (
-            "world_readable"
-        )
+        rules = self.client.room_rules if isinstance(self.client, RoomRulesClient) else {}
+        present = set(room.users) | set(room.invited_users)
+        return closed_room_of(user_id, ours, present, rules.get(room_id, {}))
 
     def display_name(self, room_id: str, user_id: str) -> str | None:
         """``user_id``'s display name in ``room_id`` as this account last saw it."""
@@ -352,6 +411,11 @@ class MatrixAccount:
     def forget_room(self, room_id: str) -> None:
         """This account left ``room_id`` (appservice mode: no sync tells the client)."""
         self._joined.discard(room_id)
+        self._forget_rules(room_id)
+
+    def _forget_rules(self, room_id: str) -> None:
+        if isinstance(self.client, RoomRulesClient):
+            self.client.room_rules.pop(room_id, None)
 
     def stop(self) -> None:
         """Make :meth:`sync_forever` return after the current request."""
@@ -468,6 +532,7 @@ class MatrixAccount:
             self.log.warning("cannot leave %s: %s", room_id, response.message)
         self._joined.discard(room_id)
         self.client.rooms.pop(room_id, None)
+        self._forget_rules(room_id)
 
     async def close(self) -> None:
         """Stop syncing and close the HTTP session."""
