@@ -50,6 +50,7 @@ from mindroom.notices import (
     room_voice,
     tell_absent,
     tell_encrypted_room,
+    tell_malformed,
     worth_asking,
 )
 from mindroom.presence import ROUTE_KEY, BotPresence, resumed_requester, title
@@ -378,6 +379,8 @@ class Bot(BotPresence):
     ) -> Coroutine[Any, Any, None]:
         """The job for a claimed message: its answers, or the notice that no agent named is here."""
         assert self.answers is not None
+        if message.problem is not None:  # a client's malformed event: say so, answer nothing
+            return self._on_malformed(message)
         if route.kind is RouteKind.MENTIONED_ABSENT:
             return self._on_absent_mention(message, route)
         return self.answers.handle(message, route, requester, key, lead)
@@ -407,6 +410,12 @@ class Bot(BotPresence):
         elif worth_asking(event, self.own_user_ids(), self.allowed_users(event.room_id)):
             asking = ask_again_unless_read(self.ledger, account, event, self.state.seen)
             self.spawn(asking, f"undecryptable:{event.event_id}")
+
+    async def _on_malformed(self, message: IncomingMessage) -> None:
+        """Posted as the router if it is in the room, else as the room's agent."""
+        assert self.ledger is not None
+        here = [self.agents[n] for n in self.room_agents(message.room_id) if n in self.agents]
+        await tell_malformed(self.ledger, room_voice(message.room_id, self.router, here), message)
 
     async def _on_absent_mention(self, message: IncomingMessage, route: Route) -> None:
         """Posted as the router if it is in the room, else as the room's agent."""

@@ -7,6 +7,7 @@ seen through :class:`CommandHost`, the few things a command reads or does.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from typing import Protocol
@@ -15,6 +16,7 @@ from mindroom import commands
 from mindroom.authorization import is_authorized
 from mindroom.config.schema import Config
 from mindroom.dashboard.person import person_link
+from mindroom.errors import MatrixError
 from mindroom.matrix.client import MatrixAccount
 from mindroom.matrix.events import IncomingMessage
 from mindroom.matrix.send import notice_content
@@ -23,6 +25,8 @@ from mindroom.memory.registry import MemoryRegistry
 from mindroom.notices import room_voice
 from mindroom.sessions.keeper import SessionKeeper
 from mindroom.sessions.status import gather, status_text
+
+logger = logging.getLogger(__name__)
 
 
 class SessionLedger(Protocol):
@@ -137,8 +141,24 @@ async def run_command(bot: CommandHost, message: IncomingMessage) -> None:
             text = await bot.reloader.chat(command.argument, admin)
     else:
         text = commands.unknown_text(command)
+    await _answer(account, message, command.name, text)
+
+
+async def _answer(account: MatrixAccount, message: IncomingMessage, name: str, text: str) -> None:
+    """Post ``text`` as the answer to the command ``message``; when the homeserver refuses it
+    (too large, say), a short notice says so instead of silence."""
     content = notice_content(text, thread_root=message.thread_root, reply_to=message.event_id)
-    await account.send(message.room_id, content, f"mindroom-command-{message.event_id}")
+    try:
+        await account.send(message.room_id, content, f"mindroom-command-{message.event_id}")
+    except MatrixError as exc:
+        logger.warning("the answer to !%s (%s) was refused: %s", name[:40], message.event_id, exc)
+        refused = notice_content(
+            f"My answer to this command could not be posted: the homeserver refused it "
+            f"({str(exc).rsplit(': ', 1)[-1][:200]}).",
+            thread_root=message.thread_root,
+            reply_to=message.event_id,
+        )
+        await account.send(message.room_id, refused, f"mindroom-command-refused-{message.event_id}")
 
 
 def _with_memory_link(

@@ -136,4 +136,5 @@ def compact_text(owner: str, done: Compacted | None, *, team: bool = False) -> s
 
 def unknown_text(command: Command) -> str:
     """An unknown command: a short hint."""
-    return f"Unknown command `!{command.name}`. Try `!help`."
+    name = command.name if len(command.name) <= 40 else f"{command.name[:40]}…"
+    return f"Unknown command `!{name}`. Try `!help`."

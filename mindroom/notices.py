@@ -150,3 +150,32 @@ async def tell_absent(
         status = "failed"
         logger.warning("cannot post the absent-agent notice for %s: %s", message.event_id, exc)
     await ledger.finish(message.event_id, status)
+
+
+def malformed_notice(problem: str) -> str:
+    """The notice for a message its client sent malformed (``problem``: what is wrong)."""
+    return (
+        f"I could not read this message: {problem}. This is a fault of the app that sent it; "
+        "nothing was done with it. Please send it again (as plain text, or the file re-attached)."
+    )
+
+
+async def tell_malformed(
+    ledger: Ledger, account: MatrixAccount | None, message: IncomingMessage
+) -> None:
+    """Answer ``message``, which cannot be read as sent (``message.problem``), with a notice
+    saying why, as ``account`` (None: nobody of mindroom's can post there); then mark the
+    message handled."""
+    status = "noticed"
+    try:
+        if account is not None and message.problem is not None:
+            content = notice_content(
+                malformed_notice(message.problem),
+                thread_root=message.thread_root,
+                reply_to=message.event_id,
+            )
+            await account.send(message.room_id, content, f"mindroom-malformed-{message.event_id}")
+    except MatrixError as exc:
+        status = "failed"
+        logger.warning("cannot post the malformed-message notice for %s: %s", message.event_id, exc)
+    await ledger.finish(message.event_id, status)

@@ -237,7 +237,9 @@ class MatrixAccount:
         """
         self._on_message, self._on_invite = on_message, on_invite
         self._on_encrypted = on_encrypted
-        self.client.add_event_callback(self._message_event, nio.RoomMessage)
+        # nio hands a message its schema refuses (a client's bug) on as a BadEvent: read as
+        # far as it can be, so its sender hears what was wrong instead of silence
+        self.client.add_event_callback(self._message_event, (nio.RoomMessage, nio.BadEvent))
         self.client.add_event_callback(self._invite_event, nio.InviteMemberEvent)
         self.client.add_event_callback(
             self._encrypted_event, (nio.MegolmEvent, nio.UnknownEncryptedEvent)
@@ -297,8 +299,18 @@ class MatrixAccount:
 
     async def _message_event(self, room: nio.MatrixRoom, event: nio.Event) -> None:
         # The edge of every event: one bad event or failing handler must not end the sync loop.
+        if isinstance(event, nio.BadEvent) and event.source.get("type") != "m.room.message":
+            return
         try:
             message = parse_message(room.room_id, event.source)
+            if message is not None and message.problem is not None:
+                self.log.warning(
+                    "event %s in %s from %s cannot be read as sent: %s",
+                    event.event_id,
+                    room.room_id,
+                    message.sender,
+                    message.problem,
+                )
             if message is not None and self._on_message is not None:
                 await self._on_message(self, message)
         except Exception as exc:
@@ -397,7 +409,7 @@ class MatrixAccount:
                 if isinstance(event, nio.MegolmEvent) and self.client.olm is not None:
                     with contextlib.suppress(Exception):  # undecryptable: reported below
                         event = self.client.decrypt_event(event)
-                if isinstance(event, nio.RoomMessage):
+                if isinstance(event, nio.RoomMessage | nio.BadEvent):
                     await self._message_event(room, event)
                 elif isinstance(event, nio.MegolmEvent | nio.UnknownEncryptedEvent):
                     await self._encrypted_event(room, event)

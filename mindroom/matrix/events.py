@@ -84,6 +84,9 @@ class IncomingMessage:
     anything but ``join`` means history from before it joined."""
     attachment: Attachment | None = None
     """The file of a media message; ``body`` is then its caption ('' without one)."""
+    problem: str | None = None
+    """Why the message cannot be read as its client sent it (:func:`content_problem`): it is
+    answered with a notice saying so, never handed to a model."""
 
     @property
     def threadable(self) -> bool:
@@ -99,6 +102,44 @@ class IncomingMessage:
 def _mapping(value: Any) -> Mapping[str, Any]:
     """``value`` when it is a JSON object, else empty: event content is untrusted input."""
     return value if isinstance(value, Mapping) else {}
+
+
+_SHOWN_NAME_CHARS = 80  # of a file name quoted back in a notice
+
+
+def _kind_of(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return "null" if value is None else "not text"
+
+
+def content_problem(content: Mapping[str, Any]) -> str | None:
+    """Why a message's ``content`` breaks the Matrix spec so that it cannot be read as sent
+    (None: it can): a ``formatted_body`` that is not text, a file without its ``url``.
+
+    The text ends a sentence that starts "I could not read this message: "; it quotes at most
+    :data:`_SHOWN_NAME_CHARS` characters of what the sender wrote.
+    """
+    if "formatted_body" in content and not isinstance(content["formatted_body"], str):
+        return f"its formatted_body is {_kind_of(content['formatted_body'])}, not text"
+    if str(content.get("msgtype")) not in ATTACHMENT_KINDS:
+        return None
+    encrypted = content.get("file")
+    url = _mapping(encrypted).get("url") if encrypted is not None else content.get("url")
+    if isinstance(url, str) and url:
+        return None
+    filename = content.get("filename")
+    body = content.get("body")
+    name = filename if isinstance(filename, str) and filename else body
+    shown = name[:_SHOWN_NAME_CHARS] if isinstance(name, str) and name else "file"
+    where = "its encrypted file has no url" if encrypted is not None else "it came with no url"
+    return f"the file {shown!r} cannot be downloaded: {where}"
 
 
 def parse_message(room_id: str, source: Mapping[str, Any]) -> IncomingMessage | None:
@@ -136,6 +177,7 @@ def parse_message(room_id: str, source: Mapping[str, Any]) -> IncomingMessage | 
         timestamp_ms=_int(source.get("origin_server_ts")),
         receiver_membership=_str_or_none(_mapping(source.get("unsigned")).get("membership")),
         attachment=attachment,
+        problem=content_problem(content),
     )
 
 

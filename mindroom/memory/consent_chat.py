@@ -17,6 +17,7 @@ from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.store import FileMemory
 
 USAGE = "Use `!memory pending`, `!memory confirm ID` or `!memory reject ID`."
+MAX_PROPOSAL_ID_CHARS = 64  # ids are "p-" and 8 hex digits; longer input is not looked up
 
 
 def _memories(
@@ -54,6 +55,11 @@ def memory_command(
         return "\n".join(["**Waiting for your confirmation**", *lines, "", USAGE])
     if action not in ("confirm", "reject") or not rest.strip():
         return USAGE
+    if len(rest.strip()) > MAX_PROPOSAL_ID_CHARS:  # never echoed: it could be anything
+        return (
+            f"That is not a proposal ID ({len(rest.strip()):,} characters): they look like "
+            f"`p-1a2b3c4d`, and `!memory pending` lists yours. Nothing was {action}ed."
+        )
     for memory in memories:
         queue = ConsentQueue(memory)
         try:
