@@ -130,6 +130,7 @@ class Bot(BotPresence):
 
         An unreachable homeserver is waited for (each attempt logged); cancel to give up.
         """
+        self.memories.check_paths()  # a symlink out of the storage root: say so before anything
         # In the background, so a slow or absent model server never delays start-up.
         self.model_probe = asyncio.create_task(warn_at_start(self.config, self.memories.config_dir))
         await wait_for_homeserver(self.options.homeserver)

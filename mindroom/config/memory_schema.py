@@ -11,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 
 from mindroom.config.categories_schema import CategoriesConfig
 from mindroom.config.maintenance_schema import MaintenanceConfig
+from mindroom.config.paths import STORAGE_ROOT, relative_inside
 from mindroom.config.strict import Strict as _Strict
 
 MemoryBackendName = Literal["file", "mem0", "none"]
@@ -129,7 +130,7 @@ class RecallGateConfig(_Strict):
 class FileMemoryConfig(_Strict):
     """Where file memory lives and how much of it each turn sees."""
 
-    path: str | None = None
+    path: str | None = None  # the parent of team mirrors, relative to the storage root
     max_entrypoint_lines: int = Field(default=200, ge=1)
     # lines of today's and yesterday's entries a turn may get (only the relevant ones)
     max_daily_lines: int = Field(default=20, ge=0)
@@ -138,6 +139,11 @@ class FileMemoryConfig(_Strict):
     # the whole memory block of a turn, in characters
     recall_max_chars: int = Field(default=12000, ge=500)
     recall_gate: RecallGateConfig = Field(default_factory=RecallGateConfig)
+
+    @field_validator("path")
+    @classmethod
+    def _inside_storage(cls, value: str | None) -> str | None:
+        return None if value is None else relative_inside(value, STORAGE_ROOT)
 
 
 class FlushBatchConfig(_Strict):

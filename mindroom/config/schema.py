@@ -31,6 +31,7 @@ from mindroom.config.memory_schema import (
     RecallGateConfig,
     SearchConfig,
 )
+from mindroom.config.paths import CONFIG_FOLDER, relative_inside
 from mindroom.config.sessions_schema import SessionsConfig
 from mindroom.config.strict import Strict as _Strict
 
@@ -106,6 +107,11 @@ class PrivateConfig(_Strict):
         if value is not None and not ROOM_NAME_RE.fullmatch(value.lower()):
             raise ValueError(f"{value!r} is not a plain folder name")
         return value
+
+    @field_validator("template_dir")
+    @classmethod
+    def _inside_config_folder(cls, value: str | None) -> str | None:
+        return None if value is None else relative_inside(value, CONFIG_FOLDER)
 
 
 class AgentConfig(_Strict):

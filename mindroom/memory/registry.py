@@ -40,6 +40,7 @@ import weakref
 from collections import OrderedDict
 from pathlib import Path
 
+from mindroom.config.paths import CONFIG_FOLDER, STORAGE_ROOT, resolve_inside
 from mindroom.config.schema import Config, EmbedderConfig
 from mindroom.database import SyncDatabase
 from mindroom.embeddings import Embedder
@@ -197,7 +198,10 @@ class MemoryRegistry:
             instance = self.private_instance(agent, requester)
             assert instance is not None
             scope = instance.memory_scope()
-            template = self.config_dir / private.template_dir if private.template_dir else None
+            template = None
+            if private.template_dir:
+                key = f"agents.{agent}.private.template_dir"
+                template = resolve_inside(self.config_dir, private.template_dir, key, CONFIG_FOLDER)
             # the private folders exist whatever the backend (the template's files too)
             scaffold(template, instance.memory_root, scope.state_dir / "scaffold.json")
             if backend != "file":  # the private folders exist; the memory is not in them
@@ -211,7 +215,7 @@ class MemoryRegistry:
         if backend == "none":
             return None
         embedder = self.embedder(self.config.agent_embedder(agent))
-        scope = agent_scope(self.storage, agent, self.config.memory.file.path)
+        scope = agent_scope(self.storage, agent, self.file_root())
         if backend == "mem0":
             return self._get_mem0(scope.scope_id, scope.state_dir, embedder, agent)
         return self._get(scope, embedder)
@@ -241,16 +245,33 @@ class MemoryRegistry:
             memory = self._open.get(key)
             if memory is None:
                 memory = self._open[key] = TeamMemory(
-                    self.storage, members, via=via, file_root=self.config.memory.file.path
+                    self.storage, members, via=via, file_root=self.file_root()
                 )
         memory.use_embedder(embedder)
         memory.search_weights = self.search_weights()
         memory.search_db = self.search_index()
         return memory
 
+    def file_root(self) -> str | None:
+        """``memory.file.path``, once it is known to stay inside the storage root with
+        symlinks resolved (:class:`ConfigError` naming the key when it does not)."""
+        file_root = self.config.memory.file.path
+        if file_root:
+            resolve_inside(self.storage, file_root, "memory.file.path", STORAGE_ROOT)
+        return file_root
+
+    def check_paths(self) -> None:
+        """Refuse (:class:`ConfigError` naming the key) a configured path that leads out of its
+        folder through a symlink: ``memory.file.path`` and every private template."""
+        self.file_root()
+        for name, agent in self.config.agents.items():
+            if agent.private is not None and agent.private.template_dir:
+                key = f"agents.{name}.private.template_dir"
+                resolve_inside(self.config_dir, agent.private.template_dir, key, CONFIG_FOLDER)
+
     def roots_parent(self) -> Path:
         """The folder that holds every shared agent's memory root."""
-        file_root = self.config.memory.file.path
+        file_root = self.file_root()
         return self.storage / file_root if file_root else self.storage / "agents"
 
     def sync_changed(self, changed: set[Path]) -> None:
