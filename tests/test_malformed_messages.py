@@ -124,3 +124,29 @@ async def test_a_35_kb_memory_confirm_argument_gets_a_notice(
     assert "p" * 200 not in notice["content"]["body"]  # the argument is not echoed back
     assert "proposal" in notice["content"]["body"]
     assert "No proposal 'p-none'" in control["content"]["body"]
+
+
+async def test_a_command_answer_too_large_to_post_gets_a_short_notice(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    """``!config get`` of a 40 KB role: the homeserver refuses the answer (too large), so a
+    short notice says so instead of silence; a small value is shown (the control)."""
+    agents = {"general": {"rooms": [], "role": "r" * 40_000}}
+    config = config_text(model.base_url, agents, authorization={"admins": [human.user_id]})
+    await bot.start(config)
+    assert bot.bot is not None
+    agent = bot.bot.agents["general"].user_id
+    created = await human.client.room_create(invite=[agent], is_direct=True)
+    assert isinstance(created, nio.RoomCreateResponse), created
+    room_id = created.room_id
+    await human.wait_for(joined(agent, room_id))
+    big = await human.send(room_id, "!config get agents.general.role")
+    small = await human.send(room_id, "!config get models.default.id")
+
+    notice = await human.wait_for_reply(room_id, big, timeout=30)
+    control = await human.wait_for_reply(room_id, small, timeout=30)
+
+    assert notice["content"]["msgtype"] == "m.notice"
+    assert "could not be posted" in notice["content"]["body"]
+    assert "too large" in notice["content"]["body"]
+    assert "scripted" in control["content"]["body"]
