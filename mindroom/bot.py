@@ -264,6 +264,11 @@ class Bot(BotPresence):
             await self.tasks.cancel(f"sync:{name}")
             await account.close()
 
+    def check_paths(self, config: Config) -> None:
+        """Refuse (ConfigError naming the key) a path of ``config`` that leads out of its
+        folder on this disk, through a symlink."""
+        self.memories.check_paths(config)
+
     def set_config(self, config: Config) -> None:
         """Use ``config`` from now on (hot reload); running turns finish as they were."""
         self.config = config

@@ -80,6 +80,9 @@ class ReloadTarget(Protocol):
         rounds start added members and stop removed ones, in whichever process holds them."""
         ...
 
+    def check_paths(self, config: Config) -> None:
+        """Refuse (ConfigError) a path of ``config`` that leads out of its folder on disk."""
+
     def set_config(self, config: Config) -> None:
         """Use ``config`` from now on."""
 
@@ -149,6 +152,7 @@ class ConfigReloader:
         async with self._lock:
             try:
                 new = await asyncio.to_thread(load_config, self.path)
+                self.bot.check_paths(new)  # a symlink out of the storage root, say
             except ConfigError as exc:
                 self.error, self.invalid = str(exc), True
                 logger.error("config not reloaded, the running config stays: %s", exc)

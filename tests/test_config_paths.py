@@ -17,6 +17,8 @@ from mindroom.dashboard.server import Dashboard
 from mindroom.errors import ConfigError
 from mindroom.memory.registry import MemoryRegistry
 from tests.dashboard_fixtures import form_of
+from tests.harness import BotHarness, config_text
+from tests.scripted_model import ScriptedModel
 
 MODELS = "models: {default: {provider: openai, id: m, base_url: 'http://127.0.0.1:9/v1'}}\n"
 
@@ -150,3 +152,34 @@ async def test_the_dashboard_refuses_paths_that_leave_their_folder_and_shows_why
     assert unchanged == before
     assert inside.status in (200, 303)  # the control: a path inside the root is saved
     assert "path: mirrors" in config.read_text()
+
+
+@pytest.mark.synapse
+@pytest.mark.asyncio
+async def test_a_reload_to_a_path_that_leads_out_through_a_symlink_is_refused(
+    bot: BotHarness, model: ScriptedModel, tmp_path: Path
+) -> None:
+    await bot.start(config_text(model.base_url, {"general": {"rooms": []}}))
+    assert bot.bot is not None
+    assert bot.bot.reloader is not None
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (bot.storage / "escape").symlink_to(outside)
+    (bot.storage / "inner").mkdir()
+    memory = {"file": {"path": "escape"}, "embedder": "none", "auto_flush": {"enabled": False}}
+
+    bot.write_config(config_text(model.base_url, {"general": {"rooms": []}}, memory=memory))
+    refused = await bot.bot.reloader.reload()
+    error = bot.bot.reloader.error
+    kept = bot.bot.config.memory.file.path
+    memory["file"] = {"path": "inner"}
+    bot.write_config(config_text(model.base_url, {"general": {"rooms": []}}, memory=memory))
+    applied = await bot.bot.reloader.reload()  # the control: a folder inside the root
+
+    assert refused is None
+    assert error is not None
+    assert "memory.file.path" in error
+    assert "symlink" in error
+    assert kept is None
+    assert applied is not None
+    assert bot.bot.config.memory.file.path == "inner"

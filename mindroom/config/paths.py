@@ -12,8 +12,12 @@ points outside. The embedder's ``config.model`` is not one of these: it names a 
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import TYPE_CHECKING
 
 from mindroom.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mindroom.config.schema import Config
 
 STORAGE_ROOT = "the storage root"
 CONFIG_FOLDER = "the config file's folder"
@@ -52,3 +56,14 @@ def resolve_inside(base: Path, relative: str, key: str, folder: str) -> Path:
             f"to {real}: give a folder inside it"
         )
     return candidate
+
+
+def check_config_paths(config: Config, storage: Path, config_dir: Path) -> None:
+    """Refuse (:class:`ConfigError` naming the key) a path of ``config`` that leads out of its
+    folder on this disk, through a symlink: ``memory.file.path`` and every private template."""
+    if config.memory.file.path:
+        resolve_inside(storage, config.memory.file.path, "memory.file.path", STORAGE_ROOT)
+    for name, agent in config.agents.items():
+        if agent.private is not None and agent.private.template_dir:
+            key = f"agents.{name}.private.template_dir"
+            resolve_inside(config_dir, agent.private.template_dir, key, CONFIG_FOLDER)

@@ -40,7 +40,12 @@ import weakref
 from collections import OrderedDict
 from pathlib import Path
 
-from mindroom.config.paths import CONFIG_FOLDER, STORAGE_ROOT, resolve_inside
+from mindroom.config.paths import (
+    CONFIG_FOLDER,
+    STORAGE_ROOT,
+    check_config_paths,
+    resolve_inside,
+)
 from mindroom.config.schema import Config, EmbedderConfig
 from mindroom.database import SyncDatabase
 from mindroom.embeddings import Embedder
@@ -260,14 +265,10 @@ class MemoryRegistry:
             resolve_inside(self.storage, file_root, "memory.file.path", STORAGE_ROOT)
         return file_root
 
-    def check_paths(self) -> None:
-        """Refuse (:class:`ConfigError` naming the key) a configured path that leads out of its
-        folder through a symlink: ``memory.file.path`` and every private template."""
-        self.file_root()
-        for name, agent in self.config.agents.items():
-            if agent.private is not None and agent.private.template_dir:
-                key = f"agents.{name}.private.template_dir"
-                resolve_inside(self.config_dir, agent.private.template_dir, key, CONFIG_FOLDER)
+    def check_paths(self, config: Config | None = None) -> None:
+        """Refuse (:class:`ConfigError` naming the key) a path of ``config`` (default: the one
+        in use) that leads out of its folder through a symlink (:func:`check_config_paths`)."""
+        check_config_paths(config or self.config, self.storage, self.config_dir)
 
     def roots_parent(self) -> Path:
         """The folder that holds every shared agent's memory root."""
