@@ -22,7 +22,7 @@ import json
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,27 @@ class History:
                 if self._op_keys is not None:
                     self._op_keys[op_key] = record
         return record
+
+    def append_many(self, records: list[HistoryRecord]) -> list[HistoryRecord]:
+        """Record several writes of one batch (an import) with one write and one fsync; each
+        record as :meth:`append` would have written it (its time: now)."""
+        now = time.time()
+        stamped = [replace(record, time=now) for record in records]
+        data = "".join(json.dumps(asdict(r), ensure_ascii=False) + "\n" for r in stamped)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with file_lock(self._lock_dir, self.path):
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                view = memoryview(data.encode("utf-8"))
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        with self._guard:
+            if self._op_keys is not None:
+                self._op_keys.update({r.op_key: r for r in stamped if r.op_key is not None})
+        return stamped
 
     def by_op_key(self, op_key: str) -> HistoryRecord | None:
         """The record written for the tool call ``op_key``, if any."""
