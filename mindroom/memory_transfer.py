@@ -439,9 +439,13 @@ def import_files(
     held = _held(memory)
     texts = {text for text, _ in held.values()}
     batches: dict[str, list[tuple[NewEntry, str | None]]] = {}
+    targets: dict[str | None, str] = {}
     already = 0
     for entry in entries:
-        relative = _target_file(memory, entry)  # every path checked before anything is written
+        # every path is checked before anything is written
+        relative = targets.get(entry.file) or targets.setdefault(
+            entry.file, _target_file(memory, entry)
+        )
         keep = _kept_id(entry)
         taken = held.get(keep) if keep else None
         if taken == (entry.text, entry.fields) or (taken is None and entry.text in texts):

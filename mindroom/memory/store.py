@@ -32,6 +32,7 @@ from mindroom.memory.fields import (
 )
 from mindroom.memory.files import clean_temp_files, edit_file, read_text
 from mindroom.memory.filters import LIVE, MemoryFilter
+from mindroom.memory.hand_edits import record_hand_edits
 from mindroom.memory.history import History, HistoryRecord
 from mindroom.memory.index import MemoryIndex, SearchHit, memory_files
 from mindroom.memory.intents import Intents
@@ -79,9 +80,19 @@ class FileMemory:
         self.search_db: SyncDatabase | None = None  # memory.search.index, set by the registry
         self._pg_search: PgSearch | None = None
         self.history = History(scope.state_dir / "history.jsonl", self._locks)
+        self.index.observer = self._hand_edits
         clean_temp_files(scope.root, self._locks)  # a crashed writer's leftovers
         self._intents = Intents(scope, self._locks, self.history, self._entries)
         self._intents.reconcile()
+
+    def _hand_edits(self, relative: str, old: list[MemoryEntry], new: list[MemoryEntry]) -> None:
+        """Record what a person changed in a file by hand (see :mod:`~.hand_edits`). A history
+        that cannot be written is logged, never allowed to stop the index (search) from
+        following the files."""
+        try:
+            record_hand_edits(self.history, relative, old, new)
+        except (OSError, MemoryStoreError):
+            logger.exception("memory %s: hand edits of %s not recorded", self.scope_id, relative)
 
     @property
     def _locks(self) -> Path:
