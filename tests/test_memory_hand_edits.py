@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from mindroom.cli import main
 from mindroom.config import load_config
 from mindroom.memory.fields import EntryFields
 from mindroom.memory.registry import MemoryRegistry
@@ -189,7 +190,7 @@ def test_an_edit_made_while_mindroom_was_down_is_recorded_once_at_the_next_start
 
 
 def test_memory_delete_removes_through_the_store_and_restore_brings_it_back(
-    config: Path,
+    config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     memory = FileMemory(agent_scope(config.parent, "general"))
     try:
@@ -197,16 +198,20 @@ def test_memory_delete_removes_through_the_store_and_restore_brings_it_back(
     finally:
         memory.close()
 
-    deleted = cli(config, "delete", entry.id)
-    assert deleted.returncode == 0, deleted.stdout + deleted.stderr
-    assert deleted.stdout.startswith(f"deleted {entry.id}  MEMORY.md:")
-    assert cli(config, "get", entry.id).returncode == 1
-    unknown = cli(config, "delete", "m-00000000")
-    assert unknown.returncode == 1
-    assert "no memory with id 'm-00000000'" in unknown.stdout
+    def run(action: str, *args: str) -> tuple[int, str]:
+        code = main(["memory", action, "--config", str(config), "--agent", "general", *args])
+        return code, capsys.readouterr().out
 
-    restored = cli(config, "restore", entry.id)
-    assert restored.returncode == 0, restored.stdout
+    code, out = run("delete", entry.id)
+    assert code == 0, out
+    assert out.startswith(f"deleted {entry.id}  MEMORY.md:")
+    assert run("get", entry.id)[0] == 1
+    code, out = run("delete", "m-00000000")
+    assert code == 1
+    assert "no memory with id 'm-00000000'" in out
+
+    code, out = run("restore", entry.id)
+    assert code == 0, out
     memory = FileMemory(agent_scope(config.parent, "general"))
     try:
         back = memory.find(entry.id)
