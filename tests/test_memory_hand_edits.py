@@ -7,6 +7,7 @@ Real files, the real watcher (watchfiles) and the sync function the bot gives it
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import os
 import shutil
 import subprocess
@@ -17,10 +18,13 @@ import pytest
 
 from mindroom.cli import main
 from mindroom.config import load_config
+from mindroom.memory.archive import archive_entry_sync
 from mindroom.memory.fields import EntryFields
+from mindroom.memory.markdown import hand_id
 from mindroom.memory.registry import MemoryRegistry
+from mindroom.memory.restore import set_fields_sync
 from mindroom.memory.scope import agent_scope
-from mindroom.memory.store import FileMemory
+from mindroom.memory.store import FileMemory, NewEntry
 from mindroom.memory.watch import watch_memory_files
 from tests.harness import eventually
 
@@ -223,3 +227,57 @@ def test_memory_delete_removes_through_the_store_and_restore_brings_it_back(
         assert ops(memory, entry.id) == [("test", "add"), ("cli", "delete"), ("cli", "restore")]
     finally:
         memory.close()
+
+
+def test_mindrooms_own_writes_of_every_kind_are_never_taken_for_hand_edits(
+    config: Path,
+) -> None:
+    memory = FileMemory(agent_scope(config.parent, "general"))
+    path = memory.scope.root / "MEMORY.md"
+    try:
+        first = memory.add_sync("Dana likes figs", actor="tool")
+        memory.index.sync()
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write("- Dana's dog is Rex\n")
+        memory.index.sync()  # the person's line: recorded (positive control, below)
+        line = next(e for e in memory.entries_of("MEMORY.md") if e.hand_written)
+        steps = [
+            lambda: memory.append_unique_sync("Dana runs", actor="flush", path="MEMORY.md"),
+            lambda: memory.update_sync(first.id, "Dana loves figs", actor="tool"),
+            lambda: memory.update_sync(line.id, "Dana's dog is Rex, a collie", actor="tool"),
+            lambda: set_fields_sync(
+                memory,
+                hand_id("MEMORY.md", "Dana's dog is Rex, a collie"),
+                EntryFields(category="pets"),
+                actor="cli",
+            ),
+            lambda: archive_entry_sync(
+                memory,
+                memory.find(first.id),
+                into=None,
+                why="test",
+                actor="consolidation",
+                today=dt.date(2026, 11, 27),
+            ),
+            lambda: memory.restore_sync(first.id, actor="cli"),
+            lambda: memory.add_many_sync(
+                "memory/2026-11-27.md",
+                [NewEntry("Dana flew to Oslo", entry_id="h-00000000"), NewEntry("a second")],
+                actor="import",
+            ),
+            lambda: memory.delete_sync(first.id, actor="tool"),
+            lambda: memory.restore_sync(first.id, actor="cli"),
+        ]
+        for step in steps:
+            step()
+            memory.index.sync()
+        records = memory.history_of()
+        editor_save(path, without(path, "Dana runs"))
+        memory.index.sync()
+        after = memory.history_of()
+    finally:
+        memory.close()
+
+    by_hand = [(r.op, r.id) for r in records if r.actor == HAND]
+    assert by_hand == [("add", line.id)]  # the person's own line, and nothing of mindroom's
+    assert [(r.actor, r.op) for r in after[len(records) :]] == [(HAND, "delete")]

@@ -102,7 +102,8 @@ def explained(change: HandChange, last: HistoryRecord | None) -> bool:
         renamed = last.op == "update" and change.id.startswith("h-")
         return last.op in _REMOVALS or moved_away or renamed
     if change.old is None:  # added to this file
-        archived = last.op == "archive" and change.path.startswith(ARCHIVE_DIR + "/")
+        # the archive is mindroom's: a move writes the archive copy before its record
+        archived = change.path.startswith(ARCHIVE_DIR + "/")
         here = last.path == change.path or last.op == "restore"
         return (last.op in _PRESENCE and here) or archived
     if last.op not in _PRESENCE or last.path != change.path or last.new != change.new.text:
