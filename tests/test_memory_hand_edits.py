@@ -18,6 +18,7 @@ import pytest
 
 from mindroom.cli import main
 from mindroom.config import load_config
+from mindroom.dashboard.scopes import deleted
 from mindroom.memory.archive import archive_entry_sync
 from mindroom.memory.fields import EntryFields
 from mindroom.memory.markdown import hand_id
@@ -191,6 +192,12 @@ def test_an_edit_made_while_mindroom_was_down_is_recorded_once_at_the_next_start
         finally:
             memory.close()
         assert records == [("test", "add"), (HAND, "delete")]
+    memory = FileMemory(scope)
+    try:
+        gone = deleted(memory)  # what the dashboard lists to restore
+    finally:
+        memory.close()
+    assert [(g["id"], g["text"]) for g in gone] == [(entry.id, "Bob's birthday is in May")]
 
 
 def test_memory_delete_removes_through_the_store_and_restore_brings_it_back(
