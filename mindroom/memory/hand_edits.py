@@ -16,7 +16,8 @@ then, so two processes that re-read the same change record it once; and the inde
 new rows only after the records are written, so a crash in between re-derives the same
 difference from the files and finds it recorded. A change made while mindroom was down is seen
 at the first re-read after it starts. What cannot be seen: an edit undone before the index read
-the file again, or an entry a person removed before the index ever read it.
+the file again, an entry a person removed before the index ever read it, and an edit made
+before the index was deleted or rebuilt (``memory reindex``): the index is the baseline.
 """
 
 from __future__ import annotations
