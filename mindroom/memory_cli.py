@@ -78,17 +78,22 @@ def add_memory_parser(sub: argparse._SubParsersAction, common) -> None:  # type:
     action("reindex", "rebuild the search indexes (keywords, vectors) from the files")
     export = action(
         "export",
-        "write every memory as markdown entries (--user alone: everything about that person)",
+        "write every memory with its id, fields and file (--user alone: everything about "
+        "that person)",
         whose_required=False,
     )
     export.add_argument("--output", type=Path, help="file to write (default: standard output)")
     export.add_argument(
         "--format", choices=("markdown", "json"), default="markdown",
-        help="with --user alone: markdown (default) or json",
+        help="markdown (default; reads back with import) or json (also reads back)",
     )  # fmt: skip
     action(
-        "import", "add the entries of a markdown file (skipping texts already there)"
-    ).add_argument("file", type=Path, help="markdown file, e.g. a memory export")
+        "import",
+        "add the entries of an export (markdown or json) or any markdown file, with their "
+        "ids, fields and files (skipping what is already there)",
+    ).add_argument("file", type=Path, help="an export (markdown or json), or notes in markdown")
+    delete = action("delete", "delete one memory (the history keeps it: restore brings it back)")
+    delete.add_argument("id")
     add_recall_parser(actions, common, _open)
 
     flush = actions.add_parser("flush", help="run one memory flush cycle now")
@@ -268,7 +273,7 @@ def run_memory(args: argparse.Namespace) -> int:
         return run_person_export(args, load_config(config_path), storage, config_path.parent)
     memory, registry = _open(args)
     try:
-        if isinstance(memory, Mem0Memory) and args.action in ("add", "import"):
+        if isinstance(memory, Mem0Memory) and args.action in ("add", "import", "delete"):
             _refuse_while_running(args, registry.storage / "mindroom_data")
         return _act(args, memory, registry.config)
     except MemoryStoreError as exc:
@@ -280,12 +285,16 @@ def run_memory(args: argparse.Namespace) -> int:
 
 def _act(args: argparse.Namespace, memory: FileMemory | Mem0Memory, config: Config) -> int:
     if args.action == "export":
-        return export_scope(memory, args.output)
+        return export_scope(memory, args.output, args.format)
     if args.action == "import":
         return import_scope(memory, args.file)
     view = AgentView(memory, cli_access(args, config))  # --agent/--team: its allowlist
     if args.action in STRUCTURED_ACTIONS:
         return run_structured(args, view)
+    if isinstance(memory, Mem0Memory) and args.action == "delete":
+        e = view.delete_sync(args.id.strip(), actor="cli")
+        print(f"deleted {_mem0_line(e.id, e.text)}")
+        return 0
     if isinstance(memory, Mem0Memory):
         return _act_mem0(args, memory)
     if args.action == "list":
@@ -317,6 +326,10 @@ def _act(args: argparse.Namespace, memory: FileMemory | Mem0Memory, config: Conf
             print(f"{when}  {r.actor:<6} {r.op:<8} {r.id}  {r.path}  {change}")
         if not records:
             print("no history yet")
+    elif args.action == "delete":
+        e = view.delete_sync(args.id.strip(), actor="cli")
+        print(f"deleted {_line(e.id, e.path, e.start_line, e.text)}")
+        print(f"(bring it back with: mindroom memory restore {_target(args)} {e.id})")
     elif args.action == "restore":
         e = memory.restore_sync(args.id, actor="cli")
         print(f"restored {_line(e.id, e.path, e.start_line, e.text)}")

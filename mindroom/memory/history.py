@@ -22,11 +22,13 @@ import json
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from mindroom.memory.files import file_lock
+from mindroom.memory.markdown import hand_id
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,8 @@ class History:
         self._lock_dir = lock_dir
         self._op_keys: dict[str, HistoryRecord] | None = None  # loaded on first use
         self._guard = threading.Lock()
+        self._offset = 0  # how much of the file _last has read
+        self._last: dict[str, HistoryRecord] = {}
 
     def append(
         self,
@@ -86,6 +90,83 @@ class History:
                     self._op_keys[op_key] = record
         return record
 
+    def append_many(self, records: list[HistoryRecord]) -> list[HistoryRecord]:
+        """Record several writes of one batch (an import) with one write and one fsync; each
+        record as :meth:`append` would have written it (its time: now)."""
+        now = time.time()
+        stamped = [replace(record, time=now) for record in records]
+        data = "".join(json.dumps(asdict(r), ensure_ascii=False) + "\n" for r in stamped)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with file_lock(self._lock_dir, self.path):
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                view = memoryview(data.encode("utf-8"))
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        with self._guard:
+            if self._op_keys is not None:
+                self._op_keys.update({r.op_key: r for r in stamped if r.op_key is not None})
+        return stamped
+
+    def append_decided(
+        self, decide: Callable[[dict[str, HistoryRecord]], list[HistoryRecord]]
+    ) -> list[HistoryRecord]:
+        """Append the records ``decide`` returns given the last record about each entry id (see
+        :meth:`last_words`), both under the history's lock: so two processes that see the same
+        change decide about it one after the other, and it is recorded once."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with file_lock(self._lock_dir, self.path):
+            now = time.time()
+            records = [replace(r, time=now) for r in decide(self._read_last_words())]
+            if not records:
+                return []
+            data = "".join(json.dumps(asdict(r), ensure_ascii=False) + "\n" for r in records)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                view = memoryview(data.encode("utf-8"))
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        return records
+
+    def last_words(self) -> dict[str, HistoryRecord]:
+        """The last record that changed a file about each entry id (see :func:`last_word_keys`)."""
+        with file_lock(self._lock_dir, self.path):
+            return dict(self._read_last_words())
+
+    def _read_last_words(self) -> dict[str, HistoryRecord]:
+        """The last words, brought up to the file (read from where it was read last: the file
+        is append-only); the history's lock is held."""
+        with self._guard:
+            try:
+                with self.path.open("rb") as handle:
+                    size = os.fstat(handle.fileno()).st_size
+                    if size < self._offset:  # not the file read before: read it whole
+                        self._offset, self._last = 0, {}
+                    handle.seek(self._offset)
+                    data = handle.read(size - self._offset)
+            except FileNotFoundError:
+                self._offset, self._last = 0, {}
+                return self._last
+            complete = data[: data.rfind(b"\n") + 1]  # a torn last line waits
+            self._offset += len(complete)
+            for line in complete.decode("utf-8", errors="replace").splitlines():
+                try:
+                    record = HistoryRecord(**json.loads(line))
+                except (ValueError, TypeError):
+                    continue
+                for key in last_word_keys(record):
+                    if record.op == "abort":
+                        self._last.pop(key, None)
+                    else:
+                        self._last[key] = record
+            return self._last
+
     def by_op_key(self, op_key: str) -> HistoryRecord | None:
         """The record written for the tool call ``op_key``, if any."""
         with self._guard:
@@ -108,3 +189,24 @@ class History:
             if entry_id is None or record.id == entry_id:
                 found.append(record)
         return found
+
+
+# records that change no entry in a file: they are never an entry's last word
+_NO_FILE_CHANGE = ("link", "consent", "repair")
+
+
+def last_word_keys(record: HistoryRecord) -> list[str]:
+    """The entry ids ``record`` is the last word about: its own, the id a hand-written line
+    takes after an update (its id follows its text), the ``h-`` id of a line that became a
+    mindroom entry ``m-`` + the same hex, and the entries a merge took in."""
+    if record.op in _NO_FILE_CHANGE or not record.id:
+        return []
+    keys = [record.id]
+    if record.op == "update" and record.id.startswith("h-") and record.new:
+        keys += [hand_id(record.path, record.new), "m-" + record.id[2:]]
+    if record.id.startswith("m-") and record.op in ("update", "restore", "ttl"):
+        keys.append("h-" + record.id[2:])
+    sources = (record.meta or {}).get("sources") if record.op == "merge" else None
+    if isinstance(sources, list):
+        keys += [str(source) for source in sources]
+    return keys

@@ -26,7 +26,7 @@ import datetime as dt
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -214,6 +214,9 @@ class MemoryIndex:
         self._epoch = 0
         self._counter = 0
         self._versions: dict[str, int] = {}
+        # told, before the new rows are committed, the entries of each file it knew that changed
+        # (path, entries before, entries now): see mindroom.memory.hand_edits
+        self.observer: Callable[[str, list[MemoryEntry], list[MemoryEntry]], None] | None = None
         with self._lock:
             self._open()
 
@@ -257,12 +260,14 @@ class MemoryIndex:
                 text = handle.read()  # as the store reads it: only "\n" ends a line
         except FileNotFoundError:
             text = ""
+        entries = parse_entries(text, relative)
+        self._observe(relative, entries)
         self._db.execute("DELETE FROM entries WHERE path = ?", (relative,))
         self._db.executemany(
             "INSERT INTO entries (text, dates, path, entry_id, start_line, end_line, fields,"
             " category, importance, pinned, type, state, updated)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [_row(relative, e) for e in parse_entries(text, relative)],
+            [_row(relative, e) for e in entries],
         )
         signature = _signature(stat)
         self._db.execute(
@@ -271,6 +276,16 @@ class MemoryIndex:
         self._signatures[relative] = signature
         self._counter += 1
         self._versions[relative] = self._counter
+
+    def _observe(self, relative: str, entries: list[MemoryEntry]) -> None:
+        """Tell the observer how a file it indexed before changed (the lock is held)."""
+        if self.observer is None or relative not in self._signatures:
+            return  # a file never indexed (new, or a rebuilt index) has nothing to compare
+        rows = self._db.execute(
+            f"SELECT {ENTRY_COLUMNS} FROM entries WHERE path = ? ORDER BY start_line",
+            (relative,),
+        ).fetchall()
+        self.observer(relative, [entry_of(row) for row in rows], entries)
 
     def sync(self) -> int:
         """Bring the index up to the files; returns how many files were (re)indexed or dropped."""
@@ -293,6 +308,7 @@ class MemoryIndex:
                 for relative, path, stat in stale:
                     self._index_file(relative, path, stat)
                 for relative in gone:
+                    self._observe(relative, [])
                     db.execute("DELETE FROM entries WHERE path = ?", (relative,))
                     db.execute("DELETE FROM files WHERE path = ?", (relative,))
                     del self._signatures[relative]

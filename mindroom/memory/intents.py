@@ -39,11 +39,13 @@ class Intents:
         self.entries = entries  # a file's entries as they are now
         self.folder = scope.state_dir / "intents"
 
-    def mark(self, record: HistoryRecord) -> Path:
-        """Leave the marker of ``record``'s write; its path."""
+    def mark(self, record: HistoryRecord | list[HistoryRecord]) -> Path:
+        """Leave the marker of ``record``'s write (or of one write of a batch of records, an
+        import's); its path."""
         self.folder.mkdir(parents=True, exist_ok=True)
         marker = self.folder / f"{time.time_ns()}-{secrets.token_hex(3)}.json"
-        marker.write_text(json.dumps(asdict(record), ensure_ascii=False), encoding="utf-8")
+        data = [asdict(r) for r in record] if isinstance(record, list) else asdict(record)
+        marker.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
         return marker
 
     def abort(self, record: HistoryRecord) -> None:
@@ -79,14 +81,18 @@ class Intents:
             return
         for marker in markers:
             try:
-                record = HistoryRecord(**json.loads(marker.read_text(encoding="utf-8")))
-                target, _ = confined_path(self.scope.root, record.path)
-            except (OSError, ValueError, TypeError, MemoryStoreError):
+                data = json.loads(marker.read_text(encoding="utf-8"))
+                records = [HistoryRecord(**r) for r in (data if isinstance(data, list) else [data])]
+                target, _ = confined_path(self.scope.root, records[0].path)
+            except (OSError, ValueError, TypeError, IndexError, MemoryStoreError):
                 marker.unlink(missing_ok=True)  # torn by the crash: its write never began
                 continue
             try:
                 with file_lock(self.locks, target, timeout=0):  # a live writer holds it
                     if marker.exists():
-                        self.settle(record, marker)
+                        for record in records:
+                            if not self.happened(record):
+                                self.abort(record)
+                        marker.unlink(missing_ok=True)
             except MemoryStoreError:
                 continue

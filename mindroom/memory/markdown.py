@@ -497,3 +497,72 @@ def _edit(
             if [block.entry for block in _parse(result, path)] == expected:
                 return result
     return splice(candidates[-1][0], False, False)
+
+
+# -- batches and export forms (import, export) -------------------------------------------------
+
+
+def append_entries(document: str, items: list[tuple[str, str, EntryFields]]) -> str:
+    """``document`` with new mindroom entries ``(id, text, fields)`` at its end, in order: what
+    :func:`append_entry` does for each, with one parse of the document for the whole batch.
+    Raises ValueError for a bad or taken id (also one taken twice in ``items``)."""
+    bom, body = _strip_bom(document)
+    lines = _split_lines(body)
+    taken = {block.entry.id for block in _parse(lines, "")}
+    eol = _document_eol(lines)
+    rendered: list[str] = []
+    for entry_id, text, fields in items:
+        if entry_id in taken:
+            raise ValueError(f"entry id {entry_id} is already in the document")
+        taken.add(entry_id)
+        rendered += render_entry(entry_id, text, fields)
+    if body and not body.endswith("\n"):
+        body += eol
+    return bom + body + "".join(line + eol for line in rendered)
+
+
+def hand_lines(text: str) -> list[str] | None:
+    """Lines of hand-written markdown that read back, alone, as one hand-written entry with
+    exactly ``text`` (so its id is ``hand_id(path, text)`` wherever it is written); None when
+    no such form exists (then only a mindroom entry can hold the text)."""
+    text = normalize_text(text)
+    first, *rest = text.split("\n")
+    forms = [_render_bullet("- ", text), [first, *rest]]
+    forms += [_render_bullet(marker, text) for marker in ("* ", "-   ")]
+    for form in forms:
+        blocks = _parse([line + "\n" for line in form], "")
+        if len(blocks) == 1 and blocks[0].kind != "mindroom" and blocks[0].entry.text == text:
+            return form
+    return None
+
+
+def entry_sections(document: str, path: str) -> list[tuple[MemoryEntry, str | None]]:
+    """Every entry of ``document`` with the markdown heading line it stands under (None: before
+    any heading), in file order. Headings inside an entry (a code block, a continuation line)
+    do not count."""
+    lines = _split_lines(_strip_bom(document)[1])
+    contents = [_content(line) for line in lines]
+    found: list[tuple[MemoryEntry, str | None]] = []
+    heading: str | None = None
+    done = 0  # lines before this index are accounted for
+    for block in _parse(lines, path):
+        entry = block.entry
+        for line in contents[done : entry.start_line - 1]:
+            if _HEADING_RE.match(line):
+                heading = line.strip()
+        found.append((entry, heading))
+        done = entry.end_line
+    return found
+
+
+def last_heading(document: str) -> str | None:
+    """The last heading line of ``document`` outside its entries (None: it has none)."""
+    lines = _split_lines(_strip_bom(document)[1])
+    contents = [_content(line) for line in lines]
+    inside: set[int] = set()
+    for block in _parse(lines, ""):
+        inside.update(range(block.entry.start_line - 1, block.entry.end_line))
+    for index in range(len(contents) - 1, -1, -1):
+        if index not in inside and _HEADING_RE.match(contents[index]):
+            return contents[index].strip()
+    return None

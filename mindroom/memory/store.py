@@ -14,7 +14,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from dataclasses import replace as _replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -31,18 +32,23 @@ from mindroom.memory.fields import (
 )
 from mindroom.memory.files import clean_temp_files, edit_file, read_text
 from mindroom.memory.filters import LIVE, MemoryFilter
+from mindroom.memory.hand_edits import record_hand_edits
 from mindroom.memory.history import History, HistoryRecord
 from mindroom.memory.index import MemoryIndex, SearchHit, memory_files
 from mindroom.memory.intents import Intents
 from mindroom.memory.lines import Hide, file_lines, hidden_lines, masked_lines
 from mindroom.memory.markdown import (
+    ENTRY_ID_RE,
     MemoryEntry,
     append_entry,
     hand_id,
+    hand_lines,
+    last_heading,
     new_entry_id,
     normalize_text,
     parse_entries,
     remove_entry,
+    render_entry,
     replace_entry,
 )
 from mindroom.memory.scope import ENTRYPOINT, MemoryScope, confined_path
@@ -74,9 +80,19 @@ class FileMemory:
         self.search_db: SyncDatabase | None = None  # memory.search.index, set by the registry
         self._pg_search: PgSearch | None = None
         self.history = History(scope.state_dir / "history.jsonl", self._locks)
+        self.index.observer = self._hand_edits
         clean_temp_files(scope.root, self._locks)  # a crashed writer's leftovers
         self._intents = Intents(scope, self._locks, self.history, self._entries)
         self._intents.reconcile()
+
+    def _hand_edits(self, relative: str, old: list[MemoryEntry], new: list[MemoryEntry]) -> None:
+        """Record what a person changed in a file by hand (see :mod:`~.hand_edits`). A history
+        that cannot be written is logged, never allowed to stop the index (search) from
+        following the files."""
+        try:
+            record_hand_edits(self.history, relative, old, new)
+        except (OSError, MemoryStoreError):
+            logger.exception("memory %s: hand edits of %s not recorded", self.scope_id, relative)
 
     @property
     def _locks(self) -> Path:
@@ -136,7 +152,7 @@ class FileMemory:
         self,
         relative: str,
         edit: Callable[[str], str | None],
-        record: Callable[[], HistoryRecord] | None,
+        record: Callable[[], HistoryRecord | list[HistoryRecord]] | None,
     ) -> tuple[str, str]:
         """Edit one file by the write protocol (see :meth:`_write`); ``(old, new)`` text."""
         return self._write(relative, edit, record)
@@ -155,31 +171,37 @@ class FileMemory:
         self,
         relative: str,
         edit: Callable[[str], str | None],
-        record: Callable[[], HistoryRecord] | None,
+        record: Callable[[], HistoryRecord | list[HistoryRecord]] | None,
     ) -> tuple[str, str]:
         """Edit file ``relative`` by the write protocol; ``record`` writes the history record
-        of the change, once, before the file changes, and leaves an intent marker until the
-        write is settled: done, or followed by an ``abort`` record if the file did not change.
+        (or the records of a batch) of the change, once, before the file changes, and leaves an
+        intent marker until the write is settled: done, or followed by an ``abort`` record if
+        the file did not change.
         """
         target, relative = confined_path(self.scope.root, relative)
-        intents: list[tuple[HistoryRecord, Path]] = []
+        intents: list[tuple[list[HistoryRecord], Path]] = []
 
         def before_write(_old: str, _new: str) -> None:
             if record is not None and not intents:
                 written = record()
-                intents.append((written, self._intents.mark(written)))
+                records = written if isinstance(written, list) else [written]
+                intents.append((records, self._intents.mark(written)))
 
         try:
             old, new = edit_file(
                 target, self._locks, edit, name=relative, before_write=before_write
             )
         except BaseException:
-            for written, marker in intents:
-                self._intents.settle(written, marker)
+            for records, marker in intents:
+                for written in records:
+                    if not self._intents.happened(written):
+                        self._intents.abort(written)
+                marker.unlink(missing_ok=True)
             raise
-        for written, marker in intents:
+        for records, marker in intents:
             if old == new:
-                self._intents.abort(written)
+                for written in records:
+                    self._intents.abort(written)
             marker.unlink(missing_ok=True)
         return old, new
 
@@ -279,6 +301,58 @@ class FileMemory:
 
         old, new = self._write(relative, edit, record)
         return None if old == new else _found(new, relative, entry_id)
+
+    def add_many_sync(
+        self, relative: str, items: Sequence[NewEntry], *, actor: str
+    ) -> list[MemoryEntry]:
+        """Append ``items`` to file ``relative`` as they are given (an import), in one write:
+        one lock, one rewrite of the file, one batch of history records (``add``, one per
+        entry, one fsync). Returns the entries written, in order.
+
+        An item's ``m-`` id is kept unless the file already holds it (then it gets a fresh
+        one: the caller decides about ids found elsewhere); an ``h-`` item without fields is
+        written as a hand-written line, so its id (which follows its file and text) comes
+        back, unless no hand-written form of its text reads back in place (then it becomes a
+        mindroom entry ``m-`` + the id's hex). Each heading an item stands under is written
+        before it when the file does not end under that heading already.
+        """
+        if not items:
+            return []
+        items = [_replace(item, text=_checked(item.text)) for item in items]
+        _, relative = confined_path(self.scope.root, relative)
+        planned: list[str] = []
+
+        def edit(doc: str) -> str | None:
+            taken = {e.id for e in parse_entries(doc, relative)}
+            as_markers: set[int] = set()
+            for _attempt in range(2):  # again with the hand-written lines that did not read back
+                planned[:] = _plan_ids(items, relative, taken, as_markers)
+                new = _append_items(doc, relative, items, planned, as_markers)
+                missing = _unread(new, relative, planned, items)
+                if not missing - as_markers:
+                    return new
+                as_markers |= missing
+            raise MemoryStoreError(f"an import into {relative} did not read back; nothing written")
+
+        def record() -> list[HistoryRecord]:
+            records = [
+                HistoryRecord(
+                    time=0.0,
+                    actor=actor,
+                    op="add",
+                    id=entry_id,
+                    path=relative,
+                    old=None,
+                    new=item.text,
+                    meta=history_meta(item.fields),
+                )
+                for entry_id, item in zip(planned, items, strict=True)
+            ]
+            return self.history.append_many(records)
+
+        _, new = self._write(relative, edit, record)
+        entries = {e.id: e for e in parse_entries(new, relative)}
+        return [entries[entry_id] for entry_id in planned if entry_id in entries]
 
     def update_sync(
         self, entry_id: str, text: str, *, actor: str, op_key: str | None = None
@@ -479,6 +553,65 @@ def _found(document: str, relative: str, entry_id: str) -> MemoryEntry:
     if entry is None:
         raise MemoryStoreError(f"memory {entry_id} was written but is no longer in {relative}")
     return entry
+
+
+@dataclass(frozen=True)
+class NewEntry:
+    """An entry to write as it is given (see :meth:`FileMemory.add_many_sync`)."""
+
+    text: str
+    fields: EntryFields = NO_FIELDS
+    entry_id: str | None = None  # m-: kept; h-: written by hand; None: a fresh id
+    heading: str | None = None  # the markdown heading line it stands under
+    note: str | None = None  # a line written right after it (an archive note)
+
+
+def _plan_ids(
+    items: Sequence[NewEntry], relative: str, taken: set[str], as_markers: set[int]
+) -> list[str]:
+    """The id each item will have in file ``relative``, which holds ``taken`` already."""
+    taken = set(taken)
+    planned: list[str] = []
+    for n, item in enumerate(items):
+        wanted = item.entry_id or ""
+        hand = wanted.startswith("h-") and item.fields == NO_FIELDS and n not in as_markers
+        if hand and hand_lines(item.text) is not None:
+            planned.append(hand_id(relative, item.text))
+            continue
+        if wanted.startswith("h-"):
+            wanted = "m-" + wanted[2:]
+        while not ENTRY_ID_RE.fullmatch(wanted) or wanted in taken:
+            wanted = new_entry_id()
+        taken.add(wanted)
+        planned.append(wanted)
+    return planned
+
+
+def _unread(new: str, relative: str, ids: list[str], items: Sequence[NewEntry]) -> set[int]:
+    """Which items do not read back from ``new`` with their planned id and text."""
+    written = {(e.id, e.text) for e in parse_entries(new, relative)}
+    pairs = enumerate(zip(ids, items, strict=True))
+    return {n for n, (entry_id, item) in pairs if (entry_id, item.text) not in written}
+
+
+def _append_items(
+    doc: str, relative: str, items: Sequence[NewEntry], ids: list[str], as_markers: set[int]
+) -> str:
+    """``doc`` with ``items`` at its end under their ids (hand-written lines for ``h-`` ids)."""
+    heading = last_heading(doc)
+    lines: list[str] = []
+    for entry_id, item in zip(ids, items, strict=True):
+        if item.heading is not None and item.heading != heading:
+            lines += ["", item.heading] if doc.strip() or lines else [item.heading]
+            heading = item.heading
+        hand = hand_lines(item.text) if entry_id.startswith("h-") else None
+        lines += hand if hand is not None else render_entry(entry_id, item.text, item.fields)
+        if item.note is not None:
+            lines.append(item.note)
+    eol = "\r\n" if doc.endswith("\r\n") else "\n"
+    if doc and not doc.endswith("\n"):
+        doc += eol
+    return doc + "".join(line + eol for line in lines)
 
 
 def _checked(text: str) -> str:

@@ -44,7 +44,7 @@ from mindroom.memory.markdown import (
     strip_marker,
 )
 from mindroom.memory.scope import MemoryScope, state_dir, team_scope_id
-from mindroom.memory.store import FileMemory, skip_unreadable
+from mindroom.memory.store import FileMemory, NewEntry, skip_unreadable
 
 _T = TypeVar("_T")
 _PASSES = 3  # a person saving during a pass makes another pass; bounded
@@ -267,9 +267,16 @@ class TeamMemory(FileMemory):
         self,
         relative: str,
         edit: Callable[[str], str | None],
-        record: Callable[[], HistoryRecord] | None,
+        record: Callable[[], HistoryRecord | list[HistoryRecord]] | None,
     ) -> tuple[str, str]:
         return self._mirrored(lambda: super(TeamMemory, self).write(relative, edit, record))
+
+    def add_many_sync(
+        self, relative: str, items: Sequence[NewEntry], *, actor: str
+    ) -> list[MemoryEntry]:
+        return self._mirrored(
+            lambda: super(TeamMemory, self).add_many_sync(relative, items, actor=actor)
+        )
 
     # every read repairs first; every write runs inside one mirror lock
     def find(self, entry_id: str) -> MemoryEntry:
