@@ -49,7 +49,13 @@ from mindroom.errors import MemoryAccessError
 from mindroom.ledger import Ledger, ledger_target
 from mindroom.memory.access import CategoryAccess
 from mindroom.memory.bounded import Threads
-from mindroom.memory.facts import known_snippets, store_facts, the_person, writable_categories
+from mindroom.memory.facts import (
+    chunk_people,
+    known_snippets,
+    store_facts,
+    the_person,
+    writable_categories,
+)
 from mindroom.memory.flush_state import (
     LEGACY_STATE_FILE,
     FlushClaim,
@@ -491,7 +497,14 @@ class FlushWorker:
         )  # fmt: skip
         person = the_person(chunk, claimed.requester)
         written, _ = await asyncio.to_thread(
-            partial(store_facts, view, facts, run=claimed.session_id, user_id=person),
+            partial(
+                store_facts,
+                view,
+                facts,
+                run=claimed.session_id,
+                user_id=person,
+                people=chunk_people(chunk),
+            ),
             turns=sum(line.role == "user" for line in chunk),
             daily_cap=settings.max_facts_per_day,
             path=memory.scope.daily_path(today()),

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from mindroom.atomic import atomic_write
 from mindroom.errors import MemoryStoreError
+from mindroom.memory.consent import ConsentPending, WriteConsent
 from mindroom.memory.files import read_text
 from mindroom.memory.index import memory_files
 from mindroom.memory.markdown import ENTRY_ID_RE, normalize_text, parse_entries, render_entry
@@ -139,21 +140,38 @@ def export_scope(memory: FileMemory | Mem0Memory, output: Path | None) -> int:
 def import_scope(memory: FileMemory | Mem0Memory, source: Path) -> int:
     """Add the texts of ``source`` not yet in ``memory``; prints how many."""
     texts = read_import(source)
+    held: list[str] = []
     if isinstance(memory, Mem0Memory):
         added = len(memory.import_entries(texts, actor=ACTOR))
     else:
-        added = _import_files(memory, texts)
-    print(f"imported {added} memories into {memory.scope_id} ({len(texts) - added} already there)")
+        added, held = _import_files(memory, texts)
+    there = len(texts) - added - len(held)
+    print(f"imported {added} memories into {memory.scope_id} ({there} already there)")
+    if held:
+        print(
+            f"{len(held)} sensitive memories wait for the consent of the person they are "
+            f"about (`mindroom memory proposals`): {', '.join(held)}"
+        )
     return 0
 
 
-def _import_files(memory: FileMemory, texts: list[str]) -> int:
-    """Append each new text to ``MEMORY.md`` through the normal write path (history: import)."""
+def _import_files(memory: FileMemory, texts: list[str]) -> tuple[int, list[str]]:
+    """Append each new text to ``MEMORY.md`` through the normal write path (history: import);
+    how many were added, and the proposals of those held back for consent (an import is an
+    operator's write: the store judges it so)."""
     present = {e.text for e in memory.list_sync(ALL)}
     added = 0
+    held: list[str] = []
     for text in texts:
         if text in present:
             continue
-        if memory.append_unique_sync(text, actor=ACTOR, path=ENTRYPOINT) is not None:
+        try:
+            written = memory.append_unique_sync(
+                text, actor=ACTOR, path=ENTRYPOINT, consent=WriteConsent.operator()
+            )
+        except ConsentPending as pending:
+            held.extend(p.id for p in pending.proposals)
+            continue
+        if written is not None:
             added += 1
-    return added
+    return added, held
