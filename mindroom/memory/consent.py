@@ -82,7 +82,10 @@ SENSITIVE = {
         r"\b(prefers? to be called|goes by|preferred name|wants? to be called|nickname)\b", re.I
     ),
     "pronouns": re.compile(r"\bpronouns?\b|\b(she/her|he/him|they/them)\b", re.I),
-    "city": re.compile(r"\b(lives in|moved to|relocated to|based in|home ?town|city)\b", re.I),
+    # "moved to" names a place only before a capital ("moved to Lyon", not "moved to 10:00")
+    "city": re.compile(
+        r"\b(lives in|based in|home ?town|city)\b|\b(moved|relocated) to (?-i:[A-Z])", re.I
+    ),
     "language": re.compile(
         r"\b(native language|mother tongue|prefers? (to )?(speak|write)|language)\b", re.I
     ),
