@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import re
 
+import aiohttp
 import nio
 import pytest
 
+from mindroom.dashboard.person import person_link
 from mindroom.memory.markdown import parse_entries
-from tests.harness import BotHarness, Human, config_text, joined, unique
+from mindroom.memory.store import FileMemory
+from tests.dashboard_fixtures import form_of, open_link, signed_in, start_dashboard
+from tests.harness import BotHarness, Human, config_text, joined, unique, write_entries
 from tests.scripted_model import Reply, ScriptedModel, ToolCall
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
@@ -77,3 +81,50 @@ async def test_a_fact_about_alice_from_bobs_turn_is_confirmed_by_alice_in_her_dm
     assert "Alice lives in Lyon" in alice_pending_dm
     assert alice_confirms == "Stored: Alice lives in Lyon"
     assert "Alice lives in Lyon" in _memory(bot)
+
+
+async def test_an_admins_sensitive_dashboard_edit_waits_but_a_persons_own_me_edit_is_written(
+    bot: BotHarness, model: ScriptedModel
+) -> None:
+    alice = "@alice:localhost"
+    agents = {"general": {"rooms": []}, "mind": {"private": {"per": "user"}}}
+    await bot.start(config_text(model.base_url, agents))
+    assert bot.bot is not None
+    shared = write_entries(
+        bot.storage / "agents" / "general" / "workspace", "MEMORY.md", ["Alice keeps bees"]
+    )
+    private = bot.bot.memories.for_agent("mind", requester=alice)
+    assert isinstance(private, FileMemory)
+    private.add_sync("Alice likes jam", actor="test")
+    dash = await start_dashboard(bot)
+    try:
+        async with signed_in(dash) as admin:
+            scope = await (await admin.get("/memory/s/agent_general")).text()
+            [href] = re.findall(r'<td><a href="([^"]+/e/[^"]+)">', scope)
+            page = await (await admin.get(href)).text()
+            held = await admin.post(href, data={**form_of(page), "text": "Alice lives in Lyon"})
+            held_page = await held.text()
+            page = await (await admin.get(href)).text()
+            plain = await admin.post(href, data={**form_of(page), "text": "Alice keeps two hives"})
+        jar = aiohttp.CookieJar(unsafe=True)
+        async with aiohttp.ClientSession(cookie_jar=jar) as person:
+            link = person_link(dash.data_dir, dash.host.config.dashboard, alice)
+            assert link is not None
+            home = await (await open_link(person, link)).text()
+            [action] = re.findall(r'<form method="post" action="(/me/s/[^"]+/e/[^"/]+)">', home)
+            csrf = re.search(r'name="csrf" value="([^"]+)"', home)
+            assert csrf is not None
+            base = f"http://127.0.0.1:{dash.port}"
+            own = await person.post(
+                base + action, data={"csrf": csrf.group(1), "text": "Alice moved to Porto"}
+            )
+    finally:
+        await dash.stop()
+
+    assert held.status == 422
+    assert "not stored yet: city is a personal detail" in held_page
+    assert plain.status == 200  # control: the same edit path writes an ordinary fact
+    assert "Alice keeps two hives" in shared.read_text()
+    assert "Lyon" not in shared.read_text()
+    assert own.status == 200
+    assert [e.text for e in private.list_sync(10)] == ["Alice moved to Porto"]  # her consent
