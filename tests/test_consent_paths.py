@@ -213,3 +213,21 @@ def test_an_operators_edit_of_a_persons_sensitive_fact_waits_but_their_own_is_wr
         assert not any(queue.may_answer(p, BOB, []) for p in proposals)
     finally:
         queue.close()
+
+
+def test_a_write_path_that_states_no_consent_cannot_skip_the_check(
+    file_memory: FileMemory,
+) -> None:
+    """A new write path (here the bare file write every path ends in) states no consent: the
+    store judges it as having none."""
+
+    def append(document: str) -> str:
+        return document + "- Alice's native language is Portuguese\n- The bus leaves at 8\n"
+
+    with pytest.raises(MemoryStoreError, match="not stored yet: language"):
+        file_memory.write("MEMORY.md", append, None)
+    assert not file_memory.scope.entrypoint.exists()  # nothing of that write, not even a part
+    file_memory.write("MEMORY.md", lambda doc: doc + "- The bus leaves at 8\n", None)
+    assert _texts(file_memory) == ["The bus leaves at 8"]  # control: an ordinary write
+    (proposal,) = _pending(file_memory)
+    assert proposal.text == "Alice's native language is Portuguese"
