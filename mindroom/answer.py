@@ -34,6 +34,7 @@ from mindroom.matrix.events import (
 )
 from mindroom.matrix.reply import ReplyWriter
 from mindroom.matrix.send import notice_content
+from mindroom.memory.consent import Person
 from mindroom.metrics import METRICS
 from mindroom.presence import REQUESTER_KEY, Presence
 from mindroom.routing import Route, RouteKind, route_handoff
@@ -244,6 +245,14 @@ class Answerer:
             threadable=message.threadable,
         )
 
+    def _people(self, room_id: str, sender: str) -> tuple[Person, ...]:
+        """The people of ``room_id`` (the sender first) with their display names there."""
+        members = sorted(self._presence.room_humans(room_id) - {sender})
+        return tuple(
+            Person(user_id, self._presence.display_name(room_id, user_id))
+            for user_id in [sender, *members]
+        )
+
     async def answer(
         self,
         agent: str,
@@ -290,6 +299,7 @@ class Answerer:
             speaker=speaker,
             query=message.body or (message.attachment.name if message.attachment else ""),
             images=given.images,
+            people=self._people(plan.room_id, message.sender),
         )
         writer = ReplyWriter(
             account,

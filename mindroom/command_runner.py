@@ -10,6 +10,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Protocol
 
 from mindroom import commands
@@ -128,10 +129,16 @@ async def run_command(bot: CommandHost, message: IncomingMessage) -> None:
     elif command.name in ("compact", "status") and bot.answers is not None:
         text = await session_command(bot, bot.answers.sessions, message, command)
     elif command.name == "memory":
+        # what waits for a person's consent names personal details: listed only to them alone
+        in_dm = account.only_with(message.room_id, message.sender, bot.own_user_ids())
         text = await asyncio.to_thread(
-            memory_command, bot.config, bot.memories, room_agents, message.sender,
+            partial(memory_command, in_dm=in_dm),
+            bot.config,
+            bot.memories,
+            room_agents,
+            message.sender,
             command.argument,
-        )  # fmt: skip
+        )
         text = _with_memory_link(bot, account, message, command.argument, text)
     elif command.name == "config":
         if bot.reloader is None:

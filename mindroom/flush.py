@@ -49,7 +49,14 @@ from mindroom.errors import MemoryAccessError
 from mindroom.ledger import Ledger, ledger_target
 from mindroom.memory.access import CategoryAccess
 from mindroom.memory.bounded import Threads
-from mindroom.memory.facts import known_snippets, store_facts, the_person, writable_categories
+from mindroom.memory.consent import KEPT, ConsentPending, WriteConsent
+from mindroom.memory.facts import (
+    chunk_people,
+    known_snippets,
+    store_facts,
+    the_person,
+    writable_categories,
+)
 from mindroom.memory.flush_state import (
     LEGACY_STATE_FILE,
     FlushClaim,
@@ -378,11 +385,21 @@ class FlushWorker:
             logger.warning("curating %s failed: %s", memory.scope_id, exc)
             return []
         promoted = []
+        stored = {" ".join(text.split()).casefold() for text in daily}
         for fact in facts:
+            # a copy of a daily fact adds nothing new; other words are the model's own
+            copied = " ".join(fact.split()).casefold() in stored
+            consent = KEPT if copied else WriteConsent.model()
             try:
                 added = await asyncio.to_thread(
-                    view.append_unique_sync, fact, actor="curation", path="MEMORY.md"
+                    partial(view.append_unique_sync, consent=consent),
+                    fact,
+                    actor="curation",
+                    path="MEMORY.md",
                 )
+            except ConsentPending as held:
+                logger.info("curating %s: %s", memory.scope_id, held)
+                continue
             except MemoryAccessError as exc:  # its allowlist lacks the default category
                 logger.warning("curating %s: %s", memory.scope_id, exc)
                 break
@@ -491,7 +508,14 @@ class FlushWorker:
         )  # fmt: skip
         person = the_person(chunk, claimed.requester)
         written, _ = await asyncio.to_thread(
-            partial(store_facts, view, facts, run=claimed.session_id, user_id=person),
+            partial(
+                store_facts,
+                view,
+                facts,
+                run=claimed.session_id,
+                user_id=person,
+                people=chunk_people(chunk),
+            ),
             turns=sum(line.role == "user" for line in chunk),
             daily_cap=settings.max_facts_per_day,
             path=memory.scope.daily_path(today()),

@@ -70,6 +70,7 @@ from typing import Any
 
 from mindroom.atomic import atomic_write
 from mindroom.errors import MemoryStoreError
+from mindroom.memory.consent import ConsentPending, WriteConsent
 from mindroom.memory.dates import entry_date
 from mindroom.memory.fields import (
     NO_FIELDS,
@@ -82,6 +83,7 @@ from mindroom.memory.files import read_text
 from mindroom.memory.index import ARCHIVE_DIR, memory_files
 from mindroom.memory.markdown import (
     ENTRY_ID_RE,
+    MemoryEntry,
     entry_sections,
     hand_id,
     hand_lines,
@@ -389,18 +391,25 @@ def read_import(source: Path) -> list[ExportedEntry]:
 
 
 def import_scope(memory: FileMemory | Mem0Memory, source: Path) -> int:
-    """Add the entries of ``source`` not yet in ``memory``; prints how many (and renames)."""
+    """Add the entries of ``source`` not yet in ``memory``; prints how many (and renames, and
+    the sensitive ones that wait for consent)."""
     entries = read_import(source)
+    held: list[str] = []
     if isinstance(memory, Mem0Memory):
         texts = list(dict.fromkeys(e.text for e in entries))
         added = len(memory.import_entries(texts, actor=ACTOR))
         already = len(texts) - added
         renamed: list[tuple[str, str]] = []
     else:
-        added, already, renamed = import_files(memory, entries)
+        added, already, renamed, held = import_files(memory, entries)
     print(f"imported {added} memories into {memory.scope_id} ({already} already there)")
     for old, new in renamed:
         print(f"  {old} is taken by a different memory in {memory.scope_id}: imported as {new}")
+    if held:
+        print(
+            f"{len(held)} sensitive memories wait for the consent of the person they are "
+            f"about (`mindroom memory proposals`): {', '.join(held)}"
+        )
     return 0
 
 
@@ -433,9 +442,13 @@ def _kept_id(entry: ExportedEntry) -> str | None:
 
 def import_files(
     memory: FileMemory, entries: Iterable[ExportedEntry]
-) -> tuple[int, int, list[tuple[str, str]]]:
+) -> tuple[int, int, list[tuple[str, str]], list[str]]:
     """Write ``entries`` into their files (see the module docstring): (added, already there,
-    [(taken id, the id it was imported as)])."""
+    [(taken id, the id it was imported as)], [the proposals held back for consent]).
+
+    An import is an operator's write, so the store judges its consent so: a batch holding a
+    sensitive fact is refused whole, its held facts filed as proposals, and the rest of the
+    batch written again without them."""
     held = _held(memory)
     texts = {text for text, _ in held.values()}
     batches: dict[str, list[tuple[NewEntry, str | None]]] = {}
@@ -456,10 +469,35 @@ def import_files(
         batches.setdefault(relative, []).append((item, keep if taken else None))
     added = 0
     renamed: list[tuple[str, str]] = []
+    waiting: list[str] = []
     for relative, batch in batches.items():
-        written = memory.add_many_sync(relative, [item for item, _ in batch], actor=ACTOR)
+        written, batch, held_ids = _add_consented(memory, relative, batch)
+        waiting.extend(held_ids)
         added += len(written)
         for (_, old), new in zip(batch, written, strict=False):
             if old is not None:
                 renamed.append((old, new.id))
-    return added, already, renamed
+    return added, already, renamed, waiting
+
+
+def _add_consented(
+    memory: FileMemory, relative: str, batch: list[tuple[NewEntry, str | None]]
+) -> tuple[list[MemoryEntry], list[tuple[NewEntry, str | None]], list[str]]:
+    """Write ``batch`` into ``relative`` as an operator; a batch the store holds back for
+    consent is written again without its held texts. (written, the batch written, held ids)."""
+    held: list[str] = []
+    while batch:
+        try:
+            written = memory.add_many_sync(
+                relative, [item for item, _ in batch], actor=ACTOR, consent=WriteConsent.operator()
+            )
+        except ConsentPending as pending:
+            held.extend(p.id for p in pending.proposals)
+            waiting = {p.text for p in pending.proposals}
+            kept = [pair for pair in batch if pair[0].text not in waiting]
+            if len(kept) == len(batch):  # held for a text not in the batch: never loop
+                raise
+            batch = kept
+            continue
+        return written, batch, held
+    return [], [], held

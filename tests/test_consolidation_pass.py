@@ -564,8 +564,8 @@ def test_a_reconcile_from_elsewhere_waits_for_a_move_in_between_its_two_steps(
     reconciled: list[int] = []
     worker: list[threading.Thread] = []
 
-    def write_then_let_another_process_reconcile(relative: str, *args: Any) -> Any:
-        result = real_write(relative, *args)
+    def write_then_let_another_process_reconcile(relative: str, *args: Any, **kw: Any) -> Any:
+        result = real_write(relative, *args, **kw)
         if relative.startswith("memory/archive/") and not worker:  # step one done
             worker.append(threading.Thread(
                 target=lambda: reconciled.append(reconcile_archive_sync(other))))  # fmt: skip

@@ -9,11 +9,14 @@ import pytest
 from mindroom.agents.runner import AgentRuntime
 from mindroom.config import parse_config
 from mindroom.flush import FlushWorker
+from mindroom.memory.consent import WriteConsent
 from mindroom.memory.flush_state import FlushEntry
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.store import today
 from tests.harness import config_text
 from tests.scripted_model import ScriptedModel
+
+SEEDED = WriteConsent.confirmed()  # test data stands for facts stored with consent
 
 
 @pytest.mark.asyncio
@@ -37,7 +40,7 @@ async def test_curation_promotes_within_caps_once_a_day(
     daily = f"memory/{today()}.md"
     for fact in ("Ana is the user's daughter", "The user is vegetarian", "It rained today"):
         memory.add_sync(fact, actor="flush", path=daily)
-    memory.add_sync("The user lives in Porto", actor="cli")
+    memory.add_sync("The user lives in Porto", actor="cli", consent=SEEDED)
     model.push(
         "- Ana is the user's daughter\n- The user is vegetarian\n- The user lives in Porto\n"
         "- A third line beyond the cap"

@@ -15,6 +15,7 @@ import pytest
 
 from mindroom.config import parse_config
 from mindroom.embeddings import Embedder
+from mindroom.memory.consent import WriteConsent
 from mindroom.memory.hybrid import Weights, fuse, hybrid_search
 from mindroom.memory.index import SearchHit
 from mindroom.memory.markdown import MemoryEntry
@@ -22,6 +23,8 @@ from mindroom.memory.recall import RecallSettings, build_recall
 from mindroom.memory.scope import MemoryScope
 from mindroom.memory.store import FileMemory
 from tests.harness import config_text
+
+SEEDED = WriteConsent.confirmed()  # test data stands for facts stored with consent
 
 FACTS = [
     "Alice (@alice:example.org) takes cello lessons every Thursday",
@@ -61,7 +64,7 @@ def memory(tmp_path: Path, local_embedder: Embedder) -> Iterator[FileMemory]:
     opened = FileMemory(MemoryScope("agent_test", workspace, tmp_path / "state"), local_embedder)
     day = (dt.date.today() - dt.timedelta(days=30)).isoformat()
     for text in FACTS:
-        opened.add_sync(text, actor="test", path=f"memory/{day}.md")
+        opened.add_sync(text, actor="test", path=f"memory/{day}.md", consent=SEEDED)
     yield opened
     opened.close()
 
@@ -167,7 +170,7 @@ def test_a_big_backlog_is_embedded_in_the_background_while_search_stays_keyword_
     memory = FileMemory(MemoryScope("agent_test", workspace, tmp_path / "state"), local_embedder)
     try:
         for text in FACTS:  # 6 new entries, more than the limit
-            memory.add_sync(text, actor="test")
+            memory.add_sync(text, actor="test", consent=SEEDED)
         found = hybrid_search(memory, "is Bob allergic to peanuts?", 3)
         assert found[0].entry.text == "Bob is allergic to peanuts"  # from keywords
         assert found[0].similarity is None  # the vector half sat this one out

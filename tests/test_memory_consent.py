@@ -127,15 +127,19 @@ def test_a_tool_write_of_a_sensitive_detail_waits_and_the_person_confirms_in_cha
         assert "she/her" not in memory.scope.entrypoint.read_text()
 
         agents = ["mind", "general"]
-        assert proposal_id in memory_command(config, registry, agents, ALICE, "pending")
-        assert "Nothing is waiting" in memory_command(config, registry, agents, BOB, "pending")
-        bob = memory_command(config, registry, agents, BOB, f"confirm {proposal_id}")
+
+        def command(sender: str, argument: str) -> str:  # each in a DM of the sender
+            return memory_command(config, registry, agents, sender, argument, in_dm=True)
+
+        assert proposal_id in command(ALICE, "pending")
+        assert "Nothing is waiting" in command(BOB, "pending")
+        bob = command(BOB, f"confirm {proposal_id}")
         assert bob == f"No proposal {proposal_id!r} is waiting for you."
         assert "she/her" not in memory.scope.entrypoint.read_text()
-        alice = memory_command(config, registry, agents, ALICE, f"confirm {proposal_id}")
+        alice = command(ALICE, f"confirm {proposal_id}")
         assert alice == "Stored: Alice's pronouns are she/her"
         assert "Alice's pronouns are she/her" in memory.scope.entrypoint.read_text()
-        again = memory_command(config, registry, agents, ALICE, f"confirm {proposal_id}")
+        again = command(ALICE, f"confirm {proposal_id}")
         assert again == f"proposal {proposal_id} is applied."
     finally:
         registry.close()

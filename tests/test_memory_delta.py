@@ -11,11 +11,14 @@ import pytest
 from mindroom.config.schema import Config
 from mindroom.memory import delta as delta_module
 from mindroom.memory.access import CategoryAccess
+from mindroom.memory.consent import WriteConsent
 from mindroom.memory.delta import ThreadRevisions
 from mindroom.memory.fields import EntryFields
 from mindroom.memory.recall import RecallSettings, build_recall
 from mindroom.memory.store import FileMemory
 from mindroom.memory.view import AgentView
+
+SEEDED = WriteConsent.confirmed()  # test data stands for facts stored with consent
 
 HEAD = "Memory changes since your last turn here"
 
@@ -40,6 +43,7 @@ def test_changes_since_a_threads_last_turn_head_its_next_recall_once(memory: Fil
         "Alice's preferred name is Ana",
         actor="flush",
         fields=EntryFields(category="profile", importance=2),
+        consent=SEEDED,
     )
     second = _recall(memory, "t1")
     third = _recall(memory, "t1")
@@ -78,7 +82,12 @@ def test_a_preview_does_not_advance_and_hidden_categories_are_not_told(
     memory: FileMemory,
 ) -> None:
     _recall(memory, "t1")
-    memory.add_sync("Alice lives in Lyon", actor="flush", fields=EntryFields(category="profile"))
+    memory.add_sync(
+        "Alice lives in Lyon",
+        actor="flush",
+        fields=EntryFields(category="profile"),
+        consent=SEEDED,
+    )
     memory.add_sync("Alice must file taxes", actor="flush", fields=EntryFields(category="tasks"))
     config = Config.model_validate({"memory": {"allowlists": {}}})
     planner = CategoryAccess.of(config, None)

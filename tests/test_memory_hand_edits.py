@@ -140,7 +140,7 @@ def test_history_names_a_hand_edit_once_and_the_bots_own_write_as_the_bots(
     memory = registry.for_agent("general")
     assert isinstance(memory, FileMemory)
     try:
-        entry = memory.add_sync("Alice lives in Lyon", actor="test", fields=HEALTH)
+        entry = memory.add_sync("Alice plays chess in Lyon", actor="test", fields=HEALTH)
         memory.index.sync()
         path = memory.scope.root / "MEMORY.md"
         text = path.read_text(encoding="utf-8")
@@ -148,7 +148,7 @@ def test_history_names_a_hand_edit_once_and_the_bots_own_write_as_the_bots(
 
         registry.sync_changed({path})  # what the watcher calls
         registry.sync_changed({path})  # again: nothing new to record
-        memory.update_sync(entry.id, "Alice lives in Nice", actor="tool")  # the bot's write
+        memory.update_sync(entry.id, "Alice plays chess in Nice", actor="tool")  # the bot's write
         registry.sync_changed({path})
     finally:
         registry.close()
@@ -160,7 +160,7 @@ def test_history_names_a_hand_edit_once_and_the_bots_own_write_as_the_bots(
     assert len(lines) == 3, history.stdout
     assert HAND in lines[1]
     assert "update" in lines[1]
-    assert "'Alice lives in Lyon' -> 'Alice lives in Paris'" in lines[1]
+    assert "'Alice plays chess in Lyon' -> 'Alice plays chess in Paris'" in lines[1]
     assert "tool" in lines[2]
     assert HAND not in lines[2]
     memory = FileMemory(agent_scope(config.parent, "general"))

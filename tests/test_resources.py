@@ -25,10 +25,13 @@ import pytest_asyncio
 from mindroom.agents.runner import AgentRuntime, TurnRequest
 from mindroom.config import parse_config
 from mindroom.matrix.homeserver import EmbeddedHomeserver
+from mindroom.memory.consent import WriteConsent
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.resources import exhaustion_message, private_instance_limit
 from tests.harness import BotProcess, Human, config_text, unique
 from tests.scripted_model import ScriptedModel, all_text, last_user_text
+
+SEEDED = WriteConsent.confirmed()  # test data stands for facts stored with consent
 
 FDS_PER_PERSON = 9  # session db, keyword index, vectors: each a database, -wal and -shm
 BOT_FD_LIMIT = 160  # where, before the descriptors were bounded, the 22nd person got an error
@@ -163,7 +166,7 @@ async def test_a_person_whose_instance_was_closed_keeps_history_and_memory(
     await bench.turn(alice, "my cat is called Tom")
     memory = bench.registry.for_agent("mind", alice)
     assert memory is not None
-    memory.add_sync("Alice's sister lives in Lisbon", actor="test")
+    memory.add_sync("Alice's sister lives in Lisbon", actor="test", consent=SEEDED)
     assert bench.files_of(alice)  # positive control: her instance is open now
 
     for i in range(4):

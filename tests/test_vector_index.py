@@ -19,9 +19,12 @@ import pytest
 from mindroom.embeddings import Embedder
 from mindroom.embeddings.local import SentenceTransformerEmbedder
 from mindroom.memory.candidates import search_candidates
+from mindroom.memory.consent import WriteConsent
 from mindroom.memory.files import atomic_write
 from mindroom.memory.scope import MemoryScope
 from mindroom.memory.store import FileMemory
+
+SEEDED = WriteConsent.confirmed()  # test data stands for facts stored with consent
 
 FACTS = [
     "Allergic to peanuts",
@@ -88,7 +91,7 @@ def keys(rows) -> list[tuple]:
 
 def test_only_new_or_changed_entries_are_embedded(memory: FileMemory) -> None:
     vectors = vectors_of(memory)
-    added = [memory.add_sync(text, actor="test") for text in FACTS[:3]]
+    added = [memory.add_sync(text, actor="test", consent=SEEDED) for text in FACTS[:3]]
     assert vectors.sync() == 3
 
     memory.add_sync(FACTS[3], actor="test")
@@ -153,7 +156,7 @@ def test_a_hand_edit_reaches_the_vector_index_as_it_reaches_the_keyword_index(
 
 def test_reindex_gives_the_same_index_as_incremental_updates(memory: FileMemory) -> None:
     vectors = vectors_of(memory)
-    entries = [memory.add_sync(text, actor="test") for text in FACTS]
+    entries = [memory.add_sync(text, actor="test", consent=SEEDED) for text in FACTS]
     vectors.sync()
     memory.update_sync(entries[1].id, "Bob plays the cello on Sundays", actor="test")
     memory.delete_sync(entries[2].id, actor="test")
@@ -178,7 +181,7 @@ def test_reindex_gives_the_same_index_as_incremental_updates(memory: FileMemory)
 
 def test_a_deleted_index_is_rebuilt_from_the_files(tmp_path: Path, memory: FileMemory) -> None:
     for text in FACTS:
-        memory.add_sync(text, actor="test")
+        memory.add_sync(text, actor="test", consent=SEEDED)
     before = [(h.entry.id, round(h.score, 4)) for h in vectors_of(memory).search("music", 3)]
     memory.close()
     for name in os.listdir(tmp_path / "state"):
@@ -197,7 +200,7 @@ def test_a_deleted_index_is_rebuilt_from_the_files(tmp_path: Path, memory: FileM
 
 def test_stored_vectors_are_reused_by_the_next_process(tmp_path: Path, memory: FileMemory) -> None:
     for text in FACTS:
-        memory.add_sync(text, actor="test")
+        memory.add_sync(text, actor="test", consent=SEEDED)
     vectors_of(memory).sync()
     memory.close()
 

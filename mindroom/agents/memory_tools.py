@@ -23,21 +23,18 @@ import contextvars
 import hashlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 
 from agno.tools import Toolkit
 
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.access import CategoryAccess
-from mindroom.memory.bounded import bounded
-from mindroom.memory.consent import ConsentQueue, classify
+from mindroom.memory.consent import ConsentPending, Person, WriteConsent
 from mindroom.memory.fields import EntryFields, check_fields, render_fields
 from mindroom.memory.markdown import MemoryEntry
 from mindroom.memory.mem0.memory import MEM0_PATH
 from mindroom.memory.registry import ScopeMemory
 from mindroom.memory.relations import RelationSettings
-from mindroom.memory.scope import ENTRYPOINT
-from mindroom.memory.store import FileMemory
 from mindroom.memory.view import AgentView
 from mindroom.redact import redact_text
 
@@ -52,26 +49,29 @@ _turn_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 _turn_run: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "mindroom_tool_run", default=None
 )
-_turn_user: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "mindroom_tool_user", default=None
+_turn_consent: contextvars.ContextVar[WriteConsent | None] = contextvars.ContextVar(
+    "mindroom_tool_consent", default=None
 )
 
 
 @contextlib.contextmanager
-def tool_turn(key: str, run: str | None = None, user: str | None = None) -> Iterator[None]:
+def tool_turn(
+    key: str, run: str | None = None, user: str | None = None, people: Iterable[Person] = ()
+) -> Iterator[None]:
     """Run a turn's tool calls under ``key`` (e.g. ``"<trigger event id>|<agent>"``), in
-    conversation ``run`` (its session id, recorded with what the tools write), for ``user``
-    (the person whose consent a sensitive change waits for).
+    conversation ``run`` (its session id, recorded with what the tools write), started by
+    ``user`` among ``people`` (the room's people, with their display names): whom a sensitive
+    fact is about is judged from them (:func:`mindroom.memory.consent.subject_of`).
 
     The same key on a resumed turn makes its memory writes repeat nothing.
     """
     token = _turn_key.set(key)
     run_token = _turn_run.set(run)
-    user_token = _turn_user.set(user)
+    consent_token = _turn_consent.set(WriteConsent.model(user, people))
     try:
         yield
     finally:
-        _turn_user.reset(user_token)
+        _turn_consent.reset(consent_token)
         _turn_run.reset(run_token)
         _turn_key.reset(token)
 
@@ -84,6 +84,13 @@ def operation_key(tool: str, *arguments: str) -> str | None:
     normalized = [" ".join(argument.split()) for argument in arguments]
     data = json.dumps([turn, tool, normalized], ensure_ascii=False).encode()
     return "op-" + hashlib.sha256(data).hexdigest()[:32]
+
+
+def _consent() -> WriteConsent:
+    """The consent a tool write carries: a model's, in the current turn (the store decides
+    whether its text may be written, see :mod:`mindroom.memory.consent`); outside a turn, a
+    model's with no known speaker."""
+    return _turn_consent.get() or WriteConsent.model()
 
 
 def _fields(category: str | None, importance: int | None, pinned: bool) -> EntryFields:
@@ -116,6 +123,8 @@ def _dated(entry: MemoryEntry) -> str:
 async def guard(action: Callable[[], Awaitable[str]]) -> str:
     try:
         return await action()
+    except ConsentPending as held:  # not an error: the write waits for its subject
+        return redact_text(str(held))
     except MemoryStoreError as exc:
         return redact_text(f"error: {exc}")
     except Exception as exc:  # a tool is an edge: the model gets text, the bot keeps running
@@ -179,35 +188,12 @@ class MemoryTools(Toolkit):
             words = fields_key(fields)  # none: the key a call without fields always had
             key = operation_key("add_memory", text, *([words] if words else []))
             run = _turn_run.get()
-            waiting = await bounded(self._needs_consent, text, fields)
-            if waiting is not None:
-                return waiting
-            entry = await self.view.add(text, actor=self.actor, op_key=key, fields=fields, run=run)
+            entry = await self.view.add(
+                text, actor=self.actor, op_key=key, fields=fields, run=run, consent=_consent()
+            )
             return f"remembered {_show(entry)}"
 
         return await guard(act)
-
-    def _needs_consent(self, text: str, fields: EntryFields) -> str | None:
-        """The answer when ``text`` changes a sensitive field: it becomes a proposal the
-        person confirms (see :mod:`mindroom.memory.consent`); None: write it now."""
-        change = classify(text, fields)
-        if change is None or change[0] != "sensitive" or not isinstance(self.memory, FileMemory):
-            return None
-        person = _turn_user.get()
-        queue = ConsentQueue(self.memory)
-        try:
-            proposal, _ = queue.propose(
-                text.strip(), fields, kind="sensitive", field=change[1], path=ENTRYPOINT,
-                user_id=person, actor=self.actor,
-            )  # fmt: skip
-        finally:
-            queue.close()
-        who = person or "the person"
-        return (
-            f"not stored yet: {change[1].replace('_', ' ')} is a personal detail, so it waits "
-            f"for {who} to confirm (proposal {proposal.id}, for 7 days). Tell them to reply "
-            f"`!memory confirm {proposal.id}` to store it, or `!memory reject {proposal.id}`."
-        )
 
     async def search_memories(self, query: str, limit: int = 5) -> str:
         """Search your memory for entries matching the query, by words and by meaning.
@@ -262,7 +248,9 @@ class MemoryTools(Toolkit):
 
         async def act() -> str:
             key = operation_key("update_memory", id, text)
-            entry = await self.view.update(id, text, actor=self.actor, op_key=key)
+            entry = await self.view.update(
+                id, text, actor=self.actor, op_key=key, consent=_consent()
+            )
             return f"updated {_show(entry)}"
 
         return await guard(act)

@@ -265,7 +265,12 @@ class AgentRuntime(SessionWork):
         try:
             with (
                 self._turn(),
-                tool_turn(turn_key(request, request.agent), request.session_id, request.user_id),
+                tool_turn(
+                    turn_key(request, request.agent),
+                    request.session_id,
+                    request.user_id,
+                    request.people,
+                ),
             ):
                 async with self._lock(request.session_id):
                     db = self._db(request.agent, request.user_id)
@@ -357,7 +362,9 @@ class AgentRuntime(SessionWork):
         """Answer ``request`` as a team; see :meth:`_team_turn`."""
         with (
             self._turn(),
-            tool_turn(turn_key(request, spec.name), request.session_id, request.user_id),
+            tool_turn(
+                turn_key(request, spec.name), request.session_id, request.user_id, request.people
+            ),
         ):
             return await self._team_turn(spec, request)
 

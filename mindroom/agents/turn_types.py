@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from mindroom.memory.consent import Person
+
 
 @dataclass(frozen=True)
 class TurnRequest:
@@ -26,6 +28,8 @@ class TurnRequest:
     # group (a name is not what was asked: it pulled the speaker's entries into every turn)
     query: str = ""
     images: tuple[bytes, ...] = ()  # images sent with the message (to a vision model)
+    # the room's people, with display names: whom a fact the tools write is about (consent)
+    people: tuple[Person, ...] = ()
 
     @property
     def recall_query(self) -> str:

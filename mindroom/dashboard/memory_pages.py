@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import html
 import time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -26,6 +27,7 @@ from mindroom.errors import MemoryStoreError
 from mindroom.maintenance.loop import schedule_target
 from mindroom.maintenance.store import MaintenanceStore
 from mindroom.memory.access import CategoryAccess
+from mindroom.memory.consent import WriteConsent
 from mindroom.memory.view import AgentView
 
 if TYPE_CHECKING:
@@ -266,7 +268,14 @@ async def _change(dash: Dashboard, request: web.Request, what: str) -> web.Respo
             text = " ".join(form.get("text", "").split())
             if not text:
                 raise MemoryStoreError("an entry needs some text (Delete removes it)")
-            changed = await asyncio.to_thread(scope.view.update_sync, entry_id, text, actor=ACTOR)
+            # an operator's edit is not the consent of the person a fact is about: a
+            # sensitive new text waits for them (the store files it, and says so here)
+            changed = await asyncio.to_thread(
+                partial(scope.view.update_sync, consent=WriteConsent.operator()),
+                entry_id,
+                text,
+                actor=ACTOR,
+            )
             target = changed.id  # a hand-written entry's id follows its text
         elif what == "delete":
             await asyncio.to_thread(scope.view.delete_sync, entry_id, actor=ACTOR)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -21,6 +22,7 @@ from mindroom.dashboard import person, scopes
 from mindroom.dashboard.access import PERSON, PERSON_COOKIE, PERSON_UNTIL
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.access import CategoryAccess
+from mindroom.memory.consent import WriteConsent
 from mindroom.memory.private import requester_key
 from mindroom.memory.store import FileMemory
 from mindroom.memory.view import AgentView
@@ -179,14 +181,19 @@ async def home(dash: Dashboard, request: web.Request) -> web.Response:
 
 async def _change(dash: Dashboard, request: web.Request, what: str) -> web.Response:
     form = await dash.form(request)  # this person's CSRF field, before anything is opened
-    _, _, view = await _open(dash, request)
+    user, _, view = await _open(dash, request)
     entry_id = request.match_info["entry"]
     try:
         if what == "update":
             text = " ".join(str(form.get("text", "")).split())
             if not text:
                 raise MemoryStoreError("an entry needs some text (Delete removes it)")
-            await asyncio.to_thread(view.update_sync, entry_id, text, actor=ACTOR)
+            # the person's own edit of their own memory is their consent (the store checks
+            # that the scope is theirs: see mindroom.memory.consent)
+            consent = WriteConsent.person(user)
+            await asyncio.to_thread(
+                partial(view.update_sync, consent=consent), entry_id, text, actor=ACTOR
+            )
         else:
             await asyncio.to_thread(view.delete_sync, entry_id, actor=ACTOR)
     except MemoryStoreError as exc:

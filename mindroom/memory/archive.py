@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from mindroom.errors import MemoryStoreError
+from mindroom.memory.consent import KEPT
 from mindroom.memory.files import file_lock, read_text
 from mindroom.memory.history import HistoryRecord
 from mindroom.memory.index import ARCHIVE_DIR, memory_files
@@ -210,7 +211,10 @@ def archive_entry_sync(
         if reconcile:
             reconcile_archive_sync(memory)
         before, after = memory.write(
-            target, lambda doc: _append(doc, entry, _note(today, entry.path, why)), None
+            target,
+            lambda doc: _append(doc, entry, _note(today, entry.path, why)),
+            None,
+            consent=KEPT,  # a move: the text was stored before
         )
         kept = any(e.id == entry.id and e.text == entry.text for e in parse_entries(after, target))
         if not kept:  # the id is archived this month with another text: leave it all as it is
@@ -259,7 +263,9 @@ def restore_archived_sync(memory: FileMemory, entry_id: str, *, actor: str) -> M
                 new=item.entry.text, meta={"archive": item.entry.path},
             )  # fmt: skip
 
-        old, new = memory.write(source, lambda doc: _append(doc, item.entry, None), record)
+        old, new = memory.write(
+            source, lambda doc: _append(doc, item.entry, None), record, consent=KEPT
+        )
         if old == new:  # the id is live there with another text: keep the archived one
             raise MemoryStoreError(
                 f"memory {entry_id} is in {source} already (with other text); the archived "

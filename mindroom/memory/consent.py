@@ -1,11 +1,45 @@
 """Consent before sensitive memory changes, and corroboration before benign ones (spec 10).
 
-What mindroom writes on its own (the flush; an agent's tool) about a person's *sensitive
-fields* (preferred name, pronouns, city, language) is not written: it becomes a *proposal*,
-kept for :data:`PROPOSAL_DAYS` days, that the person confirms (``!memory confirm ID`` in chat,
-or ``mindroom memory confirm ID``) or rejects; unanswered, it expires. A *benign* change (a
-tone preference, a new goal) found by the flush is written once a second, separate
+A *sensitive* fact (preferred name, pronouns, city, language) is written only with the consent
+of the person it is about, its *subject*; otherwise it becomes a *proposal*, kept for
+:data:`PROPOSAL_DAYS` days, that the subject (or an admin) confirms (``!memory confirm ID`` in
+chat, or ``mindroom memory confirm ID``) or rejects; unanswered, it expires. A *benign* change
+(a tone preference, a new goal) found by the flush is written once a second, separate
 extraction says the same (two signals); until then it waits as a proposal too.
+
+One check, at the store's write chokepoint
+-------------------------------------------
+Every change to a memory file goes through :meth:`FileMemory._write
+<mindroom.memory.store.FileMemory._write>`, which calls :func:`held_back` with the text before
+and after the change and the write's :class:`WriteConsent`. Every entry text that is new in
+the file (an add, an update's *new* text, a merge's synthesis, an import, a dashboard edit, the
+flush) is classified there; a sensitive one stops the whole write, and the store files it as a
+proposal (:class:`ConsentPending`). So a new write path cannot skip the check: a write that
+states no consent is judged as an unattributed one (no consent at all). What writes carry:
+
+``WriteConsent.model(speaker, people)``
+    an agent's tool, the flush, consolidation's synthesis: a model's words are nobody's
+    consent. Never exempt.
+``WriteConsent.operator()`` (also the default: no consent stated)
+    the admin dashboard, the CLI, ``memory import``: an operator's edit of a sensitive fact
+    about someone is not that person's consent. Never exempt.
+``WriteConsent.person(user_id)``
+    a person editing their own memory (``/me``): exempt where the subject is that person
+    (their private scope, or a fact about them), not for a fact about someone else.
+``WriteConsent.confirmed()``
+    writing a proposal its subject (or an admin) confirmed: that is the consent.
+``KEPT``
+    archiving, restoring, TTL and promotion move or bring back text that was stored before
+    (through this check, or written by hand): they add no fact, so they are exempt.
+
+Whom a fact is about (:func:`subject_of`)
+-----------------------------------------
+In a private scope (``MemoryScope.person_key``): that scope's person, always. In a shared
+scope: the known people (the speaker and the room's people, by Matrix ID, localpart or
+display name) the text names, the speaker also when it is in the first person; exactly one
+such person is the subject; none or several: nobody, and only an admin
+(``authorization.admins``) may decide. Only the subject or an admin may confirm or reject
+(:meth:`ConsentQueue.may_answer`); to anyone else a proposal does not exist.
 
 Which field a fact is about is read from its text (English patterns, see :data:`SENSITIVE`;
 a fact in another language is not recognised and is written as any other). Proposals live in
@@ -18,18 +52,28 @@ twice, and the audit shows who decided what.
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from mindroom.authorization import is_authorized
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.fields import EntryFields, parse_fields, render_fields
-from mindroom.memory.markdown import MemoryEntry
-from mindroom.memory.store import FileMemory
+from mindroom.memory.markdown import MemoryEntry, parse_entries
+from mindroom.memory.private import requester_key
 from mindroom.wal import open_database
+
+if TYPE_CHECKING:
+    from mindroom.memory.scope import MemoryScope
+    from mindroom.memory.store import FileMemory
+
+logger = logging.getLogger(__name__)
 
 PROPOSAL_DAYS = 7
 SIGNALS = 2  # a benign change is written when this many extractions said it
@@ -38,7 +82,10 @@ SENSITIVE = {
         r"\b(prefers? to be called|goes by|preferred name|wants? to be called|nickname)\b", re.I
     ),
     "pronouns": re.compile(r"\bpronouns?\b|\b(she/her|he/him|they/them)\b", re.I),
-    "city": re.compile(r"\b(lives in|moved to|relocated to|based in|home ?town|city)\b", re.I),
+    # "moved to" names a place only before a capital ("moved to Lyon", not "moved to 10:00")
+    "city": re.compile(
+        r"\b(lives in|based in|home ?town|city)\b|\b(moved|relocated) to (?-i:[A-Z])", re.I
+    ),
     "language": re.compile(
         r"\b(native language|mother tongue|prefers? (to )?(speak|write)|language)\b", re.I
     ),
@@ -56,6 +103,9 @@ CREATE TABLE IF NOT EXISTS proposals (
     decided_at REAL, decided_by TEXT
 );
 """
+# added later: the entry a held-back update would have replaced (confirming replaces it)
+_COLUMNS = {"replaces": "TEXT"}
+_FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|me|my|mine|myself|the user)\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -73,6 +123,7 @@ class Proposal:
     created: float
     expires: float
     status: str
+    replaces: str | None = None  # a held-back update's entry: confirming replaces its text
 
 
 def classify(text: str, fields: EntryFields) -> tuple[str, str] | None:
@@ -92,6 +143,165 @@ def _same(text: str) -> str:
     return " ".join(text.casefold().split()).rstrip(".")
 
 
+@dataclass(frozen=True)
+class Person:
+    """Someone a fact may be about: a Matrix ID and, when known, a display name."""
+
+    user_id: str
+    name: str | None = None
+
+    def names(self) -> list[str]:
+        """How a text may name them: the Matrix ID, its localpart, the display name."""
+        localpart = self.user_id[1:].split(":", 1)[0] if self.user_id.startswith("@") else ""
+        return [n for n in (self.user_id, localpart, self.name) if n and len(n.strip()) >= 2]
+
+    def named_in(self, text: str) -> bool:
+        """Whether ``text`` names this person (a whole word, any case)."""
+        folded = text.casefold()
+        return any(
+            re.search(r"(?<!\w)" + re.escape(name.strip().casefold()) + r"(?!\w)", folded)
+            for name in self.names()
+        )
+
+
+@dataclass(frozen=True)
+class WriteConsent:
+    """On whose word a memory write is made (see the module docstring): ``kind`` is
+    ``model``, ``operator``, ``person``, ``confirmed`` or ``kept``; ``speaker`` is who spoke
+    (a model's turn) or who edits (``person``); ``people`` are the others a fact may name."""
+
+    kind: str
+    speaker: Person | None = None
+    people: tuple[Person, ...] = ()
+
+    @classmethod
+    def model(
+        cls, speaker: Person | str | None = None, people: Iterable[Person] = ()
+    ) -> WriteConsent:
+        """A model's write (a tool, the flush, a synthesis) in a turn ``speaker`` started."""
+        if isinstance(speaker, str):
+            speaker = next((p for p in people if p.user_id == speaker), Person(speaker))
+        return cls("model", speaker, tuple(people))
+
+    @classmethod
+    def operator(cls) -> WriteConsent:
+        """An operator's write (the admin dashboard, the CLI, import): no one's consent."""
+        return cls("operator")
+
+    @classmethod
+    def person(cls, user_id: str) -> WriteConsent:
+        """``user_id`` editing their own memory (``/me``)."""
+        return cls("person", Person(user_id))
+
+    @classmethod
+    def confirmed(cls) -> WriteConsent:
+        """Writing a proposal its subject or an admin confirmed."""
+        return cls("confirmed")
+
+    @property
+    def exempt(self) -> bool:
+        """True when nothing this write adds can need consent (no fact is added, or the
+        consent was given)."""
+        return self.kind in ("confirmed", "kept")
+
+    def consents_for(self, subject: Subject) -> bool:
+        """Whether this write is the consent of ``subject`` (a person about themselves)."""
+        if self.exempt:
+            return True
+        if self.kind != "person" or self.speaker is None:
+            return False
+        me = self.speaker.user_id
+        if subject.person_key is not None:
+            return requester_key(me) == subject.person_key
+        return subject.user_id == me
+
+
+KEPT = WriteConsent("kept")
+UNATTRIBUTED = WriteConsent.operator()  # a write that states no consent has none
+
+
+@dataclass(frozen=True)
+class Subject:
+    """Whom a fact is about: a Matrix ID (None: nobody known, so only an admin decides) and,
+    in a private scope, the key of its person (who decides there whatever ``user_id`` says)."""
+
+    user_id: str | None
+    person_key: str | None = None
+
+
+def subject_of(text: str, scope: MemoryScope, consent: WriteConsent) -> Subject:
+    """The person ``text`` is about, written in ``scope`` with ``consent`` (pure)."""
+    speaker = consent.speaker
+    if scope.person_key is not None:  # a private scope: everything in it is its person's
+        mine = speaker is not None and requester_key(speaker.user_id) == scope.person_key
+        return Subject(speaker.user_id if mine and speaker else None, scope.person_key)
+    people = {p.user_id: p for p in consent.people}
+    if speaker is not None:
+        people[speaker.user_id] = people.get(speaker.user_id) or speaker
+    named = {user for user, person in people.items() if person.named_in(text)}
+    if speaker is not None and _FIRST_PERSON.search(text):
+        named.add(speaker.user_id)
+    return Subject(named.pop() if len(named) == 1 else None)
+
+
+@dataclass(frozen=True)
+class HeldBack:
+    """A new entry text that needs its subject's consent before it is written."""
+
+    entry: MemoryEntry
+    field: str
+    subject: Subject
+    replaces: str | None  # the entry an update would have changed
+
+
+def held_back(
+    scope: MemoryScope, relative: str, old: str, new: str, consent: WriteConsent
+) -> list[HeldBack]:
+    """The entries of ``new`` (file ``relative`` of ``scope``, which held ``old``) whose text
+    is new in the file, sensitive, and not consented to by ``consent`` (pure)."""
+    if consent.exempt:
+        return []
+    before = set(old.splitlines())
+    added = "\n".join(line for line in new.splitlines() if line not in before)
+    if not any(pattern.search(added) for pattern in SENSITIVE.values()):
+        return []  # the common case: nothing sensitive changed, no parsing
+    old_entries = parse_entries(old, relative)
+    old_texts = {_same(e.text) for e in old_entries}
+    old_ids = {e.id for e in old_entries}
+    held = []
+    for entry in parse_entries(new, relative):
+        if _same(entry.text) in old_texts:
+            continue
+        change = classify(entry.text, entry.fields)
+        if change is None or change[0] != "sensitive":
+            continue
+        subject = subject_of(entry.text, scope, consent)
+        if consent.consents_for(subject):
+            continue
+        replaces = entry.id if entry.id in old_ids else None
+        held.append(HeldBack(entry, change[1], subject, replaces))
+    return held
+
+
+class ConsentPending(MemoryStoreError):
+    """A write was not made: what it adds waits for its subject's consent as ``proposals``."""
+
+    def __init__(self, proposals: Sequence[Proposal]) -> None:
+        self.proposals = list(proposals)
+        super().__init__("; ".join(waiting_text(p) for p in self.proposals))
+
+
+def waiting_text(proposal: Proposal) -> str:
+    """What a write held back as ``proposal`` answers (a tool's result, a notice)."""
+    who = proposal.user_id or "an admin (authorization.admins)"
+    return (
+        f"not stored yet: {proposal.field.replace('_', ' ')} is a personal detail, so it "
+        f"waits for {who} to confirm (proposal {proposal.id}, for {PROPOSAL_DAYS} days). "
+        f"Only they can: `!memory confirm {proposal.id}` stores it, "
+        f"`!memory reject {proposal.id}` drops it"
+    )
+
+
 class ConsentQueue:
     """The proposals of one scope."""
 
@@ -99,22 +309,48 @@ class ConsentQueue:
         self.memory = memory
         self._db: sqlite3.Connection = open_database(memory.scope.state_dir / "consent.db", _SCHEMA)
         self._lock = threading.Lock()
+        with self._lock, self._db as db:
+            have = {row[1] for row in db.execute("PRAGMA table_info(proposals)")}
+            for column, kind in _COLUMNS.items():
+                if column not in have:
+                    db.execute(f"ALTER TABLE proposals ADD COLUMN {column} {kind}")
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
-    def _row(self, row: tuple[object, ...]) -> Proposal:
+    def _row(self, row: sqlite3.Row | tuple[object, ...]) -> Proposal:
         (id_, kind, field, text, words, path, user, signals, created, expires, status) = row[:11]
+        replaces = row[13] if len(row) > 13 else None
         return Proposal(
-            str(id_), str(kind), str(field), str(text), parse_fields(str(words)), str(path),
-            None if user is None else str(user), int(str(signals)), float(str(created)),
-            float(str(expires)), str(status),
-        )  # fmt: skip
+            id=str(id_),
+            kind=str(kind),
+            field=str(field),
+            text=str(text),
+            fields=parse_fields(str(words)),
+            path=str(path),
+            user_id=None if user is None else str(user),
+            signals=int(str(signals)),
+            created=float(str(created)),
+            expires=float(str(expires)),
+            status=str(status),
+            replaces=None if replaces is None else str(replaces),
+        )
+
+    def may_answer(self, proposal: Proposal, user_id: str | None, admins: Sequence[str]) -> bool:
+        """Whether ``user_id`` may see, confirm or reject ``proposal``: its subject (in a
+        private scope, the scope's person), or an admin; None is a person at the CLI, who
+        holds the storage anyway. Anyone else: no (allow-list)."""
+        if user_id is None or is_authorized(user_id, admins):
+            return True
+        key = self.memory.scope.person_key
+        if key is not None:
+            return requester_key(user_id) == key
+        return proposal.user_id == user_id
 
     def pending(self, user_id: str | None = None) -> list[Proposal]:
-        """Pending proposals (of ``user_id``, when given), oldest first; expired ones are
-        marked so first."""
+        """Pending proposals (whose subject is ``user_id``, when given), oldest first; expired
+        ones are marked so first."""
         self.expire()
         query = "SELECT * FROM proposals WHERE status = 'pending'"
         args: tuple[object, ...] = ()
@@ -125,12 +361,39 @@ class ConsentQueue:
             rows = self._db.execute(query + " ORDER BY created", args).fetchall()
         return [self._row(r) for r in rows]
 
+    def waiting_for(self, user_id: str, admins: Sequence[str] = ()) -> list[Proposal]:
+        """The pending proposals ``user_id`` may answer (see :meth:`may_answer`)."""
+        return [p for p in self.pending() if self.may_answer(p, user_id, admins)]
+
     def get(self, proposal_id: str) -> Proposal | None:
         with self._lock:
             row = self._db.execute(
                 "SELECT * FROM proposals WHERE id = ?", (proposal_id.strip(),)
             ).fetchone()
         return None if row is None else self._row(row)
+
+    def hold(self, held: Sequence[HeldBack]) -> ConsentPending:
+        """File the entries a write held back as proposals (see :func:`held_back`)."""
+        proposals = []
+        for item in held:
+            proposal, _ = self.propose(
+                item.entry.text,
+                item.entry.fields,
+                kind="sensitive",
+                field=item.field,
+                path=item.entry.path,
+                user_id=item.subject.user_id,
+                replaces=item.replaces,
+            )
+            logger.info(
+                "memory %s: %s change waits for consent as %s (subject %s)",
+                self.memory.scope_id,
+                item.field,
+                proposal.id,
+                item.subject.user_id or "admins",
+            )
+            proposals.append(proposal)
+        return ConsentPending(proposals)
 
     def propose(
         self,
@@ -141,13 +404,18 @@ class ConsentQueue:
         field: str,
         path: str,
         user_id: str | None,
-        actor: str,
+        actor: str = "",
+        replaces: str | None = None,
     ) -> tuple[Proposal, bool]:
-        """Queue ``text`` (or count a second signal for the same pending one); returns the
-        proposal and whether a benign one now has its signals (the caller writes it)."""
+        """Queue ``text`` about ``user_id`` (or count a second signal for the same pending
+        one); returns the proposal and whether a benign one now has its signals (the caller
+        writes it)."""
+        del actor  # who proposed is in the history of what is written, not here
         now = time.time()
         for found in self.pending(user_id):
             if found.kind == kind and _same(found.text) == _same(text):
+                if found.user_id != user_id:
+                    continue  # pending(None) lists everyone's
                 if kind != "benign":
                     return found, False
                 with self._lock, self._db as db:
@@ -161,10 +429,20 @@ class ConsentQueue:
         with self._lock, self._db as db:
             db.execute(
                 "INSERT INTO proposals (id, kind, field, text, fields, path, user_id, signals,"
-                " created, expires) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
-                (proposal_id, kind, field, text, render_fields(fields), path, user_id, now,
-                 now + PROPOSAL_DAYS * 86400),
-            )  # fmt: skip
+                " created, expires, replaces) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)",
+                (
+                    proposal_id,
+                    kind,
+                    field,
+                    text,
+                    render_fields(fields),
+                    path,
+                    user_id,
+                    now,
+                    now + PROPOSAL_DAYS * 86400,
+                    replaces,
+                ),
+            )
         proposal = self.get(proposal_id)
         assert proposal is not None
         return proposal, False
@@ -198,12 +476,19 @@ class ConsentQueue:
             )
 
     def decide(
-        self, proposal_id: str, *, confirm: bool, actor: str, user_id: str | None
+        self,
+        proposal_id: str,
+        *,
+        confirm: bool,
+        actor: str,
+        user_id: str | None,
+        admins: Sequence[str] = (),
     ) -> tuple[Proposal, MemoryEntry | None]:
         """Confirm (write it) or reject a pending proposal. ``user_id`` (a chat command's
-        sender) must be the person it is about; None is a person at the CLI."""
+        sender) must be allowed to (:meth:`may_answer`: the subject or one of ``admins``);
+        None is a person at the CLI. To anyone else it reads as no such proposal."""
         proposal = self.get(proposal_id)
-        if proposal is None or (user_id is not None and proposal.user_id != user_id):
+        if proposal is None or not self.may_answer(proposal, user_id, admins):
             raise MemoryStoreError(f"no proposal {proposal_id.strip()!r} waiting for you")
         if proposal.status != "pending" or proposal in self.expire():
             raise MemoryStoreError(f"proposal {proposal.id} is {self.get(proposal.id).status}")  # type: ignore[union-attr]
@@ -212,9 +497,24 @@ class ConsentQueue:
             return proposal, None
         # written first, idempotently: a crash before the decision is recorded leaves the
         # proposal pending, and confirming again finds the entry instead of adding a second
-        written = self.memory.add_sync(
-            proposal.text, actor=actor, path=proposal.path, fields=proposal.fields,
-            op_key=f"consent-{proposal.id}",
-        )  # fmt: skip
+        written = self._write_confirmed(proposal, actor)
         self._decide(proposal, "applied", actor, "the person confirmed")
         return proposal, written
+
+    def _write_confirmed(self, proposal: Proposal, actor: str) -> MemoryEntry:
+        """Write a confirmed proposal: the update it held back when its entry still reads as
+        it did (else, and for an add, a new entry)."""
+        key = f"consent-{proposal.id}"
+        consent = WriteConsent.confirmed()
+        if proposal.replaces is not None and self.memory.lookup(proposal.replaces) is not None:
+            return self.memory.update_sync(
+                proposal.replaces, proposal.text, actor=actor, op_key=key, consent=consent
+            )
+        return self.memory.add_sync(
+            proposal.text,
+            actor=actor,
+            path=proposal.path,
+            fields=proposal.fields,
+            op_key=key,
+            consent=consent,
+        )

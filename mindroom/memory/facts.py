@@ -25,7 +25,7 @@ from typing import Any
 from mindroom.config.memory_schema import MemorySnippetsConfig
 from mindroom.errors import MemoryAccessError
 from mindroom.memory.access import CategoryAccess
-from mindroom.memory.consent import ConsentQueue, classify
+from mindroom.memory.consent import ConsentPending, ConsentQueue, Person, WriteConsent, classify
 from mindroom.memory.fields import EntryFields
 from mindroom.memory.ops_events import OpEvent, emit
 from mindroom.memory.store import FileMemory
@@ -113,11 +113,14 @@ def store_facts(
     run: str,
     path: str,
     user_id: str | None = None,
+    people: Sequence[Person] = (),
 ) -> tuple[list[str], list[Fact]]:
     """Write the admitted facts of one chunk (blocking): the texts written, and every
-    decision. A fact already in the file is admitted but not written again; one that changes a
-    sensitive field of ``user_id`` waits for their consent, a benign one for a second signal
-    (:mod:`mindroom.memory.consent`)."""
+    decision. A fact already in the file is admitted but not written again; a benign change
+    waits for a second signal, and one that changes a sensitive field waits for the consent of
+    the person it is about (the store decides whom, from ``user_id``, the chunk's speaker, and
+    ``people``, everyone who spoke in it; see :mod:`mindroom.memory.consent`)."""
+    consent = WriteConsent.model(user_id, people)
     memory = view.memory
     assert isinstance(memory, FileMemory)
     decided = admit(
@@ -135,7 +138,7 @@ def store_facts(
                 emit(memory, replace(event, status="skipped"))
                 continue
             change = classify(fact.text, fact.fields)
-            if change is not None:
+            if change is not None and change[0] == "benign":
                 queue = queue or ConsentQueue(memory)
                 proposal, ready = queue.propose(
                     fact.text, fact.fields, kind=change[0], field=change[1], path=path,
@@ -146,10 +149,20 @@ def store_facts(
                                 change[1], proposal.id, fact.text)  # fmt: skip
                     emit(memory, replace(event, status="skipped"))
                     continue
-            added = view.append_unique_sync(
-                fact.text, actor="flush", path=path, fields=fact.fields, run=run
-            )
-            if change is not None and queue is not None:
+            try:
+                added = view.append_unique_sync(
+                    fact.text,
+                    actor="flush",
+                    path=path,
+                    fields=fact.fields,
+                    run=run,
+                    consent=consent,
+                )
+            except ConsentPending as held:  # a sensitive fact: it waits for its subject
+                logger.info("memory %s: fact waits for consent: %s", memory.scope_id, held)
+                emit(memory, replace(event, status="skipped"))
+                continue
+            if change is not None and change[0] == "benign" and queue is not None:
                 queue.settle(proposal, "flush")  # corroborated, and now written
             if added is not None:
                 written.append(added.text)
@@ -184,3 +197,19 @@ def the_person(chunk: Sequence[Any], requester: str | None) -> str | None:
     or none wrote), for consent and insights; None when it cannot be told."""
     people = {line.user_id for line in chunk if line.role == "user" and line.user_id}
     return next(iter(people)) if len(people) == 1 else requester
+
+
+_NAMED = re.compile(r"^(?P<name>[^()\n]{1,80}) \((?P<user>@[^()\s]+)\): ")
+
+
+def chunk_people(chunk: Sequence[Any]) -> list[Person]:
+    """Everyone who spoke in ``chunk``, with the display name a group turn's text gives them
+    (``"Alice (@alice:example.org): ..."``), for consent: whom a fact names."""
+    found: dict[str, str | None] = {}
+    for line in chunk:
+        if line.role != "user" or not line.user_id:
+            continue
+        named = _NAMED.match(line.text)
+        name = named["name"] if named and named["user"] == line.user_id else None
+        found[line.user_id] = found.get(line.user_id) or name
+    return [Person(user, name) for user, name in found.items()]

@@ -25,10 +25,12 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from mindroom.config.memory_schema import InsightsConfig
 from mindroom.config.schema import Config
+from mindroom.memory.consent import ConsentPending, WriteConsent
 from mindroom.memory.fields import EntryFields
 from mindroom.memory.store import FileMemory
 from mindroom.memory.view import AgentView
@@ -147,10 +149,17 @@ async def look_for_insights(
             logger.info("insight for %s not written (%s)", person, "; ".join(verdict.reasons))
             continue
         fields = EntryFields(category=CATEGORY, importance=importance, type="insight")
-        added = await asyncio.to_thread(
-            view.append_unique_sync, verdict.text, actor="insights", path=INSIGHTS_FILE,
-            fields=fields,
-        )  # fmt: skip
+        try:
+            added = await asyncio.to_thread(
+                partial(view.append_unique_sync, consent=WriteConsent.model(person)),
+                verdict.text,
+                actor="insights",
+                path=INSIGHTS_FILE,
+                fields=fields,
+            )
+        except ConsentPending as held:  # a model's insight is nobody's consent
+            logger.info("insight for %s waits for consent: %s", person, held)
+            continue
         if added is not None:
             written.append(added.text)
     return written

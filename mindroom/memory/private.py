@@ -79,7 +79,7 @@ class PrivateInstance:
         # ':' appears in none of the parts, so different folders never share an id
         parts = self.memory_root.parts
         scope_id = "private:" + ":".join(parts[parts.index(self.key) :])
-        return MemoryScope(scope_id, self.memory_root, self.state_dir / "memory")
+        return MemoryScope(scope_id, self.memory_root, self.state_dir / "memory", self.key)
 
 
 def private_instance(

@@ -238,7 +238,8 @@ class MemoryRegistry:
                 return None
             key = requester_key(requester)
             base = self.storage / "private_instances" / key / "teams" / team_scope_id(members)
-            scope = MemoryScope(f"{team_scope_id(members)}__{key}", base / "files", base / ".state")
+            scope_id = f"{team_scope_id(members)}__{key}"
+            scope = MemoryScope(scope_id, base / "files", base / ".state", key)
             if backend == "mem0":
                 return self._get_mem0(scope.scope_id, scope.state_dir, embedder)
             return self._get_private(scope, embedder)

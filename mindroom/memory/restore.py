@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mindroom.errors import MemoryStoreError
+from mindroom.memory.consent import KEPT
 from mindroom.memory.fields import EntryFields, parse_fields, render_fields
 from mindroom.memory.history import HistoryRecord
 from mindroom.memory.markdown import (
@@ -74,7 +75,7 @@ def _from_history(memory: FileMemory, entry_id: str, actor: str) -> MemoryEntry:
             return None
         return append_entry(doc, new_id, deleted.old or "", fields)
 
-    _, new = memory.write(relative, edit, record)
+    _, new = memory.write(relative, edit, record, consent=KEPT)  # stored before
     return _written(new, relative, new_id)
 
 
@@ -102,7 +103,7 @@ def set_fields_sync(
             return None  # changed meanwhile: the caller hears so below
         return replace_entry(doc, entry.path, entry.id, entry.text, fields)
 
-    old, new = memory.write(entry.path, edit, record)
+    old, new = memory.write(entry.path, edit, record, consent=KEPT)
     if old == new:
         raise MemoryStoreError(f"memory {entry_id!r} changed meanwhile; look it up again")
     found = next(

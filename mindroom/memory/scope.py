@@ -32,6 +32,9 @@ class MemoryScope:
     scope_id: str
     root: Path
     state_dir: Path
+    # a private scope's person (:func:`mindroom.memory.private.requester_key` of their Matrix
+    # ID): everything in it is about them (consent); None for a shared scope
+    person_key: str | None = None
 
     @property
     def entrypoint(self) -> Path:

@@ -2,8 +2,12 @@
 
 This is the ``file`` backend. The markdown files are the source of truth; every method reads
 them (through the index, which syncs with them first) and every write goes through
-:func:`mindroom.memory.files.edit_file` (locked, re-read, never replacing a version it did not
-see) after its history record is written. An answer is built from the text written, never
+:meth:`FileMemory._write`, the one chokepoint: it checks consent there (an entry text new in
+the file that is sensitive and not consented to by the write's
+:class:`~mindroom.memory.consent.WriteConsent` is filed as a proposal instead, and the write
+raises :class:`~mindroom.memory.consent.ConsentPending`; see :mod:`mindroom.memory.consent`),
+then :func:`mindroom.memory.files.edit_file` (locked, re-read, never replacing a version it did
+not see) writes after its history record is written. An answer is built from the text written, never
 from a re-read. The blocking work runs in a thread with a bound, so the event loop never waits
 on disk and a call always answers. A file that cannot be read is skipped by listing and
 recall (logged once), not allowed to take the rest of the memory down.
@@ -23,6 +27,7 @@ from typing import TYPE_CHECKING, TypeVar
 from mindroom.embeddings.install import vectors_need_numpy
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.bounded import bounded
+from mindroom.memory.consent import UNATTRIBUTED, ConsentQueue, HeldBack, WriteConsent, held_back
 from mindroom.memory.fields import (
     NO_FIELDS,
     EntryFields,
@@ -153,9 +158,11 @@ class FileMemory:
         relative: str,
         edit: Callable[[str], str | None],
         record: Callable[[], HistoryRecord | list[HistoryRecord]] | None,
+        *,
+        consent: WriteConsent | None = None,
     ) -> tuple[str, str]:
         """Edit one file by the write protocol (see :meth:`_write`); ``(old, new)`` text."""
-        return self._write(relative, edit, record)
+        return self._write(relative, edit, record, consent)
 
     # -- synchronous core (runs in a worker thread) --------------------------------------------
 
@@ -172,16 +179,27 @@ class FileMemory:
         relative: str,
         edit: Callable[[str], str | None],
         record: Callable[[], HistoryRecord | list[HistoryRecord]] | None,
+        consent: WriteConsent | None = None,
     ) -> tuple[str, str]:
         """Edit file ``relative`` by the write protocol; ``record`` writes the history record
         (or the records of a batch) of the change, once, before the file changes, and leaves an
         intent marker until the write is settled: done, or followed by an ``abort`` record if
         the file did not change.
+
+        Every write of a memory file comes here, so consent is checked here, on the text
+        about to be written (:func:`~mindroom.memory.consent.held_back`): when the change adds
+        a sensitive fact ``consent`` does not cover (None: a write that states no consent, so
+        it has none), nothing is written, no history record either; the fact is filed as a
+        proposal for its subject and :class:`~mindroom.memory.consent.ConsentPending` raised.
         """
         target, relative = confined_path(self.scope.root, relative)
         intents: list[tuple[list[HistoryRecord], Path]] = []
+        consent = consent or UNATTRIBUTED
 
-        def before_write(_old: str, _new: str) -> None:
+        def before_write(old: str, new: str) -> None:
+            held = held_back(self.scope, relative, old, new, consent)
+            if held:
+                raise _Held(held)
             if record is not None and not intents:
                 written = record()
                 records = written if isinstance(written, list) else [written]
@@ -191,6 +209,15 @@ class FileMemory:
             old, new = edit_file(
                 target, self._locks, edit, name=relative, before_write=before_write
             )
+        except _Held as stopped:  # outside the file's lock: the proposals have their own
+            for records, marker in intents:  # an earlier attempt's records: nothing changed
+                for written in records:
+                    self._intents.settle(written, marker)
+            queue = ConsentQueue(self)
+            try:
+                raise queue.hold(stopped.held) from None
+            finally:
+                queue.close()
         except BaseException:
             for records, marker in intents:
                 for written in records:
@@ -238,10 +265,11 @@ class FileMemory:
         op_key: str | None = None,
         fields: EntryFields = NO_FIELDS,
         run: str | None = None,
+        consent: WriteConsent | None = None,
     ) -> MemoryEntry:
         """Append a new entry to ``path`` (default ``MEMORY.md``) with ``fields`` (and the day
         it was written, outside daily files, whose name is their day); the history notes the
-        conversation ``run`` it came from.
+        conversation ``run`` it came from. ``consent``: see :meth:`_write`.
 
         ``op_key`` makes the call idempotent: if the history records a write with that key,
         its entry is returned (and written again only if a crash kept it out of the file).
@@ -271,7 +299,7 @@ class FileMemory:
                 return None
             return append_entry(doc, entry_id, text, fields)
 
-        _, new = self._write(relative, edit, record)
+        _, new = self._write(relative, edit, record, consent)
         return _found(new, relative, entry_id)
 
     def append_unique_sync(
@@ -282,8 +310,10 @@ class FileMemory:
         path: str,
         fields: EntryFields = NO_FIELDS,
         run: str | None = None,
+        consent: WriteConsent | None = None,
     ) -> MemoryEntry | None:
-        """Append ``text`` to ``path`` unless an entry with the same text is already there."""
+        """Append ``text`` to ``path`` unless an entry with the same text is already there
+        (``consent``: see :meth:`_write`)."""
         text = _checked(text)
         _, relative = confined_path(self.scope.root, path)
         entry_id = new_entry_id()
@@ -299,11 +329,16 @@ class FileMemory:
                 meta=history_meta(fields, run),
             )  # fmt: skip
 
-        old, new = self._write(relative, edit, record)
+        old, new = self._write(relative, edit, record, consent)
         return None if old == new else _found(new, relative, entry_id)
 
     def add_many_sync(
-        self, relative: str, items: Sequence[NewEntry], *, actor: str
+        self,
+        relative: str,
+        items: Sequence[NewEntry],
+        *,
+        actor: str,
+        consent: WriteConsent | None = None,
     ) -> list[MemoryEntry]:
         """Append ``items`` to file ``relative`` as they are given (an import), in one write:
         one lock, one rewrite of the file, one batch of history records (``add``, one per
@@ -314,7 +349,8 @@ class FileMemory:
         written as a hand-written line, so its id (which follows its file and text) comes
         back, unless no hand-written form of its text reads back in place (then it becomes a
         mindroom entry ``m-`` + the id's hex). Each heading an item stands under is written
-        before it when the file does not end under that heading already.
+        before it when the file does not end under that heading already. Consent is checked
+        on the whole batch (see :meth:`_write`): one held item holds the batch back.
         """
         if not items:
             return []
@@ -350,14 +386,21 @@ class FileMemory:
             ]
             return self.history.append_many(records)
 
-        _, new = self._write(relative, edit, record)
+        _, new = self._write(relative, edit, record, consent)
         entries = {e.id: e for e in parse_entries(new, relative)}
         return [entries[entry_id] for entry_id in planned if entry_id in entries]
 
     def update_sync(
-        self, entry_id: str, text: str, *, actor: str, op_key: str | None = None
+        self,
+        entry_id: str,
+        text: str,
+        *,
+        actor: str,
+        op_key: str | None = None,
+        consent: WriteConsent | None = None,
     ) -> MemoryEntry:
-        """Replace the text of ``entry_id`` in its file."""
+        """Replace the text of ``entry_id`` in its file; the new text is checked for consent
+        as an added one is (see :meth:`_write`)."""
         text = _checked(text)
         earlier = self._repeated(op_key)
         if earlier is not None and earlier.op == "update":
@@ -379,7 +422,10 @@ class FileMemory:
             else _replace(entry.fields, updated=dt.date.today())
         )
         old, new = self._write(
-            entry.path, lambda doc: replace_entry(doc, entry.path, entry.id, text, fields), record
+            entry.path,
+            lambda doc: replace_entry(doc, entry.path, entry.id, text, fields),
+            record,
+            consent,
         )
         if old == new:
             if entry.text != text:
@@ -489,9 +535,17 @@ class FileMemory:
     # MemoryStoreError, never hangs (see bounded).
 
     async def add(
-        self, text: str, *, actor: str, path: str | None = None, op_key: str | None = None
+        self,
+        text: str,
+        *,
+        actor: str,
+        path: str | None = None,
+        op_key: str | None = None,
+        consent: WriteConsent | None = None,
     ) -> MemoryEntry:
-        return await bounded(self.add_sync, text, actor=actor, path=path, op_key=op_key)
+        return await bounded(
+            self.add_sync, text, actor=actor, path=path, op_key=op_key, consent=consent
+        )
 
     def search_sync(self, query: str, limit: int = 5, only: MemoryFilter = LIVE) -> list[SearchHit]:
         """The best ``limit`` entries ``only`` holds for ``query`` (hybrid search)."""
@@ -511,9 +565,17 @@ class FileMemory:
         return await bounded(self.find, entry_id)
 
     async def update(
-        self, entry_id: str, text: str, *, actor: str, op_key: str | None = None
+        self,
+        entry_id: str,
+        text: str,
+        *,
+        actor: str,
+        op_key: str | None = None,
+        consent: WriteConsent | None = None,
     ) -> MemoryEntry:
-        return await bounded(self.update_sync, entry_id, text, actor=actor, op_key=op_key)
+        return await bounded(
+            self.update_sync, entry_id, text, actor=actor, op_key=op_key, consent=consent
+        )
 
     async def delete(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
         return await bounded(self.delete_sync, entry_id, actor=actor, op_key=op_key)
@@ -522,6 +584,14 @@ class FileMemory:
         self, path: str, from_line: int = 1, lines: int = 100, *, hide: Hide | None = None
     ) -> str:
         return await bounded(self.read_file_sync, path, from_line, lines, hide=hide)
+
+
+class _Held(Exception):
+    """Raised inside a file's lock to stop a write that needs consent (see :meth:`_write`)."""
+
+    def __init__(self, held: list[HeldBack]) -> None:
+        super().__init__(f"{len(held)} change(s) need consent")
+        self.held = held
 
 
 _skipped: set[tuple[str, str, str]] = set()

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from mindroom.errors import MemoryStoreError
+from mindroom.memory.consent import WriteConsent
 from mindroom.memory.fields import NO_FIELDS, EntryFields
 from mindroom.memory.files import atomic_write, clean_temp_files, edit_file, file_lock, read_text
 from mindroom.memory.filters import LIVE, MemoryFilter
@@ -268,14 +269,25 @@ class TeamMemory(FileMemory):
         relative: str,
         edit: Callable[[str], str | None],
         record: Callable[[], HistoryRecord | list[HistoryRecord]] | None,
+        *,
+        consent: WriteConsent | None = None,
     ) -> tuple[str, str]:
-        return self._mirrored(lambda: super(TeamMemory, self).write(relative, edit, record))
+        return self._mirrored(
+            lambda: super(TeamMemory, self).write(relative, edit, record, consent=consent)
+        )
 
     def add_many_sync(
-        self, relative: str, items: Sequence[NewEntry], *, actor: str
+        self,
+        relative: str,
+        items: Sequence[NewEntry],
+        *,
+        actor: str,
+        consent: WriteConsent | None = None,
     ) -> list[MemoryEntry]:
         return self._mirrored(
-            lambda: super(TeamMemory, self).add_many_sync(relative, items, actor=actor)
+            lambda: super(TeamMemory, self).add_many_sync(
+                relative, items, actor=actor, consent=consent
+            )
         )
 
     # every read repairs first; every write runs inside one mirror lock
@@ -292,10 +304,17 @@ class TeamMemory(FileMemory):
         op_key: str | None = None,
         fields: EntryFields = NO_FIELDS,
         run: str | None = None,
+        consent: WriteConsent | None = None,
     ) -> MemoryEntry:
         return self._mirrored(
             lambda: super(TeamMemory, self).add_sync(
-                text, actor=actor, path=path, op_key=op_key, fields=fields, run=run
+                text,
+                actor=actor,
+                path=path,
+                op_key=op_key,
+                fields=fields,
+                run=run,
+                consent=consent,
             )
         )
 
@@ -307,18 +326,27 @@ class TeamMemory(FileMemory):
         path: str,
         fields: EntryFields = NO_FIELDS,
         run: str | None = None,
+        consent: WriteConsent | None = None,
     ) -> MemoryEntry | None:
         return self._mirrored(
             lambda: super(TeamMemory, self).append_unique_sync(
-                text, actor=actor, path=path, fields=fields, run=run
+                text, actor=actor, path=path, fields=fields, run=run, consent=consent
             )
         )
 
     def update_sync(
-        self, entry_id: str, text: str, *, actor: str, op_key: str | None = None
+        self,
+        entry_id: str,
+        text: str,
+        *,
+        actor: str,
+        op_key: str | None = None,
+        consent: WriteConsent | None = None,
     ) -> MemoryEntry:
         return self._mirrored(
-            lambda: super(TeamMemory, self).update_sync(entry_id, text, actor=actor, op_key=op_key)
+            lambda: super(TeamMemory, self).update_sync(
+                entry_id, text, actor=actor, op_key=op_key, consent=consent
+            )
         )
 
     def delete_sync(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:

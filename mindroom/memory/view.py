@@ -27,6 +27,7 @@ from typing import TypeVar
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.access import CategoryAccess
 from mindroom.memory.bounded import bounded
+from mindroom.memory.consent import WriteConsent
 from mindroom.memory.consolidate.records import ConsolidationRecords, db_path
 from mindroom.memory.fields import NO_FIELDS, EntryFields
 from mindroom.memory.filters import MemoryFilter
@@ -136,9 +137,11 @@ class AgentView:
         op_key: str | None = None,
         fields: EntryFields = NO_FIELDS,
         run: str | None = None,
+        consent: WriteConsent | None = None,
     ) -> MemoryEntry:
         """Add an entry in a granted category (``fields.category``; None: the default),
-        written in conversation ``run``; procedural memory must be numbered steps."""
+        written in conversation ``run`` on ``consent``'s word (the store checks it);
+        procedural memory must be numbered steps."""
         self.access.writable(fields.category)
         if fields.type_in(path or "") == "procedural" and (why := check_procedural(text)):
             raise MemoryStoreError(why)
@@ -149,7 +152,7 @@ class AgentView:
                 )
             return self.memory.add_sync(text, actor=actor, op_key=op_key)
         added = self.memory.add_sync(
-            text, actor=actor, path=path, op_key=op_key, fields=fields, run=run
+            text, actor=actor, path=path, op_key=op_key, fields=fields, run=run, consent=consent
         )
         self.event("create", added)
         self._linked(added, actor)
@@ -163,12 +166,15 @@ class AgentView:
         path: str,
         fields: EntryFields = NO_FIELDS,
         run: str | None = None,
+        consent: WriteConsent | None = None,
     ) -> MemoryEntry | None:
         """Append ``text`` to ``path`` (a granted category) unless the file has it already."""
         self.access.writable(fields.category)
         if isinstance(self.memory, Mem0Memory):
             raise MemoryStoreError("the mem0 backend keeps no files")
-        return self.memory.append_unique_sync(text, actor=actor, path=path, fields=fields, run=run)
+        return self.memory.append_unique_sync(
+            text, actor=actor, path=path, fields=fields, run=run, consent=consent
+        )
 
     def search_sync(self, query: str, limit: int = 5) -> list[SearchHit]:
         """The best ``limit`` entries this agent may read for ``query``."""
@@ -195,12 +201,24 @@ class AgentView:
         return self.noted([self._visible(self.memory.find(entry_id), "read")])[0]
 
     def update_sync(
-        self, entry_id: str, text: str, *, actor: str, op_key: str | None = None
+        self,
+        entry_id: str,
+        text: str,
+        *,
+        actor: str,
+        op_key: str | None = None,
+        consent: WriteConsent | None = None,
     ) -> MemoryEntry:
-        """Replace the text of an entry this agent may read (its fields stay)."""
+        """Replace the text of an entry this agent may read (its fields stay); the store
+        checks the new text for consent."""
         if not self._repeat(op_key):
             self._visible(self._current(entry_id), "change")
-        updated = self.memory.update_sync(entry_id, text, actor=actor, op_key=op_key)
+        if isinstance(self.memory, Mem0Memory):
+            updated = self.memory.update_sync(entry_id, text, actor=actor, op_key=op_key)
+        else:
+            updated = self.memory.update_sync(
+                entry_id, text, actor=actor, op_key=op_key, consent=consent
+            )
         self.event("update", updated)
         self._linked(updated, actor)
         return updated
@@ -249,9 +267,10 @@ class AgentView:
         op_key: str | None = None,
         fields: EntryFields = NO_FIELDS,
         run: str | None = None,
+        consent: WriteConsent | None = None,
     ) -> MemoryEntry:
         return await bounded(
-            self.add_sync, text, actor=actor, op_key=op_key, fields=fields, run=run
+            self.add_sync, text, actor=actor, op_key=op_key, fields=fields, run=run, consent=consent
         )
 
     async def search(self, query: str, limit: int = 5) -> list[SearchHit]:
@@ -264,9 +283,17 @@ class AgentView:
         return await bounded(self.get_sync, entry_id)
 
     async def update(
-        self, entry_id: str, text: str, *, actor: str, op_key: str | None = None
+        self,
+        entry_id: str,
+        text: str,
+        *,
+        actor: str,
+        op_key: str | None = None,
+        consent: WriteConsent | None = None,
     ) -> MemoryEntry:
-        return await bounded(self.update_sync, entry_id, text, actor=actor, op_key=op_key)
+        return await bounded(
+            self.update_sync, entry_id, text, actor=actor, op_key=op_key, consent=consent
+        )
 
     async def delete(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
         return await bounded(self.delete_sync, entry_id, actor=actor, op_key=op_key)

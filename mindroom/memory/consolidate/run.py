@@ -80,12 +80,13 @@ def private_scopes(
             seen.add(root)
             parts = root.parts
             scope_id = "private:" + ":".join(parts[parts.index(key) :])
-            yield MemoryScope(scope_id, root, instance / ".state" / "memory"), name
+            yield MemoryScope(scope_id, root, instance / ".state" / "memory", key), name
         teams = person / "teams"
         if teams.is_dir() and config.memory.backend == backend:
             kept = "files" if backend == "file" else ".state"
             for team in sorted(t for t in teams.iterdir() if (t / kept).is_dir()):
-                yield MemoryScope(f"{team.name}__{key}", team / "files", team / ".state"), None
+                scope = MemoryScope(f"{team.name}__{key}", team / "files", team / ".state", key)
+                yield scope, None
 
 
 def scope_memories(registry: MemoryRegistry, config: Config, storage: Path) -> Iterator[FileMemory]:

@@ -44,6 +44,7 @@ from mindroom.memory.archive import (
     reconcile_archive_sync,
     restore_archived_sync,
 )
+from mindroom.memory.consent import KEPT, ConsentPending, WriteConsent
 from mindroom.memory.consolidate.judge import Pair, PairJudge, Verdict
 from mindroom.memory.consolidate.pairs import (
     Candidate,
@@ -91,6 +92,8 @@ class ScopeReport:
     unjudged: int = 0  # pairs for the model left without a verdict (budget, failures)
     recently_judged: int = 0  # pairs the model judged within recheck_days: not asked again
     skipped_changed: int = 0  # a write found the entry changed by someone else
+    # syntheses that were sensitive: filed as consent proposals, the pair left as it was
+    held: list[str] = field(default_factory=list)
 
     def stats(self) -> dict[str, int]:
         return {
@@ -224,7 +227,19 @@ class ScopePass:
                 self.report.suggestions.append((keep.id, drop.id))
             return
         if rewrite:
-            merged = self.memory.as_one_write(lambda: self._synthesize(keep, drop, text, how))
+            try:
+                merged = self.memory.as_one_write(lambda: self._synthesize(keep, drop, text, how))
+            except ConsentPending as pending:  # a model's words are nobody's consent
+                logger.info(
+                    "consolidation of %s: merging %s and %s waits for consent: %s",
+                    self.memory.scope_id,
+                    keep.id,
+                    drop.id,
+                    pending,
+                )
+                self.report.held.extend(p.id for p in pending.proposals)
+                self.gone.update((keep.id, drop.id))
+                return
             if merged is None:
                 self.report.skipped_changed += 1
                 self.gone.update((keep.id, drop.id))
@@ -285,7 +300,8 @@ class ScopePass:
                 return None
             return append_entry(document, merged_id, text, merged_fields(keep.fields, drop.fields))
 
-        old, new = self.memory.write(keep.path, add, record)
+        # the synthesis is a model's text: the store holds it back when it is sensitive
+        old, new = self.memory.write(keep.path, add, record, consent=WriteConsent.model())
         if old == new:
             return None
         for done, entry in enumerate((keep, drop)):
@@ -402,7 +418,10 @@ class ScopePass:
             ):
                 continue
             try:
-                added = self.memory.add_sync(entry.text, actor=ACTOR, path=ENTRYPOINT)
+                # a copy of a fact stored before: it adds nothing that needs consent
+                added = self.memory.add_sync(
+                    entry.text, actor=ACTOR, path=ENTRYPOINT, consent=KEPT
+                )
             except MemoryStoreError as exc:
                 logger.warning(
                     "consolidation of %s: promotion failed: %s", self.memory.scope_id, exc
