@@ -62,6 +62,8 @@ logger = logging.getLogger(__name__)
 FORGOTTEN = "[forgotten]"  # what replaces a person's words copied into a shared store
 DELETED = "[deleted by the person]"  # what replaces a fact a person deleted, in transcripts
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+MIN_LINE = 12  # a shorter line of a person's words is too common to be redacted by itself
+OWNER_COLUMNS = frozenset({"user_id", "requester", "sender"})  # a column naming a row's person
 _TEXT_READ_LIMIT = 50_000_000  # a file bigger than this is named in the export, not inlined
 
 
@@ -84,9 +86,12 @@ class MapContext:
     config: Config
     storage: Path
     registry: MemoryRegistry
-    # the person's words found in shared transcripts (filled by shared_sessions, used by later
-    # stores of the same run: they are redacted wherever they were copied)
-    words: set[str] = field(default_factory=set)
+    # what of the person's is spread over shared stores (:func:`learn`, once per run)
+    learned: bool = False
+    words: set[str] = field(default_factory=set)  # their messages' texts
+    sessions: set[str] = field(default_factory=set)  # the conversations they spoke in
+    entries: dict[str, list[Any]] = field(default_factory=dict)  # shared scope -> their entries
+    common: set[str] = field(default_factory=set)  # lines other people wrote too
 
     @property
     def data_dir(self) -> Path:
@@ -148,16 +153,20 @@ def _columns(db: sqlite3.Connection, table: str) -> list[str]:
     return [row[1] for row in db.execute(f'PRAGMA table_info("{table}")')]
 
 
+def _condition(columns: list[str], needles: list[str]) -> tuple[str, list[str]]:
+    """A WHERE clause true for a row with a value containing one of ``needles``."""
+    condition = " OR ".join(f'instr(CAST("{c}" AS TEXT), ?) > 0' for c in columns for _ in needles)
+    return condition, [n for _ in columns for n in needles]
+
+
 def _matching_rows(db: sqlite3.Connection, table: str, needles: list[str]) -> list[dict[str, Any]]:
     """The rows of ``table`` with a text value containing one of ``needles``."""
     columns = _columns(db, table)
     if not columns or not needles:
         return []
-    condition = " OR ".join(f'instr(CAST("{c}" AS TEXT), ?) > 0' for c in columns for _ in needles)
-    args = [n for _ in columns for n in needles]
-    cursor = db.execute(f'SELECT rowid, * FROM "{table}" WHERE {condition}', args)
-    names = ["rowid", *columns]
-    return [_plain(dict(zip(names, row, strict=False))) for row in cursor]
+    condition, args = _condition(columns, needles)
+    cursor = db.execute(f'SELECT * FROM "{table}" WHERE {condition}', args)
+    return [_plain(dict(zip(columns, row, strict=False))) for row in cursor]
 
 
 def _plain(row: dict[str, Any]) -> dict[str, Any]:
@@ -183,12 +192,11 @@ def delete_rows_naming(path: Path, needles: list[str]) -> int:
     removed = 0
     with _connect(path) as db:
         for table, _ in _tables(db):
-            rowids = [r["rowid"] for r in _matching_rows(db, table, needles)]
-            for start in range(0, len(rowids), 500):
-                chunk = rowids[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                db.execute(f'DELETE FROM "{table}" WHERE rowid IN ({marks})', chunk)
-            removed += len(rowids)
+            columns = _columns(db, table)
+            if columns:
+                condition, args = _condition(columns, needles)
+                cursor = db.execute(f'DELETE FROM "{table}" WHERE {condition}', args)
+                removed += max(cursor.rowcount, 0)
     if removed:
         scrub_sqlite(path)
     return removed
@@ -252,13 +260,9 @@ def dump_sqlite(path: Path) -> dict[str, list[dict[str, Any]]]:
     with _connect(path) as db:
         out: dict[str, list[dict[str, Any]]] = {}
         for table, _ in _tables(db):
-            names = ["rowid", *_columns(db, table)]
-            try:
-                rows = db.execute(f'SELECT rowid, * FROM "{table}"').fetchall()
-            except sqlite3.OperationalError:  # a WITHOUT ROWID table
-                names = names[1:]
-                rows = db.execute(f'SELECT * FROM "{table}"').fetchall()
-            out[table] = [_plain(dict(zip(names, row, strict=False))) for row in rows]
+            columns = _columns(db, table)
+            rows = db.execute(f'SELECT * FROM "{table}"').fetchall()
+            out[table] = [_plain(dict(zip(columns, row, strict=False))) for row in rows]
     return out
 
 
@@ -351,7 +355,17 @@ def _mem0_export(ctx: MapContext, person: Person) -> Any:
             "entries": [{"id": e.id, "text": e.text} for e in entries],
             "history": [memory.history_sync(e.id) for e in entries],
         })  # fmt: skip
+    records = _mem0_records(ctx, person)
+    if records:
+        out.append({"scope": "(mem0's records)", "entries": [], "history": [], "rows": records})
     return out
+
+
+def _mem0_records(ctx: MapContext, person: Person) -> Any:
+    """mem0's own rows about the person's scopes (the messages it was shown, its history)."""
+    from mindroom.memory.mem0.engine import mem0_dir
+
+    return rows_naming(mem0_dir(ctx.storage) / "history.db", [person.key])
 
 
 def _mem0_list(ctx: MapContext, person: Person) -> list[str]:
@@ -362,17 +376,22 @@ def _mem0_list(ctx: MapContext, person: Person) -> list[str]:
 def _mem0_erase(ctx: MapContext, person: Person) -> int:
     from mindroom.memory.mem0.engine import mem0_dir
 
+    learn(ctx, person)
     removed: list[str] = []
     for _, memory in _mem0_scopes(ctx, person):
         for entry in memory.list_sync(1_000_000):
             memory.delete_sync(entry.id, actor="forget")
             removed.append(entry.id)
-    base = mem0_dir(ctx.storage)
-    if removed:
-        for path in _files(base):
-            if _is_sqlite(path):
-                delete_rows_naming(path, removed)  # mem0's history of those ids
-                scrub_sqlite(path)
+    for path in _files(mem0_dir(ctx.storage)):
+        if not _is_sqlite(path):
+            continue
+        if path.name == "history.db":  # mem0's change history and the messages it was shown
+            removed_rows = delete_rows_naming(path, [person.key, *removed])
+            replace_text(path, _redacted(ctx, person), FORGOTTEN)
+            removed.extend("row" for _ in range(removed_rows))
+        else:
+            delete_rows_naming(path, removed)
+        scrub_sqlite(path)
     return len(removed)
 
 
@@ -397,17 +416,59 @@ def _person_needles(person: Person) -> list[str]:
     return sorted({person.user_id, json.dumps(person.user_id)[1:-1]})
 
 
-def _their_runs(path: Path, person: Person) -> list[dict[str, Any]]:
-    """The rows of a session or learning store that name the person (their runs, their
-    sessions, what learning keeps about them)."""
-    return [row for rows in rows_naming(path, _person_needles(person)).values() for row in rows]
+def _owner_condition(columns: list[str], person: Person) -> tuple[str, list[str]]:
+    """A WHERE clause true for a row that is the person's: a column naming its person
+    (:data:`OWNER_COLUMNS`) holds their ID, or a JSON column's top-level ``user_id`` or
+    ``sender`` does (an Agno run, a Matrix event). A row of someone else's that merely
+    mentions them (a room's member list in a prompt) is not theirs: it is redacted instead."""
+    parts, args = [], []
+    for column in columns:
+        if column in OWNER_COLUMNS:
+            parts.append(f'"{column}" = ?')
+            args.append(person.user_id)
+        for key in ("user_id", "sender"):
+            parts.append(
+                f'(json_valid("{column}") AND json_type("{column}") = \'object\' '
+                f"AND json_extract(\"{column}\", '$.{key}') = ?)"
+            )
+            args.append(person.user_id)
+    return " OR ".join(parts) or "0", args
 
 
-def _said(runs: list[dict[str, Any]], person: Person) -> tuple[set[str], set[str]]:
-    """The person's own words (their messages' texts) in ``runs``, and the session ids."""
+def owned_rows(path: Path, person: Person) -> dict[str, list[dict[str, Any]]]:
+    """The rows of ``path`` that are the person's (:func:`_owner_condition`), by table."""
+    if not path.is_file():
+        return {}
+    out = {}
+    with _connect(path) as db:
+        for table, _ in _tables(db):
+            columns = _columns(db, table)
+            condition, args = _owner_condition(columns, person)
+            rows = db.execute(f'SELECT * FROM "{table}" WHERE {condition}', args).fetchall()
+            if rows:
+                out[table] = [_plain(dict(zip(columns, r, strict=False))) for r in rows]
+    return out
+
+
+def delete_owned_rows(path: Path, person: Person) -> int:
+    """Delete the person's rows of ``path`` (scrubbed after)."""
+    if not path.is_file():
+        return 0
+    removed = 0
+    with _connect(path) as db:
+        for table, _ in _tables(db):
+            condition, args = _owner_condition(_columns(db, table), person)
+            removed += max(db.execute(f'DELETE FROM "{table}" WHERE {condition}', args).rowcount, 0)
+    if removed:
+        scrub_sqlite(path)
+    return removed
+
+
+def _said(rows: list[dict[str, Any]], person: Person) -> tuple[set[str], set[str]]:
+    """The person's own words (their messages' texts) in their ``rows``, and the sessions."""
     words: set[str] = set()
     sessions: set[str] = set()
-    for row in runs:
+    for row in rows:
         if row.get("session_id"):
             sessions.add(str(row["session_id"]))
         for value in row.values():
@@ -446,36 +507,71 @@ def _own_message(item: Any) -> bool:
     )
 
 
+def _others_lines(path: Path, person: Person) -> set[str]:
+    """The lines other people's messages hold in a session store (a line of the person's
+    words that someone else also wrote, e.g. an attachment's heading, is not theirs alone)."""
+    lines: set[str] = set()
+    with _connect(path) as db:
+        for table, _ in _tables(db):
+            if "run_data" not in _columns(db, table):
+                continue
+            for (value,) in db.execute(f'SELECT run_data FROM "{table}"'):
+                with contextlib.suppress(ValueError, TypeError):
+                    run = json.loads(value)
+                    if isinstance(run, dict) and run.get("user_id") not in (None, person.user_id):
+                        words: set[str] = set()
+                        _collect_words(run, str(run["user_id"]), words)
+                        lines |= {ln.strip() for w in words for ln in w.splitlines()}
+    return lines
+
+
+def learn(ctx: MapContext, person: Person) -> None:
+    """Find, once per run, what of the person's is spread over shared stores: their words
+    (the messages of their runs), the sessions they spoke in and their shared entries."""
+    if ctx.learned:
+        return
+    for path in _shared_session_files(ctx):
+        rows = [r for found in owned_rows(path, person).values() for r in found]
+        words, spoke_in = _said(rows, person)
+        ctx.words |= words
+        ctx.sessions |= spoke_in
+        ctx.common |= _others_lines(path, person)
+    for memory in _shared_memories(ctx):
+        entries = _shared_part(ctx, person, memory)
+        if entries:
+            ctx.entries[memory.scope_id] = entries
+    ctx.learned = True
+
+
+def _redacted(ctx: MapContext, person: Person) -> set[str]:
+    """What is replaced in shared stores: the person's words, their shared entries' texts
+    (recalled into others' prompts), their Matrix ID."""
+    texts = {e.text for entries in ctx.entries.values() for e in entries}
+    # a line of their words is matched alone too: recall shows transcripts line by line
+    lines = {line.strip() for text in ctx.words for line in text.splitlines()}
+    distinct = {line for line in lines - ctx.common if len(line) >= MIN_LINE}
+    return ctx.words | texts | distinct | {person.user_id}
+
+
 def _sessions_list(ctx: MapContext, person: Person) -> list[str]:
-    return [str(p) for p in _shared_session_files(ctx) if _their_runs(p, person)]
+    return [str(p) for p in _shared_session_files(ctx) if owned_rows(p, person)]
 
 
 def _sessions_export(ctx: MapContext, person: Person) -> Any:
     out = {}
     for path in _shared_session_files(ctx):
-        found = rows_naming(path, _person_needles(person))
+        found = owned_rows(path, person)
         if found:
             out[str(path.relative_to(ctx.storage))] = found
     return out
 
 
-def _learn_words(ctx: MapContext, person: Person) -> set[str]:
-    """The person's words in the shared session stores (and the sessions they spoke in),
-    remembered on ``ctx`` for the stores that redact them."""
-    sessions: set[str] = set()
-    for path in _shared_session_files(ctx):
-        words, spoke_in = _said(_their_runs(path, person), person)
-        ctx.words |= words
-        sessions |= spoke_in
-    return sessions
-
-
 def _sessions_erase(ctx: MapContext, person: Person) -> int:
-    _learn_words(ctx, person)
+    learn(ctx, person)
     removed = 0
     for path in _shared_session_files(ctx):
-        removed += delete_rows_naming(path, _person_needles(person))
-        removed += replace_text(path, ctx.words, FORGOTTEN)
+        removed += delete_owned_rows(path, person)
+        removed += replace_text(path, _redacted(ctx, person), FORGOTTEN)
     return removed
 
 
@@ -496,21 +592,38 @@ def _index_export(ctx: MapContext, person: Person) -> Any:
 
 
 def _index_erase(ctx: MapContext, person: Person) -> int:
-    """Drop every shared session index that holds the person or their words: derived data,
-    rebuilt by the next sync from the (now redacted) session stores."""
-    from mindroom.memory.session_source import close_all
+    """Forget, in each shared session index, every session the person spoke in or whose lines
+    hold them or their words: derived data, so the next sync of such a session indexes it
+    again from the (now redacted) session store; other sessions stay as they are."""
+    from mindroom.memory.session_index import SessionIndex
 
-    needles = _person_needles(person) + sorted(w for w in ctx.words if len(w.strip()) >= 4)
-    doomed = [p for p in _index_files(ctx) if rows_naming(p, needles)]
-    if doomed:
-        close_all()
-    for path in doomed:
-        for part in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
-            part.unlink(missing_ok=True)
-    return len(doomed)
+    learn(ctx, person)
+    condition, args = _condition(["json"], sorted(_redacted(ctx, person)))
+    removed = 0
+    for path in _index_files(ctx):
+        with _connect(path) as db:
+            indexed = {str(row[0]) for row in db.execute("SELECT session_id FROM sessions")}
+            touched = indexed & ctx.sessions
+            touched |= {
+                str(row[0])
+                for row in db.execute(
+                    "SELECT DISTINCT s.session_id FROM lines l JOIN sessions s"
+                    f" ON s.id = l.session WHERE {condition}",
+                    args,
+                )
+            }
+        if not touched:
+            continue
+        index = SessionIndex(path)
+        try:
+            removed += sum(index.forget(session_id) for session_id in sorted(touched))
+        finally:
+            index.close()
+        scrub_sqlite(path)
+    return removed
 
 
-def _shared_part(ctx: MapContext, person: Person, memory: Any, sessions: set[str]) -> list[Any]:
+def _shared_part(ctx: MapContext, person: Person, memory: Any) -> list[Any]:
     """The entries of a shared memory that are the person's: naming them, holding their words,
     or written in a conversation they spoke in (the history's ``run``)."""
     from mindroom.memory.audit import every_entry
@@ -527,27 +640,37 @@ def _shared_part(ctx: MapContext, person: Person, memory: Any, sessions: set[str
         text = entry.text.casefold()
         if (
             needle in text
-            or any(w in text or text in w for w in words)
-            or runs_of.get(entry.id, set()) & sessions
+            or any(w in text for w in words)
+            or runs_of.get(entry.id, set()) & ctx.sessions
         ):
             found.append(entry)
     return found
 
 
+def _state_dbs(memory: Any) -> list[Path]:
+    """The SQLite files of a shared scope's state (the session index is its own store)."""
+    return [
+        p
+        for p in _files(memory.scope.state_dir)
+        if p.suffix == ".db" and p.name != "transcripts.db" and _is_sqlite(p)
+    ]
+
+
 def _shared_export(ctx: MapContext, person: Person) -> Any:
     from mindroom.memory.audit import entry_data
 
-    sessions = _learn_words(ctx, person)
+    learn(ctx, person)
     out = []
     for memory in _shared_memories(ctx):
-        entries = _shared_part(ctx, person, memory, sessions)
-        ids = {e.id for e in entries}
-        state = {
-            p.name: rows
-            for p in _files(memory.scope.state_dir)
-            if p.suffix == ".db" and p.name not in ("transcripts.db",) and _is_sqlite(p)
-            if (rows := rows_naming(p, _person_needles(person) + sorted(ids)))
-        }
+        entries = ctx.entries.get(memory.scope_id, [])
+        ids = sorted({e.id for e in entries})
+        state = {}
+        for path in _state_dbs(memory):
+            rows = owned_rows(path, person)
+            for table, found in rows_naming(path, ids).items():
+                rows.setdefault(table, []).extend(found)
+            if rows:
+                state[path.name] = rows
         if entries or state:
             out.append({
                 "scope": memory.scope_id,
@@ -565,16 +688,16 @@ def _shared_list(ctx: MapContext, person: Person) -> list[str]:
 def _shared_erase(ctx: MapContext, person: Person) -> int:
     from mindroom.memory.forget import erase_entries
 
-    sessions = _learn_words(ctx, person)
+    learn(ctx, person)
     removed = 0
     for memory in _shared_memories(ctx):
-        entries = _shared_part(ctx, person, memory, sessions)
+        entries = ctx.entries.get(memory.scope_id, [])
         removed += erase_entries(memory, entries)
-        needles = _person_needles(person) + sorted({e.id for e in entries})
-        for path in _files(memory.scope.state_dir):
-            if path.suffix == ".db" and path.name != "transcripts.db" and _is_sqlite(path):
-                removed += delete_rows_naming(path, needles)
-                removed += replace_text(path, {e.text for e in entries} | ctx.words, FORGOTTEN)
+        for path in _state_dbs(memory):
+            removed += delete_owned_rows(path, person)
+            removed += delete_rows_naming(path, sorted({e.id for e in entries}))
+            removed += replace_text(path, _redacted(ctx, person), FORGOTTEN)
+            scrub_sqlite(path)
     return removed
 
 
@@ -590,7 +713,7 @@ def _ledger_path(ctx: MapContext) -> Path:
 def _ledger_export(ctx: MapContext, person: Person) -> Any:
     if ctx.config.storage.database:
         return "(the ledger is in PostgreSQL: not read here)"
-    return rows_naming(_ledger_path(ctx), _person_needles(person))
+    return owned_rows(_ledger_path(ctx), person)
 
 
 def _ledger_list(ctx: MapContext, person: Person) -> list[str]:
@@ -602,10 +725,9 @@ def _ledger_erase(ctx: MapContext, person: Person) -> int:
     if ctx.config.storage.database:
         logger.warning("forget %s: the ledger is in PostgreSQL and was not erased", person.user_id)
         return 0
+    learn(ctx, person)
     path = _ledger_path(ctx)
-    return delete_rows_naming(path, _person_needles(person)) + replace_text(
-        path, ctx.words, FORGOTTEN
-    )
+    return delete_owned_rows(path, person) + replace_text(path, _redacted(ctx, person), FORGOTTEN)
 
 
 def _nothing_list(_ctx: MapContext, _person: Person) -> list[str]:
@@ -621,7 +743,6 @@ def _nothing_erase(_ctx: MapContext, _person: Person) -> int:
 
 
 STORES: tuple[PersonStore, ...] = (
-    # shared_sessions first: it learns the person's words, which the later stores redact
     PersonStore(
         "shared_sessions",
         "shared agents' and teams' conversations (Agno sessions) and learning stores",
@@ -634,6 +755,15 @@ STORES: tuple[PersonStore, ...] = (
         _sessions_list,
         _sessions_export,
         _sessions_erase,
+    ),  # fmt: skip
+    PersonStore(
+        "mem0_private",
+        "the person's private memories on the mem0 backend, and mem0's history of them",
+        ("mindroom_data/mem0/**",),
+        ("mindroom.memory.mem0.engine", "mindroom.memory.mem0.memory"),
+        _mem0_list,
+        _mem0_export,
+        _mem0_erase,
     ),  # fmt: skip
     PersonStore(
         "private_folder",
@@ -660,15 +790,6 @@ STORES: tuple[PersonStore, ...] = (
         _private_list,
         _private_export,
         _private_erase,
-    ),  # fmt: skip
-    PersonStore(
-        "mem0_private",
-        "the person's private memories on the mem0 backend, and mem0's history of them",
-        ("mindroom_data/mem0/**",),
-        ("mindroom.memory.mem0.engine", "mindroom.memory.mem0.memory"),
-        _mem0_list,
-        _mem0_export,
-        _mem0_erase,
     ),  # fmt: skip
     PersonStore(
         "shared_memory",
@@ -752,6 +873,7 @@ def export_person(
 ) -> dict[str, Any]:
     """Everything the map holds about ``user_id``: one section per store (blocking)."""
     ctx, person = _context(config, storage, registry), Person(user_id)
+    learn(ctx, person)
     stores = {}
     for store in STORES:
         stores[store.name] = {"what": store.what, "where": store.list(ctx, person),
@@ -768,6 +890,7 @@ def forget_person(
 ) -> list[StoreReport]:
     """Erase ``user_id``'s part of every store of the map; counts per store (blocking)."""
     ctx, person = _context(config, storage, registry), Person(user_id)
+    learn(ctx, person)  # before any store changes: what is theirs is judged on the data as is
     reports = []
     for store in STORES:
         count = store.erase(ctx, person)
