@@ -852,6 +852,8 @@ NOT_PERSONAL: dict[str, str] = {
     "mindroom.matrix.key_backup": "the agents' own encryption key backup state",
     "mindroom.matrix.crypto": "the agents' own encryption keys (Matrix's record)",
     "mindroom.dashboard.ledger_reads": "reads the ledger (the ledger store above)",
+    "mindroom.agents.memory_tools": "names the session index's sessions/*.jsonl paths; opens "
+    "nothing itself",
 }
 
 

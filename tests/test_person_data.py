@@ -1,0 +1,76 @@
+"""The map of a person's data (mindroom/person_data.py) is complete by construction: every
+module that opens a database or writes a JSONL file is claimed by a store of the map, or
+named in NOT_PERSONAL with the reason it holds nothing of a person. A store added without
+registering itself fails here. Also: the SQLite helpers erase bytes, not only rows."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+import mindroom
+from mindroom.person_data import NOT_PERSONAL, STORES, Person, delete_owned_rows, replace_text
+
+PACKAGE = Path(mindroom.__file__).parent
+# how a module opens a store of its own
+OPENS_A_STORE = re.compile(
+    r"open_database\(|sqlite3\.connect\(|SqliteDb\b|create_async_engine\(|sqlite_engine\("
+    r"|\.jsonl\b|aiosqlite\.connect\(|history_db_path"
+)
+
+
+def modules_opening_stores() -> set[str]:
+    found = set()
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "person_data.py":
+            continue
+        if OPENS_A_STORE.search(path.read_text(encoding="utf-8")):
+            relative = path.relative_to(PACKAGE.parent).with_suffix("")
+            found.add(".".join(relative.parts).removesuffix(".__init__"))
+    return found
+
+
+def test_every_module_that_opens_a_store_is_in_the_map_of_a_persons_data() -> None:
+    claimed = {module for store in STORES for module in store.modules}
+    opening = modules_opening_stores()
+    assert opening  # the scan finds the stores it is there to find (positive control)
+    assert "mindroom.memory.consent" in opening
+    unregistered = sorted(opening - claimed - set(NOT_PERSONAL))
+    assert not unregistered, (
+        f"modules that open a store the map of a person's data does not know: {unregistered}; "
+        "register each in mindroom/person_data.py (STORES: how to list, export and erase a "
+        "person's part) or, if it can hold nothing of a person, in NOT_PERSONAL with why"
+    )
+
+
+def _bytes_of(path: Path) -> bytes:
+    return b"".join(
+        p.read_bytes() for p in (path, Path(f"{path}-wal")) if p.exists()
+    )  # fmt: skip
+
+
+def test_erasing_rows_leaves_no_bytes_in_the_file_its_wal_or_fts_segments(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, user_id TEXT, text TEXT)")
+    db.execute("CREATE VIRTUAL TABLE search USING fts5(text, tokenize='porter unicode61')")
+    for user, word in (("@alice:x", "alicesecret7731"), ("@bob:x", "bobsecret8842")):
+        db.execute("INSERT INTO runs (user_id, text) VALUES (?, ?)", (user, f"{word} said"))
+        db.execute("INSERT INTO search (text) VALUES (?)", (f"{word} said",))
+    db.commit()
+    db.close()
+    assert b"alicesecret7731" in _bytes_of(path)  # positive control
+
+    removed = delete_owned_rows(path, Person("@alice:x"))
+    replace_text(path, {"alicesecret7731 said"}, "[forgotten]")
+
+    assert removed == 1
+    assert b"alicesecret7731" not in _bytes_of(path)
+    assert b"bobsecret8842" in _bytes_of(path)
+    with sqlite3.connect(path) as check:
+        assert check.execute("SELECT count(*) FROM search WHERE search MATCH 'bobsecret8842'")
+        assert not check.execute(
+            "SELECT * FROM search WHERE search MATCH 'alicesecret7731'"
+        ).fetchall()
