@@ -23,7 +23,7 @@ from mindroom.dashboard.access import PERSON, PERSON_COOKIE, PERSON_UNTIL
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.access import CategoryAccess
 from mindroom.memory.audit import person_export
-from mindroom.memory.private import requester_key
+from mindroom.memory.private import PRIVATE_DIR, requester_key
 from mindroom.memory.store import FileMemory
 from mindroom.memory.view import AgentView
 
@@ -268,6 +268,7 @@ async def forget(dash: Dashboard, request: web.Request) -> web.Response:
     if form.get("confirm") != "yes":
         raise web.HTTPSeeOther("/me")
     user: str = request[PERSON]
+    dash.host.runtime.forget_stores_under(dash.data_dir.parent / PRIVATE_DIR / requester_key(user))
     reports = await asyncio.to_thread(
         person_data.forget_person, dash.host.config, dash.data_dir.parent, dash.host.memories,
         user,
