@@ -913,6 +913,30 @@ def redact_deleted_fact(
     for path in _files(ctx.home(person)):
         if path.suffix in SQLITE_SUFFIXES and _is_sqlite(path):
             changed += replace_text(path, {text}, DELETED)
+    return changed + _redact_mem0_messages(ctx, person, text)
+
+
+def _redact_mem0_messages(ctx: MapContext, person: Person, text: str) -> int:
+    """Replace ``text`` in the messages mem0 keeps of the person's scopes (mem0 shows them to
+    its extraction again, which would bring the fact back)."""
+    from mindroom.memory.mem0.engine import mem0_dir
+
+    path = mem0_dir(ctx.storage) / "history.db"
+    if not path.is_file() or len(text.strip()) < 4:
+        return 0
+    with _connect(path) as db:
+        try:
+            cursor = db.execute(
+                "UPDATE messages SET content = replace(content, ?, ?)"
+                " WHERE instr(session_scope, ?) > 0 AND instr(content, ?) > 0",
+                (text, DELETED, person.key, text),
+            )
+        except sqlite3.OperationalError as exc:  # another mem0 version's schema
+            logger.warning("%s: mem0's messages not redacted (%s)", path, exc)
+            return 0
+        changed = max(cursor.rowcount, 0)
+    if changed:
+        scrub_sqlite(path)
     return changed
 
 
