@@ -4,6 +4,12 @@ Signed in through the link ``!memory`` sends (:mod:`mindroom.dashboard.person`),
 their own private memories only: the scopes whose folder is theirs (the key of their Matrix
 ID). Edits take the same write path as the companion's own tools (actor ``person``); nothing
 here reads or names anybody else.
+
+The download and "forget me" enumerate the map of a person's data
+(:mod:`mindroom.person_data`): the download holds every store's part (conversations, expired
+and archived entries, mem0), forget-me (asked twice, CSRF-protected like every form here)
+erases it. A deleted fact is also replaced in the person's conversations and what is derived
+from them, so no recall path brings it back (:func:`mindroom.person_data.redact_deleted_fact`).
 """
 
 from __future__ import annotations
