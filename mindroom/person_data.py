@@ -28,6 +28,8 @@ A person is their Matrix ID; their private folder is ``private_instances/<reques
   redacted transcripts).
 * ``ledger``: the ledger's rows keyed by the person (their conversations, flush state, the
   appservice inbox's copies of their events).
+* ``maintenance_runs``: a maintenance run's summary or stats naming one of the person's private
+  scopes (their folder key).
 * ``dashboard_sessions``: a ``/me`` session is a signed cookie held by the browser; the server
   stores nothing of it.
 
@@ -730,6 +732,26 @@ def _ledger_erase(ctx: MapContext, person: Person) -> int:
     return delete_owned_rows(path, person) + replace_text(path, _redacted(ctx, person), FORGOTTEN)
 
 
+def _maintenance_path(ctx: MapContext) -> Path:
+    from mindroom.maintenance.loop import DB_NAME
+
+    return ctx.data_dir / DB_NAME
+
+
+def _maintenance_export(ctx: MapContext, person: Person) -> Any:
+    return rows_naming(_maintenance_path(ctx), [person.key, *_person_needles(person)])
+
+
+def _maintenance_list(ctx: MapContext, person: Person) -> list[str]:
+    found = _maintenance_export(ctx, person)
+    return [f"maintenance {t}: {len(rows)} rows" for t, rows in found.items()]
+
+
+def _maintenance_erase(ctx: MapContext, person: Person) -> int:
+    """A run's summary may name a private scope (the person's folder key): replaced."""
+    return replace_text(_maintenance_path(ctx), {person.key, person.user_id}, FORGOTTEN)
+
+
 def _nothing_list(_ctx: MapContext, _person: Person) -> list[str]:
     return []
 
@@ -833,6 +855,15 @@ STORES: tuple[PersonStore, ...] = (
         _ledger_erase,
     ),  # fmt: skip
     PersonStore(
+        "maintenance_runs",
+        "maintenance runs' summaries and stats that name one of the person's private scopes",
+        ("mindroom_data/maintenance.db*",),
+        ("mindroom.maintenance.store", "mindroom.maintenance.loop"),
+        _maintenance_list,
+        _maintenance_export,
+        _maintenance_erase,
+    ),  # fmt: skip
+    PersonStore(
         "dashboard_sessions",
         "/me sessions (signed cookies held by the browser: nothing stored server-side)",
         (),
@@ -847,8 +878,6 @@ STORES: tuple[PersonStore, ...] = (
 # known about them, and why (the structural test accepts these and nothing else unclaimed).
 NOT_PERSONAL: dict[str, str] = {
     "mindroom.wal": "opens the databases named by the stores above (the shared helper)",
-    "mindroom.maintenance.store": "job schedule and run stats: no message text, no people",
-    "mindroom.maintenance.loop": "job schedule and run stats: no message text, no people",
     "mindroom.matrix.key_backup": "the agents' own encryption key backup state",
     "mindroom.matrix.crypto": "the agents' own encryption keys (Matrix's record)",
     "mindroom.dashboard.ledger_reads": "reads the ledger (the ledger store above)",
