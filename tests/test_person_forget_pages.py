@@ -23,6 +23,7 @@ import pytest_asyncio
 from mindroom.dashboard.person import person_link
 from mindroom.dashboard.server import Dashboard
 from mindroom.memory.archive import archive_entry_sync
+from mindroom.memory.fields import EntryFields
 from mindroom.memory.private import requester_key
 from mindroom.memory.store import FileMemory
 from tests.dashboard_fixtures import open_link, start_dashboard
@@ -168,6 +169,8 @@ async def test_the_me_download_holds_conversations_expired_and_archived_entries(
     assert bot.bot is not None
     memory = bot.bot.memories.for_agent("mind", requester=alice.user_id)
     assert isinstance(memory, FileMemory)
+    expired = EntryFields(state="soft_deleted", purge=dt.date.today() + dt.timedelta(days=30))
+    memory.add_sync("an expired note expx6632", actor="test", fields=expired, path="memory/x.md")
     old = memory.add_sync("an archived note archx5521", actor="test")
     await asyncio.to_thread(
         archive_entry_sync, memory, old, into=None, why="test", actor="test", today=dt.date.today()
@@ -181,6 +184,7 @@ async def test_the_me_download_holds_conversations_expired_and_archived_entries(
     assert answer.status == 200
     assert "alicehello4417" in text  # the conversation
     assert "archx5521" in text  # the archived entry
+    assert "expx6632" in text  # the entry TTL expired (in its file until its purge day)
 
 
 async def test_forget_me_on_me_asks_twice_and_erases_only_that_person(
