@@ -916,6 +916,15 @@ def export_person(
     }
 
 
+def list_person(
+    config: Config, storage: Path, registry: MemoryRegistry, user_id: str
+) -> dict[str, list[str]]:
+    """Where each store of the map holds something of ``user_id`` (blocking)."""
+    ctx, person = _context(config, storage, registry), Person(user_id)
+    learn(ctx, person)
+    return {store.name: store.list(ctx, person) for store in STORES}
+
+
 def forget_person(
     config: Config, storage: Path, registry: MemoryRegistry, user_id: str
 ) -> list[StoreReport]:

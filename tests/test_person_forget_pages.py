@@ -176,11 +176,13 @@ async def test_the_me_download_holds_conversations_expired_and_archived_entries(
         archive_entry_sync, memory, old, into=None, why="test", actor="test", today=dt.date.today()
     )
 
-    session, _ = await signed_in_as(running, alice.user_id)
+    session, home = await signed_in_as(running, alice.user_id)
     async with session:
         answer = await session.get(f"http://127.0.0.1:{running.port}/me/export")
         text = await answer.text()
 
+    assert "Everything stored about you" in home
+    assert "private companions&#x27; memory" in home  # the page names the stores holding them
     assert answer.status == 200
     assert "alicehello4417" in text  # the conversation
     assert "archx5521" in text  # the archived entry

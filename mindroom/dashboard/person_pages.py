@@ -184,6 +184,20 @@ async def home(dash: Dashboard, request: web.Request) -> web.Response:
             )
     if not mine:
         parts.append("<p>No companion has a memory of you yet.</p>")
+    held = await asyncio.to_thread(
+        person_data.list_person, dash.host.config, dash.data_dir.parent, dash.host.memories, user
+    )
+    stores = {store.name: store.what for store in person_data.STORES}
+    items = "".join(
+        f"<li><strong>{_e(stores[name])}</strong>: {len(where)} place(s)</li>"
+        for name, where in held.items()
+        if where
+    )
+    parts.append(
+        "<h2>Everything stored about you</h2><p>Your conversations with every agent and all "
+        "the rest is in the download.</p>"
+        + (f"<ul>{items}</ul>" if items else "<p class=muted>Nothing.</p>")
+    )
     parts.append(
         "<h2>Forget me</h2><p>Erase everything mindroom stores about you: your private "
         "memories, your conversations, what shared agents remember from you or about you. "
