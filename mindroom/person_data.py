@@ -17,6 +17,8 @@ A person is their Matrix ID; their private folder is ``private_instances/<reques
   reads every file; erase removes the folder.
 * ``mem0_private``: the person's private scopes on the mem0 backend live in the shared mem0
   store (``mindroom_data/mem0``): their memories, and mem0's change history of those ids.
+* ``mem0_shared``: shared agents' and teams' mem0 memories that name the person or hold their
+  words, and the lines of theirs mem0 keeps (it is shown ``<matrix id>: text``).
 * ``shared_memory``: in shared agents' and teams' memories, the entries that name the person's
   Matrix ID or were written in a conversation where the person spoke (the history's ``run``),
   with their history records, consent proposals, insights and events about them.
@@ -395,6 +397,99 @@ def _mem0_erase(ctx: MapContext, person: Person) -> int:
             delete_rows_naming(path, removed)
         scrub_sqlite(path)
     return len(removed)
+
+
+def _shared_mem0(ctx: MapContext) -> Iterator[Any]:
+    """Every shared mem0 memory: shared agents on mem0, and teams when mem0 is the backend."""
+    from mindroom.memory.consolidate.run import team_member_lists
+    from mindroom.memory.mem0 import Mem0Memory
+
+    for name, agent in ctx.config.agents.items():
+        if agent.private is None and ctx.config.agent_memory_backend(name) == "mem0":
+            memory = ctx.registry.for_agent(name)
+            if isinstance(memory, Mem0Memory):
+                yield memory
+    if ctx.config.memory.backend == "mem0":
+        for members in team_member_lists(ctx.storage, ctx.config):
+            memory = ctx.registry.for_team(members)
+            if isinstance(memory, Mem0Memory):
+                yield memory
+
+
+def _shared_mem0_part(ctx: MapContext, person: Person, memory: Any) -> list[Any]:
+    """A shared mem0 memory's entries that name the person or hold their words (mem0 is shown
+    a person's lines as ``<matrix id>: text``, so its facts often name them)."""
+    needle = person.user_id.casefold()
+    words = [w.casefold() for w in ctx.words if len(w.strip()) >= MIN_LINE]
+    return [
+        e
+        for e in memory.list_sync(1_000_000)
+        if needle in e.text.casefold() or any(w in e.text.casefold() for w in words)
+    ]
+
+
+def _shared_mem0_messages(ctx: MapContext, person: Person) -> dict[str, list[dict[str, Any]]]:
+    """The lines mem0 keeps that the person said (``<matrix id>: text``)."""
+    from mindroom.memory.mem0.engine import mem0_dir
+
+    path = mem0_dir(ctx.storage) / "history.db"
+    if not path.is_file():
+        return {}
+    with _connect(path) as db:
+        try:
+            rows = db.execute(
+                "SELECT * FROM messages WHERE substr(content, 1, ?) = ?",
+                (len(person.user_id) + 1, f"{person.user_id}:"),
+            )
+            columns = [c[0] for c in rows.description]
+            found = [_plain(dict(zip(columns, r, strict=False))) for r in rows]
+        except sqlite3.OperationalError:  # another mem0 version's schema
+            return {}
+    return {"messages": found} if found else {}
+
+
+def _mem0_shared_export(ctx: MapContext, person: Person) -> Any:
+    out = []
+    for memory in _shared_mem0(ctx):
+        entries = _shared_mem0_part(ctx, person, memory)
+        if entries:
+            out.append({"scope": memory.scope_id,
+                        "entries": [{"id": e.id, "text": e.text} for e in entries]})  # fmt: skip
+    messages = _shared_mem0_messages(ctx, person)
+    if messages:
+        out.append({"scope": "(mem0's records)", "rows": messages})
+    return out
+
+
+def _mem0_shared_list(ctx: MapContext, person: Person) -> list[str]:
+    return [f"mem0 {s['scope']}" for s in _mem0_shared_export(ctx, person)]
+
+
+def _mem0_shared_erase(ctx: MapContext, person: Person) -> int:
+    from mindroom.memory.mem0.engine import mem0_dir
+
+    learn(ctx, person)
+    removed: list[str] = []
+    for memory in _shared_mem0(ctx):
+        for entry in _shared_mem0_part(ctx, person, memory):
+            memory.delete_sync(entry.id, actor="forget")
+            removed.append(entry.id)
+    path = mem0_dir(ctx.storage) / "history.db"
+    count = len(removed)
+    if path.is_file():
+        with _connect(path) as db, contextlib.suppress(sqlite3.OperationalError):
+            count += max(db.execute(
+                "DELETE FROM messages WHERE substr(content, 1, ?) = ?",
+                (len(person.user_id) + 1, f"{person.user_id}:"),
+            ).rowcount, 0)  # fmt: skip
+        count += delete_rows_naming(path, removed)
+        replace_text(path, _redacted(ctx, person), FORGOTTEN)
+    for other in _files(mem0_dir(ctx.storage)):
+        if _is_sqlite(other) and other != path:
+            # Chroma logs every add in its queue table (the text too) beyond the delete
+            count += delete_rows_naming(other, removed)
+            scrub_sqlite(other)
+    return count
 
 
 # -- shared memory, sessions, their index ---------------------------------------------------------
@@ -786,6 +881,16 @@ STORES: tuple[PersonStore, ...] = (
         _mem0_list,
         _mem0_export,
         _mem0_erase,
+    ),  # fmt: skip
+    PersonStore(
+        "mem0_shared",
+        "shared agents' and teams' mem0 memories that name the person or hold their words, "
+        "and the lines of theirs mem0 keeps",
+        ("mindroom_data/mem0/**",),
+        ("mindroom.memory.mem0.engine", "mindroom.memory.mem0.memory"),
+        _mem0_shared_list,
+        _mem0_shared_export,
+        _mem0_shared_erase,
     ),  # fmt: skip
     PersonStore(
         "private_folder",
