@@ -158,8 +158,9 @@ def run_person_forget(
                 f"memory forget --user {user}: no terminal to confirm on; add --yes to erase "
                 "everything about this person without asking"
             )
-        answer = input(f"Erase everything mindroom stores about {user}? This cannot be "
-                       "undone. Type 'yes': ")  # fmt: skip
+        answer = input(
+            f"Erase everything mindroom stores about {user}? This cannot be undone. Type 'yes': "
+        )
         if answer.strip().lower() != "yes":
             print("nothing erased")
             return 1

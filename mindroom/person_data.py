@@ -144,8 +144,9 @@ def _tables(db: sqlite3.Connection) -> list[tuple[str, bool]]:
     are the FTS5 table's own, reached through it)."""
     rows = db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
     fts = [name for name, sql in rows if sql and "using fts5" in sql.lower()]
-    shadows = {f"{name}_{part}" for name in fts for part in
-               ("data", "idx", "content", "docsize", "config")}  # fmt: skip
+    shadows = {
+        f"{name}_{part}" for name in fts for part in ("data", "idx", "content", "docsize", "config")
+    }
     return [
         (name, name in fts)
         for name, _ in rows
@@ -317,13 +318,15 @@ def _private_export(ctx: MapContext, person: Person) -> Any:
         if home not in scope.root.parents:
             continue
         memory = ctx.registry.open_private_scope(scope, agent)
-        memories.append({
-            "scope": scope.scope_id,
-            "agent": agent,
-            "folder": str(scope.root),
-            "entries": [entry_data(e) for e in every_entry(memory)],
-            "history": events(memory),
-        })  # fmt: skip
+        memories.append(
+            {
+                "scope": scope.scope_id,
+                "agent": agent,
+                "folder": str(scope.root),
+                "entries": [entry_data(e) for e in every_entry(memory)],
+                "history": events(memory),
+            }
+        )
     files = {str(p.relative_to(home)): read_any(p) for p in _files(home)}
     return {"folder": str(home), "memories": memories, "files": files}
 
@@ -354,11 +357,13 @@ def _mem0_export(ctx: MapContext, person: Person) -> Any:
     out = []
     for scope_id, memory in _mem0_scopes(ctx, person):
         entries = memory.list_sync(1_000_000)
-        out.append({
-            "scope": scope_id,
-            "entries": [{"id": e.id, "text": e.text} for e in entries],
-            "history": [memory.history_sync(e.id) for e in entries],
-        })  # fmt: skip
+        out.append(
+            {
+                "scope": scope_id,
+                "entries": [{"id": e.id, "text": e.text} for e in entries],
+                "history": [memory.history_sync(e.id) for e in entries],
+            }
+        )
     records = _mem0_records(ctx, person)
     if records:
         out.append({"scope": "(mem0's records)", "entries": [], "history": [], "rows": records})
@@ -373,8 +378,9 @@ def _mem0_records(ctx: MapContext, person: Person) -> Any:
 
 
 def _mem0_list(ctx: MapContext, person: Person) -> list[str]:
-    return [f"mem0 scope {s['scope']}: {len(s['entries'])} memories"
-            for s in _mem0_export(ctx, person)]  # fmt: skip
+    return [
+        f"mem0 scope {s['scope']}: {len(s['entries'])} memories" for s in _mem0_export(ctx, person)
+    ]
 
 
 def _mem0_erase(ctx: MapContext, person: Person) -> int:
@@ -453,8 +459,12 @@ def _mem0_shared_export(ctx: MapContext, person: Person) -> Any:
     for memory in _shared_mem0(ctx):
         entries = _shared_mem0_part(ctx, person, memory)
         if entries:
-            out.append({"scope": memory.scope_id,
-                        "entries": [{"id": e.id, "text": e.text} for e in entries]})  # fmt: skip
+            out.append(
+                {
+                    "scope": memory.scope_id,
+                    "entries": [{"id": e.id, "text": e.text} for e in entries],
+                }
+            )
     messages = _shared_mem0_messages(ctx, person)
     if messages:
         out.append({"scope": "(mem0's records)", "rows": messages})
@@ -478,10 +488,13 @@ def _mem0_shared_erase(ctx: MapContext, person: Person) -> int:
     count = len(removed)
     if path.is_file():
         with _connect(path) as db, contextlib.suppress(sqlite3.OperationalError):
-            count += max(db.execute(
-                "DELETE FROM messages WHERE substr(content, 1, ?) = ?",
-                (len(person.user_id) + 1, f"{person.user_id}:"),
-            ).rowcount, 0)  # fmt: skip
+            count += max(
+                db.execute(
+                    "DELETE FROM messages WHERE substr(content, 1, ?) = ?",
+                    (len(person.user_id) + 1, f"{person.user_id}:"),
+                ).rowcount,
+                0,
+            )
         count += delete_rows_naming(path, removed)
         replace_text(path, _redacted(ctx, person), FORGOTTEN)
     for other in _files(mem0_dir(ctx.storage)):
@@ -769,12 +782,14 @@ def _shared_export(ctx: MapContext, person: Person) -> Any:
             if rows:
                 state[path.name] = rows
         if entries or state:
-            out.append({
-                "scope": memory.scope_id,
-                "entries": [entry_data(e) for e in entries],
-                "history": [r.__dict__ for r in memory.history_of() if r.id in ids],
-                "records": state,
-            })  # fmt: skip
+            out.append(
+                {
+                    "scope": memory.scope_id,
+                    "entries": [entry_data(e) for e in entries],
+                    "history": [r.__dict__ for r in memory.history_of() if r.id in ids],
+                    "records": state,
+                }
+            )
     return out
 
 
@@ -872,7 +887,7 @@ STORES: tuple[PersonStore, ...] = (
         _sessions_list,
         _sessions_export,
         _sessions_erase,
-    ),  # fmt: skip
+    ),
     PersonStore(
         "mem0_private",
         "the person's private memories on the mem0 backend, and mem0's history of them",
@@ -881,7 +896,7 @@ STORES: tuple[PersonStore, ...] = (
         _mem0_list,
         _mem0_export,
         _mem0_erase,
-    ),  # fmt: skip
+    ),
     PersonStore(
         "mem0_shared",
         "shared agents' and teams' mem0 memories that name the person or hold their words, "
@@ -891,7 +906,7 @@ STORES: tuple[PersonStore, ...] = (
         _mem0_shared_list,
         _mem0_shared_export,
         _mem0_shared_erase,
-    ),  # fmt: skip
+    ),
     PersonStore(
         "private_folder",
         "private companions' memory (with archive and expired entries), history, indexes, "
@@ -917,12 +932,17 @@ STORES: tuple[PersonStore, ...] = (
         _private_list,
         _private_export,
         _private_erase,
-    ),  # fmt: skip
+    ),
     PersonStore(
         "shared_memory",
         "shared agents' and teams' memory entries about or from the person, with their history, "
         "indexes, vectors, consent proposals, insights, deltas, relations and events",
-        ("agents/*/workspace/**", "mindroom_data/memory/**", "teams/**"),
+        (
+            "agents/*/workspace/**",
+            "mindroom_data/memory/**",
+            "agents/*/memory_files/**",
+            "*/*/memory_files/**",
+        ),  # team mirrors (under memory.file.path when set)
         (
             "mindroom.memory.store",
             "mindroom.memory.team",
@@ -940,7 +960,7 @@ STORES: tuple[PersonStore, ...] = (
         _shared_list,
         _shared_export,
         _shared_erase,
-    ),  # fmt: skip
+    ),
     PersonStore(
         "session_index",
         "shared scopes' index of past conversations (transcripts.db, derived)",
@@ -949,7 +969,7 @@ STORES: tuple[PersonStore, ...] = (
         _index_list,
         _index_export,
         _index_erase,
-    ),  # fmt: skip
+    ),
     PersonStore(
         "ledger",
         "the ledger's rows keyed by the person (conversations, flush state, inbox events)",
@@ -958,7 +978,7 @@ STORES: tuple[PersonStore, ...] = (
         _ledger_list,
         _ledger_export,
         _ledger_erase,
-    ),  # fmt: skip
+    ),
     PersonStore(
         "maintenance_runs",
         "maintenance runs' summaries and stats that name one of the person's private scopes",
@@ -967,7 +987,7 @@ STORES: tuple[PersonStore, ...] = (
         _maintenance_list,
         _maintenance_export,
         _maintenance_erase,
-    ),  # fmt: skip
+    ),
     PersonStore(
         "dashboard_sessions",
         "/me sessions (signed cookies held by the browser: nothing stored server-side)",
@@ -976,7 +996,7 @@ STORES: tuple[PersonStore, ...] = (
         _nothing_list,
         _nothing_export,
         _nothing_erase,
-    ),  # fmt: skip
+    ),
 )
 
 # Modules that open a database or write a JSONL file holding nothing a person said or that is
@@ -1012,8 +1032,11 @@ def export_person(
     learn(ctx, person)
     stores = {}
     for store in STORES:
-        stores[store.name] = {"what": store.what, "where": store.list(ctx, person),
-                              "data": store.export(ctx, person)}  # fmt: skip
+        stores[store.name] = {
+            "what": store.what,
+            "where": store.list(ctx, person),
+            "data": store.export(ctx, person),
+        }
     return {
         "user_id": user_id,
         "exported_at": dt.datetime.now(dt.UTC).isoformat(),

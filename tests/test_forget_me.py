@@ -99,7 +99,7 @@ def forget_config(model: ScriptedModel, room: str) -> str:
                 "memory_backend": "mem0",
                 "streaming": False,
             },
-        },  # fmt: skip
+        },
         teams={"crew": {"agents": ["general", "coder"], "mode": "coordinate", "rooms": [room]}},
         memory={
             "auto_flush": {"enabled": True, "idle_seconds": 0.3, "flush_interval_seconds": 60},
@@ -130,8 +130,13 @@ async def send_text_file(person: Human, room_id: str, text: str) -> str:
     )
     assert isinstance(upload, nio.UploadResponse), upload
     info = {"mimetype": "text/plain", "size": len(data)}
-    content = {"msgtype": "m.file", "body": "notes.txt", "filename": "notes.txt",
-               "url": upload.content_uri, "info": info}  # fmt: skip
+    content = {
+        "msgtype": "m.file",
+        "body": "notes.txt",
+        "filename": "notes.txt",
+        "url": upload.content_uri,
+        "info": info,
+    }
     sent = await person.client.room_send(room_id, "m.room.message", content)
     assert isinstance(sent, nio.RoomSendResponse), sent
     return sent.event_id
@@ -145,8 +150,9 @@ async def plant(bot: BotHarness, person: Human, room_id: str, marks: dict[str, s
     await ask(person, dm, ids["mind"], f"in private: {marks['dm']}")
     root = await person.send(room_id, "@general a thread", mention=[ids["general"]])
     await person.wait_for_reply(room_id, root, timeout=60)
-    await ask(person, room_id, ids["general"], f"@general more: {marks['thread']}",
-              thread_root=root)  # fmt: skip
+    await ask(
+        person, room_id, ids["general"], f"@general more: {marks['thread']}", thread_root=root
+    )
     await ask(person, room_id, ids["general"], f"@general please remember {marks['tool']}")
     await ask(person, room_id, ids["general"], f"@general by the way {marks['flush']}")
     await ask(person, room_id, ids["crew"], f"@crew team task {marks['team']}")
@@ -213,13 +219,16 @@ async def test_forget_me_erases_every_byte_of_one_person_that_export_showed_and_
     assert all(before_bob.values()), before_bob
     # every file holding a person's words is claimed by a store of the map
     unclaimed = {
-        f for files in [*before_alice.values(), *before_bob.values()] for f in files
+        f
+        for files in [*before_alice.values(), *before_bob.values()]
+        for f in files
         if not claimed(f, requester_key(alice.user_id))
-    }  # fmt: skip
+    }
     assert not unclaimed, f"files no store of the map registers: {sorted(unclaimed)}"
 
-    code, exported = cli(storage, "export", "--user", alice.user_id, "--format", "json",
-                         capsys=capsys)  # fmt: skip
+    code, exported = cli(
+        storage, "export", "--user", alice.user_id, "--format", "json", capsys=capsys
+    )
     assert code == 0, exported
     data = json.loads(exported)
     text = json.dumps(data, ensure_ascii=False)

@@ -52,9 +52,7 @@ def test_every_module_that_opens_a_store_is_in_the_map_of_a_persons_data() -> No
 
 
 def _bytes_of(path: Path) -> bytes:
-    return b"".join(
-        p.read_bytes() for p in (path, Path(f"{path}-wal")) if p.exists()
-    )  # fmt: skip
+    return b"".join(p.read_bytes() for p in (path, Path(f"{path}-wal")) if p.exists())
 
 
 def test_erasing_rows_leaves_no_bytes_in_the_file_its_wal_or_fts_segments(tmp_path: Path) -> None:

@@ -131,8 +131,12 @@ async def test_a_fact_deleted_on_me_comes_back_by_no_recall_path(
     room_id = await dm(bot, alice)
     await say(alice, room_id, f"please remember: {FACT}")
     home_dir = bot.storage / "private_instances" / requester_key(alice.user_id)
-    await wait_for(lambda: (home_dir / ".state" / "memory" / "transcripts.db").exists()
-                   and holds(home_dir / ".state" / "memory", b"zq7731x9"))  # fmt: skip
+    await wait_for(
+        lambda: (
+            (home_dir / ".state" / "memory" / "transcripts.db").exists()
+            and holds(home_dir / ".state" / "memory", b"zq7731x9")
+        )
+    )
 
     await say(alice, room_id, "what is my locker code?")
     before = what_the_model_saw(model.requests[-1])

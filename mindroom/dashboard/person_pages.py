@@ -224,9 +224,13 @@ async def _change(dash: Dashboard, request: web.Request, what: str) -> web.Respo
             # the fact goes from every recall path too: the person's transcripts and what
             # is derived from them (session index, insights, learning)
             await asyncio.to_thread(
-                person_data.redact_deleted_fact, dash.host.config, dash.data_dir.parent,
-                dash.host.memories, user, deleted.text,
-            )  # fmt: skip
+                person_data.redact_deleted_fact,
+                dash.host.config,
+                dash.data_dir.parent,
+                dash.host.memories,
+                user,
+                deleted.text,
+            )
     except MemoryStoreError as exc:
         return _page("Your memory", f'<div class="notice bad">{_e(exc)}</div>'
                      '<p><a href="/me">Back</a></p>', status=422)  # fmt: skip
@@ -251,11 +255,20 @@ async def export(dash: Dashboard, request: web.Request) -> web.Response:
     )
     out: dict[str, Any] = {"user_id": user, "memories": []}
     for scope in data["private_memory"]:
-        out["memories"].append({
-            "companion": scope["agent"],
-            "entries": [{"id": e["id"], "text": e["text"], "file": e["path"],
-                         "state": e.get("state", "active")} for e in scope["entries"]],
-        })  # fmt: skip
+        out["memories"].append(
+            {
+                "companion": scope["agent"],
+                "entries": [
+                    {
+                        "id": e["id"],
+                        "text": e["text"],
+                        "file": e["path"],
+                        "state": e.get("state", "active"),
+                    }
+                    for e in scope["entries"]
+                ],
+            }
+        )
     out["stores"] = data["stores"]
     return web.Response(
         text=json.dumps(out, indent=2, ensure_ascii=False),
@@ -290,9 +303,12 @@ async def forget(dash: Dashboard, request: web.Request) -> web.Response:
     user: str = request[PERSON]
     dash.host.runtime.forget_stores_under(dash.data_dir.parent / PRIVATE_DIR / requester_key(user))
     reports = await asyncio.to_thread(
-        person_data.forget_person, dash.host.config, dash.data_dir.parent, dash.host.memories,
+        person_data.forget_person,
+        dash.host.config,
+        dash.data_dir.parent,
+        dash.host.memories,
         user,
-    )  # fmt: skip
+    )
     rows = "".join(f"<tr><td>{_e(r.store)}</td><td>{r.count}</td></tr>" for r in reports)
     page = _page(
         "Forgotten",

@@ -111,14 +111,17 @@ def person_export(
     folder = stores["private_folder"]["data"]
     private = list(folder["memories"])
     for scope in stores["mem0_private"]["data"]:
-        private.append({
-            "scope": scope["scope"],
-            "agent": None,
-            "folder": None,
-            "entries": [{"id": e["id"], "text": e["text"], "path": "mem0"}
-                        for e in scope["entries"]],
-            "history": [],  # mem0's own change records: under stores.mem0_private
-        })  # fmt: skip
+        private.append(
+            {
+                "scope": scope["scope"],
+                "agent": None,
+                "folder": None,
+                "entries": [
+                    {"id": e["id"], "text": e["text"], "path": "mem0"} for e in scope["entries"]
+                ],
+                "history": [],  # mem0's own change records: under stores.mem0_private
+            }
+        )
     shared = [
         {"scope": s["scope"], "entries": s["entries"]}
         for s in stores["shared_memory"]["data"]
@@ -126,9 +129,10 @@ def person_export(
     ]
     home = storage / PRIVATE_DIR / requester_key(user_id)
     other = sorted(
-        str(home / name) for name in folder["files"]
+        str(home / name)
+        for name in folder["files"]
         if name.endswith(".db") and "memory" not in Path(name).parts
-    )  # fmt: skip
+    )
     return {
         "user_id": user_id,
         "exported_at": data["exported_at"],
