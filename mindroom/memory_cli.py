@@ -31,6 +31,7 @@ from mindroom.memory_structured_cli import (
     cli_access,
     fields_of,
     run_person_export,
+    run_person_forget,
     run_structured,
 )
 from mindroom.memory_transfer import export_scope, import_scope
@@ -94,6 +95,12 @@ def add_memory_parser(sub: argparse._SubParsersAction, common) -> None:  # type:
     ).add_argument("file", type=Path, help="an export (markdown or json), or notes in markdown")
     delete = action("delete", "delete one memory (the history keeps it: restore brings it back)")
     delete.add_argument("id")
+    forget = action(
+        "forget",
+        "erase everything about one person (--user) from every store mindroom keeps",
+        whose_required=False,
+    )
+    forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     add_recall_parser(actions, common, _open)
 
     flush = actions.add_parser("flush", help="run one memory flush cycle now")
@@ -271,6 +278,9 @@ def run_memory(args: argparse.Namespace) -> int:
             )
         config_path, storage = _storage(args)
         return run_person_export(args, load_config(config_path), storage, config_path.parent)
+    if args.action == "forget":
+        config_path, storage = _storage(args)
+        return run_person_forget(args, load_config(config_path), storage, config_path.parent)
     memory, registry = _open(args)
     try:
         if isinstance(memory, Mem0Memory) and args.action in ("add", "import", "delete"):

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from mindroom.atomic import atomic_write
 from mindroom.config import Config
 from mindroom.errors import ConfigError, MemoryStoreError
 from mindroom.memory.access import CategoryAccess
@@ -28,6 +29,8 @@ from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.restore import set_fields_sync
 from mindroom.memory.store import FileMemory
 from mindroom.memory.view import AgentView
+from mindroom.person_data import forget_person
+from mindroom.runlock import running
 
 STRUCTURED_ACTIONS = frozenset({"set", "proposals", "confirm", "reject", "stats"})
 
@@ -102,14 +105,21 @@ def run_structured(args: argparse.Namespace, view: AgentView) -> int:
     return 0
 
 
+def _person(args: argparse.Namespace) -> str:
+    user = args.user
+    if not user or not user.startswith("@") or ":" not in user:
+        raise ConfigError(f"--user {user!r} is not a Matrix ID like @alice:example.org")
+    if args.agent or getattr(args, "team", None):
+        raise ConfigError(f"memory {args.action} --user is about one person: drop --agent/--team")
+    return str(user)
+
+
 def run_person_export(
     args: argparse.Namespace, config: Config, storage: Path, config_dir: Path
 ) -> int:
     """``memory export --user MXID``: everything stored about one person, as markdown or
-    JSON (see :func:`mindroom.memory.audit.person_export`)."""
-    user = args.user
-    if not user.startswith("@") or ":" not in user:
-        raise ConfigError(f"--user {user!r} is not a Matrix ID like @alice:example.org")
+    JSON: every store of the map (:mod:`mindroom.person_data`)."""
+    user = _person(args)
     registry = MemoryRegistry(config, storage, config_dir)
     try:
         data = person_export(config, registry, storage, user)
@@ -123,9 +133,45 @@ def run_person_export(
     if args.output is None:
         sys.stdout.write(text)
     else:
-        args.output.write_text(text, encoding="utf-8")
+        atomic_write(args.output, text)
         count = sum(len(s["entries"]) for s in data["private_memory"])
         print(f"wrote everything about {user} to {args.output} ({count} private entries)")
+    return 0
+
+
+def run_person_forget(
+    args: argparse.Namespace, config: Config, storage: Path, config_dir: Path
+) -> int:
+    """``memory forget --user MXID``: erase the person's part of every store of the map, after
+    a confirmation (``--yes`` skips it; without a terminal it is required)."""
+    user = _person(args)
+    holder = running(storage / "mindroom_data")
+    if holder is not None:
+        raise MemoryStoreError(
+            f"forget refused while mindroom runs for {storage} ({holder.describe()}): the "
+            "running bot holds the stores open and could write them again. Stop mindroom "
+            "first, or let the person use the forget button on their /me page."
+        )
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise ConfigError(
+                f"memory forget --user {user}: no terminal to confirm on; add --yes to erase "
+                "everything about this person without asking"
+            )
+        answer = input(
+            f"Erase everything mindroom stores about {user}? This cannot be undone. Type 'yes': "
+        )
+        if answer.strip().lower() != "yes":
+            print("nothing erased")
+            return 1
+    registry = MemoryRegistry(config, storage, config_dir)
+    try:
+        reports = forget_person(config, storage, registry, user)
+    finally:
+        registry.close()
+    for report in reports:
+        print(f"{report.store:<20} {report.count:>6} erased")
+    print(f"forgot {user}: {sum(r.count for r in reports)} items in {len(reports)} stores")
     return 0
 
 

@@ -497,6 +497,11 @@ class AgentRuntime(SessionWork):
         """The shared model object of configured model ``key``."""
         return self._model(key)
 
+    def forget_stores_under(self, folder: Path) -> None:
+        """Let go of the session and learning stores under ``folder`` (a person's private
+        folder, before forget-me erases it)."""
+        self._stores.forget_under(folder)
+
     async def close(self) -> None:
         """Release database connections."""
         await self._stores.close()

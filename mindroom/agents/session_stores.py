@@ -189,6 +189,16 @@ class SessionStores:
         """Paths of the per-person stores open now, least recently used first."""
         return list(self._recent)
 
+    def forget_under(self, folder: Path) -> None:
+        """Retire the per-person stores under ``folder`` (a person being forgotten: their
+        files are about to go, and no cached engine or session may write them again). A store
+        leased by a turn running now is retired when that turn ends, as by :meth:`_trim`."""
+        prefix = str(folder).rstrip("/") + "/"
+        for key in [k for k in self._recent if k.startswith(prefix)]:
+            store = self._recent.pop(key)
+            if store.engine is not None:
+                self._retire(store.engine)
+
     def _trim(self, keep: str | None = None) -> None:
         """Retire the least recently used unleased per-person stores beyond the capacity
         (never ``keep``, the one just handed out)."""

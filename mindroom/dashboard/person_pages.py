@@ -4,6 +4,12 @@ Signed in through the link ``!memory`` sends (:mod:`mindroom.dashboard.person`),
 their own private memories only: the scopes whose folder is theirs (the key of their Matrix
 ID). Edits take the same write path as the companion's own tools (actor ``person``); nothing
 here reads or names anybody else.
+
+The download and "forget me" enumerate the map of a person's data
+(:mod:`mindroom.person_data`): the download holds every store's part (conversations, expired
+and archived entries, mem0), forget-me (asked twice, CSRF-protected like every form here)
+erases it. A deleted fact is also replaced in the person's conversations and what is derived
+from them, so no recall path brings it back (:func:`mindroom.person_data.redact_deleted_fact`).
 """
 
 from __future__ import annotations
@@ -18,12 +24,14 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from mindroom import person_data
 from mindroom.dashboard import person, scopes
 from mindroom.dashboard.access import PERSON, PERSON_COOKIE, PERSON_UNTIL
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.access import CategoryAccess
+from mindroom.memory.audit import person_export
 from mindroom.memory.consent import WriteConsent
-from mindroom.memory.private import requester_key
+from mindroom.memory.private import PRIVATE_DIR, requester_key
 from mindroom.memory.store import FileMemory
 from mindroom.memory.view import AgentView
 
@@ -138,7 +146,9 @@ async def home(dash: Dashboard, request: web.Request) -> web.Response:
         f"<p>Signed in as <strong>{_e(user)}</strong>. These are the memories the private "
         "companions keep about you. Correct what is wrong, delete what they should forget "
         "(a deleted one stays in the memory's change history, which only the person running "
-        'mindroom can read). <a href="/me/export">Download all of it (JSON)</a>.</p>'
+        "mindroom can read; it is also taken out of your past conversations, so no companion "
+        'recalls it). <a href="/me/export">Download all of it (JSON)</a>: every store '
+        "mindroom keeps, your conversations included.</p>"
     ]
     for ref in mine:
         memory = _opened(dash, ref)
@@ -176,6 +186,27 @@ async def home(dash: Dashboard, request: web.Request) -> web.Response:
             )
     if not mine:
         parts.append("<p>No companion has a memory of you yet.</p>")
+    held = await asyncio.to_thread(
+        person_data.list_person, dash.host.config, dash.data_dir.parent, dash.host.memories, user
+    )
+    stores = {store.name: store.what for store in person_data.STORES}
+    items = "".join(
+        f"<li><strong>{_e(stores[name])}</strong>: {len(where)} place(s)</li>"
+        for name, where in held.items()
+        if where
+    )
+    parts.append(
+        "<h2>Everything stored about you</h2><p>Your conversations with every agent and all "
+        "the rest is in the download.</p>"
+        + (f"<ul>{items}</ul>" if items else "<p class=muted>Nothing.</p>")
+    )
+    parts.append(
+        "<h2>Forget me</h2><p>Erase everything mindroom stores about you: your private "
+        "memories, your conversations, what shared agents remember from you or about you. "
+        "This cannot be undone; you will be asked once more.</p>"
+        f'<form method="post" action="/me/forget">{csrf}'
+        '<button class="danger" type="submit">Erase everything about me…</button></form>'
+    )
     return _page("Your memory", "".join(parts))
 
 
@@ -195,7 +226,17 @@ async def _change(dash: Dashboard, request: web.Request, what: str) -> web.Respo
                 partial(view.update_sync, consent=consent), entry_id, text, actor=ACTOR
             )
         else:
-            await asyncio.to_thread(view.delete_sync, entry_id, actor=ACTOR)
+            deleted = await asyncio.to_thread(view.delete_sync, entry_id, actor=ACTOR)
+            # the fact goes from every recall path too: the person's transcripts and what
+            # is derived from them (session index, insights, learning)
+            await asyncio.to_thread(
+                person_data.redact_deleted_fact,
+                dash.host.config,
+                dash.data_dir.parent,
+                dash.host.memories,
+                user,
+                deleted.text,
+            )
     except MemoryStoreError as exc:
         return _page("Your memory", f'<div class="notice bad">{_e(exc)}</div>'
                      '<p><a href="/me">Back</a></p>', status=422)  # fmt: skip
@@ -211,23 +252,78 @@ async def delete(dash: Dashboard, request: web.Request) -> web.Response:
 
 
 async def export(dash: Dashboard, request: web.Request) -> web.Response:
+    """Everything about the person: every store of the map (:mod:`mindroom.person_data`), and
+    their private memories by companion as before (``memories``: live, expired and archived
+    entries, mem0's too)."""
     user: str = request[PERSON]
-    mine = await asyncio.to_thread(own_scopes, dash, user)
+    data = await asyncio.to_thread(
+        person_export, dash.host.config, dash.host.memories, dash.data_dir.parent, user
+    )
     out: dict[str, Any] = {"user_id": user, "memories": []}
-    for ref in mine:
-        memory = _opened(dash, ref)
-        if memory is None:
-            continue
-        found = await asyncio.to_thread(memory.list_sync, 1_000_000)
-        out["memories"].append({
-            "companion": ref.agent,
-            "entries": [{"id": e.id, "text": e.text, "file": e.path} for e in found],
-        })  # fmt: skip
+    for scope in data["private_memory"]:
+        out["memories"].append(
+            {
+                "companion": scope["agent"],
+                "entries": [
+                    {
+                        "id": e["id"],
+                        "text": e["text"],
+                        "file": e["path"],
+                        "state": e.get("state", "active"),
+                    }
+                    for e in scope["entries"]
+                ],
+            }
+        )
+    out["stores"] = data["stores"]
     return web.Response(
         text=json.dumps(out, indent=2, ensure_ascii=False),
         content_type="application/json",
         headers={"Content-Disposition": 'attachment; filename="my-memory.json"'},
     )
+
+
+async def forget_ask(dash: Dashboard, request: web.Request) -> web.Response:
+    """The second step of forget-me: what will go, and the button that erases it."""
+    await dash.form(request)  # this person's CSRF field
+    user: str = request[PERSON]
+    token = person.person_csrf(dash.token, user, request[PERSON_UNTIL])
+    body = (
+        f"<p>Erase everything mindroom stores about <strong>{_e(user)}</strong>, in every "
+        "store: private memories (with their history and indexes), conversations with every "
+        "agent, what shared agents remember from you or about you, pending proposals, "
+        "insights. It cannot be undone, and this page signs you out.</p>"
+        f'<form method="post" action="/me/forget/confirm"><input type="hidden" name="csrf" '
+        f'value="{token}"><input type="hidden" name="confirm" value="yes">'
+        '<button class="danger" type="submit">Yes, erase everything about me</button></form>'
+        '<p><a href="/me">No, go back</a></p>'
+    )
+    return _page("Forget me", body)
+
+
+async def forget(dash: Dashboard, request: web.Request) -> web.Response:
+    """Erase the person's part of every store of the map; reports counts per store."""
+    form = await dash.form(request)
+    if form.get("confirm") != "yes":
+        raise web.HTTPSeeOther("/me")
+    user: str = request[PERSON]
+    dash.host.runtime.forget_stores_under(dash.data_dir.parent / PRIVATE_DIR / requester_key(user))
+    reports = await asyncio.to_thread(
+        person_data.forget_person,
+        dash.host.config,
+        dash.data_dir.parent,
+        dash.host.memories,
+        user,
+    )
+    rows = "".join(f"<tr><td>{_e(r.store)}</td><td>{r.count}</td></tr>" for r in reports)
+    page = _page(
+        "Forgotten",
+        f"<p>Everything mindroom stored about {_e(user)} is erased.</p>"
+        f"<table><thead><tr><th>store</th><th>erased</th></tr></thead><tbody>{rows}</tbody>"
+        "</table>",
+    )
+    page.del_cookie(PERSON_COOKIE, path="/me")
+    return page
 
 
 async def static(dash: Dashboard, request: web.Request) -> web.StreamResponse:
@@ -243,3 +339,5 @@ def add_person_routes(app: web.Application, bind: Any) -> None:
     app.router.add_get("/me/export", bind(export))
     app.router.add_post("/me/s/{scope}/e/{entry}", bind(save))
     app.router.add_post("/me/s/{scope}/e/{entry}/delete", bind(delete))
+    app.router.add_post("/me/forget", bind(forget_ask))
+    app.router.add_post("/me/forget/confirm", bind(forget))

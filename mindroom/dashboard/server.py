@@ -17,7 +17,7 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
@@ -36,6 +36,9 @@ from mindroom.matrix.client import MatrixAccount
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.redact import redact_text
 
+if TYPE_CHECKING:
+    from mindroom.agents.runner import AgentRuntime
+
 logger = logging.getLogger(__name__)
 
 STATIC = Path(__file__).parent / "static"
@@ -48,6 +51,7 @@ class DashboardHost(Protocol):
 
     config: Config
     memories: MemoryRegistry
+    runtime: AgentRuntime  # its session stores (a person's are let go before forget-me)
     router: MatrixAccount | None
     agents: dict[str, MatrixAccount]
     room_ids: dict[str, str]

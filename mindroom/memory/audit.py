@@ -7,17 +7,17 @@ consolidation or a person's resolution), ``MERGE``, ``LINK``, ``TTL`` and ``REST
 with its actor, time and metadata. Internal records (``abort`` of a write that did not happen,
 ``repair`` of a team mirror) are not events.
 
-:func:`person_export` gathers everything mindroom stores about one Matrix user: every private
-memory folder of theirs (each companion's, each private team's), with every entry (live,
-expired and archived, with their fields) and the audit trail of each; the entries of shared
-memories that name their Matrix ID; and the other files that hold their data (their private
-session and learning databases), named so nothing is left unsaid. Nothing is created or
-changed: folders that do not exist are not made.
+:func:`person_export` gathers everything mindroom stores about one Matrix user by enumerating
+the map of a person's data (:mod:`mindroom.person_data`): every private memory of theirs (file
+and mem0; live, expired and archived entries, with their fields, and the audit trail of each),
+the shared entries that are theirs, their transcripts and every other store. Nothing is created
+or changed: folders that do not exist are not made.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,7 @@ def events(memory: FileMemory, entry_id: str | None = None) -> list[dict[str, An
     return [e for e in map(event, memory.history_of(entry_id)) if e is not None]
 
 
-def _entry(entry: MemoryEntry) -> dict[str, Any]:
+def entry_data(entry: MemoryEntry) -> dict[str, Any]:
     fields = entry.fields
     return {
         "id": entry.id,
@@ -85,7 +85,7 @@ def _entry(entry: MemoryEntry) -> dict[str, Any]:
     }
 
 
-def _all_entries(memory: FileMemory) -> list[MemoryEntry]:
+def every_entry(memory: FileMemory) -> list[MemoryEntry]:
     """Every entry of every file, the archive's too (live, expired, archived)."""
     found: list[MemoryEntry] = []
     for relative, _ in memory_files(memory.scope.root, archive=True):
@@ -99,40 +99,47 @@ def _all_entries(memory: FileMemory) -> list[MemoryEntry]:
 def person_export(
     config: Config, registry: MemoryRegistry, storage: Path, user_id: str
 ) -> dict[str, Any]:
-    """Everything stored about ``user_id`` (see the module docstring), as plain JSON data."""
-    from mindroom.memory.consolidate.run import private_scopes, scope_memories
+    """Everything stored about ``user_id``, as plain JSON data: every store of the map of a
+    person's data (:mod:`mindroom.person_data`) under ``stores``, and the person's memories
+    read from it under the keys earlier exports had (``private_memory``, the file and mem0
+    private scopes; ``shared_memory_mentions``; ``other_stores``, the database files of their
+    private folder)."""
+    from mindroom.person_data import export_person
 
-    key = requester_key(user_id)
-    home = storage / PRIVATE_DIR / key
-    private: list[dict[str, Any]] = []
-    for scope, agent in private_scopes(storage, config):
-        if home not in scope.root.parents:
-            continue
-        memory = registry.open_private_scope(scope, agent)
-        private.append({
-            "scope": scope.scope_id,
-            "agent": agent,
-            "folder": str(scope.root),
-            "entries": [_entry(e) for e in _all_entries(memory)],
-            "history": events(memory),
-        })  # fmt: skip
-    shared: list[dict[str, Any]] = []
-    needle = user_id.casefold()
-    for memory in scope_memories(registry, config, storage):
-        if home in memory.scope.root.parents:
-            continue
-        named = [e for e in _all_entries(memory) if needle in e.text.casefold()]
-        if named:
-            shared.append({"scope": memory.scope_id, "entries": [_entry(e) for e in named]})
-    stores = sorted(
-        str(path) for path in home.rglob("*.db") if "memory" not in path.relative_to(home).parts
-    ) if home.is_dir() else []  # fmt: skip
+    data = export_person(config, storage, registry, user_id)
+    stores = data["stores"]
+    folder = stores["private_folder"]["data"]
+    private = list(folder["memories"])
+    for scope in stores["mem0_private"]["data"]:
+        private.append(
+            {
+                "scope": scope["scope"],
+                "agent": None,
+                "folder": None,
+                "entries": [
+                    {"id": e["id"], "text": e["text"], "path": "mem0"} for e in scope["entries"]
+                ],
+                "history": [],  # mem0's own change records: under stores.mem0_private
+            }
+        )
+    shared = [
+        {"scope": s["scope"], "entries": s["entries"]}
+        for s in stores["shared_memory"]["data"]
+        if s["entries"]
+    ]
+    home = storage / PRIVATE_DIR / requester_key(user_id)
+    other = sorted(
+        str(home / name)
+        for name in folder["files"]
+        if name.endswith(".db") and "memory" not in Path(name).parts
+    )
     return {
         "user_id": user_id,
-        "exported_at": dt.datetime.now(dt.UTC).isoformat(),
+        "exported_at": data["exported_at"],
         "private_memory": private,
         "shared_memory_mentions": shared,
-        "other_stores": stores,
+        "other_stores": other,
+        "stores": stores,
     }
 
 
@@ -157,6 +164,11 @@ def export_markdown(data: dict[str, Any]) -> str:
             lines.append("")
     lines += ["## Other files holding their data", ""]
     lines += [f"- {path}" for path in data["other_stores"]] or ["(none)"]
+    lines += ["", "## Every store of the map, in full", ""]
+    for name, store in data.get("stores", {}).items():
+        lines += [f"### {name}: {store['what']}", ""]
+        lines += [f"- {where}" for where in store["where"]] or ["(nothing of theirs)"]
+        lines += ["", "```json", json.dumps(store["data"], ensure_ascii=False, indent=1), "```", ""]
     return "\n".join(lines) + "\n"
 
 

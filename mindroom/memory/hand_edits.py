@@ -33,7 +33,7 @@ from mindroom.memory.markdown import MemoryEntry
 logger = logging.getLogger(__name__)
 
 HAND_ACTOR = "person (hand edit)"
-_REMOVALS = ("delete", "archive")
+_REMOVALS = ("delete", "archive", "forget")  # forget: erased for good, textless
 _PRESENCE = ("add", "restore", "update", "merge", "ttl")
 
 

@@ -61,7 +61,7 @@ class Intents:
             entries = self.entries(record.path)
         except MemoryStoreError:
             return False
-        if record.op in ("delete", "archive"):
+        if record.op in ("delete", "archive", "forget"):
             return all(e.id != record.id for e in entries)
         if record.op in ("update", "merge"):
             return any(e.text == record.new for e in entries)

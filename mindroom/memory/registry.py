@@ -54,6 +54,7 @@ from mindroom.memory.hybrid import Weights
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.mem0.engine import close_engines, mem0_dir, mem0_engine
 from mindroom.memory.pg_search import SEARCH_LOCK_KEY, PgSearch
+from mindroom.memory.private import PRIVATE_DIR as PRIVATE_DIR_NAME
 from mindroom.memory.private import PrivateInstance, private_instance, requester_key, scaffold
 from mindroom.memory.scope import MemoryScope, agent_scope, state_dir, team_scope_id
 from mindroom.memory.session_source import close_all as close_session_indexes
@@ -270,6 +271,26 @@ class MemoryRegistry:
         """Refuse (:class:`ConfigError` naming the key) a path of ``config`` (default: the one
         in use) that leads out of its folder through a symlink (:func:`check_config_paths`)."""
         check_config_paths(config or self.config, self.storage, self.config_dir)
+
+    def forget_person(self, key: str) -> None:
+        """Close and drop every open memory of the person whose folder key is ``key`` (before
+        their folder is erased: nothing of theirs stays open to be written again)."""
+        marker = f"{PRIVATE_DIR_NAME}/{key}/"
+        with self._lock:
+            doomed = [
+                (scope_id, memory)
+                for scope_id, memory in [*self._private.items(), *self._closed.items()]
+                if marker in memory.scope.root.as_posix() + "/"
+                or marker in memory.scope.state_dir.as_posix() + "/"
+            ]
+            for scope_id, _ in doomed:
+                self._private.pop(scope_id, None)
+                self._closed.pop(scope_id, None)
+            for scope_id in [s for s, m in self._mem0.items() if key in s]:
+                del self._mem0[scope_id]
+        for _, memory in doomed:
+            memory.close()
+        close_session_indexes()
 
     def roots_parent(self) -> Path:
         """The folder that holds every shared agent's memory root."""

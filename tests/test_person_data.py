@@ -1,0 +1,126 @@
+"""The map of a person's data (mindroom/person_data.py) is complete by construction: every
+module that opens a database or writes a JSONL file is claimed by a store of the map, or
+named in NOT_PERSONAL with the reason it holds nothing of a person. A store added without
+registering itself fails here. Also: the SQLite helpers erase bytes, not only rows."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import mindroom
+from mindroom.cli import main
+from mindroom.config import load_config
+from mindroom.embeddings import Embedder
+from mindroom.memory.mem0 import Mem0Memory
+from mindroom.memory.registry import MemoryRegistry
+from mindroom.person_data import NOT_PERSONAL, STORES, Person, delete_owned_rows, replace_text
+
+PACKAGE = Path(mindroom.__file__).parent
+# how a module opens a store of its own
+OPENS_A_STORE = re.compile(
+    r"open_database\(|sqlite3\.connect\(|SqliteDb\b|create_async_engine\(|sqlite_engine\("
+    r"|\.jsonl\b|aiosqlite\.connect\(|history_db_path"
+)
+
+
+def modules_opening_stores() -> set[str]:
+    found = set()
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "person_data.py":
+            continue
+        if OPENS_A_STORE.search(path.read_text(encoding="utf-8")):
+            relative = path.relative_to(PACKAGE.parent).with_suffix("")
+            found.add(".".join(relative.parts).removesuffix(".__init__"))
+    return found
+
+
+def test_every_module_that_opens_a_store_is_in_the_map_of_a_persons_data() -> None:
+    claimed = {module for store in STORES for module in store.modules}
+    opening = modules_opening_stores()
+    assert opening  # the scan finds the stores it is there to find (positive control)
+    assert "mindroom.memory.consent" in opening
+    unregistered = sorted(opening - claimed - set(NOT_PERSONAL))
+    assert not unregistered, (
+        f"modules that open a store the map of a person's data does not know: {unregistered}; "
+        "register each in mindroom/person_data.py (STORES: how to list, export and erase a "
+        "person's part) or, if it can hold nothing of a person, in NOT_PERSONAL with why"
+    )
+
+
+def _bytes_of(path: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
+def test_erasing_rows_leaves_no_bytes_in_the_file_its_wal_or_fts_segments(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, user_id TEXT, text TEXT)")
+    db.execute("CREATE VIRTUAL TABLE search USING fts5(text, tokenize='porter unicode61')")
+    for user, word in (("@alice:x", "alicesecret7731"), ("@bob:x", "bobsecret8842")):
+        db.execute("INSERT INTO runs (user_id, text) VALUES (?, ?)", (user, f"{word} said"))
+        db.execute("INSERT INTO search (text) VALUES (?)", (f"{word} said",))
+    db.commit()
+    db.close()
+    assert b"alicesecret7731" in _bytes_of(path)  # positive control
+
+    removed = delete_owned_rows(path, Person("@alice:x"))
+    replace_text(path, {"alicesecret7731 said"}, "[forgotten]")
+
+    assert removed == 1
+    assert b"alicesecret7731" not in _bytes_of(path)
+    assert b"bobsecret8842" in _bytes_of(path)
+    with sqlite3.connect(path) as check:
+        assert check.execute("SELECT count(*) FROM search WHERE search MATCH 'bobsecret8842'")
+        assert not check.execute(
+            "SELECT * FROM search WHERE search MATCH 'alicesecret7731'"
+        ).fetchall()
+
+
+def test_forget_erases_a_persons_facts_from_a_shared_agents_mem0_and_keeps_anothers(
+    tmp_path: Path, local_embedder: Embedder, capsys: pytest.CaptureFixture[str]
+) -> None:
+    alice, bob = "@alice:example.org", "@bob:example.org"
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "models: {default: {provider: openai, id: x, base_url: 'http://127.0.0.1:9', "
+        "api_key: k}}\nagents: {keeper: {memory_backend: mem0}}\n"
+        "memory: {auto_flush: {enabled: false}, maintenance: {enabled: false}}\n"
+    )
+    registry = MemoryRegistry(load_config(config), tmp_path, tmp_path)
+    try:
+        memory = registry.for_agent("keeper")
+        assert isinstance(memory, Mem0Memory)
+        memory.add_sync(f"{alice} drinks mem0tea5512 daily", actor="test")
+        memory.add_sync(f"{bob} drinks mem0coffee6623 daily", actor="test")
+    finally:
+        registry.close()
+    mem0_files = tmp_path / "mindroom_data" / "mem0"
+    assert any(b"mem0tea5512" in p.read_bytes() for p in mem0_files.rglob("*") if p.is_file())
+
+    code = main(["memory", "export", "--user", alice, "--format", "json", "--config", str(config)])
+    exported = capsys.readouterr().out
+    code_forget = main(["memory", "forget", "--user", alice, "--yes", "--config", str(config)])
+    report = capsys.readouterr().out
+
+    assert code == 0
+    assert "mem0tea5512" in exported
+    assert "mem0coffee6623" not in exported
+    assert code_forget == 0, report
+    files = [p for p in mem0_files.rglob("*") if p.is_file()]
+    assert not any(b"mem0tea5512" in p.read_bytes() for p in files)
+    assert any(b"mem0coffee6623" in p.read_bytes() for p in files)  # Bob's stays
+    registry = MemoryRegistry(load_config(config), tmp_path, tmp_path)
+    try:
+        memory = registry.for_agent("keeper")
+        assert isinstance(memory, Mem0Memory)
+        left = [e.text for e in memory.list_sync(100)]
+        found = [h.entry.text for h in memory.search_sync("coffee", 5)]
+    finally:
+        registry.close()
+    assert left == [f"{bob} drinks mem0coffee6623 daily"]  # mem0 still works for Bob
+    assert found == left
