@@ -22,6 +22,7 @@ from mindroom.config.schema import Config
 from mindroom.errors import MemoryAccessError
 from mindroom.memory.filters import MemoryFilter
 from mindroom.memory.markdown import MemoryEntry
+from mindroom.memory.policy import Reader
 
 
 @dataclass(frozen=True)
@@ -131,11 +132,29 @@ class CategoryAccess:
                 raise self._refuse(name, "read")
         return wanted
 
-    def only(self, requested: Iterable[str] | None = None, **conditions: object) -> MemoryFilter:
-        """The store filter of a read: ``requested`` categories (checked) and ``conditions``
+    def reader(
+        self, deliberate: Iterable[str] = (), requester: str | None = None
+    ) -> Reader:
+        """This access as the read gate's :class:`~mindroom.memory.policy.Reader`, with the
+        types a read asks for on purpose (``deliberate``)."""
+        return Reader(
+            owner=self.owner,
+            categories=self.allowed,
+            default_category=self.default,
+            deliberate=frozenset(deliberate),
+            requester=requester,
+        )
+
+    def only(
+        self,
+        requested: Iterable[str] | None = None,
+        deliberate: Iterable[str] = (),
+        **conditions: object,
+    ) -> MemoryFilter:
+        """The store filter of a read (the gate's, :meth:`Reader.filter`): ``requested``
+        categories (checked), the types asked for on purpose, and ``conditions``
         (:class:`MemoryFilter` fields)."""
-        base = MemoryFilter(categories=self.readable(requested), default_category=self.default)
-        return replace(base, **conditions)  # type: ignore[arg-type]
+        return self.reader(deliberate).filter(categories=self.readable(requested), **conditions)
 
     def sees(self, entry: MemoryEntry) -> bool:
         """Whether this agent may read ``entry`` (its category is granted)."""
