@@ -132,9 +132,7 @@ class CategoryAccess:
                 raise self._refuse(name, "read")
         return wanted
 
-    def reader(
-        self, deliberate: Iterable[str] = (), requester: str | None = None
-    ) -> Reader:
+    def reader(self, deliberate: Iterable[str] = (), requester: str | None = None) -> Reader:
         """This access as the read gate's :class:`~mindroom.memory.policy.Reader`, with the
         types a read asks for on purpose (``deliberate``)."""
         return Reader(

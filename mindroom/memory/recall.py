@@ -192,9 +192,7 @@ def _always(memory: FileMemory, view: AgentView) -> list[Candidate]:
     only = replace(reading, categories=frozenset(granted))
     entries = memory.index.select(only.where(), ALWAYS_LIMIT)
     return [
-        Candidate(e, 1.0, 0.0, None)
-        for e in entries
-        if e.path != ENTRYPOINT and not view.hidden(e)
+        Candidate(e, 1.0, 0.0, None) for e in entries if e.path != ENTRYPOINT and not view.hidden(e)
     ]
 
 

@@ -128,10 +128,12 @@ class AgentView:
         """The entries (or search hits) of ``hits`` a conversational read may show: each
         passes the gate on the entry as it was read now."""
         reader = self.reader()
-        return [
-            h for h in hits
-            if may_read(reader, StoredEntry.of(h.entry if isinstance(h, SearchHit) else h))
-        ]  # fmt: skip
+        kept = []
+        for hit in hits:
+            entry = hit.entry if isinstance(hit, SearchHit) else hit
+            if may_read(reader, StoredEntry.of(entry)):
+                kept.append(hit)
+        return kept
 
     def _visible(self, entry: MemoryEntry, verb: str) -> MemoryEntry:
         self.access.check_entry(entry, verb)
