@@ -25,6 +25,8 @@ from mindroom.agents.memory_tools import MemoryTools
 from mindroom.config.schema import Config
 from mindroom.memory.access import CategoryAccess
 from mindroom.memory.fields import EntryFields
+from mindroom.memory.insights import CATEGORY as INSIGHT_CATEGORY
+from mindroom.memory.insights import InsightSettings, look_for_insights
 from mindroom.memory.recall import RecallSettings, build_recall
 from mindroom.memory.restore import set_fields_sync
 from mindroom.memory.store import FileMemory
@@ -168,3 +170,28 @@ def test_a_deleted_entry_is_counted_never_quoted_in_the_delta_header(
     assert "Alice owes Carol two books" in header  # control: the header is there
     assert "40 euros" not in header
     assert "Bob" not in header
+
+
+def test_the_insight_pass_is_shown_only_entries_the_agent_may_read(
+    file_memory: FileMemory,
+) -> None:
+    """The insight pass (a model call after a flush) shows the model recent entries: the gate
+    decides them too."""
+    file_memory.add_sync("Alice takes insulin", actor="cli", fields=EntryFields(category="health"))
+    file_memory.add_sync(
+        "Alice must renew her passport", actor="cli", fields=EntryFields(category="tasks")
+    )
+    planner = planner_access()
+    allowed = planner.allowed | {INSIGHT_CATEGORY}  # the pass runs for agents granted it
+    access = CategoryAccess(planner.owner, allowed, planner.default, planner.rules)
+    prompts: list[str] = []
+
+    async def ask(instructions: str, prompt: str) -> str:  # the model: records its prompt
+        prompts.append(prompt)
+        return "{}"
+
+    view = AgentView(file_memory, access)
+    asyncio.run(look_for_insights(view, "@alice:localhost", ["hi"], ask, InsightSettings(True)))
+    assert len(prompts) == 1
+    assert "renew her passport" in prompts[0]  # the control
+    assert "insulin" not in prompts[0]
