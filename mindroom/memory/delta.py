@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mindroom.memory.archive import archived_entries
+from mindroom.memory.filters import MemoryFilter
 from mindroom.memory.history import HistoryRecord
 from mindroom.memory.markdown import MemoryEntry
 from mindroom.memory.policy import EntryState, StoredEntry, may_read
@@ -99,11 +100,13 @@ def _as_stored(memory: FileMemory, ids: list[str]) -> dict[str, tuple[MemoryEntr
     """Each entry of ``ids`` as it is stored now: live (or expired) in the memory files, else
     in the archive; an entry found in neither is left out (its text is never shown)."""
     found: dict[str, tuple[MemoryEntry, EntryState]] = {}
-    for entry_id in ids:
-        entry = memory.lookup(entry_id)
-        if entry is not None:
-            found[entry_id] = (entry, StoredEntry.of(entry).state)
-    missing = set(ids) - set(found)
+    wanted = frozenset(ids)
+    memory.index.sync()  # once: then the index is the files as they are now
+    for expired in (False, True):  # one query each, whatever the number of changes
+        where = MemoryFilter(ids=wanted, soft_deleted=expired).where()
+        for entry in memory.index.select(where, len(wanted), synced=True):
+            found.setdefault(entry.id, (entry, StoredEntry.of(entry).state))
+    missing = wanted - set(found)
     if missing:
         for archived in archived_entries(memory):
             if archived.entry.id in missing:
