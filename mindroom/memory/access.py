@@ -2,11 +2,13 @@
 
 :class:`CategoryAccess` is computed from the config of the moment (a reload changes it for the
 next call: it is never cached across turns) for one agent or team. Every read path turns it
-into a :class:`~mindroom.memory.filters.MemoryFilter` that the store applies (the tools, recall,
-``mindroom memory ... --agent``); every write path asks :meth:`CategoryAccess.writable` before
-the file changes. A request that names a category outside the allowlist is refused with a
-:class:`MemoryAccessError` that names the agent, the category and what it may use; a filter
-can only narrow the allowlist, never widen it.
+into the read gate's :class:`~mindroom.memory.policy.Reader` (:meth:`CategoryAccess.reader`):
+:func:`~mindroom.memory.policy.may_read` decides each entry as it is stored now, and its store
+filter (a :class:`~mindroom.memory.filters.MemoryFilter`) keeps a search from ranking what the
+gate would refuse (the tools, recall, ``mindroom memory ... --agent``); every write path asks
+:meth:`CategoryAccess.writable` before the file changes. A request that names a category
+outside the allowlist is refused with a :class:`MemoryAccessError` that names the agent, the
+category and what it may use; a filter can only narrow the allowlist, never widen it.
 
 An agent without an allowlist may use every category, including ones only a person wrote in
 a marker; one with an allowlist sees only entries whose category (``memory.categories.default``
