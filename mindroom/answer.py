@@ -47,7 +47,6 @@ from mindroom.turns import TeamSpec, TurnPlan, answer_thread, plan_turn
 logger = logging.getLogger(__name__)
 
 
-PRIVATE_NOTE = "\n\n🔒 _This answer used {who}'s private memory._"
 OVERFLOW_NOTICE = (
     "ℹ️ This conversation grew too long for the model, even summarized: it continues in a "
     "fresh session. What mattered is kept in memory."
@@ -204,11 +203,6 @@ class Answerer:
         model = self._runtime.model(config.router_model)
         return await choose_or_fall_back(model, roles, recent, message.body, message.event_id)
 
-    def _thread_humans(self, room_id: str, thread_root: str | None, sender: str) -> set[str]:
-        own = self._presence.own_user_ids()
-        known = self._state.thread_senders(room_id, thread_root) if thread_root else None
-        return {s for s in (known or set()) | {sender} if s not in own}
-
     async def plan(
         self,
         agent: str,
@@ -238,7 +232,7 @@ class Answerer:
             thread_root=message.thread_root,
             requester=requester,
             room_humans=self._presence.room_humans(message.room_id),
-            thread_humans=self._thread_humans(message.room_id, root, message.sender),
+            audience=self._presence.audience(message.room_id, requester),
             team=team,
             generation=generation,
             direct=direct,
@@ -323,8 +317,6 @@ class Answerer:
                     plan, request, book_session, result, writer, account
                 )
             text = result.text
-            if result.ok and plan.private_marked:
-                text += PRIVATE_NOTE.format(who=plan.requester)
             if text.strip():
                 await writer.finish(text)
         await self.sessions.finished(plan, book_session, result)

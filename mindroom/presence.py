@@ -21,6 +21,7 @@ from mindroom.conversation import ConversationState
 from mindroom.matrix.accounts import localpart
 from mindroom.matrix.client import MatrixAccount
 from mindroom.matrix.events import AgentIdentity, IncomingMessage, message_source
+from mindroom.memory.policy import RoomAudience
 from mindroom.routing import Route, RouteKind, route_message
 from mindroom.tasks import TaskSupervisor
 
@@ -56,6 +57,10 @@ class Presence(Protocol):
 
     def room_humans(self, room_id: str) -> frozenset[str]:
         """The people (not mindroom's accounts) joined to ``room_id``."""
+        ...
+
+    def audience(self, room_id: str, person: str) -> RoomAudience:
+        """Who can read ``room_id``: only ``person`` (and mindroom's accounts), or others."""
         ...
 
     def display_name(self, room_id: str, user_id: str) -> str | None:
@@ -188,6 +193,16 @@ class BotPresence:
     def room_humans(self, room_id: str) -> frozenset[str]:
         """The people joined to ``room_id``, as the accounts in it last synced."""
         return humans(self._members_of(room_id), self.own_user_ids())
+
+    def audience(self, room_id: str, person: str) -> RoomAudience:
+        """Who can read ``room_id``, as the accounts in it last synced: only ``person`` when an
+        account finds it a closed room of that person and mindroom's accounts alone
+        (:meth:`MatrixAccount.only_with`); otherwise (or when no account here is in the room)
+        others may."""
+        own = self.own_user_ids()
+        if any(a.only_with(room_id, person, own) for a in self.local_accounts_in(room_id)):
+            return RoomAudience.private_to(person)
+        return RoomAudience.shared(self.room_humans(room_id))
 
     def display_name(self, room_id: str, user_id: str) -> str | None:
         """``user_id``'s display name in ``room_id``, as an account in the room saw it."""

@@ -12,17 +12,14 @@ The rules it encodes:
 * A **private** turn (a private companion, or a team with a private member) uses the
   requester's own scope: memory, session store, session id, compaction and flush state are per
   person, always. Two people in one thread with a companion have two conversations with it.
-* **Private recall** (the requester's private memory entering the prompt, or being read by the
-  memory tools) happens only where nobody else reads the answer, or where the requester asked
-  for it:
-
-  1. in a room whose only human member is the requester (a DM, a solo room);
-  2. in a thread in which the requester is the only human who has posted;
-  3. in any other room or thread only when the requester addressed the agent directly (named
-     it, or continued its thread), and then the answer is marked as private-informed.
-
-  A hand-off into a group conversation is not the requester addressing the target, so it runs
-  without private recall there (its session and the flush still belong to the requester).
+* **Private memory** (the requester's private memory entering the prompt, read or written by
+  the memory tools, the delta header, learning) is used only where nobody but the requester
+  (and mindroom's own accounts) can read the answer: their DM, or another room only they can
+  read. In any room someone else can read, a private companion runs without it, however it
+  got there (a mention, the router, a hand-off): a person in a group is never surprised by
+  their private memory in front of others. :func:`mindroom.memory.policy.private_memory_allowed`
+  decides it, over the room's :class:`~mindroom.memory.policy.RoomAudience`; its session and
+  the flush still belong to the requester.
 
 Pure: functions over config and plain values; no I/O.
 """
@@ -33,8 +30,9 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from mindroom.config.schema import Config
+from mindroom.memory.policy import RoomAudience, private_memory_allowed
 from mindroom.memory.private import requester_key
-from mindroom.routing import Route, RouteKind
+from mindroom.routing import Route
 
 
 @dataclass(frozen=True)
@@ -104,7 +102,6 @@ class TurnPlan:
     session_id: str  # before compaction (see mindroom.compaction)
     private: bool  # memory, sessions and flush state are the requester's own
     private_recall: bool  # the requester's private memory may enter the prompt and tools
-    private_marked: bool  # the answer says it used private memory (others may read it)
     streaming: bool
     group: bool = False  # other people are in the room: every message says who wrote it
 
@@ -179,7 +176,7 @@ def plan_turn(
     thread_root: str | None,
     requester: str,
     room_humans: Collection[str],
-    thread_humans: Collection[str],
+    audience: RoomAudience,
     team: TeamSpec | None = None,
     generation: int = 0,
     direct: bool = False,
@@ -187,10 +184,12 @@ def plan_turn(
 ) -> TurnPlan:
     """The plan for ``agent`` answering the event ``event_id`` for ``requester``.
 
-    ``route`` is why the agent answers; ``room_humans`` are the people joined to the room and
-    ``thread_humans`` the people who have posted in the message's thread (both without
-    mindroom's own accounts); ``generation`` counts ``!new`` in this room or thread;
-    ``direct`` says the room is a direct chat (one person, one agent).
+    ``route`` is why the agent answers (it never widens what memory the turn may use);
+    ``room_humans`` are the people joined to the room
+    (without mindroom's own accounts); ``audience`` is who can read the room (whether a
+    private turn may use the requester's private memory there); ``generation`` counts
+    ``!new`` in this room or thread; ``direct`` says the room is a direct chat (one person,
+    one agent).
     """
     if team is None and agent in config.teams:
         team = TeamSpec.configured(config, agent)
@@ -198,15 +197,10 @@ def plan_turn(
     owner = team.name if team else agent
     private = is_private(config, agent, team)
     session_id = session_id_for(owner, room_id, root, generation)
-    recall, marked = True, False
-    others_in_room = set(room_humans) - {requester}
-    others_in_thread = set(thread_humans) - {requester}
-    alone = not others_in_room or (root is not None and not others_in_thread)
+    recall = True
     if private:
         session_id = private_session_id(session_id, requester)
-        addressed = route.kind in (RouteKind.MENTIONED, RouteKind.THREAD_AGENT)
-        recall = alone or addressed
-        marked = not alone and addressed
+        recall = private_memory_allowed(requester, audience)
     return TurnPlan(
         agent=agent,
         requester=requester,
@@ -217,7 +211,6 @@ def plan_turn(
         session_id=session_id,
         private=private,
         private_recall=recall,
-        private_marked=marked,
         streaming=team is None and config.agent_streaming(agent),
-        group=bool(others_in_room),
+        group=bool(set(room_humans) - {requester}),
     )

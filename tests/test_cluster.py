@@ -281,10 +281,13 @@ async def test_a_private_companion_in_another_process_keeps_each_persons_memory_
     model: ScriptedModel,
     postgres: PostgresServer,
 ) -> None:
-    """The shared agent in one process hands off to the private companion in the other: the
-    companion remembers for the person who asked. Its process is killed and the companion
-    moves: it still knows that person, and still tells the other person nothing."""
+    """The private companion runs in the other process and remembers for the person who told
+    it in her DM. Its process is killed and the companion moves: it still knows that person in
+    her DM, and a hand-off for the other person in the shared room still tells nothing."""
+    from nio import RoomCreateResponse
+
     from mindroom.memory.private import requester_key
+    from tests.harness import joined
     from tests.test_privacy import agents_play, lobby_config, said_by
 
     alice, room, url = human, unique("pcluster"), postgres.database()
@@ -305,18 +308,21 @@ async def test_a_private_companion_in_another_process_keeps_each_persons_memory_
             general = f"@mindroom_general:{synapse.server_name}"
             mind = f"@mindroom_mind:{synapse.server_name}"
 
-            told = await alice.send(
-                room_id, "@general pass this on: SECRET-kiwi", mention=[general]
-            )
-            assert await said_by(alice, mind, told, "Remembered") == "Remembered."
+            dm = await alice.client.room_create(invite=[mind], is_direct=True)
+            assert isinstance(dm, RoomCreateResponse), dm
+            await alice.wait_for(joined(mind, dm.room_id))
+            told = await alice.send(dm.room_id, "please remember: SECRET-kiwi")  # her DM
+            told_reply = await alice.wait_for_reply(dm.room_id, told, timeout=40)
+            assert (await alice.final(told_reply))["content"]["body"] == "Remembered."
 
             await two.stop(signal.SIGKILL)
             await wait_holders(url, {"mind": one.proc.pid})  # the companion moved
 
             asked = await bob.send(room_id, "@general ask the companion", mention=[general])
             bobs_answer = await said_by(bob, mind, asked, "I know")
-            control = await alice.send(room_id, "@general ask the companion", mention=[general])
-            alices_answer = await said_by(alice, mind, control, "I know")
+            control = await alice.send(dm.room_id, "what do you know?")
+            reply = await alice.wait_for_reply(dm.room_id, control, timeout=40)
+            alices_answer = (await alice.final(reply))["content"]["body"]
             assert await one.stop() == 0
     finally:
         await bob.close()

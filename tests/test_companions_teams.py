@@ -6,11 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+from nio import RoomCreateResponse
 
 from mindroom.agents.probe import model_fix
 from mindroom.config.load import load_config
 from mindroom.memory.markdown import parse_entries
-from tests.harness import BotHarness, Human, answers, config_text, relation, unique
+from tests.harness import BotHarness, Human, answers, config_text, joined, relation, unique
 from tests.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text, system_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
@@ -52,20 +53,33 @@ async def test_private_companion_keeps_each_persons_memory_apart(
     try:
         room_id = await bot.start_in_room(config, room, human)
         await bob.join(room_id)
-        for person, color in ((human, "blue"), (bob, "green")):
-            told = await person.send(room_id, f"my favorite color is {color}")
-            await person.wait_for_reply(room_id, told)
+        assert bot.bot is not None
+        mind = bot.bot.agents["mind"].user_id
+        dms = {}
+        for person, color in ((human, "blue"), (bob, "green")):  # each in their own DM
+            created = await person.client.room_create(invite=[mind], is_direct=True)
+            assert isinstance(created, RoomCreateResponse), created
+            await person.wait_for(joined(mind, created.room_id))
+            dms[person.user_id] = created.room_id
+            told = await person.send(created.room_id, f"my favorite color is {color}")
+            await person.wait_for_reply(created.room_id, told)
 
         asked = {}
         for person in (human, bob):
             model.clear()
             model.set_handler(remember_colors)
-            event = await person.send(room_id, "what is my favorite color?")  # a new thread
-            await person.wait_for_reply(room_id, event)
+            event = await person.send(dms[person.user_id], "what is my favorite color?")
+            await person.wait_for_reply(dms[person.user_id], event)
             asked[person.user_id] = system_text(model.requests[-1])
+        model.clear()
+        model.set_handler(remember_colors)
+        event = await human.send(room_id, "what is my favorite color?")  # the shared room
+        await human.wait_for_reply(room_id, event)
+        in_shared_room = system_text(model.requests[-1])
     finally:
         await bob.close()
 
+    assert "Favorite color" not in in_shared_room  # Bob reads that room: no private memory
     assert "Favorite color: blue" in asked[human.user_id]
     assert "green" not in asked[human.user_id]
     assert "Favorite color: green" in asked[bob.user_id]

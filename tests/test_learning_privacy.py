@@ -3,8 +3,8 @@
 Agno's LearningMachine adds what it learned about a person to every prompt of that person. A
 private companion's learning is therefore the requester's own store (in their private instance,
 beside their sessions, never the agent's shared ``agents/<name>/learning/<name>.db``) and is
-left out of a turn that must not use the person's private memory (a group room where they did
-not address it: ``private_recall`` False, see :mod:`mindroom.turns`)."""
+left out of a turn that must not use the person's private memory (any room someone else can
+read: ``private_recall`` False, see :mod:`mindroom.turns`)."""
 
 from __future__ import annotations
 

@@ -16,11 +16,12 @@ import time
 from collections.abc import Awaitable, Callable
 
 import pytest
+from nio import RoomCreateResponse
 
 from mindroom.memory.markdown import parse_entries
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.store import FileMemory, today
-from tests.harness import BotHarness, Human, config_text, eventually, unique
+from tests.harness import BotHarness, Human, config_text, eventually, joined, unique
 from tests.scripted_model import Reply, ScriptedModel, last_user_text, system_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
@@ -213,8 +214,12 @@ async def test_a_private_companion_on_mem0_never_gives_one_persons_memory_to_ano
         bobs = model.requests[start:]
         start = len(model.requests)
 
-        again = await alice.send(room_id, "what is my favorite color?")
-        await alice.wait_for_reply(room_id, again)
+        mind = bot.bot.agents["mind"].user_id if bot.bot else ""
+        dm = await alice.client.room_create(invite=[mind], is_direct=True)
+        assert isinstance(dm, RoomCreateResponse), dm
+        await alice.wait_for(joined(mind, dm.room_id))
+        again = await alice.send(dm.room_id, "what is my favorite color?")  # her own DM
+        await alice.wait_for_reply(dm.room_id, again)
         alices_turn = chats(model)[-1]
         bob_has = await stored(bot, "mind", bob.user_id)
         alice_has = await stored(bot, "mind", alice.user_id)
@@ -226,7 +231,9 @@ async def test_a_private_companion_on_mem0_never_gives_one_persons_memory_to_ano
     assert len(bobs_turn) == 1
     assert "what is my favorite color" in last_user_text(bobs_turn[0])
     assert "blue" not in system_text(bobs_turn[0])
-    assert FACTS["blue"] in system_text(alices_turn)  # positive control: her own turn does
+    # positive control: her own turn, where only she reads it (private memory is used in a
+    # room nobody else can read)
+    assert FACTS["blue"] in system_text(alices_turn)
     # mem0's extraction of bob's turn saw bob's words and bob's memory only
     assert bobs_extraction
     assert all("blue" not in last_user_text(r) for r in bobs_extraction)

@@ -4,7 +4,9 @@ The file-backend versions are in tests/test_privacy.py. Here the companion (``pr
 user}``) keeps its memory in mem0, every person's scope in one Chroma collection: one person's
 memory must never reach the other's turns or scope, by recall, by the memory tools
 (``list_memories``, ``search_memories``, ``memory_get``, ``get_memory`` with the other's id) or
-by mem0's extraction, and each negative has its positive control (the owner's own turn).
+by mem0's extraction, and each negative has its positive control (the owner's own turn). The
+companion uses a person's private memory only in a room nobody else reads (their DM); in the
+room they share it runs without it, even when its owner asks.
 
 Real Synapse, real mem0 with a local Chroma and the local embedder, the scripted model.
 """
@@ -19,10 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from nio import RoomCreateResponse
 
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.private import requester_key
-from tests.harness import BotHarness, Human, config_text, unique
+from tests.harness import BotHarness, Human, config_text, joined, unique
 from tests.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text, system_text
 from tests.test_mem0_e2e import MEM0, flushed, is_mem0, new_messages, stored, tool_names, until
 from tests.test_privacy import said_by
@@ -155,32 +158,58 @@ async def first_id(bot: BotHarness, person: Human) -> str:
     return (await memory.list(100))[0].id
 
 
-async def test_a_hand_off_runs_the_mem0_companion_for_the_person_who_asked(
+async def private_room(person: Human, agents: list[str]) -> str:
+    """A room ``person`` makes with ``agents`` alone (a DM with one): nobody else reads it."""
+    created = await person.client.room_create(invite=agents, is_direct=len(agents) == 1)
+    assert isinstance(created, RoomCreateResponse), created
+    for agent in agents:
+        await person.wait_for(joined(agent, created.room_id))
+    return created.room_id
+
+
+async def ask_in_dm(person: Human, dm: str, text: str) -> str:
+    asked = await person.send(dm, text)
+    return (await person.final(await person.wait_for_reply(dm, asked, timeout=90)))["content"][
+        "body"
+    ]
+
+
+async def test_each_persons_mem0_companion_is_theirs_in_their_dm_and_absent_from_the_group(
     bot: BotHarness, human: Human, model: ScriptedModel, synapse
 ) -> None:
     alice = human
     async with lobby(bot, alice, model, synapse, "file") as at:
         bob, general = at.bob, [at.general]
-        for person, fruit in ((alice, "pineapple"), (bob, "mango")):  # each tells the companion
-            told = await person.send(
-                at.room_id, f"@general pass this on: my favorite fruit is {fruit}", mention=general
+        dms = {}
+        for person, fruit in ((alice, "pineapple"), (bob, "mango")):  # each tells it in a DM
+            dms[person.user_id] = await private_room(person, [at.mind])
+            told = await ask_in_dm(
+                person, dms[person.user_id], f"please remember: my favorite fruit is {fruit}"
             )
-            assert await said_by(person, at.mind, told, "Remembered") == "Remembered."
+            assert told == "Remembered."
             await until(lambda p=person, f=fruit: holds(bot, "mind", FRUITS[f], p.user_id))
             await until(lambda: flushed(bot))
         at.play.probe_id = await first_id(bot, alice)
-        answers, requests = {}, {}
+        answers_, requests, group = {}, {}, {}
         for person in (bob, alice):  # alice's is the positive control
             start = len(model.requests)
-            asked = await person.send(at.room_id, "@general ask the companion", mention=general)
-            answers[person.user_id] = await said_by(person, at.mind, asked, "I know")
+            answers_[person.user_id] = await ask_in_dm(
+                person, dms[person.user_id], "what is my favorite fruit?"
+            )
             requests[person.user_id] = turns(model, start)
+            await until(lambda: flushed(bot))
+            start = len(model.requests)  # the same person, in the room Bob and Alice share
+            asked = await person.send(at.room_id, "@general ask the companion", mention=general)
+            group[person.user_id] = (
+                await said_by(person, at.mind, asked, "I know"),
+                turns(model, start),
+            )
             await until(lambda: flushed(bot))
         scopes = {p.user_id: await stored(bot, "mind", p.user_id) for p in (alice, bob)}
 
-    # each one's companion turn read their own memory by recall and every tool, nobody else's
+    # each one's companion turn in their DM read their own memory by recall and every tool
     for person, mine, theirs in ((alice, "pineapple", "mango"), (bob, "mango", "pineapple")):
-        assert answers[person.user_id] == f"I know: {mine}"
+        assert answers_[person.user_id] == f"I know: {mine}"
         asked = requests[person.user_id]
         assert all(theirs not in json.dumps(r) for r in asked)  # any request of the turn
         read = [r for r in asked if MIND_ROLE in system_text(r) and tool_results(r)][-1]
@@ -190,75 +219,53 @@ async def test_a_hand_off_runs_the_mem0_companion_for_the_person_who_asked(
         got = results["get_memory"]  # alice's id: hers for her, "no such memory" for bob
         assert FRUITS[mine] in got if person is alice else got.startswith("error: no memory")
         assert sorted(scopes[person.user_id]) == own(mine)
+        # in the shared room the companion ran without anyone's private memory, or tools
+        answer, handed = group[person.user_id]
+        assert answer == "I know: nothing"
+        companion = [r for r in handed if MIND_ROLE in system_text(r)]
+        assert companion
+        assert all(not tool_names(r) and "fruit is" not in system_text(r) for r in companion)
     extracted_apart(model, [(alice, "mango"), (bob, "pineapple")])
     private = bot.storage / "private_instances"
     assert not (private / requester_key(at.general)).exists()  # never an agent's "private" root
 
 
-async def test_private_mem0_memory_in_a_group_thread_only_when_its_owner_addresses_the_companion(
+async def test_private_mem0_memory_stays_out_of_a_group_room_even_when_its_owner_asks(
     bot: BotHarness, human: Human, model: ScriptedModel, synapse
 ) -> None:
     alice = human
     async with lobby(bot, alice, model, synapse, "mem0") as at:
         bob, room_id, mind = at.bob, at.room_id, [at.mind]
-        told = await bob.send(
-            room_id, "@mind please remember: my favorite fruit is mango", mention=mind
-        )
-        assert await said_by(bob, at.mind, told, "Remembered") == "Remembered."
-        root = await alice.send(
-            room_id, "@mind please remember: my favorite fruit is pineapple", mention=mind
-        )
-        assert await said_by(alice, at.mind, root, "Remembered") == "Remembered."
+        dm = await private_room(alice, [at.mind])
+        told = await ask_in_dm(alice, dm, "please remember: my favorite fruit is pineapple")
+        assert told == "Remembered."
         await until(lambda: holds(bot, "mind", FRUITS["pineapple"], alice.user_id))
         await until(lambda: flushed(bot))
         at.play.probe_id = await first_id(bot, alice)
 
-        start = len(model.requests)  # bob addresses the companion in alice's thread
+        start = len(model.requests)
+        root = await alice.send(room_id, "@mind what is my favorite fruit?", mention=mind)
+        addressed = await said_by(alice, at.mind, root, "I know")
+        in_group = turns(model, start)
+        start = len(model.requests)
         asked = await bob.send(
             room_id, "@mind what is my favorite fruit?", mention=mind, thread_root=root
         )
         bobs_answer = (await bob.wait_for_reply(room_id, asked, timeout=40))["content"]["body"]
-        bobs, start = turns(model, start), len(model.requests)
-        await alice.send(
-            room_id, "@general ask the companion", mention=[at.general], thread_root=root
-        )
-        handoff = await alice.wait_for(
-            lambda e: e.get("sender") == at.general and e["type"] == "m.room.message", timeout=40
-        )
-        handed = await alice.wait_for_reply(room_id, handoff["event_id"], timeout=40)
-        handed = handed["content"]["body"]  # a hand-off is not alice asking
-        handed_turns, start = turns(model, start), len(model.requests)
-        again = await alice.send(
-            room_id, "@mind what is my favorite fruit?", mention=mind, thread_root=root
-        )
-        addressed = (await alice.wait_for_reply(room_id, again, timeout=40))["content"]["body"]
-        alices = turns(model, start)
+        bobs = turns(model, start)
+        start = len(model.requests)
+        in_dm = await ask_in_dm(alice, dm, "what is my favorite fruit?")
+        dm_turns = turns(model, start)
         await until(lambda: flushed(bot))
-        scopes = {p.user_id: await stored(bot, "mind", p.user_id) for p in (alice, bob)}
-        shared = await stored(bot, "general")
 
-    assert bobs_answer.startswith("I know: mango")  # his own, by recall and tools
-    assert bob.user_id in bobs_answer  # marked: alice reads the thread
-    assert all("pineapple" not in json.dumps(r) for r in bobs)
-    assert handed.startswith("I know: nothing")
-    mind_handed = [r for r in handed_turns if MIND_ROLE in system_text(r)]
-    assert mind_handed
-    assert all(not tool_names(r) and "pineapple" not in system_text(r) for r in mind_handed)
-    assert addressed.startswith("I know: pineapple")  # positive control: her own, asked
-    assert "private memory" in addressed
-    assert alice.user_id in addressed
-    assert all("mango" not in json.dumps(r) for r in alices)
-    answered = [r for r in alices if tool_results(r)][-1]
-    assert FRUITS["pineapple"] in system_text(answered)  # recall (positive control)
-    extracted_apart(model, [(alice, "mango"), (bob, "pineapple")])
-    assert [sorted(scopes[p.user_id]) for p in (alice, bob)] == [own("pineapple"), own("mango")]
-    # general's session in the thread (shared, on mem0) was extracted, with neither's memory
-    generals = [r for r in model.requests if is_mem0(r) and "ask the companion" in new_messages(r)]
-    assert generals
-    assert all(
-        "pineapple" not in last_user_text(r) and "mango" not in last_user_text(r) for r in generals
-    )
-    assert all("fruit" not in t for t in shared)
+    assert addressed == "I know: nothing"  # her own question, but Bob reads the room
+    assert bobs_answer == "I know: nothing"
+    for request in [*in_group, *bobs]:
+        assert "pineapple" not in json.dumps(request)
+    assert all(not tool_names(r) for r in in_group if MIND_ROLE in system_text(r))
+    assert in_dm == "I know: pineapple"  # the positive control: in her DM it is hers
+    answered = [r for r in dm_turns if tool_results(r)][-1]
+    assert FRUITS["pineapple"] in system_text(answered)
 
 
 async def test_an_ad_hoc_team_on_mem0_extracts_each_persons_words_into_their_own_scope(
@@ -293,6 +300,12 @@ async def test_an_ad_hoc_team_on_mem0_extracts_each_persons_words_into_their_own
             room_id, "@general @mind what is my favorite fruit?", mention=both, thread_root=root
         )
         await alice.wait_for_reply(room_id, again, timeout=40)
+        alices_in_group, start = turns(model, start), len(model.requests)
+        own_room = await private_room(alice, both)  # the team, where only she reads it
+        again = await alice.send(
+            own_room, "@general @mind what is my favorite fruit?", mention=both
+        )
+        await alice.wait_for_reply(own_room, again, timeout=40)
         alices = turns(model, start)
         teams = [await teamholds(p) for p in (alice, bob)]
         members = [await stored(bot, "general")] + [
@@ -302,6 +315,8 @@ async def test_an_ad_hoc_team_on_mem0_extracts_each_persons_words_into_their_own
     assert teams == [[FRUITS["pineapple"]], [FRUITS["mango"]]]
     assert members == [[], [], []]  # a team turn's words stay in the team's scope
     assert all("pineapple" not in json.dumps(r) for r in bobs)
+    # a team with a private member uses its memory only where nobody else reads the answer
+    assert all(FRUITS["pineapple"] not in system_text(r) for r in alices_in_group)
     assert any(FRUITS["pineapple"] in system_text(r) for r in alices)  # positive control
     extracted_apart(model, [(alice, "mango"), (bob, "pineapple")])
 

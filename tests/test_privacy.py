@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from nio import RoomCreateResponse
 
 from mindroom.memory.private import requester_key
 from tests.harness import (
@@ -22,6 +23,7 @@ from tests.harness import (
     Event,
     Human,
     config_text,
+    joined,
     relation,
     unique,
     wait_until_ledger_idle,
@@ -45,6 +47,8 @@ SECRET = re.compile(r"SECRET-\w+")
 def agents_play(request: dict[str, Any]) -> Reply | str:
     """general relays to @mind; mind stores what it is told and says what its memory holds."""
     system, last = system_text(request), last_user_text(request)
+    if "Which agent should answer?" in last:  # the router: the companion's questions go to it
+        return '{"agent": "mind"}' if "companion question" in last else '{"agent": "general"}'
     if request["messages"][-1]["role"] == "tool":  # the tool ran: this turn's last step
         return "Remembered."
     if "Summarize the conversation" in system:
@@ -52,7 +56,8 @@ def agents_play(request: dict[str, Any]) -> Reply | str:
     if "long-term memory of an assistant" in system:
         return "NO_REPLY"
     if MIND_ROLE in system:
-        if "please remember:" in last:
+        tools = {t["function"]["name"] for t in request.get("tools") or []}
+        if "please remember:" in last and "add_memory" in tools:
             fact = last.split("please remember:", 1)[1].strip()
             return Reply(tool_calls=[ToolCall("add_memory", {"text": fact})])
         found = SECRET.search(system)
@@ -95,9 +100,31 @@ async def said_by(person: Human, sender: str, root: str, prefix: str) -> str:
     return (await person.final(event))["content"]["body"]
 
 
-async def test_a_hand_off_runs_the_companion_for_the_person_who_asked(
+def mind_requests(model: ScriptedModel) -> list[dict[str, Any]]:
+    """The requests of the companion's turns (not the router's, not general's)."""
+    return [r for r in model.requests if MIND_ROLE in system_text(r)]
+
+
+def plant_private_fact(bot: BotHarness, person: str, fact: str) -> None:
+    """``fact`` in ``person``'s private memory of the companion, as their DM would store it."""
+    assert bot.bot is not None
+    memory = bot.bot.memories.for_agent("mind", person)
+    assert memory is not None
+    memory.add_sync(fact, actor="tool")
+
+
+async def open_dm(person: Human, agent: str) -> str:
+    created = await person.client.room_create(invite=[agent], is_direct=True)
+    assert isinstance(created, RoomCreateResponse), created
+    await person.wait_for(joined(agent, created.room_id))
+    return created.room_id
+
+
+async def test_a_companion_in_a_group_room_runs_without_private_memory_however_it_got_there(
     bot: BotHarness, human: Human, model: ScriptedModel, synapse
 ) -> None:
+    """However the companion got to answer in a room Bob can read, Alice's private memory
+    stays out of it; in her DM it is there (the positive control)."""
     alice, room = human, unique("lobby")
     model.set_handler(agents_play)
     bob = await Human.create(synapse)
@@ -107,68 +134,67 @@ async def test_a_hand_off_runs_the_companion_for_the_person_who_asked(
         assert bot.bot is not None
         general = bot.bot.agents["general"].user_id
         mind = bot.bot.agents["mind"].user_id
+        plant_private_fact(bot, alice.user_id, "Alice's code word is SECRET-mango")
 
+        handed = await alice.send(room_id, "@general ask the companion", mention=[general])
+        handed_answer = await said_by(alice, mind, handed, "I know")
+        routed = await alice.send(room_id, "companion question: what do you know?")
+        routed_answer = await said_by(alice, mind, routed, "I know")
+        named = await alice.send(room_id, "@mind what do you know?", mention=[mind])
+        named_answer = await said_by(alice, mind, named, "I know")
+        in_group = mind_requests(model)
+
+        dm = await open_dm(alice, mind)
+        asked = await alice.send(dm, "what do you know?")
+        dm_answer = await alice.final(await alice.wait_for_reply(dm, asked, timeout=40))
+    finally:
+        await bob.close()
+
+    assert len(in_group) >= 3  # the hand-off, the router's pick and the mention each ran
+    for request in in_group:
+        assert "SECRET" not in all_text(request)
+    for answer in (handed_answer, routed_answer, named_answer):
+        assert answer.startswith("I know: nothing")
+    # the control: in Alice's DM the companion has her private memory
+    assert "SECRET-mango" in all_text(mind_requests(model)[-1])
+    assert dm_answer["content"]["body"].startswith("I know: SECRET-mango")
+
+
+async def test_a_companion_in_a_group_room_cannot_write_the_askers_private_memory(
+    bot: BotHarness, human: Human, model: ScriptedModel, synapse
+) -> None:
+    """In a group room the companion has no memory tools of the asker's (so nothing said
+    there lands in private memory by a tool); in the DM it has them (the control)."""
+    alice, room = human, unique("lobby")
+    model.set_handler(agents_play)
+    bob = await Human.create(synapse)
+    try:
+        room_id = await bot.start_in_room(lobby_config(model, room), room, alice)
+        await bob.join(room_id)
+        assert bot.bot is not None
+        general = bot.bot.agents["general"].user_id
+        mind = bot.bot.agents["mind"].user_id
         told = await alice.send(
             room_id, "@general pass this on: SECRET-pineapple", mention=[general]
         )
-        assert await said_by(alice, mind, told, "Remembered") == "Remembered."
+        await said_by(alice, mind, told, "")  # the companion's turn ran
+        group_request = mind_requests(model)[-1]
 
-        asked = await bob.send(room_id, "@general ask the companion", mention=[general])
-        bobs_answer = await said_by(bob, mind, asked, "I know")
-
-        control = await alice.send(room_id, "@general ask the companion", mention=[general])
-        alices_answer = await said_by(alice, mind, control, "I know")
+        dm = await open_dm(alice, mind)
+        stored = await alice.send(dm, "please remember: SECRET-kiwi")
+        await alice.wait_for_reply(dm, stored, timeout=40)
     finally:
         await bob.close()
 
-    assert alices_answer.startswith("I know: SECRET-pineapple")  # positive control
-    assert "SECRET" not in bobs_answer
-    assert bobs_answer.startswith("I know: nothing")
+    def tool_names(request: dict[str, Any]) -> set[str]:
+        return {t["function"]["name"] for t in request.get("tools") or []}
+
+    assert "add_memory" not in tool_names(group_request)
     private = bot.storage / "private_instances"
     assert not (private / requester_key(general)).exists()  # never an agent's "private" root
-    alice_root = private / requester_key(alice.user_id)
-    assert "SECRET-pineapple" in (alice_root / "mind_data" / "MEMORY.md").read_text()
-    bob_memory = private / requester_key(bob.user_id) / "mind_data" / "MEMORY.md"
-    assert not bob_memory.exists() or "SECRET" not in bob_memory.read_text()
-
-
-async def test_private_memory_in_a_group_thread_only_when_its_owner_addresses_the_companion(
-    bot: BotHarness, human: Human, model: ScriptedModel, synapse
-) -> None:
-    alice, room = human, unique("lobby")
-    model.set_handler(agents_play)
-    bob = await Human.create(synapse)
-    try:
-        room_id = await bot.start_in_room(lobby_config(model, room), room, alice)
-        await bob.join(room_id)
-        assert bot.bot is not None
-        general = bot.bot.agents["general"].user_id
-        mind = bot.bot.agents["mind"].user_id
-
-        root = await alice.send(room_id, "@mind please remember: SECRET-kiwi", mention=[mind])
-        assert await said_by(alice, mind, root, "Remembered") == "Remembered."
-        await bob.send(room_id, "hello from bob", thread_root=root)  # now a group thread
-
-        await alice.send(room_id, "@general ask the companion", mention=[general], thread_root=root)
-        handed = await said_by(alice, mind, root, "I know")
-        await alice.send(room_id, "@mind what do you know?", mention=[mind], thread_root=root)
-        addressed = await alice.wait_for(
-            lambda e: (
-                e.get("sender") == mind
-                and in_thread(root)(e)
-                and "SECRET" in json.dumps(e.get("content"))
-            ),
-            timeout=40,
-        )
-        addressed = await alice.final(addressed)
-    finally:
-        await bob.close()
-
-    assert handed.startswith("I know: nothing")  # a hand-off is not alice asking
-    body = addressed["content"]["body"]
-    assert body.startswith("I know: SECRET-kiwi")
-    assert "private memory" in body  # marked: others in the thread read it
-    assert alice.user_id in body
+    memory_text = (private / requester_key(alice.user_id) / "mind_data" / "MEMORY.md").read_text()
+    assert "SECRET-kiwi" in memory_text  # the control: in the DM the tool wrote it
+    assert "SECRET-pineapple" not in memory_text
 
 
 async def test_two_people_in_one_thread_keep_their_own_history_and_compaction(

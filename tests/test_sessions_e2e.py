@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from nio import RoomCreateResponse
 
 from mindroom.cli import main
 from mindroom.memory.session_index import SessionIndex, transcript_path
@@ -442,6 +443,13 @@ def companion_plays(request: dict) -> str | Reply:
     return "noted"
 
 
+async def _dm(person: Human, agent: str) -> str:
+    created = await person.client.room_create(invite=[agent], is_direct=True)
+    assert isinstance(created, RoomCreateResponse), created
+    await person.wait_for(joined(agent, created.room_id))
+    return created.room_id
+
+
 async def test_past_conversations_are_searchable_only_in_their_persons_scope(
     bot: BotHarness, human: Human, model: ScriptedModel, synapse
 ) -> None:
@@ -460,27 +468,29 @@ async def test_past_conversations_are_searchable_only_in_their_persons_scope(
         await bob.join(room_id)
         assert bot.bot is not None
         mind = bot.bot.agents["mind"].user_id
-        said = await alice.send(room_id, "@mind my locker code is LOCKER-4711", mention=[mind])
-        await alice.wait_for_reply(room_id, said)
+        # private memory (past conversations included) is used in each person's own DM
+        alices_dm, bobs_dm = [await _dm(person, mind) for person in (alice, bob)]
+        said = await alice.send(alices_dm, "my locker code is LOCKER-4711")
+        await alice.wait_for_reply(alices_dm, said)
         [row] = book_rows(bot.storage)
         path = transcript_path(row["session_id"])
         await wait_until(lambda: any("LOCKER-4711" in t for t in indexed(bot.storage)))
 
-        asked = await bob.send(room_id, "@mind search for the locker code", mention=[mind])
+        asked = await bob.send(bobs_dm, "search for the locker code")
         bobs = await bob.wait_for(lambda e: e["content"].get("body", "").startswith("tool said"))
-        bob_reads = await bob.send(room_id, f"@mind read {path}", mention=[mind])
+        bob_reads = await bob.send(bobs_dm, f"read {path}")
         bobs_read = await bob.wait_for(
             lambda e: "tool said" in e["content"].get("body", "") and e is not bobs
             and "transcript" in e["content"]["body"]
         )  # fmt: skip
 
-        mine = await alice.send(room_id, "@mind search for the locker code", mention=[mind])
+        mine = await alice.send(alices_dm, "search for the locker code")
         alices = await alice.wait_for(
             lambda e: "LOCKER-4711" in e["content"].get("body", "") and "tool said" in
             e["content"]["body"]
         )  # fmt: skip
         recalled = next(r for r in reversed(model.requests) if "search for" in last_user_text(r))
-        await alice.send(room_id, f"@mind read {path}", mention=[mind])
+        await alice.send(alices_dm, f"read {path}")
         alices_read = await alice.wait_for(
             lambda e: "tool said" in e["content"].get("body", "") and "lines 1-" in
             e["content"]["body"]

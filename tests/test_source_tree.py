@@ -12,8 +12,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from nio import RoomCreateResponse
 
-from tests.harness import BotHarness, Human, config_text, unique
+from tests.harness import BotHarness, Human, config_text, joined, unique
 from tests.scripted_model import Reply, ScriptedModel, ToolCall
 
 REMEMBER = Reply(tool_calls=[ToolCall("add_memory", {"text": "Likes tea"})])
@@ -58,10 +59,14 @@ async def test_a_run_with_a_private_companion_leaves_the_source_tree_clean(
     (tree / ".env").write_text("OPENAI_API_KEY=sk-secret\n")  # as the README suggests
     room_id = await bot.start_in_room((tree / "config.yaml").read_text(), room, human)
     assert bot.bot is not None
-    for name in ("general", "mind"):
-        user_id = bot.bot.agents[name].user_id
-        said = await human.send(room_id, f"@{name} hi", mention=[user_id])
-        await human.wait_for_reply(room_id, said)
+    said = await human.send(room_id, "@general hi", mention=[bot.bot.agents["general"].user_id])
+    await human.wait_for_reply(room_id, said)
+    mind = bot.bot.agents["mind"].user_id  # private memory is used in the person's DM
+    dm = await human.client.room_create(invite=[mind], is_direct=True)
+    assert isinstance(dm, RoomCreateResponse), dm
+    await human.wait_for(joined(mind, dm.room_id))
+    said = await human.send(dm.room_id, "hi")
+    await human.wait_for_reply(dm.room_id, said)
     await bot.stop()
     from mindroom.config.store import edit_config, lock_path
 

@@ -6,6 +6,7 @@ import pytest
 
 from mindroom.config import parse_config
 from mindroom.config.schema import Config
+from mindroom.memory.policy import RoomAudience
 from mindroom.presence import REQUESTER_KEY, resumed_requester
 from mindroom.routing import Route, RouteKind
 from mindroom.turns import TeamSpec, TurnPlan, plan_turn
@@ -47,7 +48,7 @@ def plan(
     requester: str = ALICE,
     thread_root: str | None = None,
     room_humans: tuple[str, ...] = (ALICE,),
-    thread_humans: tuple[str, ...] = (ALICE,),
+    audience: RoomAudience | None = None,
     team: TeamSpec | None = None,
     generation: int = 0,
 ) -> TurnPlan:
@@ -60,7 +61,7 @@ def plan(
         thread_root=thread_root,
         requester=requester,
         room_humans=room_humans,
-        thread_humans=thread_humans,
+        audience=audience or RoomAudience.private_to(ALICE),
         team=team,
         generation=generation,
     )
@@ -105,66 +106,51 @@ def test_new_conversation_generations_give_new_sessions(config: Config) -> None:
     assert plan(config, generation=1).session_id != plan(config, generation=0).session_id
 
 
-@pytest.mark.parametrize("route", [MENTIONED, THREAD, HANDOFF, ROUTER, ONLY])
-def test_private_memory_is_recalled_in_a_dm_whatever_the_route(config: Config, route) -> None:
-    p = plan(config, route=route, room_humans=(ALICE,), thread_humans=(ALICE,))
-    assert p.private_recall
-    assert not p.private_marked
+ALL_ROUTES = [MENTIONED, THREAD, HANDOFF, ROUTER, ONLY]
+GROUP = RoomAudience.shared(frozenset({ALICE, BOB}))
 
 
-@pytest.mark.parametrize("route", [MENTIONED, HANDOFF, ROUTER])
-def test_private_memory_is_recalled_in_a_thread_only_the_requester_posted_in(
+@pytest.mark.parametrize("route", ALL_ROUTES)
+def test_private_memory_is_used_in_the_requesters_own_room_whatever_the_route(
     config: Config, route: Route
 ) -> None:
-    p = plan(
-        config, route=route, thread_root="$t", room_humans=(ALICE, BOB), thread_humans=(ALICE,)
-    )
+    p = plan(config, route=route, audience=RoomAudience.private_to(ALICE))
     assert p.private_recall
-    assert not p.private_marked
 
 
-@pytest.mark.parametrize("route", [HANDOFF, ROUTER, ONLY])
-def test_private_memory_is_not_recalled_in_a_group_thread_unless_addressed(
-    config: Config, route: Route
+@pytest.mark.parametrize("route", ALL_ROUTES)
+@pytest.mark.parametrize("thread_root", [None, "$t"])
+def test_private_memory_is_never_used_where_others_can_read_whatever_the_route(
+    config: Config, route: Route, thread_root: str | None
 ) -> None:
-    p = plan(
-        config, route=route, thread_root="$t", room_humans=(ALICE, BOB), thread_humans=(ALICE, BOB)
-    )
+    p = plan(config, route=route, thread_root=thread_root, room_humans=(ALICE, BOB), audience=GROUP)
+    assert p.private
     assert not p.private_recall
-    assert not p.private_marked
 
 
-@pytest.mark.parametrize("route", [MENTIONED, THREAD])
-def test_private_memory_in_a_group_thread_when_addressed_is_marked(
-    config: Config, route: Route
-) -> None:
-    p = plan(
-        config, route=route, thread_root="$t", room_humans=(ALICE, BOB), thread_humans=(ALICE, BOB)
-    )
-    assert p.private_recall
-    assert p.private_marked
+def test_a_room_only_someone_else_can_read_is_not_the_requesters(config: Config) -> None:
+    p = plan(config, requester=ALICE, audience=RoomAudience.private_to(BOB))
+    assert not p.private_recall
 
 
-def test_room_mode_in_a_group_room_recalls_only_when_addressed(config: Config) -> None:
-    handed = plan(config, agent="roomy", route=HANDOFF, room_humans=(ALICE, BOB))
-    asked = plan(config, agent="roomy", route=MENTIONED, room_humans=(ALICE, BOB))
+def test_room_mode_in_a_group_room_never_uses_private_memory(config: Config) -> None:
+    handed = plan(config, agent="roomy", route=HANDOFF, room_humans=(ALICE, BOB), audience=GROUP)
+    asked = plan(config, agent="roomy", route=MENTIONED, room_humans=(ALICE, BOB), audience=GROUP)
     assert handed.thread_root is None
     assert not handed.private_recall
-    assert asked.private_recall
-    assert asked.private_marked
+    assert not asked.private_recall
 
 
-def test_shared_agents_are_never_gated_or_marked(config: Config) -> None:
+def test_shared_agents_are_never_gated(config: Config) -> None:
     p = plan(
         config,
         agent="general",
         route=HANDOFF,
         thread_root="$t",
         room_humans=(ALICE, BOB),
-        thread_humans=(ALICE, BOB),
+        audience=GROUP,
     )
     assert p.private_recall
-    assert not p.private_marked
 
 
 def test_a_resumed_hand_off_is_for_the_person_recorded_in_the_ledger() -> None:

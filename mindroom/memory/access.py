@@ -2,11 +2,13 @@
 
 :class:`CategoryAccess` is computed from the config of the moment (a reload changes it for the
 next call: it is never cached across turns) for one agent or team. Every read path turns it
-into a :class:`~mindroom.memory.filters.MemoryFilter` that the store applies (the tools, recall,
-``mindroom memory ... --agent``); every write path asks :meth:`CategoryAccess.writable` before
-the file changes. A request that names a category outside the allowlist is refused with a
-:class:`MemoryAccessError` that names the agent, the category and what it may use; a filter
-can only narrow the allowlist, never widen it.
+into the read gate's :class:`~mindroom.memory.policy.Reader` (:meth:`CategoryAccess.reader`):
+:func:`~mindroom.memory.policy.may_read` decides each entry as it is stored now, and its store
+filter (a :class:`~mindroom.memory.filters.MemoryFilter`) keeps a search from ranking what the
+gate would refuse (the tools, recall, ``mindroom memory ... --agent``); every write path asks
+:meth:`CategoryAccess.writable` before the file changes. A request that names a category
+outside the allowlist is refused with a :class:`MemoryAccessError` that names the agent, the
+category and what it may use; a filter can only narrow the allowlist, never widen it.
 
 An agent without an allowlist may use every category, including ones only a person wrote in
 a marker; one with an allowlist sees only entries whose category (``memory.categories.default``
@@ -22,6 +24,7 @@ from mindroom.config.schema import Config
 from mindroom.errors import MemoryAccessError
 from mindroom.memory.filters import MemoryFilter
 from mindroom.memory.markdown import MemoryEntry
+from mindroom.memory.policy import Reader
 
 
 @dataclass(frozen=True)
@@ -131,11 +134,27 @@ class CategoryAccess:
                 raise self._refuse(name, "read")
         return wanted
 
-    def only(self, requested: Iterable[str] | None = None, **conditions: object) -> MemoryFilter:
-        """The store filter of a read: ``requested`` categories (checked) and ``conditions``
+    def reader(self, deliberate: Iterable[str] = (), requester: str | None = None) -> Reader:
+        """This access as the read gate's :class:`~mindroom.memory.policy.Reader`, with the
+        types a read asks for on purpose (``deliberate``)."""
+        return Reader(
+            owner=self.owner,
+            categories=self.allowed,
+            default_category=self.default,
+            deliberate=frozenset(deliberate),
+            requester=requester,
+        )
+
+    def only(
+        self,
+        requested: Iterable[str] | None = None,
+        deliberate: Iterable[str] = (),
+        **conditions: object,
+    ) -> MemoryFilter:
+        """The store filter of a read (the gate's, :meth:`Reader.filter`): ``requested``
+        categories (checked), the types asked for on purpose, and ``conditions``
         (:class:`MemoryFilter` fields)."""
-        base = MemoryFilter(categories=self.readable(requested), default_category=self.default)
-        return replace(base, **conditions)  # type: ignore[arg-type]
+        return self.reader(deliberate).filter(categories=self.readable(requested), **conditions)
 
     def sees(self, entry: MemoryEntry) -> bool:
         """Whether this agent may read ``entry`` (its category is granted)."""

@@ -12,6 +12,10 @@ most :data:`MAX_BULLETS` of them, newest first::
     - ↑updated: [goals] Ship v1 by September
     - ↔merged: 2 notes about lactose intolerance into one
 
+An entry removed since (deleted, archived, expired) is only counted (``−deleted: 1 note``),
+and only when the agent could have read it; one found nowhere is not mentioned: a fact a
+person deleted never comes back through the header.
+
 Then the thread's revision moves to the end of what was read, by a compare-and-set on its
 row, so a change is surfaced once per thread even when two turns of a thread overlap.
 Changes a thread's own tool calls made are not repeated to it (the record names the run).
@@ -26,11 +30,14 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from mindroom.memory.fields import parse_fields
+from mindroom.memory.archive import archived_entries
+from mindroom.memory.filters import MemoryFilter
 from mindroom.memory.history import HistoryRecord
+from mindroom.memory.markdown import MemoryEntry
+from mindroom.memory.policy import EntryState, StoredEntry, may_read
 from mindroom.memory.store import FileMemory
 from mindroom.memory.view import AgentView
 from mindroom.wal import open_database
@@ -49,6 +56,7 @@ _MARKS = {
     "ttl": "−deleted",
     "restore": "restored",
 }
+_GONE = ("delete", "archive", "ttl")  # records of a removal
 
 
 @dataclass(frozen=True)
@@ -88,26 +96,71 @@ def _read_since(path: Path, offset: int) -> tuple[list[HistoryRecord], int]:
     return records, offset + end
 
 
-def _bullet(record: HistoryRecord, view: AgentView) -> str | None:
-    """One change as a bullet, or None when the agent may not see it (or it is no change)."""
-    mark = _MARKS.get(record.op)
-    if mark is None:
-        return None
-    meta = record.meta or {}
-    fields = parse_fields(str(meta.get("fields", "")))
-    category = fields.category_or(view.access.default)
-    if not view.access.may(category) or fields.type_in(record.path) == "procedural":
-        return None
-    if record.op == "ttl":
-        mark = "−deleted" if fields.soft_deleted else "restored"
-    text = " ".join((record.new or record.old or "").split())
+def _as_stored(memory: FileMemory, ids: list[str]) -> dict[str, tuple[MemoryEntry, EntryState]]:
+    """Each entry of ``ids`` as it is stored now: live (or expired) in the memory files, else
+    in the archive; an entry found in neither is left out (its text is never shown)."""
+    found: dict[str, tuple[MemoryEntry, EntryState]] = {}
+    wanted = frozenset(ids)
+    memory.index.sync()  # once: then the index is the files as they are now
+    for expired in (False, True):  # one query each, whatever the number of changes
+        where = MemoryFilter(ids=wanted, soft_deleted=expired).where()
+        for entry in memory.index.select(where, len(wanted), synced=True):
+            found.setdefault(entry.id, (entry, StoredEntry.of(entry).state))
+    missing = wanted - set(found)
+    if missing:
+        for archived in archived_entries(memory):
+            if archived.entry.id in missing:
+                found[archived.entry.id] = (archived.entry, EntryState.ARCHIVED)
+    return found
+
+
+def _bullet(record: HistoryRecord, entry: MemoryEntry, view: AgentView, created: bool) -> str:
+    """One change to a live entry the agent may see (``record`` the newest; ``created``: the
+    entry is new since the thread's last turn), with the entry's text as it is now."""
+    mark = _MARKS[record.op]
+    if record.op in _GONE:  # it was removed, and is back now
+        mark = "restored"
+    elif created and record.op == "update":
+        mark = _MARKS["add"]
+    fields = entry.fields
+    text = " ".join(entry.text.split())
     if len(text) > 160:
         text = text[:159] + "…"
     if record.op == "merge":
-        sources = meta.get("sources") or []
+        sources = (record.meta or {}).get("sources") or []
         text = f"{len(sources) or 2} notes into one: {text}"
     importance = f" (importance {fields.importance})" if fields.importance else ""
-    return f"- {mark}: [{category}] {text}{importance}"
+    return f"- {mark}: [{fields.category_or(view.access.default)}] {text}{importance}"
+
+
+def _bullets(memory: FileMemory, records: list[HistoryRecord], view: AgentView) -> list[str]:
+    """What the agent may see of ``records`` (oldest first), newest first: each changed entry
+    once, judged by the read gate on the entry as it is stored now (its category, type and
+    state, whatever the record says), at most :data:`MAX_BULLETS`; entries removed since
+    are counted, never quoted."""
+    latest: dict[str, HistoryRecord] = {}
+    created: set[str] = set()  # added since the thread's last turn
+    for record in reversed(records):
+        if record.op in _MARKS and record.id and record.id not in latest:
+            latest[record.id] = record
+        created |= {record.id} if record.op == "add" else set()
+    stored = _as_stored(memory, list(latest))
+    reader = view.reader()
+    bullets: list[str] = []
+    removed = 0
+    for entry_id, record in latest.items():
+        if entry_id not in stored:
+            continue  # nowhere now: nothing of it is shown
+        entry, state = stored[entry_id]
+        now = StoredEntry.of(entry, state)
+        if state is EntryState.LIVE:
+            if may_read(reader, now) and len(bullets) < MAX_BULLETS:
+                bullets.append(_bullet(record, entry, view, entry_id in created))
+        elif may_read(reader, replace(now, state=EntryState.LIVE)):
+            removed += 1  # one the agent could have read: say that it went, not what it said
+    if removed:
+        bullets.append(f"- −deleted: {removed} note{'s' if removed > 1 else ''}")
+    return bullets
 
 
 class ThreadRevisions:
@@ -139,7 +192,7 @@ class ThreadRevisions:
         records, end = _read_since(history, offset)
         new_rev = rev + len(records)
         shown = [r for r in records if (r.meta or {}).get("run") != thread_id]
-        bullets = [b for b in (_bullet(r, view) for r in reversed(shown)) if b is not None]
+        bullets = _bullets(self.memory, shown, view)
         if advance and end != offset:
             moved = self._db.execute(
                 "UPDATE thread_revisions SET rev = ?, offset = ?, updated_at = ?"
@@ -149,4 +202,4 @@ class ThreadRevisions:
             self._db.commit()
             if not moved:  # another turn of this thread took these changes: shown once
                 return Delta(rev, new_rev, [])
-        return Delta(rev, new_rev, bullets[:MAX_BULLETS])
+        return Delta(rev, new_rev, bullets)

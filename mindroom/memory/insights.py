@@ -91,9 +91,10 @@ def _mark(memory: FileMemory, person: str, now: float) -> None:
         db.close()
 
 
-def prompt_for(memory: FileMemory, person: str, snippet: str) -> str:
-    """The pass's prompt: latest entries, newest lasting facts, the conversation's end."""
-    entries = memory.list_sync(200)
+def prompt_for(view: AgentView, person: str, snippet: str) -> str:
+    """The pass's prompt: latest entries, newest lasting facts, the conversation's end (only
+    entries the agent's view may read: the read gate, as in every turn)."""
+    entries = view.list_sync(200)
     latest = [e.text for e in entries if e.path.startswith("memory/")][:5]
     lasting = [e.text for e in entries if e.fields.type_in(e.path) == "semantic"][-3:]
     return "\n".join([
@@ -140,7 +141,7 @@ async def look_for_insights(
     if not await asyncio.to_thread(due, memory, person, settings, now):
         return []
     await asyncio.to_thread(_mark, memory, person, now)  # once a day even when it fails
-    prompt = await asyncio.to_thread(prompt_for, memory, person, "\n".join(snippet))
+    prompt = await asyncio.to_thread(prompt_for, view, person, "\n".join(snippet))
     answer = await ask(PROMPT, prompt)
     written = []
     for summary, importance in parse_insights(answer):

@@ -127,7 +127,8 @@ def _relevant(
         now=now,
         similarity={key: value for key, value in similarity.items() if value is not None},
     )
-    found = [c for c in judged if relevant(c, settings.gate)]
+    # the read gate on each entry as read now (the search's filter is its SQL form)
+    found = [c for c in judged if relevant(c, settings.gate) and not view.hidden(c.entry)]
     # insights are surfaced with low weight: below a fact that is as relevant
     found = [
         replace(c, score=c.score * INSIGHT_WEIGHT) if c.entry.fields.type == "insight" else c
@@ -190,7 +191,9 @@ def _always(memory: FileMemory, view: AgentView) -> list[Candidate]:
         return []
     only = replace(reading, categories=frozenset(granted))
     entries = memory.index.select(only.where(), ALWAYS_LIMIT)
-    return [Candidate(e, 1.0, 0.0, None) for e in entries if e.path != ENTRYPOINT]
+    return [
+        Candidate(e, 1.0, 0.0, None) for e in entries if e.path != ENTRYPOINT and not view.hidden(e)
+    ]
 
 
 def _entries_section(

@@ -33,9 +33,10 @@ from mindroom.errors import MemoryAccessError, MemoryStoreError
 from mindroom.memory.filters import MemoryFilter
 from mindroom.memory.hybrid import hybrid_search
 from mindroom.memory.markdown import MemoryEntry
+from mindroom.memory.policy import StoredEntry, may_read
 from mindroom.memory.relations import boosted, related_entries
 from mindroom.memory.store import FileMemory
-from mindroom.memory.view import CONVERSATIONAL, AgentView
+from mindroom.memory.view import DELIBERATE, AgentView
 
 PERSON_ACTORS = frozenset({"cli"})  # what a person writes through (besides editing by hand)
 CHARS_PER_TOKEN = 4  # the usual estimate for English text
@@ -106,6 +107,9 @@ def run_query(view: AgentView, request: QueryRequest, asker: Asker) -> str:
     results = _found(memory, request, only)
     if view.relations and results:
         results = _with_relations(memory, results, view, only)
+    # the read gate, on each entry as read now (the filter above is its SQL form)
+    gate = view.reader(DELIBERATE if "procedural" in _asked(request) else frozenset())
+    results = [r for r in results if may_read(gate, StoredEntry.of(r.entry))]
     shown = _within_budget(results, request, view)
     view.noted([r.entry for r in results[: len(shown)]])
     best = results[0] if results else None
@@ -127,23 +131,29 @@ def _check_whose(request: QueryRequest, asker: Asker) -> None:
         )
 
 
+def _asked(request: QueryRequest) -> list[str]:
+    """The categories ``request`` names."""
+    wanted = list(request.categories or [])
+    if request.filters.category is not None:
+        wanted.append(request.filters.category)
+    return wanted
+
+
 def _filter(view: AgentView, memory: FileMemory, request: QueryRequest) -> MemoryFilter:
     filters = request.filters
-    wanted = list(request.categories or [])
-    if filters.category is not None:
-        wanted.append(filters.category)
+    wanted = _asked(request)
     # the allowlist decides first: a category outside it fails, however it was asked for
     categories = view.access.readable(wanted or None)
     ids, hand = _provenance(memory, filters)
     procedural = "procedural" in wanted
     return view.access.only(
         sorted(categories) if categories is not None else None,
+        DELIBERATE if procedural else (),
         pinned=filters.pinned,
         importance_min=filters.importance_min,
         importance_max=filters.importance_max,
         updated_after=filters.updated_after,
         updated_before=filters.updated_before,
-        exclude_types=frozenset() if procedural else CONVERSATIONAL,
         ids=ids,
         hand_written=hand,
     )

@@ -8,10 +8,12 @@ one entry by id, an update or a delete of an entry in another category fails wit
 :class:`~mindroom.errors.MemoryAccessError`, and a write names only a granted category.
 Lines of a file the agent may not read come back as a placeholder.
 
-Conversational reads (everything but :meth:`AgentView.query` naming ``procedural``) leave
-``procedural`` entries out: they are how-to steps an agent fetches on purpose (spec 12).
-Soft-deleted entries (expired by TTL) are never read; ``mindroom memory restore`` brings them
-back.
+Whether an entry may be shown is decided by the read gate, :func:`mindroom.memory.policy.may_read`,
+on the entry as it is stored now: the store's filter is the gate's (:meth:`AgentView.reading`),
+and what a read returns passes the gate again before it is shown. Conversational reads leave
+``procedural`` entries out: they are how-to steps an agent fetches on purpose (spec 12: a
+``memory_query`` naming ``procedural``, a read by id). Soft-deleted entries (expired by TTL)
+are never read; ``mindroom memory restore`` brings them back.
 
 The access is taken from the config each time a view is made (every turn), so a reload
 takes effect at the next turn. An agent's view (``count``) also notes what it reads (for TTL)
@@ -35,6 +37,7 @@ from mindroom.memory.index import SearchHit
 from mindroom.memory.markdown import MemoryEntry
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.ops_events import OpEvent, emit
+from mindroom.memory.policy import Reader, StoredEntry, may_read, readable
 from mindroom.memory.registry import ScopeMemory
 from mindroom.memory.relations import RelationSettings, link_entry
 from mindroom.memory.session_source import (
@@ -46,7 +49,8 @@ from mindroom.memory.session_source import (
 from mindroom.memory.store import FileMemory
 from mindroom.memory.writing import check_procedural
 
-CONVERSATIONAL = frozenset({"procedural"})  # types only a deliberate query returns
+DELIBERATE = frozenset({"procedural"})  # types only a read asking for them returns
+BY_ID = DELIBERATE  # a read by id is deliberate: any type is shown
 _E = TypeVar("_E", MemoryEntry, SearchHit)
 
 
@@ -108,13 +112,29 @@ class AgentView:
         """The scope's id (what the tools and logs name)."""
         return self.memory.scope_id
 
+    def reader(self, deliberate: frozenset[str] = frozenset()) -> Reader:
+        """This view as the read gate's reader (the allowlist of the config of the moment)."""
+        return self.access.reader(deliberate)
+
     def reading(self) -> MemoryFilter:
-        """The filter of a conversational read: granted categories, live, not procedural."""
-        return self.access.only(exclude_types=CONVERSATIONAL)
+        """The filter of a conversational read: the gate's (granted categories, live,
+        conversational types)."""
+        return self.reader().filter()
 
     def hidden(self, entry: MemoryEntry) -> bool:
-        """Whether a conversational read leaves ``entry`` out."""
-        return not self.reading().holds(entry)
+        """Whether a conversational read leaves ``entry`` (as read from its file now) out."""
+        return not may_read(self.reader(), StoredEntry.of(entry))
+
+    def shown(self, hits: list[_E]) -> list[_E]:
+        """The entries (or search hits) of ``hits`` a conversational read may show: each
+        passes the gate on the entry as it was read now."""
+        reader = self.reader()
+        kept = []
+        for hit in hits:
+            entry = hit.entry if isinstance(hit, SearchHit) else hit
+            if may_read(reader, StoredEntry.of(entry)):
+                kept.append(hit)
+        return kept
 
     def _visible(self, entry: MemoryEntry, verb: str) -> MemoryEntry:
         self.access.check_entry(entry, verb)
@@ -124,6 +144,8 @@ class AgentView:
                 f"on {entry.fields.purge}; a person can bring it back with "
                 "`mindroom memory restore`"
             )
+        if verb == "read" and not may_read(self.reader(BY_ID), StoredEntry.of(entry)):
+            raise MemoryStoreError(f"no memory with id {entry.id!r} (search or list to find ids)")
         return entry
 
     # -- synchronous (a worker thread; the CLI) -----------------------------------------------
@@ -180,8 +202,8 @@ class AgentView:
         """The best ``limit`` entries this agent may read for ``query``."""
         only = self.reading()
         if isinstance(self.memory, Mem0Memory):  # no fields there: every entry is the default's
-            return [h for h in self.memory.search_sync(query, limit) if only.holds(h.entry)]
-        hits = self.noted(self.memory.search_sync(query, limit, only))
+            return self.shown(self.memory.search_sync(query, limit))
+        hits = self.noted(self.shown(self.memory.search_sync(query, limit, only)))
         self.event("search", hits[0].entry if hits else None, hits[0].score if hits else None)
         if self.sessions:
             hits = merged(hits, search_sessions(self.memory, query, limit), limit)
@@ -189,10 +211,9 @@ class AgentView:
 
     def list_sync(self, limit: int = 50) -> list[MemoryEntry]:
         """Entries this agent may read, in the store's listing order."""
-        only = self.reading()
         if isinstance(self.memory, Mem0Memory):
-            return [e for e in self.memory.list_sync(limit) if only.holds(e)]
-        return self.memory.list_sync(limit, only)
+            return readable(self.reader(), self.memory.list_sync(limit))
+        return readable(self.reader(), self.memory.list_sync(limit, self.reading()))
 
     def get_sync(self, entry_id: str) -> MemoryEntry:
         """The entry ``entry_id``, if this agent may read it."""
