@@ -7,7 +7,8 @@ read by a child process (``python -m mindroom.file_text``) that
 
 * reads at most :attr:`ReadLimits.pages` pages and stops once it has :attr:`ReadLimits.chars`
   characters (the first part is used, and :attr:`FileText.cut` says which limit cut it),
-* runs under a memory limit (:data:`WORKER_MEMORY_BYTES`) and a CPU limit,
+* runs under a memory limit (:data:`WORKER_MEMORY_BYTES`) and a CPU limit, at a lower
+  priority than the bot,
 * is killed when it runs past :attr:`ReadLimits.seconds` (:class:`FileRefused`).
 
 At most :data:`CONCURRENT_READS` files are read at once per bot process (:class:`ReadSlots`);
@@ -194,9 +195,11 @@ def read_pdf(data: bytes, max_pages: int, max_chars: int) -> dict[str, Any]:
 
 
 def _limit_self(seconds_of_cpu: int) -> None:
-    """Bound this reading process's memory and CPU (a backstop to the parent's kill)."""
+    """Bound this reading process's memory and CPU (a backstop to the parent's kill), and
+    let the bot's own work go first on a busy machine."""
     import resource
 
+    os.nice(10)
     resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
     resource.setrlimit(resource.RLIMIT_CPU, (seconds_of_cpu, seconds_of_cpu))
 
