@@ -107,6 +107,12 @@ class AgentView:
         """The scope's id (what the tools and logs name)."""
         return self.memory.scope_id
 
+    @property
+    def catching_up(self) -> bool:
+        """Whether the last search did not wait for the index to follow a big file (it
+        searched what was indexed so far)."""
+        return isinstance(self.memory, FileMemory) and self.memory.index.catching_up
+
     def reading(self) -> MemoryFilter:
         """The filter of a conversational read: granted categories, live, not procedural."""
         return self.access.only(exclude_types=CONVERSATIONAL)
