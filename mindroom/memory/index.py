@@ -17,9 +17,10 @@ the same index. The schema has a version (``PRAGMA user_version``): an index of 
 is dropped and rebuilt from the files when it is opened.
 
 A big file (a 24 MB daily file holds about 160,000 entries) takes seconds to parse and index,
-so a turn never waits for it: :meth:`MemoryIndex.sync_within` lets a search wait a moment
-(:data:`SEARCH_WAIT_SECONDS`) while one background thread per index follows the files, then
-search what is indexed so far (:attr:`MemoryIndex.catching_up` says so). A file is parsed
+so a turn never waits for it: :meth:`MemoryIndex.sync_within` has one background thread per
+index follow the files; a search waits for it, but once a big file (:data:`BIG_FILE_BYTES`) is
+being indexed only for a moment (:data:`SEARCH_WAIT_SECONDS`), then searches what is indexed
+so far (:attr:`MemoryIndex.catching_up` says so). A file is parsed
 outside the index's lock and written in chunks of :data:`CHUNK_ROWS` rows, one transaction each,
 so searches run between chunks. A changed file's rows are dropped before it is read: while it
 is (re)indexed a search may miss its entries, never return text it no longer holds. Its
@@ -39,6 +40,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +74,9 @@ _SCHEMA = [
 SEARCH_WAIT_SECONDS = 2.0
 # rows written in one transaction: searches run between two chunks of a big file
 CHUNK_ROWS = 2_000
+# a file this big is worth not waiting for (about 6,500 entries); a search always waits for
+# smaller ones, so what was just written is found
+BIG_FILE_BYTES = 1_000_000
 # the columns an entry is rebuilt from, in this order (see _entry)
 ENTRY_COLUMNS = "text, path, entry_id, start_line, end_line, fields"
 
@@ -232,6 +237,7 @@ class MemoryIndex:
         self._served = 0
         self._syncing = False
         self._failure: tuple[int, BaseException] | None = None
+        self._big_files = 0  # big files being indexed now
         self.catching_up = False  # the last search did not wait for the index to follow
         self._connection: sqlite3.Connection | None = None
         # what this process last indexed; another process's writes only cost a re-index
@@ -281,6 +287,19 @@ class MemoryIndex:
     def _index_file(self, relative: str, path: Path, stat: os.stat_result) -> None:
         """Index one file: its old rows dropped first (a search never sees text the file may
         no longer hold), then parsed outside the lock and written in chunks."""
+        if stat.st_size < BIG_FILE_BYTES:
+            self._write_file(relative, path, stat)
+            return
+        with self._catch_up:
+            self._big_files += 1
+            self._catch_up.notify_all()  # a search waiting for the index need wait no more
+        try:
+            self._write_file(relative, path, stat)
+        finally:
+            with self._catch_up:
+                self._big_files -= 1
+
+    def _write_file(self, relative: str, path: Path, stat: os.stat_result) -> None:
         with self._lock, self._db as db:
             db.execute("DELETE FROM entries WHERE path = ?", (relative,))
         try:
@@ -340,9 +359,10 @@ class MemoryIndex:
             return len(stale) + len(gone)
 
     def sync_within(self, seconds: float) -> bool:
-        """Follow the files, waiting at most ``seconds``: True when the index is up to date
-        (as of this call), False when a background thread is still at it (the caller then
-        searches what is indexed; :attr:`catching_up` says so until a search finds it done).
+        """Follow the files, waiting at most ``seconds`` once a big file (:data:`BIG_FILE_BYTES`)
+        is being indexed, else until done: True when the index is up to date (as of this call),
+        False when a background thread is still at it (the caller then searches what is
+        indexed; :attr:`catching_up` says so until a search finds it done).
 
         One thread per index does the work and passes again while calls keep arriving, so a
         file changed during a pass is indexed by the next. Its failure is raised here.
@@ -354,7 +374,13 @@ class MemoryIndex:
                 self._syncing = True
                 name = f"index-sync {self.root}"
                 threading.Thread(target=self._catch_up_loop, name=name, daemon=True).start()
-            done = self._catch_up.wait_for(lambda: self._served >= ticket, seconds)
+            deadline = time.monotonic() + seconds
+            while self._served < ticket:
+                left = deadline - time.monotonic()
+                if left <= 0 and self._big_files:
+                    break
+                self._catch_up.wait(max(left, 0.1))
+            done = self._served >= ticket
             failure = self._failure
         self.catching_up = not done
         if done and failure is not None and failure[0] >= ticket:
