@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import io
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -72,6 +73,17 @@ async def reply_times(
     return times, late
 
 
+async def stop(bot: BotProcess) -> None:
+    """Stop the bot; one still busy reading PDFs in threads may not stop in time: killed."""
+    assert bot.proc is not None
+    try:
+        await bot.stop()
+    except subprocess.TimeoutExpired:
+        print("the bot did not stop within 30 s (still reading PDFs): killed", flush=True)
+        bot.proc.kill()
+        bot.proc.wait()
+
+
 async def main(quiet_n: int, attack_n: int, timeout: float) -> None:
     crafted = slow_pdf(pages=40)
     print(f"crafted PDF: {len(crafted)} bytes, 40 pages sharing one stream", flush=True)
@@ -97,7 +109,7 @@ async def main(quiet_n: int, attack_n: int, timeout: float) -> None:
             attack, late = await reply_times(bob, room_id, attack_n, timeout, "attack")
         finally:
             if bot.proc is not None:
-                await bot.stop()
+                await stop(bot)
             for person in (alice, bob):
                 if person is not None:
                     await person.close()
