@@ -116,27 +116,23 @@ async def text_of_pdf(data: bytes, limits: ReadLimits, slots: ReadSlots, name: s
     Raises :class:`FileRefused` when the reader ran out of time (the process is killed) or the
     file cannot be read; cancelling the caller kills the process too.
     """
+    limits_argument = json.dumps([limits.pages, limits.chars, limits.seconds])
+    command = [sys.executable, "-m", _WORKER, limits_argument]
+    pipe = asyncio.subprocess.PIPE
     async with slots.slot(name):
-        pipe = asyncio.subprocess.PIPE
-        process = await asyncio.create_subprocess_exec(
-            *(
-                sys.executable,
-                "-m",
-                _WORKER,
-                json.dumps([limits.pages, limits.chars, limits.seconds]),
-            ),
-            stdin=pipe,
-            stdout=pipe,
-            stderr=pipe,
-            env=_worker_env(),
-        )
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *command, stdin=pipe, stdout=pipe, stderr=pipe, env=_worker_env()
+            )
+        except OSError as exc:
+            logger.error("cannot start a process to read %s: %s", name, exc)
+            raise FileRefused("no reader could be started (see the bot's log)") from exc
         logger.debug("reading %s in process %d", name, process.pid)
         try:
             out, err = await asyncio.wait_for(process.communicate(data), limits.seconds)
         except TimeoutError:
-            seconds = limits.seconds
             logger.warning(
-                "reading %s took over %g s: process %d killed", name, seconds, process.pid
+                "reading %s took over %g s: process %d killed", name, limits.seconds, process.pid
             )
             raise FileRefused(
                 f"reading it took longer than {limits.seconds:g} seconds, so I stopped"
