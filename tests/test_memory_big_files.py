@@ -11,7 +11,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
+from mindroom.agents.memory_tools import CATCHING_UP, MemoryTools
 from mindroom.memory.index import MemoryIndex
+from mindroom.memory.scope import MemoryScope
+from mindroom.memory.store import FileMemory
 from tests.big_memory import daily_entries
 
 BIG = 4_000_000
@@ -74,3 +79,25 @@ def test_an_edit_made_while_a_big_file_is_indexed_is_not_lost(
         assert fresh.snapshot() == index.snapshot()
     finally:
         fresh.close()
+
+
+@pytest.mark.asyncio
+async def test_search_memories_answers_during_indexing_says_it_is_catching_up_then_finds_all(
+    tmp_path: Path, root: Path
+) -> None:
+    write_big(root, "Wilhelmina stores the boat keys in the red tin")
+    (root / "MEMORY.md").write_text("- Wilhelmina likes sailing on Sundays\n")
+    memory = FileMemory(MemoryScope("agent_big", root, tmp_path / "state"))
+    tools = MemoryTools(memory)
+    try:
+        during = await tools.search_memories("Wilhelmina")
+        caught_up(memory.index)
+        after = await tools.search_memories("Wilhelmina")
+    finally:
+        memory.close()
+
+    assert CATCHING_UP in during  # it answered before the big file was indexed, and said so
+    assert "red tin" not in during
+    assert "sailing on Sundays" in during  # what was indexed (the small file) was searched
+    assert CATCHING_UP not in after  # the control: the same search, once the index is done
+    assert "red tin" in after
