@@ -97,7 +97,6 @@ async def test_search_memories_answers_during_indexing_says_it_is_catching_up_th
         memory.close()
 
     assert "still catching up" in during  # it answered before the big file was indexed
-
     assert "red tin" not in during
     assert "sailing on Sundays" in during  # what was indexed (the small file) was searched
     assert "catching up" not in after  # the control: the same search, once the index is done
