@@ -195,8 +195,8 @@ def hybrid_search(
             report_keyword_only(f"memory {memory.scope_id}", exc)
             vectors = None
     if vectors is None:  # a big file is indexed in the background: search what is indexed
-        memory.index.sync_within(SEARCH_WAIT_SECONDS)
-    if vectors is None or ready:  # memory.search.index: postgresql searches there
+        ready = memory.index.sync_within(SEARCH_WAIT_SECONDS)
+    if ready:  # memory.search.index: postgresql searches there, once the files are followed
         shared = _shared_search(memory, query, pool, keyword_query, entry_id,
                                 exclude_paths=exclude_paths, now=now, only=only)  # fmt: skip
         if shared is not None:
