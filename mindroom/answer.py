@@ -23,6 +23,7 @@ from mindroom.attachments import TurnInput, read_attachment
 from mindroom.compaction import Compactor
 from mindroom.config.schema import AgentConfig, Config, TeamConfig
 from mindroom.conversation import ConversationState
+from mindroom.file_text import ReadSlots
 from mindroom.flush import FlushWorker
 from mindroom.leases import handover_key
 from mindroom.ledger import Ledger
@@ -79,6 +80,7 @@ class Answerer:
         self._flush = flush
         self._run_command = run_command
         self.running = Running()  # the answers running, to end them (mindroom.running)
+        self._reads = ReadSlots()  # files read at once: the others queue (mindroom.file_text)
         memories = runtime.memories
         self._transcripts = (
             TranscriptIndexer(config, runtime, memories) if memories is not None else None
@@ -274,13 +276,13 @@ class Answerer:
         given = TurnInput(message.body)
         if message.attachment is not None:  # a file: read it, or say why it cannot be
             given = await read_attachment(
-                account, message.attachment, message.body, self._config().media
+                account, message.attachment, message.body, self._config().media, self._reads
             )
-            if given.problem is not None:
-                notice = notice_content(
-                    given.problem, thread_root=plan.thread_root, reply_to=plan.reply_to
-                )
+            said = given.problem or given.cut
+            if said is not None:
+                notice = notice_content(said, thread_root=plan.thread_root, reply_to=plan.reply_to)
                 await account.send(plan.room_id, notice, f"mindroom-file-{plan.reply_to}-{agent}")
+            if given.problem is not None:
                 return
         request = TurnRequest(
             plan.agent,

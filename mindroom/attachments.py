@@ -3,7 +3,11 @@
 * An image goes to the model as image input (Agno's ``images``: a vision model sees it); the
   caption, if any, is the message.
 * A text file (plain text, markdown, CSV, JSON, source code) or a PDF is read and its text
-  given with the message, cut to ``media.max_text_chars`` (the cut is said).
+  given with the message. The work is bounded (:mod:`mindroom.file_text`): a PDF is read in a
+  child process, at most ``media.max_pdf_pages`` pages and ``media.max_text_chars``
+  characters, killed after ``media.read_seconds``, a few at a time. A file cut by a limit is
+  answered from its first part and the person gets a notice saying so; one that ran out of
+  time or cannot be read is refused with a notice saying why.
 * A voice message is transcribed when ``media.speech_to_text`` names an OpenAI-compatible
   transcription endpoint (:mod:`mindroom.agents.speech`), and the transcript is the message.
 * Anything else (voice without speech-to-text, videos, other documents), a file over
@@ -16,14 +20,20 @@ companion's conversation with a person is that person's alone, so is what they s
 
 from __future__ import annotations
 
-import asyncio
-import io
 import logging
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from mindroom.config.schema import MediaConfig
 from mindroom.errors import ModelError
+from mindroom.file_text import (
+    FileRefused,
+    FileText,
+    ReadLimits,
+    ReadSlots,
+    text_of_pdf,
+    text_of_plain,
+)
 from mindroom.matrix.client import MatrixAccount
 from mindroom.matrix.events import Attachment
 from mindroom.matrix.media import MediaError
@@ -44,6 +54,7 @@ class TurnInput:
     text: str = ""
     images: tuple[bytes, ...] = ()
     problem: str | None = None  # a notice to post instead of answering
+    cut: str | None = None  # a notice to post before answering from the file's first part
 
 
 def _is_text(attachment: Attachment) -> bool:
@@ -55,26 +66,46 @@ def _is_pdf(attachment: Attachment) -> bool:
     return attachment.mimetype == "application/pdf" or attachment.name.lower().endswith(".pdf")
 
 
-def pdf_text(data: bytes) -> str:
-    """The text of a PDF's pages (blocking: call it in a thread)."""
-    from pypdf import PdfReader  # imported on the first PDF only
-
-    reader = PdfReader(io.BytesIO(data))
-    return "\n\n".join((page.extract_text() or "").strip() for page in reader.pages).strip()
+def limits_of(media: MediaConfig) -> ReadLimits:
+    """How much of one file is read, as ``media`` configures it."""
+    return ReadLimits(media.max_pdf_pages, media.max_text_chars, media.read_seconds)
 
 
-def with_file_text(caption: str, name: str, text: str, limit: int) -> str:
+def with_file_text(caption: str, name: str, read: FileText, limits: ReadLimits) -> str:
     """The message as the model reads it: the caption, then the file's text (cut, and said)."""
-    cut = len(text) > limit
-    note = f", cut to its first {limit:,} characters" if cut else ""
+    note = ""
+    if read.cut == "chars":
+        note = f", cut to its first {limits.chars:,} characters"
+    elif read.cut == "pages":
+        note = f", only its first {read.pages_read} of {read.pages_total} pages"
     header = f"[{name!r} is attached; its text follows{note}]"
-    return "\n\n".join(part for part in (caption, header, text[:limit]) if part)
+    return "\n\n".join(part for part in (caption, header, read.text) if part)
+
+
+def cut_notice(what: str, read: FileText, limits: ReadLimits) -> str | None:
+    """What the person is told when only the first part of their file is used."""
+    if read.cut == "pages":
+        return (
+            f"ℹ️ {what} has {read.pages_total} pages: I read only the first {read.pages_read} "
+            f"(the limit per file is {limits.pages}) and answer from those."
+        )
+    if read.cut == "chars":
+        return (
+            f"ℹ️ {what} is long: I read only its first {limits.chars:,} characters (the limit "
+            "per file) and answer from those."
+        )
+    return None
 
 
 async def read_attachment(
-    account: MatrixAccount, attachment: Attachment, caption: str, media: MediaConfig
+    account: MatrixAccount,
+    attachment: Attachment,
+    caption: str,
+    media: MediaConfig,
+    slots: ReadSlots,
 ) -> TurnInput:
-    """The turn input of a message carrying ``attachment`` (see the module docstring)."""
+    """The turn input of a message carrying ``attachment`` (see the module docstring); PDFs
+    are read one of ``slots`` at a time."""
     what = f"**{attachment.name}**"
     if attachment.kind == "audio" and media.speech_to_text is not None:
         return await _voice(account, attachment, caption, media)
@@ -96,17 +127,20 @@ async def read_attachment(
         return TurnInput(problem=f"I could not fetch {what}: {exc}.")
     if attachment.kind == "image":
         return TurnInput(caption or f"[The person sent the image {attachment.name!r}.]", (data,))
+    limits = limits_of(media)
     try:
         if _is_pdf(attachment):
-            text = await asyncio.to_thread(pdf_text, data)
+            read = await text_of_pdf(data, limits, slots, attachment.name)
         else:
-            text = data.decode("utf-8", errors="replace")
-    except Exception as exc:  # a broken file: say so, never crash the turn
-        logger.warning("cannot read %s: %s", attachment.name, exc)
-        return TurnInput(problem=f"I could not read {what}: it looks damaged ({exc}).")
-    if not text.strip():
+            read = text_of_plain(data, limits)
+    except FileRefused as exc:
+        return TurnInput(problem=f"I could not read {what}: {exc}.")
+    if not read.text.strip():
         return TurnInput(problem=f"I found no text in {what} (a scanned PDF has only images).")
-    return TurnInput(with_file_text(caption, attachment.name, text, media.max_text_chars))
+    return TurnInput(
+        with_file_text(caption, attachment.name, read, limits),
+        cut=cut_notice(what, read, limits),
+    )
 
 
 async def _voice(

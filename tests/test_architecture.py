@@ -71,7 +71,7 @@ OWNERS: dict[str, tuple[Callable[[str], bool], str]] = {
     "nh3": (MATRIX, "mindroom.matrix"),
     "synapse": (MATRIX, "mindroom.matrix"),
     "Crypto": (MATRIX, "mindroom.matrix"),  # pycryptodome (nio's): cross-signing's Ed25519
-    "pypdf": (inside("mindroom.attachments"), "mindroom.attachments"),
+    "pypdf": (inside("mindroom.file_text"), "mindroom.file_text"),
     "agno": (AGENTS, "mindroom.agents"),
     "openai": (inside("mindroom.agents", "mindroom.embeddings"), "mindroom.agents, embeddings"),
     "anthropic": (AGENTS, "mindroom.agents"),

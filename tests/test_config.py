@@ -489,3 +489,11 @@ def test_the_consolidation_model_must_be_a_configured_model() -> None:
         parse_config(json.dumps(doc), "config.yaml")
     doc["memory"]["maintenance"]["consolidation"]["model"] = "default"  # type: ignore[index]
     assert parse_config(json.dumps(doc), "config.yaml").memory.maintenance.consolidation.model
+
+
+def test_file_reading_limits_are_validated_and_a_bad_one_named() -> None:
+    limits = parse("media:\n  max_pdf_pages: 10\n  read_seconds: 5\n").media
+
+    assert (limits.max_pdf_pages, limits.read_seconds) == (10, 5)
+    assert "media.read_seconds" in config_error("media:\n  read_seconds: 0\n")
+    assert "media.max_pdf_pages" in config_error("media:\n  max_pdf_pages: 0\n")

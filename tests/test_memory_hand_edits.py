@@ -288,3 +288,35 @@ def test_mindrooms_own_writes_of_every_kind_are_never_taken_for_hand_edits(
     by_hand = [(r.op, r.id) for r in records if r.actor == HAND]
     assert by_hand == [("add", line.id)]  # the person's own line, and nothing of mindroom's
     assert [(r.actor, r.op) for r in after[len(records) :]] == [(HAND, "delete")]
+
+
+def test_a_crash_while_a_file_is_reindexed_records_no_hand_edit_and_loses_no_later_one(
+    config: Path,
+) -> None:
+    """A re-index drops a file's rows and its signature in one step before it reads the file
+    again; killed right there, the next run finds the file unknown to the index and takes none
+    of its entries for a person's edit (a half-written baseline would read as every entry
+    added or removed by hand), and indexes it again. A hand deletion after that is still
+    recorded (the control)."""
+    memory = FileMemory(agent_scope(config.parent, "general"))
+    try:
+        kept = memory.add_sync("Alice plays chess on Mondays", actor="tool")
+        doomed = memory.add_sync("Alice plays go on Fridays", actor="tool")
+        memory.index.sync()
+        memory.index._drop("MEMORY.md")  # the crash point: dropped, not yet indexed again
+    finally:
+        memory.close()
+
+    memory = FileMemory(agent_scope(config.parent, "general"))
+    try:
+        memory.index.sync()  # the restart's first read
+        assert [r for r in memory.history_of(kept.id) if r.actor == HAND] == []
+        assert memory.index.count() == 2  # indexed again, not left out under an old signature
+        path = memory.scope.root / "MEMORY.md"
+        text = path.read_text(encoding="utf-8")
+        editor_save(path, "".join(x for x in text.splitlines(True) if doomed.id not in x))
+        memory.index.sync()
+        recorded = [r for r in memory.history_of(doomed.id) if r.actor == HAND]
+    finally:
+        memory.close()
+    assert [(r.op, r.old) for r in recorded] == [("delete", "Alice plays go on Fridays")]

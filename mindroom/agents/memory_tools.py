@@ -40,6 +40,12 @@ from mindroom.redact import redact_text
 
 logger = logging.getLogger(__name__)
 
+# said with a search's results while a big memory file is still being indexed
+CATCHING_UP = (
+    "\n(The memory index is still catching up with a big file: these results come from "
+    "what is indexed so far. Search again in a minute for the rest.)"
+)
+
 
 _turn_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "mindroom_tool_turn", default=None
@@ -205,11 +211,11 @@ class MemoryTools(Toolkit):
 
         async def act() -> str:
             hits = await self.view.search(query, max(1, min(limit, 50)))
+            note = CATCHING_UP if self.view.catching_up else ""
             if not hits:
-                return f"no memories match {query!r}"
-            return "\n".join(
-                f"{_show(hit.entry)} ({_dated(hit.entry)}score {hit.score:.3g})" for hit in hits
-            )
+                return f"no memories match {query!r}{note}"
+            found = (f"{_show(h.entry)} ({_dated(h.entry)}score {h.score:.3g})" for h in hits)
+            return "\n".join(found) + note
 
         return await guard(act)
 

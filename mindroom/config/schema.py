@@ -267,7 +267,11 @@ class MediaConfig(_Strict):
     """Files sent to agents: what is read, up to which size."""
 
     max_bytes: int = Field(default=20_000_000, ge=1)  # bigger files get a notice
-    max_text_chars: int = Field(default=20_000, ge=100)  # of a text file or PDF, given whole
+    max_text_chars: int = Field(default=20_000, ge=100)  # of a text file or PDF: the first part
+    # a PDF's first pages are read, at most this many
+    max_pdf_pages: int = Field(default=50, ge=1, le=10_000)
+    # reading one file may take this long; a slower one is refused (its reader is killed)
+    read_seconds: float = Field(default=20.0, gt=0, le=600)
     speech_to_text: SpeechToTextConfig | None = None  # voice messages: transcribed when set
 
 

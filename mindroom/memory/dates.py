@@ -76,10 +76,19 @@ def daily_date(path: str) -> dt.date | None:
     return _date(*map(int, match.groups())) if match else None
 
 
+# cheap tests before the full patterns (every entry of a big file goes through them): each of
+# them needs a four-digit year, and the two with a month name one of these beginnings
+_YEARISH_RE = re.compile(r"\d{4}")
+_MONTHISH_RE = re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)", re.IGNORECASE)
+
+
 def written_dates(text: str) -> list[dt.date]:
     """Full dates written in ``text``, in the order they appear (impossible dates skipped)."""
+    if _YEARISH_RE.search(text) is None:
+        return []
+    patterns = (_ISO_RE, _DMY_RE, _MDY_RE) if _MONTHISH_RE.search(text) else (_ISO_RE,)
     found: list[tuple[int, dt.date]] = []
-    for pattern in (_ISO_RE, _DMY_RE, _MDY_RE):
+    for pattern in patterns:
         for match in pattern.finditer(text):
             day = _date(int(match["year"]), _month(match["month"]), int(match["day"]))
             if day is not None:

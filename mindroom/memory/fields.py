@@ -35,6 +35,7 @@ typo never loses a line or a word. Hand-written lines have no marker: every defa
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from dataclasses import dataclass, field, replace
 
@@ -104,6 +105,7 @@ def _date(value: str | None) -> dt.date | None:
         return None
 
 
+@functools.lru_cache(maxsize=4096)  # markers repeat; EntryFields is immutable
 def parse_fields(words: str) -> EntryFields:
     """The fields of the words after the id in a marker (see the module docstring)."""
     values: dict[str, str] = {}  # the first good value of each key

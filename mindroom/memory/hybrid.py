@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from mindroom.embeddings.select import report_keyword_only
 from mindroom.errors import EmbedderError
 from mindroom.memory.filters import LIVE, MemoryFilter
-from mindroom.memory.index import SearchHit
+from mindroom.memory.index import SEARCH_WAIT_SECONDS, SearchHit
 from mindroom.memory.markdown import MemoryEntry
 from mindroom.memory.store import FileMemory
 
@@ -194,9 +194,9 @@ def hybrid_search(
         except EmbedderError as exc:
             report_keyword_only(f"memory {memory.scope_id}", exc)
             vectors = None
-    if vectors is None:
-        memory.index.sync()
-    if vectors is None or ready:  # memory.search.index: postgresql searches there
+    if vectors is None:  # a big file is indexed in the background: search what is indexed
+        ready = memory.index.sync_within(SEARCH_WAIT_SECONDS)
+    if ready:  # memory.search.index: postgresql searches there, once the files are followed
         shared = _shared_search(memory, query, pool, keyword_query, entry_id,
                                 exclude_paths=exclude_paths, now=now, only=only)  # fmt: skip
         if shared is not None:

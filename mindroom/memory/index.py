@@ -4,8 +4,9 @@ One row per memory entry (a mindroom entry, a hand-written line or block), with 
 line range. The index follows the files, not the other way round: :meth:`MemoryIndex.sync`
 compares each file's inode, size and modification time with what was indexed and re-reads the ones
 that changed, and searches sync first, so a search never returns text that is no longer in
-the files. Deleting the index file loses nothing; :meth:`MemoryIndex.rebuild` gives the same
-result as any sequence of incremental syncs.
+the files (a search that did not wait for a big file may miss entries, see below). Deleting
+the index file loses nothing; :meth:`MemoryIndex.rebuild` gives the same result as any
+sequence of incremental syncs.
 
 Each row also holds the entry's dates (its daily file's day and the dates in its text, see
 :mod:`mindroom.memory.dates`) in a column of their own. Queries are an OR of the query's terms
@@ -15,6 +16,18 @@ score ``s / (1 + s)`` with ``s = -b``, so scores are in [0, 1) and comparable ac
 the same index. The schema has a version (``PRAGMA user_version``): an index of another version
 is dropped and rebuilt from the files when it is opened.
 
+A big file (a 24 MB daily file holds about 160,000 entries) takes seconds to parse and index,
+so a turn never waits for it: :meth:`MemoryIndex.sync_within` has one background thread per
+index follow the files; a search waits for it, but once a big file (:data:`BIG_FILE_BYTES`) is
+being indexed only for a moment (:data:`SEARCH_WAIT_SECONDS`), then searches what is indexed
+so far (:attr:`MemoryIndex.catching_up` says so). A file is parsed
+outside the index's lock and written in chunks of :data:`CHUNK_ROWS` rows, one transaction each,
+so searches run between chunks. A changed file's rows are dropped before it is read: while it
+is (re)indexed a search may miss its entries, never return text it no longer holds. Its
+signature is taken before it is read and stored only after its last chunk, so an edit made
+while it is indexed is seen by the next pass (the background thread passes again until nothing
+changed), and a crash half-way leaves it stale, to be indexed again.
+
 Followers of the index (the vector index, :mod:`mindroom.memory.vectors`) ask
 :meth:`MemoryIndex.changes` which files' entries changed since they last looked, so they see
 exactly the entries this index holds, file by file, without re-reading files themselves.
@@ -23,9 +36,11 @@ exactly the entries this index holds, file by file, without re-reading files the
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +52,8 @@ from mindroom.memory.filters import LIVE, Where
 from mindroom.memory.markdown import MemoryEntry, parse_entries
 from mindroom.memory.query import Term, fts_query, parse_query
 from mindroom.wal import use_wal
+
+logger = logging.getLogger(__name__)
 
 # the version of _SCHEMA: an index written with another one is rebuilt (2: the dates column,
 # 3: the entry's fields)
@@ -53,6 +70,13 @@ _SCHEMA = [
         tokenize = 'porter unicode61'
     )""",
 ]
+# a search waits this long for the index to follow the files, then searches what is indexed
+SEARCH_WAIT_SECONDS = 2.0
+# rows written in one transaction: searches run between two chunks of a big file
+CHUNK_ROWS = 2_000
+# a file this big is worth not waiting for (about 6,500 entries); a search always waits for
+# smaller ones, so what was just written is found
+BIG_FILE_BYTES = 1_000_000
 # the columns an entry is rebuilt from, in this order (see _entry)
 ENTRY_COLUMNS = "text, path, entry_id, start_line, end_line, fields"
 
@@ -205,7 +229,16 @@ class MemoryIndex:
     def __init__(self, db_path: Path, root: Path) -> None:
         self.db_path = db_path
         self.root = root
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the connection and the in-memory state below
+        self._sync_lock = threading.RLock()  # one sync at a time (searches do not take it)
+        # the background sync (sync_within): callers take a ticket, the thread serves them
+        self._catch_up = threading.Condition()
+        self._wanted = 0
+        self._served = 0
+        self._syncing = False
+        self._failure: tuple[int, BaseException] | None = None
+        self._big_files = 0  # big files being indexed now
+        self.catching_up = False  # the last search did not wait for the index to follow
         self._connection: sqlite3.Connection | None = None
         # what this process last indexed; another process's writes only cost a re-index
         self._signatures: dict[str, str] = {}
@@ -255,42 +288,77 @@ class MemoryIndex:
                 self._connection = None
 
     def _index_file(self, relative: str, path: Path, stat: os.stat_result) -> None:
+        """Index one file: its old rows dropped first (a search never sees text the file may
+        no longer hold), then parsed outside the lock and written in chunks."""
+        if stat.st_size < BIG_FILE_BYTES:
+            self._write_file(relative, path, stat)
+            return
+        with self._catch_up:
+            self._big_files += 1
+            self._catch_up.notify_all()  # a search waiting for the index need wait no more
+        try:
+            self._write_file(relative, path, stat)
+        finally:
+            with self._catch_up:
+                self._big_files -= 1
+
+    def _write_file(self, relative: str, path: Path, stat: os.stat_result) -> None:
+        baseline = self._drop(relative)
         try:
             with path.open(encoding="utf-8", errors="replace", newline="") as handle:
                 text = handle.read()  # as the store reads it: only "\n" ends a line
         except FileNotFoundError:
             text = ""
         entries = parse_entries(text, relative)
-        self._observe(relative, entries)
-        self._db.execute("DELETE FROM entries WHERE path = ?", (relative,))
-        self._db.executemany(
+        if baseline is not None and self.observer is not None:
+            # recorded before the new rows commit: a crash in between leaves the file unknown
+            # to the index (its row went with its entries), so nothing is derived twice
+            self.observer(relative, baseline, entries)
+        rows = [_row(relative, e) for e in entries]
+        insert = (
             "INSERT INTO entries (text, dates, path, entry_id, start_line, end_line, fields,"
             " category, importance, pinned, type, state, updated)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [_row(relative, e) for e in entries],
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )
+        for start in range(0, len(rows), CHUNK_ROWS):
+            with self._lock, self._db as db:
+                db.executemany(insert, rows[start : start + CHUNK_ROWS])
         signature = _signature(stat)
-        self._db.execute(
-            "INSERT OR REPLACE INTO files (path, signature) VALUES (?, ?)", (relative, signature)
-        )
-        self._signatures[relative] = signature
-        self._counter += 1
-        self._versions[relative] = self._counter
+        with self._lock, self._db as db:
+            db.execute(
+                "INSERT OR REPLACE INTO files (path, signature) VALUES (?, ?)",
+                (relative, signature),
+            )
+            self._signatures[relative] = signature
+            self._counter += 1
+            self._versions[relative] = self._counter
 
-    def _observe(self, relative: str, entries: list[MemoryEntry]) -> None:
-        """Tell the observer how a file it indexed before changed (the lock is held)."""
-        if self.observer is None or relative not in self._signatures:
-            return  # a file never indexed (new, or a rebuilt index) has nothing to compare
-        rows = self._db.execute(
-            f"SELECT {ENTRY_COLUMNS} FROM entries WHERE path = ? ORDER BY start_line",
-            (relative,),
-        ).fetchall()
-        self.observer(relative, [entry_of(row) for row in rows], entries)
+    def _drop(self, relative: str) -> list[MemoryEntry] | None:
+        """Drop file ``relative``'s rows and its signature in one transaction (a search never
+        sees text the file may no longer hold); the entries it had, when it was indexed (the
+        baseline the observer compares with), else None.
 
-    def sync(self) -> int:
-        """Bring the index up to the files; returns how many files were (re)indexed or dropped."""
+        The signature is read from the database, not this process's copy: another process
+        that dropped the rows dropped the signature with them, so this one never takes an
+        emptied file for a file whose entries were all removed."""
+        with self._lock, self._db as db:
+            known = db.execute("SELECT 1 FROM files WHERE path = ?", (relative,)).fetchone()
+            baseline = None
+            if known is not None and self.observer is not None:
+                rows = db.execute(
+                    f"SELECT {ENTRY_COLUMNS} FROM entries WHERE path = ? ORDER BY start_line",
+                    (relative,),
+                ).fetchall()
+                baseline = [entry_of(row) for row in rows]
+            db.execute("DELETE FROM entries WHERE path = ?", (relative,))
+            db.execute("DELETE FROM files WHERE path = ?", (relative,))
+            self._signatures.pop(relative, None)
+        return baseline
+
+    def _stale(self) -> tuple[list[tuple[str, Path, os.stat_result]], list[str]]:
+        """The files changed since they were indexed, and the indexed files now gone."""
         with self._lock:
-            db = self._db  # first: reopening reloads what the file says is indexed
+            self._db  # noqa: B018 (first: reopening reloads what the file says is indexed)
             stale: list[tuple[str, Path, os.stat_result]] = []
             present = set()
             for relative, full, entry in _scan(str(self.root), ""):
@@ -301,29 +369,82 @@ class MemoryIndex:
                 present.add(relative)
                 if self._signatures.get(relative) != _signature(stat):
                     stale.append((relative, Path(full), stat))
-            gone = [path for path in self._signatures if path not in present]
-            if not stale and not gone:
-                return 0
-            with db:
-                for relative, path, stat in stale:
-                    self._index_file(relative, path, stat)
-                for relative in gone:
-                    self._observe(relative, [])
-                    db.execute("DELETE FROM entries WHERE path = ?", (relative,))
-                    db.execute("DELETE FROM files WHERE path = ?", (relative,))
-                    del self._signatures[relative]
-                    self._versions.pop(relative, None)
+            return stale, [path for path in self._signatures if path not in present]
+
+    def sync(self) -> int:
+        """Bring the index up to the files, waiting for it; returns how many files were
+        (re)indexed or dropped."""
+        with self._sync_lock:
+            stale, gone = self._stale()
+            for relative, path, stat in stale:
+                self._index_file(relative, path, stat)
+            for relative in gone:
+                baseline = self._drop(relative)
+                if baseline is not None and self.observer is not None:
+                    self.observer(relative, baseline, [])  # a file removed by hand
+                self._versions.pop(relative, None)
             return len(stale) + len(gone)
+
+    def sync_within(self, seconds: float) -> bool:
+        """Follow the files, waiting at most ``seconds`` once a big file (:data:`BIG_FILE_BYTES`)
+        is being indexed, else until done: True when the index is up to date (as of this call),
+        False when a background thread is still at it (the caller then searches what is
+        indexed; :attr:`catching_up` says so until a search finds it done).
+
+        One thread per index does the work and passes again while calls keep arriving, so a
+        file changed during a pass is indexed by the next. Its failure is raised here.
+        """
+        with self._catch_up:
+            self._wanted += 1
+            ticket = self._wanted
+            if not self._syncing:
+                self._syncing = True
+                name = f"index-sync {self.root}"
+                threading.Thread(target=self._catch_up_loop, name=name, daemon=True).start()
+            deadline = time.monotonic() + seconds
+            while self._served < ticket:
+                left = deadline - time.monotonic()
+                if left <= 0 and self._big_files:
+                    break
+                self._catch_up.wait(max(left, 0.1))
+            done = self._served >= ticket
+            failure = self._failure
+        self.catching_up = not done
+        if done and failure is not None and failure[0] >= ticket:
+            raise failure[1]
+        if not done:
+            logger.info("index of %s is catching up; searching what is indexed", self.root)
+        return done
+
+    def _catch_up_loop(self) -> None:
+        """The background sync: pass until no call arrived during the last pass."""
+        while True:
+            with self._catch_up:
+                target = self._wanted
+            failure: BaseException | None = None
+            try:
+                self.sync()
+            except Exception as exc:  # the callers waiting get it; the next call tries again
+                logger.warning("syncing the index of %s failed: %s", self.root, exc)
+                failure = exc
+            with self._catch_up:
+                self._served = target
+                self._failure = (target, failure) if failure is not None else None
+                self._catch_up.notify_all()
+                if self._wanted == target:
+                    self._syncing = False
+                    return
 
     def rebuild(self) -> int:
         """Forget everything and index every file again; returns the number of entries."""
-        with self._lock, self._db:
-            self._db.execute("DELETE FROM entries")
-            self._db.execute("DELETE FROM files")
-            self._signatures.clear()
-            self._versions.clear()
-            self._epoch += 1
-        self.sync()
+        with self._sync_lock:
+            with self._lock, self._db:
+                self._db.execute("DELETE FROM entries")
+                self._db.execute("DELETE FROM files")
+                self._signatures.clear()
+                self._versions.clear()
+                self._epoch += 1
+            self.sync()
         return self.count()
 
     def count(self) -> int:
@@ -341,11 +462,11 @@ class MemoryIndex:
         synced: bool = False,
         where: Where | None = None,
     ) -> list[SearchHit]:
-        """The best ``limit`` entries for ``query`` that ``where`` holds (after syncing with the
-        files, unless the caller just did: ``synced``); ``now`` resolves relative dates such as
-        "yesterday" (default: the clock)."""
+        """The best ``limit`` entries for ``query`` that ``where`` holds (after following the
+        files for up to :data:`SEARCH_WAIT_SECONDS`, unless the caller just did: ``synced``);
+        ``now`` resolves relative dates such as "yesterday" (default: the clock)."""
         if not synced:
-            self.sync()
+            self.sync_within(SEARCH_WAIT_SECONDS)
         where = where or LIVE.where()
         terms = parse_query(query, now)
         if not terms or limit <= 0:

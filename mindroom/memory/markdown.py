@@ -73,6 +73,7 @@ import datetime as dt
 import hashlib
 import re
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass
 from dataclasses import replace as _replace
 
@@ -164,6 +165,13 @@ def strip_marker(line: str) -> str:
 def parse_entries(document: str, path: str) -> list[MemoryEntry]:
     """Every entry of ``document`` in file order; ``path`` is recorded in them (and in ids)."""
     return [block.entry for block in _parse(_split_lines(_strip_bom(document)[1]), path)]
+
+
+def iter_entries(document: str, path: str) -> Iterator[MemoryEntry]:
+    """The entries of ``document`` in file order, parsed as they are taken (as
+    :func:`parse_entries` reads them; stop early to read only the first few)."""
+    lines = _split_lines(_strip_bom(document)[1])
+    return (block.entry for block in _blocks([_content(line) for line in lines], path))
 
 
 def append_entry(document: str, entry_id: str, text: str, fields: EntryFields = NO_FIELDS) -> str:
@@ -324,9 +332,13 @@ def _hand(path: str, text: str, start: int, end: int, kind: str, prefix: str) ->
 
 
 def _parse(lines: list[str], path: str) -> list[_Block]:
-    contents = [_content(line) for line in lines]
+    return list(_blocks([_content(line) for line in lines], path))
+
+
+def _blocks(contents: list[str], path: str) -> Iterator[_Block]:
+    """The blocks of a document's lines (without their endings), in order, as they are found:
+    a reader that needs only the first few stops early (a big file's listing)."""
     count = len(contents)
-    blocks: list[_Block] = []
     index = 0
     if contents and _FRONT_OPEN_RE.match(contents[0]):
         end = _closing_line(contents, 0, _FRONT_CLOSE_RE)
@@ -349,14 +361,14 @@ def _parse(lines: list[str], path: str) -> list[_Block]:
             text = "\n".join(parts).strip()
             fields = parse_fields(entry.group("fields"))
             found = MemoryEntry(entry.group("id"), text, path, index + 1, end + 1, fields)
-            blocks.append(_Block(found, "mindroom", ""))
+            yield _Block(found, "mindroom", "")
             index = end + 1
             continue
         end = _fence_end(contents, index)
         if end is not None:
             text = "\n".join(contents[index : end + 1]).strip()
             indent = _indentation(line)
-            blocks.append(_hand(path, text, index, end, "code", indent))
+            yield _hand(path, text, index, end, "code", indent)
             index = end + 1
             continue
         if _HEADING_RE.match(line) or _RULE_RE.match(line) or _UNDERLINE_RE.match(line):
@@ -378,13 +390,12 @@ def _parse(lines: list[str], path: str) -> list[_Block]:
                 follow += 1
             rest = (_strip_columns(c, offset) for c in contents[index + 1 : end + 1])
             text = "\n".join([bullet.group("rest"), *rest]).strip()
-            blocks.append(_hand(path, text, index, end, "bullet", prefix))
+            yield _hand(path, text, index, end, "bullet", prefix)
             index = end + 1
             continue
         indent = _indentation(line)
-        blocks.append(_hand(path, line.strip(), index, index, "plain", indent))
+        yield _hand(path, line.strip(), index, index, "plain", indent)
         index += 1
-    return blocks
 
 
 # -- editing -----------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ recall (logged once), not allowed to take the rest of the memory down.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -48,6 +49,7 @@ from mindroom.memory.markdown import (
     append_entry,
     hand_id,
     hand_lines,
+    iter_entries,
     last_heading,
     new_entry_id,
     normalize_text,
@@ -480,13 +482,17 @@ class FileMemory:
         found: list[MemoryEntry] = []
         for relative in ordered:
             try:
-                found.extend(e for e in self._entries(relative) if only.holds(e))
+                path, relative = confined_path(self.scope.root, relative)
+                entries = iter_entries(read_text(path, relative), relative)
             except MemoryStoreError as exc:
                 skip_unreadable(self.scope, relative, exc)
                 continue
+            # parsed as taken: a big daily file is read only as far as the listing needs
+            held = (entry for entry in entries if only.holds(entry))
+            found.extend(itertools.islice(held, max(0, limit - len(found))))
             if len(found) >= limit:
                 break
-        return found[:limit]
+        return found
 
     def read_file_sync(
         self, path: str, from_line: int = 1, lines: int = 100, *, hide: Hide | None = None

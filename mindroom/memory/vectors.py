@@ -55,7 +55,7 @@ from mindroom.embeddings import Embedder
 from mindroom.embeddings.scoring import Scorer, half_precision_scorer
 from mindroom.errors import EmbedderError
 from mindroom.memory.filters import LIVE, MemoryFilter
-from mindroom.memory.index import IndexMark, MemoryIndex, SearchHit
+from mindroom.memory.index import SEARCH_WAIT_SECONDS, IndexMark, MemoryIndex, SearchHit
 from mindroom.memory.markdown import MemoryEntry
 from mindroom.wal import open_database
 
@@ -227,8 +227,10 @@ class VectorIndex:
     def sync_within(self, limit: int) -> bool:
         """Follow the files now if that embeds at most ``limit`` texts and no other thread is
         syncing; False otherwise, changing nothing (the caller then searches without vectors
-        this time and calls :meth:`catch_up`), so a turn never waits for a big embedding."""
-        self.index.sync()
+        this time and calls :meth:`catch_up`), so a turn never waits for a big embedding, nor
+        for the keyword index to follow a big file."""
+        if not self.index.sync_within(SEARCH_WAIT_SECONDS):
+            return False
         if not self._lock.acquire(blocking=False):
             return False
         try:

@@ -116,6 +116,12 @@ class AgentView:
         """This view as the read gate's reader (the allowlist of the config of the moment)."""
         return self.access.reader(deliberate)
 
+    @property
+    def catching_up(self) -> bool:
+        """Whether the last search did not wait for the index to follow a big file (it
+        searched what was indexed so far)."""
+        return isinstance(self.memory, FileMemory) and self.memory.index.catching_up
+
     def reading(self) -> MemoryFilter:
         """The filter of a conversational read: the gate's (granted categories, live,
         conversational types)."""
