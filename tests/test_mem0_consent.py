@@ -149,7 +149,8 @@ def test_mem0s_extraction_is_checked_on_the_text_its_model_wrote_before_it_is_st
     ]
     kept = _stored_bytes(storage)
     assert b"allergic to peanuts" in kept  # control: the byte search sees what mem0 stores
-    assert b"Lyon" not in kept and b"Paris" not in kept  # not in Chroma, nor mem0's history
+    assert b"Lyon" not in kept
+    assert b"Paris" not in kept
 
 
 def test_a_mem0_write_that_states_no_consent_gate_is_refused(
@@ -202,7 +203,8 @@ def test_memory_pending_and_confirm_in_chat_reach_a_private_mem0_scope(
         (proposal,) = _pending(mine)
 
         listed = memory_command(config, registry, ["mind"], ALICE, "pending", in_dm=True)
-        assert proposal.id in listed and "I moved to Lyon" in listed
+        assert proposal.id in listed
+        assert "I moved to Lyon" in listed
         bobs = memory_command(config, registry, ["mind"], BOB, f"confirm {proposal.id}")
         assert bobs.startswith("No proposal")  # not Bob's to answer (nor to see)
         said = memory_command(config, registry, ["mind"], ALICE, f"confirm {proposal.id}")
@@ -250,3 +252,32 @@ def test_an_import_into_mem0_holds_a_sensitive_memory_and_the_cli_confirms_it(
         assert "Alice lives in Lyon" in cli("list")
     finally:
         close_engines(mem0_dir(tmp_path))
+
+
+def test_forget_me_erases_the_proposals_about_the_person_in_a_shared_mem0_scope(
+    model: ScriptedModel, storage: Path, local_embedder: Embedder
+) -> None:
+    from mindroom.person_data import export_person, forget_person
+
+    config = _config(model.base_url)
+    registry = MemoryRegistry(config, storage, storage)
+    try:
+        helper = registry.for_agent("helper")
+        assert isinstance(helper, Mem0Memory)
+        tools = MemoryTools(helper)
+        with tool_turn("$e3|helper", run="s3", user=BOB, people=PEOPLE):
+            assert asyncio.run(tools.add_memory("Alice lives in Lyon")).startswith("not stored")
+            assert asyncio.run(tools.add_memory("Bob moved to Paris")).startswith("not stored")
+        assert sorted(p.user_id or "" for p in _pending(helper)) == [ALICE, BOB]
+
+        exported = repr(export_person(config, storage, registry, ALICE)["stores"]["mem0_shared"])
+        assert "Alice lives in Lyon" in exported
+        assert "Paris" not in exported
+        forget_person(config, storage, registry, ALICE)
+    finally:
+        registry.close()
+
+    everything = b"".join(p.read_bytes() for p in storage.rglob("*") if p.is_file())
+    assert b"Bob moved to Paris" in everything  # control: Bob's proposal is still there
+    assert b"Lyon" not in everything  # Alice's is gone, from every file and its WAL
+    assert [p.user_id for p in _pending(helper)] == [BOB]
