@@ -7,6 +7,7 @@ state folder, and confirming it writes it through mem0. Real mem0, a real Chroma
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -281,3 +282,40 @@ def test_forget_me_erases_the_proposals_about_the_person_in_a_shared_mem0_scope(
     assert b"Bob moved to Paris" in everything  # control: Bob's proposal is still there
     assert b"Lyon" not in everything  # Alice's is gone, from every file and its WAL
     assert [p.user_id for p in _pending(helper)] == [BOB]
+
+
+def test_the_flush_of_a_mem0_turn_stores_the_benign_fact_and_holds_the_sensitive_one(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    from mindroom.agents.runner import TurnRequest
+    from tests.test_mem0_turns import is_mem0, make_config, new_messages, open_world
+
+    alice = "@alice:localhost"
+
+    def chat(request: dict) -> str:
+        if is_mem0(request):
+            said = new_messages(request)
+            found = ["Has a sister called Maya", "Alice moved to Lyon"] if "Maya" in said else []
+            return json.dumps({"memory": [{"id": str(i), "text": t} for i, t in enumerate(found)]})
+        return "Noted."
+
+    config = make_config(model, {"general": {}})
+    model.set_handler(chat)
+    world = open_world(config, tmp_path)
+
+    async def go() -> tuple[list, list[str], Mem0Memory]:
+        request = TurnRequest("general", "general:room:t1", alice, "my sister is Maya; I moved")
+        assert (await world.runtime.run_turn(request)).ok
+        await world.flush.turn_finished("general", "general:room:t1", None)
+        results = await world.flush.cycle()
+        memory = world.memory("general")
+        return results, _texts(memory), memory
+
+    try:
+        results, texts, memory = asyncio.run(go())
+    finally:
+        asyncio.run(world.close())
+    assert [r.written for r in results] == [("Has a sister called Maya",)]  # control
+    assert texts == ["Has a sister called Maya"]  # the city mem0's model wrote waits
+    pending = _pending(memory)  # its proposals live in its state folder
+    assert [(p.text, p.user_id) for p in pending] == [("Alice moved to Lyon", alice)]
