@@ -32,6 +32,12 @@ states no consent is judged as an unattributed one (no consent at all). What wri
     archiving, restoring, TTL and promotion move or bring back text that was stored before
     (through this check, or written by hand): they add no fact, so they are exempt.
 
+The mem0 backend is checked the same way, by the same judgement (:func:`held_entry`): mem0
+stores a text only through its vector store's insert or update, and both pass the write gate
+of :class:`~mindroom.memory.mem0.Mem0Memory`, which judges the text as mem0 is about to
+store it (for an extraction, as mem0's own model wrote it) with the write's consent. Its
+proposals live in the mem0 scope's state folder, and confirming one writes it through mem0.
+
 Whom a fact is about (:func:`subject_of`)
 -----------------------------------------
 In a private scope (``MemoryScope.person_key``): that scope's person, always. In a shared
