@@ -488,8 +488,12 @@ class FlushWorker:
         failure or a timeout, and nothing then counts as stored)."""
         settings = self.settings.extractor
         if isinstance(memory, Mem0Memory):  # mem0's own extraction, blocking: in a thread
+            # a model's words are nobody's consent: a sensitive fact waits for its subject
+            consent = WriteConsent.model(the_person(chunk, claimed.requester), chunk_people(chunk))
             return await self._threads.run(
-                settings.max_extraction_seconds, memory.extract_sync, chunk
+                settings.max_extraction_seconds,
+                partial(memory.extract_sync, consent=consent),
+                chunk,
             )
         access = CategoryAccess.for_owner(self.config, claimed.agent, claimed.team or None)
         relations = RelationSettings.of(self.config.memory.relations)

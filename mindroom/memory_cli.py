@@ -283,7 +283,7 @@ def run_memory(args: argparse.Namespace) -> int:
         return run_person_forget(args, load_config(config_path), storage, config_path.parent)
     memory, registry = _open(args)
     try:
-        if isinstance(memory, Mem0Memory) and args.action in ("add", "import", "delete"):
+        if isinstance(memory, Mem0Memory) and args.action in ("add", "import", "delete", "confirm"):
             _refuse_while_running(args, registry.storage / "mindroom_data")
         return _act(args, memory, registry.config)
     except MemoryStoreError as exc:

@@ -79,12 +79,12 @@ def fields_of(args: argparse.Namespace) -> EntryFields:
 def run_structured(args: argparse.Namespace, view: AgentView) -> int:
     """Carry out a structured action; prints the result."""
     memory = view.memory
+    if args.action in ("proposals", "confirm", "reject"):  # proposals of either backend
+        return _consent(args, memory)
     if isinstance(memory, Mem0Memory):
         raise MemoryStoreError(f"`{args.action}` is for file memory; this one uses mem0")
     if args.action == "stats":
         return _stats(memory, args.days)
-    if args.action in ("proposals", "confirm", "reject"):
-        return _consent(args, memory)
     entry = view.get_sync(args.id)
     changes: dict[str, object] = {}
     if args.category is not None:
@@ -175,7 +175,7 @@ def run_person_forget(
     return 0
 
 
-def _consent(args: argparse.Namespace, memory: FileMemory) -> int:
+def _consent(args: argparse.Namespace, memory: FileMemory | Mem0Memory) -> int:
     queue = ConsentQueue(memory)
     try:
         if args.action == "proposals":

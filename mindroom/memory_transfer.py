@@ -397,8 +397,8 @@ def import_scope(memory: FileMemory | Mem0Memory, source: Path) -> int:
     held: list[str] = []
     if isinstance(memory, Mem0Memory):
         texts = list(dict.fromkeys(e.text for e in entries))
-        added = len(memory.import_entries(texts, actor=ACTOR))
-        already = len(texts) - added
+        added = len(memory.import_entries(texts, actor=ACTOR, held=held))
+        already = len(texts) - added - len(held)
         renamed: list[tuple[str, str]] = []
     else:
         added, already, renamed, held = import_files(memory, entries)

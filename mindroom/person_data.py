@@ -454,15 +454,30 @@ def _shared_mem0_messages(ctx: MapContext, person: Person) -> dict[str, list[dic
     return {"messages": found} if found else {}
 
 
+def _mem0_state(memory: Any, person: Person, ids: list[str]) -> dict[str, Any]:
+    """A shared mem0 scope's own state rows that are the person's: consent proposals about
+    them (``consent.db``), and the op log's rows of their entries (``mem0_ops.db``)."""
+    state = {}
+    for path in _state_dbs(memory):
+        rows = owned_rows(path, person)
+        for table, found in rows_naming(path, ids).items():
+            rows.setdefault(table, []).extend(found)
+        if rows:
+            state[path.name] = rows
+    return state
+
+
 def _mem0_shared_export(ctx: MapContext, person: Person) -> Any:
     out = []
     for memory in _shared_mem0(ctx):
         entries = _shared_mem0_part(ctx, person, memory)
-        if entries:
+        state = _mem0_state(memory, person, sorted({e.id for e in entries}))
+        if entries or state:
             out.append(
                 {
                     "scope": memory.scope_id,
                     "entries": [{"id": e.id, "text": e.text} for e in entries],
+                    "records": state,
                 }
             )
     messages = _shared_mem0_messages(ctx, person)
@@ -479,13 +494,19 @@ def _mem0_shared_erase(ctx: MapContext, person: Person) -> int:
     from mindroom.memory.mem0.engine import mem0_dir
 
     learn(ctx, person)
-    removed: list[str] = []
+    removed: list[str] = []  # the ids of the memories erased
+    rows = 0
     for memory in _shared_mem0(ctx):
-        for entry in _shared_mem0_part(ctx, person, memory):
-            memory.delete_sync(entry.id, actor="forget")
-            removed.append(entry.id)
+        mine = [e.id for e in _shared_mem0_part(ctx, person, memory)]
+        for entry_id in mine:
+            memory.delete_sync(entry_id, actor="forget")
+        removed.extend(mine)
+        for state in _state_dbs(memory):  # proposals about them, the op log of their entries
+            rows += delete_owned_rows(state, person) + delete_rows_naming(state, mine)
+            replace_text(state, _redacted(ctx, person), FORGOTTEN)
+            scrub_sqlite(state)
     path = mem0_dir(ctx.storage) / "history.db"
-    count = len(removed)
+    count = len(removed) + rows
     if path.is_file():
         with _connect(path) as db, contextlib.suppress(sqlite3.OperationalError):
             count += max(

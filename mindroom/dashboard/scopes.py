@@ -24,7 +24,7 @@ from typing import Any
 from mindroom.config.schema import Config
 from mindroom.dashboard.ledger_reads import ledger_rows
 from mindroom.errors import MemoryStoreError
-from mindroom.memory.consent import ConsentQueue, Proposal
+from mindroom.memory.consent import KEPT, ConsentQueue, Proposal
 from mindroom.memory.consolidate.records import Conflict, ConsolidationRecords, db_path
 from mindroom.memory.consolidate.run import private_scopes, team_member_lists
 from mindroom.memory.history import HistoryRecord
@@ -170,7 +170,7 @@ def restore(memory: Browsed, entry_id: str, *, actor: str) -> MemoryEntry:
     records = [r for r in history_of(memory) if r.id == entry_id]  # this scope's ids only
     if not records or records[-1].op != "delete" or not records[-1].old:
         raise MemoryStoreError(f"no deleted memory with id {entry_id!r} in this scope")
-    return memory.add_sync(records[-1].old, actor=actor)
+    return memory.add_sync(records[-1].old, actor=actor, consent=KEPT)  # stored before
 
 
 def deleted(memory: Browsed, limit: int = 100) -> list[dict[str, Any]]:
@@ -227,8 +227,6 @@ def conflicts(memory: Browsed) -> list[Conflict]:
 
 
 def proposals(memory: Browsed) -> list[Proposal]:
-    if not isinstance(memory, FileMemory):  # consent proposals are the file backend's
-        return []
     queue = ConsentQueue(memory)
     try:
         return queue.pending()

@@ -32,6 +32,12 @@ states no consent is judged as an unattributed one (no consent at all). What wri
     archiving, restoring, TTL and promotion move or bring back text that was stored before
     (through this check, or written by hand): they add no fact, so they are exempt.
 
+The mem0 backend is checked the same way, by the same judgement (:func:`held_entry`): mem0
+stores a text only through its vector store's insert or update, and both pass the write gate
+of :class:`~mindroom.memory.mem0.Mem0Memory`, which judges the text as mem0 is about to
+store it (for an extraction, as mem0's own model wrote it) with the write's consent. Its
+proposals live in the mem0 scope's state folder, and confirming one writes it through mem0.
+
 Whom a fact is about (:func:`subject_of`)
 -----------------------------------------
 In a private scope (``MemoryScope.person_key``): that scope's person, always. In a shared
@@ -70,6 +76,7 @@ from mindroom.memory.private import requester_key
 from mindroom.wal import open_database
 
 if TYPE_CHECKING:
+    from mindroom.memory.mem0.memory import Mem0Memory
     from mindroom.memory.scope import MemoryScope
     from mindroom.memory.store import FileMemory
 
@@ -272,15 +279,29 @@ def held_back(
     for entry in parse_entries(new, relative):
         if _same(entry.text) in old_texts:
             continue
-        change = classify(entry.text, entry.fields)
-        if change is None or change[0] != "sensitive":
-            continue
-        subject = subject_of(entry.text, scope, consent)
-        if consent.consents_for(subject):
-            continue
         replaces = entry.id if entry.id in old_ids else None
-        held.append(HeldBack(entry, change[1], subject, replaces))
+        if (judged := held_entry(scope, entry, consent, replaces)) is not None:
+            held.append(judged)
     return held
+
+
+def held_entry(
+    scope: MemoryScope, entry: MemoryEntry, consent: WriteConsent, replaces: str | None = None
+) -> HeldBack | None:
+    """``entry`` (a text about to be stored in ``scope``, replacing entry ``replaces``'s
+    text when given) as a :class:`HeldBack` when it is sensitive and ``consent`` is not its
+    subject's; None when it may be written (pure). The one judgement of both backends: the
+    file store's :func:`held_back` and the mem0 store's write gate
+    (:meth:`mindroom.memory.mem0.Mem0Memory.admit`)."""
+    if consent.exempt:
+        return None
+    change = classify(entry.text, entry.fields)
+    if change is None or change[0] != "sensitive":
+        return None
+    subject = subject_of(entry.text, scope, consent)
+    if consent.consents_for(subject):
+        return None
+    return HeldBack(entry, change[1], subject, replaces)
 
 
 class ConsentPending(MemoryStoreError):
@@ -303,9 +324,11 @@ def waiting_text(proposal: Proposal) -> str:
 
 
 class ConsentQueue:
-    """The proposals of one scope."""
+    """The proposals of one scope, of either backend: they live in the scope's state folder
+    (``memory.scope.state_dir``), and a confirmed one is written through that scope's own
+    store (a file entry, or a mem0 memory)."""
 
-    def __init__(self, memory: FileMemory) -> None:
+    def __init__(self, memory: FileMemory | Mem0Memory) -> None:
         self.memory = memory
         self._db: sqlite3.Connection = open_database(memory.scope.state_dir / "consent.db", _SCHEMA)
         self._lock = threading.Lock()
@@ -464,11 +487,28 @@ class ConsentQueue:
         self._decide(proposal, "applied", actor, "corroborated")
 
     def _decide(self, proposal: Proposal, status: str, actor: str, why: str) -> None:
-        self.memory.history.append(
-            actor=actor, op="consent", entry_id=proposal.id, path=proposal.path, old=None,
-            new=proposal.text,
-            meta={"decision": status, "field": proposal.field, "kind": proposal.kind, "why": why},
-        )  # fmt: skip
+        from mindroom.memory.mem0.memory import Mem0Memory  # late: it imports this module
+
+        meta = {"decision": status, "field": proposal.field, "kind": proposal.kind, "why": why}
+        if isinstance(self.memory, Mem0Memory):  # no history of ours: consent.db keeps it
+            logger.info(
+                "memory %s: proposal %s %s by %s (%s)",
+                self.memory.scope_id,
+                proposal.id,
+                status,
+                actor,
+                why,
+            )
+        else:
+            self.memory.history.append(
+                actor=actor,
+                op="consent",
+                entry_id=proposal.id,
+                path=proposal.path,
+                old=None,
+                new=proposal.text,
+                meta=meta,
+            )
         with self._lock, self._db as db:
             db.execute(
                 "UPDATE proposals SET status = ?, decided_at = ?, decided_by = ? WHERE id = ?",
@@ -506,6 +546,10 @@ class ConsentQueue:
         it did (else, and for an add, a new entry)."""
         key = f"consent-{proposal.id}"
         consent = WriteConsent.confirmed()
+        from mindroom.memory.mem0.memory import Mem0Memory  # late: it imports this module
+
+        if isinstance(self.memory, Mem0Memory):
+            return self.memory.write_confirmed(proposal, actor=actor, op_key=key)
         if proposal.replaces is not None and self.memory.lookup(proposal.replaces) is not None:
             return self.memory.update_sync(
                 proposal.replaces, proposal.text, actor=actor, op_key=key, consent=consent

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from mindroom.config.schema import Config
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.consent import ConsentQueue
+from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.store import FileMemory
 
@@ -31,10 +32,10 @@ ONLY_IN_DM = (
 
 def _memories(
     config: Config, registry: MemoryRegistry, agents: Sequence[str], sender: str
-) -> list[FileMemory]:
+) -> list[FileMemory | Mem0Memory]:
     """Every shared agent's memory, and the sender's own of the private agents in the room
     (opening another private companion would make its folder for the sender)."""
-    found: dict[str, FileMemory] = {}
+    found: dict[str, FileMemory | Mem0Memory] = {}
     names = [*agents, *(n for n in config.agents if n not in agents)]
     for name in names:
         if name not in config.agents:
@@ -42,7 +43,7 @@ def _memories(
         if config.agents[name].private is not None and name not in agents:
             continue
         memory = registry.for_agent(name, sender)
-        if isinstance(memory, FileMemory):
+        if isinstance(memory, (FileMemory, Mem0Memory)):  # proposals of either backend
             found.setdefault(memory.scope_id, memory)
     return list(found.values())
 

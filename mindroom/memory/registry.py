@@ -161,14 +161,21 @@ class MemoryRegistry:
         return memory
 
     def _get_mem0(
-        self, scope_id: str, state: Path, embedder: Embedder | None, agent: str | None = None
+        self,
+        scope_id: str,
+        state: Path,
+        embedder: Embedder | None,
+        agent: str | None = None,
+        person_key: str | None = None,
     ) -> Mem0Memory:
-        """The mem0 memory of ``scope_id`` (its engine is shared and opens on first use)."""
+        """The mem0 memory of ``scope_id`` (its engine is shared and opens on first use);
+        ``person_key``: a private scope's person (whom its facts are about, for consent)."""
         engine = mem0_engine(self.config, mem0_dir(self.storage), embedder)
         with self._lock:
             memory = self._mem0.get(scope_id)
             if memory is None or memory.engine is not engine:
-                memory = self._mem0[scope_id] = Mem0Memory(engine, scope_id, state, agent)
+                memory = Mem0Memory(engine, scope_id, state, agent, person_key)
+                self._mem0[scope_id] = memory
         return memory
 
     def open_private_scope(self, scope: MemoryScope, agent: str | None) -> FileMemory:
@@ -182,7 +189,8 @@ class MemoryRegistry:
         ``agent``, or a team's with one, agent None), as :meth:`for_agent` and :meth:`for_team`
         open it."""
         config = self.config.agent_embedder(agent) if agent else self.config.memory.embedder
-        return self._get_mem0(scope.scope_id, scope.state_dir, self.embedder(config), agent)
+        embedder = self.embedder(config)
+        return self._get_mem0(scope.scope_id, scope.state_dir, embedder, agent, scope.person_key)
 
     def private_instance(self, agent: str, requester: str) -> PrivateInstance | None:
         """The private instance of ``agent`` for ``requester``; None for a shared agent."""
@@ -216,7 +224,9 @@ class MemoryRegistry:
                 return None
             embedder = self.embedder(self.config.agent_embedder(agent))
             if backend == "mem0":
-                return self._get_mem0(scope.scope_id, scope.state_dir, embedder, agent)
+                return self._get_mem0(
+                    scope.scope_id, scope.state_dir, embedder, agent, scope.person_key
+                )
             return self._get_private(scope, embedder)
         if backend == "none":
             return None
@@ -242,7 +252,7 @@ class MemoryRegistry:
             scope_id = f"{team_scope_id(members)}__{key}"
             scope = MemoryScope(scope_id, base / "files", base / ".state", key)
             if backend == "mem0":
-                return self._get_mem0(scope.scope_id, scope.state_dir, embedder)
+                return self._get_mem0(scope.scope_id, scope.state_dir, embedder, None, key)
             return self._get_private(scope, embedder)
         if backend == "mem0":
             scope_id = team_scope_id(members)

@@ -178,7 +178,7 @@ class AgentView:
                 raise MemoryStoreError(
                     "the mem0 backend keeps no files, categories or fields: add the text alone"
                 )
-            return self.memory.add_sync(text, actor=actor, op_key=op_key)
+            return self.memory.add_sync(text, actor=actor, op_key=op_key, consent=consent)
         added = self.memory.add_sync(
             text, actor=actor, path=path, op_key=op_key, fields=fields, run=run, consent=consent
         )
@@ -241,7 +241,9 @@ class AgentView:
         if not self._repeat(op_key):
             self._visible(self._current(entry_id), "change")
         if isinstance(self.memory, Mem0Memory):
-            updated = self.memory.update_sync(entry_id, text, actor=actor, op_key=op_key)
+            updated = self.memory.update_sync(
+                entry_id, text, actor=actor, op_key=op_key, consent=consent
+            )
         else:
             updated = self.memory.update_sync(
                 entry_id, text, actor=actor, op_key=op_key, consent=consent

@@ -22,6 +22,17 @@ What is deliberately different from a plain ``Memory.from_config``:
 
 Chroma is thread-safe; what is not is mem0's dedup (read existing memories, then write), so
 writes of one scope take that scope's lock (:meth:`Mem0Engine.scope_lock`).
+
+Every text mem0 stores passes a gate
+------------------------------------
+mem0 writes a memory's text in exactly two places: its vector store's ``insert`` (an add,
+verbatim or from its own extraction, whose text its model wrote) and ``update``. Both are
+wrapped when the ``Memory`` opens: the text about to be stored is handed to the gate of the
+calling thread (:meth:`Mem0Engine.gated`, which :class:`~mindroom.memory.mem0.Mem0Memory`
+installs around each write with the write's consent), and a text it refuses is not stored
+(:class:`WriteRefused`: mem0 then stores the other memories of an extraction one by one, and
+the refused one goes neither to its history nor to its entity links). A write with no gate is
+refused: a new write path cannot skip the check.
 """
 
 from __future__ import annotations
@@ -34,7 +45,7 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,6 +77,37 @@ def collection_name(model_id: str) -> str:
     readable = _UNSAFE.sub("_", model_id.lower().rsplit("/", 1)[-1]).strip("_")[:40]
     digest = hashlib.sha256(model_id.encode()).hexdigest()[:12]
     return f"mindroom_{readable or 'model'}_{digest}"
+
+
+REFUSED = "held back by its scope's consent gate"  # a refused text's error says this
+
+
+class WriteRefused(MemoryStoreError):
+    """mem0 was about to store a text the calling write's gate refused (nothing stored)."""
+
+    def __init__(self) -> None:
+        super().__init__(f"not stored: {REFUSED}")
+
+
+# (text about to be stored, the id it replaces for an update or None) -> may it be stored
+WriteGate = Callable[[str, str | None], bool]
+
+
+@dataclass
+class _Gate:
+    """The gate of one thread's write, and what passed it (see :meth:`Mem0Engine.gated`)."""
+
+    admit: WriteGate
+    refused: int = 0  # texts it refused
+    stored: int = 0  # texts stored past it
+    failed: int = 0  # inserts that failed after it let them through
+
+
+class _RefusalFilter(logging.Filter):
+    """mem0 logs each memory its store refused as an error; a gate's refusal is no error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return REFUSED not in record.getMessage()
 
 
 @dataclass(frozen=True)
@@ -173,6 +215,9 @@ def _import_mem0(data_dir: Path) -> Any:
         ) from exc
     # mem0 warns about features it cannot use here (keyword search in Chroma, spaCy entities)
     logging.getLogger("mem0").setLevel(logging.ERROR)
+    main_logger = logging.getLogger("mem0.memory.main")
+    if not any(isinstance(f, _RefusalFilter) for f in main_logger.filters):
+        main_logger.addFilter(_RefusalFilter())
     return Memory
 
 
@@ -190,6 +235,7 @@ class Mem0Engine:
         self._scope_locks: dict[str, threading.Lock] = {}
         self._calls = threading.Condition()  # counts the calls in flight (see close)
         self._in_flight = 0
+        self._gates = threading.local()  # the gate of each thread's write (see gated)
 
     def use_config(self, config: Config) -> None:
         """Take the extraction model from ``config`` from the next extraction on."""
@@ -204,6 +250,54 @@ class Mem0Engine:
         """The lock that serialises writes of ``scope_id`` (mem0's dedup is read-then-write)."""
         with self._lock:
             return self._scope_locks.setdefault(scope_id, threading.Lock())
+
+    @contextlib.contextmanager
+    def gated(self, admit: WriteGate) -> Iterator[_Gate]:
+        """Run this thread's mem0 writes past ``admit``: every text mem0 is about to store
+        (a verbatim add, an update, each memory of an extraction) is stored only when
+        ``admit(text, replaced_id)`` says yes; a refused one raises :class:`WriteRefused`
+        inside mem0 (see the module docstring)."""
+        previous = getattr(self._gates, "gate", None)
+        gate = self._gates.gate = _Gate(admit)
+        try:
+            yield gate
+        finally:
+            self._gates.gate = previous
+
+    def _admit(self, text: str, replaces: str | None) -> _Gate:
+        """This thread's gate, once it let ``text`` through (raises when it did not, or when
+        the write has no gate: unknown means no)."""
+        gate: _Gate | None = getattr(self._gates, "gate", None)
+        if gate is None:
+            raise MemoryStoreError("refused: a write to mem0 that states no consent gate")
+        if not gate.admit(text, replaces):
+            gate.refused += 1
+            raise WriteRefused()
+        return gate
+
+    def _guard(self, store: Any) -> None:
+        """Wrap ``store``'s two writes of a memory text (``insert``, ``update``) in the gate."""
+        insert, update = store.insert, store.update
+
+        def gated_insert(vectors: Any, payloads: Any = None, ids: Any = None) -> Any:
+            gates = [self._admit(str((p or {}).get("data", "")), None) for p in payloads or []]
+            try:
+                result = insert(vectors=vectors, payloads=payloads, ids=ids)
+            except Exception:
+                for gate in gates[:1]:
+                    gate.failed += 1
+                raise
+            for gate in gates[:1]:
+                gate.stored += len(gates)
+            return result
+
+        def gated_update(vector_id: Any, vector: Any = None, payload: Any = None) -> Any:
+            if payload is not None and "data" in payload:
+                self._admit(str(payload["data"]), str(vector_id))
+            return update(vector_id=vector_id, vector=vector, payload=payload)
+
+        store.insert = gated_insert
+        store.update = gated_update
 
     @property
     def memory(self) -> Any:
@@ -238,6 +332,7 @@ class Mem0Engine:
             }
         )
         memory.embedding_model = _EmbedderAdapter(self)
+        self._guard(memory.vector_store)
         connection = memory.db.connection  # mem0's history: WAL and a busy timeout, as ours
         with memory.db._lock:
             connection.execute("PRAGMA journal_mode=WAL")
@@ -313,8 +408,16 @@ class Mem0Engine:
         from mem0.exceptions import LLMError
 
         try:
-            with self._busy():
-                result = memory.add(messages, user_id=scope_id, metadata=metadata, infer=True)
+            try:
+                with self._busy():
+                    result = memory.add(messages, user_id=scope_id, metadata=metadata, infer=True)
+            except Exception:
+                gate: _Gate | None = getattr(self._gates, "gate", None)
+                if gate is not None and gate.refused and not gate.stored and not gate.failed:
+                    # every memory mem0 extracted was refused: mem0 says "failed to insert any"
+                    logger.info("mem0 %s: every extracted memory was held back", scope_id)
+                    return []
+                raise
         except LLMError as exc:
             raise MemoryStoreError(f"mem0's extraction model failed: {exc}") from exc
         except EmbedderError as exc:

@@ -9,27 +9,48 @@ scope first, and another scope's id is answered exactly as a missing one. Writes
 serialised (mem0's dedup reads, then writes) and may carry an ``op_key`` (see
 :mod:`mindroom.memory.mem0.ops`). ``MEMORY.md`` is this scope rendered as markdown
 (:meth:`Mem0Memory.export_markdown`), read-only: mem0 is the source of truth here.
+
+Consent, as on the file backend (:mod:`mindroom.memory.consent`): every write of a scope runs
+under the engine's write gate (:meth:`Mem0Memory._gated`), which judges each text mem0 is
+about to store, verbatim or as its extraction model wrote it, with the write's
+:class:`~mindroom.memory.consent.WriteConsent` (none stated: none given). A sensitive text
+its subject did not consent to is not stored; it becomes a proposal in the scope's
+``consent.db`` (its state folder), and confirming it writes it here.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.bounded import bounded
+from mindroom.memory.consent import (
+    UNATTRIBUTED,
+    ConsentPending,
+    ConsentQueue,
+    HeldBack,
+    Proposal,
+    WriteConsent,
+    held_entry,
+)
 from mindroom.memory.index import SearchHit
 from mindroom.memory.markdown import MemoryEntry, normalize_text, parse_entries
+from mindroom.memory.mem0.engine import WriteRefused
 from mindroom.memory.mem0.ops import OpLog
-from mindroom.memory.scope import ENTRYPOINT
+from mindroom.memory.scope import ENTRYPOINT, MemoryScope
 from mindroom.speakers import named_line
 
 if TYPE_CHECKING:
     from mindroom.memory.mem0.engine import Mem0Engine, Mem0Record
+
+logger = logging.getLogger(__name__)
 
 MEM0_PATH = "mem0"  # the ``path`` of every mem0 entry
 MAX_READ_LINES = 400
@@ -118,13 +139,21 @@ class Mem0Memory:
     backend = "mem0"
 
     def __init__(
-        self, engine: Mem0Engine, scope_id: str, state_dir: Path, agent: str | None = None
+        self,
+        engine: Mem0Engine,
+        scope_id: str,
+        state_dir: Path,
+        agent: str | None = None,
+        person_key: str | None = None,
     ) -> None:
         self.engine = engine
         self.scope_id = scope_id
-        self.state_dir = state_dir  # this scope's own small state (write idempotency)
+        self.state_dir = state_dir  # this scope's own small state (idempotency, proposals)
         self.agent = agent  # stored with each memory, never used to filter
         self.ops = OpLog(state_dir / "mem0_ops.db")
+        # for consent: whose scope this is (a private one's person) and where its proposals
+        # live; mem0 keeps no files, so the root is the state folder too
+        self.scope = MemoryScope(scope_id, state_dir, state_dir, person_key)
 
     def _metadata(self, **extra: str) -> dict[str, Any]:
         return {**({"agent": self.agent} if self.agent else {}), **extra}
@@ -135,10 +164,66 @@ class Mem0Memory:
             raise not_found(entry_id)
         return record
 
+    # -- consent: the one gate of every write ------------------------------------------------
+
+    @contextmanager
+    def _gated(
+        self, consent: WriteConsent | None, unchanged: str | None = None
+    ) -> Iterator[list[HeldBack]]:
+        """Run this thread's mem0 writes past the consent check (the engine calls it with
+        each text mem0 is about to store, see :meth:`Mem0Engine.gated
+        <mindroom.memory.mem0.engine.Mem0Engine.gated>`); yields the texts held back.
+        ``unchanged``: an update's current text (storing it again adds no fact)."""
+        consent = consent or UNATTRIBUTED
+        held: list[HeldBack] = []
+
+        def admit(text: str, replaces: str | None) -> bool:
+            if unchanged is not None and _same(text) == _same(unchanged):
+                return True
+            entry = Mem0Entry(replaces or "", text, MEM0_PATH, 0, 0)
+            judged = held_entry(self.scope, entry, consent, replaces)
+            if judged is None:
+                return True
+            if all(_same(h.entry.text) != _same(text) for h in held):
+                held.append(judged)
+            return False
+
+        with self.engine.gated(admit):
+            yield held
+
+    def _hold(self, held: list[HeldBack]) -> ConsentPending:
+        """File ``held`` as proposals of this scope; the error saying they wait."""
+        queue = ConsentQueue(self)
+        try:
+            return queue.hold(held)
+        finally:
+            queue.close()
+
+    def write_confirmed(self, proposal: Proposal, *, actor: str, op_key: str) -> MemoryEntry:
+        """Write a confirmed ``proposal`` (:meth:`ConsentQueue.decide
+        <mindroom.memory.consent.ConsentQueue.decide>`): the update it held back when that
+        memory is still here, else a new memory; idempotent by ``op_key``."""
+        consent = WriteConsent.confirmed()
+        if proposal.replaces is not None:
+            record = self.engine.get(proposal.replaces)
+            if record is not None and record.scope_id == self.scope_id:
+                return self.update_sync(
+                    proposal.replaces, proposal.text, actor=actor, op_key=op_key, consent=consent
+                )
+        return self.add_sync(proposal.text, actor=actor, op_key=op_key, consent=consent)
+
     # -- blocking core (runs in a worker thread) --------------------------------------------
 
-    def add_sync(self, text: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
-        """:meth:`add`, blocking."""
+    def add_sync(
+        self,
+        text: str,
+        *,
+        actor: str,
+        op_key: str | None = None,
+        consent: WriteConsent | None = None,
+    ) -> MemoryEntry:
+        """:meth:`add`, blocking. Raises :class:`ConsentPending` (nothing stored) when the
+        text is a sensitive fact ``consent`` is not its subject's."""
         text = _checked(text)
         with self.engine.scope_lock(self.scope_id):
             if op_key is not None:
@@ -150,10 +235,17 @@ class Mem0Memory:
                     self.ops.record(op_key, "add", earlier.id, earlier.text, done=True)
                     return _entry(earlier)
             extra = {"actor": actor, **({"op_key": op_key} if op_key else {})}
-            record = self.engine.add(self.scope_id, text, self._metadata(**extra))
-            self.ops.remember([record.id])
-            if op_key is not None:
-                self.ops.record(op_key, "add", record.id, record.text, done=True)
+            with self._gated(consent) as held:
+                try:
+                    record = self.engine.add(self.scope_id, text, self._metadata(**extra))
+                except WriteRefused:
+                    record = None  # held: filed below
+            if record is not None:
+                self.ops.remember([record.id])
+                if op_key is not None:
+                    self.ops.record(op_key, "add", record.id, record.text, done=True)
+        if record is None:  # outside the scope's lock: the proposals have their own
+            raise self._hold(held)
         return _entry(record)
 
     def search_sync(self, query: str, limit: int = 5) -> list[SearchHit]:
@@ -173,18 +265,28 @@ class Mem0Memory:
         return _entry(self._owned(entry_id))
 
     def update_sync(
-        self, entry_id: str, text: str, *, actor: str, op_key: str | None = None
+        self,
+        entry_id: str,
+        text: str,
+        *,
+        actor: str,
+        op_key: str | None = None,
+        consent: WriteConsent | None = None,
     ) -> MemoryEntry:
-        """:meth:`update`, blocking (repeating an update is harmless: same text)."""
+        """:meth:`update`, blocking (repeating an update is harmless: same text). The new
+        text is checked for consent as an add's is (:class:`ConsentPending`: unchanged)."""
         text = _checked(text)
         with self.engine.scope_lock(self.scope_id):
             done = self.ops.get(op_key) if op_key is not None else None
             if done is not None and done.done:
                 return Mem0Entry(done.entry_id, done.text, MEM0_PATH, 0, 0)
-            self._owned(entry_id)
-            self.engine.update(entry_id, text, {"updated_by": actor})
-            if op_key is not None:
+            current = self._owned(entry_id)
+            with self._gated(consent, unchanged=current.text) as held, suppress(WriteRefused):
+                self.engine.update(entry_id, text, {"updated_by": actor})  # held: filed below
+            if not held and op_key is not None:
                 self.ops.record(op_key, "update", entry_id, text, done=True)
+        if held:
+            raise self._hold(held)
         return Mem0Entry(entry_id, text, MEM0_PATH, 0, 0)
 
     def delete_sync(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
@@ -227,11 +329,16 @@ class Mem0Memory:
 
     # -- beyond the contract ------------------------------------------------------------------
 
-    def extract_sync(self, lines: Sequence[ChatLine]) -> list[str]:
+    def extract_sync(
+        self, lines: Sequence[ChatLine], consent: WriteConsent | None = None
+    ) -> list[str]:
         """mem0's own extraction of ``lines`` (its model call): the texts of new memories.
 
         A person's line is written ``<matrix id>: text`` so that in a shared scope the
-        extractor knows who said it. Raises :class:`MemoryStoreError` when the model fails.
+        extractor knows who said it. Each memory mem0's model writes is checked for consent
+        as it is about to be stored (``consent``: the flush's, a model's; none: none given):
+        a sensitive one waits as a proposal, and the others are stored. Raises
+        :class:`MemoryStoreError` when the model fails.
         """
         messages = []
         for line in lines:
@@ -242,10 +349,14 @@ class Mem0Memory:
         if not messages:
             return []
         with self.engine.scope_lock(self.scope_id):
-            records = self.engine.extract(
-                self.scope_id, messages, self._metadata(actor="mem0 extraction")
-            )
+            with self._gated(consent) as held:
+                records = self.engine.extract(
+                    self.scope_id, messages, self._metadata(actor="mem0 extraction")
+                )
             self.ops.remember([r.id for r in records])
+        if held:
+            waiting = self._hold(held)
+            logger.info("memory %s: extracted facts wait for consent: %s", self.scope_id, waiting)
         return [r.text for r in records]
 
     def history_sync(self, entry_id: str | None = None) -> list[dict[str, str]]:
@@ -265,26 +376,39 @@ class Mem0Memory:
         """This scope as a markdown memory file: ``- text <!-- id -->`` lines, oldest first."""
         return render_markdown(self.scope_id, self.engine.records(self.scope_id))
 
-    def import_entries(self, texts: list[str], *, actor: str) -> list[MemoryEntry]:
+    def import_entries(
+        self, texts: list[str], *, actor: str, held: list[str] | None = None
+    ) -> list[MemoryEntry]:
         """Add each of ``texts`` not already stored verbatim in this scope (whitespace
-        collapsed); returns the entries added."""
+        collapsed), on an operator's word (no one's consent); returns the entries added.
+        A sensitive one waits for its subject as a proposal (its id goes to ``held``)."""
         present = {_same(r.text) for r in self.engine.records(self.scope_id)}
         added = []
         for text in texts:
             key = _same(text)
             if not key or key in present:
                 continue
-            added.append(self.add_sync(text, actor=actor))
+            try:
+                added.append(self.add_sync(text, actor=actor, consent=WriteConsent.operator()))
+            except ConsentPending as waiting:
+                if held is not None:
+                    held.extend(p.id for p in waiting.proposals)
             present.add(key)
         return added
 
     # -- the MemoryBackend contract (async; blocking work runs in a thread) ---------------------
 
     async def add(
-        self, text: str, *, actor: str, path: str | None = None, op_key: str | None = None
+        self,
+        text: str,
+        *,
+        actor: str,
+        path: str | None = None,
+        op_key: str | None = None,
+        consent: WriteConsent | None = None,
     ) -> MemoryEntry:
         """Store ``text`` as one memory, verbatim (no model call); ``path`` is ignored."""
-        return await bounded(self.add_sync, text, actor=actor, op_key=op_key)
+        return await bounded(self.add_sync, text, actor=actor, op_key=op_key, consent=consent)
 
     async def search(self, query: str, limit: int = 5) -> list[SearchHit]:
         """This scope's memories most similar to ``query``, scored by cosine similarity."""
@@ -299,10 +423,18 @@ class Mem0Memory:
         return await bounded(self.get_sync, entry_id)
 
     async def update(
-        self, entry_id: str, text: str, *, actor: str, op_key: str | None = None
+        self,
+        entry_id: str,
+        text: str,
+        *,
+        actor: str,
+        op_key: str | None = None,
+        consent: WriteConsent | None = None,
     ) -> MemoryEntry:
         """Replace the text of ``entry_id``."""
-        return await bounded(self.update_sync, entry_id, text, actor=actor, op_key=op_key)
+        return await bounded(
+            self.update_sync, entry_id, text, actor=actor, op_key=op_key, consent=consent
+        )
 
     async def delete(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
         """Forget ``entry_id`` (mem0's history keeps it)."""
