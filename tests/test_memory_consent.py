@@ -43,6 +43,10 @@ def test_sensitive_and_benign_fields_are_recognised() -> None:
     assert classify("Alice prefers to be called Ali", none) == ("sensitive", "preferred_name")
     assert classify("Alice's pronouns are she/her", none) == ("sensitive", "pronouns")
     assert classify("Alice moved to Lyon in March", none) == ("sensitive", "city")
+    # first person, as people say it (and as the model often writes it down)
+    assert classify("I live in Lyon now", none) == ("sensitive", "city")
+    assert classify("We are moving to Porto in May", none) == ("sensitive", "city")
+    assert classify("Stand-up moved to 10:00", none) is None  # a time, not a place
     assert classify("Alice's native language is Portuguese", none) == ("sensitive", "language")
     assert classify("Alice likes short answers", none) == ("benign", "tone")
     assert classify("Alice wants to run a marathon", EntryFields(category="goals")) == (

@@ -91,7 +91,9 @@ SENSITIVE = {
     "pronouns": re.compile(r"\bpronouns?\b|\b(she/her|he/him|they/them)\b", re.I),
     # "moved to" names a place only before a capital ("moved to Lyon", not "moved to 10:00")
     "city": re.compile(
-        r"\b(lives in|based in|home ?town|city)\b|\b(moved|relocated) to (?-i:[A-Z])", re.I
+        r"\b(lives? in|living in|based in|home ?town|city)\b"
+        r"|\b(move|moved|moving|relocated?|relocating) to (?-i:[A-Z])",
+        re.I,
     ),
     "language": re.compile(
         r"\b(native language|mother tongue|prefers? (to )?(speak|write)|language)\b", re.I
