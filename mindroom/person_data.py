@@ -305,7 +305,14 @@ def _files(folder: Path) -> list[Path]:
 
 
 def _private_list(ctx: MapContext, person: Person) -> list[str]:
-    return [str(p) for p in _files(ctx.home(person))]
+    found = [str(p) for p in _files(ctx.home(person))]
+    url = _pg(ctx)
+    if url:
+        from mindroom import person_pg
+
+        dumped = person_pg.dump_schemas(url, _private_schemas(ctx, person))
+        found += [f"postgresql {table}: {len(rows)} rows" for table, rows in dumped.items()]
+    return found
 
 
 def _private_export(ctx: MapContext, person: Person) -> Any:
@@ -328,17 +335,34 @@ def _private_export(ctx: MapContext, person: Person) -> Any:
             }
         )
     files = {str(p.relative_to(home)): read_any(p) for p in _files(home)}
-    return {"folder": str(home), "memories": memories, "files": files}
+    out = {"folder": str(home), "memories": memories, "files": files}
+    url = _pg(ctx)
+    if url:
+        from mindroom import person_pg
+
+        out["postgresql"] = {
+            "stores": person_pg.dump_schemas(url, _private_schemas(ctx, person)),
+            "search": person_pg.rows_naming(url, _is_search, [person.key]),
+        }
+    return out
 
 
 def _private_erase(ctx: MapContext, person: Person) -> int:
     home = ctx.home(person)
     files = _files(home)
+    removed = 0
+    url = _pg(ctx)
+    if url:  # their stores' schemas, and their scopes' rows of the search index
+        from mindroom import person_pg
+
+        ctx.registry.forget_person(person.key)
+        removed += len(person_pg.drop_schemas(url, _private_schemas(ctx, person)))
+        removed += _pg_search_erase(url, {person.key})
     if not files and not home.exists():
-        return 0
+        return removed
     ctx.registry.forget_person(person.key)  # nothing of theirs stays open to write again
     shutil.rmtree(home)
-    return len(files)
+    return removed + len(files)
 
 
 # -- mem0_private ---------------------------------------------------------------------------------
@@ -646,6 +670,9 @@ def learn(ctx: MapContext, person: Person) -> None:
         ctx.words |= words
         ctx.sessions |= spoke_in
         ctx.common |= _others_lines(path, person)
+    url = _pg(ctx)
+    if url:
+        _pg_learn(ctx, person, url)
     for memory in _shared_memories(ctx):
         entries = _shared_part(ctx, person, memory)
         if entries:
@@ -664,15 +691,22 @@ def _redacted(ctx: MapContext, person: Person) -> set[str]:
 
 
 def _sessions_list(ctx: MapContext, person: Person) -> list[str]:
-    return [str(p) for p in _shared_session_files(ctx) if owned_rows(p, person)]
+    return list(_sessions_export(ctx, person))
 
 
 def _sessions_export(ctx: MapContext, person: Person) -> Any:
-    out = {}
+    out: dict[str, Any] = {}
     for path in _shared_session_files(ctx):
         found = owned_rows(path, person)
         if found:
             out[str(path.relative_to(ctx.storage))] = found
+    url = _pg(ctx)
+    if url:
+        from mindroom import person_pg
+
+        which = _shared_store_tables(ctx, person)
+        for table, rows in person_pg.owned_rows(url, which, person.user_id, OWNER_COLUMNS).items():
+            out[f"postgresql {table}"] = rows
     return out
 
 
@@ -682,6 +716,13 @@ def _sessions_erase(ctx: MapContext, person: Person) -> int:
     for path in _shared_session_files(ctx):
         removed += delete_owned_rows(path, person)
         removed += replace_text(path, _redacted(ctx, person), FORGOTTEN)
+    url = _pg(ctx)
+    if url:
+        from mindroom import person_pg
+
+        which = _shared_store_tables(ctx, person)
+        removed += person_pg.delete_owned_rows(url, which, person.user_id, OWNER_COLUMNS)
+        removed += person_pg.replace_text(url, which, _pg_pairs(ctx, person))
     return removed
 
 
@@ -781,6 +822,13 @@ def _shared_export(ctx: MapContext, person: Person) -> Any:
                 rows.setdefault(table, []).extend(found)
             if rows:
                 state[path.name] = rows
+        url = _pg(ctx)
+        if url and ids:
+            from mindroom import person_pg
+
+            indexed = person_pg.rows_naming(url, _is_search, ids)
+            if indexed:
+                state["postgresql"] = indexed
         if entries or state:
             out.append(
                 {
@@ -810,6 +858,10 @@ def _shared_erase(ctx: MapContext, person: Person) -> int:
             removed += delete_rows_naming(path, sorted({e.id for e in entries}))
             removed += replace_text(path, _redacted(ctx, person), FORGOTTEN)
             scrub_sqlite(path)
+    url = _pg(ctx)
+    if url:  # the search index's rows of what went (derived: the next sync copies the files)
+        erased = {e.id for entries in ctx.entries.values() for e in entries}
+        removed += _pg_search_erase(url, erased | _redacted(ctx, person))
     return removed
 
 
@@ -823,8 +875,11 @@ def _ledger_path(ctx: MapContext) -> Path:
 
 
 def _ledger_export(ctx: MapContext, person: Person) -> Any:
-    if ctx.config.storage.database:
-        return "(the ledger is in PostgreSQL: not read here)"
+    url = _pg(ctx)
+    if url:
+        from mindroom import person_pg
+
+        return person_pg.owned_rows(url, _is_ledger, person.user_id, OWNER_COLUMNS)
     return owned_rows(_ledger_path(ctx), person)
 
 
@@ -834,10 +889,13 @@ def _ledger_list(ctx: MapContext, person: Person) -> list[str]:
 
 
 def _ledger_erase(ctx: MapContext, person: Person) -> int:
-    if ctx.config.storage.database:
-        logger.warning("forget %s: the ledger is in PostgreSQL and was not erased", person.user_id)
-        return 0
     learn(ctx, person)
+    url = _pg(ctx)
+    if url:
+        from mindroom import person_pg
+
+        removed = person_pg.delete_owned_rows(url, _is_ledger, person.user_id, OWNER_COLUMNS)
+        return removed + person_pg.replace_text(url, _is_ledger, _pg_pairs(ctx, person))
     path = _ledger_path(ctx)
     return delete_owned_rows(path, person) + replace_text(path, _redacted(ctx, person), FORGOTTEN)
 
@@ -849,7 +907,13 @@ def _maintenance_path(ctx: MapContext) -> Path:
 
 
 def _maintenance_export(ctx: MapContext, person: Person) -> Any:
-    return rows_naming(_maintenance_path(ctx), [person.key, *_person_needles(person)])
+    needles = [person.key, *_person_needles(person)]
+    url = _pg(ctx)
+    if url:
+        from mindroom import person_pg
+
+        return person_pg.rows_naming(url, _is_maintenance, needles)
+    return rows_naming(_maintenance_path(ctx), needles)
 
 
 def _maintenance_list(ctx: MapContext, person: Person) -> list[str]:
@@ -859,6 +923,12 @@ def _maintenance_list(ctx: MapContext, person: Person) -> list[str]:
 
 def _maintenance_erase(ctx: MapContext, person: Person) -> int:
     """A run's summary may name a private scope (the person's folder key): replaced."""
+    url = _pg(ctx)
+    if url:
+        from mindroom import person_pg
+
+        pairs = _with_json_forms({person.key, person.user_id}, FORGOTTEN)
+        return person_pg.replace_text(url, _is_maintenance, pairs)
     return replace_text(_maintenance_path(ctx), {person.key, person.user_id}, FORGOTTEN)
 
 
@@ -872,6 +942,87 @@ def _nothing_export(_ctx: MapContext, _person: Person) -> Any:
 
 def _nothing_erase(_ctx: MapContext, _person: Person) -> int:
     return 0
+
+
+# -- the PostgreSQL form of the stores (storage.database) -------------------------------------
+
+SEARCH_TABLES = frozenset({"memory_search", "memory_search_files"})  # mindroom.memory.pg_search
+MAINTENANCE_PREFIX = "maintenance_"  # mindroom.maintenance.store's tables
+STORE_SCHEMA_PREFIX = "mindroom_"  # mindroom.agents.session_stores.store_schema
+
+
+def _pg(ctx: MapContext) -> str | None:
+    """``storage.database`` (PostgreSQL), or None when every store is a file."""
+    return ctx.config.storage.database or None
+
+
+def _private_schemas(ctx: MapContext, person: Person) -> set[str]:
+    """The schemas of the person's own Agno stores (their private companions' sessions and
+    learning), named as :class:`~mindroom.agents.session_stores.SessionStores` names them."""
+    from mindroom.agents.session_stores import store_schema
+
+    found = set()
+    for name in ctx.config.agents:
+        instance = ctx.registry.private_instance(name, person.user_id)
+        if instance is not None and ctx.home(person) in instance.state_dir.parents:
+            found |= {
+                store_schema(ctx.storage, p) for p in (instance.sessions_db, instance.learning_db)
+            }
+    return found
+
+
+def _is_search(table: Any) -> bool:
+    return bool(table.name in SEARCH_TABLES)
+
+
+def _is_maintenance(table: Any) -> bool:
+    return bool(table.name.startswith(MAINTENANCE_PREFIX))
+
+
+def _is_session_store(table: Any) -> bool:
+    return bool(table.schema.startswith(STORE_SCHEMA_PREFIX))
+
+
+def _is_ledger(table: Any) -> bool:
+    """The ledger's tables (with the inbox and the cluster's): whatever is not a session
+    store, the search index or the maintenance schedule."""
+    return not (_is_session_store(table) or _is_search(table) or _is_maintenance(table))
+
+
+def _shared_store_tables(ctx: MapContext, person: Person) -> Callable[[Any], bool]:
+    own = _private_schemas(ctx, person)
+    return lambda t: _is_session_store(t) and t.schema not in own
+
+
+def _pg_learn(ctx: MapContext, person: Person, url: str) -> None:
+    """:func:`learn` for the shared session stores in PostgreSQL."""
+    from mindroom import person_pg
+
+    which = _shared_store_tables(ctx, person)
+    owned = person_pg.owned_rows(url, which, person.user_id, OWNER_COLUMNS)
+    words, spoke_in = _said([r for rows in owned.values() for r in rows], person)
+    ctx.words |= words
+    ctx.sessions |= spoke_in
+    for run in person_pg.json_values(url, which, "run_data"):
+        if isinstance(run, dict) and run.get("user_id") not in (None, person.user_id):
+            said: set[str] = set()
+            _collect_words(run, str(run["user_id"]), said)
+            ctx.common |= {ln.strip() for w in said for ln in w.splitlines()}
+
+
+def _pg_pairs(ctx: MapContext, person: Person) -> list[tuple[str, str]]:
+    return _with_json_forms(_redacted(ctx, person), FORGOTTEN)
+
+
+def _pg_search_erase(url: str, needles: set[str]) -> int:
+    """Drop the search index's rows holding one of ``needles`` and the digests of their
+    files: derived data, so the next sync copies those files again (already erased)."""
+    from mindroom import person_pg
+
+    wanted = sorted(n for n in needles if len(n.strip()) >= 4)
+    rows = person_pg.delete_rows_naming(url, lambda t: t.name == "memory_search", wanted)
+    person_pg.delete_file_digests(url, {(str(r["scope"]), str(r["path"])) for r in rows})
+    return len(rows)
 
 
 STORES: tuple[PersonStore, ...] = (
