@@ -40,12 +40,17 @@ def markers() -> dict[str, str]:
 
 
 def play(request: dict[str, Any]) -> Reply | str:
-    """A request to remember becomes an add_memory call; everything else is echoed (replies
-    copy the person's words, as real replies do)."""
+    """Agno learning keeps every marker it is shown; a request to remember becomes an
+    add_memory call; everything else is echoed (replies copy the person's words, as real
+    replies do)."""
     if request["messages"][-1]["role"] == "tool":
         return "Done."
     tools = [t["function"]["name"] for t in request.get("tools") or []]
     last = last_user_text(request)
+    if "this conversation" in last and "add_memory" in tools:  # Agno learning's extraction
+        said = sorted(set(MARKER.findall(last)))
+        return Reply(tool_calls=[ToolCall("add_memory", {"memory": f"The user said {m}"})
+                                 for m in said]) if said else "No updates needed"  # fmt: skip
     if "please remember" in last and "add_memory" in tools:
         said = MARKER.findall(last)
         return Reply(tool_calls=[ToolCall("add_memory", {"text": f"Remember {said[0]}"})])
@@ -56,8 +61,13 @@ def pg_config(model: ScriptedModel, room: str, url: str) -> str:
     return config_text(
         model.base_url,
         {
-            "general": {"rooms": [room], "streaming": False},
-            "mind": {"rooms": [room], "private": {"per": "user"}, "streaming": False},
+            "general": {"rooms": [room], "streaming": False, "learning": True},
+            "mind": {
+                "rooms": [room],
+                "private": {"per": "user"},
+                "streaming": False,
+                "learning": True,
+            },
         },
         memory={
             "auto_flush": {"enabled": False},
@@ -114,6 +124,7 @@ def rows_holding(url: str, marks: dict[str, str]) -> dict[str, list[str]]:
                     ).fetchone()  # fmt: skip
                     if hit:
                         found[path].append(f"{schema}.{table}")
+                        found[path].sort()
     finally:
         engine.dispose()
     return found
@@ -170,7 +181,9 @@ async def test_forget_me_erases_a_persons_rows_from_every_postgresql_table_and_e
     assert all(before_bob.values()), before_bob
     tables = {t for found in before_alice.values() for t in found}
     assert "public.memory_search" in tables  # the search index copied the memories
-    assert any(t.endswith("_runs") or "sessions" in t for t in tables), tables
+    assert any(t.endswith(".agent_sessions_runs") for t in tables), tables  # the transcripts
+    assert any(t.endswith(".agno_learnings") for t in tables), tables  # what learning kept
+    assert "public.handled" in tables  # the ledger
     assert files_holding(url, postgres, alice_marks)["dm"]  # the file search sees bytes
 
     code, exported = cli(storage, "export", "--user", alice.user_id, "--format", "json",
@@ -179,7 +192,15 @@ async def test_forget_me_erases_a_persons_rows_from_every_postgresql_table_and_e
     missing = [m for m in alice_marks.values() if m not in exported]
     assert not missing, f"in PostgreSQL but not in the export: {missing}"
     assert not [m for m in bob_marks.values() if m in exported]
-    assert json.loads(exported)["user_id"] == alice.user_id
+    stores = json.loads(exported)["stores"]
+    in_postgresql = {  # each store's PostgreSQL part, not only the files beside it
+        "ledger": json.dumps(stores["ledger"]["data"]),
+        "private": json.dumps(stores["private_folder"]["data"]["postgresql"]),
+        "shared": json.dumps(stores["shared_sessions"]["data"]),
+    }
+    assert all(m in in_postgresql["ledger"] for m in alice_marks.values()), in_postgresql
+    assert all(alice_marks[p] in in_postgresql["private"] for p in ("dm", "private"))
+    assert all(alice_marks[p] in in_postgresql["shared"] for p in ("thread", "tool"))
 
     code, out = cli(storage, "forget", "--user", alice.user_id, "--yes", capsys=capsys)
     assert code == 0, out
