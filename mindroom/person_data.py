@@ -38,9 +38,20 @@ A person is their Matrix ID; their private folder is ``private_instances/<reques
 Erasure removes bytes, not only rows: after deleting, every SQLite file touched is scrubbed
 (:func:`scrub_sqlite`: FTS5 tables optimized so no segment keeps a deleted token, ``VACUUM`` so
 no free page keeps a deleted row, the WAL checkpointed and truncated); files are rewritten
-atomically or removed. What this module does not do: erase a PostgreSQL ledger or session
-store (``storage.database``): it says so in the report; and logs, which go to the process's
-standard error and belong to whoever runs it.
+atomically or removed.
+
+With ``storage.database`` (PostgreSQL) the stores cover their rows there too, judged the same
+way (:mod:`mindroom.person_pg`): ``private_folder`` drops the schemas of the person's own Agno
+stores and their private scopes' rows of the search index (``memory_search``);
+``shared_sessions`` deletes their runs and learning rows in the shared agents' and teams'
+schemas and redacts their words elsewhere there; ``shared_memory`` drops the search index's
+rows of the entries it erased (derived: the next sync copies those files again, already
+erased); ``ledger`` and ``maintenance_runs`` do in their tables what they do in their SQLite
+files. Every table touched is rewritten (``VACUUM FULL``), so no dead tuple, free space or
+index entry keeps an erased row in the database's files. What remains possible there: the
+write-ahead log (``pg_wal``, any WAL archive or replica) keeps the changes that once wrote the
+text until its segments are recycled, and backups keep what they copied; like the logs (the
+process's standard error), they belong to whoever runs the database.
 """
 
 from __future__ import annotations
@@ -350,18 +361,18 @@ def _private_export(ctx: MapContext, person: Person) -> Any:
 def _private_erase(ctx: MapContext, person: Person) -> int:
     home = ctx.home(person)
     files = _files(home)
-    removed = 0
     url = _pg(ctx)
+    if not files and not home.exists() and not url:
+        return 0
+    ctx.registry.forget_person(person.key)  # nothing of theirs stays open to write again
+    removed = 0
     if url:  # their stores' schemas, and their scopes' rows of the search index
         from mindroom import person_pg
 
-        ctx.registry.forget_person(person.key)
         removed += len(person_pg.drop_schemas(url, _private_schemas(ctx, person)))
         removed += _pg_search_erase(url, {person.key})
-    if not files and not home.exists():
-        return removed
-    ctx.registry.forget_person(person.key)  # nothing of theirs stays open to write again
-    shutil.rmtree(home)
+    if home.exists():
+        shutil.rmtree(home)
     return removed + len(files)
 
 
@@ -1075,6 +1086,7 @@ STORES: tuple[PersonStore, ...] = (
             "mindroom.memory.consolidate.fingerprints",
             "mindroom.memory.delta",
             "mindroom.memory.relations",
+            "mindroom.memory.pg_search",
             "mindroom.memory.ops_events",
             "mindroom.memory.session_index",
             "mindroom.memory.session_source",
@@ -1104,6 +1116,7 @@ STORES: tuple[PersonStore, ...] = (
             "mindroom.memory.insights",
             "mindroom.memory.delta",
             "mindroom.memory.relations",
+            "mindroom.memory.pg_search",
             "mindroom.memory.ops_events",
             "mindroom.memory.consolidate.records",
             "mindroom.memory.consolidate.fingerprints",
@@ -1125,7 +1138,13 @@ STORES: tuple[PersonStore, ...] = (
         "ledger",
         "the ledger's rows keyed by the person (conversations, flush state, inbox events)",
         ("mindroom_data/ledger.db*",),
-        ("mindroom.ledger", "mindroom.database", "mindroom.inbox"),
+        (
+            "mindroom.ledger",
+            "mindroom.database",
+            "mindroom.inbox",
+            "mindroom.cluster",
+            "mindroom.leases",
+        ),
         _ledger_list,
         _ledger_export,
         _ledger_erase,
@@ -1154,6 +1173,7 @@ STORES: tuple[PersonStore, ...] = (
 # known about them, and why (the structural test accepts these and nothing else unclaimed).
 NOT_PERSONAL: dict[str, str] = {
     "mindroom.wal": "opens the databases named by the stores above (the shared helper)",
+    "mindroom.person_pg": "the PostgreSQL form of the stores above (their shared helper)",
     "mindroom.matrix.key_backup": "the agents' own encryption key backup state",
     "mindroom.matrix.crypto": "the agents' own encryption keys (Matrix's record)",
     "mindroom.dashboard.ledger_reads": "reads the ledger (the ledger store above)",
