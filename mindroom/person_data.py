@@ -370,7 +370,8 @@ def _private_erase(ctx: MapContext, person: Person) -> int:
         from mindroom import person_pg
 
         removed += len(person_pg.drop_schemas(url, _private_schemas(ctx, person)))
-        removed += _pg_search_erase(url, {person.key})
+        # every search row and file digest of their scopes (the scope id names their key)
+        removed += len(person_pg.delete_rows_naming(url, _is_search, [person.key]))
     if home.exists():
         shutil.rmtree(home)
     return removed + len(files)
