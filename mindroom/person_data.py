@@ -1244,13 +1244,21 @@ def redact_deleted_fact(
 ) -> int:
     """After ``user_id`` deleted the fact ``text`` (``/me``): replace it in their transcripts
     and every derived store of their private folder (sessions, learning, session index,
-    insights, deltas, relations), so no recall path brings it back. The history keeps it (a
+    insights, deltas, relations; their stores' schemas with ``storage.database``), so no
+    recall path brings it back. The history keeps it (a
     delete can be undone; forget-me erases the history too). Returns the rows changed."""
     ctx, person = _context(config, storage, registry), Person(user_id)
     changed = 0
     for path in _files(ctx.home(person)):
         if path.suffix in SQLITE_SUFFIXES and _is_sqlite(path):
             changed += replace_text(path, {text}, DELETED)
+    url = _pg(ctx)
+    if url:  # their own stores' schemas in PostgreSQL (sessions and learning)
+        from mindroom import person_pg
+
+        own = _private_schemas(ctx, person)
+        pairs = _with_json_forms({text}, DELETED)
+        changed += person_pg.replace_text(url, lambda t: t.schema in own, pairs)
     return changed + _redact_mem0_messages(ctx, person, text)
 
 

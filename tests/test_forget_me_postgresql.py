@@ -14,6 +14,7 @@ Real Synapse, real PostgreSQL (its own server), real Agno; the scripted model pl
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import secrets
@@ -21,10 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agno.session import AgentSession
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
+from mindroom.agents.session_stores import SessionStores, store_schema
+from mindroom.config.load import parse_config
 from mindroom.memory.private import requester_key
+from mindroom.memory.registry import MemoryRegistry
+from mindroom.person_data import redact_deleted_fact
 from tests.harness import BotHarness, Human, config_text, unique
 from tests.postgres import PostgresServer
 from tests.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text
@@ -49,8 +55,10 @@ def play(request: dict[str, Any]) -> Reply | str:
     last = last_user_text(request)
     if "this conversation" in last and "add_memory" in tools:  # Agno learning's extraction
         said = sorted(set(MARKER.findall(last)))
-        return Reply(tool_calls=[ToolCall("add_memory", {"memory": f"The user said {m}"})
-                                 for m in said]) if said else "No updates needed"  # fmt: skip
+        if not said:
+            return "No updates needed"
+        calls = [ToolCall("add_memory", {"memory": f"The user said {m}"}) for m in said]
+        return Reply(tool_calls=calls)
     if "please remember" in last and "add_memory" in tools:
         said = MARKER.findall(last)
         return Reply(tool_calls=[ToolCall("add_memory", {"text": f"Remember {said[0]}"})])
@@ -117,11 +125,11 @@ def rows_holding(url: str, marks: dict[str, str]) -> dict[str, list[str]]:
             ).fetchall()
             for schema, table in names:
                 for path, marker in marks.items():
-                    hit = conn.execute(
-                        text(f'SELECT 1 FROM "{schema}"."{table}" AS r'
-                             " WHERE strpos(CAST(r AS text), :m) > 0 LIMIT 1"),
-                        {"m": marker},
-                    ).fetchone()  # fmt: skip
+                    query = (
+                        f'SELECT 1 FROM "{schema}"."{table}" AS r'
+                        " WHERE strpos(CAST(r AS text), :m) > 0 LIMIT 1"
+                    )
+                    hit = conn.execute(text(query), {"m": marker}).fetchone()
                     if hit:
                         found[path].append(f"{schema}.{table}")
                         found[path].sort()
@@ -186,8 +194,8 @@ async def test_forget_me_erases_a_persons_rows_from_every_postgresql_table_and_e
     assert "public.handled" in tables  # the ledger
     assert files_holding(url, postgres, alice_marks)["dm"]  # the file search sees bytes
 
-    code, exported = cli(storage, "export", "--user", alice.user_id, "--format", "json",
-                         capsys=capsys)  # fmt: skip
+    export = ("export", "--user", alice.user_id, "--format", "json")
+    code, exported = cli(storage, *export, capsys=capsys)
     assert code == 0, exported
     missing = [m for m in alice_marks.values() if m not in exported]
     assert not missing, f"in PostgreSQL but not in the export: {missing}"
@@ -212,3 +220,54 @@ async def test_forget_me_erases_a_persons_rows_from_every_postgresql_table_and_e
     assert rows_holding(url, bob_marks) == before_bob  # Bob's rows are all still there
     assert all(files_holding(url, postgres, bob_marks).values())
     assert not (storage / "private_instances" / requester_key(alice.user_id)).exists()
+
+
+@pytest.mark.asyncio
+async def test_a_fact_deleted_through_me_is_redacted_in_the_persons_postgresql_stores_only(
+    postgres: PostgresServer, tmp_path: Path
+) -> None:
+    url = postgres.database()
+    config = parse_config(
+        config_text(
+            "http://127.0.0.1:1/v1",
+            {"mind": {"rooms": [], "private": {"per": "user"}}},
+            storage={"database": url},
+        ),
+        "test",
+    )
+    registry = MemoryRegistry(config, tmp_path)
+    stores = SessionStores(4, url, tmp_path)
+    fact = f"Alice lives at rue {secrets.token_hex(6)} 12"
+    try:
+        for user in ("@alice:localhost", "@bob:localhost"):
+            instance = registry.private_instance("mind", user)
+            assert instance is not None
+            db = stores.get(instance.sessions_db, per_person=True, session_table="agent_sessions")
+            session = AgentSession(
+                session_id=f"dm-{user}",
+                agent_id="mind",
+                user_id=user,
+                session_data={"said": fact},
+                created_at=1,
+                updated_at=1,
+            )
+            await db.upsert_session(session)
+        await stores.close()
+        before = rows_holding(url, {"fact": fact})["fact"]
+        assert len(before) == 2  # both people's stores hold it (the positive control)
+
+        changed = await asyncio.to_thread(
+            redact_deleted_fact, config, tmp_path, registry, "@alice:localhost", fact
+        )
+    finally:
+        await stores.close()
+        registry.close()
+    after = rows_holding(url, {"fact": fact})["fact"]
+    assert changed >= 1
+    bob = registry.private_instance("mind", "@bob:localhost")
+    assert bob is not None
+    bob_schema = store_schema(tmp_path, bob.sessions_db)
+    assert [t.split(".")[0] for t in after] == [bob_schema]  # Bob's stays, Alice's went
+    redacted = rows_holding(url, {"mark": "[deleted by the person]"})["mark"]
+    assert len(redacted) == 1
+    assert redacted[0] in before
