@@ -69,6 +69,7 @@ from typing import Any
 
 from mindroom.atomic import atomic_write
 from mindroom.config.schema import Config
+from mindroom.errors import EmbedderError
 from mindroom.memory.private import PRIVATE_DIR, requester_key
 from mindroom.memory.registry import MemoryRegistry
 
@@ -874,6 +875,14 @@ def _shared_erase(ctx: MapContext, person: Person) -> int:
     if url:  # the search index's rows of what went (derived: the next sync copies the files)
         erased = {e.id for entries in ctx.entries.values() for e in entries}
         removed += _pg_search_erase(url, erased | _redacted(ctx, person))
+        for memory in _shared_memories(ctx):  # a running process copies them again too
+            try:
+                search = memory.pg_search
+            except EmbedderError as exc:  # its next start compares every file anyway
+                logger.warning("forget: %s's search index not rechecked: %s", memory.scope_id, exc)
+                continue
+            if search is not None:
+                search.recheck()
     return removed
 
 
