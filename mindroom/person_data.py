@@ -58,11 +58,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import logging
+import re
 import shutil
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -967,9 +969,29 @@ def _nothing_erase(_ctx: MapContext, _person: Person) -> int:
 
 # -- the PostgreSQL form of the stores (storage.database) -------------------------------------
 
-SEARCH_TABLES = frozenset({"memory_search", "memory_search_files"})  # mindroom.memory.pg_search
-MAINTENANCE_PREFIX = "maintenance_"  # mindroom.maintenance.store's tables
 STORE_SCHEMA_PREFIX = "mindroom_"  # mindroom.agents.session_stores.store_schema
+_CREATED = re.compile(r"CREATE TABLE IF NOT EXISTS\s+(\w+)", re.IGNORECASE)
+
+
+def _created(statements: Iterable[str]) -> frozenset[str]:
+    """The tables a schema's statements create."""
+    return frozenset(name for s in statements for name in _CREATED.findall(s))
+
+
+@functools.cache
+def _our_tables() -> dict[str, frozenset[str]]:
+    """The tables mindroom makes in ``storage.database`` outside the session stores' schemas,
+    by store, read from their own schema statements (a table added to one is covered at
+    once). A table not named here is not mindroom's and is left alone (allow-list)."""
+    from mindroom.ledger_schema import MIGRATIONS
+    from mindroom.maintenance import store as maintenance
+    from mindroom.memory.pg_search import SCHEMA as SEARCH
+
+    return {
+        "ledger": _created(s for m in MIGRATIONS for s in m.statements),
+        "search": _created(SEARCH),
+        "maintenance": _created([maintenance._SCHEMA]),
+    }
 
 
 def _pg(ctx: MapContext) -> str | None:
@@ -992,22 +1014,26 @@ def _private_schemas(ctx: MapContext, person: Person) -> set[str]:
     return found
 
 
-def _is_search(table: Any) -> bool:
-    return bool(table.name in SEARCH_TABLES)
-
-
-def _is_maintenance(table: Any) -> bool:
-    return bool(table.name.startswith(MAINTENANCE_PREFIX))
-
-
 def _is_session_store(table: Any) -> bool:
     return bool(table.schema.startswith(STORE_SCHEMA_PREFIX))
 
 
+def _is_ours(kind: str) -> Callable[[Any], bool]:
+    names = _our_tables()[kind]
+    return lambda table: not _is_session_store(table) and table.name in names
+
+
+def _is_search(table: Any) -> bool:
+    return _is_ours("search")(table)
+
+
+def _is_maintenance(table: Any) -> bool:
+    return _is_ours("maintenance")(table)
+
+
 def _is_ledger(table: Any) -> bool:
-    """The ledger's tables (with the inbox and the cluster's): whatever is not a session
-    store, the search index or the maintenance schedule."""
-    return not (_is_session_store(table) or _is_search(table) or _is_maintenance(table))
+    """The ledger's tables (with the inbox's and the cluster's: one schema)."""
+    return _is_ours("ledger")(table)
 
 
 def _shared_store_tables(ctx: MapContext, person: Person) -> Callable[[Any], bool]:
@@ -1041,8 +1067,11 @@ def _pg_search_erase(url: str, needles: set[str]) -> int:
     from mindroom import person_pg
 
     wanted = sorted(n for n in needles if len(n.strip()) >= 4)
-    rows = person_pg.delete_rows_naming(url, lambda t: t.name == "memory_search", wanted)
-    person_pg.delete_file_digests(url, {(str(r["scope"]), str(r["path"])) for r in rows})
+    rows = person_pg.delete_rows_naming(
+        url, lambda t: _is_search(t) and t.name == "memory_search", wanted
+    )
+    files = {(str(r["scope"]), str(r["path"])) for r in rows}
+    person_pg.delete_file_digests(url, _is_search, files)
     return len(rows)
 
 

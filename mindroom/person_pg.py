@@ -308,14 +308,14 @@ def json_values(url: str, which: Which, column: str) -> Iterator[Any]:
                 yield value
 
 
-def delete_file_digests(url: str, files: set[tuple[str, str]]) -> int:
+def delete_file_digests(url: str, which: Which, files: set[tuple[str, str]]) -> int:
     """Forget what the search index copied from these ``(scope, path)`` files, so its next
     sync copies them again (from the files as they are now)."""
     if not files:
         return 0
     removed = 0
     with connect(url) as conn, conn.begin():
-        found = tables(conn, lambda t: t.name == "memory_search_files")
+        found = tables(conn, lambda t: which(t) and t.name == "memory_search_files")
         for table in found:
             for scope, path in sorted(files):
                 result = conn.execute(

@@ -210,6 +210,14 @@ async def test_forget_me_erases_a_persons_rows_from_every_postgresql_table_and_e
     assert all(alice_marks[p] in in_postgresql["private"] for p in ("dm", "private"))
     assert all(alice_marks[p] in in_postgresql["shared"] for p in ("thread", "tool"))
 
+    foreign = _engine(url)  # another application's table in the same database
+    try:
+        with foreign.begin() as conn:
+            conn.execute(text("CREATE TABLE other_app (user_id TEXT, note TEXT)"))
+            conn.execute(text("INSERT INTO other_app VALUES (:u, 'theirs')"), {"u": alice.user_id})
+    finally:
+        foreign.dispose()
+
     code, out = cli(storage, "forget", "--user", alice.user_id, "--yes", capsys=capsys)
     assert code == 0, out
 
@@ -220,6 +228,7 @@ async def test_forget_me_erases_a_persons_rows_from_every_postgresql_table_and_e
     assert rows_holding(url, bob_marks) == before_bob  # Bob's rows are all still there
     assert all(files_holding(url, postgres, bob_marks).values())
     assert not (storage / "private_instances" / requester_key(alice.user_id)).exists()
+    assert rows_holding(url, {"id": alice.user_id})["id"] == ["public.other_app"]  # not ours
 
 
 @pytest.mark.asyncio
