@@ -47,7 +47,10 @@ stores and their private scopes' rows of the search index (``memory_search``);
 schemas and redacts their words elsewhere there; ``shared_memory`` drops the search index's
 rows of the entries it erased (derived: the next sync copies those files again, already
 erased); ``ledger`` and ``maintenance_runs`` do in their tables what they do in their SQLite
-files. Every table touched is rewritten (``VACUUM FULL``), so no dead tuple, free space or
+files. Only mindroom's own tables are read or changed: the session stores' schemas and the
+tables the ledger, the search index and the maintenance schedule create (read from their
+schema statements); another application's table in the same database is left alone.
+Every table touched is rewritten (``VACUUM FULL``), so no dead tuple, free space or
 index entry keeps an erased row in the database's files. What remains possible there: the
 write-ahead log (``pg_wal``, any WAL archive or replica) keeps the changes that once wrote the
 text until its segments are recycled, and backups keep what they copied; like the logs (the
