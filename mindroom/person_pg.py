@@ -35,10 +35,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, create_engine, text
-from sqlalchemy.pool import NullPool
-
-from mindroom.database import database_url
+from mindroom.database import SyncConnection, SyncDatabase
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +43,7 @@ TEXT_TYPES = frozenset({"text", "character varying", "character"})
 JSON_TYPES = frozenset({"json", "jsonb"})
 OWNER_KEYS = ("user_id", "sender")  # a JSON object's top-level keys naming its person
 _SYSTEM = ("pg_catalog", "information_schema", "pg_toast")
+FORGET_LOCK = 0x666F7267  # "forg": the advisory lock of a forget-me's writes
 
 
 @dataclass(frozen=True)
@@ -74,61 +72,76 @@ Which = Callable[[Table], bool]
 
 
 @contextlib.contextmanager
-def connect(url: str, *, autocommit: bool = False) -> Iterator[Connection]:
-    """A short synchronous connection to ``storage.database`` (psycopg)."""
-    engine = create_engine(database_url(url).replace("+asyncpg", "+psycopg"), poolclass=NullPool)
+def database(url: str) -> Iterator[SyncDatabase]:
+    """``storage.database``, for the length of one step."""
+    db = SyncDatabase(url, FORGET_LOCK)
     try:
-        options = {"isolation_level": "AUTOCOMMIT"} if autocommit else {}
-        with engine.connect().execution_options(**options) as conn:
-            yield conn
+        yield db
     finally:
-        engine.dispose()
+        db.close()
 
 
-def tables(conn: Connection, which: Which) -> list[Table]:
+@contextlib.contextmanager
+def reading(url: str) -> Iterator[SyncConnection]:
+    with database(url) as db, db.read() as conn:
+        yield conn
+
+
+@contextlib.contextmanager
+def writing(url: str) -> Iterator[SyncConnection]:
+    """One transaction (committed at the end of the block)."""
+    with database(url) as db, db.write() as conn:
+        yield conn
+
+
+def tables(conn: SyncConnection, which: Which) -> list[Table]:
     """The ordinary tables of every schema that ``which`` accepts (system schemas left out)."""
     rows = conn.execute(
-        text(
-            "SELECT c.table_schema, c.table_name, c.column_name, c.data_type"
-            " FROM information_schema.columns c JOIN information_schema.tables t"
-            " ON t.table_schema = c.table_schema AND t.table_name = c.table_name"
-            " WHERE t.table_type = 'BASE TABLE' AND c.table_schema NOT LIKE 'pg\\_%'"
-            " AND c.table_schema <> 'information_schema'"
-            " ORDER BY c.table_schema, c.table_name, c.ordinal_position"
-        )
+        "SELECT c.table_schema, c.table_name, c.column_name, c.data_type"
+        " FROM information_schema.columns c JOIN information_schema.tables t"
+        " ON t.table_schema = c.table_schema AND t.table_name = c.table_name"
+        " WHERE t.table_type = 'BASE TABLE' AND c.table_schema NOT LIKE 'pg\\_%'"
+        " AND c.table_schema <> 'information_schema'"
+        " ORDER BY c.table_schema, c.table_name, c.ordinal_position"
     ).fetchall()
     columns: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    for schema, name, column, kind in rows:
-        columns.setdefault((schema, name), []).append((column, kind))
+    for row in rows:
+        key = (str(row["table_schema"]), str(row["table_name"]))
+        columns.setdefault(key, []).append((str(row["column_name"]), str(row["data_type"])))
     found = [Table(s, n, tuple(cols)) for (s, n), cols in columns.items()]
     return [t for t in found if t.schema not in _SYSTEM and which(t)]
 
 
-def schemas(conn: Connection) -> set[str]:
-    rows = conn.execute(text("SELECT nspname FROM pg_namespace"))
-    return {str(row[0]) for row in rows}
+def schemas(conn: SyncConnection) -> set[str]:
+    return {str(row["nspname"]) for row in conn.execute("SELECT nspname FROM pg_namespace")}
 
 
-def _naming(table: Table, needles: list[str]) -> tuple[str, dict[str, str]]:
+def _as_text(column: str, kind: str) -> str:
+    return f'"{column}"' if kind in TEXT_TYPES else f'CAST("{column}" AS text)'
+
+
+def _naming(table: Table, needles: list[str]) -> tuple[str, list[str]]:
     """A WHERE clause true for a row with a text or JSON value holding one of ``needles``."""
-    parts, args = [], {}
-    for i, (column, kind) in enumerate(table.textual):
-        value = f'"{column}"' if kind in TEXT_TYPES else f'CAST("{column}" AS text)'
-        for j, needle in enumerate(needles):
-            parts.append(f"strpos({value}, :n{i}_{j}) > 0")
-            args[f"n{i}_{j}"] = needle
+    parts, args = [], []
+    for column, kind in table.textual:
+        for needle in needles:
+            parts.append(f"strpos({_as_text(column, kind)}, ?) > 0")
+            args.append(needle)
     return " OR ".join(parts) or "false", args
 
 
-def _select(conn: Connection, table: Table, needles: list[str]) -> list[dict[str, Any]]:
+def _select(
+    conn: SyncConnection, table: Table, needles: list[str], *, lock: bool = False
+) -> list[dict[str, Any]]:
+    """The rows holding one of ``needles``, with their place (``ctid``); ``lock``: locked
+    until the transaction ends, so a concurrent update cannot move one before its delete."""
     condition, args = _naming(table, needles)
     if not table.textual or not needles:
         return []
     names = ", ".join(f'"{c}"' for c, _ in table.columns)
-    rows = conn.execute(
-        text(f"SELECT ctid::text AS _ctid, {names} FROM {table.sql} WHERE {condition}"), args
-    )
-    return [dict(row._mapping) for row in rows]
+    sql = f"SELECT ctid::text AS _ctid, {names} FROM {table.sql} WHERE {condition}"
+    rows = conn.execute(sql + (" FOR UPDATE" if lock else ""), args)
+    return [dict(row) for row in rows]
 
 
 def _plain(row: dict[str, Any]) -> dict[str, Any]:
@@ -166,9 +179,14 @@ def _needles(user_id: str) -> list[str]:
 
 
 def _owned(
-    conn: Connection, table: Table, user_id: str, owner_columns: frozenset[str]
+    conn: SyncConnection,
+    table: Table,
+    user_id: str,
+    owner_columns: frozenset[str],
+    *,
+    lock: bool = False,
 ) -> list[dict[str, Any]]:
-    rows = _select(conn, table, _needles(user_id))
+    rows = _select(conn, table, _needles(user_id), lock=lock)
     return [r for r in rows if _is_owned(r, user_id, owner_columns)]
 
 
@@ -176,26 +194,23 @@ def owned_rows(
     url: str, which: Which, user_id: str, owner_columns: frozenset[str]
 ) -> dict[str, list[dict[str, Any]]]:
     """The person's rows of the tables ``which`` accepts, by ``schema.table``."""
-    with connect(url) as conn:
+    with reading(url) as conn:
         found = {t.label: _owned(conn, t, user_id, owner_columns) for t in tables(conn, which)}
     return {label: [_plain(r) for r in rows] for label, rows in found.items() if rows}
 
 
 def rows_naming(url: str, which: Which, needles: list[str]) -> dict[str, list[dict[str, Any]]]:
     """The rows of the tables ``which`` accepts holding one of ``needles``."""
-    with connect(url) as conn:
+    with reading(url) as conn:
         found = {t.label: _select(conn, t, needles) for t in tables(conn, which)}
     return {label: [_plain(r) for r in rows] for label, rows in found.items() if rows}
 
 
-def _delete(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> int:
+def _delete(conn: SyncConnection, table: Table, rows: list[dict[str, Any]]) -> int:
     if not rows:
         return 0
     places = [r["_ctid"] for r in rows]
-    result = conn.execute(
-        text(f"DELETE FROM {table.sql} WHERE ctid = ANY(CAST(:places AS tid[]))"),
-        {"places": places},
-    )
+    result = conn.execute(f"DELETE FROM {table.sql} WHERE ctid = ANY(CAST(? AS tid[]))", [places])
     return max(result.rowcount, 0)
 
 
@@ -203,9 +218,10 @@ def delete_owned_rows(url: str, which: Which, user_id: str, owner_columns: froze
     """Delete the person's rows of the tables ``which`` accepts; vacuums what it touched."""
     touched: list[Table] = []
     removed = 0
-    with connect(url) as conn, conn.begin():
+    with writing(url) as conn:
         for table in tables(conn, which):
-            count = _delete(conn, table, _owned(conn, table, user_id, owner_columns))
+            owned = _owned(conn, table, user_id, owner_columns, lock=True)
+            count = _delete(conn, table, owned)
             if count:
                 removed += count
                 touched.append(table)
@@ -220,9 +236,9 @@ def delete_rows_naming(url: str, which: Which, needles: list[str]) -> list[dict[
     removed: list[dict[str, Any]] = []
     if not needles:
         return removed
-    with connect(url) as conn, conn.begin():
+    with writing(url) as conn:
         for table in tables(conn, which):
-            rows = _select(conn, table, needles)
+            rows = _select(conn, table, needles, lock=True)
             if _delete(conn, table, rows):
                 touched.append(table)
                 removed += [{**_plain(r), "_table": table.label} for r in rows]
@@ -237,20 +253,18 @@ def replace_text(url: str, which: Which, pairs: list[tuple[str, str]]) -> int:
     changed = 0
     if not pairs:
         return 0
-    with connect(url) as conn, conn.begin():
+    with writing(url) as conn:
         for table in tables(conn, which):
             before = changed
             for column, kind in table.textual:
-                as_text = f'"{column}"' if kind in TEXT_TYPES else f'CAST("{column}" AS text)'
+                as_text = _as_text(column, kind)
                 back = "{}" if kind in TEXT_TYPES else f"CAST({{}} AS {kind})"
                 for needle, instead in pairs:
                     result = conn.execute(
-                        text(
-                            f'UPDATE {table.sql} SET "{column}" = '
-                            + back.format(f"replace({as_text}, :needle, :instead)")
-                            + f" WHERE strpos({as_text}, :needle) > 0"
-                        ),
-                        {"needle": needle, "instead": instead},
+                        f'UPDATE {table.sql} SET "{column}" = '
+                        + back.format(f"replace({as_text}, ?, ?)")
+                        + f" WHERE strpos({as_text}, ?) > 0",
+                        (needle, instead, needle),
                     )
                     changed += max(result.rowcount, 0)
             if changed > before:
@@ -261,23 +275,22 @@ def replace_text(url: str, which: Which, pairs: list[tuple[str, str]]) -> int:
 
 def drop_schemas(url: str, names: Iterable[str]) -> list[str]:
     """Drop the schemas ``names`` that exist, with everything in them; returns those dropped."""
-    with connect(url) as conn, conn.begin():
+    with writing(url) as conn:
         present = schemas(conn)
         dropped = sorted(set(names) & present)
         for name in dropped:
-            conn.execute(text(f'DROP SCHEMA "{name}" CASCADE'))
+            conn.execute(f'DROP SCHEMA "{name}" CASCADE')
     return dropped
 
 
 def dump_schemas(url: str, names: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
     """Every row of every table of the schemas ``names`` (a person's own stores)."""
     wanted = set(names)
-    with connect(url) as conn:
+    with reading(url) as conn:
         out = {}
         for table in tables(conn, lambda t: t.schema in wanted):
             columns = ", ".join(f'"{c}"' for c, _ in table.columns)
-            rows = conn.execute(text(f"SELECT {columns} FROM {table.sql}"))
-            found = [_plain(dict(r._mapping)) for r in rows]
+            found = [_plain(dict(r)) for r in conn.execute(f"SELECT {columns} FROM {table.sql}")]
             if found:
                 out[table.label] = found
     return out
@@ -289,19 +302,20 @@ def vacuum(url: str, touched: Iterable[Table]) -> None:
     labels = sorted({t.sql for t in touched})
     if not labels:
         return
-    with connect(url, autocommit=True) as conn:
+    with database(url) as db, db.autocommit() as conn:
         for label in labels:
-            conn.execute(text(f"VACUUM FULL {label}"))
+            conn.execute(f"VACUUM FULL {label}")
     logger.info("vacuumed %d tables after erasing a person's rows", len(labels))
 
 
 def json_values(url: str, which: Which, column: str) -> Iterator[Any]:
     """Every value of the JSON column ``column`` in the tables ``which`` accepts, decoded."""
-    with connect(url) as conn:
+    with reading(url) as conn:
         for table in tables(conn, which):
             if (column, "jsonb") not in table.columns and (column, "json") not in table.columns:
                 continue
-            for (value,) in conn.execute(text(f'SELECT "{column}" FROM {table.sql}')):
+            for row in conn.execute(f'SELECT "{column}" AS value FROM {table.sql}'):
+                value = row["value"]
                 if isinstance(value, str):
                     with contextlib.suppress(ValueError):
                         value = json.loads(value)
@@ -314,13 +328,12 @@ def delete_file_digests(url: str, which: Which, files: set[tuple[str, str]]) -> 
     if not files:
         return 0
     removed = 0
-    with connect(url) as conn, conn.begin():
+    with writing(url) as conn:
         found = tables(conn, lambda t: which(t) and t.name == "memory_search_files")
         for table in found:
             for scope, path in sorted(files):
                 result = conn.execute(
-                    text(f"DELETE FROM {table.sql} WHERE scope = :scope AND path = :path"),
-                    {"scope": scope, "path": path},
+                    f"DELETE FROM {table.sql} WHERE scope = ? AND path = ?", (scope, path)
                 )
                 removed += max(result.rowcount, 0)
     vacuum(url, found if removed else [])
