@@ -326,6 +326,17 @@ class SyncDatabase:
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": self.lock_key})
             yield SyncConnection(None, conn)
 
+    @contextlib.contextmanager
+    def autocommit(self) -> Iterator[SyncConnection]:
+        """A connection whose every statement commits at once, for the statements that refuse
+        to run inside a transaction (PostgreSQL's ``VACUUM``)."""
+        if self._engine is None:
+            with contextlib.closing(self._sqlite()) as db:
+                yield SyncConnection(db, None)
+            return
+        with self._engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            yield SyncConnection(None, conn)
+
     def script(self, statements: Sequence[str]) -> None:
         """Run schema statements (``IF NOT EXISTS``) in one write."""
         with self.write() as db:

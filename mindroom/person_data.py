@@ -38,26 +38,43 @@ A person is their Matrix ID; their private folder is ``private_instances/<reques
 Erasure removes bytes, not only rows: after deleting, every SQLite file touched is scrubbed
 (:func:`scrub_sqlite`: FTS5 tables optimized so no segment keeps a deleted token, ``VACUUM`` so
 no free page keeps a deleted row, the WAL checkpointed and truncated); files are rewritten
-atomically or removed. What this module does not do: erase a PostgreSQL ledger or session
-store (``storage.database``): it says so in the report; and logs, which go to the process's
-standard error and belong to whoever runs it.
+atomically or removed.
+
+With ``storage.database`` (PostgreSQL) the stores cover their rows there too, judged the same
+way (:mod:`mindroom.person_pg`): ``private_folder`` drops the schemas of the person's own Agno
+stores and their private scopes' rows of the search index (``memory_search``);
+``shared_sessions`` deletes their runs and learning rows in the shared agents' and teams'
+schemas and redacts their words elsewhere there; ``shared_memory`` drops the search index's
+rows of the entries it erased (derived: the next sync copies those files again, already
+erased); ``ledger`` and ``maintenance_runs`` do in their tables what they do in their SQLite
+files. Only mindroom's own tables are read or changed: the session stores' schemas and the
+tables the ledger, the search index and the maintenance schedule create (read from their
+schema statements); another application's table in the same database is left alone.
+Every table touched is rewritten (``VACUUM FULL``), so no dead tuple, free space or
+index entry keeps an erased row in the database's files. What remains possible there: the
+write-ahead log (``pg_wal``, any WAL archive or replica) keeps the changes that once wrote the
+text until its segments are recycled, and backups keep what they copied; like the logs (the
+process's standard error), they belong to whoever runs the database.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import logging
+import re
 import shutil
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mindroom.atomic import atomic_write
 from mindroom.config.schema import Config
+from mindroom.errors import EmbedderError
 from mindroom.memory.private import PRIVATE_DIR, requester_key
 from mindroom.memory.registry import MemoryRegistry
 
@@ -305,7 +322,14 @@ def _files(folder: Path) -> list[Path]:
 
 
 def _private_list(ctx: MapContext, person: Person) -> list[str]:
-    return [str(p) for p in _files(ctx.home(person))]
+    found = [str(p) for p in _files(ctx.home(person))]
+    url = _pg(ctx)
+    if url:
+        from mindroom import person_pg
+
+        dumped = person_pg.dump_schemas(url, _private_schemas(ctx, person))
+        found += [f"postgresql {table}: {len(rows)} rows" for table, rows in dumped.items()]
+    return found
 
 
 def _private_export(ctx: MapContext, person: Person) -> Any:
@@ -328,17 +352,35 @@ def _private_export(ctx: MapContext, person: Person) -> Any:
             }
         )
     files = {str(p.relative_to(home)): read_any(p) for p in _files(home)}
-    return {"folder": str(home), "memories": memories, "files": files}
+    out = {"folder": str(home), "memories": memories, "files": files}
+    url = _pg(ctx)
+    if url:
+        from mindroom import person_pg
+
+        out["postgresql"] = {
+            "stores": person_pg.dump_schemas(url, _private_schemas(ctx, person)),
+            "search": person_pg.rows_naming(url, _is_search, [person.key]),
+        }
+    return out
 
 
 def _private_erase(ctx: MapContext, person: Person) -> int:
     home = ctx.home(person)
     files = _files(home)
-    if not files and not home.exists():
+    url = _pg(ctx)
+    if not files and not home.exists() and not url:
         return 0
     ctx.registry.forget_person(person.key)  # nothing of theirs stays open to write again
-    shutil.rmtree(home)
-    return len(files)
+    removed = 0
+    if url:  # their stores' schemas, and their scopes' rows of the search index
+        from mindroom import person_pg
+
+        removed += len(person_pg.drop_schemas(url, _private_schemas(ctx, person)))
+        # every search row and file digest of their scopes (the scope id names their key)
+        removed += len(person_pg.delete_rows_naming(url, _is_search, [person.key]))
+    if home.exists():
+        shutil.rmtree(home)
+    return removed + len(files)
 
 
 # -- mem0_private ---------------------------------------------------------------------------------
@@ -667,6 +709,9 @@ def learn(ctx: MapContext, person: Person) -> None:
         ctx.words |= words
         ctx.sessions |= spoke_in
         ctx.common |= _others_lines(path, person)
+    url = _pg(ctx)
+    if url:
+        _pg_learn(ctx, person, url)
     for memory in _shared_memories(ctx):
         entries = _shared_part(ctx, person, memory)
         if entries:
@@ -685,15 +730,22 @@ def _redacted(ctx: MapContext, person: Person) -> set[str]:
 
 
 def _sessions_list(ctx: MapContext, person: Person) -> list[str]:
-    return [str(p) for p in _shared_session_files(ctx) if owned_rows(p, person)]
+    return list(_sessions_export(ctx, person))
 
 
 def _sessions_export(ctx: MapContext, person: Person) -> Any:
-    out = {}
+    out: dict[str, Any] = {}
     for path in _shared_session_files(ctx):
         found = owned_rows(path, person)
         if found:
             out[str(path.relative_to(ctx.storage))] = found
+    url = _pg(ctx)
+    if url:
+        from mindroom import person_pg
+
+        which = _shared_store_tables(ctx, person)
+        for table, rows in person_pg.owned_rows(url, which, person.user_id, OWNER_COLUMNS).items():
+            out[f"postgresql {table}"] = rows
     return out
 
 
@@ -703,6 +755,13 @@ def _sessions_erase(ctx: MapContext, person: Person) -> int:
     for path in _shared_session_files(ctx):
         removed += delete_owned_rows(path, person)
         removed += replace_text(path, _redacted(ctx, person), FORGOTTEN)
+    url = _pg(ctx)
+    if url:
+        from mindroom import person_pg
+
+        which = _shared_store_tables(ctx, person)
+        removed += person_pg.delete_owned_rows(url, which, person.user_id, OWNER_COLUMNS)
+        removed += person_pg.replace_text(url, which, _pg_pairs(ctx, person))
     return removed
 
 
@@ -802,6 +861,13 @@ def _shared_export(ctx: MapContext, person: Person) -> Any:
                 rows.setdefault(table, []).extend(found)
             if rows:
                 state[path.name] = rows
+        url = _pg(ctx)
+        if url and ids:
+            from mindroom import person_pg
+
+            indexed = person_pg.rows_naming(url, _is_search, ids)
+            if indexed:
+                state["postgresql"] = indexed
         if entries or state:
             out.append(
                 {
@@ -831,6 +897,18 @@ def _shared_erase(ctx: MapContext, person: Person) -> int:
             removed += delete_rows_naming(path, sorted({e.id for e in entries}))
             removed += replace_text(path, _redacted(ctx, person), FORGOTTEN)
             scrub_sqlite(path)
+    url = _pg(ctx)
+    if url:  # the search index's rows of what went (derived: the next sync copies the files)
+        erased = {e.id for entries in ctx.entries.values() for e in entries}
+        removed += _pg_search_erase(url, erased | _redacted(ctx, person))
+        for memory in _shared_memories(ctx):  # a running process copies them again too
+            try:
+                search = memory.pg_search
+            except EmbedderError as exc:  # its next start compares every file anyway
+                logger.warning("forget: %s's search index not rechecked: %s", memory.scope_id, exc)
+                continue
+            if search is not None:
+                search.recheck()
     return removed
 
 
@@ -844,8 +922,11 @@ def _ledger_path(ctx: MapContext) -> Path:
 
 
 def _ledger_export(ctx: MapContext, person: Person) -> Any:
-    if ctx.config.storage.database:
-        return "(the ledger is in PostgreSQL: not read here)"
+    url = _pg(ctx)
+    if url:
+        from mindroom import person_pg
+
+        return person_pg.owned_rows(url, _is_ledger, person.user_id, OWNER_COLUMNS)
     return owned_rows(_ledger_path(ctx), person)
 
 
@@ -855,10 +936,13 @@ def _ledger_list(ctx: MapContext, person: Person) -> list[str]:
 
 
 def _ledger_erase(ctx: MapContext, person: Person) -> int:
-    if ctx.config.storage.database:
-        logger.warning("forget %s: the ledger is in PostgreSQL and was not erased", person.user_id)
-        return 0
     learn(ctx, person)
+    url = _pg(ctx)
+    if url:
+        from mindroom import person_pg
+
+        removed = person_pg.delete_owned_rows(url, _is_ledger, person.user_id, OWNER_COLUMNS)
+        return removed + person_pg.replace_text(url, _is_ledger, _pg_pairs(ctx, person))
     path = _ledger_path(ctx)
     return delete_owned_rows(path, person) + replace_text(path, _redacted(ctx, person), FORGOTTEN)
 
@@ -870,7 +954,13 @@ def _maintenance_path(ctx: MapContext) -> Path:
 
 
 def _maintenance_export(ctx: MapContext, person: Person) -> Any:
-    return rows_naming(_maintenance_path(ctx), [person.key, *_person_needles(person)])
+    needles = [person.key, *_person_needles(person)]
+    url = _pg(ctx)
+    if url:
+        from mindroom import person_pg
+
+        return person_pg.rows_naming(url, _is_maintenance, needles)
+    return rows_naming(_maintenance_path(ctx), needles)
 
 
 def _maintenance_list(ctx: MapContext, person: Person) -> list[str]:
@@ -880,6 +970,12 @@ def _maintenance_list(ctx: MapContext, person: Person) -> list[str]:
 
 def _maintenance_erase(ctx: MapContext, person: Person) -> int:
     """A run's summary may name a private scope (the person's folder key): replaced."""
+    url = _pg(ctx)
+    if url:
+        from mindroom import person_pg
+
+        pairs = _with_json_forms({person.key, person.user_id}, FORGOTTEN)
+        return person_pg.replace_text(url, _is_maintenance, pairs)
     return replace_text(_maintenance_path(ctx), {person.key, person.user_id}, FORGOTTEN)
 
 
@@ -893,6 +989,114 @@ def _nothing_export(_ctx: MapContext, _person: Person) -> Any:
 
 def _nothing_erase(_ctx: MapContext, _person: Person) -> int:
     return 0
+
+
+# -- the PostgreSQL form of the stores (storage.database) -------------------------------------
+
+STORE_SCHEMA_PREFIX = "mindroom_"  # mindroom.agents.session_stores.store_schema
+_CREATED = re.compile(r"CREATE TABLE IF NOT EXISTS\s+(\w+)", re.IGNORECASE)
+
+
+def _created(statements: Iterable[str]) -> frozenset[str]:
+    """The tables a schema's statements create."""
+    return frozenset(name for s in statements for name in _CREATED.findall(s))
+
+
+@functools.cache
+def _our_tables() -> dict[str, frozenset[str]]:
+    """The tables mindroom makes in ``storage.database`` outside the session stores' schemas,
+    by store, read from their own schema statements (a table added to one is covered at
+    once). A table not named here is not mindroom's and is left alone (allow-list)."""
+    from mindroom.ledger_schema import MIGRATIONS
+    from mindroom.maintenance import store as maintenance
+    from mindroom.memory.pg_search import SCHEMA as SEARCH
+
+    return {
+        "ledger": _created(s for m in MIGRATIONS for s in m.statements),
+        "search": _created(SEARCH),
+        "maintenance": _created([maintenance._SCHEMA]),
+    }
+
+
+def _pg(ctx: MapContext) -> str | None:
+    """``storage.database`` (PostgreSQL), or None when every store is a file."""
+    return ctx.config.storage.database or None
+
+
+def _private_schemas(ctx: MapContext, person: Person) -> set[str]:
+    """The schemas of the person's own Agno stores (their private companions' sessions and
+    learning), named as :class:`~mindroom.agents.session_stores.SessionStores` names them."""
+    from mindroom.agents.session_stores import store_schema
+
+    found = set()
+    for name in ctx.config.agents:
+        instance = ctx.registry.private_instance(name, person.user_id)
+        if instance is not None and ctx.home(person) in instance.state_dir.parents:
+            found |= {
+                store_schema(ctx.storage, p) for p in (instance.sessions_db, instance.learning_db)
+            }
+    return found
+
+
+def _is_session_store(table: Any) -> bool:
+    return bool(table.schema.startswith(STORE_SCHEMA_PREFIX))
+
+
+def _is_ours(kind: str) -> Callable[[Any], bool]:
+    names = _our_tables()[kind]
+    return lambda table: not _is_session_store(table) and table.name in names
+
+
+def _is_search(table: Any) -> bool:
+    return _is_ours("search")(table)
+
+
+def _is_maintenance(table: Any) -> bool:
+    return _is_ours("maintenance")(table)
+
+
+def _is_ledger(table: Any) -> bool:
+    """The ledger's tables (with the inbox's and the cluster's: one schema)."""
+    return _is_ours("ledger")(table)
+
+
+def _shared_store_tables(ctx: MapContext, person: Person) -> Callable[[Any], bool]:
+    own = _private_schemas(ctx, person)
+    return lambda t: _is_session_store(t) and t.schema not in own
+
+
+def _pg_learn(ctx: MapContext, person: Person, url: str) -> None:
+    """:func:`learn` for the shared session stores in PostgreSQL."""
+    from mindroom import person_pg
+
+    which = _shared_store_tables(ctx, person)
+    owned = person_pg.owned_rows(url, which, person.user_id, OWNER_COLUMNS)
+    words, spoke_in = _said([r for rows in owned.values() for r in rows], person)
+    ctx.words |= words
+    ctx.sessions |= spoke_in
+    for run in person_pg.json_values(url, which, "run_data"):
+        if isinstance(run, dict) and run.get("user_id") not in (None, person.user_id):
+            said: set[str] = set()
+            _collect_words(run, str(run["user_id"]), said)
+            ctx.common |= {ln.strip() for w in said for ln in w.splitlines()}
+
+
+def _pg_pairs(ctx: MapContext, person: Person) -> list[tuple[str, str]]:
+    return _with_json_forms(_redacted(ctx, person), FORGOTTEN)
+
+
+def _pg_search_erase(url: str, needles: set[str]) -> int:
+    """Drop the search index's rows holding one of ``needles`` and the digests of their
+    files: derived data, so the next sync copies those files again (already erased)."""
+    from mindroom import person_pg
+
+    wanted = sorted(n for n in needles if len(n.strip()) >= 4)
+    rows = person_pg.delete_rows_naming(
+        url, lambda t: _is_search(t) and t.name == "memory_search", wanted
+    )
+    files = {(str(r["scope"]), str(r["path"])) for r in rows}
+    person_pg.delete_file_digests(url, _is_search, files)
+    return len(rows)
 
 
 STORES: tuple[PersonStore, ...] = (
@@ -945,6 +1149,7 @@ STORES: tuple[PersonStore, ...] = (
             "mindroom.memory.consolidate.fingerprints",
             "mindroom.memory.delta",
             "mindroom.memory.relations",
+            "mindroom.memory.pg_search",
             "mindroom.memory.ops_events",
             "mindroom.memory.session_index",
             "mindroom.memory.session_source",
@@ -974,6 +1179,7 @@ STORES: tuple[PersonStore, ...] = (
             "mindroom.memory.insights",
             "mindroom.memory.delta",
             "mindroom.memory.relations",
+            "mindroom.memory.pg_search",
             "mindroom.memory.ops_events",
             "mindroom.memory.consolidate.records",
             "mindroom.memory.consolidate.fingerprints",
@@ -995,7 +1201,13 @@ STORES: tuple[PersonStore, ...] = (
         "ledger",
         "the ledger's rows keyed by the person (conversations, flush state, inbox events)",
         ("mindroom_data/ledger.db*",),
-        ("mindroom.ledger", "mindroom.database", "mindroom.inbox"),
+        (
+            "mindroom.ledger",
+            "mindroom.database",
+            "mindroom.inbox",
+            "mindroom.cluster",
+            "mindroom.leases",
+        ),
         _ledger_list,
         _ledger_export,
         _ledger_erase,
@@ -1024,6 +1236,7 @@ STORES: tuple[PersonStore, ...] = (
 # known about them, and why (the structural test accepts these and nothing else unclaimed).
 NOT_PERSONAL: dict[str, str] = {
     "mindroom.wal": "opens the databases named by the stores above (the shared helper)",
+    "mindroom.person_pg": "the PostgreSQL form of the stores above (their shared helper)",
     "mindroom.matrix.key_backup": "the agents' own encryption key backup state",
     "mindroom.matrix.crypto": "the agents' own encryption keys (Matrix's record)",
     "mindroom.dashboard.ledger_reads": "reads the ledger (the ledger store above)",
@@ -1093,13 +1306,21 @@ def redact_deleted_fact(
 ) -> int:
     """After ``user_id`` deleted the fact ``text`` (``/me``): replace it in their transcripts
     and every derived store of their private folder (sessions, learning, session index,
-    insights, deltas, relations), so no recall path brings it back. The history keeps it (a
+    insights, deltas, relations; their stores' schemas with ``storage.database``), so no
+    recall path brings it back. The history keeps it (a
     delete can be undone; forget-me erases the history too). Returns the rows changed."""
     ctx, person = _context(config, storage, registry), Person(user_id)
     changed = 0
     for path in _files(ctx.home(person)):
         if path.suffix in SQLITE_SUFFIXES and _is_sqlite(path):
             changed += replace_text(path, {text}, DELETED)
+    url = _pg(ctx)
+    if url:  # their own stores' schemas in PostgreSQL (sessions and learning)
+        from mindroom import person_pg
+
+        own = _private_schemas(ctx, person)
+        pairs = _with_json_forms({text}, DELETED)
+        changed += person_pg.replace_text(url, lambda t: t.schema in own, pairs)
     return changed + _redact_mem0_messages(ctx, person, text)
 
 

@@ -248,3 +248,25 @@ def test_a_process_starting_copies_only_the_files_that_changed(
     assert again.sync() == 1  # the deleted file's rows go
     assert again.keyword("fridge", 5) == []
     memory.close()
+
+
+def test_rows_dropped_from_outside_are_copied_again_after_a_recheck(
+    database: SyncDatabase, tmp_path: Path
+) -> None:
+    """Forget-me drops rows and file digests of this index from outside a running process:
+    that process's next sync follows its own mark and would not see it; after ``recheck`` it
+    compares every file with its digest and copies the dropped file again."""
+    memory = scope_memory(tmp_path, "agent_r", None, ["The kettle is blue"])  # type: ignore[arg-type]
+    search = search_of(database, memory)
+    assert search.sync() == 1
+    assert texts(search.keyword("kettle", 5)) == ["The kettle is blue"]
+    with database.write() as db:
+        for table in ("memory_search", "memory_search_files"):
+            db.execute(f"DELETE FROM {table} WHERE scope = ?", (memory.scope_id,))
+    assert search.sync() == 0  # the mark says nothing changed in the files
+    assert search.keyword("kettle", 5) == []
+
+    search.recheck()
+    assert search.sync() == 1
+    assert texts(search.keyword("kettle", 5)) == ["The kettle is blue"]
+    memory.close()

@@ -123,6 +123,12 @@ class PgSearch:
             self._mark = changes.mark
             return len(changed) + len(gone)
 
+    def recheck(self) -> None:
+        """Compare every file with its digest at the next sync (a file's rows or digest were
+        dropped from outside, e.g. by forget-me: that sync copies such a file again)."""
+        with self._lock:
+            self._mark = None
+
     def rebuild(self) -> int:
         """Drop this scope's rows and copy every entry again; returns how many files."""
         with self._lock:
