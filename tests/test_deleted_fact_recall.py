@@ -7,15 +7,18 @@ records every request it gets.
 
 from __future__ import annotations
 
+import asyncio
 import re
+import sys
 from typing import Any
 
 import nio
 import pytest
 
 from mindroom.memory.store import FileMemory
-from tests.harness import BotHarness, Human, config_text, joined
+from tests.harness import BotHarness, Human, config_text, joined, unique
 from tests.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text
+from tests.test_flush_e2e import conversation, flush_rows, is_extraction, wait_until
 from tests.test_person_forget_pages import say, wait_for, what_the_model_saw
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
@@ -98,3 +101,44 @@ async def test_a_fact_deleted_from_a_shared_agent_is_not_recalled_from_past_conv
     after = what_the_model_saw(model.requests[-1])
 
     assert CODE not in after
+
+
+async def test_the_flush_does_not_learn_again_a_fact_deleted_by_the_cli_before_it_ran(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    alice, room = human, unique("lockers")
+    quiet = {"auto_flush": {"enabled": True, "idle_seconds": 3600, "max_dirty_age_seconds": 3600}}
+    config = config_text(model.base_url, {"general": {"rooms": [room]}}, memory=quiet)
+    room_id = await bot.start_in_room(config, room, alice)
+    assert bot.bot is not None
+
+    def handler(request: dict[str, Any]) -> Reply | str:
+        if not is_extraction(request):
+            return general(request)
+        said = conversation(request)
+        if CODE in said:
+            return f"- {STORED}"
+        return "- Alice's bike is a blue gazelle" if "gazelle" in said else "NO_REPLY"
+
+    model.set_handler(handler)
+    await say(alice, room_id, "my bike is a blue gazelle")  # a thread: a session of its own
+    # the last message (a new prompt boosts the other sessions' flush): the tool stores it
+    await say(alice, room_id, SAID)
+    await wait_until(lambda: len(flush_rows(bot.storage)) == 2)
+    memory = bot.bot.memories.for_agent("general")
+    assert isinstance(memory, FileMemory)
+    [entry] = [e for e in memory.list_sync(50) if CODE in e.text]
+    cli = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "mindroom", "memory", "delete", entry.id, "--agent", "general",
+        "--config", str(bot.storage / "config.yaml"),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out, _ = await cli.communicate()
+    assert cli.returncode == 0, out.decode()
+
+    await bot.bot.flush.cycle(force=True)
+
+    extractions = [conversation(r) for r in model.requests if is_extraction(r)]
+    assert any("gazelle" in said for said in extractions)  # the control: the flush ran
+    assert not [said for said in extractions if CODE in said]
+    assert not [e for e in memory.list_sync(50) if CODE in e.text]
