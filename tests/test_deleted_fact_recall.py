@@ -130,10 +130,19 @@ async def test_the_flush_does_not_learn_again_a_fact_deleted_by_the_cli_before_i
     assert isinstance(memory, FileMemory)
     [entry] = [e for e in memory.list_sync(50) if CODE in e.text]
     cli = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "mindroom", "memory", "delete", entry.id, "--agent", "general",
-        "--config", str(bot.storage / "config.yaml"),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "mindroom",
+        "memory",
+        "delete",
+        entry.id,
+        "--agent",
+        "general",
+        "--config",
+        str(bot.storage / "config.yaml"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
     out, _ = await cli.communicate()
     assert cli.returncode == 0, out.decode()
 

@@ -48,7 +48,7 @@ def test_a_restored_fact_is_no_longer_deleted() -> None:
 def test_a_restored_hand_written_line_under_a_new_id_is_no_longer_deleted() -> None:
     records = [record("delete", "h-1", LOCKER, None), record("restore", "m-9", None, LOCKER)]
 
-    assert deleted_facts(records) == []
+    assert not deleted_facts(records)
 
 
 def test_forget_abort_and_a_purge_of_an_expired_entry_hide_nothing() -> None:
@@ -60,4 +60,4 @@ def test_forget_abort_and_a_purge_of_an_expired_entry_hide_nothing() -> None:
         record("delete", "m-3", "Alice's gym pin is 8812", None, why="purge"),  # expired
     ]
 
-    assert deleted_facts(records) == []
+    assert not deleted_facts(records)

@@ -31,7 +31,7 @@ from mindroom.memory.budget import budgeted_section
 from mindroom.memory.index import SearchHit, query_terms
 from mindroom.memory.session_index import SessionIndex, TranscriptMessage, is_transcript_path
 from mindroom.memory.store import FileMemory
-from mindroom.memory.tombstones import DeletedFact, deleted_from, states_deleted_fact
+from mindroom.memory.tombstones import DeletedFacts, deleted_from, states_deleted_fact
 
 SOURCE = "sessions"
 KEEP_OPEN = 32
@@ -129,7 +129,7 @@ def read_transcript(memory: FileMemory, path: str, from_line: int, lines: int) -
     return "\n".join([head, *(_hidden(line, deleted) for line in body)])
 
 
-def _hidden(line: str, deleted: list[DeletedFact]) -> str:
+def _hidden(line: str, deleted: DeletedFacts) -> str:
     found = _NUMBERED.match(line)
     if found is None or not states_deleted_fact(found.group(2), deleted):
         return line

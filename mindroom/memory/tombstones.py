@@ -58,6 +58,26 @@ class DeletedFact:
     codes: frozenset[str]
     words: frozenset[str]
 
+    @property
+    def folded(self) -> str:
+        """The fact's exact text, case folded ('' when blank)."""
+        return self.text.strip().casefold()
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A text read once for every fact: case folded, its tokens and their stems."""
+
+    folded: str
+    tokens: frozenset[str]
+    stems: frozenset[str]
+
+    @classmethod
+    def of(cls, text: str) -> _Read:
+        folded = text.casefold()
+        tokens = frozenset(_TOKEN.findall(folded))
+        return cls(folded, tokens, frozenset(stem(token) for token in tokens))
+
 
 def stem(word: str) -> str:
     """A crude stem (lowercase, one common English suffix cut when 3 letters stay), so "takes"
@@ -89,54 +109,94 @@ def distinctive(text: str) -> DeletedFact:
 
 def states(text: str, fact: DeletedFact) -> bool:
     """Whether ``text`` states the deleted ``fact`` (pure; see the module's rule)."""
-    folded = text.casefold()
-    if fact.text.strip() and fact.text.strip().casefold() in folded:
+    return _states(_Read.of(text), fact)
+
+
+def _states(read: _Read, fact: DeletedFact) -> bool:
+    if fact.folded and fact.folded in read.folded:
         return True
-    tokens = _TOKEN.findall(folded)
     if fact.codes:
-        return any(token in fact.codes for token in tokens)
+        return not fact.codes.isdisjoint(read.tokens)
     if fact.words:
-        held = fact.words & {stem(token) for token in tokens}
-        return len(held) >= math.ceil(len(fact.words) / 2)
+        return len(fact.words & read.stems) >= math.ceil(len(fact.words) / 2)
     return False
 
 
-def states_deleted_fact(text: str, facts: Iterable[DeletedFact]) -> bool:
+@dataclass(frozen=True)
+class DeletedFacts:
+    """The facts deleted from a scope, indexed for checking many texts: every fact's codes in
+    one set, so a check costs a set intersection and a substring test per fact."""
+
+    facts: tuple[DeletedFact, ...] = ()
+    codes: frozenset[str] = frozenset()
+    worded: tuple[DeletedFact, ...] = ()  # the facts without codes, with content words
+    texts: tuple[str, ...] = ()  # every fact's exact text, folded
+
+    @classmethod
+    def of(cls, facts: Iterable[DeletedFact]) -> DeletedFacts:
+        kept = tuple(facts)
+        return cls(
+            kept,
+            frozenset(code for fact in kept for code in fact.codes),
+            tuple(fact for fact in kept if fact.words and not fact.codes),
+            tuple(fact.folded for fact in kept if fact.folded),
+        )
+
+    def __len__(self) -> int:
+        return len(self.facts)
+
+    def stated_in(self, text: str) -> bool:
+        """Whether ``text`` states any of the facts (as :func:`states` of each would say)."""
+        if not self.facts:
+            return False
+        read = _Read.of(text)
+        if not self.codes.isdisjoint(read.tokens):
+            return True
+        if any(folded in read.folded for folded in self.texts):
+            return True
+        return any(_states(read, fact) for fact in self.worded)
+
+
+def states_deleted_fact(text: str, facts: DeletedFacts) -> bool:
     """Whether ``text`` states any of the deleted ``facts``."""
-    return any(states(text, fact) for fact in facts)
+    return facts.stated_in(text)
 
 
-def deleted_facts(records: Iterable[HistoryRecord]) -> list[DeletedFact]:
+def deleted_facts(records: Iterable[HistoryRecord]) -> DeletedFacts:
     """The facts deleted and not brought back, from a scope's history records, oldest first
     (pure). A ``restore``, ``add`` or ``update`` that writes a deleted text again brings it
     back (a hand-written line is restored under a new id); an ``abort`` or ``forget`` of the
     id ends its deletion (the delete did not happen; forget-me erased the text)."""
     deleted: dict[str, str] = {}
+    ids_of: dict[str, set[str]] = {}  # a deleted text: the ids it was deleted under
     for record in records:
         if record.op == "delete":
             why = (record.meta or {}).get("why")
             if record.old and record.old.strip() and why != PURGE:
                 deleted[record.id] = record.old
+                ids_of.setdefault(record.old.strip(), set()).add(record.id)
             continue
         if record.op in ("restore", "abort", "forget", "add", "update"):
             deleted.pop(record.id, None)
         if record.op in ("restore", "add", "update") and record.new:
             again = record.new.strip()
-            deleted = {key: text for key, text in deleted.items() if text.strip() != again}
-    return [distinctive(text) for text in deleted.values()]
+            for entry_id in ids_of.pop(again, set()):
+                if deleted.get(entry_id, "").strip() == again:
+                    del deleted[entry_id]
+    return DeletedFacts.of(distinctive(text) for text in deleted.values())
 
 
-_cache: dict[Path, tuple[tuple[int, int], list[DeletedFact]]] = {}
+_cache: dict[Path, tuple[tuple[int, int], DeletedFacts]] = {}
 _cache_lock = threading.Lock()
 
 
-def deleted_from(history: History) -> list[DeletedFact]:
+def deleted_from(history: History) -> DeletedFacts:
     """The facts deleted from the scope of ``history``, read again whenever the file changed
     (blocking: run in a worker thread)."""
     try:
         status = os.stat(history.path)
     except FileNotFoundError:
-        return []
+        return DeletedFacts()
     key = (status.st_size, status.st_mtime_ns)
     with _cache_lock:
         cached = _cache.get(history.path)
