@@ -61,3 +61,11 @@ def test_forget_abort_and_a_purge_of_an_expired_entry_hide_nothing() -> None:
     ]
 
     assert not deleted_facts(records)
+
+
+def test_the_matrix_id_of_the_person_a_fact_is_about_is_never_evidence() -> None:
+    fact = distinctive("@bob2:example.org keeps his spare key under the blue flowerpot")
+
+    assert not fact.codes  # "bob2" would hide everything Bob ever said
+    assert not states("@bob2:example.org: good morning, everyone", fact)
+    assert states("@bob2:example.org: the spare key is under the flowerpot", fact)

@@ -14,13 +14,15 @@ hides nothing.
 
 The rule, deliberately simple and not fitted to any data set (:func:`distinctive`):
 
+- a Matrix ID in the fact (``@bob2:example.org``) is never evidence: it names the person, and
+  the same person is talked about everywhere;
 - **codes** (a token with a digit, at least 3 characters: a number, a code, a date) are the
   secret itself and survive any paraphrase verbatim: a text holding any of the fact's codes
   states it;
 - otherwise the fact's **content words** (4 letters or more, not a stop word, not capitalised:
-  a capitalised word is a name, of the person or a place, and the same person is talked about
-  everywhere) are compared by a crude stem: a text holding at least half of them states it (a
-  paraphrase keeps most content words, rarely all; one shared word is chance);
+  a capitalised word is a name, of the person or a place) are compared by a crude stem: a text
+  holding at least half of them states it (a paraphrase keeps most content words, rarely all;
+  one shared word is chance);
 - a fact with neither (``"Alice is here"``) is matched by its exact text only.
 
 It errs toward hiding: a past conversation that shares a deleted fact's code is not shown.
@@ -47,6 +49,7 @@ MIN_WORD = 4
 PURGE = "purge"  # meta["why"] of the lifecycle's delete of an expired entry
 
 _TOKEN = re.compile(r"\w+")
+_MATRIX_ID = re.compile(r"[@!#][\w.=/+-]+:[\w.-]+(?::\d+)?")  # a person (or room) named
 _SIBILANTS = ("s", "x", "z", "ch", "sh")
 
 
@@ -98,7 +101,7 @@ def stem(word: str) -> str:
 def distinctive(text: str) -> DeletedFact:
     """The codes and content words of a fact (see the module's rule)."""
     codes, words = set(), set()
-    for token in _TOKEN.findall(text):
+    for token in _TOKEN.findall(_MATRIX_ID.sub(" ", text)):
         if any(c.isdigit() for c in token):
             if len(token) >= MIN_CODE:
                 codes.add(token.lower())
