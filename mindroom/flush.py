@@ -16,7 +16,9 @@ of them can undo another's progress. A claim records its process (pid, boot id) 
 left by a dead process is cleared when a worker opens the ledger and once it is older than a
 bound. The cursor advances only past facts that were stored: a failure, a timeout or an answer
 with no readable fact backs off and retries the same chunk (extraction skips facts already in
-the file, so a retry adds nothing twice).
+the file, so a retry adds nothing twice). A message that states a fact deleted from the scope
+(:mod:`mindroom.memory.tombstones`) is left out of the extraction and the insight pass: a
+fact deleted before the flush reached its conversation is not learned again.
 
 A scope on the mem0 backend is extracted by mem0 itself (its own prompt and model call,
 :meth:`~mindroom.memory.mem0.Mem0Memory.extract_sync`), after every turn and at once: its
@@ -77,6 +79,7 @@ from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.registry import MemoryRegistry, ScopeMemory
 from mindroom.memory.relations import RelationSettings
 from mindroom.memory.store import FileMemory, today
+from mindroom.memory.tombstones import deleted_from, states_deleted_fact
 from mindroom.memory.view import AgentView
 
 logger = logging.getLogger(__name__)
@@ -495,6 +498,10 @@ class FlushWorker:
                 partial(memory.extract_sync, consent=consent),
                 chunk,
             )
+        turns = sum(line.role == "user" for line in chunk)
+        chunk = await asyncio.to_thread(_without_deleted_facts, memory, chunk)
+        if not chunk:
+            return []
         access = CategoryAccess.for_owner(self.config, claimed.agent, claimed.team or None)
         relations = RelationSettings.of(self.config.memory.relations)
         view = AgentView(memory, access, relations=relations)
@@ -520,9 +527,24 @@ class FlushWorker:
                 user_id=person,
                 people=chunk_people(chunk),
             ),
-            turns=sum(line.role == "user" for line in chunk),
+            turns=turns,
             daily_cap=settings.max_facts_per_day,
             path=memory.scope.daily_path(today()),
         )
         await after_flush(self.config, view, person, [line.line for line in chunk], model)
         return written
+
+
+def _without_deleted_facts(memory: FileMemory, chunk: list[ChatLine]) -> list[ChatLine]:
+    """The messages of ``chunk`` that state no fact deleted from ``memory`` (blocking): the
+    extraction and the insight pass would otherwise learn again what a person deleted before
+    the flush reached the message it came from (:mod:`mindroom.memory.tombstones`)."""
+    deleted = deleted_from(memory.history)
+    kept = [line for line in chunk if not states_deleted_fact(line.line, deleted)]
+    if len(kept) < len(chunk):
+        logger.info(
+            "flush of %s: %d message(s) left out: they state a deleted fact",
+            memory.scope_id,
+            len(chunk) - len(kept),
+        )
+    return kept

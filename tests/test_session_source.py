@@ -86,3 +86,30 @@ def test_recall_shows_a_past_conversation_only_when_it_is_about_the_message(
     assert about.startswith("### Past conversations")
     assert 5000 - budget[0] >= len(about)  # the section's characters were spent
     assert chit_chat == ""  # one shared word is not relevance
+
+
+def test_a_deleted_fact_is_hidden_from_past_conversations_until_it_is_restored(
+    file_memory: FileMemory,
+) -> None:
+    entry = file_memory.add_sync("Ada's locker code is zq7731x9", actor="test")
+    index_transcript(
+        file_memory, "s1", said("my locker is zq7731x9, remember it", "noted"), min_new=1
+    )
+    index_transcript(file_memory, "s2", said("the locker room opens at nine", "ok"), min_new=1)
+    view = AgentView(file_memory, CategoryAccess.everything(), sessions=True)
+    shown = {h.entry.path for h in search_sessions(file_memory, "locker", 5)}
+    assert shown == {transcript_path("s1"), transcript_path("s2")}  # the control
+
+    view.delete_sync(entry.id, actor="cli")  # the path of the CLI, the dashboard, the tools
+    hidden = {h.entry.path for h in search_sessions(file_memory, "locker", 5)}
+    read = view.read_file_sync(transcript_path("s1"))
+    recalled = recall_section(file_memory, "do you remember my locker?", [5000])
+    file_memory.restore_sync(entry.id, actor="cli")
+    back = {h.entry.path for h in search_sessions(file_memory, "locker", 5)}
+
+    assert hidden == {transcript_path("s2")}  # the unrelated conversation stays
+    assert "zq7731x9" not in read
+    assert "hidden: this message states a fact that was deleted" in read
+    assert "noted" in read  # only the line that states it is hidden
+    assert "zq7731x9" not in recalled
+    assert back == shown  # restored: shown again

@@ -11,10 +11,16 @@ The index is derived: its source is the conversation store (Agno's sessions), an
 synced by delta: :func:`index_transcript` adds only messages past the index's cursor, once
 ``min_new`` of them wait or the session ended (``final``), so a reply does not pay for it on
 every turn. Open indexes are kept (a few dozen, least recently used closed).
+
+A stretch that states a fact deleted from the scope is never returned, and reads hidden with
+``memory_get`` (:mod:`mindroom.memory.tombstones`): the message a fact came from is usually
+worded differently from the fact, so the exact-text redaction of a delete misses it.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -25,9 +31,15 @@ from mindroom.memory.budget import budgeted_section
 from mindroom.memory.index import SearchHit, query_terms
 from mindroom.memory.session_index import SessionIndex, TranscriptMessage, is_transcript_path
 from mindroom.memory.store import FileMemory
+from mindroom.memory.tombstones import DeletedFacts, deleted_from, states_deleted_fact
 
 SOURCE = "sessions"
 KEEP_OPEN = 32
+HIDDEN_SLACK = 8  # extra hits searched when some may be hidden (they state a deleted fact)
+HIDDEN_LINE = "(hidden: this message states a fact that was deleted from memory)"
+_NUMBERED = re.compile(r"^(\s*\d+  )(.*)$")
+
+logger = logging.getLogger(__name__)
 
 _open: OrderedDict[Path, SessionIndex] = OrderedDict()
 _lock = threading.Lock()
@@ -83,17 +95,45 @@ def index_transcript(
 
 
 def search_sessions(memory: FileMemory, query: str, limit: int) -> list[SearchHit]:
-    """The best ``limit`` stretches of the scope's past conversations for ``query``."""
+    """The best ``limit`` stretches of the scope's past conversations for ``query``; none
+    that states a fact deleted from the scope (:mod:`mindroom.memory.tombstones`)."""
     index = _index(memory, create=False)
-    return index.search(query, limit) if index is not None and limit > 0 else []
+    if index is None or limit <= 0:
+        return []
+    deleted = deleted_from(memory.history)
+    if not deleted:
+        return index.search(query, limit)
+    # the hidden ones leave room for the next best
+    hits = index.search(query, limit + HIDDEN_SLACK)
+    kept = [hit for hit in hits if not states_deleted_fact(hit.entry.text, deleted)]
+    if len(kept) < len(hits):
+        logger.info(
+            "%s: %d past conversation(s) hidden: they state a deleted fact",
+            memory.scope_id,
+            len(hits) - len(kept),
+        )
+    return kept[:limit]
 
 
 def read_transcript(memory: FileMemory, path: str, from_line: int, lines: int) -> str:
-    """Numbered lines of a past conversation of the scope, as ``memory_get`` reads files."""
+    """Numbered lines of a past conversation of the scope, as ``memory_get`` reads files; a
+    line that states a fact deleted from the scope reads as :data:`HIDDEN_LINE`."""
     index = _index(memory, create=False)
     if index is None:
         raise MemoryStoreError(f"no session transcript {path!r}")
-    return index.read(path, from_line, lines)
+    text = index.read(path, from_line, lines)
+    deleted = deleted_from(memory.history)
+    if not deleted:
+        return text
+    head, *body = text.split("\n")
+    return "\n".join([head, *(_hidden(line, deleted) for line in body)])
+
+
+def _hidden(line: str, deleted: DeletedFacts) -> str:
+    found = _NUMBERED.match(line)
+    if found is None or not states_deleted_fact(found.group(2), deleted):
+        return line
+    return f"{found.group(1)}{HIDDEN_LINE}"
 
 
 def merged(
