@@ -17,12 +17,15 @@ import pytest
 
 from mindroom.database import SyncDatabase
 from mindroom.embeddings import Embedder
+from mindroom.memory.consent import WriteConsent
 from mindroom.memory.filters import MemoryFilter
 from mindroom.memory.pg_search import PgSearch
 from mindroom.memory.scope import MemoryScope
 from mindroom.memory.store import FileMemory
 from tests.postgres import PostgresServer
 from tests.test_hybrid import FACTS
+
+SEEDED = WriteConsent.confirmed()  # test data stands for facts stored with consent
 
 DAY = (dt.date.today() - dt.timedelta(days=30)).isoformat()
 
@@ -40,7 +43,7 @@ def scope_memory(tmp_path: Path, name: str, embedder: Embedder, facts: list[str]
     (workspace / "memory").mkdir(parents=True)
     memory = FileMemory(MemoryScope(name, workspace, tmp_path / name / "state"), embedder)
     for text in facts:
-        memory.add_sync(text, actor="test", path=f"memory/{DAY}.md")
+        memory.add_sync(text, actor="test", path=f"memory/{DAY}.md", consent=SEEDED)
     return memory
 
 
@@ -159,7 +162,7 @@ def test_hybrid_search_uses_the_postgresql_index_when_configured_and_falls_back_
         memory = registry.for_agent("general")
         assert isinstance(memory, FileMemory)
         for fact in FACTS:
-            memory.add_sync(fact, actor="test", path=f"memory/{DAY}.md")
+            memory.add_sync(fact, actor="test", path=f"memory/{DAY}.md", consent=SEEDED)
         found = hybrid_search(memory, "which musical instrument is she learning?", 3)
         assert found[0].entry.text == FACTS[0]
         assert found[0].similarity is not None
