@@ -28,7 +28,14 @@ from typing import TYPE_CHECKING, TypeVar
 from mindroom.embeddings.install import vectors_need_numpy
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.bounded import bounded
-from mindroom.memory.consent import UNATTRIBUTED, ConsentQueue, HeldBack, WriteConsent, held_back
+from mindroom.memory.consent import (
+    UNATTRIBUTED,
+    ConsentPending,
+    ConsentQueue,
+    HeldBack,
+    WriteConsent,
+    held_back,
+)
 from mindroom.memory.fields import (
     NO_FIELDS,
     EntryFields,
@@ -212,20 +219,10 @@ class FileMemory:
                 target, self._locks, edit, name=relative, before_write=before_write
             )
         except _Held as stopped:  # outside the file's lock: the proposals have their own
-            for records, marker in intents:  # an earlier attempt's records: nothing changed
-                for written in records:
-                    self._intents.settle(written, marker)
-            queue = ConsentQueue(self)
-            try:
-                raise queue.hold(stopped.held) from None
-            finally:
-                queue.close()
+            self._settle(intents)  # an earlier attempt's records: nothing changed
+            raise self._proposals(stopped.held) from None
         except BaseException:
-            for records, marker in intents:
-                for written in records:
-                    if not self._intents.happened(written):
-                        self._intents.abort(written)
-                marker.unlink(missing_ok=True)
+            self._settle(intents)
             raise
         for records, marker in intents:
             if old == new:
@@ -233,6 +230,21 @@ class FileMemory:
                     self._intents.abort(written)
             marker.unlink(missing_ok=True)
         return old, new
+
+    def _settle(self, intents: list[tuple[list[HistoryRecord], Path]]) -> None:
+        """After a write that failed: abort each record whose change does not show, and drop
+        the markers."""
+        for records, marker in intents:
+            for written in records:
+                self._intents.settle(written, marker)
+
+    def _proposals(self, held: list[HeldBack]) -> ConsentPending:
+        """File what a write held back as proposals; the error that says so."""
+        queue = ConsentQueue(self)
+        try:
+            return queue.hold(held)
+        finally:
+            queue.close()
 
     def _repeated(self, op_key: str | None) -> HistoryRecord | None:
         """The record of an earlier call with ``op_key`` that really wrote (None: write now)."""
