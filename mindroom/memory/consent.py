@@ -325,6 +325,16 @@ def waiting_text(proposal: Proposal) -> str:
     )
 
 
+def file_proposals(memory: FileMemory | Mem0Memory, held: Sequence[HeldBack]) -> ConsentPending:
+    """File what a write to ``memory`` held back as proposals of its scope; the error that
+    says they wait (each backend's write raises it)."""
+    queue = ConsentQueue(memory)
+    try:
+        return queue.hold(held)
+    finally:
+        queue.close()
+
+
 class ConsentQueue:
     """The proposals of one scope, of either backend: they live in the scope's state folder
     (``memory.scope.state_dir``), and a confirmed one is written through that scope's own

@@ -30,10 +30,9 @@ from mindroom.errors import MemoryStoreError
 from mindroom.memory.bounded import bounded
 from mindroom.memory.consent import (
     UNATTRIBUTED,
-    ConsentPending,
-    ConsentQueue,
     HeldBack,
     WriteConsent,
+    file_proposals,
     held_back,
 )
 from mindroom.memory.fields import (
@@ -220,7 +219,7 @@ class FileMemory:
             )
         except _Held as stopped:  # outside the file's lock: the proposals have their own
             self._settle(intents)  # an earlier attempt's records: nothing changed
-            raise self._proposals(stopped.held) from None
+            raise file_proposals(self, stopped.held) from None
         except BaseException:
             self._settle(intents)
             raise
@@ -237,14 +236,6 @@ class FileMemory:
         for records, marker in intents:
             for written in records:
                 self._intents.settle(written, marker)
-
-    def _proposals(self, held: list[HeldBack]) -> ConsentPending:
-        """File what a write held back as proposals; the error that says so."""
-        queue = ConsentQueue(self)
-        try:
-            return queue.hold(held)
-        finally:
-            queue.close()
 
     def _repeated(self, op_key: str | None) -> HistoryRecord | None:
         """The record of an earlier call with ``op_key`` that really wrote (None: write now)."""

@@ -34,10 +34,10 @@ from mindroom.memory.bounded import bounded
 from mindroom.memory.consent import (
     UNATTRIBUTED,
     ConsentPending,
-    ConsentQueue,
     HeldBack,
     Proposal,
     WriteConsent,
+    file_proposals,
     held_entry,
 )
 from mindroom.memory.index import SearchHit
@@ -191,14 +191,6 @@ class Mem0Memory:
         with self.engine.gated(admit):
             yield held
 
-    def _hold(self, held: list[HeldBack]) -> ConsentPending:
-        """File ``held`` as proposals of this scope; the error saying they wait."""
-        queue = ConsentQueue(self)
-        try:
-            return queue.hold(held)
-        finally:
-            queue.close()
-
     def write_confirmed(self, proposal: Proposal, *, actor: str, op_key: str) -> MemoryEntry:
         """Write a confirmed ``proposal`` (:meth:`ConsentQueue.decide
         <mindroom.memory.consent.ConsentQueue.decide>`): the update it held back when that
@@ -245,7 +237,7 @@ class Mem0Memory:
                 if op_key is not None:
                     self.ops.record(op_key, "add", record.id, record.text, done=True)
         if record is None:  # outside the scope's lock: the proposals have their own
-            raise self._hold(held)
+            raise file_proposals(self, held)
         return _entry(record)
 
     def search_sync(self, query: str, limit: int = 5) -> list[SearchHit]:
@@ -286,7 +278,7 @@ class Mem0Memory:
             if not held and op_key is not None:
                 self.ops.record(op_key, "update", entry_id, text, done=True)
         if held:
-            raise self._hold(held)
+            raise file_proposals(self, held)
         return Mem0Entry(entry_id, text, MEM0_PATH, 0, 0)
 
     def delete_sync(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
@@ -355,7 +347,7 @@ class Mem0Memory:
                 )
             self.ops.remember([r.id for r in records])
         if held:
-            waiting = self._hold(held)
+            waiting = file_proposals(self, held)
             logger.info("memory %s: extracted facts wait for consent: %s", self.scope_id, waiting)
         return [r.text for r in records]
 
