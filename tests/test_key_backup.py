@@ -45,6 +45,15 @@ from tests.scripted_model import ScriptedModel, last_user_text
 
 _VERSION = "/_matrix/client/v3/room_keys/version"
 
+
+def _fresh(name: str) -> str:
+    """An agent name no other test on the session's shared homeserver has used.
+
+    A Matrix account's key backup outlives the test that made it: another test's ``keeper``
+    would leave a backup made with another recovery key, which mindroom rightly refuses.
+    """
+    return f"{name}_{os.urandom(3).hex()}"
+
 # -- the recovery key and one sealed session ------------------------------------------------------
 
 
@@ -193,11 +202,12 @@ async def test_a_reinstalled_agent_reads_what_was_sent_while_it_was_gone_from_th
     bot: BotHarness, model: ScriptedModel, person: Human, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(RECOVERY_ENV, encode_recovery_key(os.urandom(32)))
-    room_id, first_device, _ = await _backed_up_then_lost(bot, model, person, "keeper")
+    name = _fresh("keeper")
+    room_id, first_device, _ = await _backed_up_then_lost(bot, model, person, name)
     gone = await person.send(room_id, "sent while you were gone: the code is 4711")
     await bot.start()
     assert bot.bot is not None
-    again = bot.bot.agents["keeper"]
+    again = bot.bot.agents[name]
     reply = await person.wait_for_reply(room_id, gone, timeout=40)
     outcome = last_outcome(Path(again.client.store_path))
     doctor = await run_doctor(bot.storage / "config.yaml", bot.storage, bot.homeserver.url)
@@ -215,7 +225,7 @@ async def test_a_reinstalled_agent_reads_what_was_sent_while_it_was_gone_from_th
     assert outcome[3] >= 1
     [summary] = [c for c in doctor if c.name == "key backup" and not c.warning]
     assert "recovery key from MINDROOM_RECOVERY_KEY" in summary.detail
-    assert not [c for c in doctor if c.name == "key backup" and "keeper:" in c.detail]
+    assert not [c for c in doctor if c.name == "key backup" and f"{name}:" in c.detail]
 
 
 @pytest.mark.synapse
@@ -224,12 +234,13 @@ async def test_a_reinstall_with_another_recovery_key_leaves_the_backup_alone_and
     bot: BotHarness, model: ScriptedModel, person: Human, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(RECOVERY_ENV, encode_recovery_key(os.urandom(32)))
-    room_id, _, before = await _backed_up_then_lost(bot, model, person, "keeper_b")
+    name = _fresh("keeper")
+    room_id, _, before = await _backed_up_then_lost(bot, model, person, name)
     monkeypatch.setenv(RECOVERY_ENV, encode_recovery_key(os.urandom(32)))  # not the one
     gone = await person.send(room_id, "sent while you were gone")
     await bot.start()
     assert bot.bot is not None
-    again = bot.bot.agents["keeper_b"]
+    again = bot.bot.agents[name]
     notice = await person.wait_for(
         lambda e: (
             e.get("sender") == again.user_id and "could not decrypt" in e["content"].get("body", "")
@@ -246,7 +257,7 @@ async def test_a_reinstall_with_another_recovery_key_leaves_the_backup_alone_and
     assert outcome is not None
     assert outcome[1] == "off"
     assert RECOVERY_ENV in outcome[2]
-    [warned] = [c for c in doctor if c.name == "key backup" and "keeper_b:" in c.detail]
+    [warned] = [c for c in doctor if c.name == "key backup" and f"{name}:" in c.detail]
     assert warned.warning
     assert "another recovery key" in warned.detail
     assert RECOVERY_ENV in warned.fix
@@ -259,9 +270,10 @@ async def test_a_key_only_the_backup_holds_is_looked_up_when_a_message_needs_it(
 ) -> None:
     recovery = os.urandom(32)
     monkeypatch.setenv(RECOVERY_ENV, encode_recovery_key(recovery))
-    await bot.start(_echo_config(model, "keeper_c"))
+    name = _fresh("keeper")
+    await bot.start(_echo_config(model, name))
     assert bot.bot is not None
-    agent = bot.bot.agents["keeper_c"]
+    agent = bot.bot.agents[name]
     room_id = await encrypted_dm(person, agent.user_id)
     readable = await person.send(room_id, "a readable one first")
     await person.wait_for_reply(room_id, readable, timeout=40)
