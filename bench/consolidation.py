@@ -2,7 +2,7 @@
 
 Builds one file memory (``--entries``, 1,200 by default) of generated facts about generated
 people with a known plant, runs one deep consolidation pass over it
-(:func:`mindroom.memory.consolidate.run.consolidate_memory`; the judge talks real HTTP to the
+(:func:`mindroom.memory.jobs.consolidate.run.consolidate_memory`; the judge talks real HTTP to the
 scripted model) and scores what the pass did against the plant. It prints per-kind figures
 (``# `` lines) and ends with::
 
@@ -75,15 +75,15 @@ from consolidation_plant import (  # noqa: E402
 )
 from locomo import EMBEDDERS, memory_section  # noqa: E402
 
+from mindroom.adapters.embeddings.select import shared_embedder  # noqa: E402
 from mindroom.config.schema import Config  # noqa: E402
-from mindroom.embeddings.select import shared_embedder  # noqa: E402
-from mindroom.memory.consolidate.ask import model_ask  # noqa: E402
-from mindroom.memory.consolidate.judge import Budget, PairJudge  # noqa: E402
-from mindroom.memory.consolidate.records import ConsolidationRecords, db_path  # noqa: E402
-from mindroom.memory.consolidate.run import consolidate_memory  # noqa: E402
-from mindroom.memory.consolidate.scope_pass import ScopeReport  # noqa: E402
+from mindroom.memory.files.store import FileMemory  # noqa: E402
+from mindroom.memory.jobs.consolidate.ask import model_ask  # noqa: E402
+from mindroom.memory.jobs.consolidate.judge import Budget, PairJudge  # noqa: E402
+from mindroom.memory.jobs.consolidate.records import ConsolidationRecords, db_path  # noqa: E402
+from mindroom.memory.jobs.consolidate.run import consolidate_memory  # noqa: E402
+from mindroom.memory.jobs.consolidate.scope_pass import ScopeReport  # noqa: E402
 from mindroom.memory.scope import MemoryScope  # noqa: E402
-from mindroom.memory.store import FileMemory  # noqa: E402
 from tests.scripted_judge import judge_handler  # noqa: E402
 from tests.scripted_model import ScriptedModel  # noqa: E402
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mindroom.memory.markdown import hand_id
+from mindroom.memory.files.markdown import hand_id
 
 DUPLICATE_KINDS = ("exact", "near-exact", "paraphrase")
 CONFLICT_KINDS = ("negation", "value change")

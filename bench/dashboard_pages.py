@@ -39,8 +39,8 @@ from structured_memory import write_scope  # noqa: E402
 from mindroom.config.load import load_config  # noqa: E402
 from mindroom.config.schema import Config  # noqa: E402
 from mindroom.dashboard.server import Dashboard  # noqa: E402
-from mindroom.memory.history import HistoryRecord  # noqa: E402
-from mindroom.memory.markdown import parse_entries  # noqa: E402
+from mindroom.memory.files.history import HistoryRecord  # noqa: E402
+from mindroom.memory.files.markdown import parse_entries  # noqa: E402
 from mindroom.memory.registry import MemoryRegistry  # noqa: E402
 
 CONFIG = """\

@@ -38,9 +38,9 @@ from pydantic import ValidationError
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mindroom.config.schema import Config  # noqa: E402
+from mindroom.memory.files.store import FileMemory  # noqa: E402
 from mindroom.memory.mem0 import Mem0Memory  # noqa: E402
 from mindroom.memory.registry import MemoryRegistry  # noqa: E402
-from mindroom.memory.store import FileMemory  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = (REPO / ".." / "shared" / "data" / "locomo-dev.json").resolve()

@@ -71,7 +71,7 @@ from locomo import (
     store,
 )
 
-from mindroom.agents.extraction import ChatLine
+from mindroom.adapters.agno.extraction import ChatLine
 from mindroom.config.schema import Config
 from mindroom.memory.mem0 import Mem0Memory
 from tests.postgres import PostgresServer

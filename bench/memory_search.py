@@ -51,8 +51,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # vector_search, for --hybrid
 
-from mindroom.memory.index import MemoryIndex, memory_files, query_terms  # noqa: E402
-from mindroom.memory.markdown import new_entry_id, render_entry  # noqa: E402
+from mindroom.memory.files.markdown import new_entry_id, render_entry  # noqa: E402
+from mindroom.memory.search.index import MemoryIndex, memory_files, query_terms  # noqa: E402
 
 PER_FILE = 300
 _WORD_RE = re.compile(r"\w+")
@@ -145,10 +145,10 @@ def hybrid_main(sizes: list[int], queries: int) -> None:
     """The hybrid table (see the module doc)."""
     from vector_search import change_entries, changed_texts, conversation_texts, seed_vectors
 
-    from mindroom.embeddings.select import shared_embedder
-    from mindroom.memory.hybrid import Weights, hybrid_search
+    from mindroom.adapters.embeddings.select import shared_embedder
+    from mindroom.memory.files.store import FileMemory
     from mindroom.memory.scope import MemoryScope
-    from mindroom.memory.store import FileMemory
+    from mindroom.memory.search.hybrid import Weights, hybrid_search
 
     embedder = shared_embedder(None, Path.cwd())
     if embedder is None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mindroom.agents.runner import AgentRuntime, TurnRequest  # noqa: E402
+from mindroom.adapters.agno.runner import AgentRuntime, TurnRequest  # noqa: E402
 from mindroom.config import parse_config  # noqa: E402
 from mindroom.memory.registry import MemoryRegistry  # noqa: E402
 from tests.harness import config_text  # noqa: E402

@@ -3,7 +3,7 @@
 One LoCoMo conversation (by default the one with the most turns; ``--conversation ID`` picks
 another) is stored as ``bench/locomo_retrieval.py`` stores it: one entry per turn in the daily
 file of its session's date. Then each message below goes through the product's per-turn recall
-(``recall_block`` of ``mindroom/memory/recall.py``, the function the runtime calls, with the
+(``recall_block`` of ``mindroom/memory/search/recall.py``, the function the runtime calls, with the
 config's ``memory.file`` settings), with the clock set to noon of the day after the last session,
 as if the conversation had ended yesterday:
 
@@ -50,8 +50,8 @@ from locomo import (
 )
 
 from mindroom.config.schema import Config
-from mindroom.memory.recall import recall_block as runtime_recall_block
-from mindroom.memory.store import FileMemory
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.search.recall import recall_block as runtime_recall_block
 
 CHITCHAT = (
     "thanks!",

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import nio  # noqa: E402
 
-from mindroom.matrix.homeserver import EmbeddedHomeserver  # noqa: E402
+from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver  # noqa: E402
 from tests.harness import BotProcess, CredentialCache, Human, config_text  # noqa: E402
 from tests.scripted_model import ScriptedModel  # noqa: E402
 

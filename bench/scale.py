@@ -41,9 +41,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from mindroom.adapters.matrix.appservice import write_registration  # noqa: E402
+from mindroom.adapters.matrix.homeserver import PID_FILE, EmbeddedHomeserver  # noqa: E402
 from mindroom.config.schema import AppserviceConfig  # noqa: E402
-from mindroom.matrix.appservice import write_registration  # noqa: E402
-from mindroom.matrix.homeserver import PID_FILE, EmbeddedHomeserver  # noqa: E402
 from tests.harness import BotProcess, CredentialCache, Human, answers, config_text  # noqa: E402
 from tests.scripted_model import ScriptedModel  # noqa: E402
 
@@ -177,7 +177,7 @@ async def measured_burst(person: Human, homeserver: EmbeddedHomeserver, agents: 
 
 async def wait_leases(url: str, want: dict[str, int], timeout: float = 600) -> None:
     """Until every account in ``want`` is held by the process with that pid."""
-    from mindroom.ledger import Ledger
+    from mindroom.store.ledger import Ledger
 
     deadline = time.monotonic() + timeout
     while True:

@@ -38,14 +38,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from memory_search import sentence, vocabulary  # noqa: E402
 
-from mindroom.agents.runner import AgentRuntime, TurnRequest  # noqa: E402
+from mindroom.adapters.agno.runner import AgentRuntime, TurnRequest  # noqa: E402
 from mindroom.config import parse_config  # noqa: E402
-from mindroom.memory.access import CategoryAccess  # noqa: E402
+from mindroom.memory.files.store import FileMemory  # noqa: E402
+from mindroom.memory.policy.access import CategoryAccess  # noqa: E402
+from mindroom.memory.policy.view import AgentView  # noqa: E402
 from mindroom.memory.registry import MemoryRegistry  # noqa: E402
-from mindroom.memory.session_index import TranscriptMessage  # noqa: E402
-from mindroom.memory.session_source import close_all, index_transcript  # noqa: E402
-from mindroom.memory.store import FileMemory  # noqa: E402
-from mindroom.memory.view import AgentView  # noqa: E402
+from mindroom.memory.search.session_index import TranscriptMessage  # noqa: E402
+from mindroom.memory.search.session_source import close_all, index_transcript  # noqa: E402
 from mindroom.sessions.transcripts import TranscriptIndexer  # noqa: E402
 from tests.harness import config_text  # noqa: E402
 from tests.scripted_model import ScriptedModel  # noqa: E402

@@ -31,7 +31,7 @@ from agno.run.agent import RunOutput  # noqa: E402
 from agno.run.base import RunStatus  # noqa: E402
 from agno.session import AgentSession  # noqa: E402
 
-from mindroom.agents.session_stores import SessionStores  # noqa: E402
+from mindroom.adapters.agno.session_stores import SessionStores  # noqa: E402
 from tests.postgres import PostgresServer  # noqa: E402
 
 

@@ -49,17 +49,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from locomo import DEFAULT_DATA  # noqa: E402
 from memory_search import sentence, vocabulary  # noqa: E402
 
-from mindroom.memory.access import CategoryAccess  # noqa: E402
-from mindroom.memory.facts import tagged  # noqa: E402
-from mindroom.memory.fields import EntryFields  # noqa: E402
-from mindroom.memory.filters import LIVE  # noqa: E402
-from mindroom.memory.markdown import new_entry_id, render_entry  # noqa: E402
-from mindroom.memory.relations import RelationSettings, link_entry  # noqa: E402
+from mindroom.memory.files.facts import tagged  # noqa: E402
+from mindroom.memory.files.fields import EntryFields  # noqa: E402
+from mindroom.memory.files.markdown import new_entry_id, render_entry  # noqa: E402
+from mindroom.memory.files.store import FileMemory  # noqa: E402
+from mindroom.memory.files.writing import validate  # noqa: E402
+from mindroom.memory.policy.access import CategoryAccess  # noqa: E402
+from mindroom.memory.policy.filters import LIVE  # noqa: E402
+from mindroom.memory.policy.view import AgentView  # noqa: E402
 from mindroom.memory.scope import MemoryScope  # noqa: E402
-from mindroom.memory.store import FileMemory  # noqa: E402
-from mindroom.memory.structured_query import Asker, parse_request, run_query  # noqa: E402
-from mindroom.memory.view import AgentView  # noqa: E402
-from mindroom.memory.writing import validate  # noqa: E402
+from mindroom.memory.search.relations import RelationSettings, link_entry  # noqa: E402
+from mindroom.memory.search.structured_query import Asker, parse_request, run_query  # noqa: E402
 
 PER_FILE = 300
 CATEGORIES = ["general", "profile", "preferences", "goals", "event", "activity", "tasks"]
@@ -129,8 +129,8 @@ def validator_rate(data: Path, conversations: int) -> tuple[float, int, Counter[
     from locomo import load_conversations
     from scripted_extractor import extract
 
-    from mindroom.agents.extraction import ChatLine, extract_facts
-    from mindroom.agents.models import build_model
+    from mindroom.adapters.agno.extraction import ChatLine, extract_facts
+    from mindroom.adapters.agno.models import build_model
     from mindroom.config.schema import ModelConfig
     from tests.scripted_model import ScriptedModel
 
@@ -184,7 +184,7 @@ def main() -> None:
     args = parser.parse_args()
     embedder = None
     if args.hybrid:
-        from mindroom.embeddings.select import shared_embedder
+        from mindroom.adapters.embeddings.select import shared_embedder
 
         embedder = shared_embedder(None, Path.cwd())
         if embedder is None:

@@ -20,15 +20,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from mindroom.memory.files.store import FileMemory  # noqa: E402
+from mindroom.memory.files.tombstones import DeletedFacts, _cache, deleted_from  # noqa: E402
 from mindroom.memory.scope import MemoryScope  # noqa: E402
-from mindroom.memory.session_index import TranscriptMessage  # noqa: E402
-from mindroom.memory.session_source import (  # noqa: E402
+from mindroom.memory.search.session_index import TranscriptMessage  # noqa: E402
+from mindroom.memory.search.session_source import (  # noqa: E402
     close_all,
     index_transcript,
     search_sessions,
 )
-from mindroom.memory.store import FileMemory  # noqa: E402
-from mindroom.memory.tombstones import DeletedFacts, _cache, deleted_from  # noqa: E402
 
 
 def ms(start: float) -> str:

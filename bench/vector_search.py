@@ -42,10 +42,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from memory_search import p95, vocabulary, write_scope  # noqa: E402
 
-from mindroom.embeddings.select import shared_embedder  # noqa: E402
-from mindroom.memory.index import MemoryIndex  # noqa: E402
-from mindroom.memory.markdown import new_entry_id, render_entry  # noqa: E402
-from mindroom.memory.vectors import VectorIndex, content_hash  # noqa: E402
+from mindroom.adapters.embeddings.select import shared_embedder  # noqa: E402
+from mindroom.memory.files.markdown import new_entry_id, render_entry  # noqa: E402
+from mindroom.memory.search.index import MemoryIndex  # noqa: E402
+from mindroom.memory.search.vectors import VectorIndex, content_hash  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
 CHANGED = 1000

@@ -10,7 +10,7 @@ values do not change the time of a brute-force scan) it measures, per store:
 
 Stores: ``numpy`` (float32 matrix, one BLAS matrix-vector product, argpartition),
 ``numpy+f16`` (the same plus a torch float16 copy that picks 80 candidates, rescored exactly
-in float32: what :mod:`mindroom.memory.vectors` does from 20k entries; needs torch), and
+in float32: what :mod:`mindroom.memory.search.vectors` does from 20k entries; needs torch), and
 ``sqlite-vec`` (a ``vec0`` table with ``distance_metric=cosine``; needs ``sqlite-vec`` and
 a SQLite that loads extensions, here ``sqlean.py``, as the standard library's cannot).
 Stores whose packages are missing are skipped, saying so.

@@ -1,5 +1,5 @@
 """``python -m mindroom``."""
 
-from mindroom.cli import main
+from mindroom.cli.main import main
 
 raise SystemExit(main())

@@ -7,7 +7,7 @@ over the target; the folder is fsynced after the rename. A failed write removes 
 :func:`acquire_lock` is the one bounded ``flock`` every writer takes (flock itself has no
 timeout). This module knows nothing about memory or config: it only writes bytes. Coordinating
 several writers of one file (locks, "changed since read") is the caller's business, e.g.
-:mod:`mindroom.memory.files`.
+:mod:`mindroom.memory.files.protocol`.
 """
 
 from __future__ import annotations

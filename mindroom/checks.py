@@ -1,6 +1,7 @@
 """A finding of ``mindroom doctor``: what was checked, whether it is fine, how to fix it.
 
-Plain data shared by the probes in :mod:`mindroom.matrix.probe` and :mod:`mindroom.agents.probe`
+Plain data shared by the probes in :mod:`mindroom.adapters.matrix.probe` and
+:mod:`mindroom.adapters.agno.probe`
 and the doctor that renders them.
 """
 

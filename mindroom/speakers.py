@@ -1,7 +1,7 @@
 """How a person is named to the model, in a turn and in the transcripts memory is made from.
 
 In a room with several people a message reaches the model as ``Alice (@alice:example.org):
-text`` (see :mod:`mindroom.answer`), and that is the text the session keeps. A transcript
+text`` (see :mod:`mindroom.pipeline.answer`), and that is the text the session keeps. A transcript
 names each person's line by their Matrix ID; a line that already starts by naming that ID is
 left as it is, so it never reads ``@alice:example.org: Alice (@alice:example.org): text``.
 """

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from mindroom.embeddings import Embedder
-from mindroom.embeddings.select import shared_embedder
-from mindroom.matrix.homeserver import EmbeddedHomeserver
-from mindroom.memory.index import MemoryIndex
+from mindroom.adapters.embeddings import Embedder
+from mindroom.adapters.embeddings.select import shared_embedder
+from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
+from mindroom.memory.files.store import FileMemory
 from mindroom.memory.scope import MemoryScope
-from mindroom.memory.store import FileMemory
+from mindroom.memory.search.index import MemoryIndex
 from tests.dashboard_fixtures import browser, dashboard  # noqa: F401 (fixtures)
 from tests.harness import BotHarness, BotProcess, CredentialCache, Human
 from tests.postgres import ledger_target, postgres  # noqa: F401 (fixtures)

@@ -23,11 +23,11 @@ from typing import Any
 
 import nio
 
-from mindroom.bot import Bot, BotOptions
+from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
+from mindroom.adapters.matrix.send import IN_PROGRESS_MARKER
+from mindroom.app.bot import Bot, BotOptions
 from mindroom.config import parse_config
-from mindroom.ledger import Ledger
-from mindroom.matrix.homeserver import EmbeddedHomeserver
-from mindroom.matrix.send import IN_PROGRESS_MARKER
+from mindroom.store.ledger import Ledger
 
 Event = dict[str, Any]
 _names = itertools.count(1)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mindroom.config import Config, parse_config
-from mindroom.maintenance.runner import JobContext
+from mindroom.memory.jobs.maintenance.runner import JobContext
 
 
 @dataclass
@@ -92,15 +92,15 @@ async def _file_gated_job(ctx: JobContext) -> dict[str, Any]:
 
 def register_gated_job() -> None:
     """Make ``consolidation`` the file-gated job in this process (for a CLI subprocess)."""
-    from mindroom.maintenance.runner import JOB_TYPES
+    from mindroom.memory.jobs.maintenance.runner import JOB_TYPES
 
     JOB_TYPES["consolidation"] = _file_gated_job
 
 
 def _tick_in_process(folder: Path, now: str) -> None:
     """One tick of a runner of its own, in this process, at ``now``; prints its results."""
-    from mindroom.maintenance.runner import MaintenanceRunner
-    from mindroom.maintenance.store import MaintenanceStore
+    from mindroom.memory.jobs.maintenance.runner import MaintenanceRunner
+    from mindroom.memory.jobs.maintenance.store import MaintenanceStore
 
     register_gated_job()
     config = maintenance_config({"every_hour": EVERY_HOUR})

@@ -1,6 +1,6 @@
 """A scripted answer to consolidation's pair-judge prompt, for tests and the bench.
 
-The judge (:mod:`mindroom.memory.consolidate.judge`) sends a system text starting with
+The judge (:mod:`mindroom.memory.jobs.consolidate.judge`) sends a system text starting with
 :data:`JUDGE_MARKER` and a user text of numbered pairs::
 
     Pair 1 (A dated 2026-03-01, B dated 2026-06-01)

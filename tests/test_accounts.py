@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from mindroom.adapters.matrix.accounts import Credentials, CredentialStore
 from mindroom.errors import MatrixError
-from mindroom.matrix.accounts import Credentials, CredentialStore
 
 
 def test_saved_credentials_are_private_and_read_back(tmp_path: Path) -> None:

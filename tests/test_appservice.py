@@ -23,18 +23,18 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from mindroom.cli import main
-from mindroom.config.schema import AppserviceConfig
-from mindroom.dashboard.ops import health
-from mindroom.errors import MatrixError
-from mindroom.ledger import Ledger
-from mindroom.matrix.appservice import (
+from mindroom.adapters.matrix.appservice import (
     REGISTRATION_FILE,
     TOKENS_FILE,
     appservice_tokens,
     write_registration,
 )
-from mindroom.matrix.homeserver import EmbeddedHomeserver
+from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
+from mindroom.cli.main import main
+from mindroom.config.schema import AppserviceConfig
+from mindroom.dashboard.ops import health
+from mindroom.errors import MatrixError
+from mindroom.store.ledger import Ledger
 from tests.dashboard_fixtures import free_port
 from tests.harness import (
     BotHarness,

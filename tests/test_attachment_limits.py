@@ -20,7 +20,7 @@ from tests.test_media import dm_with, send_file
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 
-WORKER = b"mindroom.file_text"
+WORKER = b"mindroom.pipeline.file_text"
 
 
 def reading_processes() -> list[int]:

@@ -19,7 +19,7 @@ from types import ModuleType
 import pytest
 
 from mindroom.config.schema import MemoryConfig
-from mindroom.memory.files import read_text
+from mindroom.memory.files.protocol import read_text
 
 REPO = Path(__file__).resolve().parents[1]
 

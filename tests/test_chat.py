@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.matrix.accounts import Credentials
-from mindroom.matrix.chat import chat
-from mindroom.matrix.homeserver import EmbeddedHomeserver
-from mindroom.matrix.local import ensure_local_user, local_user_store
-from mindroom.runlock import require_running
+from mindroom.adapters.matrix.accounts import Credentials
+from mindroom.adapters.matrix.chat import chat
+from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
+from mindroom.adapters.matrix.local import ensure_local_user, local_user_store
+from mindroom.app.runlock import require_running
 from tests.harness import REPO, BotHarness, BotProcess, Human, config_text, joined, relation, unique
 from tests.scripted_model import Reply, ScriptedModel, all_text
 

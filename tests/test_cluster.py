@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from mindroom.cli import main
-from mindroom.ledger import Ledger
-from mindroom.matrix.homeserver import EmbeddedHomeserver
+from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
+from mindroom.cli.main import main
+from mindroom.store.ledger import Ledger
 from tests.harness import (
     BotProcess,
     CredentialCache,

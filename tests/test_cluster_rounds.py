@@ -1,4 +1,4 @@
-"""The lease rounds of :class:`mindroom.cluster.Cluster` (issue 19.3), two processes on one
+"""The lease rounds of :class:`mindroom.cluster.share.Cluster` (issue 19.3), two processes on one
 PostgreSQL, the bot replaced by a recorder of what it is asked to start and stop: a pinned
 account comes home once it is idle, a silent process loses its accounts to the other and stops
 them when it wakes, and an account the config drops is stopped and its lease freed."""
@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from mindroom.cluster import Cluster
+from mindroom.cluster.leases import Leases
+from mindroom.cluster.share import Cluster
 from mindroom.config.load import parse_config
 from mindroom.config.schema import Config
-from mindroom.leases import Leases
-from mindroom.ledger import Ledger
-from mindroom.metrics import METRICS
+from mindroom.dashboard.metrics import METRICS
+from mindroom.store.ledger import Ledger
 from tests.harness import config_text
 from tests.postgres import PostgresServer
 
@@ -233,7 +233,7 @@ async def test_a_sync_position_is_not_saved_once_its_accounts_lease_left(
 ) -> None:
     # An account whose lease just left defers what its last sync brought (claiming nothing):
     # saving that sync's position would make its next holder start past those messages.
-    from mindroom.bot import Bot, BotOptions
+    from mindroom.app.bot import Bot, BotOptions
 
     url = postgres.database()
     bot = Bot(config_with("alpha"), BotOptions(tmp_path, "http://127.0.0.1:1", None))

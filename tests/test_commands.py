@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mindroom.commands import (
+from mindroom.config import Config, parse_config
+from mindroom.pipeline.commands import (
     Command,
     agents_text,
     help_text,
@@ -12,7 +13,6 @@ from mindroom.commands import (
     parse_command,
     unknown_text,
 )
-from mindroom.config import Config, parse_config
 from tests.harness import BotHarness, Human, config_text, unique
 from tests.scripted_model import ScriptedModel
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from nio import RoomCreateResponse
 
-from mindroom.agents.probe import model_fix
+from mindroom.adapters.agno.probe import model_fix
 from mindroom.config.load import load_config
-from mindroom.memory.markdown import parse_entries
+from mindroom.memory.files.markdown import parse_entries
 from tests.harness import BotHarness, Human, answers, config_text, joined, relation, unique
 from tests.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text, system_text
 

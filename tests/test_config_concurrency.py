@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.cli import main
+from mindroom.app.reload import set_in_file
+from mindroom.cli.main import main
 from mindroom.config import store
 from mindroom.config.store import ConfigDocument, config_lock, lock_path, parse_value
 from mindroom.errors import ConfigError
-from mindroom.reload import set_in_file
 
 REPO = Path(__file__).resolve().parent.parent
 NAMES = [f"{group}{i}" for group in "ab" for i in range(20)]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.cli import main
+from mindroom.cli.main import main
 from mindroom.config.store import ConfigDocument, parse_value
 from mindroom.errors import ConfigError
 

@@ -10,8 +10,8 @@ import nio
 import pytest
 
 from mindroom.dashboard.person import person_link
-from mindroom.memory.markdown import parse_entries
-from mindroom.memory.store import FileMemory
+from mindroom.memory.files.markdown import parse_entries
+from mindroom.memory.files.store import FileMemory
 from tests.dashboard_fixtures import form_of, open_link, signed_in, start_dashboard
 from tests.harness import BotHarness, Human, config_text, joined, unique, write_entries
 from tests.scripted_model import Reply, ScriptedModel, ToolCall

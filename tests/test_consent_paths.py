@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.agents.extraction import ChatLine
-from mindroom.agents.memory_tools import MemoryTools, tool_turn
+from mindroom.adapters.agno.extraction import ChatLine
+from mindroom.adapters.agno.memory_tools import MemoryTools, tool_turn
+from mindroom.cli.memory_transfer import import_scope
 from mindroom.config import load_config
 from mindroom.errors import MemoryStoreError
-from mindroom.memory.access import CategoryAccess
-from mindroom.memory.consent import ConsentQueue, Person, Proposal, WriteConsent
-from mindroom.memory.consolidate.run import consolidate_memory
-from mindroom.memory.facts import chunk_people, store_facts
+from mindroom.memory.files.facts import chunk_people, store_facts
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.jobs.consolidate.run import consolidate_memory
+from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.consent import ConsentQueue, Person, Proposal, WriteConsent
+from mindroom.memory.policy.view import AgentView
 from mindroom.memory.registry import MemoryRegistry
-from mindroom.memory.store import FileMemory
-from mindroom.memory.view import AgentView
-from mindroom.memory_transfer import import_scope
 from tests.harness import repo_config
 from tests.scripted_judge import judge_handler
 from tests.scripted_model import ScriptedModel

@@ -13,7 +13,8 @@ import pytest
 
 from mindroom.config.schema import Config
 from mindroom.errors import ConfigError, ModelError
-from mindroom.memory.consolidate.judge import (
+from mindroom.memory.files.markdown import MemoryEntry
+from mindroom.memory.jobs.consolidate.judge import (
     Budget,
     Pair,
     PairJudge,
@@ -21,7 +22,6 @@ from mindroom.memory.consolidate.judge import (
     command_ask,
     model_ask,
 )
-from mindroom.memory.markdown import MemoryEntry
 from tests.harness import eventually
 from tests.scripted_judge import JUDGE_MARKER, is_judge_request, judge_handler
 from tests.scripted_model import Reply, ScriptedModel, last_user_text, system_text

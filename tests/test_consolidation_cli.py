@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from mindroom.cli import main
+from mindroom.cli.main import main
 from mindroom.config import load_config
-from mindroom.memory.consolidate.records import ConsolidationRecords, db_path
-from mindroom.memory.consolidate.run import consolidate_memory
-from mindroom.memory.files import read_text
-from mindroom.memory.recall import agent_recall
+from mindroom.memory.files.protocol import read_text
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.jobs.consolidate.records import ConsolidationRecords, db_path
+from mindroom.memory.jobs.consolidate.run import consolidate_memory
 from mindroom.memory.registry import MemoryRegistry
-from mindroom.memory.store import FileMemory
+from mindroom.memory.search.recall import agent_recall
 
 REPO = Path(__file__).resolve().parents[1]
 NOW = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)

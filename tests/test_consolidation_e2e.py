@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.maintenance.store import MaintenanceStore
+from mindroom.memory.jobs.maintenance.store import MaintenanceStore
 from tests.harness import BotHarness, Human, config_text, eventually, unique
 from tests.scripted_model import ScriptedModel, system_text
 

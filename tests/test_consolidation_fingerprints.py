@@ -6,7 +6,7 @@ import datetime as dt
 import sqlite3
 from pathlib import Path
 
-from mindroom.memory.consolidate.fingerprints import FORGET_DAYS, Fingerprints
+from mindroom.memory.jobs.consolidate.fingerprints import FORGET_DAYS, Fingerprints
 
 NOW = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.UTC)
 DAY = dt.timedelta(days=1)

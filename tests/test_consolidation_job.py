@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from mindroom.config import Config, parse_config
-from mindroom.maintenance.runner import MaintenanceRunner
-from mindroom.maintenance.store import MaintenanceStore
-from mindroom.memory.archive import archived_entries
-from mindroom.memory.consolidate.records import ConsolidationRecords, db_path
-from mindroom.memory.files import read_text
+from mindroom.memory.files.archive import archived_entries
+from mindroom.memory.files.protocol import read_text
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.jobs.consolidate.records import ConsolidationRecords, db_path
+from mindroom.memory.jobs.maintenance.runner import MaintenanceRunner
+from mindroom.memory.jobs.maintenance.store import MaintenanceStore
 from mindroom.memory.registry import MemoryRegistry
-from mindroom.memory.store import FileMemory
 from tests.harness import config_text
 from tests.maintenance_support import FakeClock
 from tests.scripted_judge import is_judge_request, judge_handler

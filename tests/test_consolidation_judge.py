@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from mindroom.errors import ModelError
-from mindroom.memory.consolidate.fingerprints import Fingerprints
-from mindroom.memory.consolidate.judge import Budget, Pair, PairJudge, Verdict, render_pairs
-from mindroom.memory.markdown import MemoryEntry
+from mindroom.memory.files.markdown import MemoryEntry
+from mindroom.memory.jobs.consolidate.fingerprints import Fingerprints
+from mindroom.memory.jobs.consolidate.judge import Budget, Pair, PairJudge, Verdict, render_pairs
 from tests.scripted_judge import JUDGE_MARKER, answer_judge, judge_pairs
 
 NOW = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.UTC)
@@ -305,7 +305,7 @@ def test_an_answer_in_a_code_fence_with_words_around_it_is_read() -> None:
 def test_a_malformed_answer_gives_no_verdict_for_what_it_garbles(
     answer: str, kept: list[int], caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="mindroom.memory.consolidate.judge"):
+    with caplog.at_level(logging.WARNING, logger="mindroom.memory.jobs.consolidate.judge"):
         verdicts = read(answer)
 
     assert [TWO.index(v.pair) + 1 for v in verdicts] == kept
@@ -316,7 +316,7 @@ def test_a_well_formed_answer_logs_nothing(caplog: pytest.LogCaptureFixture) -> 
     # the control for the test above: its log lines come from the garbled parts
     answer = json.dumps({"pairs": [{"pair": 1, "verdict": "different"},
                                    {"pair": 2, "verdict": "conflict", "reason": "r"}]})  # fmt: skip
-    with caplog.at_level(logging.WARNING, logger="mindroom.memory.consolidate.judge"):
+    with caplog.at_level(logging.WARNING, logger="mindroom.memory.jobs.consolidate.judge"):
         assert len(read(answer)) == 2
     assert caplog.records == []
 

@@ -20,16 +20,16 @@ from typing import Any
 import pytest
 
 from mindroom.config.schema import Config
-from mindroom.memory.archive import archived_entries, reconcile_archive_sync
-from mindroom.memory.consolidate.ask import model_ask
-from mindroom.memory.consolidate.judge import Budget, PairJudge
-from mindroom.memory.consolidate.records import ConsolidationRecords, db_path
-from mindroom.memory.consolidate.run import consolidate_memory
-from mindroom.memory.consolidate.scope_pass import ScopeReport
-from mindroom.memory.files import read_text
+from mindroom.memory.files.archive import archived_entries, reconcile_archive_sync
+from mindroom.memory.files.protocol import read_text
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.jobs.consolidate.ask import model_ask
+from mindroom.memory.jobs.consolidate.judge import Budget, PairJudge
+from mindroom.memory.jobs.consolidate.records import ConsolidationRecords, db_path
+from mindroom.memory.jobs.consolidate.run import consolidate_memory
+from mindroom.memory.jobs.consolidate.scope_pass import ScopeReport
 from mindroom.memory.ops_events import EventLog
 from mindroom.memory.scope import MemoryScope
-from mindroom.memory.store import FileMemory
 from tests.scripted_judge import is_judge_request, judge_handler, judge_pairs
 from tests.scripted_model import ScriptedModel, last_user_text
 
@@ -374,7 +374,7 @@ def test_a_person_editing_an_entry_while_the_model_judges_it_keeps_the_edit(
 def test_archiving_an_entry_a_person_changed_since_it_was_read_moves_nothing(
     memory: FileMemory,
 ) -> None:
-    from mindroom.memory.archive import archive_entry_sync
+    from mindroom.memory.files.archive import archive_entry_sync
 
     (entry_id,) = write(memory, "memory/2026-11-01.md", "Alice likes tea")
     seen = memory.find(entry_id)
@@ -394,8 +394,8 @@ CRASH = textwrap.dedent(
     import datetime as dt, os, sys
     from pathlib import Path
     from mindroom.memory.scope import MemoryScope
-    from mindroom.memory.store import FileMemory
-    from mindroom.memory.archive import archive_entry_sync, restore_archived_sync
+    from mindroom.memory.files.store import FileMemory
+    from mindroom.memory.files.archive import archive_entry_sync, restore_archived_sync
 
     tmp, what, entry_id = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
     memory = FileMemory(MemoryScope("agent_test", tmp / "workspace", tmp / "state"))
@@ -422,7 +422,7 @@ CRASH = textwrap.dedent(
 def test_a_crash_between_the_two_steps_of_a_move_loses_nothing_and_live_wins(
     memory: FileMemory, tmp_path: Path, what: str
 ) -> None:
-    from mindroom.memory.archive import archive_entry_sync
+    from mindroom.memory.files.archive import archive_entry_sync
 
     (entry_id,) = write(memory, "memory/2026-11-01.md", "Alice likes tea")
     if what == "restore":
@@ -489,7 +489,7 @@ def test_restore_brings_an_archived_entry_back_where_it_was_with_its_id(
     ],
 )  # fmt: skip
 def test_bands_of_word_forms_possessives_and_whose_fact(a: str, b: str, band: str) -> None:
-    from mindroom.memory.consolidate.signals import Thresholds, classify, words
+    from mindroom.memory.jobs.consolidate.signals import Thresholds, classify, words
 
     assert classify(words(a), words(b), None, Thresholds())[0] == band
     assert classify(words(b), words(a), None, Thresholds())[0] == band
@@ -556,7 +556,7 @@ def test_a_reconcile_from_elsewhere_waits_for_a_move_in_between_its_two_steps(
 ) -> None:
     import threading
 
-    from mindroom.memory.archive import archive_entry_sync
+    from mindroom.memory.files.archive import archive_entry_sync
 
     (entry_id,) = write(memory, "memory/2026-11-01.md", "Alice likes tea")
     other = FileMemory(MemoryScope("agent_test", memory.scope.root, memory.scope.state_dir))
@@ -593,7 +593,7 @@ def test_a_marker_copied_by_hand_with_other_text_never_costs_the_archived_text(
     memory: FileMemory,
 ) -> None:
     from mindroom.errors import MemoryStoreError as Refused
-    from mindroom.memory.archive import archive_entry_sync
+    from mindroom.memory.files.archive import archive_entry_sync
 
     daily = memory.scope.root / "memory/2026-11-01.md"
     daily.parent.mkdir(parents=True)
@@ -618,8 +618,8 @@ def test_recall_shows_each_side_of_an_open_conflict_with_its_own_id_and_current_
     memory: FileMemory,
 ) -> None:
     from mindroom.config.schema import FileMemoryConfig
-    from mindroom.memory.archive import archive_entry_sync
-    from mindroom.memory.recall import RecallSettings, build_recall
+    from mindroom.memory.files.archive import archive_entry_sync
+    from mindroom.memory.search.recall import RecallSettings, build_recall
 
     daily = memory.scope.root / "memory/2026-11-01.md"
     daily.parent.mkdir(parents=True)

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.agents.runner import AgentRuntime
+from mindroom.adapters.agno.runner import AgentRuntime
 from mindroom.config import parse_config
-from mindroom.flush import FlushWorker
-from mindroom.memory.consent import WriteConsent
-from mindroom.memory.flush_state import FlushEntry
+from mindroom.memory.files.store import today
+from mindroom.memory.flush.loop import FlushWorker
+from mindroom.memory.flush.state import FlushEntry
+from mindroom.memory.policy.consent import WriteConsent
 from mindroom.memory.registry import MemoryRegistry
-from mindroom.memory.store import today
 from tests.harness import config_text
 from tests.scripted_model import ScriptedModel
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from mindroom.cli import main
+from mindroom.cli.main import main
 from mindroom.dashboard.access import COOKIE, TOKEN_FILE
 from mindroom.dashboard.server import Dashboard
 from tests.dashboard_fixtures import SECRET, form_of, free_port, signed_in, start_dashboard

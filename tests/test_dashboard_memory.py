@@ -14,8 +14,8 @@ import aiohttp
 import pytest
 
 from mindroom.dashboard.server import Dashboard
+from mindroom.memory.files.store import FileMemory
 from mindroom.memory.private import requester_key
-from mindroom.memory.store import FileMemory
 from tests.dashboard_fixtures import form_of, signed_in, start_dashboard
 from tests.harness import BotHarness, Human, config_text, write_entries
 from tests.scripted_model import ScriptedModel

@@ -17,7 +17,7 @@ import pytest_asyncio
 
 from mindroom.dashboard.person import person_link
 from mindroom.dashboard.server import Dashboard
-from mindroom.memory.store import FileMemory
+from mindroom.memory.files.store import FileMemory
 from tests.dashboard_fixtures import open_link, signed_in, start_dashboard
 from tests.harness import BotHarness, Human, config_text, joined
 from tests.scripted_model import ScriptedModel

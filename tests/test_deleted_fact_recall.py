@@ -1,5 +1,5 @@
 """A fact deleted from a shared agent's memory comes back by no recall path, though the
-message it came from said it in other words (issue 30.6; :mod:`mindroom.memory.tombstones`).
+message it came from said it in other words (issue 30.6; :mod:`mindroom.memory.files.tombstones`).
 
 Real Synapse, real files and SQLite, real Agno; the scripted model plays ``general`` and
 records every request it gets.
@@ -16,7 +16,7 @@ from typing import Any
 import nio
 import pytest
 
-from mindroom.memory.store import FileMemory
+from mindroom.memory.files.store import FileMemory
 from tests.harness import BotHarness, Human, config_text, joined, unique
 from tests.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text
 from tests.test_flush_e2e import conversation, flush_rows, is_extraction, wait_until

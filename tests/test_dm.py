@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mindroom.config import parse_config
-from mindroom.turns import answer_thread, thread_mode
+from mindroom.pipeline.turns import answer_thread, thread_mode
 from tests.harness import BotHarness, Human, config_text, joined, relation
 from tests.scripted_model import ScriptedModel, all_text, last_user_text
 

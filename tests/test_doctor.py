@@ -9,10 +9,10 @@ from pathlib import Path
 import nio
 import pytest
 
-from mindroom.agents.probe import model_fix
+from mindroom.adapters.agno.probe import model_fix
 from mindroom.checks import Check
+from mindroom.cli.doctor import render, run_doctor
 from mindroom.config import load_config
-from mindroom.doctor import render, run_doctor
 from tests.harness import ENCRYPTION_STATE, BotHarness, Human, config_text, joined, unique
 from tests.scripted_model import Reply, ScriptedModel
 
@@ -116,9 +116,9 @@ async def test_doctor_checks_the_local_homeserver_where_run_local_served_it(
 ) -> None:
     """After ``run --local --port N`` the doctor checks port N, not the config's URL; with the
     bot stopped it says the local homeserver runs only while ``run --local`` does."""
-    from mindroom.matrix.accounts import Credentials
-    from mindroom.matrix.local import local_user_store
-    from mindroom.matrix.synapse_config import CONFIG_FILE
+    from mindroom.adapters.matrix.accounts import Credentials
+    from mindroom.adapters.matrix.local import local_user_store
+    from mindroom.adapters.matrix.synapse_config import CONFIG_FILE
 
     config = tmp_path / "config.yaml"
     config.write_text(config_text(model.base_url, {"general": {"rooms": ["r"]}}))
@@ -141,7 +141,7 @@ async def test_doctor_checks_the_local_homeserver_where_run_local_served_it(
 
 
 def test_a_model_failure_notice_ends_its_reason_once() -> None:
-    from mindroom.agents.probe import model_failed
+    from mindroom.adapters.agno.probe import model_failed
     from mindroom.config import parse_config
 
     config = parse_config(config_text("http://127.0.0.1:9/v1", {"general": {}}), "config.yaml")
@@ -151,7 +151,7 @@ def test_a_model_failure_notice_ends_its_reason_once() -> None:
 
 
 def test_the_fix_follows_the_failure_a_refused_key_a_missing_model_or_no_server() -> None:
-    from mindroom.agents.probe import model_fix
+    from mindroom.adapters.agno.probe import model_fix
     from mindroom.config import parse_config
 
     config = parse_config(config_text("http://127.0.0.1:9/v1", {"general": {}}), "config.yaml")

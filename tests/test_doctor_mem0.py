@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from mindroom.adapters.embeddings import install
+from mindroom.adapters.embeddings.local import BUNDLED_ID
+from mindroom.adapters.embeddings.probe import embedder_checks
 from mindroom.checks import Check
+from mindroom.cli.doctor import render, run_doctor
 from mindroom.config.schema import Config
-from mindroom.doctor import render, run_doctor
-from mindroom.embeddings import install
-from mindroom.embeddings.local import BUNDLED_ID
-from mindroom.embeddings.probe import embedder_checks
-from mindroom.memory import mem0_setup
-from mindroom.memory.mem0_setup import MEM0_REQUIREMENTS, check_mem0, memory_llm
+from mindroom.memory.mem0 import setup as mem0_setup
+from mindroom.memory.mem0.setup import MEM0_REQUIREMENTS, check_mem0, memory_llm
 from tests.harness import config_text
 from tests.scripted_model import Reply, ScriptedModel
 from tests.test_config import parse

@@ -2,7 +2,8 @@
 
 No network: pip is a tiny fake ``pip`` script run as a real subprocess (it records its arguments,
 can wait for a gate file and can fail), and "installed" is the importability check of
-:mod:`mindroom.embeddings.install`, told that the packages are missing until the fake pip has
+:mod:`mindroom.adapters.embeddings.install`, told that the packages are missing until the fake pip
+has
 run. Everything else (the embedder, the installer thread, the search, the doctor) is real.
 """
 
@@ -21,21 +22,21 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.config.schema import EmbedderConfig
-from mindroom.embeddings import EXTRA_REQUIREMENTS, TORCH_REQUIREMENT, install
-from mindroom.embeddings.install import EmbedderInstalling
-from mindroom.embeddings.local import SentenceTransformerEmbedder
-from mindroom.embeddings.probe import (
+from mindroom.adapters.embeddings import EXTRA_REQUIREMENTS, TORCH_REQUIREMENT, install
+from mindroom.adapters.embeddings.install import EmbedderInstalling
+from mindroom.adapters.embeddings.local import SentenceTransformerEmbedder
+from mindroom.adapters.embeddings.probe import (
     check_embedders,
     warm_up_embedders,
     warn_unusable_embedders,
 )
-from mindroom.embeddings.select import effective_embedder, shared_embedder
+from mindroom.adapters.embeddings.select import effective_embedder, shared_embedder
+from mindroom.config.schema import EmbedderConfig
 from mindroom.errors import EmbedderError
-from mindroom.memory.hybrid import hybrid_search
+from mindroom.memory.files.store import FileMemory
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.scope import MemoryScope
-from mindroom.memory.store import FileMemory
+from mindroom.memory.search.hybrid import hybrid_search
 from tests.test_config import BASE, parse
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -129,7 +130,7 @@ def test_first_use_installs_torch_first_then_the_extra_once_for_concurrent_searc
     tmp_path: Path, fake_pip: FakePip, caplog: pytest.LogCaptureFixture
 ) -> None:
     first, second = fresh_local_embedder(tmp_path, True), fresh_local_embedder(tmp_path, True)
-    with caplog.at_level(logging.INFO, logger="mindroom.embeddings"):
+    with caplog.at_level(logging.INFO, logger="mindroom.adapters.embeddings"):
         with ThreadPoolExecutor(2) as pool:  # two searches' first use, at the same moment
             results = list(pool.map(_embed_error, [first, second]))
         # both went on keyword-only while the one install runs (blocked at the gate)
@@ -145,7 +146,7 @@ def test_first_use_installs_torch_first_then_the_extra_once_for_concurrent_searc
         ["install", TORCH_REQUIREMENT],
         ["install", *EXTRA_REQUIREMENTS],
     ]
-    lines = [r for r in caplog.records if r.name == "mindroom.embeddings.install"]
+    lines = [r for r in caplog.records if r.name == "mindroom.adapters.embeddings.install"]
     assert [r.levelno for r in lines] == [logging.WARNING, logging.INFO], lines
     assert "installing the local embedder's packages" in lines[0].getMessage()
     assert "memory.auto_install: false" in lines[0].getMessage()
@@ -305,10 +306,10 @@ class _Hide(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, _Hide())
 from pathlib import Path
 from mindroom.config import parse_config
-from mindroom.embeddings import install
-from mindroom.embeddings.select import shared_embedder
-from mindroom.memory.hybrid import search_hits
-from mindroom.memory.recall import agent_recall
+from mindroom.adapters.embeddings import install
+from mindroom.adapters.embeddings.select import shared_embedder
+from mindroom.memory.search.hybrid import search_hits
+from mindroom.memory.search.recall import agent_recall
 from mindroom.memory.registry import MemoryRegistry
 storage = Path(sys.argv[1])
 install.pip_command = (sys.executable, sys.argv[2])

@@ -8,17 +8,25 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mindroom.adapters.embeddings import Embedder
+from mindroom.adapters.embeddings.local import (
+    BUNDLED_ID,
+    SentenceTransformerEmbedder,
+    bundled_model_path,
+)
+from mindroom.adapters.embeddings.probe import (
+    check_embedder,
+    check_embedders,
+    warn_unusable_embedders,
+)
+from mindroom.adapters.embeddings.remote import OpenAICompatibleEmbedder
+from mindroom.adapters.embeddings.select import build_embedder, shared_embedder
 from mindroom.config.schema import EmbedderConfig
-from mindroom.embeddings import Embedder
-from mindroom.embeddings.local import BUNDLED_ID, SentenceTransformerEmbedder, bundled_model_path
-from mindroom.embeddings.probe import check_embedder, check_embedders, warn_unusable_embedders
-from mindroom.embeddings.remote import OpenAICompatibleEmbedder
-from mindroom.embeddings.select import build_embedder, shared_embedder
 from mindroom.errors import EmbedderError
-from mindroom.memory.candidates import search_candidates
+from mindroom.memory.files.store import FileMemory
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.scope import MemoryScope
-from mindroom.memory.store import FileMemory
+from mindroom.memory.search.candidates import search_candidates
 from tests.scripted_model import ScriptedModel, scripted_embedding
 from tests.test_config import BASE, parse
 

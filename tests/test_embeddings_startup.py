@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.embeddings.local import BUNDLED_ID
+from mindroom.adapters.embeddings.local import BUNDLED_ID
 from tests.harness import BotProcess, Human, config_text, unique
 from tests.scripted_model import ScriptedModel
 
@@ -35,9 +35,9 @@ sys.meta_path.insert(0, _Hide())
 OPEN_AND_RECALL = """
 import json, sys
 from pathlib import Path
-import mindroom.bot, mindroom.cli
+import mindroom.app.bot, mindroom.cli.main
 from mindroom.config import load_config
-from mindroom.memory.recall import RecallSettings, build_recall
+from mindroom.memory.search.recall import RecallSettings, build_recall
 from mindroom.memory.registry import MemoryRegistry
 heavy = lambda: sorted(m for m in {heavy!r} if m in sys.modules)
 storage = Path(sys.argv[1])
@@ -47,7 +47,7 @@ memory.add_sync("Bob plays the violin on Sundays", actor="test")
 before = heavy()
 recall = build_recall(memory, "what does Bob play?",
                       RecallSettings(max_entrypoint_lines=10, max_recent_lines=10, hits=5))
-from mindroom.memory.candidates import search_candidates
+from mindroom.memory.search.candidates import search_candidates
 found = search_candidates(memory, "what does Bob play?")
 print(json.dumps({{
     "before": before, "after": heavy(), "recall": recall, "note": found.note,
@@ -102,7 +102,7 @@ def test_without_the_extra_search_is_keyword_only_and_doctor_says_so(tmp_path: P
     assert result["after"] == []
 
     doctor = run_python(
-        HIDE_EXTRA + "from mindroom.cli import main; main(sys.argv[1:])",
+        HIDE_EXTRA + "from mindroom.cli.main import main; main(sys.argv[1:])",
         "doctor",
         "--config",
         str(storage / "config.yaml"),
@@ -117,7 +117,7 @@ def test_without_the_extra_search_is_keyword_only_and_doctor_says_so(tmp_path: P
 
     # positive control: the same doctor with the extra visible names the embedder
     plain = run_python(
-        "import sys; from mindroom.cli import main; main(sys.argv[1:])",
+        "import sys; from mindroom.cli.main import main; main(sys.argv[1:])",
         "doctor",
         "--config",
         str(storage / "config.yaml"),

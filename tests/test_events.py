@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
-from mindroom.matrix.events import (
+from mindroom.adapters.matrix.events import (
     AgentIdentity,
     IncomingMessage,
     mentioned_agents,
     message_source,
     parse_message,
 )
-from mindroom.matrix.send import markdown_to_html, message_content, notice_content
-from mindroom.routing import route_message
+from mindroom.adapters.matrix.send import markdown_to_html, message_content, notice_content
+from mindroom.pipeline.routing import route_message
 
 ROOM = "!lobby:localhost"
 GENERAL = AgentIdentity("general", "@mindroom_general:localhost", "General")

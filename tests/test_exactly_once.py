@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.bot import Bot, BotOptions
+from mindroom.adapters.matrix.reply import ReplyWriter
+from mindroom.app.bot import Bot, BotOptions
 from mindroom.config import parse_config
-from mindroom.matrix.reply import ReplyWriter
 from tests.harness import BotHarness, BotProcess, Human, config_text, relation, settle, unique
 from tests.scripted_model import Reply, ScriptedModel, last_user_text
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mindroom.agents.extraction import (
+from mindroom.adapters.agno.extraction import (
     ChatLine,
     UnreadableAnswerError,
     next_chunk,

@@ -18,8 +18,8 @@ import pytest
 
 from mindroom.config import parse_config
 from mindroom.config.schema import Config
-from mindroom.memory.recall import agent_recall
 from mindroom.memory.registry import MemoryRegistry
+from mindroom.memory.search.recall import agent_recall
 from mindroom.memory.team import TeamMemory
 
 ALICE = "@alice:example.org"

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.agents.runner import AgentRuntime, TurnRequest
-from mindroom.cli import main
+from mindroom.adapters.agno.runner import AgentRuntime, TurnRequest
+from mindroom.cli.main import main
 from mindroom.config import load_config
-from mindroom.flush import FlushWorker
-from mindroom.memory.flush_state import FlushEntry
+from mindroom.memory.flush.loop import FlushWorker
+from mindroom.memory.flush.state import FlushEntry
 from mindroom.memory.registry import MemoryRegistry
 from tests.harness import config_text
 from tests.scripted_model import ScriptedModel, system_text

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.memory.markdown import parse_entries
-from mindroom.memory.store import today
+from mindroom.memory.files.markdown import parse_entries
+from mindroom.memory.files.store import today
 from tests.harness import (
     BotHarness,
     BotProcess,

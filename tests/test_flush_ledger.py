@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from mindroom.ledger import Ledger
-from mindroom.memory.flush_state import FlushClaim, FlushEntry, mark_dirty
+from mindroom.memory.flush.state import FlushClaim, FlushEntry, mark_dirty
+from mindroom.store.ledger import Ledger
 
 pytestmark = pytest.mark.asyncio
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.agents.extraction import ChatLine, bounded_chunk, parse_facts
+from mindroom.adapters.agno.extraction import ChatLine, bounded_chunk, parse_facts
 from mindroom.config.schema import AutoFlushConfig
-from mindroom.memory.flush_state import (
+from mindroom.memory.flush.state import (
     FlushClaim,
     FlushEntry,
     backoff,

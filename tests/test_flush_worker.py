@@ -23,14 +23,14 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from mindroom.agents.runner import AgentRuntime, TurnRequest
+from mindroom.adapters.agno.runner import AgentRuntime, TurnRequest
 from mindroom.config import parse_config
 from mindroom.config.schema import Config
-from mindroom.flush import FlushWorker
-from mindroom.memory.flush_state import FlushEntry
-from mindroom.memory.markdown import parse_entries
+from mindroom.memory.files.markdown import parse_entries
+from mindroom.memory.files.store import today
+from mindroom.memory.flush.loop import FlushWorker
+from mindroom.memory.flush.state import FlushEntry
 from mindroom.memory.registry import MemoryRegistry
-from mindroom.memory.store import today
 from tests.harness import config_text
 from tests.scripted_model import Reply, ReplyLike, ScriptedModel, last_user_text, system_text
 

@@ -31,9 +31,9 @@ from typing import Any
 import nio
 import pytest
 
-from mindroom.cli import main as cli_main
+from mindroom.cli.main import main as cli_main
 from mindroom.memory.private import requester_key
-from mindroom.person_data import STORES
+from mindroom.people.data import STORES
 from tests.harness import BotHarness, Human, config_text, joined, unique
 from tests.scripted_model import (
     Reply,

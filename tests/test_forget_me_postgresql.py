@@ -26,11 +26,11 @@ from agno.session import AgentSession
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
-from mindroom.agents.session_stores import SessionStores, store_schema
+from mindroom.adapters.agno.session_stores import SessionStores, store_schema
 from mindroom.config.load import parse_config
 from mindroom.memory.private import requester_key
 from mindroom.memory.registry import MemoryRegistry
-from mindroom.person_data import redact_deleted_fact
+from mindroom.people.data import redact_deleted_fact
 from tests.harness import BotHarness, Human, config_text, unique
 from tests.postgres import PostgresServer
 from tests.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text

@@ -13,7 +13,7 @@ import aiohttp
 import nio
 import pytest
 
-from mindroom.matrix.homeserver import EmbeddedHomeserver, HomeserverError
+from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver, HomeserverError
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -179,8 +179,12 @@ async def test_a_new_port_keeps_the_accounts_and_client_rooms_get_the_configured
 ) -> None:
     """``run --local --port N`` on existing data: the accounts, saved by URL, keep working; a
     room a client creates itself (a DM) gets the configured room version, not the server's."""
-    from mindroom.matrix.accounts import agent_credentials
-    from mindroom.matrix.local import ensure_local_user, follow_port_change, local_user_store
+    from mindroom.adapters.matrix.accounts import agent_credentials
+    from mindroom.adapters.matrix.local import (
+        ensure_local_user,
+        follow_port_change,
+        local_user_store,
+    )
 
     data_dir = tmp_path / "mindroom_data"
     hs = EmbeddedHomeserver(data_dir / "homeserver", port=0, room_version="10")

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
+from mindroom.adapters.embeddings import Embedder
 from mindroom.config import parse_config
-from mindroom.embeddings import Embedder
-from mindroom.memory.consent import WriteConsent
-from mindroom.memory.hybrid import Weights, fuse, hybrid_search
-from mindroom.memory.index import SearchHit
-from mindroom.memory.markdown import MemoryEntry
-from mindroom.memory.recall import RecallSettings, build_recall
+from mindroom.memory.files.markdown import MemoryEntry
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.policy.consent import WriteConsent
 from mindroom.memory.scope import MemoryScope
-from mindroom.memory.store import FileMemory
+from mindroom.memory.search.hybrid import Weights, fuse, hybrid_search
+from mindroom.memory.search.index import SearchHit
+from mindroom.memory.search.recall import RecallSettings, build_recall
 from tests.harness import config_text
 
 SEEDED = WriteConsent.confirmed()  # test data stands for facts stored with consent
@@ -162,7 +162,7 @@ def test_a_big_backlog_is_embedded_in_the_background_while_search_stays_keyword_
 ) -> None:
     """An upgrade from keyword-only (or a big import) leaves many entries unembedded: a search
     does not make its caller wait for them; it answers from keywords and the vectors follow."""
-    import mindroom.memory.hybrid as hybrid
+    import mindroom.memory.search.hybrid as hybrid
 
     monkeypatch.setattr(hybrid, "CATCH_UP_LIMIT", 3)
     workspace = tmp_path / "workspace"

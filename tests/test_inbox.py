@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from mindroom.adapters.matrix.inbox_tail import InboxTail
+from mindroom.cluster.inbox import Inbox
 from mindroom.errors import ClaimError
-from mindroom.inbox import Inbox
-from mindroom.ledger import Ledger
-from mindroom.matrix.inbox_tail import InboxTail
+from mindroom.store.ledger import Ledger
 
 pytestmark = pytest.mark.asyncio
 
@@ -124,8 +124,8 @@ class Feed:
 @pytest.fixture(autouse=True)
 def at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Positions saved at every step, a failed delivery tried again at the next."""
-    monkeypatch.setattr("mindroom.matrix.inbox_tail.SAVE_S", 0.0)
-    monkeypatch.setattr("mindroom.matrix.inbox_tail._RETRY_S", (0.0, 0.0))
+    monkeypatch.setattr("mindroom.adapters.matrix.inbox_tail.SAVE_S", 0.0)
+    monkeypatch.setattr("mindroom.adapters.matrix.inbox_tail._RETRY_S", (0.0, 0.0))
 
 
 async def tail(ledger: Ledger, feed: Feed) -> InboxTail:

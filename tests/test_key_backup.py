@@ -25,11 +25,8 @@ import pytest_asyncio
 import vodozemac
 from nio.crypto.sessions import InboundGroupSession
 
-from mindroom.cli import main
-from mindroom.doctor import run_doctor
-from mindroom.errors import ConfigError
-from mindroom.matrix.homeserver import EmbeddedHomeserver
-from mindroom.matrix.key_backup import (
+from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
+from mindroom.adapters.matrix.key_backup import (
     RECOVERY_ENV,
     RECOVERY_FILE,
     backup_secret_key,
@@ -40,6 +37,9 @@ from mindroom.matrix.key_backup import (
     seal,
     unseal,
 )
+from mindroom.cli.doctor import run_doctor
+from mindroom.cli.main import main
+from mindroom.errors import ConfigError
 from tests.harness import DECRYPTED, BotHarness, Human, client_api, config_text, encrypted_dm
 from tests.scripted_model import ScriptedModel, last_user_text
 
@@ -53,6 +53,7 @@ def _fresh(name: str) -> str:
     would leave a backup made with another recovery key, which mindroom rightly refuses.
     """
     return f"{name}_{os.urandom(3).hex()}"
+
 
 # -- the recovery key and one sealed session ------------------------------------------------------
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from agno.learn import LearningMachine
 
-from mindroom.agents.runner import AgentRuntime, TurnRequest
+from mindroom.adapters.agno.runner import AgentRuntime, TurnRequest
 from mindroom.config import parse_config
 from mindroom.memory.registry import MemoryRegistry
 from tests.harness import config_text

@@ -4,7 +4,7 @@ Agno's LearningMachine adds what it learned about a person to every prompt of th
 private companion's learning is therefore the requester's own store (in their private instance,
 beside their sessions, never the agent's shared ``agents/<name>/learning/<name>.db``) and is
 left out of a turn that must not use the person's private memory (any room someone else can
-read: ``private_recall`` False, see :mod:`mindroom.turns`)."""
+read: ``private_recall`` False, see :mod:`mindroom.pipeline.turns`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.agents.runner import AgentRuntime, TurnRequest
+from mindroom.adapters.agno.runner import AgentRuntime, TurnRequest
 from mindroom.config import parse_config
 from mindroom.memory.registry import MemoryRegistry
 from tests.harness import config_text

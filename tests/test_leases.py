@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from mindroom.leases import Leases, Orphan, handover_key
-from mindroom.ledger import Ledger
+from mindroom.cluster.leases import Leases, Orphan, handover_key
+from mindroom.store.ledger import Ledger
 
 pytestmark = pytest.mark.asyncio
 
@@ -117,8 +117,8 @@ async def test_account_users_are_shared(two: tuple[Leases, Leases]) -> None:
 
 async def test_the_schema_upgrade_adds_columns_to_an_old_ledger(tmp_path: Path) -> None:
     """A ledger written before leases (version 1) keeps its rows and gains the columns."""
-    from mindroom.database import Database
-    from mindroom.ledger_schema import MIGRATIONS
+    from mindroom.store.database import Database
+    from mindroom.store.ledger_schema import MIGRATIONS
 
     path = tmp_path / "ledger.db"
     old = await Database.open(path, MIGRATIONS[:1])

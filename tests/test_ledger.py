@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import pytest
 import pytest_asyncio
 
-import mindroom.ledger
-from mindroom.ledger import Ledger, PendingEvent
+import mindroom.store.ledger
+from mindroom.store.ledger import Ledger, PendingEvent
 
 ROOM = "!lobby:localhost"
 OTHER_ROOM = "!dev:localhost"
@@ -34,7 +34,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock()
-    monkeypatch.setattr(mindroom.ledger, "time", SimpleNamespace(time=fake.time))
+    monkeypatch.setattr(mindroom.store.ledger, "time", SimpleNamespace(time=fake.time))
     return fake
 
 

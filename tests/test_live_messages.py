@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mindroom.matrix.send import LIVE_MARKER
+from mindroom.adapters.matrix.send import LIVE_MARKER
 from tests.harness import BotHarness, Human, config_text, unique
 from tests.scripted_model import Reply, ScriptedModel
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from mindroom.agents.runner import AgentRuntime
-from mindroom.cli import main
-from mindroom.flush import FlushWorker
-from mindroom.maintenance.runner import JOB_TYPES, JobContext
-from mindroom.maintenance.store import MaintenanceStore
+from mindroom.adapters.agno.runner import AgentRuntime
+from mindroom.cli.main import main
+from mindroom.memory.flush.loop import FlushWorker
+from mindroom.memory.jobs.maintenance.runner import JOB_TYPES, JobContext
+from mindroom.memory.jobs.maintenance.store import MaintenanceStore
 from mindroom.memory.registry import MemoryRegistry
 from tests.harness import BotHarness, config_text, eventually, unique
 from tests.maintenance_support import EVERY_HOUR, CountingJob, maintenance_config

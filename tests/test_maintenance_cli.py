@@ -14,9 +14,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from mindroom.cli import main
-from mindroom.maintenance.runner import JOB_TYPES
-from mindroom.maintenance.store import MaintenanceStore
+from mindroom.cli.main import main
+from mindroom.memory.jobs.maintenance.runner import JOB_TYPES
+from mindroom.memory.jobs.maintenance.store import MaintenanceStore
 from tests.harness import REPO
 from tests.maintenance_support import EVERY_HOUR, CountingJob
 
@@ -142,8 +142,8 @@ def test_tick_reports_a_failed_run_and_exits_1(
 ) -> None:
     monkeypatch.delitem(JOB_TYPES, "consolidation", raising=False)
     # not there (recall imports the package's records, so the job's module is named too)
-    monkeypatch.setitem(sys.modules, "mindroom.memory.consolidate", None)
-    monkeypatch.setitem(sys.modules, "mindroom.memory.consolidate.run", None)
+    monkeypatch.setitem(sys.modules, "mindroom.memory.jobs.consolidate", None)
+    monkeypatch.setitem(sys.modules, "mindroom.memory.jobs.consolidate.run", None)
     config = write_config(tmp_path, {"hourly": EVERY_HOUR})
     assert main(["maintenance", "tick", "--config", str(config)]) == 1
     out = capsys.readouterr().out
@@ -204,7 +204,7 @@ def _until(check: Callable[[], bool], timeout: float = 60.0) -> None:
 
 DAEMON = (
     "import sys, tests.maintenance_support as support; support.register_gated_job(); "
-    "from mindroom.cli import main; sys.exit(main(sys.argv[1:]))"
+    "from mindroom.cli.main import main; sys.exit(main(sys.argv[1:]))"
 )
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from mindroom.config import Config
-from mindroom.maintenance.loop import MaintenanceLoop
-from mindroom.maintenance.runner import JOB_TYPES, JobContext
-from mindroom.maintenance.store import MaintenanceStore
+from mindroom.memory.jobs.maintenance.loop import MaintenanceLoop
+from mindroom.memory.jobs.maintenance.runner import JOB_TYPES, JobContext
+from mindroom.memory.jobs.maintenance.store import MaintenanceStore
 from mindroom.tasks import TaskSupervisor
 from tests.harness import eventually
 from tests.maintenance_support import EVERY_HOUR, T0, CountingJob, FakeClock, maintenance_config

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.maintenance.runner import (
+from mindroom.memory.jobs.maintenance.runner import (
     JOB_TYPES,
     JobContext,
     JobInterrupted,
     MaintenanceRunner,
 )
-from mindroom.maintenance.store import MaintenanceStore
+from mindroom.memory.jobs.maintenance.store import MaintenanceStore
 from tests.harness import REPO
 from tests.maintenance_support import (
     EVERY_HOUR,
@@ -130,15 +130,15 @@ async def test_without_the_consolidation_module_the_run_fails_with_a_clear_messa
     monkeypatch.delitem(JOB_TYPES, "consolidation", raising=False)
     # as if it did not exist (None in sys.modules makes the import fail; recall imports the
     # package's records, so the job's own module is named too)
-    monkeypatch.setitem(sys.modules, "mindroom.memory.consolidate", None)
-    monkeypatch.setitem(sys.modules, "mindroom.memory.consolidate.run", None)
+    monkeypatch.setitem(sys.modules, "mindroom.memory.jobs.consolidate", None)
+    monkeypatch.setitem(sys.modules, "mindroom.memory.jobs.consolidate.run", None)
     runner = runner_for(tmp_path, maintenance_config({"hourly": EVERY_HOUR}), FakeClock(T0))
     [result] = await runner.tick()
     assert result.status == "failed"
     [run] = runner.store.runs("hourly")
     assert run.error_message is not None
     assert "job type 'consolidation' is not available" in run.error_message
-    assert "mindroom.memory.consolidate.run" in run.error_message
+    assert "mindroom.memory.jobs.consolidate.run" in run.error_message
 
 
 @pytest.mark.asyncio

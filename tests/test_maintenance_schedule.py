@@ -7,7 +7,13 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from mindroom.maintenance.schedule import Schedule, due_after_run, first_due, local_zone, zone
+from mindroom.memory.jobs.maintenance.schedule import (
+    Schedule,
+    due_after_run,
+    first_due,
+    local_zone,
+    zone,
+)
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")

@@ -11,7 +11,7 @@ import pytest
 
 from mindroom.config.maintenance_schema import MaintenanceConfig, MaintenanceJobConfig
 from mindroom.errors import ConfigError
-from mindroom.maintenance.store import Claim, MaintenanceStore, iso
+from mindroom.memory.jobs.maintenance.store import Claim, MaintenanceStore, iso
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # a Monday
 

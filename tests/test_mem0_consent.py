@@ -14,19 +14,25 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.agents.extraction import ChatLine
-from mindroom.agents.memory_tools import MemoryTools, tool_turn
-from mindroom.cli import main
+from mindroom.adapters.agno.extraction import ChatLine
+from mindroom.adapters.agno.memory_tools import MemoryTools, tool_turn
+from mindroom.adapters.embeddings import Embedder
+from mindroom.cli.main import main
 from mindroom.config import Config, parse_config
-from mindroom.embeddings import Embedder
 from mindroom.errors import MemoryStoreError
-from mindroom.memory.access import CategoryAccess
-from mindroom.memory.consent import ConsentPending, ConsentQueue, Person, Proposal, WriteConsent
-from mindroom.memory.consent_chat import memory_command
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.mem0.engine import Mem0Engine, close_engines, mem0_dir, mem0_engine
+from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.consent import (
+    ConsentPending,
+    ConsentQueue,
+    Person,
+    Proposal,
+    WriteConsent,
+)
+from mindroom.memory.policy.consent_chat import memory_command
+from mindroom.memory.policy.view import AgentView
 from mindroom.memory.registry import MemoryRegistry
-from mindroom.memory.view import AgentView
 from tests.scripted_model import ScriptedModel, mem0_extraction
 
 ALICE, BOB = "@alice:example.org", "@bob:example.org"
@@ -258,7 +264,7 @@ def test_an_import_into_mem0_holds_a_sensitive_memory_and_the_cli_confirms_it(
 def test_forget_me_erases_the_proposals_about_the_person_in_a_shared_mem0_scope(
     model: ScriptedModel, storage: Path, local_embedder: Embedder
 ) -> None:
-    from mindroom.person_data import export_person, forget_person
+    from mindroom.people.data import export_person, forget_person
 
     config = _config(model.base_url)
     registry = MemoryRegistry(config, storage, storage)
@@ -287,7 +293,7 @@ def test_forget_me_erases_the_proposals_about_the_person_in_a_shared_mem0_scope(
 def test_the_flush_of_a_mem0_turn_stores_the_benign_fact_and_holds_the_sensitive_one(
     tmp_path: Path, model: ScriptedModel
 ) -> None:
-    from mindroom.agents.runner import TurnRequest
+    from mindroom.adapters.agno.runner import TurnRequest
     from tests.test_mem0_turns import is_mem0, make_config, new_messages, open_world
 
     alice = "@alice:localhost"

@@ -18,9 +18,9 @@ from collections.abc import Awaitable, Callable
 import pytest
 from nio import RoomCreateResponse
 
-from mindroom.memory.markdown import parse_entries
+from mindroom.memory.files.markdown import parse_entries
+from mindroom.memory.files.store import FileMemory, today
 from mindroom.memory.mem0 import Mem0Memory
-from mindroom.memory.store import FileMemory, today
 from tests.harness import BotHarness, Human, config_text, eventually, joined, unique
 from tests.scripted_model import Reply, ScriptedModel, last_user_text, system_text
 
@@ -391,7 +391,7 @@ async def test_stopping_during_a_mem0_extraction_waits_for_it_and_loses_nothing(
     await human.wait_for_reply(room_id, told)
     await until(lambda: _any_mem0(model, 0))  # the extraction is in mem0's model call
 
-    with caplog.at_level(logging.INFO, logger="mindroom.flush"):
+    with caplog.at_level(logging.INFO, logger="mindroom.memory.flush.loop"):
         stopping = asyncio.create_task(bot.stop())
         try:
             await eventually(lambda: stopping.done() or "waiting for" in caplog.text, 30)

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from mindroom.memory.markdown import parse_entries
+from mindroom.memory.files.markdown import parse_entries
+from mindroom.memory.files.store import FileMemory, today
 from mindroom.memory.mem0.engine import mem0_dir, mem0_engine
-from mindroom.memory.store import FileMemory, today
 from tests.harness import BotHarness, Human, config_text, eventually, unique
 from tests.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text, system_text
 from tests.test_mem0_e2e import (
@@ -71,7 +71,7 @@ def mem0_records(bot: BotHarness, scope_id: str) -> list[str]:
 def errors(caplog: pytest.LogCaptureFixture) -> list[str]:
     """What mindroom, mem0 or Chroma logged as an error (not leftovers of earlier tests)."""
     ours = ("mindroom", "mem0", "chromadb")
-    assert any(r.name == "mindroom.reload" for r in caplog.records)  # the capture works
+    assert any(r.name == "mindroom.app.reload" for r in caplog.records)  # the capture works
     return [
         r.getMessage()
         for r in caplog.records

@@ -16,17 +16,17 @@ from typing import Any
 
 import pytest
 
-from mindroom.agents.memory_tools import MemoryTools
-from mindroom.agents.runner import AgentRuntime, TeamSpec, TurnRequest
-from mindroom.cli import main
+from mindroom.adapters.agno.memory_tools import MemoryTools
+from mindroom.adapters.agno.runner import AgentRuntime, TeamSpec, TurnRequest
+from mindroom.app.runlock import hold_run_lock, release_run_lock
+from mindroom.cli.main import main
 from mindroom.config import parse_config
 from mindroom.config.schema import Config
-from mindroom.flush import FlushWorker
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.flush.loop import FlushWorker
 from mindroom.memory.mem0 import Mem0Memory
-from mindroom.memory.recall import agent_recall, recall_block
 from mindroom.memory.registry import MemoryRegistry
-from mindroom.memory.store import FileMemory
-from mindroom.runlock import hold_run_lock, release_run_lock
+from mindroom.memory.search.recall import agent_recall, recall_block
 from tests.harness import config_text
 from tests.scripted_model import Reply, ScriptedModel, last_user_text, system_text
 

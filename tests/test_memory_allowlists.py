@@ -15,15 +15,15 @@ from typing import Any
 
 import pytest
 
-from mindroom.agents.memory_tools import MemoryTools
-from mindroom.agents.runner import AgentRuntime, TurnRequest
-from mindroom.cli import main
+from mindroom.adapters.agno.memory_tools import MemoryTools
+from mindroom.adapters.agno.runner import AgentRuntime, TurnRequest
+from mindroom.cli.main import main
 from mindroom.config import load_config
 from mindroom.errors import ConfigError
-from mindroom.flush import FlushWorker
-from mindroom.memory.access import CategoryAccess
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.flush.loop import FlushWorker
+from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.registry import MemoryRegistry
-from mindroom.memory.store import FileMemory
 from tests.harness import config_text
 from tests.scripted_model import Reply, ScriptedModel, ToolCall, system_text, tool_results
 
@@ -198,7 +198,7 @@ async def test_a_reload_that_changes_an_allowlist_applies_at_the_next_turn(
 
 
 def _recall(config_path: Path, agent: str, message: str) -> str:
-    from mindroom.memory.recall import agent_recall
+    from mindroom.memory.search.recall import agent_recall
 
     config = load_config(config_path)
     registry = MemoryRegistry(config, config_path.parent, config_path.parent)

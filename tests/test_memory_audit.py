@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.cli import main
+from mindroom.cli.main import main
 from mindroom.config import load_config
-from mindroom.memory.lifecycle import LifecycleSettings, expire_and_purge
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.jobs.lifecycle import LifecycleSettings, expire_and_purge
 from mindroom.memory.registry import MemoryRegistry
-from mindroom.memory.store import FileMemory
 from tests.harness import repo_config, write_entries
 
 ALICE = "@alice:example.org"

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.agents.memory_tools import MemoryTools
+from mindroom.adapters.agno.memory_tools import MemoryTools
 from mindroom.errors import MemoryStoreError
-from mindroom.memory.recall import RecallSettings, build_recall
+from mindroom.memory.files.store import FileMemory
 from mindroom.memory.scope import MemoryScope
-from mindroom.memory.store import FileMemory
+from mindroom.memory.search.recall import RecallSettings, build_recall
 
 NOW = dt.datetime(2024, 5, 3, 10, 30)
 TODAY = "memory/2024-05-03.md"

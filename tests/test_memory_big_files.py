@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.agents.memory_tools import MemoryTools
-from mindroom.memory.index import MemoryIndex
+from mindroom.adapters.agno.memory_tools import MemoryTools
+from mindroom.memory.files.store import FileMemory
 from mindroom.memory.scope import MemoryScope
-from mindroom.memory.store import FileMemory
+from mindroom.memory.search.index import MemoryIndex
 from tests.big_memory import daily_entries
 
 BIG = 4_000_000

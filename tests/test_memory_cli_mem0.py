@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.cli import main
+from mindroom.adapters.embeddings import Embedder
+from mindroom.app.runlock import hold_run_lock, release_run_lock
+from mindroom.cli.main import main
+from mindroom.cli.memory_transfer import import_texts
 from mindroom.config import load_config
-from mindroom.embeddings import Embedder
-from mindroom.memory.files import read_text
-from mindroom.memory.markdown import parse_entries
+from mindroom.memory.files.markdown import parse_entries
+from mindroom.memory.files.protocol import read_text
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.registry import MemoryRegistry
-from mindroom.memory_transfer import import_texts
-from mindroom.runlock import hold_run_lock, release_run_lock
 
 REPO = Path(__file__).resolve().parents[1]
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"

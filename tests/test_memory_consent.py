@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from mindroom.errors import MemoryStoreError
-from mindroom.memory.access import CategoryAccess
-from mindroom.memory.consent import ConsentQueue, classify
-from mindroom.memory.facts import store_facts
-from mindroom.memory.fields import EntryFields
-from mindroom.memory.store import FileMemory
-from mindroom.memory.view import AgentView
+from mindroom.memory.files.facts import store_facts
+from mindroom.memory.files.fields import EntryFields
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.consent import ConsentQueue, classify
+from mindroom.memory.policy.view import AgentView
 
 ALICE = "@alice:example.org"
 BOB = "@bob:example.org"
@@ -110,9 +110,9 @@ def test_a_tool_write_of_a_sensitive_detail_waits_and_the_person_confirms_in_cha
 ) -> None:
     import asyncio
 
-    from mindroom.agents.memory_tools import MemoryTools, tool_turn
+    from mindroom.adapters.agno.memory_tools import MemoryTools, tool_turn
     from mindroom.config import load_config
-    from mindroom.memory.consent_chat import memory_command
+    from mindroom.memory.policy.consent_chat import memory_command
     from mindroom.memory.registry import MemoryRegistry
     from tests.harness import repo_config
 

@@ -7,9 +7,9 @@ import datetime as dt
 import sqlite3
 from pathlib import Path
 
-from mindroom.memory.dates import date_words, entry_dates
-from mindroom.memory.index import SCHEMA_VERSION, MemoryIndex
-from mindroom.memory.markdown import MemoryEntry
+from mindroom.memory.files.dates import date_words, entry_dates
+from mindroom.memory.files.markdown import MemoryEntry
+from mindroom.memory.search.index import SCHEMA_VERSION, MemoryIndex
 from tests.harness import write_entries
 
 NOW = dt.datetime(2023, 8, 17, 12)  # a Thursday

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from mindroom.config.schema import Config
-from mindroom.memory import delta as delta_module
-from mindroom.memory.access import CategoryAccess
-from mindroom.memory.consent import WriteConsent
-from mindroom.memory.delta import ThreadRevisions
-from mindroom.memory.fields import EntryFields
-from mindroom.memory.recall import RecallSettings, build_recall
-from mindroom.memory.store import FileMemory
-from mindroom.memory.view import AgentView
+from mindroom.memory.files.fields import EntryFields
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.consent import WriteConsent
+from mindroom.memory.policy.view import AgentView
+from mindroom.memory.search import delta as delta_module
+from mindroom.memory.search.delta import ThreadRevisions
+from mindroom.memory.search.recall import RecallSettings, build_recall
 
 SEEDED = WriteConsent.confirmed()  # test data stands for facts stored with consent
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mindroom.memory.markdown import parse_entries
+from mindroom.memory.files.markdown import parse_entries
 from tests.harness import BotHarness, Human, config_text, unique
 from tests.scripted_model import Reply, ScriptedModel, ToolCall, system_text
 

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.cli import main
-from mindroom.memory.fields import EntryFields
-from mindroom.memory.files import read_text
-from mindroom.memory.index import memory_files
-from mindroom.memory.markdown import MemoryEntry, parse_entries, render_entry
+from mindroom.cli.main import main
+from mindroom.memory.files.fields import EntryFields
+from mindroom.memory.files.markdown import MemoryEntry, parse_entries, render_entry
+from mindroom.memory.files.protocol import read_text
+from mindroom.memory.files.store import FileMemory
 from mindroom.memory.scope import agent_scope
-from mindroom.memory.store import FileMemory
+from mindroom.memory.search.index import memory_files
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -7,12 +7,12 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from mindroom.agents.runner import AgentRuntime, TurnRequest
+from mindroom.adapters.agno.runner import AgentRuntime, TurnRequest
 from mindroom.config import load_config
 from mindroom.config.schema import Config
-from mindroom.flush import FlushWorker
-from mindroom.memory.access import CategoryAccess
-from mindroom.memory.facts import admit, tagged
+from mindroom.memory.files.facts import admit, tagged
+from mindroom.memory.flush.loop import FlushWorker
+from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.registry import MemoryRegistry
 from tests.harness import config_text
 from tests.scripted_model import ScriptedModel, system_text

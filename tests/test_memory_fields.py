@@ -6,8 +6,8 @@ import datetime as dt
 
 import pytest
 
-from mindroom.memory.fields import EntryFields, check_fields, parse_fields, render_fields
-from mindroom.memory.markdown import (
+from mindroom.memory.files.fields import EntryFields, check_fields, parse_fields, render_fields
+from mindroom.memory.files.markdown import (
     append_entry,
     parse_entries,
     remove_entry,

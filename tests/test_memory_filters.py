@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.memory.fields import EntryFields
-from mindroom.memory.filters import LIVE, MemoryFilter
-from mindroom.memory.index import MemoryIndex
-from mindroom.memory.markdown import append_entry, parse_entries
+from mindroom.memory.files.fields import EntryFields
+from mindroom.memory.files.markdown import append_entry, parse_entries
+from mindroom.memory.policy.filters import LIVE, MemoryFilter
+from mindroom.memory.search.index import MemoryIndex
 
 CATEGORIES = [None, "general", "profile", "tasks", "procedural"]
 DAYS = [None, dt.date(2026, 1, 1), dt.date(2026, 6, 1), dt.date(2026, 11, 20)]

@@ -16,17 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.cli import main
+from mindroom.cli.main import main
 from mindroom.config import load_config
 from mindroom.dashboard.scopes import deleted
-from mindroom.memory.archive import archive_entry_sync
-from mindroom.memory.fields import EntryFields
-from mindroom.memory.markdown import hand_id
+from mindroom.memory.files.archive import archive_entry_sync
+from mindroom.memory.files.fields import EntryFields
+from mindroom.memory.files.markdown import hand_id
+from mindroom.memory.files.restore import set_fields_sync
+from mindroom.memory.files.store import FileMemory, NewEntry
+from mindroom.memory.files.watch import watch_memory_files
 from mindroom.memory.registry import MemoryRegistry
-from mindroom.memory.restore import set_fields_sync
 from mindroom.memory.scope import agent_scope
-from mindroom.memory.store import FileMemory, NewEntry
-from mindroom.memory.watch import watch_memory_files
 from tests.harness import eventually
 
 REPO = Path(__file__).resolve().parents[1]

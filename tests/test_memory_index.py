@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.memory.files import atomic_write, read_text
-from mindroom.memory.index import MemoryIndex, memory_files, query_terms
-from mindroom.memory.markdown import parse_entries
+from mindroom.memory.files.markdown import parse_entries
+from mindroom.memory.files.protocol import atomic_write, read_text
+from mindroom.memory.files.store import FileMemory
 from mindroom.memory.scope import MemoryScope
-from mindroom.memory.store import FileMemory
+from mindroom.memory.search.index import MemoryIndex, memory_files, query_terms
 from tests.harness import write_entries
 
 FILLER = [

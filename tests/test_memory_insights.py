@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mindroom.agents.runner import AgentRuntime, TurnRequest
+from mindroom.adapters.agno.runner import AgentRuntime, TurnRequest
 from mindroom.config import load_config
-from mindroom.flush import FlushWorker
-from mindroom.memory.insights import PROMPT, parse_insights
+from mindroom.memory.flush.loop import FlushWorker
+from mindroom.memory.jobs.insights import PROMPT, parse_insights
 from mindroom.memory.registry import MemoryRegistry
 from tests.harness import config_text
 from tests.scripted_model import ScriptedModel, system_text

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from mindroom.agents.memory_tools import MemoryTools
-from mindroom.cli import main
-from mindroom.memory.access import CategoryAccess
-from mindroom.memory.filters import MemoryFilter
-from mindroom.memory.lifecycle import LifecycleSettings, expire_and_purge
+from mindroom.adapters.agno.memory_tools import MemoryTools
+from mindroom.cli.main import main
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.jobs.lifecycle import LifecycleSettings, expire_and_purge
+from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.filters import MemoryFilter
+from mindroom.memory.policy.view import AgentView, note_access
 from mindroom.memory.scope import MemoryScope
-from mindroom.memory.store import FileMemory
-from mindroom.memory.view import AgentView, note_access
 from tests.harness import config_text
 from tests.scripted_model import ScriptedModel
 

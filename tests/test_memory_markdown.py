@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from mindroom.memory.fields import EntryFields
-from mindroom.memory.markdown import (
+from mindroom.memory.files.fields import EntryFields
+from mindroom.memory.files.markdown import (
     ENTRY_ID_RE,
     MemoryEntry,
     append_entry,

@@ -1,13 +1,14 @@
-"""The read gate's rule, pure (:mod:`mindroom.memory.policy`): an allow-list over an entry's
+"""The read gate's rule, pure (:mod:`mindroom.memory.policy.gate`): an allow-list over an entry's
 state, category and type, its store filter agreeing with it, and where private memory may be
 used. The paths that use it are tested in ``tests/test_read_gate.py``."""
 
 from __future__ import annotations
 
 from mindroom.config.schema import Config
-from mindroom.memory.access import CategoryAccess
-from mindroom.memory.fields import EntryFields
-from mindroom.memory.policy import (
+from mindroom.memory.files.fields import EntryFields
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.gate import (
     EntryState,
     Reader,
     RoomAudience,
@@ -15,7 +16,6 @@ from mindroom.memory.policy import (
     may_read,
     private_memory_allowed,
 )
-from mindroom.memory.store import FileMemory
 
 WORD = "zorblax"
 

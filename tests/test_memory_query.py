@@ -6,8 +6,8 @@ import datetime as dt
 
 import pytest
 
-from mindroom.memory.dates import find_dates
-from mindroom.memory.query import STOP_WORDS, parse_query, words
+from mindroom.memory.files.dates import find_dates
+from mindroom.memory.search.query import STOP_WORDS, parse_query, words
 
 TODAY = dt.date(2023, 8, 17)  # a Thursday
 

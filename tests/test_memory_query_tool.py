@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from mindroom.agents.memory_tools import MemoryTools, tool_turn
-from mindroom.agents.query_tool import memory_query_function
-from mindroom.agents.runner import AgentRuntime, TurnRequest
+from mindroom.adapters.agno.memory_tools import MemoryTools, tool_turn
+from mindroom.adapters.agno.query_tool import memory_query_function
+from mindroom.adapters.agno.runner import AgentRuntime, TurnRequest
 from mindroom.config import load_config
-from mindroom.memory.access import CategoryAccess
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.view import AgentView
 from mindroom.memory.registry import MemoryRegistry
-from mindroom.memory.store import FileMemory
-from mindroom.memory.structured_query import Asker
-from mindroom.memory.view import AgentView
+from mindroom.memory.search.structured_query import Asker
 from tests.harness import config_text
 from tests.scripted_model import Reply, ScriptedModel, ToolCall, tool_results
 

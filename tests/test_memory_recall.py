@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from mindroom.config.schema import Config
-from mindroom.memory.recall import RecallSettings, build_recall
-from mindroom.memory.relevance import Gate
+from mindroom.memory.files.store import FileMemory
 from mindroom.memory.scope import MemoryScope
-from mindroom.memory.store import FileMemory
+from mindroom.memory.search.recall import RecallSettings, build_recall
+from mindroom.memory.search.relevance import Gate
 
 NOW = dt.datetime(2024, 5, 3, 10, 30)
 TODAY = "memory/2024-05-03.md"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.agents.runner import AgentRuntime
-from mindroom.cli import main
+from mindroom.adapters.agno.runner import AgentRuntime
+from mindroom.cli.main import main
 from mindroom.config import load_config
 from mindroom.memory.registry import MemoryRegistry
 from tests.harness import write_entries

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.memory.relations import Relations, RelationSettings, link_entry
+from mindroom.memory.files.store import FileMemory
 from mindroom.memory.scope import MemoryScope
-from mindroom.memory.store import FileMemory
+from mindroom.memory.search.relations import Relations, RelationSettings, link_entry
 
 SETTINGS = RelationSettings(top_k=2, link_min=0.3)
 
@@ -78,10 +78,10 @@ def test_recall_and_memory_query_bring_an_entry_linked_to_a_hit(memory: FileMemo
     import datetime as dt
     import json
 
-    from mindroom.memory.access import CategoryAccess
-    from mindroom.memory.recall import RecallSettings, build_recall
-    from mindroom.memory.structured_query import Asker, parse_request, run_query
-    from mindroom.memory.view import AgentView
+    from mindroom.memory.policy.access import CategoryAccess
+    from mindroom.memory.policy.view import AgentView
+    from mindroom.memory.search.recall import RecallSettings, build_recall
+    from mindroom.memory.search.structured_query import Asker, parse_request, run_query
 
     hit = memory.add_sync("Alice drinks oat milk every morning", actor="tool", path="notes.md")
     doctor = memory.add_sync("Dr Okafor looks after Alice", actor="tool", path="notes.md")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.memory.index import MemoryIndex
-from mindroom.memory.markdown import MemoryEntry
-from mindroom.memory.query import parse_query
-from mindroom.memory.relevance import Candidate, Gate, idf, judge, relevant
+from mindroom.memory.files.markdown import MemoryEntry
+from mindroom.memory.search.index import MemoryIndex
+from mindroom.memory.search.query import parse_query
+from mindroom.memory.search.relevance import Candidate, Gate, idf, judge, relevant
 from tests.harness import write_entries
 
 NOW = dt.datetime(2024, 5, 3, 12)

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.agents.memory_tools import MemoryTools
-from mindroom.cli import main
+from mindroom.adapters.agno.memory_tools import MemoryTools
+from mindroom.cli.main import main
 from mindroom.config import load_config
-from mindroom.memory.access import CategoryAccess
-from mindroom.memory.facts import store_facts
-from mindroom.memory.recall import RecallSettings, build_recall
+from mindroom.memory.files.facts import store_facts
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.view import AgentView
 from mindroom.memory.registry import MemoryRegistry
-from mindroom.memory.store import FileMemory
-from mindroom.memory.view import AgentView
+from mindroom.memory.search.recall import RecallSettings, build_recall
 from tests.harness import config_text
 from tests.scripted_model import ScriptedModel
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from mindroom.errors import MemoryStoreError
-from mindroom.memory.files import file_lock, read_text
-from mindroom.memory.markdown import ENTRY_ID_RE, hand_id, parse_entries
+from mindroom.memory.files.markdown import ENTRY_ID_RE, hand_id, parse_entries
+from mindroom.memory.files.protocol import file_lock, read_text
+from mindroom.memory.files.store import FileMemory
 from mindroom.memory.scope import MemoryScope, confined_path
-from mindroom.memory.store import FileMemory
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -485,7 +485,7 @@ WORKER = textwrap.dedent(
     import sys, time
     from pathlib import Path
     from mindroom.memory.scope import MemoryScope
-    from mindroom.memory.store import FileMemory
+    from mindroom.memory.files.store import FileMemory
 
     root, state, worker = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
     memory = FileMemory(MemoryScope("agent_test", root, state))

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.cli import main
-from mindroom.memory.files import read_text
-from mindroom.memory.markdown import parse_entries
+from mindroom.cli.main import main
+from mindroom.cli.memory_transfer import import_texts
+from mindroom.memory.files.markdown import parse_entries
+from mindroom.memory.files.protocol import read_text
+from mindroom.memory.files.store import FileMemory
 from mindroom.memory.scope import agent_scope
-from mindroom.memory.store import FileMemory
-from mindroom.memory_transfer import import_texts
 
 REPO = Path(__file__).resolve().parents[1]
 

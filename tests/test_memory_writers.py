@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 
 from mindroom.errors import MemoryStoreError
-from mindroom.memory import files
-from mindroom.memory import store as store_module
-from mindroom.memory.files import file_lock
-from mindroom.memory.markdown import parse_entries
+from mindroom.memory.files.markdown import parse_entries
+from mindroom.memory.files.protocol import file_lock
+from mindroom.memory.files import protocol as files
+from mindroom.memory.files import store as store_module
+from mindroom.memory.files.store import FileMemory
 from mindroom.memory.scope import MemoryScope
-from mindroom.memory.store import FileMemory
 
 REPO = Path(__file__).resolve().parents[1]
 QUIET = getattr(files, "QUIET_SECONDS", 0.2)
@@ -320,9 +320,9 @@ KILLED_WRITER = textwrap.dedent(
     """
     import os, signal, sys
     from pathlib import Path
-    from mindroom.memory import files
+    from mindroom.memory.files import protocol as files
     from mindroom.memory.scope import MemoryScope
-    from mindroom.memory.store import FileMemory
+    from mindroom.memory.files.store import FileMemory
 
     root, state, where = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
     memory = FileMemory(MemoryScope("agent_test", root, state))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mindroom.memory.writing import MAX_CHARS, validate
+from mindroom.memory.files.writing import MAX_CHARS, validate
 
 
 def test_a_good_semantic_fact_passes_as_written() -> None:

@@ -1,6 +1,6 @@
 """The ``mind`` companion's template: its guidance is not memory, a person's own lines are.
 
-Template prose lives in HTML comments, which :mod:`mindroom.memory.markdown` never reads as
+Template prose lives in HTML comments, which :mod:`mindroom.memory.files.markdown` never reads as
 entries (headings never were); issue 11, item 16.
 """
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.agents.memory_tools import MemoryTools
+from mindroom.adapters.agno.memory_tools import MemoryTools
+from mindroom.memory.files.store import FileMemory
 from mindroom.memory.private import scaffold
 from mindroom.memory.scope import MemoryScope
-from mindroom.memory.store import FileMemory
 from tests.harness import REPO
 
 TEMPLATES = [REPO / "mind_template", REPO / "mindroom" / "config" / "starter" / "mind_template"]

@@ -11,9 +11,9 @@ import re
 import aiohttp
 import pytest
 
-from mindroom.cli import JsonLogFormatter
+from mindroom.cli.main import JsonLogFormatter
+from mindroom.dashboard.metrics import Metrics
 from mindroom.dashboard.ops import OpsServer
-from mindroom.metrics import Metrics
 from tests.dashboard_fixtures import free_port
 from tests.harness import BotHarness, BotProcess, Human, config_text
 from tests.scripted_model import Reply, ScriptedModel
@@ -75,7 +75,7 @@ async def test_healthz_says_starting_then_ok_and_metrics_count_replies_and_model
     text = config_text(model.base_url, {"general": {"rooms": ["lobby"], "streaming": False}},
                        memory=memory)  # fmt: skip
     bot.write_config(text)
-    from mindroom.bot import Bot, BotOptions
+    from mindroom.app.bot import Bot, BotOptions
     from mindroom.config import parse_config
 
     # the same Bot the harness starts, served before its start, as `mindroom run` does

@@ -1,4 +1,4 @@
-"""The map of a person's data (mindroom/person_data.py) is complete by construction: every
+"""The map of a person's data (mindroom/people/data.py) is complete by construction: every
 module that opens a database or writes a JSONL file is claimed by a store of the map, or
 named in NOT_PERSONAL with the reason it holds nothing of a person. A store added without
 registering itself fails here. Also: the SQLite helpers erase bytes, not only rows."""
@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 import mindroom
-from mindroom.cli import main
+from mindroom.adapters.embeddings import Embedder
+from mindroom.cli.main import main
 from mindroom.config import load_config
-from mindroom.embeddings import Embedder
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.registry import MemoryRegistry
-from mindroom.person_data import NOT_PERSONAL, STORES, Person, delete_owned_rows, replace_text
+from mindroom.people.data import NOT_PERSONAL, STORES, Person, delete_owned_rows, replace_text
 
 PACKAGE = Path(mindroom.__file__).parent
 # how a module opens a store of its own
@@ -42,11 +42,11 @@ def test_every_module_that_opens_a_store_is_in_the_map_of_a_persons_data() -> No
     claimed = {module for store in STORES for module in store.modules}
     opening = modules_opening_stores()
     assert opening  # the scan finds the stores it is there to find (positive control)
-    assert "mindroom.memory.consent" in opening
+    assert "mindroom.memory.policy.consent" in opening
     unregistered = sorted(opening - claimed - set(NOT_PERSONAL))
     assert not unregistered, (
         f"modules that open a store the map of a person's data does not know: {unregistered}; "
-        "register each in mindroom/person_data.py (STORES: how to list, export and erase a "
+        "register each in mindroom/people/data.py (STORES: how to list, export and erase a "
         "person's part) or, if it can hold nothing of a person, in NOT_PERSONAL with why"
     )
 

@@ -22,10 +22,10 @@ import pytest_asyncio
 
 from mindroom.dashboard.person import person_link
 from mindroom.dashboard.server import Dashboard
-from mindroom.memory.archive import archive_entry_sync
-from mindroom.memory.fields import EntryFields
+from mindroom.memory.files.archive import archive_entry_sync
+from mindroom.memory.files.fields import EntryFields
+from mindroom.memory.files.store import FileMemory
 from mindroom.memory.private import requester_key
-from mindroom.memory.store import FileMemory
 from tests.dashboard_fixtures import open_link, start_dashboard
 from tests.harness import BotHarness, Human, config_text, joined
 from tests.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text
@@ -60,7 +60,7 @@ DELTA = re.compile(r"Memory changes since your last turn.*?\n\n", re.DOTALL)
 def what_the_model_saw(request: dict[str, Any]) -> str:
     """Every message of a request: the system prompt (recall), the conversation's history and
     every tool result. The delta header ("Memory changes since your last turn") is left out:
-    how it names a deletion is issue 30.2's (mindroom/memory/delta.py), not this test's."""
+    how it names a deletion is issue 30.2's (mindroom/memory/search/delta.py), not this test's."""
     texts = [str(m.get("content")) for m in request["messages"]]
     return DELTA.sub("", "\n".join(texts))
 

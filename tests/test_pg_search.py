@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.database import SyncDatabase
-from mindroom.embeddings import Embedder
-from mindroom.memory.consent import WriteConsent
-from mindroom.memory.filters import MemoryFilter
-from mindroom.memory.pg_search import PgSearch
+from mindroom.adapters.embeddings import Embedder
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.policy.consent import WriteConsent
+from mindroom.memory.policy.filters import MemoryFilter
 from mindroom.memory.scope import MemoryScope
-from mindroom.memory.store import FileMemory
+from mindroom.memory.search.pg_search import PgSearch
+from mindroom.store.database import SyncDatabase
 from tests.postgres import PostgresServer
 from tests.test_hybrid import FACTS
 
@@ -147,8 +147,8 @@ def test_hybrid_search_uses_the_postgresql_index_when_configured_and_falls_back_
     caplog: pytest.LogCaptureFixture,
 ) -> None:  # fmt: skip
     from mindroom.config import parse_config
-    from mindroom.memory.hybrid import hybrid_search
     from mindroom.memory.registry import MemoryRegistry
+    from mindroom.memory.search.hybrid import hybrid_search
     from tests.harness import config_text
 
     url = postgres.database()
@@ -199,7 +199,7 @@ def test_the_postgresql_index_needs_storage_database() -> None:
 def test_memory_reindex_rebuilds_the_postgresql_index_too(
     postgres: PostgresServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from mindroom.cli import main
+    from mindroom.cli.main import main
     from tests.harness import config_text, write_entries
 
     memory_section = {

@@ -13,7 +13,7 @@ import pytest
 
 from mindroom.config import Config, parse_config
 from mindroom.errors import MemoryStoreError
-from mindroom.memory.markdown import parse_entries
+from mindroom.memory.files.markdown import parse_entries
 from mindroom.memory.private import PRIVATE_DIR, private_instance, requester_key, scaffold
 from mindroom.memory.registry import MemoryRegistry
 

@@ -122,10 +122,10 @@ async def test_model_errors_are_one_log_line_each_and_requests_are_not_logged(
     assert "HTTP Request" not in text, text
     assert "change detected" not in text, text
     assert len([line for line in text.splitlines() if "the model is down" in line]) == 1, text
-    # (the start-up reachability warning of mindroom.agents.probe is its own, earlier line)
+    # (the start-up reachability warning of mindroom.adapters.agno.probe is its own, earlier line)
     offline_lines = [
         line
         for line in text.splitlines()
-        if "offline" in line and "fail" in line and "mindroom.agents.probe" not in line
+        if "offline" in line and "fail" in line and "mindroom.adapters.agno.probe" not in line
     ]
     assert len(offline_lines) == 1, (unreachable["content"]["body"], text)

@@ -1,5 +1,5 @@
 """The read gate (issue 30.2): every path that shows memory text to a model decides on the entry
-as it is stored now, through one policy (:mod:`mindroom.memory.policy`).
+as it is stored now, through one policy (:mod:`mindroom.memory.policy.gate`).
 
 A table: every read path x five cases, on real files. ``planner`` may read ``general`` and
 ``tasks``; each case plants an entry before the thread's first turn and changes it after (so
@@ -21,17 +21,17 @@ from collections.abc import Callable
 
 import pytest
 
-from mindroom.agents.memory_tools import MemoryTools
+from mindroom.adapters.agno.memory_tools import MemoryTools
 from mindroom.config.schema import Config
-from mindroom.memory.access import CategoryAccess
-from mindroom.memory.fields import EntryFields
-from mindroom.memory.insights import CATEGORY as INSIGHT_CATEGORY
-from mindroom.memory.insights import InsightSettings, look_for_insights
-from mindroom.memory.recall import RecallSettings, build_recall
-from mindroom.memory.restore import set_fields_sync
-from mindroom.memory.store import FileMemory
-from mindroom.memory.structured_query import Asker, QueryRequest, run_query
-from mindroom.memory.view import AgentView
+from mindroom.memory.files.fields import EntryFields
+from mindroom.memory.files.restore import set_fields_sync
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.jobs.insights import CATEGORY as INSIGHT_CATEGORY
+from mindroom.memory.jobs.insights import InsightSettings, look_for_insights
+from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.view import AgentView
+from mindroom.memory.search.recall import RecallSettings, build_recall
+from mindroom.memory.search.structured_query import Asker, QueryRequest, run_query
 
 THREAD = "thread-1"
 WORD = "zorblax"  # in every planted entry: every search finds them all

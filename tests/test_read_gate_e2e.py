@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from nio import RoomCreateResponse
 
-from mindroom.memory.fields import EntryFields
+from mindroom.memory.files.fields import EntryFields
 from tests.harness import BotHarness, Human, config_text, joined
 from tests.scripted_model import ScriptedModel, all_text, last_user_text
 

@@ -7,11 +7,11 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from mindroom.agents.runner import AgentRuntime, TurnRequest
-from mindroom.commands import Command, help_text, parse_command
+from mindroom.adapters.agno.runner import AgentRuntime, TurnRequest
 from mindroom.config import load_config
 from mindroom.config.schema import Config
 from mindroom.memory.registry import MemoryRegistry
+from mindroom.pipeline.commands import Command, help_text, parse_command
 from tests.harness import config_text
 from tests.scripted_model import ScriptedModel, system_text
 

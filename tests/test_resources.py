@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from mindroom.agents.runner import AgentRuntime, TurnRequest
+from mindroom.adapters.agno.runner import AgentRuntime, TurnRequest
+from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
+from mindroom.app.resources import exhaustion_message, private_instance_limit
 from mindroom.config import parse_config
-from mindroom.matrix.homeserver import EmbeddedHomeserver
-from mindroom.memory.consent import WriteConsent
+from mindroom.memory.policy.consent import WriteConsent
 from mindroom.memory.registry import MemoryRegistry
-from mindroom.resources import exhaustion_message, private_instance_limit
 from tests.harness import BotProcess, Human, config_text, unique
 from tests.scripted_model import ScriptedModel, all_text, last_user_text
 

@@ -10,7 +10,7 @@ from typing import Any
 import nio
 import pytest
 
-from mindroom.matrix.client import MatrixAccount, RoomRulesClient
+from mindroom.adapters.matrix.client import MatrixAccount, RoomRulesClient
 
 AGENT, ALICE, EVE = "@mindroom_mind:localhost", "@alice:localhost", "@eve:localhost"
 _ids = iter(range(10_000))

@@ -9,9 +9,9 @@ import aiohttp
 import nio
 import pytest
 
+from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
+from mindroom.cli.doctor import run_doctor
 from mindroom.config import parse_config
-from mindroom.doctor import run_doctor
-from mindroom.matrix.homeserver import EmbeddedHomeserver
 from tests.harness import BotHarness, Human, config_text, unique
 from tests.scripted_model import ScriptedModel
 

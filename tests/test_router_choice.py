@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mindroom.agents.router import parse_choice, router_prompt
+from mindroom.adapters.agno.router import parse_choice, router_prompt
 
 CANDIDATES = [
     ("general", "Answers everyday questions"),

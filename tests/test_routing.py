@@ -6,11 +6,17 @@ from collections.abc import Collection, Sequence
 
 import pytest
 
-from mindroom.agents.runner import session_id_for
+from mindroom.adapters.agno.runner import session_id_for
+from mindroom.adapters.matrix.events import AgentIdentity, IncomingMessage
 from mindroom.authorization import default_allowed_users, is_authorized
-from mindroom.commands import parse_command
-from mindroom.matrix.events import AgentIdentity, IncomingMessage
-from mindroom.routing import Route, RouteKind, fallback_choice, route_handoff, route_message
+from mindroom.pipeline.commands import parse_command
+from mindroom.pipeline.routing import (
+    Route,
+    RouteKind,
+    fallback_choice,
+    route_handoff,
+    route_message,
+)
 
 ROOM = "!lobby:localhost"
 ROUTER = "@mindroom_router:localhost"

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.agents.memory_tools import MemoryTools
-from mindroom.cli import main
+from mindroom.adapters.agno.memory_tools import MemoryTools
+from mindroom.cli.main import main
+from mindroom.memory.files.store import FileMemory
 from mindroom.memory.scope import MemoryScope
-from mindroom.memory.store import FileMemory
 from tests.harness import REPO
 
 # "tea" is in three of four entries: a common term, the case that printed 0.00. The entries

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from mindroom.matrix.send import (
+from mindroom.adapters.matrix.send import (
     IN_PROGRESS_MARKER,
     MAX_BODY_CHARS,
     edit_content,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.agents.turn_types import TurnUsage
+from mindroom.adapters.agno.turn_types import TurnUsage
 from mindroom.config import parse_config
-from mindroom.ledger import Ledger
+from mindroom.pipeline.turns import TeamSpec, TurnPlan
 from mindroom.sessions.book import SessionRecord, rotated_id
 from mindroom.sessions.freshness import (
     ConversationKind,
@@ -19,7 +19,7 @@ from mindroom.sessions.freshness import (
     policy_for,
     stale_reason,
 )
-from mindroom.turns import TeamSpec, TurnPlan
+from mindroom.store.ledger import Ledger
 
 CONFIG = """
 models:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from mindroom.errors import MemoryStoreError
-from mindroom.memory import store
+from mindroom.memory.files import store
 from mindroom.memory.scope import MemoryScope
-from mindroom.memory.session_index import (
+from mindroom.memory.search.session_index import (
     MAX_NAME,
     MAX_READ_LINES,
     MAX_SPAN_LINES,

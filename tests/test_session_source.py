@@ -7,16 +7,16 @@ from collections.abc import Iterator
 import pytest
 
 from mindroom.errors import MemoryStoreError
-from mindroom.memory.access import CategoryAccess
-from mindroom.memory.session_index import TranscriptMessage, transcript_path
-from mindroom.memory.session_source import (
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.view import AgentView
+from mindroom.memory.search.session_index import TranscriptMessage, transcript_path
+from mindroom.memory.search.session_source import (
     close_all,
     index_transcript,
     recall_section,
     search_sessions,
 )
-from mindroom.memory.store import FileMemory
-from mindroom.memory.view import AgentView
 
 
 @pytest.fixture(autouse=True)

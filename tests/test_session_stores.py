@@ -9,7 +9,7 @@ from agno.db.base import SessionType
 from agno.db.sqlite import AsyncSqliteDb
 from agno.session import AgentSession
 
-from mindroom.agents.session_stores import ConversationSessions, sqlite_engine
+from mindroom.adapters.agno.session_stores import ConversationSessions, sqlite_engine
 
 
 def _session(user_id: str, text: str) -> AgentSession:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from nio import RoomCreateResponse
 
-from mindroom.cli import main
-from mindroom.memory.session_index import SessionIndex, transcript_path
+from mindroom.cli.main import main
+from mindroom.memory.search.session_index import SessionIndex, transcript_path
 from tests.harness import (
     BotHarness,
     Human,

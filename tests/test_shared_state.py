@@ -15,17 +15,17 @@ import pytest_asyncio
 from agno.db.base import SessionType
 from agno.session import AgentSession
 
-from mindroom.agents.session_stores import SessionStores, store_schema
-from mindroom.agents.turn_types import TurnUsage
-from mindroom.cli import main
+from mindroom.adapters.agno.session_stores import SessionStores, store_schema
+from mindroom.adapters.agno.turn_types import TurnUsage
+from mindroom.app.reload import start_only_changes
+from mindroom.cli.main import main
 from mindroom.config.load import parse_config
-from mindroom.database import DatabaseError
 from mindroom.errors import ConfigError
-from mindroom.ledger import Ledger
-from mindroom.ledger_schema import MIGRATIONS
-from mindroom.memory.flush_state import FlushClaim, FlushEntry
-from mindroom.reload import start_only_changes
+from mindroom.memory.flush.state import FlushClaim, FlushEntry
 from mindroom.sessions.book import SessionRecord
+from mindroom.store.database import DatabaseError
+from mindroom.store.ledger import Ledger
+from mindroom.store.ledger_schema import MIGRATIONS
 from tests.dashboard_fixtures import free_port, signed_in, start_dashboard
 from tests.harness import BotHarness, Human, config_text, relation, unique
 from tests.postgres import PostgresServer

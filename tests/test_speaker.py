@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.agents.extraction import ChatLine, transcript
-from mindroom.agents.runner import AgentRuntime, TurnRequest
+from mindroom.adapters.agno.extraction import ChatLine, transcript
+from mindroom.adapters.agno.runner import AgentRuntime, TurnRequest
 from mindroom.config import parse_config
-from mindroom.flush import FlushWorker
+from mindroom.memory.flush.loop import FlushWorker
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.speakers import named_line, who
 from tests.harness import BotHarness, Human, config_text, unique

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.agents.probe import model_fix
+from mindroom.adapters.agno.probe import model_fix
 from mindroom.config import load_config
 from mindroom.config.load import load_dotenv_beside
 from tests.harness import BotHarness, Human, config_text, unique

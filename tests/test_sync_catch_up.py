@@ -8,9 +8,9 @@ import contextlib
 import nio
 import pytest
 
-from mindroom.matrix.client import MatrixAccount
-from mindroom.matrix.events import IncomingMessage
-from mindroom.matrix.homeserver import EmbeddedHomeserver
+from mindroom.adapters.matrix.client import MatrixAccount
+from mindroom.adapters.matrix.events import IncomingMessage
+from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
 from tests.harness import Human, unique
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.agents.runner import AgentRuntime, TeamSpec, TurnRequest
+from mindroom.adapters.agno.runner import AgentRuntime, TeamSpec, TurnRequest
 from mindroom.config import parse_config
-from mindroom.flush import FlushWorker
-from mindroom.memory.markdown import parse_entries
+from mindroom.memory.files.markdown import parse_entries
+from mindroom.memory.files.store import today
+from mindroom.memory.flush.loop import FlushWorker
 from mindroom.memory.registry import MemoryRegistry
-from mindroom.memory.store import today
 from tests.harness import config_text
 from tests.scripted_model import ScriptedModel, all_text, last_user_text, system_text
 

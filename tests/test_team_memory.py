@@ -13,7 +13,7 @@ import pytest
 
 from mindroom.config import parse_config
 from mindroom.errors import ConfigError, MemoryStoreError
-from mindroom.memory.markdown import parse_entries
+from mindroom.memory.files.markdown import parse_entries
 from mindroom.memory.private import PRIVATE_DIR, requester_key
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.team import TeamMemory, mirror_root

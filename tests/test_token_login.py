@@ -9,8 +9,8 @@ import json
 import nio
 import pytest
 
+from mindroom.cli.doctor import run_doctor
 from mindroom.config import parse_config
-from mindroom.doctor import run_doctor
 from tests.harness import BotHarness, Human, config_text, joined, unique
 from tests.scripted_model import ScriptedModel, last_user_text
 

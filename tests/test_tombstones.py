@@ -1,10 +1,10 @@
-"""Which past conversations state a deleted fact (:mod:`mindroom.memory.tombstones`): the pure
+"""Which past conversations state a deleted fact (:mod:`mindroom.memory.files.tombstones`): the pure
 rule, over plain history records and texts."""
 
 from __future__ import annotations
 
-from mindroom.memory.history import HistoryRecord
-from mindroom.memory.tombstones import deleted_facts, distinctive, states, states_deleted_fact
+from mindroom.memory.files.history import HistoryRecord
+from mindroom.memory.files.tombstones import deleted_facts, distinctive, states, states_deleted_fact
 
 LOCKER = "Alice's locker code is zq7731x9"
 

@@ -23,8 +23,8 @@ from agno.run.base import RunStatus
 from agno.run.team import TeamRunOutput
 from agno.session import AgentSession, TeamSession
 
-from mindroom.agents.session_stores import ConversationSessions, sqlite_engine
-from mindroom.agents.transcript_repair import (
+from mindroom.adapters.agno.session_stores import ConversationSessions, sqlite_engine
+from mindroom.adapters.agno.transcript_repair import (
     INTERRUPTED_RESULT,
     CorruptSessionError,
     repair_messages,

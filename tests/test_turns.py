@@ -6,10 +6,10 @@ import pytest
 
 from mindroom.config import parse_config
 from mindroom.config.schema import Config
-from mindroom.memory.policy import RoomAudience
-from mindroom.presence import REQUESTER_KEY, resumed_requester
-from mindroom.routing import Route, RouteKind
-from mindroom.turns import TeamSpec, TurnPlan, plan_turn
+from mindroom.memory.policy.gate import RoomAudience
+from mindroom.pipeline.presence import REQUESTER_KEY, resumed_requester
+from mindroom.pipeline.routing import Route, RouteKind
+from mindroom.pipeline.turns import TeamSpec, TurnPlan, plan_turn
 
 ALICE = "@alice:localhost"
 BOB = "@bob:localhost"

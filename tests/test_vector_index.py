@@ -16,13 +16,13 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from mindroom.embeddings import Embedder
-from mindroom.embeddings.local import SentenceTransformerEmbedder
-from mindroom.memory.candidates import search_candidates
-from mindroom.memory.consent import WriteConsent
-from mindroom.memory.files import atomic_write
+from mindroom.adapters.embeddings import Embedder
+from mindroom.adapters.embeddings.local import SentenceTransformerEmbedder
+from mindroom.memory.files.protocol import atomic_write
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.policy.consent import WriteConsent
 from mindroom.memory.scope import MemoryScope
-from mindroom.memory.store import FileMemory
+from mindroom.memory.search.candidates import search_candidates
 
 SEEDED = WriteConsent.confirmed()  # test data stands for facts stored with consent
 
@@ -252,7 +252,7 @@ def test_candidates_hold_both_halves_and_the_product_search_fuses_them(
     assert found.vector is not None
     assert texts(found.vector)[0] == "Bob plays the violin on Sundays"
     assert found.note == ""
-    # the product's search fuses both halves (mindroom.memory.hybrid)
+    # the product's search fuses both halves (mindroom.memory.search.hybrid)
     fused = asyncio.run(memory.search("what does Bob play", 3))
     assert texts(fused)[0] == "Bob plays the violin on Sundays"
 
@@ -317,7 +317,7 @@ def test_a_copied_scope_with_its_vectors_needs_no_embedding(
 def test_large_indexes_score_through_float16_and_rank_exactly_like_small_ones(
     tmp_path: Path, memory: FileMemory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import mindroom.memory.vectors as vectors_module
+    import mindroom.memory.search.vectors as vectors_module
 
     hand_write(memory, "MEMORY.md", FACTS)
     hand_write(memory, "memory/2025-03-01.md", [f"Note {i}: {f}" for i, f in enumerate(FACTS)])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.wal import use_wal
+from mindroom.store.wal import use_wal
 
 
 def test_many_connections_switching_a_new_database_to_wal_at_once_all_succeed(

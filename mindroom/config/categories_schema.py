@@ -1,13 +1,13 @@
 """``memory.categories`` and ``memory.allowlists``: how memory is sorted and who may see what.
 
-Every entry has a category (written in its marker, see :mod:`mindroom.memory.fields`; an
+Every entry has a category (written in its marker, see :mod:`mindroom.memory.files.fields`; an
 entry that names none is in ``categories.default``). A category's ``context`` says how it
 reaches a conversation: ``all`` puts its entries in every turn's memory block (a profile),
 ``rag`` only the ones relevant to the message, at most ``rag_length`` per turn.
 
 ``allowlists`` maps an agent (or team) to the categories it may read and write; one that is
 not listed may use every category. The check happens in the store for every path (tools,
-recall, the CLI with ``--agent``, the flush), see :mod:`mindroom.memory.access`.
+recall, the CLI with ``--agent``, the flush), see :mod:`mindroom.memory.policy.access`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from mindroom.config.strict import Strict as _Strict
-from mindroom.memory.fields import CATEGORY_RE, DEFAULT_CATEGORY
+from mindroom.memory.files.fields import CATEGORY_RE, DEFAULT_CATEGORY
 
 ContextMode = Literal["all", "rag"]
 

@@ -1,6 +1,7 @@
 """``memory.maintenance``: the jobs the bot runs on its own (memory consolidation) and when.
 
-The schedule lives in SQLite (see :mod:`mindroom.maintenance`); this section seeds it. A job
+The schedule lives in SQLite (see :mod:`mindroom.memory.jobs.maintenance`); this section seeds it.
+A job
 whose due time passed while the machine slept runs at the next chance, so there is no cron.
 Jobs given here are merged over the defaults by name: writing one default job's
 ``enabled: false`` turns only that one off.

@@ -116,7 +116,7 @@ class MemoryLlmConfig(_Strict):
 
 
 class RecallGateConfig(_Strict):
-    """When a memory is relevant to a message (see mindroom.memory.relevance)."""
+    """When a memory is relevant to a message (see mindroom.memory.search.relevance)."""
 
     # what a hit shares with the message must be at least as specific as one word found in
     # only this many entries (its terms weighted by how rare they are in this memory)
@@ -206,7 +206,7 @@ class CompactionConfig(_Strict):
 
 class SearchConfig(_Strict):
     """Hybrid memory search: how much the keyword (BM25) and the vector half count, and how
-    many hits each brings before they are fused (see :mod:`mindroom.memory.hybrid`)."""
+    many hits each brings before they are fused (see :mod:`mindroom.memory.search.hybrid`)."""
 
     keyword_weight: float = Field(default=0.5, ge=0)
     vector_weight: float = Field(default=0.5, ge=0)
@@ -219,7 +219,7 @@ class SearchConfig(_Strict):
     file_weight: float = Field(default=0.2, ge=0)
     # where both halves search: "local" (SQLite FTS5 and the vectors beside each memory's
     # files) or "postgresql" (a derived index in storage.database: full-text search and
-    # pgvector, which the database must have; see mindroom.memory.pg_search)
+    # pgvector, which the database must have; see mindroom.memory.search.pg_search)
     index: Literal["local", "postgresql"] = "local"
 
 
@@ -232,7 +232,7 @@ class LifecycleConfig(_Strict):
 
 
 class RelationsConfig(_Strict):
-    """Edges between entries about the same thing (mindroom.memory.relations)."""
+    """Edges between entries about the same thing (mindroom.memory.search.relations)."""
 
     enabled: bool = True
     top_k: int = Field(default=3, ge=1, le=20)  # neighbours a new entry links to, at most
@@ -241,7 +241,7 @@ class RelationsConfig(_Strict):
 
 
 class InsightsConfig(_Strict):
-    """Theory-of-mind insights after a flush (mindroom.memory.insights): one model call per
+    """Theory-of-mind insights after a flush (mindroom.memory.jobs.insights): one model call per
     person a day, at most, when enabled."""
 
     enabled: bool = False
@@ -282,12 +282,12 @@ class MemoryConfig(_Strict):
     # the memory tools agents get: "all" (add/search/list/... and memory_query) or "query"
     # (memory_query alone; memory is then written by the flush)
     tools: Literal["all", "query"] = "all"
-    # TTL, run by the maintenance job of type "lifecycle" (mindroom.memory.lifecycle)
+    # TTL, run by the maintenance job of type "lifecycle" (mindroom.memory.jobs.lifecycle)
     lifecycle: LifecycleConfig = Field(default_factory=LifecycleConfig)
     relations: RelationsConfig = Field(default_factory=RelationsConfig)
     insights: InsightsConfig = Field(default_factory=InsightsConfig)
     # what memory search and recall read: the memory files, and with "sessions" the text of
-    # past conversations too (mindroom.memory.session_source)
+    # past conversations too (mindroom.memory.search.session_source)
     sources: list[MemorySource] = Field(default_factory=lambda: list(DEFAULT_SOURCES))
     # a conversation's transcript is indexed once this many new messages wait (and at its end)
     session_index_messages: int = Field(default=4, ge=1, le=1000)

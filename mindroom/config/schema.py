@@ -451,7 +451,7 @@ class Config(_Strict):
 
     def agent_embedder(self, name: str) -> EmbedderConfig | None:
         """The embedder agent ``name``'s memory search asks for (None: not configured, so the
-        default applies: see :mod:`mindroom.embeddings`)."""
+        default applies: see :mod:`mindroom.adapters.embeddings`)."""
         return self.agents[name].memory_embedder or self.memory.embedder
 
     def agent_learning(self, name: str) -> LearningMode | None:

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mindroom.database import Database
-from mindroom.ledger import LEDGER_FILE
+from mindroom.store.database import Database
+from mindroom.store.ledger import LEDGER_FILE
 
 logger = logging.getLogger(__name__)
 

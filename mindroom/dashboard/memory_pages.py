@@ -2,10 +2,12 @@
 flush state of the sessions writing into a scope, its conflicts and consent proposals, and the
 maintenance runs.
 
-Edits go through the scope's own write path (:class:`~mindroom.memory.view.AgentView` over the
+Edits go through the scope's own write path (:class:`~mindroom.memory.policy.view.AgentView` over
+the
 registry's memory, actor ``dashboard``): the file lock, the history and the index, exactly as
 the agents' tools, so a person saving the same file in an editor loses nothing (the write
-path re-reads and retries, see :mod:`mindroom.memory.files`). A private scope is one person's:
+path re-reads and retries, see :mod:`mindroom.memory.files.protocol`). A private scope is one
+person's:
 it is listed apart, and its page shows nothing until the admin says they mean to look.
 """
 
@@ -24,11 +26,11 @@ from aiohttp import web
 from mindroom.dashboard import scopes
 from mindroom.dashboard.pages import layout
 from mindroom.errors import MemoryStoreError
-from mindroom.maintenance.loop import schedule_target
-from mindroom.maintenance.store import MaintenanceStore
-from mindroom.memory.access import CategoryAccess
-from mindroom.memory.consent import WriteConsent
-from mindroom.memory.view import AgentView
+from mindroom.memory.jobs.maintenance.loop import schedule_target
+from mindroom.memory.jobs.maintenance.store import MaintenanceStore
+from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.consent import WriteConsent
+from mindroom.memory.policy.view import AgentView
 
 if TYPE_CHECKING:
     from mindroom.dashboard.server import Dashboard

@@ -6,7 +6,7 @@ token: they tell nothing but names and numbers.
 
 - ``/healthz``: 200 while every account has synced within :data:`HEALTHY_SYNC_AGE_S` and
   none reports a failing sync; 503 otherwise (also while starting), with the reasons as JSON.
-- ``/metrics``: :data:`mindroom.metrics.METRICS` (replies by outcome, the reply-time
+- ``/metrics``: :data:`mindroom.dashboard.metrics.METRICS` (replies by outcome, the reply-time
   histogram, model errors), then gauges read now: the flush queue's depth (dirty sessions)
   and the sessions whose flush keeps failing, and each account's sync age.
 """
@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from mindroom.adapters.matrix.client import SYNC_TIMEOUT_MS
 from mindroom.dashboard.ledger_reads import ledger_rows
-from mindroom.matrix.client import SYNC_TIMEOUT_MS
-from mindroom.metrics import METRICS, Gauge
+from mindroom.dashboard.metrics import METRICS, Gauge
 
 if TYPE_CHECKING:
     from mindroom.dashboard.server import DashboardHost

@@ -4,7 +4,7 @@
 person's Matrix ID, an expiry (15 minutes) and an HMAC of both under the dashboard's token, so
 nobody can make one without the token and a link cannot be stretched to another person. The
 link is only sent in a room that is the person's alone with mindroom
-(:meth:`mindroom.matrix.client.MatrixAccount.only_with`, by allow-list): in any other room
+(:meth:`mindroom.adapters.matrix.client.MatrixAccount.only_with`, by allow-list): in any other room
 someone else could open it. Opening it sets a session
 cookie for ``/me`` only (HttpOnly, SameSite=Lax so the click from a Matrix client carries it,
 12 hours), signed the same way. A person's session opens nothing but their own private

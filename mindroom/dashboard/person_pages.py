@@ -6,10 +6,10 @@ ID). Edits take the same write path as the companion's own tools (actor ``person
 here reads or names anybody else.
 
 The download and "forget me" enumerate the map of a person's data
-(:mod:`mindroom.person_data`): the download holds every store's part (conversations, expired
+(:mod:`mindroom.people.data`): the download holds every store's part (conversations, expired
 and archived entries, mem0), forget-me (asked twice, CSRF-protected like every form here)
 erases it. A deleted fact is also replaced in the person's conversations and what is derived
-from them, so no recall path brings it back (:func:`mindroom.person_data.redact_deleted_fact`).
+from them, so no recall path brings it back (:func:`mindroom.people.data.redact_deleted_fact`).
 """
 
 from __future__ import annotations
@@ -24,16 +24,16 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from mindroom import person_data
 from mindroom.dashboard import person, scopes
 from mindroom.dashboard.access import PERSON, PERSON_COOKIE, PERSON_UNTIL
 from mindroom.errors import MemoryStoreError
-from mindroom.memory.access import CategoryAccess
-from mindroom.memory.audit import person_export
-from mindroom.memory.consent import WriteConsent
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.audit import person_export
+from mindroom.memory.policy.consent import WriteConsent
+from mindroom.memory.policy.view import AgentView
 from mindroom.memory.private import PRIVATE_DIR, requester_key
-from mindroom.memory.store import FileMemory
-from mindroom.memory.view import AgentView
+from mindroom.people import data as person_data
 
 if TYPE_CHECKING:
     from mindroom.dashboard.server import Dashboard
@@ -220,7 +220,7 @@ async def _change(dash: Dashboard, request: web.Request, what: str) -> web.Respo
             if not text:
                 raise MemoryStoreError("an entry needs some text (Delete removes it)")
             # the person's own edit of their own memory is their consent (the store checks
-            # that the scope is theirs: see mindroom.memory.consent)
+            # that the scope is theirs: see mindroom.memory.policy.consent)
             consent = WriteConsent.person(user)
             await asyncio.to_thread(
                 partial(view.update_sync, consent=consent), entry_id, text, actor=ACTOR
@@ -252,7 +252,7 @@ async def delete(dash: Dashboard, request: web.Request) -> web.Response:
 
 
 async def export(dash: Dashboard, request: web.Request) -> web.Response:
-    """Everything about the person: every store of the map (:mod:`mindroom.person_data`), and
+    """Everything about the person: every store of the map (:mod:`mindroom.people.data`), and
     their private memories by companion as before (``memories``: live, expired and archived
     entries, mem0's too)."""
     user: str = request[PERSON]

@@ -1,7 +1,7 @@
 """The memory scopes the dashboard's memory browser shows, and what it reads of each.
 
 A scope is one memory: a shared agent's, a team's, or one person's private memory with a
-companion (:func:`mindroom.memory.consolidate.run.private_scopes` finds those on disk), kept in
+companion (:func:`mindroom.memory.jobs.consolidate.run.private_scopes` finds those on disk), kept in
 files or in mem0. The browser opens them through the bot's own
 :class:`~mindroom.memory.registry.MemoryRegistry`, so its edits take the same write path as the
 agents' tools (file locks, history, the index; mem0's scope lock and op log). A mem0 scope's
@@ -24,16 +24,16 @@ from typing import Any
 from mindroom.config.schema import Config
 from mindroom.dashboard.ledger_reads import ledger_rows
 from mindroom.errors import MemoryStoreError
-from mindroom.memory.consent import KEPT, ConsentQueue, Proposal
-from mindroom.memory.consolidate.records import Conflict, ConsolidationRecords, db_path
-from mindroom.memory.consolidate.run import private_scopes, team_member_lists
-from mindroom.memory.history import HistoryRecord
-from mindroom.memory.markdown import MemoryEntry
+from mindroom.memory.files.history import HistoryRecord
+from mindroom.memory.files.markdown import MemoryEntry
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.jobs.consolidate.records import Conflict, ConsolidationRecords, db_path
+from mindroom.memory.jobs.consolidate.run import private_scopes, team_member_lists
 from mindroom.memory.mem0 import Mem0Memory
+from mindroom.memory.policy.consent import KEPT, ConsentQueue, Proposal
 from mindroom.memory.private import PRIVATE_DIR
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.scope import team_scope_id
-from mindroom.memory.store import FileMemory
 
 PRIVATE = "private"
 BACKENDS = ("file", "mem0")  # the backends whose memories the browser shows

@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
+from mindroom.adapters.matrix.appservice import Appservice
+from mindroom.adapters.matrix.client import MatrixAccount
 from mindroom.atomic import atomic_write
-from mindroom.cluster import Cluster
+from mindroom.cluster.share import Cluster
 from mindroom.config.schema import Config
 from mindroom.dashboard import pages
 from mindroom.dashboard.access import CSRF_FIELD, LOOPBACK, Access, dashboard_token, dashboard_url
@@ -31,13 +33,11 @@ from mindroom.dashboard.memory_pages import add_memory_routes
 from mindroom.dashboard.ops import account_states
 from mindroom.dashboard.person import PORT_FILE
 from mindroom.dashboard.person_pages import add_person_routes
-from mindroom.matrix.appservice import Appservice
-from mindroom.matrix.client import MatrixAccount
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.redact import redact_text
 
 if TYPE_CHECKING:
-    from mindroom.agents.runner import AgentRuntime
+    from mindroom.adapters.agno.runner import AgentRuntime
 
 logger = logging.getLogger(__name__)
 

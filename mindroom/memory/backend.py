@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from mindroom.memory.index import SearchHit
-from mindroom.memory.markdown import MemoryEntry
+from mindroom.memory.files.markdown import MemoryEntry
+from mindroom.memory.search.index import SearchHit
 
 
 class MemoryBackend(Protocol):

@@ -19,8 +19,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from mindroom.memory.store import FileMemory
-from mindroom.wal import open_database
+from mindroom.memory.files.store import FileMemory
+from mindroom.store.wal import open_database
 
 logger = logging.getLogger(__name__)
 

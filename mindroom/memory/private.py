@@ -21,7 +21,7 @@ Layout (``<key>`` as above)::
 Scaffolding copies the template's files into a new memory folder, backfills files added to the
 template later, and never overwrites a file the person edited nor brings back one they deleted:
 a manifest records every file ever scaffolded. A copy is created atomically and only if the
-file is still absent at that instant (:func:`mindroom.memory.files.create_file`).
+file is still absent at that instant (:func:`mindroom.memory.files.protocol.create_file`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mindroom.errors import MemoryStoreError
-from mindroom.memory.files import atomic_write, create_file, file_lock
+from mindroom.memory.files.protocol import atomic_write, create_file, file_lock
 from mindroom.memory.scope import MemoryScope
 
 logger = logging.getLogger(__name__)

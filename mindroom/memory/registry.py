@@ -8,7 +8,7 @@
 
 Shared memories stay open. Memories keyed by a requester (private companions, their teams)
 are kept open only for the most recently used ``memory.max_open_private_instances`` people
-(lowered to what the descriptor limit affords, see :mod:`mindroom.resources`): the least
+(lowered to what the descriptor limit affords, see :mod:`mindroom.app.resources`): the least
 recently used one is closed, and whoever still holds it finds its index reopened on next use.
 While anyone holds a closed memory, the next turn of that person gets that same object back
 (so there is never a second open copy of one scope).
@@ -22,7 +22,7 @@ folders (scaffolded as on the file backend), but its memory is mem0's, not those
 
 Each memory searches with its agent's embedder (``agents.<name>.memory_embedder``, else
 ``memory.embedder``; a team's with ``memory.embedder``), one shared instance per embedder
-(:func:`mindroom.embeddings.select.shared_embedder`); a reloaded config takes effect on the
+(:func:`mindroom.adapters.embeddings.select.shared_embedder`); a reloaded config takes effect on the
 next use of each memory.
 
 A reload closes no mem0 engine: each lookup hands the engine of its embedder's model the newest
@@ -40,6 +40,9 @@ import weakref
 from collections import OrderedDict
 from pathlib import Path
 
+from mindroom.adapters.embeddings import Embedder
+from mindroom.adapters.embeddings.select import shared_embedder
+from mindroom.app.resources import private_instance_limit
 from mindroom.config.paths import (
     CONFIG_FOLDER,
     STORAGE_ROOT,
@@ -47,20 +50,17 @@ from mindroom.config.paths import (
     resolve_inside,
 )
 from mindroom.config.schema import Config, EmbedderConfig
-from mindroom.database import SyncDatabase
-from mindroom.embeddings import Embedder
-from mindroom.embeddings.select import shared_embedder
-from mindroom.memory.hybrid import Weights
+from mindroom.memory.files.store import FileMemory
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.mem0.engine import close_engines, mem0_dir, mem0_engine
-from mindroom.memory.pg_search import SEARCH_LOCK_KEY, PgSearch
 from mindroom.memory.private import PRIVATE_DIR as PRIVATE_DIR_NAME
 from mindroom.memory.private import PrivateInstance, private_instance, requester_key, scaffold
 from mindroom.memory.scope import MemoryScope, agent_scope, state_dir, team_scope_id
-from mindroom.memory.session_source import close_all as close_session_indexes
-from mindroom.memory.store import FileMemory
+from mindroom.memory.search.hybrid import Weights
+from mindroom.memory.search.pg_search import SEARCH_LOCK_KEY, PgSearch
+from mindroom.memory.search.session_source import close_all as close_session_indexes
 from mindroom.memory.team import TeamMemory
-from mindroom.resources import private_instance_limit
+from mindroom.store.database import SyncDatabase
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ the others. When several changed (two hand edits in two mirrors, or a hand edit 
 write), they are merged entry by entry (:func:`merge_copies`): what one side added is added,
 what one side removed is removed, and an entry both sides changed differently keeps both texts
 (the other side's as a plain line). A hand edit is never overwritten. A missing copy is
-restored. Writes to copies go through :func:`mindroom.memory.files.edit_file`, so a person
+restored. Writes to copies go through :func:`mindroom.memory.files.protocol.edit_file`, so a person
 saving a copy while it is being written is merged too, not lost. Repairs of diverged or
 missing copies are recorded in the team's history.
 """
@@ -31,21 +31,27 @@ from pathlib import Path
 from typing import TypeVar
 
 from mindroom.errors import MemoryStoreError
-from mindroom.memory.consent import WriteConsent
-from mindroom.memory.fields import NO_FIELDS, EntryFields
-from mindroom.memory.files import atomic_write, clean_temp_files, edit_file, file_lock, read_text
-from mindroom.memory.filters import LIVE, MemoryFilter
-from mindroom.memory.history import HistoryRecord
-from mindroom.memory.index import SearchHit, memory_files
-from mindroom.memory.markdown import (
+from mindroom.memory.files.fields import NO_FIELDS, EntryFields
+from mindroom.memory.files.history import HistoryRecord
+from mindroom.memory.files.markdown import (
     ENTRY_ID_RE,
     MemoryEntry,
     parse_entries,
     remove_entry,
     strip_marker,
 )
+from mindroom.memory.files.protocol import (
+    atomic_write,
+    clean_temp_files,
+    edit_file,
+    file_lock,
+    read_text,
+)
+from mindroom.memory.files.store import FileMemory, NewEntry, skip_unreadable
+from mindroom.memory.policy.consent import WriteConsent
+from mindroom.memory.policy.filters import LIVE, MemoryFilter
 from mindroom.memory.scope import MemoryScope, state_dir, team_scope_id
-from mindroom.memory.store import FileMemory, NewEntry, skip_unreadable
+from mindroom.memory.search.index import SearchHit, memory_files
 
 _T = TypeVar("_T")
 _PASSES = 3  # a person saving during a pass makes another pass; bounded

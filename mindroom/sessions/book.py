@@ -2,7 +2,7 @@
 
 One row per conversation (``conversation_sessions`` in ``mindroom_data/ledger.db``), keyed by
 the conversation: an agent or team in a room or thread, and the person for a private one
-(:attr:`mindroom.turns.TurnPlan.conversation`). The row names the conversation's current
+(:attr:`mindroom.pipeline.turns.TurnPlan.conversation`). The row names the conversation's current
 session and keeps what ``!status`` shows: when it started and why, when it was last active,
 its turns and token counts (from the model's usage reports, saved after every turn).
 
@@ -20,7 +20,8 @@ flush extracts what it still holds). Without a row (a conversation from before t
 the session is the base itself, so conversations go on across the upgrade.
 
 The book shares the ledger's database connection (and its running writes, see
-:mod:`mindroom.whole_writes`); an asyncio lock makes "read the row, decide, write it" one step,
+:mod:`mindroom.store.whole_writes`); an asyncio lock makes "read the row, decide, write it" one
+step,
 so two messages arriving together in a stale DM start one fresh session, not two.
 """
 
@@ -32,9 +33,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mindroom.agents.turn_types import TurnUsage
-from mindroom.database import Database
-from mindroom.whole_writes import whole
+from mindroom.adapters.agno.turn_types import TurnUsage
+from mindroom.store.database import Database
+from mindroom.store.whole_writes import whole
 
 COLUMNS = (
     "key, owner, requester, room_id, thread_root, kind, base, session_id, serial, started_at,"

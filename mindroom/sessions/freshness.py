@@ -15,7 +15,7 @@ from enum import StrEnum
 
 from mindroom.config.schema import Config
 from mindroom.config.sessions_schema import FreshnessConfig
-from mindroom.maintenance.schedule import zone
+from mindroom.memory.jobs.maintenance.schedule import zone
 
 
 class ConversationKind(StrEnum):

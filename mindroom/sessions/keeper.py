@@ -18,13 +18,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 
-from mindroom.agents.turn_types import TurnResult
-from mindroom.compaction import Compacted, Compactor
+from mindroom.adapters.agno.turn_types import TurnResult
 from mindroom.config.schema import Config
-from mindroom.ledger import Ledger
+from mindroom.pipeline.turns import TurnPlan
 from mindroom.sessions.book import SessionRecord, SessionStart
+from mindroom.sessions.compaction import Compacted, Compactor
 from mindroom.sessions.freshness import ConversationKind, policy_for, stale_reason
-from mindroom.turns import TurnPlan
+from mindroom.store.ledger import Ledger
 
 logger = logging.getLogger(__name__)
 

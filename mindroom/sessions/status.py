@@ -11,9 +11,9 @@ import datetime as dt
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from mindroom.ledger import Ledger
-from mindroom.memory.flush_state import FlushEntry
+from mindroom.memory.flush.state import FlushEntry
 from mindroom.sessions.book import SessionRecord
+from mindroom.store.ledger import Ledger
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,9 @@ class SessionStatus:
 
 async def gather(ledger: Ledger, record: SessionRecord) -> SessionStatus:
     """The status of ``record``'s session, from the ledger."""
-    from mindroom.compaction import compacted_id  # compaction builds on the runtime: lazily
+    from mindroom.sessions.compaction import (
+        compacted_id,  # compaction builds on the runtime: lazily
+    )
 
     compactions, _ = await ledger.compaction(record.session_id)
     agno_session = compacted_id(record.session_id, compactions)

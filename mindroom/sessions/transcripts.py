@@ -18,11 +18,11 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
-from mindroom.agents.runner import AgentRuntime
+from mindroom.adapters.agno.runner import AgentRuntime
 from mindroom.config.schema import Config
+from mindroom.memory.files.store import FileMemory
 from mindroom.memory.registry import MemoryRegistry
-from mindroom.memory.session_source import index_transcript
-from mindroom.memory.store import FileMemory
+from mindroom.memory.search.session_source import index_transcript
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,8 @@ What is deliberately different from a plain ``Memory.from_config``:
 
 * mem0 is built with a placeholder embedder and LLM (cheap: no model is loaded, nothing is
   contacted), then its ``embedding_model`` becomes an adapter around mindroom's own
-  :class:`~mindroom.embeddings.Embedder`: every mindroom embedder provider works, and the local
+  :class:`~mindroom.adapters.embeddings.Embedder`: every mindroom embedder provider works, and the
+  local
   model is loaded once per process, not once more by mem0.
 * The LLM is installed only when an extraction needs it, with a client configured explicitly
   (base URL, key, ``timeout_seconds``, no retries), so ``OPENROUTER_API_KEY`` or the SDK's
@@ -52,10 +53,10 @@ from typing import TYPE_CHECKING, Any
 
 from mindroom.config.schema import Config
 from mindroom.errors import ConfigError, EmbedderError, MemoryStoreError
-from mindroom.memory.mem0_setup import OLLAMA_HOST, memory_llm
+from mindroom.memory.mem0.setup import OLLAMA_HOST, memory_llm
 
 if TYPE_CHECKING:
-    from mindroom.embeddings import Embedder
+    from mindroom.adapters.embeddings import Embedder
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +124,7 @@ class LlmSettings:
 
 
 def llm_settings(config: Config) -> LlmSettings:
-    """The extraction model of ``config`` (:func:`mindroom.memory.mem0_setup.memory_llm`, the
+    """The extraction model of ``config`` (:func:`mindroom.memory.mem0.setup.memory_llm`, the
     one resolution the doctor shows too), as mem0's client is built from it: ollama through
     its OpenAI-compatible ``/v1``. Raises :class:`MemoryStoreError` when there is none."""
     try:

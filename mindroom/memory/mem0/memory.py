@@ -10,10 +10,10 @@ serialised (mem0's dedup reads, then writes) and may carry an ``op_key`` (see
 :mod:`mindroom.memory.mem0.ops`). ``MEMORY.md`` is this scope rendered as markdown
 (:meth:`Mem0Memory.export_markdown`), read-only: mem0 is the source of truth here.
 
-Consent, as on the file backend (:mod:`mindroom.memory.consent`): every write of a scope runs
+Consent, as on the file backend (:mod:`mindroom.memory.policy.consent`): every write of a scope runs
 under the engine's write gate (:meth:`Mem0Memory._gated`), which judges each text mem0 is
 about to store, verbatim or as its extraction model wrote it, with the write's
-:class:`~mindroom.memory.consent.WriteConsent` (none stated: none given). A sensitive text
+:class:`~mindroom.memory.policy.consent.WriteConsent` (none stated: none given). A sensitive text
 its subject did not consent to is not stored; it becomes a proposal in the scope's
 ``consent.db`` (its state folder), and confirming it writes it here.
 """
@@ -31,7 +31,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.bounded import bounded
-from mindroom.memory.consent import (
+from mindroom.memory.files.markdown import MemoryEntry, normalize_text, parse_entries
+from mindroom.memory.mem0.engine import WriteRefused
+from mindroom.memory.mem0.ops import OpLog
+from mindroom.memory.policy.consent import (
     UNATTRIBUTED,
     ConsentPending,
     HeldBack,
@@ -40,11 +43,8 @@ from mindroom.memory.consent import (
     file_proposals,
     held_entry,
 )
-from mindroom.memory.index import SearchHit
-from mindroom.memory.markdown import MemoryEntry, normalize_text, parse_entries
-from mindroom.memory.mem0.engine import WriteRefused
-from mindroom.memory.mem0.ops import OpLog
 from mindroom.memory.scope import ENTRYPOINT, MemoryScope
+from mindroom.memory.search.index import SearchHit
 from mindroom.speakers import named_line
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ _ID_MARKER = re.compile(r"[ \t]*<!--[ \t]*[0-9A-Za-z-]{8,}[ \t]*-->[ \t]*$")
 
 
 class ChatLine(Protocol):
-    """One message of a conversation, as :class:`mindroom.agents.extraction.ChatLine` has it
+    """One message of a conversation, as :class:`mindroom.adapters.agno.extraction.ChatLine` has it
     (memory does not import agents)."""
 
     @property
@@ -193,7 +193,7 @@ class Mem0Memory:
 
     def write_confirmed(self, proposal: Proposal, *, actor: str, op_key: str) -> MemoryEntry:
         """Write a confirmed ``proposal`` (:meth:`ConsentQueue.decide
-        <mindroom.memory.consent.ConsentQueue.decide>`): the update it held back when that
+        <mindroom.memory.policy.consent.ConsentQueue.decide>`): the update it held back when that
         memory is still here, else a new memory; idempotent by ``op_key``."""
         consent = WriteConsent.confirmed()
         if proposal.replaces is not None:

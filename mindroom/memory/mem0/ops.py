@@ -22,7 +22,7 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from mindroom.wal import use_wal
+from mindroom.store.wal import use_wal
 
 
 @dataclass(frozen=True)

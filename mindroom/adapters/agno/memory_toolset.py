@@ -1,0 +1,90 @@
+"""The memory tools a turn gets: the toolkit, ``memory_query``, or both (``memory.tools``).
+
+Toolkits are kept per agent and memory (Agno inspects tool signatures when a toolkit is
+built, so building one per turn would cost every turn) and built again when the registry
+reopened the memory or a reload changed what the agent may see (its allowlist): access is
+never read once and kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agno.tools import Toolkit
+from agno.tools.function import Function
+
+from mindroom.adapters.agno.memory_tools import MemoryTools
+from mindroom.adapters.agno.query_tool import memory_query_function
+from mindroom.config.schema import Config
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.registry import ScopeMemory
+from mindroom.memory.search.relations import RelationSettings
+from mindroom.memory.search.structured_query import Asker
+
+
+def recall_contract(tools: str) -> str:
+    """What every agent with memory is told about looking further than the memory block its
+    turn comes with, for the memory tools it has (``memory.tools``)."""
+    if tools == "query":
+        how = "search your memory with memory_query (bullets, a small top_k)"
+        read = "use only the results you need"
+    else:
+        how = "search your memory (memory_search, or memory_query)"
+        read = "read only the lines you need (memory_get with from_line and lines), not whole files"
+    return (
+        "Before answering a question about prior work, decisions, dates, people, preferences "
+        f"or todos, {how} unless the memory given for this turn already answers it; then "
+        f"{read}."
+    )
+
+
+# what Agno takes as a tool
+AgnoTool = Toolkit | Callable[..., Any] | Function | dict[Any, Any]
+
+
+class MemoryToolsets:
+    """The memory tools of each agent's turns, with a bounded cache of toolkits."""
+
+    def __init__(self) -> None:
+        self._toolkits: dict[str, MemoryTools] = {}
+
+    def for_turn(
+        self,
+        config: Config,
+        name: str,
+        memory: ScopeMemory,
+        *,
+        requester: str | None,
+        members: Sequence[str] | None = None,
+        keep: int = 64,
+    ) -> list[AgnoTool]:
+        """The tools of a turn of agent (or team of ``members``) ``name`` on ``memory`` for
+        ``requester``; ``keep`` toolkits stay cached."""
+        access = CategoryAccess.for_owner(config, name, members)
+        relations = RelationSettings.of(config.memory.relations)
+        key = f"{name}|{memory.scope_id}"
+        sessions = config.memory.sessions_source
+        wanted = (memory, access, relations, sessions)
+        toolkit = self._toolkits.pop(key, None)
+        view = toolkit.view if toolkit else None
+        if (
+            toolkit is None
+            or view is None
+            or (view.memory, view.access, view.relations, view.sessions) != wanted
+        ):
+            toolkit = MemoryTools(memory, access=access, relations=relations, sessions=sessions)
+        self._toolkits[key] = toolkit  # most recent last
+        while len(self._toolkits) > keep:
+            del self._toolkits[next(iter(self._toolkits))]
+        tools: list[AgnoTool] = []
+        if config.memory.tools == "all" or not isinstance(memory, FileMemory):
+            tools.append(toolkit)  # mem0 has no memory_query: its tools stay
+        if isinstance(memory, FileMemory):
+            owners = (
+                frozenset({name, *config.teams_of(name)}) if members is None else frozenset({name})
+            )
+            asker = Asker(agent=name, user_id=requester, owners=owners)
+            tools.append(memory_query_function(toolkit.view, asker))
+        return tools

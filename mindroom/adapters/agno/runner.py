@@ -1,0 +1,509 @@
+"""Run one conversational turn of an agent through Agno.
+
+Each (agent, room, thread) is one Agno session, stored in a per-agent SQLite file under
+``mindroom_data/sessions/``, so a thread keeps its history across restarts. Agents are built per
+turn (cheap) around shared model objects (which own the HTTP connection pools) and a shared
+session database per agent.
+
+A model failure never raises out of :meth:`AgentRuntime.run_turn`: it comes back as a
+:class:`TurnResult` with ``error`` set, for the caller to show as a notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import weakref
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from functools import partial
+from pathlib import Path
+
+from agno.agent import Agent, RunEvent
+from agno.db.base import AsyncBaseDb
+from agno.learn import LearningMachine, LearningMode, UserMemoryConfig, UserProfileConfig
+from agno.media import Image
+from agno.models.base import Model
+from agno.run.base import RunStatus
+from agno.team import Team
+from agno.team.mode import TeamMode
+
+from mindroom.adapters.agno.memory_tools import tool_turn
+from mindroom.adapters.agno.memory_toolset import AgnoTool, MemoryToolsets, recall_contract
+from mindroom.adapters.agno.models import build_model, describe_model
+from mindroom.adapters.agno.probe import model_failed
+from mindroom.adapters.agno.runtime_sessions import SessionWork
+from mindroom.adapters.agno.session_stores import SessionStores
+from mindroom.adapters.agno.transcript_repair import CorruptSessionError, sanitize_session
+from mindroom.adapters.agno.turn_types import (
+    TurnRequest,
+    TurnResult,
+    TurnUsage,
+    turn_key,
+    with_speaker,
+)
+from mindroom.app.resources import exhaustion_message, private_instance_limit
+from mindroom.config.schema import Config
+from mindroom.dashboard.metrics import METRICS
+from mindroom.errors import ModelError
+from mindroom.memory.registry import MemoryRegistry, ScopeMemory
+from mindroom.memory.search.recall import agent_recall, recall_block
+from mindroom.pipeline.turns import TeamSpec, is_private, session_id_for
+from mindroom.sessions.overflow import is_context_overflow
+
+__all__ = ["AgentRuntime", "TeamSpec", "TurnRequest", "TurnResult", "session_id_for"]
+
+logger = logging.getLogger(__name__)
+
+
+class AgentRuntime(SessionWork):
+    """Owns the Agno side of every configured agent: models, session stores, turns."""
+
+    def __init__(
+        self, config: Config, data_dir: Path, memories: MemoryRegistry | None = None
+    ) -> None:
+        self._config = config
+        self._storage = data_dir.parent
+        self._sessions_dir = data_dir / "sessions"
+        self.memories = memories
+        self._models: dict[str, Model] = {}
+        self._stores = SessionStores(  # storage.database is read at start only
+            private_instance_limit(config.memory.max_open_private_instances),
+            config.storage.database,
+            self._storage,
+        )
+        self._learning_machines: dict[str, LearningMachine | None] = {}
+        self._toolsets = MemoryToolsets()
+        self._active = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    def set_config(self, config: Config) -> None:
+        """Use ``config`` from the next turn on; models whose settings changed are rebuilt."""
+        for key in list(self._models):
+            if config.models.get(key) != self._config.models.get(key):
+                del self._models[key]
+        self._learning_machines.clear()
+        self._stores.capacity = private_instance_limit(config.memory.max_open_private_instances)
+        self._config = config
+
+    def _model(self, key: str) -> Model:
+        if key not in self._models:
+            self._models[key] = build_model(key, self._config.models[key])
+        return self._models[key]
+
+    def _db(self, agent: str, requester: str | None = None) -> AsyncBaseDb:
+        """The session store: per agent, or per requester for a private companion."""
+        instance = (
+            self.memories.private_instance(agent, requester)
+            if self.memories and requester and agent in self._config.agents
+            else None
+        )
+        path = instance.sessions_db if instance else self._sessions_dir / f"{agent}.db"
+        return self._stores.get(
+            path, per_person=instance is not None, session_table="agent_sessions"
+        )
+
+    def _learning(
+        self, name: str, requester: str | None = None, private_recall: bool = True
+    ) -> LearningMachine | None:
+        """Agno learning for a turn of ``name``: one store per agent; a private companion's is
+        the requester's own (beside their sessions) and is left out of turns that may not use
+        their private memory (``private_recall`` False), like the rest of it."""
+        if self._config.agent_learning(name) is None:
+            return None
+        if self._config.agents[name].private is None:
+            if name not in self._learning_machines:
+                path = self._storage / "agents" / name / "learning" / f"{name}.db"
+                self._learning_machines[name] = self._learning_machine(name, path, False)
+            return self._learning_machines[name]
+        if not private_recall or not requester or self.memories is None:
+            return None
+        instance = self.memories.private_instance(name, requester)
+        assert instance is not None  # a private agent has one per requester
+        return self._learning_machine(name, instance.learning_db, True)
+
+    def _learning_machine(self, name: str, path: Path, per_person: bool) -> LearningMachine:
+        mode = self._config.agent_learning(name)
+        db = self._stores.get(path, per_person=per_person)
+        learning_mode = LearningMode.ALWAYS if mode == "always" else LearningMode.AGENTIC
+        return LearningMachine(
+            db=db,
+            model=self._model(self._config.agent_model(name)),
+            user_profile=UserProfileConfig(mode=learning_mode),
+            user_memory=UserMemoryConfig(mode=learning_mode),
+        )
+
+    def build_agent(
+        self,
+        name: str,
+        memory: ScopeMemory | None = None,
+        recall: str = "",
+        requester: str | None = None,
+        private_recall: bool = True,
+    ) -> Agent:
+        """The Agno agent for configured agent ``name`` (built fresh, cheap).
+
+        ``memory`` gives it the memory tools, ``recall`` is this turn's memory block,
+        ``requester`` picks a private companion's session and learning stores, and
+        ``private_recall`` False keeps the companion's learning out of the turn.
+        """
+        cfg = self._config.agents[name]
+        return Agent(
+            id=name,
+            name=cfg.display_name or name,
+            model=self._model(self._config.agent_model(name)),
+            db=self._db(name, requester),
+            description=cfg.role or None,
+            instructions=[*cfg.instructions, *self._contract(memory)] or None,
+            markdown=self._config.defaults.markdown,
+            add_history_to_context=True,
+            num_history_runs=self._config.agent_history_runs(name),
+            add_datetime_to_context=True,
+            tools=self._memory_tools(name, memory, requester),
+            additional_context=recall or None,
+            learning=self._learning(name, requester, private_recall),
+            telemetry=False,
+        )
+
+    def _contract(self, memory: ScopeMemory | None) -> list[str]:
+        """The recall contract of a turn with memory (see memory_toolset)."""
+        return [recall_contract(self._config.memory.tools)] if memory is not None else []
+
+    def _memory_tools(
+        self,
+        name: str,
+        memory: ScopeMemory | None,
+        requester: str | None,
+        members: Sequence[str] | None = None,
+    ) -> list[AgnoTool] | None:
+        """The memory tools of a turn (see :mod:`mindroom.adapters.agno.memory_toolset`)."""
+        if memory is None:
+            return None
+        keep = len(self._config.agents) + 2 * self._stores.capacity
+        return self._toolsets.for_turn(
+            self._config, name, memory, requester=requester, members=members, keep=keep
+        )
+
+    async def _recall_block(
+        self,
+        memory: ScopeMemory,
+        text: str,
+        label: str,
+        team: str,
+        members: Sequence[str],
+        thread: str,
+    ) -> str:
+        """A team leader's recall of ``memory`` in ``thread``: what team ``team`` of
+        ``members`` may read."""
+        return await asyncio.to_thread(
+            partial(recall_block, reader=team, members=members, thread=thread),
+            self._config, memory, text, label,
+        )  # fmt: skip
+
+    async def _recall(
+        self,
+        agent: str,
+        text: str,
+        requester: str | None = None,
+        private_recall: bool = True,
+        thread: str | None = None,
+    ) -> tuple[ScopeMemory | None, str]:
+        """The agent's memory for this requester, and its recall plus its teams' recall
+        (:func:`mindroom.memory.search.recall.agent_recall`, which ``mindroom memory recall``
+        shows)."""
+        if self.memories is None:
+            return None, ""
+        return await asyncio.to_thread(
+            agent_recall,
+            self._config,
+            self.memories,
+            agent,
+            text,
+            requester,
+            private_recall=private_recall,
+            thread=thread,
+        )
+
+    @contextlib.contextmanager
+    def _turn(self) -> Iterator[None]:
+        """Count a conversational turn in progress (background work waits for none)."""
+        self._active += 1
+        self._idle.clear()
+        try:
+            with self._stores.leasing():  # no session store is closed under a running turn
+                yield
+        finally:
+            self._active -= 1
+            if not self._active:
+                self._idle.set()
+
+    async def wait_idle(self) -> None:
+        """Return once no conversational turn is running: replies go first."""
+        while self._active:
+            await self._idle.wait()
+
+    def _lock(self, session_id: str) -> asyncio.Lock:
+        lock = self._locks.get(session_id)
+        if lock is None:
+            lock = self._locks[session_id] = asyncio.Lock()
+        return lock
+
+    async def run_turn(
+        self, request: TurnRequest, on_text: Callable[[str], Awaitable[None]] | None = None
+    ) -> TurnResult:
+        """Answer ``request``; a failing model yields an error result, never an exception.
+
+        With ``on_text`` the answer streams: it is called with the whole text so far after each
+        chunk. Turns of one session run one at a time, so its history stays coherent.
+        """
+        model_key = self._config.agent_model(request.agent)
+        model_cfg = self._config.models[model_key]
+        model_desc = describe_model(model_key, model_cfg)
+        text = ""
+        metrics: object = None
+        try:
+            with (
+                self._turn(),
+                tool_turn(
+                    turn_key(request, request.agent),
+                    request.session_id,
+                    request.user_id,
+                    request.people,
+                ),
+            ):
+                async with self._lock(request.session_id):
+                    db = self._db(request.agent, request.user_id)
+                    await self._repair(db, request.session_id, model_key, team=False)
+                    memory, recall = await self._recall(
+                        request.agent, request.recall_query, request.user_id,
+                        request.private_recall, request.session_id,
+                    )  # fmt: skip
+                    if request.carried:
+                        recall = f"{recall}\n\n{request.carried}".strip()
+                    recall = with_speaker(recall, request.speaker)
+                    agent = self.build_agent(
+                        request.agent, memory, recall, request.user_id, request.private_recall
+                    )
+                    images = [Image(content=data) for data in request.images] or None
+                    if on_text is None:
+                        output = await agent.arun(
+                            request.text, session_id=request.session_id,
+                            user_id=request.user_id, images=images,
+                        )  # fmt: skip
+                        metrics = output.metrics
+                        if output.status == RunStatus.error:
+                            raise ModelError(str(output.content or "unknown error").strip())
+                        content = output.content
+                        text = content if isinstance(content, str) else str(content or "")
+                    else:
+                        async for event in agent.arun(
+                            request.text,
+                            session_id=request.session_id,
+                            user_id=request.user_id,
+                            stream=True,
+                            images=images,
+                            yield_run_output=True,  # the last item: the run, with its usage
+                        ):
+                            kind = getattr(event, "event", None)  # the final RunOutput has none
+                            if kind is None:
+                                metrics = getattr(event, "metrics", None)
+                            if kind == RunEvent.run_error:
+                                raise ModelError(str(event.content or "unknown error").strip())
+                            chunk = event.content if kind == RunEvent.run_content else None
+                            if isinstance(chunk, str) and chunk:
+                                text += chunk
+                                await on_text(text)
+        except asyncio.CancelledError:
+            raise
+        except CorruptSessionError as exc:
+            logger.error("agent %s: %s", request.agent, exc)
+            return TurnResult(text, "the stored history of this conversation is unreadable",
+                              corrupt=True)  # fmt: skip
+        except Exception as exc:  # an edge: any failure becomes a notice, never a crash
+            usage = TurnUsage.of(metrics, model_key)
+            return self._failed(request.agent, model_key, text, exc, usage)
+        usage = TurnUsage.of(metrics, model_key)
+        if not text.strip():
+            return TurnResult("", f"model {model_desc} returned an empty answer", usage)
+        return TurnResult(text, usage=usage)
+
+    async def _repair(self, db: AsyncBaseDb, session_id: str, model_key: str, team: bool) -> None:
+        """Sanitize a session's stored history for the model about to run (see
+        :mod:`mindroom.adapters.agno.transcript_repair`); CorruptSessionError when it is
+        unreadable."""
+        model = self._model(model_key)
+        report = await sanitize_session(
+            db, session_id, team=team, provider=model.provider or "", model_id=model.id
+        )
+        if report.changed:
+            logger.warning("repaired the stored history of session %s: %s", session_id, report)
+
+    def _failed(
+        self, agent: str, model_key: str, text: str, exc: Exception, usage: TurnUsage
+    ) -> TurnResult:
+        """The result of a turn of ``agent`` that failed with ``exc`` (logged here)."""
+        model_cfg = self._config.models[model_key]
+        overflow = is_context_overflow(exc)
+        model_error = isinstance(exc, ModelError)
+        METRICS.model_error(model_key)
+        if resource_error := exhaustion_message(str(exc) if model_error else exc):
+            logger.error("turn of agent %s failed: %s (%s)", agent, resource_error, exc,
+                         exc_info=None if model_error else exc)  # fmt: skip
+            return TurnResult(text, resource_error, usage)
+        if model_error:
+            logger.warning(
+                "model %s failed for agent %s: %s", describe_model(model_key, model_cfg), agent, exc
+            )
+        else:
+            logger.exception("turn of agent %s failed", agent, exc_info=exc)
+        return TurnResult(text, model_failed(model_key, model_cfg, exc), usage, overflow)
+
+    async def run_team_turn(self, spec: TeamSpec, request: TurnRequest) -> TurnResult:
+        """Answer ``request`` as a team; see :meth:`_team_turn`."""
+        with (
+            self._turn(),
+            tool_turn(
+                turn_key(request, spec.name), request.session_id, request.user_id, request.people
+            ),
+        ):
+            return await self._team_turn(spec, request)
+
+    async def _team_turn(self, spec: TeamSpec, request: TurnRequest) -> TurnResult:
+        """Answer ``request`` as a team (Agno Team): one answer, written by the leader.
+
+        ``coordinate``: the leader delegates to the members it picks and writes the answer.
+        ``collaborate``: every member answers, then the leader writes one synthesis.
+        Team turns are not streamed; the answer is published whole.
+        """
+        team_failed = partial(model_failed, spec.model, self._config.models[spec.model])
+        try:
+            async with self._lock(request.session_id):
+                await self._repair(
+                    self._db(f"team_{spec.name}"), request.session_id, spec.model, team=True
+                )
+                members: list[Agent | Team] = []
+                member_blocks = []
+                for name in spec.members:
+                    memory, recall = await self._recall(
+                        name, request.recall_query, request.user_id, request.private_recall,
+                        request.session_id,
+                    )  # fmt: skip
+                    members.append(
+                        self.build_agent(
+                            name, memory, recall, request.user_id, request.private_recall
+                        )
+                    )
+                    reads = self._config.memory.team_reads_member_memory
+                    if reads and memory is not None and self._config.agents[name].private is None:
+                        # the member's agent scope only: never a private root, nor its teams'
+                        label = f"member {name}"
+                        member_blocks.append(
+                            await self._recall_block(
+                                memory,
+                                request.recall_query,
+                                label,
+                                spec.name,
+                                spec.members,
+                                request.session_id,
+                            )  # fmt: skip
+                        )
+                team_memory = (
+                    await asyncio.to_thread(
+                        self.memories.for_team, list(spec.members), request.user_id
+                    )
+                    if self.memories
+                    and (request.private_recall or not is_private(self._config, spec.name, spec))
+                    else None
+                )
+                blocks = []
+                if team_memory is not None:
+                    blocks.append(
+                        await self._recall_block(
+                            team_memory,
+                            request.recall_query,
+                            "team",
+                            spec.name,
+                            spec.members,
+                            request.session_id,
+                        )  # fmt: skip
+                    )
+                blocks.extend(member_blocks)
+                team = Team(
+                    id=spec.name,
+                    name=spec.display_name,
+                    role=spec.role or None,
+                    members=members,
+                    model=self._model(spec.model),
+                    mode=TeamMode.broadcast if spec.mode == "collaborate" else TeamMode.coordinate,
+                    instructions=list(spec.instructions) or None,
+                    db=self._db(f"team_{spec.name}"),
+                    add_history_to_context=True,
+                    num_history_runs=self._config.defaults.history_runs,
+                    markdown=self._config.defaults.markdown,
+                    add_datetime_to_context=True,
+                    additional_context=with_speaker(
+                        "\n\n".join(b for b in blocks if b), request.speaker
+                    )
+                    or None,
+                    tools=self._memory_tools(spec.name, team_memory, request.user_id, spec.members),
+                    telemetry=False,
+                )
+                output = await team.arun(
+                    request.text, session_id=request.session_id, user_id=request.user_id,
+                    images=[Image(content=data) for data in request.images] or None,
+                )  # fmt: skip
+        except asyncio.CancelledError:
+            raise
+        except CorruptSessionError as exc:
+            logger.error("team %s: %s", spec.name, exc)
+            return TurnResult("", "the stored history of this conversation is unreadable",
+                              corrupt=True)  # fmt: skip
+        except Exception as exc:  # an edge: any failure becomes a notice, never a crash
+            if resource_error := exhaustion_message(exc):
+                logger.error("team turn of %s failed: %s", spec.name, resource_error, exc_info=exc)
+                return TurnResult("", resource_error)
+            logger.exception("team turn of %s failed", spec.name)
+            return TurnResult("", team_failed(exc, f"team {spec.display_name}"))
+        if output.status == RunStatus.error:
+            reason = str(output.content or "unknown error").strip()
+            if resource_error := exhaustion_message(reason):
+                logger.error("team turn of %s failed: %s (%s)", spec.name, resource_error, reason)
+                return TurnResult("", resource_error)
+            return TurnResult("", team_failed(reason, f"team {spec.display_name}"))
+        text = output.content if isinstance(output.content, str) else str(output.content or "")
+        if failed_member := self._failed_member(spec, output.member_responses):
+            # The leader may still write an answer around the failure: it is posted, then the
+            # notice with the failing member's model and its fix.
+            return TurnResult(text, failed_member)
+        if not text.strip():
+            return TurnResult("", f"team {spec.display_name} returned an empty answer")
+        return TurnResult(text)
+
+    def _failed_member(self, spec: TeamSpec, runs: Sequence[object]) -> str | None:
+        """The notice for the first member whose model failed in a team run, if one did."""
+        for run in runs:
+            name = getattr(run, "agent_id", None)
+            if getattr(run, "status", None) != RunStatus.error or name not in self._config.agents:
+                continue
+            reason = str(getattr(run, "content", None) or "unknown error").strip()
+            key = self._config.agent_model(name)
+            METRICS.model_error(key)
+            logger.warning("model %s failed for %s in team %s: %s", key, name, spec.name, reason)
+            actor = f"{name} in team {spec.display_name}"
+            return model_failed(key, self._config.models[key], reason, actor)
+        return None
+
+    def model(self, key: str) -> Model:
+        """The shared model object of configured model ``key``."""
+        return self._model(key)
+
+    def forget_stores_under(self, folder: Path) -> None:
+        """Let go of the session and learning stores under ``folder`` (a person's private
+        folder, before forget-me erases it)."""
+        self._stores.forget_under(folder)
+
+    async def close(self) -> None:
+        """Release database connections."""
+        await self._stores.close()

@@ -1,0 +1,454 @@
+"""Appservice mode (``matrix.mode: appservice``): mindroom as the homeserver's application
+service, acting as every agent through one token.
+
+The homeserver loads a registration file (``mindroom appservice registration`` writes it:
+``as_token``, ``hs_token``, the exclusive ``@mindroom_.*`` user namespace and the aliases it
+may create, ``matrix.appservice.aliases``) and then pushes every event of the agents' rooms to
+one HTTP endpoint, ``PUT /_matrix/app/v1/transactions/{txnId}``. No agent logs in, has a
+device or long-polls:
+
+- **Acting as an agent.** :class:`AppserviceClient` is a nio client whose every request carries
+  the ``as_token`` and ``?user_id=@mindroom_<agent>:server`` (the spec's identity assertion), so
+  everything mindroom does as an account (send, edit, react, join, read receipts, media) works
+  unchanged. Agents' users are registered once with ``m.login.application_service``.
+- **Receiving.** :class:`TransactionServer` checks the ``hs_token``, answers a transaction it
+  has finished in this run with 200 and nothing else (the homeserver retries the same id after
+  a lost answer), and otherwise hands the events to :class:`TransactionFeed`. It answers 200
+  only once every message was *claimed* in the ledger (durably, as a sync's message is before
+  its position is saved); a failed claim answers 500 and the homeserver sends it again (any
+  other failure of one event is logged and the event skipped, as a sync would: one bad event
+  never stops the stream). A message delivered twice, in two runs, is answered once: its claim.
+- **The feed.** Each event reaches the accounts it concerns as a one-event sync response
+  (:meth:`nio.AsyncClient.receive_response`): an account's room state stays nio's, kept by
+  the same code as in client-server mode, and the accounts' callbacks run as after a /sync.
+  A room an account has just joined gets its full state first (``/rooms/{id}/state``).
+
+- **Several processes** on one database (:mod:`mindroom.cluster.share`) all listen on the port
+  (``SO_REUSEPORT``). The one a transaction reaches appends its events to the shared inbox
+  (:mod:`mindroom.cluster.inbox`) and answers 200 once they are committed there; every process hands
+  them from there to the accounts it runs (:mod:`mindroom.adapters.matrix.inbox_tail`).
+
+Each account still syncs once at start (:meth:`MatrixAccount.first_sync`, as the agent):
+that is how it learns its rooms and the invites sent while mindroom was down. Encryption is
+not available in this mode (appservice users have no devices here).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import json
+import logging
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+import aiohttp
+import nio
+from aiohttp import web
+
+from mindroom.adapters.matrix.accounts import ACCOUNT_PREFIX, localpart
+from mindroom.adapters.matrix.client import MatrixAccount, RoomRulesClient
+from mindroom.adapters.matrix.inbox_tail import InboxTail
+from mindroom.atomic import atomic_write
+from mindroom.errors import ClaimError, MatrixError
+
+if TYPE_CHECKING:
+    from mindroom.cluster.inbox import Inbox
+    from mindroom.config.schema import AppserviceConfig
+
+logger = logging.getLogger(__name__)
+
+TOKENS_FILE = "appservice.json"  # under mindroom_data/, mode 0600
+REGISTRATION_FILE = "appservice-registration.yaml"
+SENDER = f"{ACCOUNT_PREFIX}appservice"  # the service's own user (never an agent)
+_TRANSACTIONS_KEPT = 1000  # finished transaction ids remembered (this run only)
+_PING_S = 10.0  # how long the homeserver has to answer a ping
+
+
+@dataclass(frozen=True)
+class AppserviceTokens:
+    """The two secrets of the registration: the homeserver's proof of mindroom's identity
+    (``as_token``) and mindroom's proof of the homeserver's (``hs_token``)."""
+
+    as_token: str
+    hs_token: str
+
+
+def appservice_tokens(data_dir: Path) -> AppserviceTokens:
+    """The tokens kept in ``mindroom_data/appservice.json``, made (0600) the first time."""
+    path = data_dir / TOKENS_FILE
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        return AppserviceTokens(str(saved["as_token"]), str(saved["hs_token"]))
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise MatrixError(
+            f"{path} is unreadable ({exc}); restore it, or delete it and give the homeserver "
+            "the registration `mindroom appservice registration` writes then"
+        ) from None
+    tokens = AppserviceTokens(secrets.token_urlsafe(32), secrets.token_urlsafe(32))
+    data_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps(tokens.__dict__, indent=2) + "\n", mode=0o600)
+    return tokens
+
+
+def service_url(settings: AppserviceConfig) -> str:
+    """Where the homeserver reaches the transaction endpoint."""
+    return (settings.url or f"http://{settings.host}:{settings.port}").rstrip("/")
+
+
+def registration_text(settings: AppserviceConfig, tokens: AppserviceTokens) -> str:
+    """The registration YAML the homeserver loads (Synapse: ``app_service_config_files``)."""
+    lines = [
+        "# mindroom's application service registration: give this file to the homeserver",
+        "# (Synapse: app_service_config_files) and restart it. It holds secrets: keep it 0600.",
+        f"id: {json.dumps(settings.id)}",
+        f"url: {json.dumps(service_url(settings))}",
+        f"as_token: {json.dumps(tokens.as_token)}",
+        f"hs_token: {json.dumps(tokens.hs_token)}",
+        f"sender_localpart: {json.dumps(SENDER)}",
+        "rate_limited: false",
+        "namespaces:",
+        "  users:",
+        "    - exclusive: true",
+        f"      regex: {json.dumps('@' + ACCOUNT_PREFIX + '.*')}",
+        "  aliases:",
+        "    - exclusive: false",
+        f"      regex: {json.dumps(settings.aliases)}",
+        "  rooms: []",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_registration(data_dir: Path, settings: AppserviceConfig) -> Path:
+    """Write (0600) the registration file under ``mindroom_data/``; its path."""
+    path = data_dir / REGISTRATION_FILE
+    data_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, registration_text(settings, appservice_tokens(data_dir)), mode=0o600)
+    return path
+
+
+class AppserviceClient(RoomRulesClient):
+    """A nio client acting as one user of the appservice: every request carries the
+    ``as_token`` (nio sends it as the bearer token) and ``user_id``."""
+
+    async def send(  # type: ignore[override]
+        self, method: str, path: str, *args: Any, **kwargs: Any
+    ) -> aiohttp.ClientResponse:
+        parts = urlsplit(path)
+        query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+                 if k != "user_id"]  # fmt: skip
+        query.append(("user_id", self.user_id))
+        return await super().send(method, urlunsplit(parts._replace(query=urlencode(query))),
+                                  *args, **kwargs)  # fmt: skip
+
+
+async def _service_request(
+    homeserver: str, as_token: str, method: str, path: str, body: dict[str, Any] | None = None
+) -> tuple[int, dict[str, Any]]:
+    headers = {"Authorization": f"Bearer {as_token}"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(
+            method, homeserver.rstrip("/") + path, json=body, headers=headers
+        ) as answer,
+    ):
+        try:
+            found = await answer.json(content_type=None)
+        except ValueError:
+            found = {}
+        return answer.status, found if isinstance(found, dict) else {}
+
+
+async def service_server_name(homeserver: str, tokens: AppserviceTokens) -> str:
+    """The homeserver's name, from ``whoami`` of the service's own user (which also proves the
+    homeserver loaded this registration)."""
+    status, found = await _service_request(
+        homeserver, tokens.as_token, "GET", "/_matrix/client/v3/account/whoami"
+    )
+    user = str(found.get("user_id", ""))
+    if status != 200 or ":" not in user:
+        raise MatrixError(
+            f"the homeserver at {homeserver} does not accept mindroom's appservice token "
+            f"({found.get('errcode') or status}): give it the registration file "
+            "`mindroom appservice registration` writes, and restart it"
+        )
+    return user.split(":", 1)[1]
+
+
+async def appservice_client(homeserver: str, name: str, tokens: AppserviceTokens,
+                            server_name: str) -> AppserviceClient:  # fmt: skip
+    """The client of agent ``name``'s user (registered the first time: no password, no
+    device)."""
+    user = localpart(name)
+    status, found = await _service_request(
+        homeserver, tokens.as_token, "POST", "/_matrix/client/v3/register",
+        {"type": "m.login.application_service", "username": user, "inhibit_login": True},
+    )  # fmt: skip
+    if status != 200 and found.get("errcode") != "M_USER_IN_USE":
+        raise MatrixError(
+            f"cannot register @{user}:{server_name} through the appservice: "
+            f"{found.get('errcode') or status} {found.get('error', '')}".rstrip()
+        )
+    config = nio.AsyncClientConfig(encryption_enabled=False, store_sync_tokens=False)
+    client = AppserviceClient(homeserver, f"@{user}:{server_name}", config=config)
+    client.user_id = f"@{user}:{server_name}"
+    client.access_token = tokens.as_token
+    return client
+
+
+class Accounts(Protocol):
+    def __call__(self) -> Iterable[MatrixAccount]: ...
+
+
+class Receiver(Protocol):
+    """What takes a transaction's events: raises when the transaction must come again."""
+
+    async def __call__(self, events: list[dict[str, Any]]) -> None: ...
+
+
+class TransactionFeed:
+    """Hands a transaction's events to the accounts they concern, as sync responses."""
+
+    def __init__(self, accounts: Accounts) -> None:
+        self.accounts = accounts
+        self._batches = itertools.count(1)
+
+    async def deliver(self, events: list[dict[str, Any]],
+                      accounts: Iterable[MatrixAccount] | None = None) -> None:  # fmt: skip
+        """Every event, in order, to each of ``accounts`` (default: all) in its room. Raises
+        when the transaction must come again: a claim failed (:class:`ClaimError`) or the
+        homeserver did not answer; an event that cannot be handled otherwise (malformed, a
+        room whose state is refused) is logged and skipped, as a sync would, so one bad event
+        never stops the stream."""
+        by_user = {a.user_id: a for a in (self.accounts() if accounts is None else accounts)}
+        for event in events:
+            try:
+                await self._deliver_one(event, by_user)
+            except (ClaimError, aiohttp.ClientError, TimeoutError):
+                raise
+            except Exception:
+                logger.exception("skipping event %s of %s: it cannot be handled",
+                                 event.get("event_id"), event.get("room_id"))  # fmt: skip
+
+    async def _deliver_one(self, event: dict[str, Any], by_user: dict[str, MatrixAccount]) -> None:
+        room_id = event.get("room_id")
+        if not isinstance(room_id, str) or not isinstance(event.get("type"), str):
+            return
+        content = event.get("content")
+        target = event.get("state_key") if event.get("type") == "m.room.member" else None
+        membership = content.get("membership") if isinstance(content, dict) else None
+        for account in by_user.values():
+            if account.user_id == target:
+                await self._own_membership(account, room_id, event, membership)
+            elif room_id in account.client.rooms:
+                await self._receive(account, {"join": {room_id: _joined([event])}})
+
+    async def _own_membership(self, account: MatrixAccount, room_id: str,
+                              event: dict[str, Any], membership: object) -> None:  # fmt: skip
+        client = account.client
+        if membership == "invite":
+            stripped = (event.get("unsigned") or {}).get("invite_room_state") or []
+            await self._receive(account, {"invite": {room_id: {
+                "invite_state": {"events": [*stripped, _stripped(event)]}}}})  # fmt: skip
+        elif membership == "join" and room_id not in client.rooms:
+            state = await client.room_get_state(room_id)  # what a sync gives a new room
+            if isinstance(state, nio.RoomGetStateError):
+                raise MatrixError(f"{account.user_id} cannot read the state of {room_id}: "
+                                  f"{state.message}")  # fmt: skip
+            client.invited_rooms.pop(room_id, None)
+            await self._receive(account, {"join": {room_id: _joined([event], state.events)}})
+        elif membership in ("leave", "ban"):
+            client.rooms.pop(room_id, None)
+            client.invited_rooms.pop(room_id, None)
+            account.forget_room(room_id)
+        elif room_id in client.rooms:
+            await self._receive(account, {"join": {room_id: _joined([event])}})
+
+    async def _receive(self, account: MatrixAccount, rooms: dict[str, Any]) -> None:
+        batch = f"mindroom_as_{next(self._batches)}"
+        response = nio.SyncResponse.from_dict({"next_batch": batch, "rooms": rooms})
+        if not isinstance(response, nio.SyncResponse):
+            raise MatrixError(f"an event could not be read: {response}")
+        await account.receive(response)
+
+
+def _joined(timeline: list[dict[str, Any]], state: list[dict[str, Any]] | None = None
+            ) -> dict[str, Any]:  # fmt: skip
+    return {"timeline": {"events": timeline, "limited": False}, "state": {"events": state or []}}
+
+
+def _stripped(event: dict[str, Any]) -> dict[str, Any]:
+    return {k: event[k] for k in ("type", "state_key", "sender", "content") if k in event}
+
+
+class TransactionServer:
+    """The endpoint the homeserver pushes transactions to (aiohttp, on the bot's loop)."""
+
+    def __init__(self, settings: AppserviceConfig, tokens: AppserviceTokens,
+                 receive: Receiver, *, shared: bool = False) -> None:  # fmt: skip
+        self.settings, self.tokens, self.receive = settings, tokens, receive
+        self.shared = shared  # several processes listen on the one port (SO_REUSEPORT)
+        # this run's finished transactions: a resend is acknowledged without feeding it again.
+        # Not kept across runs: a homeserver may number from 1 again after its restart, and a
+        # message delivered twice is answered once anyway (the ledger's claim of its event).
+        self._done: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._lock = asyncio.Lock()  # one transaction at a time, in order
+        self._runner: web.AppRunner | None = None
+        self.received = 0  # transactions delivered (for the log and the bench)
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=32 * 1024 * 1024)
+        for prefix in ("/_matrix/app/v1", ""):  # the unprefixed paths of older homeservers
+            app.router.add_put(prefix + "/transactions/{txn}", self._transaction)
+            app.router.add_get(prefix + "/users/{user}", self._nobody)
+            app.router.add_get(prefix + "/rooms/{alias}", self._nobody)
+        app.router.add_post("/_matrix/app/v1/ping", self._ping)
+        return app
+
+    def _authorized(self, request: web.Request) -> bool:
+        given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        given = given or request.query.get("access_token", "")
+        return secrets.compare_digest(given.encode(), self.tokens.hs_token.encode())
+
+    @staticmethod
+    def _error(status: int, errcode: str, error: str) -> web.Response:
+        return web.json_response({"errcode": errcode, "error": error}, status=status)
+
+    async def _transaction(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return self._error(403, "M_FORBIDDEN", "wrong or missing hs_token")
+        txn = request.match_info["txn"]
+        try:
+            body = await request.json()
+        except ValueError:
+            return self._error(400, "M_NOT_JSON", "the transaction is not JSON")
+        events = body.get("events") if isinstance(body, dict) else None
+        if not isinstance(events, list):
+            return self._error(400, "M_BAD_JSON", "a transaction needs an events list")
+        async with self._lock:
+            if txn in self._done:
+                return web.json_response({})  # a retry of one handled: nothing again
+            try:
+                await self.receive([e for e in events if isinstance(e, dict)])
+            except Exception:
+                logger.exception("transaction %s failed; the homeserver will send it again", txn)
+                return self._error(500, "M_UNKNOWN", "not handled; send it again")
+            self._done[txn] = None
+            while len(self._done) > _TRANSACTIONS_KEPT:
+                self._done.popitem(last=False)
+            self.received += 1
+        return web.json_response({})
+
+    async def _nobody(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return self._error(403, "M_FORBIDDEN", "wrong or missing hs_token")
+        return self._error(404, "M_NOT_FOUND", "mindroom makes no users or rooms on demand")
+
+    async def _ping(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return self._error(403, "M_FORBIDDEN", "wrong or missing hs_token")
+        return web.json_response({})
+
+    async def start(self) -> None:
+        runner = web.AppRunner(self.app(), access_log=None)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, self.settings.host, self.settings.port,
+                              reuse_port=self.shared or None).start()  # fmt: skip
+        except OSError as exc:
+            await runner.cleanup()
+            raise MatrixError(
+                f"the appservice cannot listen on {self.settings.host}:{self.settings.port} "
+                f"({exc.strerror}): set matrix.appservice.port"
+            ) from None
+        self._runner = runner
+        logger.info("appservice listening on %s:%d (the homeserver sends to %s)",
+                    self.settings.host, self.settings.port, service_url(self.settings))  # fmt: skip
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+def registration_hint(path: Path) -> str:
+    """What to tell a person who must hand the registration to their homeserver."""
+    return (
+        f"the appservice registration is in {path}: add it to the homeserver's "
+        f"app_service_config_files (Synapse) and restart the homeserver"
+    )
+
+
+class Appservice:
+    """Appservice mode for the bot: its accounts' clients, and the transaction endpoint."""
+
+    def __init__(self, settings: AppserviceConfig, homeserver: str, data_dir: Path,
+                 inbox: Inbox | None = None) -> None:  # fmt: skip
+        self.settings, self.homeserver = settings, homeserver
+        # several processes on one database share the transactions through its inbox
+        self.tail = None if inbox is None else InboxTail(inbox)
+        self.tokens = appservice_tokens(data_dir)
+        self.registration = write_registration(data_dir, settings)  # current with the config
+        self.server: TransactionServer | None = None
+        self._server_name: str | None = None
+
+    async def account(self, name: str) -> MatrixAccount:
+        """The account ``name`` acting through the service (the homeserver checked once: it
+        knows this service). A failed claim of its messages fails the transaction."""
+        if self._server_name is None:
+            try:
+                self._server_name = await service_server_name(self.homeserver, self.tokens)
+            except MatrixError as exc:
+                raise MatrixError(f"{exc} ({registration_hint(self.registration)})") from None
+        client = await appservice_client(self.homeserver, name, self.tokens, self._server_name)
+        if self.tail is not None:  # before its first sync: what comes later is its own
+            await self.tail.begin(client.user_id)
+        account = MatrixAccount(name, client)
+        account.strict = True
+        return account
+
+    async def listen(self, accounts: Accounts) -> InboxTail | None:
+        """Take the homeserver's transactions for ``accounts``: handed to them at once, or
+        with a shared inbox appended there, and the tail returned (to run) hands them on."""
+        feed = TransactionFeed(accounts)
+        receive: Receiver = feed.deliver
+        if self.tail is not None:
+            self.tail.feed, receive = feed, self.tail.receive
+        shared = self.tail is not None  # the processes share the port
+        self.server = TransactionServer(self.settings, self.tokens, receive, shared=shared)
+        await self.server.start()
+        await self.ping()
+        return self.tail
+
+    async def ping(self) -> None:
+        """Ask the homeserver to call the endpoint now (``/appservice/{id}/ping``): it checks
+        the homeserver reaches it, and makes a homeserver that was backing off after mindroom
+        was down send what it kept at once rather than at its next retry."""
+        path = f"/_matrix/client/v1/appservice/{quote(self.settings.id, safe='')}/ping"
+        try:
+            async with asyncio.timeout(_PING_S):
+                status, found = await _service_request(self.homeserver, self.tokens.as_token,
+                                                       "POST", path, {})  # fmt: skip
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            status, found = 0, {"error": str(exc) or type(exc).__name__}
+        if status == 200:
+            logger.info("the homeserver reaches the appservice (%s ms)", found.get("duration_ms"))
+        elif found.get("errcode") == "M_UNRECOGNIZED" or status == 404:
+            logger.debug("the homeserver has no appservice ping; it retries on its own schedule")
+        else:
+            logger.warning(
+                "the homeserver cannot reach the appservice at %s (%s): events will not "
+                "arrive until it can (matrix.appservice.url)", service_url(self.settings),
+                found.get("error") or found.get("errcode") or status,
+            )  # fmt: skip
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.stop()

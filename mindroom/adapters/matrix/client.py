@@ -1,0 +1,554 @@
+"""One Matrix account run by mindroom: its sync loop, what it hears, what it sends.
+
+This wraps a logged-in nio client and hands plain :class:`IncomingMessage` objects and invite
+notifications to callbacks; nothing outside :mod:`mindroom.adapters.matrix` sees nio types.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import nio
+from nio.api import MessageDirection, RelationshipType
+
+from mindroom.adapters.matrix.crypto import keep_keys
+from mindroom.adapters.matrix.events import Attachment, IncomingMessage, parse_message
+from mindroom.adapters.matrix.key_backup import KeyBackup
+from mindroom.adapters.matrix.media import download
+from mindroom.errors import ClaimError, MatrixError
+from mindroom.redact import redact_text
+
+logger = logging.getLogger(__name__)
+
+MessageHandler = Callable[["MatrixAccount", IncomingMessage], Awaitable[None]]
+InviteHandler = Callable[["MatrixAccount", str, str], Awaitable[None]]
+EncryptedHandler = Callable[["MatrixAccount", "Undecryptable"], Awaitable[None]]
+SyncedHandler = Callable[["MatrixAccount", str], Awaitable[None]]
+
+SYNC_TIMEOUT_MS = 30_000
+_SYNC_FILTER: dict[str, Any] = {
+    "presence": {"not_types": ["*"]},
+    "account_data": {"not_types": ["*"]},
+    "room": {"timeline": {"limit": 50}, "ephemeral": {"not_types": ["*"]}},
+}
+_TYPING_TIMEOUT_MS = 30_000
+_MAX_GAP_EVENTS = 1_000
+_TYPING_REFRESH_S = 20.0
+_TYPING_DELAY_S = 1.0
+
+
+@dataclass(frozen=True)
+class Undecryptable:
+    """An encrypted event the account could not decrypt (no room key reached it)."""
+
+    room_id: str
+    event_id: str
+    sender: str
+    receiver_membership: str | None  # "join" unless it is history from before the account joined
+    thread_root: str | None = None  # relations stay readable: the thread it was sent in
+
+
+def _content(event: nio.Event) -> dict[str, Any]:
+    content = event.source.get("content")
+    return content if isinstance(content, dict) else {}
+
+
+# A room is closed to everyone but its members only with exactly these values (allow-lists:
+# a rule or visibility added to Matrix later, or one not seen yet, means "not closed").
+CLOSED_JOIN_RULES = frozenset({"invite"})  # not public, knock, restricted, knock_restricted
+CLOSED_HISTORY = frozenset({"shared", "invited", "joined"})  # not world_readable
+_RULE_STATE = {"m.room.join_rules": "join_rule", "m.room.history_visibility": "history_visibility"}
+
+
+def closed_room_of(
+    user_id: str, ours: set[str], present: set[str], rules: dict[str, object]
+) -> bool:
+    """Whether a room is ``user_id``'s alone with mindroom's accounts (``ours``).
+
+    ``present`` are the room's members joined or invited; ``rules`` its ``join_rule`` and
+    ``history_visibility`` as its state events said them (missing: never seen). The room
+    qualifies only when nobody but the person and mindroom is joined or invited, nobody can
+    join without an invite (join rule exactly ``invite``) and nobody outside can read its
+    history.
+    """
+    return (
+        present - ours == {user_id}
+        and rules.get("join_rule") in CLOSED_JOIN_RULES
+        and rules.get("history_visibility") in CLOSED_HISTORY
+    )
+
+
+def note_room_rules(rules: dict[str, dict[str, object]], response: nio.SyncResponse) -> None:
+    """Keep in ``rules`` each joined room's join rule and history visibility as this sync's
+    state and timeline give them (later events win); forget the rooms left."""
+    for room_id, info in response.rooms.join.items():
+        for event in [*info.state, *info.timeline.events]:
+            source = getattr(event, "source", None)
+            if not isinstance(source, dict) or source.get("state_key") != "":
+                continue
+            key = _RULE_STATE.get(str(source.get("type")))
+            content = source.get("content")
+            if key is not None and isinstance(content, dict):
+                rules.setdefault(room_id, {})[key] = content.get(key)
+    for room_id in response.rooms.leave:
+        rules.pop(room_id, None)
+
+
+class RoomRulesClient(nio.AsyncClient):
+    """nio's client, also keeping who may join each room and who may read its history.
+
+    nio's room starts as ``invite`` and ``shared`` before any state arrived, which would read
+    as a closed room; this keeps only what the room's state events said (``room_rules``),
+    noted before nio runs the event callbacks, so a message handled from a sync already sees
+    the state that came with it.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.room_rules: dict[str, dict[str, object]] = {}
+
+    async def receive_response(self, response: nio.Response) -> None:
+        if isinstance(response, nio.SyncResponse):
+            note_room_rules(self.room_rules, response)
+        await super().receive_response(response)
+
+
+class MatrixAccount:
+    """A logged-in account: sync, callbacks, sending. ``name`` is the agent name (or 'router')."""
+
+    def __init__(self, name: str, client: nio.AsyncClient, backup: KeyBackup | None = None) -> None:
+        self.name = name
+        self.client = client
+        self.backup = backup  # the account's server-side key backup, when it has one
+        self.synced_at: float | None = None  # when the last sync succeeded (for the dashboard)
+        self.sync_problem: str | None = None  # why the last sync failed, until one succeeds
+        self.log = logger.getChild(name)
+        self._on_message: MessageHandler | None = None
+        self._on_invite: InviteHandler | None = None
+        self._on_encrypted: EncryptedHandler | None = None
+        self._stopping = False
+        self._sync_filter: str | dict[str, Any] = _SYNC_FILTER
+        # Rooms joined through this process: the client only learns of them at its next sync.
+        self._joined: set[str] = set()
+        # appservice mode: a message whose claim failed fails the transaction (sent again);
+        # any other failure is logged and the event skipped, as a sync would
+        self.strict = False
+
+    @property
+    def user_id(self) -> str:
+        """The account's full Matrix ID."""
+        return self.client.user_id
+
+    @property
+    def server_name(self) -> str:
+        """The homeserver's name, as it appears in the account's own user ID."""
+        return self.user_id.split(":", 1)[1]
+
+    def joined_rooms(self) -> set[str]:
+        """Rooms this account is joined to: as of its last sync, plus joins made since."""
+        return set(self.client.rooms) | self._joined
+
+    def room_members(self, room_id: str) -> set[str]:
+        """Joined members of ``room_id`` as this account last saw them."""
+        room = self.client.rooms.get(room_id)
+        return set(room.users) if room else set()
+
+    def pending_invites(self) -> list[tuple[str, str]]:
+        """Invites not yet answered, as of the last sync: ``(room_id, inviter)`` pairs.
+
+        An invite sent while the account was not running is only in the first sync's
+        ``rooms.invite``; the start-up (and a reload adding the agent) answers these like the
+        ones heard while listening.
+        """
+        return [
+            (room_id, room.inviter or "")
+            for room_id, room in self.client.invited_rooms.items()
+            if room_id not in self.joined_rooms()
+        ]
+
+    def only_with(self, room_id: str, user_id: str, ours: set[str]) -> bool:
+        """Whether ``room_id`` is a closed room of ``user_id`` and mindroom's accounts alone
+        (what may be said there is for that person only): see :func:`closed_room_of`."""
+        room = self.client.rooms.get(room_id)
+        if room is None:
+            return False
+        rules = self.client.room_rules if isinstance(self.client, RoomRulesClient) else {}
+        present = set(room.users) | set(room.invited_users)
+        return closed_room_of(user_id, ours, present, rules.get(room_id, {}))
+
+    def display_name(self, room_id: str, user_id: str) -> str | None:
+        """``user_id``'s display name in ``room_id`` as this account last saw it."""
+        room = self.client.rooms.get(room_id)
+        return room.user_name(user_id) if room else None
+
+    async def first_sync(self) -> None:
+        """Learn joined rooms and state without delivering the backlog to callbacks.
+
+        Synapse answers an identical /sync from the same device out of a cache for two minutes,
+        which after a quick restart would hand back a stale position and replay everything
+        since; a one-off filter makes this request unlike any earlier one.
+        """
+        nonce = f"mindroom.nonce.{secrets.token_hex(8)}"
+        state_filter = {
+            **_SYNC_FILTER,
+            "room": {
+                "timeline": {"limit": 1, "not_types": [nonce]},
+                "ephemeral": {"not_types": ["*"]},
+            },
+        }
+        response = await self.client.sync(timeout=0, full_state=True, sync_filter=state_filter)
+        if isinstance(response, nio.SyncError):
+            raise MatrixError(f"first sync of {self.user_id} failed: {response.message}")
+        self.synced_at = time.time()
+        await self._keep_keys()
+        # An uploaded filter is parsed once; an inline one costs the server a parse per sync.
+        # Synapse stores identical filters once, so without this run's nonce the catch-up
+        # request (saved position, same filter, same timeout) would be the very request the
+        # previous run left long-polling, and could be answered from that run's cache.
+        timeline = {**_SYNC_FILTER["room"]["timeline"], "not_types": [nonce]}
+        room = {**_SYNC_FILTER["room"], "timeline": timeline}
+        self._sync_filter = {**_SYNC_FILTER, "room": room}
+        uploaded = await self.client.upload_filter(
+            presence=_SYNC_FILTER["presence"], account_data=_SYNC_FILTER["account_data"], room=room
+        )
+        if isinstance(uploaded, nio.UploadFilterResponse):
+            self._sync_filter = uploaded.filter_id
+        else:
+            self.log.warning("cannot upload the sync filter: %s", uploaded.message)
+
+    def listen(
+        self,
+        on_message: MessageHandler,
+        on_invite: InviteHandler,
+        on_encrypted: EncryptedHandler | None = None,
+    ) -> None:
+        """Deliver messages, invites and encrypted events heard from now on to these callbacks.
+
+        Encrypted messages arrive decrypted, as messages; ``on_encrypted`` hears the events
+        that could not be decrypted (after the account asked the sender's devices for the key).
+        """
+        self._on_message, self._on_invite = on_message, on_invite
+        self._on_encrypted = on_encrypted
+        # nio hands a message its schema refuses (a client's bug) on as a BadEvent: read as
+        # far as it can be, so its sender hears what was wrong instead of silence
+        self.client.add_event_callback(self._message_event, (nio.RoomMessage, nio.BadEvent))
+        self.client.add_event_callback(self._invite_event, nio.InviteMemberEvent)
+        self.client.add_event_callback(
+            self._encrypted_event, (nio.MegolmEvent, nio.UnknownEncryptedEvent)
+        )
+
+    async def _keep_keys(self) -> None:
+        """Key upkeep after a sync, and the new room keys into the backup."""
+        await keep_keys(self.client)
+        if self.backup is not None:
+            try:
+                await self.backup.upload()
+            except Exception:  # a transport failure: the next sync backs them up
+                self.log.exception("backing up room keys failed")
+
+    async def _from_backup(self, room_id: str, event: nio.Event) -> nio.Event | None:
+        """``event`` decrypted with its room key from the key backup, when the backup has it
+        (a key sent to an earlier device of this account)."""
+        if self.backup is None or not isinstance(event, nio.MegolmEvent):
+            return None
+        try:
+            if await self.backup.fetch(room_id, event.session_id):
+                event.room_id = event.room_id or room_id
+                return self.client.decrypt_event(event)
+        except Exception as exc:  # no key after all: the event stays undecryptable
+            self.log.warning("%s from the key backup cannot be decrypted: %s", event.event_id, exc)
+        return None
+
+    async def _encrypted_event(self, room: nio.MatrixRoom, event: nio.Event) -> None:
+        if self._on_encrypted is None or event.sender == self.user_id:
+            return
+        if isinstance(decrypted := await self._from_backup(room.room_id, event), nio.RoomMessage):
+            await self._message_event(room, decrypted)
+            return
+        try:
+            if isinstance(event, nio.MegolmEvent) and self.client.olm is not None:
+                with contextlib.suppress(Exception):  # asking is a courtesy; it may be refused
+                    await self.client.request_room_key(event)
+            parsed = parse_message(
+                room.room_id,
+                {
+                    **event.source,
+                    "type": "m.room.message",
+                    "content": {**_content(event), "body": ""},
+                },
+            )
+            await self._on_encrypted(
+                self,
+                Undecryptable(
+                    room.room_id, event.event_id, event.sender,
+                    parsed.receiver_membership if parsed else None,
+                    parsed.thread_root if parsed else None,
+                ),
+            )  # fmt: skip
+        except Exception:
+            if not self._stopping:
+                self.log.exception("handling encrypted event in %s failed", room.room_id)
+
+    async def _message_event(self, room: nio.MatrixRoom, event: nio.Event) -> None:
+        # The edge of every event: one bad event or failing handler must not end the sync loop.
+        if isinstance(event, nio.BadEvent) and event.source.get("type") != "m.room.message":
+            return
+        try:
+            message = parse_message(room.room_id, event.source)
+            if message is not None and message.problem is not None:
+                self.log.warning(
+                    "event %s in %s from %s cannot be read as sent: %s",
+                    event.event_id,
+                    room.room_id,
+                    message.sender,
+                    message.problem,
+                )
+            if message is not None and self._on_message is not None:
+                await self._on_message(self, message)
+        except Exception as exc:
+            if self.strict and isinstance(exc, ClaimError):  # unclaimed: hear it again
+                raise
+            if not self._stopping:  # requests cut short by shutdown are expected
+                self.log.exception("handling event %s in %s failed", event.event_id, room.room_id)
+
+    async def _invite_event(self, room: nio.MatrixRoom, event: nio.InviteMemberEvent) -> None:
+        if (
+            event.state_key != self.user_id
+            or event.membership != "invite"
+            or self._on_invite is None
+        ):
+            return
+        try:
+            await self._on_invite(self, room.room_id, event.sender)
+        except Exception:
+            self.log.exception("handling invite to %s failed", room.room_id)
+
+    async def sync_forever(
+        self, since: str | None = None, on_synced: SyncedHandler | None = None
+    ) -> None:
+        """Long-poll the homeserver until :meth:`stop`; transient failures back off and retry.
+
+        Starts from ``since`` (a saved position, to catch up on what arrived while mindroom was
+        down) or from the first sync. ``on_synced`` gets each new position once the events
+        before it were handled, so it can be saved.
+        """
+        backoff = 1.0
+        position = since or self.client.next_batch
+        self.log.debug("syncing from %r (saved %r)", position, since)
+        if not since and on_synced is not None:
+            # Nothing saved yet: the first sync's position is where a restart must catch up
+            # from, even when this run ends before its first long-poll returns.
+            await on_synced(self, position)
+        while not self._stopping:
+            # nio drops a sync response whose next_batch equals its own ("already received")
+            # without running any callback. After first_sync its position is the head of the
+            # stream, which is exactly where the catch-up from a saved position ends when
+            # nothing else happened since: the whole backlog would be thrown away. Its position
+            # must be the one this request starts from.
+            self.client.next_batch = position
+            try:
+                response = await self.client.sync(
+                    timeout=SYNC_TIMEOUT_MS, sync_filter=self._sync_filter, since=position
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the loop's edge: log, back off, keep listening
+                response = exc
+            if isinstance(response, nio.SyncResponse):
+                backoff = 1.0
+                await self._keep_keys()  # room keys for the people in encrypted rooms
+                await self._fill_gaps(response, since=position)
+                position = response.next_batch
+                self.synced_at, self.sync_problem = time.time(), None
+                if on_synced is not None:
+                    await on_synced(self, position)
+                continue
+            if self._stopping:
+                break
+            self.sync_problem = redact_text(str(response))[:300]  # nio may quote a URL + token
+            self.log.warning("sync failed (%s); retrying in %.0f s", response, backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 30.0)
+
+    async def _fill_gaps(self, response: nio.SyncResponse, since: str | None) -> None:
+        """Deliver the events a *limited* timeline left out, so no message is ever skipped.
+
+        When more events arrived in a room than the sync returns, the server says so
+        (``limited``); the rest are fetched with /messages between the previous position and
+        the start of the returned timeline, and handed to the callbacks oldest first.
+        """
+        if not since:
+            return
+        for room_id, info in response.rooms.join.items():
+            if not info.timeline.limited or not info.timeline.prev_batch:
+                continue
+            missed: list[nio.Event] = []
+            start: str | None = info.timeline.prev_batch
+            while start and len(missed) < _MAX_GAP_EVENTS:
+                page = await self.client.room_messages(
+                    room_id, start=start, end=since, direction=MessageDirection.back, limit=100
+                )
+                if not isinstance(page, nio.RoomMessagesResponse) or not page.chunk:
+                    break
+                missed.extend(page.chunk)
+                start = page.end if page.end != start else None
+            room = self.client.rooms.get(room_id)
+            if room is None:
+                continue
+            if missed:  # a limited timeline with nothing left out needs no line
+                self.log.info("filling a gap of %d events in %s", len(missed), room_id)
+            for event in reversed(missed):
+                if isinstance(event, nio.MegolmEvent) and self.client.olm is not None:
+                    with contextlib.suppress(Exception):  # undecryptable: reported below
+                        event = self.client.decrypt_event(event)
+                if isinstance(event, nio.RoomMessage | nio.BadEvent):
+                    await self._message_event(room, event)
+                elif isinstance(event, nio.MegolmEvent | nio.UnknownEncryptedEvent):
+                    await self._encrypted_event(room, event)
+
+    async def receive(self, response: nio.SyncResponse) -> None:
+        """Take ``response`` as if a sync had returned it (appservice mode's events): room
+        state, then the callbacks."""
+        await self.client.receive_response(response)
+        self.synced_at, self.sync_problem = time.time(), None
+
+    def forget_room(self, room_id: str) -> None:
+        """This account left ``room_id`` (appservice mode: no sync tells the client)."""
+        self._joined.discard(room_id)
+        self._forget_rules(room_id)
+
+    def _forget_rules(self, room_id: str) -> None:
+        if isinstance(self.client, RoomRulesClient):
+            self.client.room_rules.pop(room_id, None)
+
+    def stop(self) -> None:
+        """Make :meth:`sync_forever` return after the current request."""
+        self._stopping = True
+
+    async def send(self, room_id: str, content: dict[str, Any], txn_id: str | None = None) -> str:
+        """Send an ``m.room.message`` and return its event ID.
+
+        The same ``txn_id`` from the same device is deduplicated by the homeserver, which makes
+        a retried send idempotent.
+        """
+        response = await self.client.room_send(
+            room_id, "m.room.message", content, tx_id=txn_id, ignore_unverified_devices=True
+        )
+        if not isinstance(response, nio.RoomSendResponse):
+            raise MatrixError(f"{self.user_id} cannot send to {room_id}: {response.message}")
+        return response.event_id
+
+    async def mark_read(self, room_id: str, event_id: str, thread_root: str | None) -> None:
+        """A read receipt for ``event_id`` (in its thread); a failure only costs the receipt."""
+        try:
+            response = await self.client.update_receipt_marker(
+                room_id, event_id, thread_id=thread_root or "main"
+            )
+        except Exception as exc:  # the receipt is a courtesy: never worth the answer
+            self.log.debug("receipt for %s in %s failed: %s", event_id, room_id, exc)
+            return
+        if isinstance(response, nio.ErrorResponse):
+            self.log.debug("receipt for %s in %s failed: %s", event_id, room_id, response.message)
+
+    async def react(self, room_id: str, event_id: str, key: str, txn_id: str) -> str | None:
+        """React to ``event_id`` with ``key``; the reaction's event ID (None when refused)."""
+        content = {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}}
+        response = await self.client.room_send(
+            room_id, "m.reaction", content, tx_id=txn_id, ignore_unverified_devices=True
+        )
+        if not isinstance(response, nio.RoomSendResponse):
+            self.log.warning("cannot react in %s: %s", room_id, response.message)
+            return None
+        return response.event_id
+
+    async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """The file of a media message (see :mod:`mindroom.adapters.matrix.media`)."""
+        return await download(self.client, attachment, max_bytes)
+
+    async def redact(self, room_id: str, event_id: str, reason: str) -> None:
+        """Redact ``event_id``; a failure is logged (it may be gone already)."""
+        response = await self.client.room_redact(room_id, event_id, reason=reason)
+        if isinstance(response, nio.ErrorResponse):
+            self.log.warning("cannot redact %s in %s: %s", event_id, room_id, response.message)
+
+    async def set_typing(self, room_id: str, typing: bool) -> None:
+        """Show or hide the typing notice; a failure only costs the notice."""
+        response = await self.client.room_typing(room_id, typing, timeout=_TYPING_TIMEOUT_MS)
+        if isinstance(response, nio.ErrorResponse):
+            self.log.debug("typing notice in %s failed: %s", room_id, response.message)
+
+    @contextlib.asynccontextmanager
+    async def typing(self, room_id: str) -> AsyncIterator[None]:
+        """Show a typing notice while the block runs, refreshed while it lasts.
+
+        A quick answer needs none (it would be two more events in the room), so the notice
+        appears only once the block has run for a moment.
+        """
+        shown = False
+
+        async def keep_typing() -> None:
+            nonlocal shown
+            await asyncio.sleep(_TYPING_DELAY_S)
+            while True:
+                shown = True
+                await self.set_typing(room_id, True)
+                await asyncio.sleep(_TYPING_REFRESH_S)
+
+        task = asyncio.create_task(keep_typing(), name=f"typing:{self.name}:{room_id}")
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            if shown:
+                await self.set_typing(room_id, False)
+
+    async def thread_senders(self, room_id: str, thread_root: str) -> set[str]:
+        """Everyone who has posted in a thread, its root included (asks the server)."""
+        senders: set[str] = set()
+        root = await self.client.room_get_event(room_id, thread_root)
+        if isinstance(root, nio.RoomGetEventResponse):
+            senders.add(root.event.sender)
+        try:
+            async for event in self.client.room_get_event_relations(
+                room_id, thread_root, RelationshipType.thread
+            ):
+                senders.add(event.sender)
+        except (aiohttp.ClientError, TimeoutError, AttributeError) as exc:
+            # the homeserver did not answer; or it answered with an error (a thread whose root
+            # it does not know), on which nio's iterator fails with AttributeError
+            self.log.warning("cannot read thread %s in %s: %s", thread_root, room_id, exc)
+        return senders
+
+    async def join(self, room: str) -> str:
+        """Join a room by ID or alias; returns the room ID."""
+        response = await self.client.join(room)
+        if not isinstance(response, nio.JoinResponse):
+            raise MatrixError(f"{self.user_id} cannot join {room}: {response.message}")
+        self._joined.add(response.room_id)
+        return response.room_id
+
+    async def leave(self, room_id: str) -> None:
+        """Leave ``room_id`` (a failure is logged: the room may already be gone)."""
+        response = await self.client.room_leave(room_id)
+        if isinstance(response, nio.ErrorResponse):
+            self.log.warning("cannot leave %s: %s", room_id, response.message)
+        self._joined.discard(room_id)
+        self.client.rooms.pop(room_id, None)
+        self._forget_rules(room_id)
+
+    async def close(self) -> None:
+        """Stop syncing and close the HTTP session."""
+        self.stop()
+        await self.client.close()
+        if self.backup is not None:
+            self.backup.close()

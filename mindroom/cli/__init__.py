@@ -1,0 +1,1 @@
+"""The ``mindroom`` command and its subcommands. Printing happens only here."""

@@ -1,0 +1,41 @@
+"""``mindroom appservice registration``: the file a homeserver loads to let mindroom act as
+its agents (``matrix.mode: appservice``, see :mod:`mindroom.adapters.matrix.appservice`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from mindroom.adapters.matrix.appservice import registration_hint, write_registration
+from mindroom.config.load import load_config
+
+
+def add_appservice_parser(
+    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+    common: Callable[[argparse.ArgumentParser], None],
+) -> None:
+    """Register ``mindroom appservice`` and its actions."""
+    service = sub.add_parser("appservice", help="mindroom as the homeserver's application service")
+    actions = service.add_subparsers(dest="action", required=True)
+    registration = actions.add_parser(
+        "registration", help="write the registration file for the homeserver; print its path"
+    )
+    common(registration)
+    registration.set_defaults(func=run_registration)
+
+
+def run_registration(args: argparse.Namespace) -> int:
+    """Write ``mindroom_data/appservice-registration.yaml`` (the tokens are made once and kept)
+    from ``matrix.appservice``; its path on stdout, what to do with it on stderr."""
+    config_path = Path(args.config).resolve()
+    storage = Path(args.storage).resolve() if args.storage else config_path.parent
+    config = load_config(config_path)  # ConfigError: "mindroom: ..." and exit 2
+    path = write_registration(storage / "mindroom_data", config.matrix.appservice)
+    print(path)
+    print(registration_hint(path), file=sys.stderr)
+    if config.matrix.mode != "appservice":
+        print("(matrix.mode is not appservice in the config: mindroom run logs its agents in "
+              "as before)", file=sys.stderr)  # fmt: skip
+    return 0

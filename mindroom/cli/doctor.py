@@ -1,0 +1,98 @@
+"""``mindroom doctor``: check the config, the homeserver, every model, memory search (and, for
+agents on the mem0 backend, mem0's extra, model and embedder) and the storage, and list the
+end-to-end encrypted rooms the agents are in (which mindroom cannot read yet).
+
+Each check says what it found and, when something is wrong, what to do about it. Checks make
+small real requests (the homeserver's versions endpoint, one tiny completion per model) with
+short timeouts; nothing is changed anywhere (the rooms are read with the agents' saved logins; an
+agent without one is not logged in) and nothing is installed: a missing package is reported with
+the command that installs it, or as what the first use will install (``memory.auto_install``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+
+from mindroom.adapters.agno.probe import check_model
+from mindroom.adapters.embeddings.probe import embedder_checks
+from mindroom.adapters.matrix.accounts import agent_credentials
+from mindroom.adapters.matrix.encrypted_rooms import (
+    check_encrypted_rooms,
+    check_key_backup,
+    encryption_not_checked,
+)
+from mindroom.adapters.matrix.local import local_user_store
+from mindroom.adapters.matrix.login_checks import check_logins
+from mindroom.adapters.matrix.probe import check_homeserver
+from mindroom.adapters.matrix.synapse_config import CONFIG_FILE
+from mindroom.checks import Check
+from mindroom.config.load import load_config
+from mindroom.config.schema import Config
+from mindroom.errors import ConfigError
+from mindroom.memory.mem0.setup import check_mem0
+
+
+def check_storage(storage: Path) -> Check:
+    """The storage root can be written."""
+    folder = storage / "mindroom_data"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder):
+            pass
+        return Check("storage", True, f"{folder} is writable")
+    except OSError as exc:
+        return Check("storage", False, f"{folder}: {exc.strerror}", "fix permissions or --storage")
+
+
+def _local_url(storage: Path, local: bool) -> str | None:
+    """Where ``run --local`` last served this storage's homeserver (its port may be --port's)."""
+    if not local:
+        return None
+    saved = local_user_store(storage / "mindroom_data").accounts()
+    return saved[0][0] if saved else None
+
+
+async def run_doctor(config_path: Path, storage: Path, homeserver: str | None) -> list[Check]:
+    """Every check, in order."""
+    try:
+        config: Config | None = load_config(config_path)
+        checks = [Check("config", True, f"{config_path} is valid")]
+    except ConfigError as exc:
+        config, checks = None, [Check("config", False, str(exc), "fix the key it names")]
+    # The embedded homeserver has open registration off; `run --local` uses its secret.
+    local_secret = (storage / "mindroom_data" / "homeserver" / CONFIG_FILE).exists()
+    url = homeserver or _local_url(storage, local_secret)
+    url = url or (config.matrix.homeserver if config else "http://localhost:8008")
+    server_checks = await check_homeserver(url.rstrip("/"), local_secret)
+    checks += server_checks
+    if config is not None:
+        checks += await asyncio.gather(*(check_model(n, m) for n, m in config.models.items()))
+        embedders = await embedder_checks(config, config_path.parent)
+        checks += embedders.values()
+        checks += check_mem0(config, config_path.parent, embedders)
+    checks.append(check_storage(storage))
+    if config is not None:
+        data_dir = storage / "mindroom_data"
+        checks += check_key_backup(data_dir, config.account_names, config.matrix.key_backup)
+    if config is None or not all(c.ok for c in server_checks if c.name == "homeserver"):
+        why = "the config is invalid" if config is None else "the homeserver does not answer"
+        checks.append(encryption_not_checked(why))
+    else:
+        credentials = agent_credentials(storage / "mindroom_data")
+        given = {n: (t.access_token, t.device_id) for n, t in config.matrix.logins.items()}
+        checks += await check_logins(url, config.account_names, given, credentials)
+        checks += await check_encrypted_rooms(url, credentials, config.account_names)
+    return checks
+
+
+def render(checks: list[Check]) -> str:
+    """The readable table."""
+    width = max(len(c.name) for c in checks)
+    lines = []
+    for c in checks:
+        lines.append(f"{c.status:<4} {c.name:<{width}}  {c.detail}")
+        if c.fix:
+            lines.append(f"     {'':<{width}}  fix: {c.fix}")
+    return "\n".join(lines)

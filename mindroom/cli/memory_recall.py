@@ -1,0 +1,63 @@
+"""``mindroom memory recall``: the memory block a new turn gets, printed.
+
+Split from :mod:`mindroom.cli.memory`, which registers it beside the other memory actions.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from mindroom.config import load_config
+from mindroom.memory.registry import MemoryRegistry
+
+Opener = Callable[[argparse.Namespace], tuple[Any, MemoryRegistry]]
+
+
+def add_recall_parser(
+    actions: argparse._SubParsersAction,  # type: ignore[type-arg]
+    common: Callable[[argparse.ArgumentParser], None],
+    opener: Opener,
+) -> None:
+    """Register ``mindroom memory recall``; ``opener`` checks ``--agent``/``--user`` and opens
+    the memory as every memory action does."""
+    recall = actions.add_parser(
+        "recall", help="show the memory a new turn of the agent gets for a message"
+    )
+    common(recall)
+    recall.add_argument("--agent", required=True, help="agent name")
+    recall.add_argument("--user", help="Matrix ID: who is asking (a private companion's memory)")
+    recall.add_argument("message", help="the message the turn answers")
+    recall.set_defaults(func=partial(run_recall, opener=opener))
+
+
+def run_recall(args: argparse.Namespace, opener: Opener) -> int:
+    """``mindroom memory recall``: print exactly the memory block a new turn of the agent gets
+    for the message (nothing at all when it gets none), from the files as they are now.
+
+    The block comes from :func:`mindroom.memory.search.recall.agent_recall`, the function the
+    runtime
+    calls for every turn, so what this prints is what the model sees.
+    """
+    from mindroom.memory.search.recall import agent_recall
+
+    config_path = Path(args.config).resolve()
+    storage = Path(args.storage).resolve() if args.storage else config_path.parent
+    config = load_config(config_path)
+    if args.agent in config.agents and config.agent_memory_backend(args.agent) == "none":
+        # no memory of its own, but the memory of its teams is still recalled
+        registry = MemoryRegistry(config, storage, config_path.parent)
+    else:
+        _, registry = opener(args)  # checks the agent and --user like every memory action
+    try:
+        _, block = agent_recall(
+            registry.config, registry, args.agent, args.message, args.user, count=False
+        )
+    finally:
+        registry.close()
+    if block:
+        print(block)
+    return 0

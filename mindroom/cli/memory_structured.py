@@ -1,0 +1,219 @@
+"""The structured side of ``mindroom memory``: fields on ``add``, and ``set``.
+
+Thin, like :mod:`mindroom.cli.memory` (which registers these actions beside its own): every
+action goes through the agent's view (:class:`mindroom.memory.policy.view.AgentView`), so
+``--agent``
+and ``--team`` apply that allowlist (``memory.allowlists``) exactly as the agent's own tools do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from mindroom.app.runlock import running
+from mindroom.atomic import atomic_write
+from mindroom.config import Config
+from mindroom.errors import ConfigError, MemoryStoreError
+from mindroom.memory.files.fields import NO_FIELDS, EntryFields, check_fields, render_fields
+from mindroom.memory.files.restore import set_fields_sync
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.mem0 import Mem0Memory
+from mindroom.memory.ops_events import EventLog
+from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.audit import export_markdown, person_export
+from mindroom.memory.policy.consent import ConsentQueue
+from mindroom.memory.policy.view import AgentView
+from mindroom.memory.registry import MemoryRegistry
+from mindroom.people.data import forget_person
+
+STRUCTURED_ACTIONS = frozenset({"set", "proposals", "confirm", "reject", "stats"})
+
+
+def add_field_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--category``, ``--importance`` and ``--pin`` (the fields of a new entry)."""
+    parser.add_argument("--category", help="its category (memory.categories; default general)")
+    parser.add_argument("--importance", type=int, choices=range(1, 6), metavar="1-5")
+    parser.add_argument("--pin", action="store_true", help="never let it expire")
+
+
+def add_structured_parsers(action: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """Register ``set`` through ``memory_cli``'s ``action`` helper (``--agent``/``--team``)."""
+    change = action("set", "change a memory's fields (category, importance, pinned)")
+    change.add_argument("id")
+    change.add_argument("--category", help="new category (memory.categories)")
+    change.add_argument("--importance", type=int, choices=range(1, 6), metavar="1-5")
+    pin = change.add_mutually_exclusive_group()
+    pin.add_argument("--pin", action="store_true", default=None, help="never let it expire")
+    pin.add_argument("--unpin", dest="pin", action="store_false", help="let it expire again")
+    action("proposals", "list changes waiting for a person's consent (or a second signal)")
+    action("confirm", "confirm a proposed change: it is written").add_argument("proposal")
+    action("reject", "reject a proposed change: nothing is written").add_argument("proposal")
+    stats = action("stats", "count what memory did, by node and operation")
+    stats.add_argument("--days", type=float, default=7, help="how far back (default 7)")
+
+
+def cli_access(args: argparse.Namespace, config: Config) -> CategoryAccess:
+    """The allowlist of the agent (or team) an action names."""
+    team = getattr(args, "team", None)
+    if team:
+        return CategoryAccess.of_team(config, team, config.teams[team].agents)
+    return CategoryAccess.of(config, args.agent)
+
+
+def fields_of(args: argparse.Namespace) -> EntryFields:
+    """The fields ``add`` was given (a MemoryStoreError names a bad one)."""
+    try:
+        return check_fields(
+            EntryFields(category=args.category, importance=args.importance, pinned=args.pin)
+        )
+    except ValueError as exc:
+        raise MemoryStoreError(str(exc)) from None
+
+
+def run_structured(args: argparse.Namespace, view: AgentView) -> int:
+    """Carry out a structured action; prints the result."""
+    memory = view.memory
+    if args.action in ("proposals", "confirm", "reject"):  # proposals of either backend
+        return _consent(args, memory)
+    if isinstance(memory, Mem0Memory):
+        raise MemoryStoreError(f"`{args.action}` is for file memory; this one uses mem0")
+    if args.action == "stats":
+        return _stats(memory, args.days)
+    entry = view.get_sync(args.id)
+    changes: dict[str, object] = {}
+    if args.category is not None:
+        changes["category"] = view.access.writable(args.category)
+    if args.importance is not None:
+        changes["importance"] = args.importance
+    if args.pin is not None:
+        changes["pinned"] = args.pin
+    if not changes:
+        raise MemoryStoreError("nothing to change: give --category, --importance, --pin or --unpin")
+    try:
+        fields = check_fields(replace(entry.fields, **changes))  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise MemoryStoreError(str(exc)) from None
+    done = set_fields_sync(memory, entry.id, fields, actor="cli")
+    words = render_fields(done.fields) if done.fields != NO_FIELDS else "(no fields)"
+    print(f"{done.id}  {done.path}:{done.start_line}  {words}")
+    return 0
+
+
+def _person(args: argparse.Namespace) -> str:
+    user = args.user
+    if not user or not user.startswith("@") or ":" not in user:
+        raise ConfigError(f"--user {user!r} is not a Matrix ID like @alice:example.org")
+    if args.agent or getattr(args, "team", None):
+        raise ConfigError(f"memory {args.action} --user is about one person: drop --agent/--team")
+    return str(user)
+
+
+def run_person_export(
+    args: argparse.Namespace, config: Config, storage: Path, config_dir: Path
+) -> int:
+    """``memory export --user MXID``: everything stored about one person, as markdown or
+    JSON: every store of the map (:mod:`mindroom.people.data`)."""
+    user = _person(args)
+    registry = MemoryRegistry(config, storage, config_dir)
+    try:
+        data = person_export(config, registry, storage, user)
+    finally:
+        registry.close()
+    text = (
+        json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+        if args.format == "json"
+        else export_markdown(data)
+    )
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        atomic_write(args.output, text)
+        count = sum(len(s["entries"]) for s in data["private_memory"])
+        print(f"wrote everything about {user} to {args.output} ({count} private entries)")
+    return 0
+
+
+def run_person_forget(
+    args: argparse.Namespace, config: Config, storage: Path, config_dir: Path
+) -> int:
+    """``memory forget --user MXID``: erase the person's part of every store of the map, after
+    a confirmation (``--yes`` skips it; without a terminal it is required)."""
+    user = _person(args)
+    holder = running(storage / "mindroom_data")
+    if holder is not None:
+        raise MemoryStoreError(
+            f"forget refused while mindroom runs for {storage} ({holder.describe()}): the "
+            "running bot holds the stores open and could write them again. Stop mindroom "
+            "first, or let the person use the forget button on their /me page."
+        )
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise ConfigError(
+                f"memory forget --user {user}: no terminal to confirm on; add --yes to erase "
+                "everything about this person without asking"
+            )
+        answer = input(
+            f"Erase everything mindroom stores about {user}? This cannot be undone. Type 'yes': "
+        )
+        if answer.strip().lower() != "yes":
+            print("nothing erased")
+            return 1
+    registry = MemoryRegistry(config, storage, config_dir)
+    try:
+        reports = forget_person(config, storage, registry, user)
+    finally:
+        registry.close()
+    for report in reports:
+        print(f"{report.store:<20} {report.count:>6} erased")
+    print(f"forgot {user}: {sum(r.count for r in reports)} items in {len(reports)} stores")
+    return 0
+
+
+def _consent(args: argparse.Namespace, memory: FileMemory | Mem0Memory) -> int:
+    queue = ConsentQueue(memory)
+    try:
+        if args.action == "proposals":
+            pending = queue.pending()
+            for p in pending:
+                until = dt.datetime.fromtimestamp(p.expires).strftime("%Y-%m-%d")
+                who = p.user_id or "(nobody named)"
+                print(f"{p.id}  {p.kind:<9} {p.field:<14} {who}  until {until}  {p.text}")
+            if not pending:
+                print("no proposals waiting")
+            return 0
+        confirm = args.action == "confirm"
+        proposal, entry = queue.decide(args.proposal, confirm=confirm, actor="cli", user_id=None)
+    finally:
+        queue.close()
+    if entry is not None:
+        where = f"{entry.path}:{entry.start_line}"
+        print(f"confirmed {proposal.id}: wrote {entry.id}  {where}  {entry.text}")
+    else:
+        print(f"rejected {proposal.id}: nothing written")
+    return 0
+
+
+def _stats(memory: FileMemory, days: float) -> int:
+    since = time.time() - days * 86400
+    log = EventLog(memory)
+    try:
+        rows = log.counts(since)
+    finally:
+        log.close()
+    by_key: dict[tuple[str, str], dict[str, int]] = {}
+    for node, op, status, count in rows:
+        by_key.setdefault((node, op), {})[status] = count
+    print(f"{'node':<9} {'op':<8} {'ok':>6} {'skipped':>8} {'error':>6}   (last {days:g} days)")
+    for (node, op), counts in sorted(by_key.items()):
+        print(f"{node:<9} {op:<8} {counts.get('ok', 0):>6} {counts.get('skipped', 0):>8} "
+              f"{counts.get('error', 0):>6}")  # fmt: skip
+    if not by_key:
+        print("(no events yet)")
+    return 0

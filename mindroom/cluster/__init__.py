@@ -1,0 +1,1 @@
+"""Several ``mindroom run`` processes on one database: leases, the shared inbox, hand-overs."""

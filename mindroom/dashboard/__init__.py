@@ -1,0 +1,1 @@
+"""mindroom.dashboard"""

@@ -1,0 +1,1 @@
+"""Memory files: the markdown people edit, their write protocol, history and archive."""

@@ -1,0 +1,1 @@
+"""The background flush: finished conversations become durable memory, silently."""

@@ -1,0 +1,1 @@
+"""Memory maintenance jobs: consolidation, lifecycle (TTL), insights, and their scheduler."""

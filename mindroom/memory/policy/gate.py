@@ -1,0 +1,145 @@
+"""The read gate: whether a reader may see a memory entry, and whether a turn may use a
+person's private memory where it answers. Pure: plain dataclasses in, a bool out; no I/O.
+
+Every path that shows memory text to a model asks :func:`may_read` about the entry **as it is
+stored now** (never about what a history record or a search row remembers of it): recall and
+its sections (long-term memory, recent and related entries, linked entries, open conflicts),
+the memory tools, ``memory_query``, insights and procedural steps, and the delta header, which
+looks each changed entry up by id (:mod:`mindroom.memory.search.delta`). The store's SQL filter
+(:meth:`Reader.filter`, a :class:`~mindroom.memory.policy.filters.MemoryFilter`) is the same rule
+written for the index, so a search never even ranks what the gate would refuse; a test checks
+the two against each other.
+
+The rule is an allow-list: an entry is shown only when every condition grants it.
+
+* **state**: only a live entry. An entry expired by TTL, archived, deleted or not found is
+  never shown (its text may not come back after a person removed it).
+* **category**: on the reader's allowlist (``memory.allowlists`` of the config of the
+  moment); an entry that names no category is in ``memory.categories.default``, the one
+  documented default. A reader without an allowlist reads every category.
+* **type**: one of the conversational types (:data:`CONVERSATIONAL_TYPES`), or a type the
+  read asked for on purpose (``memory_query`` naming ``procedural``, a read by id). An
+  unknown type is refused.
+
+Where a person's **private** memory may be used at all is decided once per turn, by
+:func:`private_memory_allowed` over the room's :class:`RoomAudience` (see
+:func:`mindroom.pipeline.turns.plan_turn`): only where nobody but that person (and mindroom's own
+accounts) can read the answer. A turn that may not use it gets no private memory at all: no
+recall, no tools, no delta header, no learning.
+
+Designed to grow: the next step (issue 33) gives every entry the audience it was learned in,
+and :func:`may_read` an ``audience: RoomAudience`` argument (the room the text would be shown
+in), granting an entry only where the room's readers are all within the entry's audience.
+:class:`RoomAudience` is the value that argument will take; today it says only whether one
+person alone can read the room.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+
+from mindroom.memory.files.fields import DEFAULT_CATEGORY
+from mindroom.memory.files.markdown import MemoryEntry
+from mindroom.memory.policy.filters import MemoryFilter
+
+CONVERSATIONAL_TYPES = frozenset({"semantic", "episodic", "insight"})
+"""Types every read may show; ``procedural`` steps only a deliberate read returns."""
+
+
+class EntryState(enum.Enum):
+    """Where an entry is now."""
+
+    LIVE = "live"  # in its memory file, active
+    EXPIRED = "expired"  # soft-deleted by TTL, waiting for its purge day
+    ARCHIVED = "archived"  # moved to the archive (merged, or archived by consolidation)
+    DELETED = "deleted"  # not in the files nor the archive (or unreadable)
+
+
+@dataclass(frozen=True)
+class StoredEntry:
+    """The fields of an entry that access depends on, as it is stored now."""
+
+    category: str | None  # None: none written (the default category)
+    type: str  # the entry's type, its file's default applied
+    state: EntryState
+
+    @classmethod
+    def of(cls, entry: MemoryEntry, state: EntryState | None = None) -> StoredEntry:
+        """``entry`` as read from a file (``state``: where it was found; default: its
+        memory file, live unless TTL expired it)."""
+        fields = entry.fields
+        if state is None:
+            state = EntryState.EXPIRED if fields.soft_deleted else EntryState.LIVE
+        return cls(fields.category, fields.type_in(entry.path), state)
+
+
+@dataclass(frozen=True)
+class Reader:
+    """Who reads: an agent or team (``owner``; None: a person with their files), the
+    categories the config of the moment grants it (None: every one), the types this read
+    asked for on purpose, and the person the turn is for."""
+
+    owner: str | None
+    categories: frozenset[str] | None
+    default_category: str = DEFAULT_CATEGORY
+    deliberate: frozenset[str] = frozenset()  # e.g. {"procedural"}: asked for by name
+    requester: str | None = None
+
+    @property
+    def types(self) -> frozenset[str]:
+        """The types this read may show."""
+        return CONVERSATIONAL_TYPES | self.deliberate
+
+    def filter(self, **conditions: object) -> MemoryFilter:
+        """:func:`may_read` as the store's filter (live entries of granted categories and
+        types), narrowed by ``conditions`` (:class:`MemoryFilter` fields)."""
+        base = MemoryFilter(
+            categories=self.categories, default_category=self.default_category, types=self.types
+        )
+        return replace(base, **conditions)  # type: ignore[arg-type]
+
+
+def may_read(reader: Reader, entry: StoredEntry) -> bool:
+    """Whether ``reader`` may be shown ``entry`` (see the module docstring for the rule)."""
+    if entry.state is not EntryState.LIVE:
+        return False
+    category = entry.category or reader.default_category
+    if reader.categories is not None and category not in reader.categories:
+        return False
+    return entry.type in reader.types
+
+
+def readable(reader: Reader, entries: list[MemoryEntry]) -> list[MemoryEntry]:
+    """The entries of ``entries`` (read from the memory files now) ``reader`` may see."""
+    return [e for e in entries if may_read(reader, StoredEntry.of(e))]
+
+
+@dataclass(frozen=True)
+class RoomAudience:
+    """Who can read a room's messages, as far as memory access needs to know.
+
+    ``only_person`` is the one person who, with mindroom's own accounts, is all that can read
+    the room (joined or invited members, and nobody can read it from outside); None: other
+    people can, or it is not known. Issue 33 adds the room's kind and readers here.
+    """
+
+    only_person: str | None = None
+    readers: frozenset[str] = field(default=frozenset())  # reserved: the room's people
+
+    @classmethod
+    def private_to(cls, person: str) -> RoomAudience:
+        """A room only ``person`` (and mindroom's accounts) can read: their DM."""
+        return cls(only_person=person, readers=frozenset({person}))
+
+    @classmethod
+    def shared(cls, readers: frozenset[str] = frozenset()) -> RoomAudience:
+        """A room other people can read (or one whose readers are not known)."""
+        return cls(only_person=None, readers=readers)
+
+
+def private_memory_allowed(person: str, audience: RoomAudience) -> bool:
+    """Whether a turn for ``person`` may use ``person``'s private memory where it answers
+    (recall, the memory tools, the delta header, learning): only in a room nobody else can
+    read, however the turn got there (a mention, the router, a hand-off)."""
+    return audience.only_person is not None and audience.only_person == person

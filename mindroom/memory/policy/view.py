@@ -1,0 +1,332 @@
+"""One agent's view of a memory: the store's read and write calls with its allowlist applied.
+
+The memory tools, recall, the CLI with ``--agent`` and the flush reach a scope's memory
+through an :class:`AgentView`, never around it, so a category the agent's allowlist
+(``memory.allowlists``) does not grant is refused on every path the same way: a read sees
+only granted categories (the store filters, see :mod:`mindroom.memory.policy.filters`), a read of
+one entry by id, an update or a delete of an entry in another category fails with a
+:class:`~mindroom.errors.MemoryAccessError`, and a write names only a granted category.
+Lines of a file the agent may not read come back as a placeholder.
+
+Whether an entry may be shown is decided by the read gate,
+:func:`mindroom.memory.policy.gate.may_read`,
+on the entry as it is stored now: the store's filter is the gate's (:meth:`AgentView.reading`),
+and what a read returns passes the gate again before it is shown. Conversational reads leave
+``procedural`` entries out: they are how-to steps an agent fetches on purpose (spec 12: a
+``memory_query`` naming ``procedural``, a read by id). Soft-deleted entries (expired by TTL)
+are never read; ``mindroom memory restore`` brings them back.
+
+The access is taken from the config each time a view is made (every turn), so a reload
+takes effect at the next turn. An agent's view (``count``) also notes what it reads (for TTL)
+and records its operations (``hotpath`` events); a view with ``relations`` links what it
+writes to its neighbours (:mod:`mindroom.memory.search.relations`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TypeVar
+
+from mindroom.errors import MemoryStoreError
+from mindroom.memory.bounded import bounded
+from mindroom.memory.files.fields import NO_FIELDS, EntryFields
+from mindroom.memory.files.markdown import MemoryEntry
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.files.writing import check_procedural
+from mindroom.memory.jobs.consolidate.records import ConsolidationRecords, db_path
+from mindroom.memory.mem0 import Mem0Memory
+from mindroom.memory.ops_events import OpEvent, emit
+from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.consent import WriteConsent
+from mindroom.memory.policy.filters import MemoryFilter
+from mindroom.memory.policy.gate import Reader, StoredEntry, may_read, readable
+from mindroom.memory.registry import ScopeMemory
+from mindroom.memory.search.index import SearchHit
+from mindroom.memory.search.relations import RelationSettings, link_entry
+from mindroom.memory.search.session_source import (
+    is_transcript_path,
+    merged,
+    read_transcript,
+    search_sessions,
+)
+
+DELIBERATE = frozenset({"procedural"})  # types only a read asking for them returns
+BY_ID = DELIBERATE  # a read by id is deliberate: any type is shown
+_E = TypeVar("_E", MemoryEntry, SearchHit)
+
+
+def note_access(memory: FileMemory, entries: Iterable[MemoryEntry]) -> None:
+    """Record that an agent read ``entries`` now, in the scope's ``consolidation.db`` beside
+    the retrieval counts (TTL reads it, see :mod:`mindroom.memory.jobs.lifecycle`); never a file
+    write. Hand-written lines are left out (their ids follow their text, and TTL leaves them
+    alone)."""
+    ids = [e.id for e in entries if not e.hand_written]
+    if not ids:
+        return
+    records = ConsolidationRecords(db_path(memory.scope.state_dir))
+    try:
+        records.note_retrieved(ids)
+    finally:
+        records.close()
+
+
+class AgentView:
+    """``memory`` as ``access`` lets its agent (or team, or person) use it."""
+
+    def __init__(
+        self,
+        memory: ScopeMemory,
+        access: CategoryAccess,
+        *,
+        count: bool = False,
+        relations: RelationSettings | None = None,
+        sessions: bool = False,
+    ) -> None:
+        self.memory = memory
+        self.access = access
+        self.count = count  # an agent's reads: note them (TTL keeps what is used)
+        self.relations = relations  # link what this view writes to its neighbours
+        self.sessions = sessions  # past conversations are a source (memory.sources)
+
+    def _linked(self, entry: MemoryEntry | None, actor: str) -> MemoryEntry | None:
+        if entry is not None and self.relations and isinstance(self.memory, FileMemory):
+            edges = link_entry(self.memory, entry, self.relations, actor=actor)
+            if edges:
+                self.event("link", entry)
+        return entry
+
+    def event(self, op: str, entry: MemoryEntry | None = None, sim: float | None = None) -> None:
+        """An operational event of an agent's own reads and writes (``hotpath``)."""
+        if self.count:
+            category = entry.fields.category_or(self.access.default) if entry else None
+            emit(self.memory, OpEvent("hotpath", op, "ok", entry.id if entry else None,
+                                      category, sim))  # fmt: skip
+
+    def noted(self, entries: list[_E]) -> list[_E]:
+        """``entries``, noted as read now when this view counts (file memory only)."""
+        if self.count and entries and isinstance(self.memory, FileMemory):
+            note_access(self.memory, [e.entry if isinstance(e, SearchHit) else e for e in entries])
+        return entries
+
+    @property
+    def scope_id(self) -> str:
+        """The scope's id (what the tools and logs name)."""
+        return self.memory.scope_id
+
+    def reader(self, deliberate: frozenset[str] = frozenset()) -> Reader:
+        """This view as the read gate's reader (the allowlist of the config of the moment)."""
+        return self.access.reader(deliberate)
+
+    @property
+    def catching_up(self) -> bool:
+        """Whether the last search did not wait for the index to follow a big file (it
+        searched what was indexed so far)."""
+        return isinstance(self.memory, FileMemory) and self.memory.index.catching_up
+
+    def reading(self) -> MemoryFilter:
+        """The filter of a conversational read: the gate's (granted categories, live,
+        conversational types)."""
+        return self.reader().filter()
+
+    def hidden(self, entry: MemoryEntry) -> bool:
+        """Whether a conversational read leaves ``entry`` (as read from its file now) out."""
+        return not may_read(self.reader(), StoredEntry.of(entry))
+
+    def shown(self, hits: list[_E]) -> list[_E]:
+        """The entries (or search hits) of ``hits`` a conversational read may show: each
+        passes the gate on the entry as it was read now."""
+        reader = self.reader()
+        kept = []
+        for hit in hits:
+            entry = hit.entry if isinstance(hit, SearchHit) else hit
+            if may_read(reader, StoredEntry.of(entry)):
+                kept.append(hit)
+        return kept
+
+    def _visible(self, entry: MemoryEntry, verb: str) -> MemoryEntry:
+        self.access.check_entry(entry, verb)
+        if entry.fields.soft_deleted:
+            raise MemoryStoreError(
+                f"memory {entry.id} expired (not used for a long time) and waits to be purged "
+                f"on {entry.fields.purge}; a person can bring it back with "
+                "`mindroom memory restore`"
+            )
+        if verb == "read" and not may_read(self.reader(BY_ID), StoredEntry.of(entry)):
+            raise MemoryStoreError(f"no memory with id {entry.id!r} (search or list to find ids)")
+        return entry
+
+    # -- synchronous (a worker thread; the CLI) -----------------------------------------------
+
+    def add_sync(
+        self,
+        text: str,
+        *,
+        actor: str,
+        path: str | None = None,
+        op_key: str | None = None,
+        fields: EntryFields = NO_FIELDS,
+        run: str | None = None,
+        consent: WriteConsent | None = None,
+    ) -> MemoryEntry:
+        """Add an entry in a granted category (``fields.category``; None: the default),
+        written in conversation ``run`` on ``consent``'s word (the store checks it);
+        procedural memory must be numbered steps."""
+        self.access.writable(fields.category)
+        if fields.type_in(path or "") == "procedural" and (why := check_procedural(text)):
+            raise MemoryStoreError(why)
+        if isinstance(self.memory, Mem0Memory):
+            if fields != NO_FIELDS or path is not None:
+                raise MemoryStoreError(
+                    "the mem0 backend keeps no files, categories or fields: add the text alone"
+                )
+            return self.memory.add_sync(text, actor=actor, op_key=op_key, consent=consent)
+        added = self.memory.add_sync(
+            text, actor=actor, path=path, op_key=op_key, fields=fields, run=run, consent=consent
+        )
+        self.event("create", added)
+        self._linked(added, actor)
+        return added
+
+    def append_unique_sync(
+        self,
+        text: str,
+        *,
+        actor: str,
+        path: str,
+        fields: EntryFields = NO_FIELDS,
+        run: str | None = None,
+        consent: WriteConsent | None = None,
+    ) -> MemoryEntry | None:
+        """Append ``text`` to ``path`` (a granted category) unless the file has it already."""
+        self.access.writable(fields.category)
+        if isinstance(self.memory, Mem0Memory):
+            raise MemoryStoreError("the mem0 backend keeps no files")
+        return self.memory.append_unique_sync(
+            text, actor=actor, path=path, fields=fields, run=run, consent=consent
+        )
+
+    def search_sync(self, query: str, limit: int = 5) -> list[SearchHit]:
+        """The best ``limit`` entries this agent may read for ``query``."""
+        only = self.reading()
+        if isinstance(self.memory, Mem0Memory):  # no fields there: every entry is the default's
+            return self.shown(self.memory.search_sync(query, limit))
+        hits = self.noted(self.shown(self.memory.search_sync(query, limit, only)))
+        self.event("search", hits[0].entry if hits else None, hits[0].score if hits else None)
+        if self.sessions:
+            hits = merged(hits, search_sessions(self.memory, query, limit), limit)
+        return hits
+
+    def list_sync(self, limit: int = 50) -> list[MemoryEntry]:
+        """Entries this agent may read, in the store's listing order."""
+        if isinstance(self.memory, Mem0Memory):
+            return readable(self.reader(), self.memory.list_sync(limit))
+        return readable(self.reader(), self.memory.list_sync(limit, self.reading()))
+
+    def get_sync(self, entry_id: str) -> MemoryEntry:
+        """The entry ``entry_id``, if this agent may read it."""
+        if isinstance(self.memory, Mem0Memory):
+            return self._visible(self.memory.get_sync(entry_id), "read")
+        return self.noted([self._visible(self.memory.find(entry_id), "read")])[0]
+
+    def update_sync(
+        self,
+        entry_id: str,
+        text: str,
+        *,
+        actor: str,
+        op_key: str | None = None,
+        consent: WriteConsent | None = None,
+    ) -> MemoryEntry:
+        """Replace the text of an entry this agent may read (its fields stay); the store
+        checks the new text for consent."""
+        if not self._repeat(op_key):
+            self._visible(self._current(entry_id), "change")
+        if isinstance(self.memory, Mem0Memory):
+            updated = self.memory.update_sync(
+                entry_id, text, actor=actor, op_key=op_key, consent=consent
+            )
+        else:
+            updated = self.memory.update_sync(
+                entry_id, text, actor=actor, op_key=op_key, consent=consent
+            )
+        self.event("update", updated)
+        self._linked(updated, actor)
+        return updated
+
+    def delete_sync(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
+        """Remove an entry this agent may read (the history keeps it)."""
+        if not self._repeat(op_key):
+            self._visible(self._current(entry_id), "delete")
+        deleted = self.memory.delete_sync(entry_id, actor=actor, op_key=op_key)
+        self.event("delete", deleted)
+        return deleted
+
+    def read_file_sync(self, path: str, from_line: int = 1, lines: int = 100) -> str:
+        """Numbered lines of a memory file; entries this agent may not read are placeholders."""
+        if isinstance(self.memory, Mem0Memory):
+            return self.memory.read_file_sync(path, from_line, lines)
+        if is_transcript_path(path):
+            if not self.sessions:
+                raise MemoryStoreError(
+                    f"{path!r} is a past conversation, and past conversations are not a memory "
+                    "source here (memory.sources: [memory, sessions] makes them one)"
+                )
+            return read_transcript(self.memory, path, from_line, lines)
+        return self.memory.read_file_sync(path, from_line, lines, hide=self.hidden)
+
+    def _current(self, entry_id: str) -> MemoryEntry:
+        if isinstance(self.memory, Mem0Memory):
+            return self.memory.get_sync(entry_id)
+        return self.memory.find(entry_id)
+
+    def _repeat(self, op_key: str | None) -> bool:
+        """Whether ``op_key`` names a write this memory did already (a resumed turn: answered
+        from the record, and the entry may be gone by now)."""
+        if op_key is None or isinstance(self.memory, Mem0Memory):
+            return False
+        record = self.memory.history.by_op_key(op_key)
+        return record is not None and record.op != "abort"
+
+    # -- async (the tools): each call in a worker thread, bounded ------------------------------
+
+    async def add(
+        self,
+        text: str,
+        *,
+        actor: str,
+        op_key: str | None = None,
+        fields: EntryFields = NO_FIELDS,
+        run: str | None = None,
+        consent: WriteConsent | None = None,
+    ) -> MemoryEntry:
+        return await bounded(
+            self.add_sync, text, actor=actor, op_key=op_key, fields=fields, run=run, consent=consent
+        )
+
+    async def search(self, query: str, limit: int = 5) -> list[SearchHit]:
+        return await bounded(self.search_sync, query, limit)
+
+    async def list(self, limit: int = 50) -> list[MemoryEntry]:
+        return await bounded(self.list_sync, limit)
+
+    async def get(self, entry_id: str) -> MemoryEntry:
+        return await bounded(self.get_sync, entry_id)
+
+    async def update(
+        self,
+        entry_id: str,
+        text: str,
+        *,
+        actor: str,
+        op_key: str | None = None,
+        consent: WriteConsent | None = None,
+    ) -> MemoryEntry:
+        return await bounded(
+            self.update_sync, entry_id, text, actor=actor, op_key=op_key, consent=consent
+        )
+
+    async def delete(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
+        return await bounded(self.delete_sync, entry_id, actor=actor, op_key=op_key)
+
+    async def read_file(self, path: str, from_line: int = 1, lines: int = 100) -> str:
+        return await bounded(self.read_file_sync, path, from_line, lines)

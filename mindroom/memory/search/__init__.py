@@ -1,0 +1,1 @@
+"""Finding memory: the derived indexes (keyword, vector, past conversations) and recall."""

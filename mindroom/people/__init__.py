@@ -1,0 +1,1 @@
+"""Everything about one person across every store: list, export and erase."""

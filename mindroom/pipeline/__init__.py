@@ -1,0 +1,1 @@
+"""The path of a message: intake, routing, turns, answers, chat commands and notices."""

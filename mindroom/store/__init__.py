@@ -1,0 +1,1 @@
+"""The SQL database of mindroom's control state: connection, ledger tables and write helpers."""

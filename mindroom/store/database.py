@@ -1,0 +1,385 @@
+"""The SQL database of mindroom's shared control state: SQLite (the default, one file) or
+PostgreSQL, through SQLAlchemy's asyncio engine, with one code path for both.
+
+:class:`Database` is what the ledger (:mod:`mindroom.store.ledger`) and the session book
+(:mod:`mindroom.sessions.book`) talk to: ``execute(sql, params)``, ``commit``, ``rollback``.
+The SQL is written once, in the subset both engines run (``INSERT ... ON CONFLICT``,
+``UPDATE ... RETURNING``, ``CASE``; ``?`` placeholders, bound by position); where the two
+differ, :attr:`Database.greatest` names the function.
+
+- **One connection per process**, as the ledger always had: statements run one at a time (a
+  lock), and a read outside a write ends its transaction at once, so nothing holds a snapshot
+  or a lock while idle.
+- **Every claim is one atomic statement** (an insert that conflicts, an update whose
+  ``WHERE`` re-checks the row), so two processes on one PostgreSQL never both win a claim:
+  PostgreSQL locks the row and re-evaluates the condition for the second updater.
+- **Versioned schema.** ``schema_migrations`` records the versions applied; each runs once, in
+  its own transaction, under an advisory lock on PostgreSQL (two processes starting together
+  wait for each other). SQLite has no such lock, so every migration is written to be safe to
+  run twice (``IF NOT EXISTS``); version 1 is, so a ledger made before the table existed takes
+  it as it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Awaitable, Generator, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event, text
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
+
+from mindroom.errors import MindroomError
+
+SQLITE_BUSY_TIMEOUT_S = 30
+_PLACEHOLDER = re.compile(r"\?")
+_MIGRATIONS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+    " version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
+)
+_MIGRATION_LOCK = 0x6D696E64  # "mind": the advisory lock key of a PostgreSQL migration
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One version of a schema: statements run together, once."""
+
+    version: int
+    statements: tuple[str, ...]
+
+
+def statements(script: str) -> tuple[str, ...]:
+    """The statements of a ``;``-separated script (no ``;`` inside a statement)."""
+    return tuple(s.strip() for s in script.split(";") if s.strip())
+
+
+_POSTGRES_URL = re.compile(r"^postgres(?:ql)?(?:\+asyncpg)?://")
+
+
+def database_url(target: Path | str) -> str:
+    """SQLAlchemy's URL for a SQLite file path or a ``postgresql://`` URL (asyncpg). The error
+    for anything else never repeats the URL (it may carry a password)."""
+    if isinstance(target, Path):
+        return f"sqlite+aiosqlite:///{target}"
+    if not _POSTGRES_URL.match(target):
+        raise DatabaseError(
+            "storage.database is not a PostgreSQL URL (postgresql://user:pass@host/db)"
+        )
+    return _POSTGRES_URL.sub("postgresql+asyncpg://", target, count=1)
+
+
+class DatabaseError(MindroomError):
+    """The control-state database cannot be reached or used (said without its URL)."""
+
+
+def _bind(sql: str, params: Sequence[Any]) -> tuple[str, dict[str, Any]]:
+    """``sql`` with its ``?`` placeholders named, and the values by name."""
+    marks = sql.count("?")
+    if marks != len(params):
+        raise ValueError(f"{marks} placeholders for {len(params)} values in: {sql[:80]}")
+    names = iter(range(marks))
+    bound = _PLACEHOLDER.sub(lambda _: f":p{next(names)}", sql)
+    return bound, {f"p{i}": value for i, value in enumerate(params)}
+
+
+class _UnitLock:
+    """One write unit (its statements and its commit) at a time, held by a task: a statement
+    of another task never runs inside it, and the holder may read while it writes."""
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+        self._owner: asyncio.Task[Any] | None = None
+        self._depth = 0
+
+    @contextlib.asynccontextmanager
+    async def held(self) -> AsyncIterator[None]:
+        task = asyncio.current_task()
+        if self._owner is task and task is not None:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        async with self._lock:
+            self._owner, self._depth = task, 1
+            try:
+                yield
+            finally:
+                self._owner, self._depth = None, 0
+
+
+class Rows:
+    """What a statement returned: its rows (fetched at once) and how many rows it changed."""
+
+    def __init__(self, rows: list[Any], rowcount: int) -> None:
+        self._rows, self.rowcount = rows, rowcount
+
+    async def fetchone(self) -> Any:
+        return self._rows[0] if self._rows else None
+
+    async def fetchall(self) -> list[Any]:
+        return list(self._rows)
+
+
+class _Call:
+    """``await db.execute(...)`` or ``async with db.execute(...) as rows`` (as aiosqlite)."""
+
+    def __init__(self, call: Awaitable[Rows]) -> None:
+        self._call = call
+
+    def __await__(self) -> Generator[Any, None, Rows]:
+        return self._call.__await__()
+
+    async def __aenter__(self) -> Rows:
+        return await self._call
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+class Database:
+    """One connection to the control-state database. Open with :meth:`open`."""
+
+    def __init__(self, engine: AsyncEngine, connection: AsyncConnection) -> None:
+        self._engine, self._connection = engine, connection
+        self.dialect = engine.dialect.name  # "sqlite" or "postgresql"
+        self._lock = asyncio.Lock()  # one statement at a time on the connection
+        self.unit = _UnitLock()  # one write unit at a time (see mindroom.store.whole_writes)
+        self._writing = False  # a write statement ran since the last commit or rollback
+
+    @classmethod
+    async def open(cls, target: Path | str, migrations: Sequence[Migration]) -> Database:
+        """Connect to ``target`` (a SQLite file, created with its folder, or a PostgreSQL URL)
+        and bring its schema up to the last of ``migrations``."""
+        if isinstance(target, Path):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            engine = sqlite_engine(target, poolclass=NullPool)
+            connection = await engine.connect()
+        else:
+            try:
+                engine = create_async_engine(database_url(target), poolclass=NullPool)
+                connection = await engine.connect()
+            except DatabaseError:
+                raise
+            except Exception as exc:  # its text may quote the URL: the kind of failure only
+                raise DatabaseError(
+                    f"storage.database cannot be opened ({type(exc).__name__}): check its host, "
+                    "port, user, password and database name"
+                ) from None
+        database = cls(engine, connection)
+        if not migrations:  # a reader: the schema is the writer's
+            return database
+        try:
+            await database._migrate(migrations)
+        except BaseException:
+            await database.close()
+            raise
+        return database
+
+    @property
+    def greatest(self) -> str:
+        """The two-argument maximum: ``MAX`` in SQLite, ``GREATEST`` in PostgreSQL."""
+        return "GREATEST" if self.dialect == "postgresql" else "MAX"
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> _Call:
+        """Run one statement with ``?`` placeholders bound to ``params`` in order."""
+        return _Call(self._execute(sql, params))
+
+    async def _execute(self, sql: str, params: Sequence[Any]) -> Rows:
+        bound, values = _bind(sql, params)
+        async with self.unit.held(), self._lock:
+            try:
+                result = await self._connection.execute(text(bound), values)
+                rows = list(result.fetchall()) if result.returns_rows else []
+                if not sql.lstrip()[:6].upper().startswith("SELECT"):
+                    self._writing = True
+                elif not self._writing:  # a read alone: end its transaction now
+                    await self._connection.commit()
+                return Rows(rows, result.rowcount)
+            except BaseException:
+                # a failed or cancelled statement leaves the transaction aborted (and, after a
+                # lost server, the connection unusable): start clean, then let it propagate.
+                # Inside a write unit that unit's statements go too: its caller rolls back.
+                await asyncio.shield(self._recover())
+                raise
+
+    async def _recover(self) -> None:
+        self._writing = False
+        try:
+            await self._connection.rollback()
+        except Exception:  # the connection is gone: a new one
+            with contextlib.suppress(Exception):
+                await self._connection.close()
+            self._connection = await self._engine.connect()
+
+    async def commit(self) -> None:
+        async with self._lock:
+            await self._connection.commit()
+            self._writing = False
+
+    async def rollback(self) -> None:
+        async with self._lock:
+            await self._recover()
+
+    async def close(self) -> None:
+        """Close the connection; a cancel (a shutdown) does not cut the close short."""
+        await asyncio.shield(self._close())
+
+    async def _close(self) -> None:
+        async with self._lock:
+            await self._connection.close()
+        await self._engine.dispose()
+
+    async def _migrate(self, migrations: Sequence[Migration]) -> None:
+        async with self._lock:
+            conn = self._connection
+            if self.dialect == "postgresql":  # held to the commit: one process migrates
+                await conn.execute(text(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"))
+            await conn.execute(text(_MIGRATIONS_TABLE))
+            done = {row[0] for row in await conn.execute(
+                text("SELECT version FROM schema_migrations"))}  # fmt: skip
+            for migration in sorted(migrations, key=lambda m: m.version):
+                if migration.version in done:
+                    continue
+                for statement in migration.statements:
+                    try:
+                        await conn.execute(text(statement))
+                    except OperationalError as exc:  # SQLite has no ADD COLUMN IF NOT EXISTS
+                        if "duplicate column name" not in str(exc):  # a racing process added it
+                            raise
+                await conn.execute(  # SQLite: another process may have run it meanwhile
+                    text("INSERT INTO schema_migrations (version, applied_at) VALUES (:v, :t)"
+                         " ON CONFLICT (version) DO NOTHING"),
+                    {"v": migration.version, "t": time.time()},
+                )  # fmt: skip
+            await conn.commit()
+
+
+def sqlite_engine(path: Path, **options: Any) -> AsyncEngine:
+    """An async SQLite engine with WAL and a busy timeout, so readers never see 'locked'."""
+    engine = create_async_engine(
+        database_url(path), connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S}, **options
+    )
+    event.listen(engine.sync_engine, "connect", _sqlite_pragmas)  # fmt: skip
+    return engine
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+class SyncDatabase:
+    """The same database for synchronous callers (the maintenance schedule, from worker
+    threads): a short connection per call, one writer at a time.
+
+    SQLite: ``BEGIN IMMEDIATE`` (one writer in at a time, across processes). PostgreSQL (the
+    psycopg driver): a transaction holding an advisory lock of ``lock_key``, so the writes of
+    one store are serialised across processes the same way.
+    """
+
+    def __init__(self, target: Path | str, lock_key: int) -> None:
+        self.target, self.lock_key = target, lock_key
+        self.dialect = "sqlite" if isinstance(target, Path) else "postgresql"
+        self._engine: Any = None
+        if isinstance(target, str):
+            from sqlalchemy import create_engine
+
+            url = database_url(target).replace("+asyncpg", "+psycopg")
+            self._engine = create_engine(url, pool_size=2, max_overflow=4, pool_pre_ping=True)
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[SyncConnection]:
+        """A connection for reads (no transaction held)."""
+        if self._engine is None:
+            with contextlib.closing(self._sqlite()) as db:
+                yield SyncConnection(db, None)
+            return
+        with self._engine.connect() as conn:
+            yield SyncConnection(None, conn)
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[SyncConnection]:
+        """One transaction that no other writer of this store runs beside."""
+        if self._engine is None:
+            with contextlib.closing(self._sqlite()) as db:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield SyncConnection(db, None)
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+            return
+        with self._engine.begin() as conn:
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": self.lock_key})
+            yield SyncConnection(None, conn)
+
+    @contextlib.contextmanager
+    def autocommit(self) -> Iterator[SyncConnection]:
+        """A connection whose every statement commits at once, for the statements that refuse
+        to run inside a transaction (PostgreSQL's ``VACUUM``)."""
+        if self._engine is None:
+            with contextlib.closing(self._sqlite()) as db:
+                yield SyncConnection(db, None)
+            return
+        with self._engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            yield SyncConnection(None, conn)
+
+    def script(self, statements: Sequence[str]) -> None:
+        """Run schema statements (``IF NOT EXISTS``) in one write."""
+        with self.write() as db:
+            for statement in statements:
+                db.execute(statement)
+
+    def _sqlite(self) -> sqlite3.Connection:
+        assert isinstance(self.target, Path)
+        db = sqlite3.connect(self.target, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        db.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_S * 1000}")
+        return db
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+
+
+class SyncConnection:
+    """``execute(sql, params)`` with ``?`` placeholders; rows are read by column name."""
+
+    def __init__(self, sqlite: sqlite3.Connection | None, conn: Any) -> None:
+        self._sqlite, self._conn = sqlite, conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> SyncResult:
+        if self._sqlite is not None:
+            cursor = self._sqlite.execute(sql, tuple(params))
+            return SyncResult(cursor.fetchall(), cursor.rowcount)
+        bound, values = _bind(sql, params)
+        result = self._conn.execute(text(bound), values)
+        rows = [row._mapping for row in result] if result.returns_rows else []
+        return SyncResult(rows, result.rowcount)
+
+
+class SyncResult:
+    def __init__(self, rows: list[Any], rowcount: int) -> None:
+        self.rows, self.rowcount = rows, rowcount
+
+    def fetchall(self) -> list[Any]:
+        return self.rows
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.rows)
+
+    def fetchone(self) -> Any:
+        return self.rows[0] if self.rows else None

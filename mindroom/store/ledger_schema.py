@@ -1,0 +1,145 @@
+"""The ledger's tables (``mindroom_data/ledger.db``, or PostgreSQL); what each holds is in
+:mod:`mindroom.store.ledger`.
+
+Versioned (:class:`mindroom.store.database.Migration`): a change is a new version appended to
+:data:`MIGRATIONS`, never an edit of an old one. Every statement runs on SQLite and
+PostgreSQL alike; each version runs once (its statements and its record commit together).
+"""
+
+from mindroom.store.database import Migration, statements
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS handled (
+    event_id   TEXT PRIMARY KEY,
+    room_id    TEXT NOT NULL,
+    responders TEXT NOT NULL,
+    source     TEXT NOT NULL,
+    status     TEXT NOT NULL,
+    claimed_at DOUBLE PRECISION NOT NULL,
+    done_at    DOUBLE PRECISION
+);
+CREATE INDEX IF NOT EXISTS handled_pending ON handled (status, claimed_at);
+CREATE TABLE IF NOT EXISTS sync_tokens (
+    account TEXT PRIMARY KEY,
+    token   TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS compactions (
+    base_session TEXT PRIMARY KEY,
+    generation   INTEGER NOT NULL,
+    carried      TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS reply_parts (
+    trigger_id TEXT NOT NULL,
+    agent      TEXT NOT NULL,
+    part       INTEGER NOT NULL,
+    event_id   TEXT,
+    PRIMARY KEY (trigger_id, agent, part)
+);
+CREATE TABLE IF NOT EXISTS session_generations (
+    room_id     TEXT NOT NULL,
+    thread_root TEXT NOT NULL,
+    generation  INTEGER NOT NULL,
+    PRIMARY KEY (room_id, thread_root)
+);
+CREATE TABLE IF NOT EXISTS flush_sessions (
+    key                TEXT PRIMARY KEY,
+    agent              TEXT NOT NULL,
+    session_id         TEXT NOT NULL,
+    requester          TEXT NOT NULL DEFAULT '',
+    team               TEXT NOT NULL DEFAULT '[]',
+    dirty              INTEGER NOT NULL DEFAULT 0,
+    dirty_revision     INTEGER NOT NULL DEFAULT 0,
+    first_dirty_at     DOUBLE PRECISION NOT NULL DEFAULT 0,
+    last_seen_at       DOUBLE PRECISION NOT NULL DEFAULT 0,
+    flushed_updated_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+    cursor             INTEGER NOT NULL DEFAULT 0,
+    in_flight          INTEGER NOT NULL DEFAULT 0,
+    failures           INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at    DOUBLE PRECISION NOT NULL DEFAULT 0,
+    boosted            INTEGER NOT NULL DEFAULT 0,
+    claim_id           TEXT,
+    claim_pid          INTEGER,
+    claim_boot         TEXT,
+    claimed_at         DOUBLE PRECISION
+);
+CREATE TABLE IF NOT EXISTS flush_curation (
+    scope  TEXT NOT NULL,
+    day    TEXT NOT NULL,
+    passes INTEGER NOT NULL,
+    PRIMARY KEY (scope, day)
+);
+CREATE TABLE IF NOT EXISTS conversation_sessions (
+    key            TEXT PRIMARY KEY,
+    owner          TEXT NOT NULL,
+    requester      TEXT NOT NULL DEFAULT '',
+    room_id        TEXT NOT NULL,
+    thread_root    TEXT NOT NULL DEFAULT '',
+    kind           TEXT NOT NULL,
+    base           TEXT NOT NULL,
+    session_id     TEXT NOT NULL,
+    serial         INTEGER NOT NULL DEFAULT 0,
+    started_at     DOUBLE PRECISION NOT NULL,
+    last_active_at DOUBLE PRECISION NOT NULL,
+    turns          INTEGER NOT NULL DEFAULT 0,
+    input_tokens   BIGINT NOT NULL DEFAULT 0,
+    output_tokens  BIGINT NOT NULL DEFAULT 0,
+    context_tokens BIGINT NOT NULL DEFAULT 0,
+    model          TEXT NOT NULL DEFAULT '',
+    reason         TEXT NOT NULL DEFAULT '',
+    previous       TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS conversation_sessions_room
+    ON conversation_sessions (room_id, thread_root);
+"""
+
+# Several processes on one database (mindroom.cluster.leases): who answers a claimed message
+# (``agent``: whose lease holder; ``owner``: the process working on it), the leases, and the
+# running processes with their pinned agents.
+SHARDS = """
+ALTER TABLE handled ADD COLUMN agent TEXT;
+ALTER TABLE handled ADD COLUMN owner TEXT;
+CREATE INDEX IF NOT EXISTS handled_agent ON handled (agent, status);
+CREATE TABLE IF NOT EXISTS leases (
+    name       TEXT PRIMARY KEY,
+    owner      TEXT NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL,
+    taken_at   DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE IF NOT EXISTS processes (
+    owner      TEXT PRIMARY KEY,
+    pins       TEXT NOT NULL,
+    host       TEXT NOT NULL,
+    pid        INTEGER NOT NULL,
+    started_at DOUBLE PRECISION NOT NULL,
+    seen_at    DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE IF NOT EXISTS agent_accounts (
+    name    TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL
+);
+"""
+
+# Several appservice processes (mindroom.cluster.inbox): the homeserver's events as one ordered log,
+# each appended once (by event ID) whichever process the homeserver reached; ``inbox_head``
+# numbers them (its row is locked by each append, so appends commit in order). Each account's
+# position in it is a ``sync_tokens`` row ``inbox:<user>``.
+INBOX = """
+CREATE TABLE IF NOT EXISTS inbox (
+    seq         BIGINT PRIMARY KEY,
+    event_id    TEXT UNIQUE,
+    event       TEXT NOT NULL,
+    received_at DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX IF NOT EXISTS inbox_received ON inbox (received_at);
+CREATE TABLE IF NOT EXISTS inbox_head (
+    id  INTEGER PRIMARY KEY,
+    seq BIGINT NOT NULL
+);
+INSERT INTO inbox_head (id, seq) VALUES (1, 0) ON CONFLICT (id) DO NOTHING;
+"""
+
+MIGRATIONS = (
+    Migration(1, statements(SCHEMA)),
+    Migration(2, statements(SHARDS)),
+    Migration(3, statements(INBOX)),
+)
