@@ -160,8 +160,16 @@ def run_pass(plant: Plant, storage: Path, embedder: str, max_calls: int, now: dt
         kind: [(c.memory_id, c.conflicting_memory_id) for c in recorded if c.kind == kind]
         for kind in ("conflict", "merge")
     }
-    return Run(report, pairs["conflict"], pairs["merge"], said, judge.budget.calls, requests,
-               seconds, embed_seconds)  # fmt: skip
+    return Run(
+        report,
+        pairs["conflict"],
+        pairs["merge"],
+        said,
+        judge.budget.calls,
+        requests,
+        seconds,
+        embed_seconds,
+    )
 
 
 # -- scoring -----------------------------------------------------------------------------------
@@ -254,8 +262,10 @@ class Score:
         for kind in (*DUPLICATE_KINDS, "exact+near-exact"):
             planted = [e for e in plant.entries if e.role in kind.split("+")]
             found = [e for e in planted if self.found(e)]
-            print(f"# duplicates {kind}: planted={len(planted)} found={len(found)} "
-                  f"recall={_ratio(len(found), len(planted)):.2f}")  # fmt: skip
+            print(
+                f"# duplicates {kind}: planted={len(planted)} found={len(found)} "
+                f"recall={_ratio(len(found), len(planted)):.2f}"
+            )
             if kind in DUPLICATE_KINDS:
                 total, hits = total + len(planted), hits + len(found)
                 for entry in [e for e in planted if e not in found][:examples]:
@@ -286,8 +296,10 @@ class Score:
         for kind in CONFLICT_KINDS:
             pairs = [p for p, k in plant.contradictions.items() if k == kind]
             m = sum(1 for p in pairs if p in caught)
-            print(f"# conflicts {kind}: planted={len(pairs)} found={m} "
-                  f"recall={_ratio(m, len(pairs)):.2f}")  # fmt: skip
+            print(
+                f"# conflicts {kind}: planted={len(pairs)} found={m} "
+                f"recall={_ratio(m, len(pairs)):.2f}"
+            )
             for pair in [p for p in pairs if p not in caught][:examples]:
                 a, b = sorted(pair)
                 print(f"#   missed: {plant.facts[a].text!r} / {plant.facts[b].text!r}")
@@ -303,9 +315,11 @@ class Score:
         """Print what was archived and what is gone from the files; how many are gone."""
         lost = [e for e in self.plant.entries if e.line not in self.files.lines]
         rewritten = [e for e in lost if e.id in self.files.live]
-        print(f"# archived: {len(self.files.archived)} entries in memory/archive (merged: "
-              f"{len(self.run.report.merged)}), promoted to MEMORY.md: "
-              f"{len(self.run.report.promoted)}")  # fmt: skip
+        print(
+            f"# archived: {len(self.files.archived)} entries in memory/archive (merged: "
+            f"{len(self.run.report.merged)}), promoted to MEMORY.md: "
+            f"{len(self.run.report.promoted)}"
+        )
         print(f"# originals deleted: {len(lost)} ({len(rewritten)} of them rewritten in place)")
         for entry in lost[:examples]:
             now = self.files.live.get(entry.id) or self.files.archived.get(entry.id)
@@ -346,10 +360,12 @@ def catch_up(
                     recorded = records.conflicts(include_resolved=True)
                 finally:
                     records.close()
-                conflicts = [(c.memory_id, c.conflicting_memory_id) for c in recorded
-                             if c.kind == "conflict"]  # fmt: skip
-                run = Run(ScopeReport("bench", merged=merged), conflicts, [], Counter(), 0, 0,
-                          0.0, None)  # fmt: skip
+                conflicts = [
+                    (c.memory_id, c.conflicting_memory_id) for c in recorded if c.kind == "conflict"
+                ]
+                run = Run(
+                    ScopeReport("bench", merged=merged), conflicts, [], Counter(), 0, 0, 0.0, None
+                )
                 facts, true = Score(plant, read_files(root), run).caught()
                 recall = _ratio(len({facts[p] for p in true}), len(plant.contradictions))
                 figures.append((recall, judge.budget.calls, done.unjudged))
@@ -364,8 +380,10 @@ def report(plant: Plant, root: Path, run: Run, examples: int) -> str:
     found, duplicates = score.duplicates(examples)
     caught, true = score.conflicts(examples)
     lost = score.lost(examples)
-    print(f"# model calls: {run.calls} (judge budget), {run.requests} (server requests); pairs "
-          f"asked {run.report.asked}, left without verdict {run.report.unjudged}")  # fmt: skip
+    print(
+        f"# model calls: {run.calls} (judge budget), {run.requests} (server requests); pairs "
+        f"asked {run.report.asked}, left without verdict {run.report.unjudged}"
+    )
     print("# verdicts: " + (", ".join(f"{k} {n}" for k, n in run.said.most_common()) or "none"))
     return (
         f"duplicates: recall={_ratio(found, duplicates):.2f} "
@@ -399,30 +417,42 @@ def main(argv: list[str] | None = None) -> None:
     plant = build_plant(args.entries, args.seed, now.astimezone().date(), args.days)
     roles, kinds = Counter(e.role for e in plant.entries), Counter(plant.contradictions.values())
     curated = [e for e in plant.entries if e.path == CURATED]
-    print(f"# entries: {len(plant.entries)} (facts {roles['fact']}; duplicates exact "
-          f"{roles['exact']}, near-exact {roles['near-exact']}, paraphrase {roles['paraphrase']}; "
-          f"contradicting {roles['contradiction']}: negation {kinds['negation']}, value change "
-          f"{kinds['value change']}), seed {args.seed}")  # fmt: skip
-    print(f"# files: {len({e.path for e in plant.entries} - {CURATED})} daily over {args.days} "
-          f"days; MEMORY.md {len(curated)} entries ({sum(e.hand for e in curated)} a person's "
-          f"lines); people {len({f.person for f in plant.facts.values()})}")  # fmt: skip
+    print(
+        f"# entries: {len(plant.entries)} (facts {roles['fact']}; duplicates exact "
+        f"{roles['exact']}, near-exact {roles['near-exact']}, paraphrase {roles['paraphrase']}; "
+        f"contradicting {roles['contradiction']}: negation {kinds['negation']}, value change "
+        f"{kinds['value change']}), seed {args.seed}"
+    )
+    print(
+        f"# files: {len({e.path for e in plant.entries} - {CURATED})} daily over {args.days} "
+        f"days; MEMORY.md {len(curated)} entries ({sum(e.hand for e in curated)} a person's "
+        f"lines); people {len({f.person for f in plant.facts.values()})}"
+    )
     with tempfile.TemporaryDirectory(prefix="consolidation-bench-") as scratch:
         storage = args.keep or Path(scratch)
         run = run_pass(plant, storage, args.embedder, args.max_calls, now)
         embedded = "" if run.embed_seconds is None else f" (embedding {run.embed_seconds:.2f} s)"
-        print(f"# embedder: {args.embedder}{embedded}; budget {args.max_calls} model calls per "
-              f"run and per day")  # fmt: skip
-        print(f"# pass: {run.seconds:.2f} s; entries {run.report.entries}, candidates "
-              f"{run.report.candidates}, pairs in a band {run.report.pairs}")  # fmt: skip
+        print(
+            f"# embedder: {args.embedder}{embedded}; budget {args.max_calls} model calls per "
+            f"run and per day"
+        )
+        print(
+            f"# pass: {run.seconds:.2f} s; entries {run.report.entries}, candidates "
+            f"{run.report.candidates}, pairs in a band {run.report.pairs}"
+        )
         final = report(plant, storage / "workspace", run, args.examples)
         if args.weeks:
             weeks = catch_up(plant, storage / "catch-up", args.embedder, now, args.weeks)
             defaults = Config().memory.maintenance.consolidation
-            print(f"# at the default budget ({defaults.max_model_calls_per_run} calls a run), "
-                  f"{args.weeks} weekly deep runs on a fresh copy:")  # fmt: skip
+            print(
+                f"# at the default budget ({defaults.max_model_calls_per_run} calls a run), "
+                f"{args.weeks} weekly deep runs on a fresh copy:"
+            )
             for week, (recall, calls, waiting) in enumerate(weeks, start=1):
-                print(f"#   run {week}: conflicts recall so far={recall:.2f}, model calls {calls}, "
-                      f"pairs left for a later run {waiting}")  # fmt: skip
+                print(
+                    f"#   run {week}: conflicts recall so far={recall:.2f}, model calls {calls}, "
+                    f"pairs left for a later run {waiting}"
+                )
     print(final)
 
 

@@ -163,8 +163,9 @@ class Attribute:
     negation: bool = False
 
 
-def _attr(name: str, wordings: str, make: Make, details: str, changed: str = "",
-          single: bool = True) -> Attribute:  # fmt: skip
+def _attr(
+    name: str, wordings: str, make: Make, details: str, changed: str = "", single: bool = True
+) -> Attribute:
     """An attribute from ";"-separated wordings ({p}: who, {v}: the value) and details."""
 
     def split(spec: str) -> tuple[str, ...]:
@@ -230,92 +231,190 @@ def _habit(rng: random.Random, old: Value | None) -> Value:
     index = int(old.parts[0]) if old else rng.randrange(len(HABITS))
     positive = old.parts[1] == "no" if old else rng.random() < 0.5
     forms = HABITS[index][0 if positive else 1].split("|")
-    return Value(f"{index} {positive}", tuple({"v": f} for f in forms),
-                 (str(index), "yes" if positive else "no"))  # fmt: skip
+    return Value(
+        f"{index} {positive}",
+        tuple({"v": f} for f in forms),
+        (str(index), "yes" if positive else "no"),
+    )
 
 
 _SINCE = "since {year}"
 ATTRIBUTES = (
-    _attr("job", "{p} works as {v}; {p} is {v} by profession; {p} has a job as {v}; "
-          "{p} is employed as {v}; {p} earns a living as {v}", _pick(JOBS, article=True),
-          f"{_SINCE}; on the night shift; at a small firm; part-time",
-          "{p} now works as {v}; {p} changed careers and is now {v}; {p} retrained as {v}"),
-    _attr("home", "{p} lives in {v}; {p} is based in {v}; {p} resides in {v}; "
-          "{p}'s home is in {v}", _made(_place),
-          f"{_SINCE}; near the old harbour; in a flat by the river; with two flatmates",
-          "{p} moved to {v}; {p} relocated to {v}; {p} now lives in {v}"),
-    _attr("employer", "{p} works at {v}; {p} is employed by {v}; {p} has a job at {v}; "
-          "{p}'s employer is {v}", _made(lambda r: f"{_syllables(r, 2)} {r.choice(COMPANIES)}"),
-          f"{_SINCE}; in the finance department; as a contractor; remotely",
-          "{p} now works at {v}; {p} left for a job at {v}; {p} joined {v}"),
-    _attr("pets", "{p} has {v}; {p} owns {v}; {p} looks after {v}", _counted(PETS),
-          "at home; that are all rescues; named after painters",
-          "{p} now has {v}; {p} has {v} these days"),
-    _attr("siblings", "{p} has {v}; {p} grew up with {v}", _counted(("sisters", "brothers")),
-          "who all live abroad; who are all older; and sees them every summer",
-          "{p} actually has {v}"),
-    _attr("hobby", "{p} likes {v}; {p} enjoys {v}; {p} is into {v}; {p} has a hobby: {v}",
-          _pick(HOBBIES), "every weekend; since childhood; with friends from work; twice a month",
-          single=False),
-    _attr("food", "{p} loves {v}; {p} is a big fan of {v}; {p} really enjoys eating {v}",
-          _pick(FOODS), "from the stall near work; especially on Fridays; since a trip abroad",
-          single=False),
-    _attr("allergy", "{p} is allergic to {v}; {p} has an allergy to {v}; {p} reacts badly to {v}",
-          _pick(ALLERGENS), "since childhood; and carries medication; quite severely",
-          single=False),
-    _attr("instrument", "{p} plays the {v}; {p} can play the {v}; {p} knows how to play the {v}",
-          _pick(INSTRUMENTS), "in a local band; since the age of {n}; every evening",
-          single=False),
-    _attr("language", "{p} speaks {v}; {p} is fluent in {v}; {p} can speak {v}",
-          _pick(LANGUAGES), "fluently; from years abroad; with family at home", single=False),
-    _attr("birthday", "{p}'s birthday is on {v}; {p} was born on {v}; "
-          "{p} celebrates a birthday on {v}", _birthday,
-          "and likes a small party; and always takes the day off",
-          "{p}'s birthday is actually on {v}; correction: {p} was born on {v}"),
-    _attr("age", "{p} is {v} years old; {p} is aged {v}; {p}'s age is {v}", _age,
-          "as of this spring; according to the party invitation",
-          "{p} just turned {v}; {p} is {v} now"),
-    _attr("partner", "{p} is married to {v}; {p}'s spouse is {v}; {p} and {v} are married",
-          _made(lambda r: _syllables(r, 2)), f"{_SINCE}; for {{n}} years now",
-          "{p} is now married to {v}; {p} married {v}"),
-    _attr("child", "{p} has {v}; {p} is the parent of {v}", _child,
-          "who is {n} years old; who just started school", single=False),
-    _attr("car", "{p} drives {v}; {p}'s car is {v}; {p} gets around in {v}",
-          _made(lambda r: f"a {r.choice(CAR_COLOURS)} {r.choice(CAR_BRANDS)}"),
-          "with a roof rack; bought second-hand; to work every day",
-          "{p} now drives {v}; {p} traded the old car for {v}"),
-    _attr("colour", "{p}'s favourite colour is {v}; {v} is {p}'s favourite colour; "
-          "the colour {p} likes best is {v}", _pick(COLOURS), "since childhood; by a wide margin",
-          "{p}'s favourite colour is now {v}"),
-    _attr("team", "{p} supports {v}; {p} is a fan of {v}; {p} cheers for {v}",
-          _made(lambda r: f"{_place(r)} {r.choice(TEAMS)}"),
-          "since childhood; and never misses a home game",
-          "{p} now supports {v}; {p} switched to supporting {v}"),
-    _attr("study", "{p} studied {subject} at {school}; {p} has a degree in {subject} from "
-          "{school}; {p} graduated in {subject} from {school}", _study,
-          "in {year}; with honours; on a scholarship"),
-    _attr("trip", "{p} is planning a trip to {place} in {month}; {p} will travel to {place} in "
-          "{month}; {p} has a trip to {place} booked for {month}", _trip,
-          "with friends; for two weeks; on a tight budget",
-          "{p}'s trip to {place} moved to {month}; {p} now plans to visit {place} in {month}",
-          single=False),
-    _attr("reading", "{p} is reading {v}; {p} is in the middle of {v}; "
-          "{p} is currently reading {v}",
-          _made(lambda r: f"The {r.choice(TITLE_ADJECTIVES)} {r.choice(TITLE_NOUNS)}"),
-          "on the commute; before bed; for a book club", single=False),
-    _attr("project", "{p} is working on the {v} project; {p} is busy with the {v} project; "
-          "{p} works on project {v}", _made(lambda r: _syllables(r, 3)),
-          "with a small team; until the end of the year; as the lead", single=False),
-    _attr("wake", "{p} gets up at {v}; {p} wakes up at {v}; {p} is usually up by {v}",
-          _made(lambda r: f"{r.randint(4, 9)}am"), "on weekdays; every morning; even on holidays",
-          "{p} now gets up at {v}; {p} has started waking at {v}"),
-    _attr("commute", "{p} commutes by {v}; {p} goes to work by {v}; {p} travels to work by {v}",
-          _pick(COMMUTES), "every day; in all weathers",
-          "{p} now commutes by {v}; {p} switched to commuting by {v}"),
-)  # fmt: skip
-HABIT = Attribute("habit", ("{p} {v}",), _habit,
-                  ("these days", "for health reasons", "according to a friend"),
-                  changed=("{p} {v}",), negation=True)  # fmt: skip
+    _attr(
+        "job",
+        "{p} works as {v}; {p} is {v} by profession; {p} has a job as {v}; "
+        "{p} is employed as {v}; {p} earns a living as {v}",
+        _pick(JOBS, article=True),
+        f"{_SINCE}; on the night shift; at a small firm; part-time",
+        "{p} now works as {v}; {p} changed careers and is now {v}; {p} retrained as {v}",
+    ),
+    _attr(
+        "home",
+        "{p} lives in {v}; {p} is based in {v}; {p} resides in {v}; {p}'s home is in {v}",
+        _made(_place),
+        f"{_SINCE}; near the old harbour; in a flat by the river; with two flatmates",
+        "{p} moved to {v}; {p} relocated to {v}; {p} now lives in {v}",
+    ),
+    _attr(
+        "employer",
+        "{p} works at {v}; {p} is employed by {v}; {p} has a job at {v}; {p}'s employer is {v}",
+        _made(lambda r: f"{_syllables(r, 2)} {r.choice(COMPANIES)}"),
+        f"{_SINCE}; in the finance department; as a contractor; remotely",
+        "{p} now works at {v}; {p} left for a job at {v}; {p} joined {v}",
+    ),
+    _attr(
+        "pets",
+        "{p} has {v}; {p} owns {v}; {p} looks after {v}",
+        _counted(PETS),
+        "at home; that are all rescues; named after painters",
+        "{p} now has {v}; {p} has {v} these days",
+    ),
+    _attr(
+        "siblings",
+        "{p} has {v}; {p} grew up with {v}",
+        _counted(("sisters", "brothers")),
+        "who all live abroad; who are all older; and sees them every summer",
+        "{p} actually has {v}",
+    ),
+    _attr(
+        "hobby",
+        "{p} likes {v}; {p} enjoys {v}; {p} is into {v}; {p} has a hobby: {v}",
+        _pick(HOBBIES),
+        "every weekend; since childhood; with friends from work; twice a month",
+        single=False,
+    ),
+    _attr(
+        "food",
+        "{p} loves {v}; {p} is a big fan of {v}; {p} really enjoys eating {v}",
+        _pick(FOODS),
+        "from the stall near work; especially on Fridays; since a trip abroad",
+        single=False,
+    ),
+    _attr(
+        "allergy",
+        "{p} is allergic to {v}; {p} has an allergy to {v}; {p} reacts badly to {v}",
+        _pick(ALLERGENS),
+        "since childhood; and carries medication; quite severely",
+        single=False,
+    ),
+    _attr(
+        "instrument",
+        "{p} plays the {v}; {p} can play the {v}; {p} knows how to play the {v}",
+        _pick(INSTRUMENTS),
+        "in a local band; since the age of {n}; every evening",
+        single=False,
+    ),
+    _attr(
+        "language",
+        "{p} speaks {v}; {p} is fluent in {v}; {p} can speak {v}",
+        _pick(LANGUAGES),
+        "fluently; from years abroad; with family at home",
+        single=False,
+    ),
+    _attr(
+        "birthday",
+        "{p}'s birthday is on {v}; {p} was born on {v}; {p} celebrates a birthday on {v}",
+        _birthday,
+        "and likes a small party; and always takes the day off",
+        "{p}'s birthday is actually on {v}; correction: {p} was born on {v}",
+    ),
+    _attr(
+        "age",
+        "{p} is {v} years old; {p} is aged {v}; {p}'s age is {v}",
+        _age,
+        "as of this spring; according to the party invitation",
+        "{p} just turned {v}; {p} is {v} now",
+    ),
+    _attr(
+        "partner",
+        "{p} is married to {v}; {p}'s spouse is {v}; {p} and {v} are married",
+        _made(lambda r: _syllables(r, 2)),
+        f"{_SINCE}; for {{n}} years now",
+        "{p} is now married to {v}; {p} married {v}",
+    ),
+    _attr(
+        "child",
+        "{p} has {v}; {p} is the parent of {v}",
+        _child,
+        "who is {n} years old; who just started school",
+        single=False,
+    ),
+    _attr(
+        "car",
+        "{p} drives {v}; {p}'s car is {v}; {p} gets around in {v}",
+        _made(lambda r: f"a {r.choice(CAR_COLOURS)} {r.choice(CAR_BRANDS)}"),
+        "with a roof rack; bought second-hand; to work every day",
+        "{p} now drives {v}; {p} traded the old car for {v}",
+    ),
+    _attr(
+        "colour",
+        "{p}'s favourite colour is {v}; {v} is {p}'s favourite colour; "
+        "the colour {p} likes best is {v}",
+        _pick(COLOURS),
+        "since childhood; by a wide margin",
+        "{p}'s favourite colour is now {v}",
+    ),
+    _attr(
+        "team",
+        "{p} supports {v}; {p} is a fan of {v}; {p} cheers for {v}",
+        _made(lambda r: f"{_place(r)} {r.choice(TEAMS)}"),
+        "since childhood; and never misses a home game",
+        "{p} now supports {v}; {p} switched to supporting {v}",
+    ),
+    _attr(
+        "study",
+        "{p} studied {subject} at {school}; {p} has a degree in {subject} from "
+        "{school}; {p} graduated in {subject} from {school}",
+        _study,
+        "in {year}; with honours; on a scholarship",
+    ),
+    _attr(
+        "trip",
+        "{p} is planning a trip to {place} in {month}; {p} will travel to {place} in "
+        "{month}; {p} has a trip to {place} booked for {month}",
+        _trip,
+        "with friends; for two weeks; on a tight budget",
+        "{p}'s trip to {place} moved to {month}; {p} now plans to visit {place} in {month}",
+        single=False,
+    ),
+    _attr(
+        "reading",
+        "{p} is reading {v}; {p} is in the middle of {v}; {p} is currently reading {v}",
+        _made(lambda r: f"The {r.choice(TITLE_ADJECTIVES)} {r.choice(TITLE_NOUNS)}"),
+        "on the commute; before bed; for a book club",
+        single=False,
+    ),
+    _attr(
+        "project",
+        "{p} is working on the {v} project; {p} is busy with the {v} project; "
+        "{p} works on project {v}",
+        _made(lambda r: _syllables(r, 3)),
+        "with a small team; until the end of the year; as the lead",
+        single=False,
+    ),
+    _attr(
+        "wake",
+        "{p} gets up at {v}; {p} wakes up at {v}; {p} is usually up by {v}",
+        _made(lambda r: f"{r.randint(4, 9)}am"),
+        "on weekdays; every morning; even on holidays",
+        "{p} now gets up at {v}; {p} has started waking at {v}",
+    ),
+    _attr(
+        "commute",
+        "{p} commutes by {v}; {p} goes to work by {v}; {p} travels to work by {v}",
+        _pick(COMMUTES),
+        "every day; in all weathers",
+        "{p} now commutes by {v}; {p} switched to commuting by {v}",
+    ),
+)
+HABIT = Attribute(
+    "habit",
+    ("{p} {v}",),
+    _habit,
+    ("these days", "for health reasons", "according to a friend"),
+    changed=("{p} {v}",),
+    negation=True,
+)
 KINDS = (*ATTRIBUTES, HABIT, HABIT, HABIT)  # a person has a few habits
 
 
@@ -414,8 +513,9 @@ class _Planter:
         self.plant.entries.append(entry)
         self.home.setdefault(fact, entry)
 
-    def _fact(self, person: str, attribute: Attribute, value: Value, wording: str,
-              relative: bool = False) -> Fact | None:  # fmt: skip
+    def _fact(
+        self, person: str, attribute: Attribute, value: Value, wording: str, relative: bool = False
+    ) -> Fact | None:
         text = _say(wording, person, self.rng.choice(value.forms))
         fact = Fact(len(self.plant.facts), person, attribute, value, text, relative)
         if not self.plant.claim(text, fact.id):
@@ -457,8 +557,9 @@ class _Planter:
                 shareable = base.attribute.name not in ("habit", "partner", "child")
                 if shareable and base.attribute.wordings[0].startswith("{p}"):
                     who = f"{person}'s {rng.choice(RELATIVES)}"
-                    fact = self._fact(who, base.attribute, base.value, base.attribute.wordings[0],
-                                      relative=True)  # fmt: skip
+                    fact = self._fact(
+                        who, base.attribute, base.value, base.attribute.wordings[0], relative=True
+                    )
                     if fact is not None:
                         self._place(fact)
 
@@ -507,9 +608,10 @@ class _Planter:
             pool = [
                 f
                 for f in self.plant.facts.values()
-                if f.attribute.changed and not f.relative
+                if f.attribute.changed
+                and not f.relative
                 and f.attribute.negation == (kind == "negation")
-            ]  # fmt: skip
+            ]
             rng.shuffle(pool)
             curated = [f for f in pool if self.home[f.id].path == CURATED]
             pool = curated[: round(count * curated_share)] + pool

@@ -82,8 +82,9 @@ def write_history(state: Path, root: Path, rng: random.Random, words: list[str])
         relative = path.relative_to(root).as_posix()
         for entry in parse_entries(path.read_text(), relative):
             ids.append(entry.id)
-            record = HistoryRecord(rng.random() * 1e9, "tool", "add", entry.id, relative, None,
-                                   entry.text)  # fmt: skip
+            record = HistoryRecord(
+                rng.random() * 1e9, "tool", "add", entry.id, relative, None, entry.text
+            )
             lines.append(json.dumps(asdict(record)))
     state.mkdir(parents=True, exist_ok=True)
     (state / "history.jsonl").write_text("\n".join(lines) + "\n")
@@ -112,8 +113,9 @@ async def main() -> None:
         config = load_config(storage / "config.yaml")
         root = storage / "agents" / "general" / "workspace"
         write_scope(root, args.entries, rng, words)
-        ids = write_history(storage / "mindroom_data" / "memory" / "agent_general", root, rng,
-                            words)  # fmt: skip
+        ids = write_history(
+            storage / "mindroom_data" / "memory" / "agent_general", root, rng, words
+        )
         registry = MemoryRegistry(config, storage, storage)
         host = Host(config, registry)
         dash = Dashboard(host, storage / "config.yaml", storage / "mindroom_data", free_port())
@@ -146,8 +148,10 @@ async def main() -> None:
         finally:
             await dash.stop()
             registry.close()
-    print(f"{args.entries} entries and {len(ids)} history records in one scope; "
-          f"{args.rounds} rounds per page")  # fmt: skip
+    print(
+        f"{args.entries} entries and {len(ids)} history records in one scope; "
+        f"{args.rounds} rounds per page"
+    )
     print(f"scope listing, cold (builds the search index): {cold:8.1f} ms")
     floor = statistics.median(results["static file (baseline)"])
     for name, times in results.items():

@@ -225,8 +225,9 @@ def main(data: Path, embedder: str | None, backend: str, index: str = "local") -
             )
     if backend == "mem0":
         print(latency("mem0 add (verbatim, infer=False)", timings["mem0"].add))
-        extract = latency("mem0 add (infer=True, scripted model answering at once)",
-                          timings["mem0"].extract)  # fmt: skip
+        extract = latency(
+            "mem0 add (infer=True, scripted model answering at once)", timings["mem0"].extract
+        )
         print(f"{extract} stored={timings['mem0'].extracted}")
         print(latency("mem0 search", timings["mem0"].search))
         file_scores = scores["file"]
@@ -254,14 +255,18 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a LoCoMo JSON file")
     parser.add_argument(
-        "--embedder", choices=EMBEDDERS, default=None,
+        "--embedder",
+        choices=EMBEDDERS,
+        default=None,
         help="none (keyword-only) or default (local); default: none for file, default for mem0",
-    )  # fmt: skip
+    )
     parser.add_argument("--backend", choices=BACKENDS, default="file")
     parser.add_argument(
-        "--index", choices=("local", "postgresql"), default="local",
+        "--index",
+        choices=("local", "postgresql"),
+        default="local",
         help="postgresql: also search the same memories in a PostgreSQL index (a server of "
         "its own, with pgvector)",
-    )  # fmt: skip
+    )
     args = parser.parse_args()
     main(args.data, args.embedder, args.backend, args.index)

@@ -82,17 +82,23 @@ async def timed_start(bot: BotProcess) -> float:
     return time.perf_counter() - start
 
 
-async def throughput(person: Human, homeserver: EmbeddedHomeserver, agents: int,
-                     threads: int) -> float:  # fmt: skip
+async def throughput(
+    person: Human, homeserver: EmbeddedHomeserver, agents: int, threads: int
+) -> float:
     rooms = {}
     for r in range((agents + PER_ROOM - 1) // PER_ROOM):
         rooms[r] = await person.join(f"#r{r}:{homeserver.server_name}")
     start = time.perf_counter()
-    sent = await asyncio.gather(*(
-        person.send(rooms[(i % agents) // PER_ROOM], f"@a{i % agents:03d} question {i}",
-                    mention=[f"@mindroom_a{i % agents:03d}:{homeserver.server_name}"])
-        for i in range(threads)
-    ))  # fmt: skip
+    sent = await asyncio.gather(
+        *(
+            person.send(
+                rooms[(i % agents) // PER_ROOM],
+                f"@a{i % agents:03d} question {i}",
+                mention=[f"@mindroom_a{i % agents:03d}:{homeserver.server_name}"],
+            )
+            for i in range(threads)
+        )
+    )
     waiting = set(sent)
     deadline = time.monotonic() + 600
     while waiting and time.monotonic() < deadline:
@@ -115,8 +121,9 @@ def registered(mode: str, data_dir: Path) -> tuple[dict, tuple[Path, ...]]:
     return {"mode": "appservice", "appservice": {"port": port}}, services
 
 
-async def run_mode(mode: str, root: Path, model: ScriptedModel, agents: int,
-                   threads: int) -> Result:  # fmt: skip
+async def run_mode(
+    mode: str, root: Path, model: ScriptedModel, agents: int, threads: int
+) -> Result:
     storage = root / mode / "storage"
     matrix, services = registered(mode, storage / "mindroom_data")
     homeserver = EmbeddedHomeserver(root / mode / "synapse", port=0, app_services=services)
@@ -124,8 +131,9 @@ async def run_mode(mode: str, root: Path, model: ScriptedModel, agents: int,
     bot = BotProcess(homeserver, storage, CredentialCache(root / mode / "creds.json"))
     person = None
     try:
-        members = {f"a{i:03d}": {"rooms": [f"r{i // PER_ROOM}"], "streaming": False}
-                   for i in range(agents)}  # fmt: skip
+        members = {
+            f"a{i:03d}": {"rooms": [f"r{i // PER_ROOM}"], "streaming": False} for i in range(agents)
+        }
         text = (
             config_text(model.base_url, members, matrix=matrix)
             if matrix
@@ -163,8 +171,9 @@ class Burst:
     cpu_s: dict[str, float]
 
 
-async def measured_burst(person: Human, homeserver: EmbeddedHomeserver, agents: int,
-                         threads: int, pids: dict[str, int]) -> Burst:  # fmt: skip
+async def measured_burst(
+    person: Human, homeserver: EmbeddedHomeserver, agents: int, threads: int, pids: dict[str, int]
+) -> Burst:
     before = {name: cpu_seconds(pid) for name, pid in pids.items()}
     own = sum(os.times()[:2])
     start = time.perf_counter()
@@ -194,8 +203,9 @@ async def wait_leases(url: str, want: dict[str, int], timeout: float = 600) -> N
         await asyncio.sleep(0.5)
 
 
-async def run_shared(mode: str, root: Path, model: ScriptedModel, agents: int,
-                     threads: int) -> tuple[Burst, Burst]:  # fmt: skip
+async def run_shared(
+    mode: str, root: Path, model: ScriptedModel, agents: int, threads: int
+) -> tuple[Burst, Burst]:
     """One process holding every agent, then two holding half each, on one PostgreSQL (in
     appservice mode both listen on the registration's one port)."""
     from tests.postgres import PostgresServer
@@ -204,15 +214,15 @@ async def run_shared(mode: str, root: Path, model: ScriptedModel, agents: int,
     database = PostgresServer(folder).start()
     storage = root / f"shared-{mode}" / "storage"
     matrix, services = registered(mode, storage / "mindroom_data")
-    homeserver = EmbeddedHomeserver(root / f"shared-{mode}" / "synapse", port=0,
-                                    app_services=services)  # fmt: skip
+    homeserver = EmbeddedHomeserver(
+        root / f"shared-{mode}" / "synapse", port=0, app_services=services
+    )
     await homeserver.start()
     storage.mkdir(parents=True, exist_ok=True)
     credentials = CredentialCache(root / f"shared-{mode}" / "creds.json")
     names = [f"a{i:03d}" for i in range(agents)]
     halves = (names[: agents // 2], names[agents // 2 :]) if agents > 1 else (names, [])
-    members = {n: {"rooms": [f"r{i // PER_ROOM}"], "streaming": False}
-               for i, n in enumerate(names)}  # fmt: skip
+    members = {n: {"rooms": [f"r{i // PER_ROOM}"], "streaming": False} for i, n in enumerate(names)}
     url = database.database()
     (storage / "config.yaml").write_text(
         config_text(
@@ -241,8 +251,7 @@ async def run_shared(mode: str, root: Path, model: ScriptedModel, agents: int,
         assert second.proc is not None
         want = {n: first.proc.pid for n in halves[0]} | {n: second.proc.pid for n in halves[1]}
         await wait_leases(url, want)
-        pids = {"mindroom 1": first.proc.pid, "mindroom 2": second.proc.pid,
-                "synapse": synapse_pid}  # fmt: skip
+        pids = {"mindroom 1": first.proc.pid, "mindroom 2": second.proc.pid, "synapse": synapse_pid}
         two = await measured_burst(person, homeserver, agents, threads, pids)
     finally:
         if person is not None:
@@ -266,8 +275,10 @@ def bottleneck(burst: Burst) -> str:
         return f"this machine's {cores} cores ({total:.2f} of {cores} busy)"
     if cpu / burst.wall_s > 0.85:
         return f"{busiest}, at {cpu / burst.wall_s:.2f} of its one core"
-    return (f"no process and not the cores ({total:.2f} of {cores} busy, the most {busiest} "
-            f"at {cpu / burst.wall_s:.2f}): round trips between the processes")  # fmt: skip
+    return (
+        f"no process and not the cores ({total:.2f} of {cores} busy, the most {busiest} "
+        f"at {cpu / burst.wall_s:.2f}): round trips between the processes"
+    )
 
 
 def report_shared(mode: str, one: Burst, two: Burst, threads: int) -> float:
@@ -279,10 +290,16 @@ def report_shared(mode: str, one: Burst, two: Burst, threads: int) -> float:
         print(f"{'':<14} bottleneck: {bottleneck(burst)}")
     print(f"two processes: {speedup:.2f}x the replies/s of one")
     # what sharing costs: mindroom's CPU per reply, which sets the rate on cores of its own
-    per_reply = [sum(cpu for name, cpu in burst.cpu_s.items() if name.startswith("mindroom"))
-                 / (burst.replies_per_s * burst.wall_s) * 1000 for burst in (one, two)]  # fmt: skip
-    print(f"mindroom CPU per reply: one process {per_reply[0]:.1f} ms, "
-          f"two processes {per_reply[1]:.1f} ms")  # fmt: skip
+    per_reply = [
+        sum(cpu for name, cpu in burst.cpu_s.items() if name.startswith("mindroom"))
+        / (burst.replies_per_s * burst.wall_s)
+        * 1000
+        for burst in (one, two)
+    ]
+    print(
+        f"mindroom CPU per reply: one process {per_reply[0]:.1f} ms, "
+        f"two processes {per_reply[1]:.1f} ms"
+    )
     return speedup
 
 
@@ -292,20 +309,30 @@ async def main(agents: int, threads: int) -> tuple[Result, Result, float]:
         root = Path(tmp)
         appservice = await run_mode("appservice", root, model, agents, threads)
         clientserver = await run_mode("clientserver", root, model, agents, threads)
-        shared = {mode: await run_shared(mode, root, model, agents, threads)
-                  for mode in ("clientserver", "appservice")}  # fmt: skip
-    print(f"{agents} agents in {(agents + PER_ROOM - 1) // PER_ROOM} rooms, "
-          f"{threads} threads at once, one process")  # fmt: skip
-    print(f"{'mode':<13} {'first start':>12} {'restart':>9} {'RSS':>9} {'HS CPU':>8} "
-          f"{'replies/s':>10} {'HS CPU/reply':>13}")  # fmt: skip
+        shared = {
+            mode: await run_shared(mode, root, model, agents, threads)
+            for mode in ("clientserver", "appservice")
+        }
+    print(
+        f"{agents} agents in {(agents + PER_ROOM - 1) // PER_ROOM} rooms, "
+        f"{threads} threads at once, one process"
+    )
+    print(
+        f"{'mode':<13} {'first start':>12} {'restart':>9} {'RSS':>9} {'HS CPU':>8} "
+        f"{'replies/s':>10} {'HS CPU/reply':>13}"
+    )
     for r in (clientserver, appservice):
-        print(f"{r.mode:<13} {r.cold_s:>10.1f} s {r.warm_s:>7.1f} s {r.rss_mb:>6.0f} MB "
-              f"{r.homeserver_cpu_s:>6.1f} s {r.replies_per_s:>10.1f} "
-              f"{r.busy_cpu_s / threads * 1000:>10.1f} ms")  # fmt: skip
+        print(
+            f"{r.mode:<13} {r.cold_s:>10.1f} s {r.warm_s:>7.1f} s {r.rss_mb:>6.0f} MB "
+            f"{r.homeserver_cpu_s:>6.1f} s {r.replies_per_s:>10.1f} "
+            f"{r.busy_cpu_s / threads * 1000:>10.1f} ms"
+        )
     cpu_ratio = clientserver.busy_cpu_s / max(appservice.busy_cpu_s, 0.01)
-    print(f"restart: appservice {clientserver.warm_s / appservice.warm_s:.2f}x faster; "
-          f"answering: {appservice.replies_per_s / clientserver.replies_per_s:.2f}x the replies/s "
-          f"for {cpu_ratio:.2f}x less homeserver CPU")  # fmt: skip
+    print(
+        f"restart: appservice {clientserver.warm_s / appservice.warm_s:.2f}x faster; "
+        f"answering: {appservice.replies_per_s / clientserver.replies_per_s:.2f}x the replies/s "
+        f"for {cpu_ratio:.2f}x less homeserver CPU"
+    )
     speedups = {mode: report_shared(mode, *bursts, threads) for mode, bursts in shared.items()}
     return appservice, clientserver, speedups["appservice"]
 
@@ -316,5 +343,7 @@ if __name__ == "__main__":
     parser.add_argument("--threads", type=int, default=500)
     options = parser.parse_args()
     service, client, speedup = asyncio.run(main(max(1, options.agents), max(1, options.threads)))
-    print(f"appservice_startup_s={service.warm_s:.1f} clientserver_startup_s={client.warm_s:.1f} "
-          f"two_process_speedup={speedup:.2f}x")  # fmt: skip
+    print(
+        f"appservice_startup_s={service.warm_s:.1f} clientserver_startup_s={client.warm_s:.1f} "
+        f"two_process_speedup={speedup:.2f}x"
+    )

@@ -22,14 +22,24 @@ from typing import Any
 # a person's line as the product writes it: "Caroline (@caroline:locomo): text"
 _LINE = re.compile(r"^(?P<speaker>[^()\n]{1,60}) \((?P<id>@[^)\s]+)\): (?P<text>.+)$")
 _REWRITES = [
-    (r"\bI'm\b", "{name} is"), (r"\bI've\b", "{name} has"), (r"\bI'd\b", "{name} would"),
-    (r"\bI'll\b", "{name} will"), (r"\bI\b", "{name}"), (r"\b[Mm]y\b", "{name}'s"),
-    (r"\b[Mm]ine\b", "{name}'s"), (r"\b[Mm]yself\b", "{name}"), (r"\b[Mm]e\b", "{name}"),
-    (r"\b[Ww]e're\b", "{name} and family are"), (r"\b[Ww]e\b", "{name} and family"),
-    (r"\b[Oo]ur\b", "their"), (r"\bus\b", "them"),
-    (r"\b[Yy]ou're\b", "the other person is"), (r"\b[Yy]our\b", "the other person's"),
-    (r"\b[Yy]ourself\b", "the other person"), (r"\b[Yy]ou\b", "the other person"),
-]  # fmt: skip
+    (r"\bI'm\b", "{name} is"),
+    (r"\bI've\b", "{name} has"),
+    (r"\bI'd\b", "{name} would"),
+    (r"\bI'll\b", "{name} will"),
+    (r"\bI\b", "{name}"),
+    (r"\b[Mm]y\b", "{name}'s"),
+    (r"\b[Mm]ine\b", "{name}'s"),
+    (r"\b[Mm]yself\b", "{name}"),
+    (r"\b[Mm]e\b", "{name}"),
+    (r"\b[Ww]e're\b", "{name} and family are"),
+    (r"\b[Ww]e\b", "{name} and family"),
+    (r"\b[Oo]ur\b", "their"),
+    (r"\bus\b", "them"),
+    (r"\b[Yy]ou're\b", "the other person is"),
+    (r"\b[Yy]our\b", "the other person's"),
+    (r"\b[Yy]ourself\b", "the other person"),
+    (r"\b[Yy]ou\b", "the other person"),
+]
 
 
 def third_person(speaker: str, text: str) -> str:

@@ -99,11 +99,15 @@ async def replies(root: Path, model: ScriptedModel, sessions: int, turns: int) -
         memories.close()
         close_all()
     overhead = ms(times[True]) - ms(times[False])
-    print(f"reply: {turns} turns in {sessions} conversations, threshold "
-          f"{on.memory.session_index_messages} messages")  # fmt: skip
+    print(
+        f"reply: {turns} turns in {sessions} conversations, threshold "
+        f"{on.memory.session_index_messages} messages"
+    )
     print(f"  sources [memory]:           median {ms(times[False]):7.2f} ms")
-    print(f"  sources [memory, sessions]: median {ms(times[True]):7.2f} ms  "
-          f"(the sync awaited inline: an upper bound)")  # fmt: skip
+    print(
+        f"  sources [memory, sessions]: median {ms(times[True]):7.2f} ms  "
+        f"(the sync awaited inline: an upper bound)"
+    )
     print(f"  added: {overhead:+.2f} ms  ratio {ms(times[True]) / ms(times[False]):.3f}x")
     if syncs:
         print(f"  one delta sync: median {ms(syncs):.2f} ms ({len(syncs)} syncs)")
@@ -125,10 +129,14 @@ def search(root: Path, indexed: int, queries: int, rng: random.Random) -> float:
         begun = time.perf_counter()
         for n in range(indexed):
             messages = [
-                TranscriptMessage("user" if i % 2 == 0 else "assistant", sentence(rng, words),
-                                  PERSON if i % 2 == 0 else None, 1.7e9 + n * 60 + i)
+                TranscriptMessage(
+                    "user" if i % 2 == 0 else "assistant",
+                    sentence(rng, words),
+                    PERSON if i % 2 == 0 else None,
+                    1.7e9 + n * 60 + i,
+                )
                 for i in range(rng.randint(8, 12))
-            ]  # fmt: skip
+            ]
             index_transcript(memory, f"general:!room{n}:$thread", messages, min_new=1)
         built = time.perf_counter() - begun
         plain = AgentView(memory, CategoryAccess.everything())
@@ -149,11 +157,12 @@ def search(root: Path, indexed: int, queries: int, rng: random.Random) -> float:
         memory.close()
         close_all()
     p50 = ms(timed["sessions"])
-    print(f"search: {indexed} indexed conversations (built in {built:.1f} s), {queries} queries "
-          f"({found} found a conversation)")  # fmt: skip
+    print(
+        f"search: {indexed} indexed conversations (built in {built:.1f} s), {queries} queries "
+        f"({found} found a conversation)"
+    )
     print(f"  memory files alone:       p50 {ms(timed['memory']):6.2f} ms")
-    print(f"  with past conversations:  p50 {p50:6.2f} ms  "
-          f"ratio {p50 / ms(timed['memory']):.2f}x")  # fmt: skip
+    print(f"  with past conversations:  p50 {p50:6.2f} ms  ratio {p50 / ms(timed['memory']):.2f}x")
     return p50
 
 

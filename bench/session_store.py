@@ -38,15 +38,24 @@ from tests.postgres import PostgresServer  # noqa: E402
 def conversation(runs: int) -> AgentSession:
     said = "a sentence of about forty characters. " * 10
     return AgentSession(
-        session_id="bench", agent_id="general", created_at=1, updated_at=1,
+        session_id="bench",
+        agent_id="general",
+        created_at=1,
+        updated_at=1,
         runs=[
-            RunOutput(run_id=f"r{i}", agent_id="general", session_id="bench",
-                      status=RunStatus.completed,
-                      messages=[Message(role="user", content=f"question {i}: {said}"),
-                                Message(role="assistant", content=f"answer {i}: {said}")])
+            RunOutput(
+                run_id=f"r{i}",
+                agent_id="general",
+                session_id="bench",
+                status=RunStatus.completed,
+                messages=[
+                    Message(role="user", content=f"question {i}: {said}"),
+                    Message(role="assistant", content=f"answer {i}: {said}"),
+                ],
+            )
             for i in range(runs)
         ],
-    )  # fmt: skip
+    )
 
 
 def p(values: list[float], q: float) -> float:
@@ -64,8 +73,10 @@ async def main(runs: int, rounds: int) -> dict[str, float]:
                 "pg": SessionStores(4, server.database(), root),
             }
             path = root / "mindroom_data" / "sessions" / "general.db"
-            dbs = {k: s.get(path, per_person=False, session_table="agent_sessions")
-                   for k, s in stores.items()}  # fmt: skip
+            dbs = {
+                k: s.get(path, per_person=False, session_table="agent_sessions")
+                for k, s in stores.items()
+            }
             session = conversation(runs)
             for db in dbs.values():  # the conversation so far: its runs are rows of their own
                 await db.upsert_session(session)
@@ -94,8 +105,10 @@ async def main(runs: int, rounds: int) -> dict[str, float]:
         finally:
             server.stop()
     for name, values in times.items():
-        print(f"{name:<12} p50 {p(values, 0.5):7.2f} ms   p95 {p(values, 0.95):7.2f} ms   "
-              f"(n={len(values)}, {runs} runs)")  # fmt: skip
+        print(
+            f"{name:<12} p50 {p(values, 0.5):7.2f} ms   p95 {p(values, 0.95):7.2f} ms   "
+            f"(n={len(values)}, {runs} runs)"
+        )
     return {name: statistics.median(values) * 1000 for name, values in times.items()}
 
 

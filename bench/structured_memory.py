@@ -138,8 +138,12 @@ def validator_rate(data: Path, conversations: int) -> tuple[float, int, Counter[
     verdicts = []
     with ScriptedModel() as server:
         server.set_handler(extract)
-        model = build_model("bench", ModelConfig(provider="openai", id="scripted",
-                            base_url=server.base_url, api_key="bench"))  # fmt: skip
+        model = build_model(
+            "bench",
+            ModelConfig(
+                provider="openai", id="scripted", base_url=server.base_url, api_key="bench"
+            ),
+        )
 
         async def run() -> None:
             for conversation in load_conversations(data)[:conversations]:
@@ -151,9 +155,13 @@ def validator_rate(data: Path, conversations: int) -> tuple[float, int, Counter[
                 for lines in by_day.values():
                     for start in range(0, len(lines), 10):
                         facts = await extract_facts(
-                            model, lines[start : start + 10], [], no_reply_token="NO_REPLY",
-                            max_chars=12000, categories=CATEGORIES,
-                        )  # fmt: skip
+                            model,
+                            lines[start : start + 10],
+                            [],
+                            no_reply_token="NO_REPLY",
+                            max_chars=12000,
+                            categories=CATEGORIES,
+                        )
                         for fact in facts:
                             text, _, _ = tagged(fact)
                             verdict = validate(text)
@@ -178,9 +186,10 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo JSON")
     parser.add_argument("--conversations", type=int, default=4, help="of --data, for the validator")
     parser.add_argument(
-        "--hybrid", action="store_true",
+        "--hybrid",
+        action="store_true",
         help="search as with the local embedder (needs mindroom[embeddings]; see above)",
-    )  # fmt: skip
+    )
     args = parser.parse_args()
     embedder = None
     if args.hybrid:
@@ -202,8 +211,10 @@ def main() -> None:
         try:
             started = time.perf_counter()
             memory.index.sync()
-            print(f"entries: {memory.index.count()}  index built in "
-                  f"{time.perf_counter() - started:.2f} s")  # fmt: skip
+            print(
+                f"entries: {memory.index.count()}  index built in "
+                f"{time.perf_counter() - started:.2f} s"
+            )
             if embedder is not None:
                 from vector_search import seed_vectors
 
@@ -220,14 +231,16 @@ def main() -> None:
             answered = 0
             for _ in range(args.queries):
                 text = " ".join(rng.choice(words[:400]) for _ in range(rng.randint(2, 5)))
-                request = parse_request({
-                    "query": text,
-                    "categories": rng.sample(CATEGORIES, 2),
-                    "filters": {"importance_min": rng.randint(1, 3)},
-                    "top_k": 5,
-                    "return": "bullets",
-                    "budget_tokens": 512,
-                })  # fmt: skip
+                request = parse_request(
+                    {
+                        "query": text,
+                        "categories": rng.sample(CATEGORIES, 2),
+                        "filters": {"importance_min": rng.randint(1, 3)},
+                        "top_k": 5,
+                        "return": "bullets",
+                        "budget_tokens": 512,
+                    }
+                )
                 started = time.perf_counter()
                 answer = run_query(view, request, asker)
                 query_ms.append((time.perf_counter() - started) * 1000)
@@ -244,11 +257,15 @@ def main() -> None:
     print(f"memory_query bullets: p50 {q50:.2f} ms  p95 {percentile(query_ms, 0.95):.2f} ms")
     print(f"store search:         p50 {s50:.2f} ms  p95 {percentile(search_ms, 0.95):.2f} ms")
     print(f"memory_query / search (p50): {q50 / s50:.2f}x   target: bullets < 150 ms")
-    print(f"relations: {edges} edges for {args.links} new entries, {edge_ms:.2f} ms an edge "
-          "(search and store; target <= 2 ms)")  # fmt: skip
+    print(
+        f"relations: {edges} edges for {args.links} new entries, {edge_ms:.2f} ms an edge "
+        "(search and store; target <= 2 ms)"
+    )
     trimmed = ", ".join(f"{k} {v}" for k, v in reasons.most_common()) or "none"
-    print(f"validator: {facts} facts from the extraction turn (scripted extractor), first pass "
-          f"{rate:.3f}; trimmed or rejected for: {trimmed}")  # fmt: skip
+    print(
+        f"validator: {facts} facts from the extraction turn (scripted extractor), first pass "
+        f"{rate:.3f}; trimmed or rejected for: {trimmed}"
+    )
     print(f"memory_query_bullets_p50_ms={q50:.1f} edge_ms={edge_ms:.2f} validator_pass={rate:.2f}")
 
 

@@ -143,8 +143,10 @@ def main(sizes: list[int]) -> None:
     stores += ["numpy+f16"] if available("torch") else []
     stores += ["sqlite-vec"] if available("sqlite_vec") and available("sqlean") else []
     print(f"stores: {', '.join(stores)}; load average {os.getloadavg()[0]:.1f} on 2 cores")
-    print(f"{'store':<11} {'entries':>8} {'insert':>8} {'load':>8} {'query med':>10} "
-          f"{'query p95':>10} {'mem':>7}")  # fmt: skip
+    print(
+        f"{'store':<11} {'entries':>8} {'insert':>8} {'load':>8} {'query med':>10} "
+        f"{'query p95':>10} {'mem':>7}"
+    )
     queries = unit_vectors(60, 2)
     with tempfile.TemporaryDirectory() as tmp:
         for size in sizes:

@@ -81,7 +81,8 @@ async def open_link(session: aiohttp.ClientSession, link: str) -> aiohttp.Client
     """Open a person's link as they would: its page, then its button (the /me page after)."""
     landing = await session.get(link)
     assert landing.status == 200, await landing.text()
-    fields = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">',
-                             await landing.text()))  # fmt: skip
+    fields = dict(
+        re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', await landing.text())
+    )
     base = link.split("/me/login", 1)[0]
     return await session.post(f"{base}/me/login", data=fields)

@@ -127,11 +127,16 @@ class Human:
 
     async def _record_receipts(self, room: nio.MatrixRoom, event: nio.ReceiptEvent) -> None:
         for receipt in event.receipts:
-            self.events.append({
-                "type": "m.receipt", "room_id": room.room_id, "event_id": receipt.event_id,
-                "sender": receipt.user_id, "receipt_type": receipt.receipt_type,
-                "content": {"thread_id": getattr(receipt, "thread_id", None)},
-            })  # fmt: skip
+            self.events.append(
+                {
+                    "type": "m.receipt",
+                    "room_id": room.room_id,
+                    "event_id": receipt.event_id,
+                    "sender": receipt.user_id,
+                    "receipt_type": receipt.receipt_type,
+                    "content": {"thread_id": getattr(receipt, "thread_id", None)},
+                }
+            )
         self._arrived.set()
 
     async def join(self, room: str) -> str:

@@ -58,12 +58,34 @@ class PostgresServer:
         self.folder.mkdir(parents=True, exist_ok=True)
         if self._as:
             shutil.chown(self.folder, "postgres", "postgres")
-        self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres",
-                  "--auth=trust", "--no-sync", "-E", "UTF8")  # fmt: skip
-        options = (f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 "
-                   "-c fsync=off -c max_connections=200")  # fmt: skip
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options,
-                  "-l", str(self.folder / "server.log"), "-w", "-t", "60", "start")  # fmt: skip
+        self._run(
+            str(self.bin / "initdb"),
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "--no-sync",
+            "-E",
+            "UTF8",
+        )
+        options = (
+            f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 "
+            "-c fsync=off -c max_connections=200"
+        )
+        self._run(
+            str(self.bin / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-o",
+            options,
+            "-l",
+            str(self.folder / "server.log"),
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
         return self
 
     def stop(self) -> None:
@@ -75,8 +97,16 @@ class PostgresServer:
     def database(self) -> str:
         """A new empty database; its URL."""
         name = f"t_{uuid.uuid4().hex[:12]}"
-        self._run(str(self.bin / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U",
-                  "postgres", name)  # fmt: skip
+        self._run(
+            str(self.bin / "createdb"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "-U",
+            "postgres",
+            name,
+        )
         return self.url(name)
 
 

@@ -113,8 +113,9 @@ async def person(service: Service) -> AsyncIterator[Human]:
     await human.close()
 
 
-async def transaction(service: Service, txn: str, events: list[dict], token: str | None = None
-                      ) -> tuple[int, dict]:  # fmt: skip
+async def transaction(
+    service: Service, txn: str, events: list[dict], token: str | None = None
+) -> tuple[int, dict]:
     """PUT a transaction to the running bot's endpoint as the homeserver would."""
     hs_token = token or appservice_tokens(service.data_dir).hs_token
     async with (
@@ -128,8 +129,14 @@ async def transaction(service: Service, txn: str, events: list[dict], token: str
         return answer.status, await answer.json()
 
 
-async def in_room_answering(as_bot: BotHarness, person: Human, model: ScriptedModel,
-                            service: Service, answer: str, said: str) -> str:  # fmt: skip
+async def in_room_answering(
+    as_bot: BotHarness,
+    person: Human,
+    model: ScriptedModel,
+    service: Service,
+    answer: str,
+    said: str,
+) -> str:
     """Start mindroom in appservice mode with ``general`` in a new room that ``person`` joins,
     answering ``answer``; ``person`` says ``said`` to it first and waits for the answer."""
     room = unique("as")
@@ -145,11 +152,18 @@ def pushed(room_id: str, sender: str, body: str, **extra: object) -> dict:
     """A message event as the homeserver pushes it, mentioning ``general`` (``extra``: more
     content)."""
     return {
-        "type": "m.room.message", "room_id": room_id, "sender": sender,
-        "event_id": f"${unique('e')}", "origin_server_ts": int(time.time() * 1000),
-        "content": {"msgtype": "m.text", "body": body,
-                    "m.mentions": {"user_ids": ["@mindroom_general:localhost"]}, **extra},
-    }  # fmt: skip
+        "type": "m.room.message",
+        "room_id": room_id,
+        "sender": sender,
+        "event_id": f"${unique('e')}",
+        "origin_server_ts": int(time.time() * 1000),
+        "content": {
+            "msgtype": "m.text",
+            "body": body,
+            "m.mentions": {"user_ids": ["@mindroom_general:localhost"]},
+            **extra,
+        },
+    }
 
 
 async def test_an_agent_answers_through_the_appservice_without_a_login_or_a_sync_loop(
@@ -202,8 +216,9 @@ async def test_an_invite_to_a_direct_message_is_accepted_and_answered_with_the_r
     as_bot: BotHarness, person: Human, model: ScriptedModel, service: Service
 ) -> None:
     model.set_handler(lambda request: "Hi in private.")
-    await as_bot.start(config_text(model.base_url, {"general": {"rooms": []}},
-                                   matrix=service.matrix()))  # fmt: skip
+    await as_bot.start(
+        config_text(model.base_url, {"general": {"rooms": []}}, matrix=service.matrix())
+    )
     assert as_bot.bot is not None
     general = as_bot.bot.account("general")
     created = await person.client.room_create(invite=[general.user_id], is_direct=True)
@@ -232,8 +247,11 @@ async def test_a_message_sent_while_mindroom_was_down_is_answered_once_after_the
     assert answer["content"]["body"] == "Answered."
     away = [r for r in model.requests if "while you were away" in json.dumps(r["messages"])]
     assert len(away) == 1
-    replies = [e for e in person.events if e.get("type") == "m.room.message"
-               and relation(e).get("event_id") == missed]  # fmt: skip
+    replies = [
+        e
+        for e in person.events
+        if e.get("type") == "m.room.message" and relation(e).get("event_id") == missed
+    ]
     assert len(replies) == 1  # answered once
 
 
@@ -280,9 +298,13 @@ async def test_a_reload_adds_an_agent_that_answers_and_removes_it_in_appservice_
     del doc["agents"]["coder"]
     (as_bot.storage / "config.yaml.tmp").write_text(json.dumps(doc))
     (as_bot.storage / "config.yaml.tmp").replace(as_bot.storage / "config.yaml")
-    await person.wait_for(lambda e: e.get("type") == "m.room.member"
-                          and e.get("state_key") == coder
-                          and e["content"].get("membership") == "leave")  # fmt: skip
+    await person.wait_for(
+        lambda e: (
+            e.get("type") == "m.room.member"
+            and e.get("state_key") == coder
+            and e["content"].get("membership") == "leave"
+        )
+    )
 
     assert reply["sender"] == coder == "@mindroom_coder:localhost"
     assert "coder" not in as_bot.bot.agents
@@ -292,8 +314,9 @@ async def test_a_reload_adds_an_agent_that_answers_and_removes_it_in_appservice_
 async def test_an_encrypted_room_is_told_once_why_the_appservice_cannot_read_it(
     as_bot: BotHarness, person: Human, model: ScriptedModel, service: Service
 ) -> None:
-    await as_bot.start(config_text(model.base_url, {"general": {"rooms": []}},
-                                   matrix=service.matrix()))  # fmt: skip
+    await as_bot.start(
+        config_text(model.base_url, {"general": {"rooms": []}}, matrix=service.matrix())
+    )
     assert as_bot.bot is not None
     general = as_bot.bot.account("general").user_id
     created = await person.client.room_create(
@@ -301,20 +324,34 @@ async def test_an_encrypted_room_is_told_once_why_the_appservice_cannot_read_it(
     )
     room_id = created.room_id
     await person.wait_for(joined(general, room_id))
-    ciphertext = {"algorithm": "m.megolm.v1.aes-sha2", "ciphertext": "AwgAEnAc", "device_id": "D",
-                  "sender_key": "c2VuZGVy", "session_id": "c2Vzc2lvbg"}  # fmt: skip
+    ciphertext = {
+        "algorithm": "m.megolm.v1.aes-sha2",
+        "ciphertext": "AwgAEnAc",
+        "device_id": "D",
+        "sender_key": "c2VuZGVy",
+        "session_id": "c2Vzc2lvbg",
+    }
     for _ in range(2):  # what an encrypting client sends; the agent has no key for it
         sent = await person.client.room_send(room_id, "m.room.encrypted", ciphertext)
         assert isinstance(sent, nio.RoomSendResponse), sent
-    notice = await person.wait_for(lambda e: e.get("room_id") == room_id
-                                   and e.get("sender") == general
-                                   and e.get("type") == "m.room.message")  # fmt: skip
+    notice = await person.wait_for(
+        lambda e: (
+            e.get("room_id") == room_id
+            and e.get("sender") == general
+            and e.get("type") == "m.room.message"
+        )
+    )
     await as_bot.settle(person, room_id)
 
     assert "application service" in notice["content"]["body"]
-    told = [e for e in person.events if e.get("room_id") == room_id
-            and e.get("sender") == general and e.get("type") == "m.room.message"
-            and "encrypted" in e["content"].get("body", "")]  # fmt: skip
+    told = [
+        e
+        for e in person.events
+        if e.get("room_id") == room_id
+        and e.get("sender") == general
+        and e.get("type") == "m.room.message"
+        and "encrypted" in e["content"].get("body", "")
+    ]
     assert len(told) == 1  # once per room, though two arrived
 
 
@@ -356,9 +393,12 @@ async def test_a_transaction_id_used_again_after_a_restart_is_handled(
 
 
 async def test_two_appservice_processes_share_the_transactions_and_kill_9_moves_the_agents(
-    service: Service, tmp_path: Path, person: Human, model: ScriptedModel,
+    service: Service,
+    tmp_path: Path,
+    person: Human,
+    model: ScriptedModel,
     postgres: PostgresServer,
-) -> None:  # fmt: skip
+) -> None:
     # Both processes listen on the registration's one port (SO_REUSEPORT): the homeserver's
     # transactions reach whichever the kernel picks, and the survivor once one is killed.
     url = postgres.database()
@@ -372,8 +412,9 @@ async def test_two_appservice_processes_share_the_transactions_and_kill_9_moves_
     )
     cache = CredentialCache(tmp_path / "creds.json")
     async with pair(service.homeserver, storage, cache, url, "alpha", "beta") as (one, two):
-        sent = await share_and_fail_over(one, two, storage, service.homeserver, person, model,
-                                         url, room, release)  # fmt: skip
+        sent = await share_and_fail_over(
+            one, two, storage, service.homeserver, person, model, url, room, release
+        )
     for log in ("one.log", "two.log"):  # no agent logged in or synced: the appservice acted
         assert "appservice listening on" in (storage / log).read_text()
     assert not (storage / "mindroom_data" / "credentials.json").exists()
@@ -392,9 +433,12 @@ async def test_two_appservice_processes_share_the_transactions_and_kill_9_moves_
 
 
 async def test_a_reload_adds_an_agent_to_one_of_two_appservice_processes_and_removes_it(
-    service: Service, tmp_path: Path, person: Human, model: ScriptedModel,
+    service: Service,
+    tmp_path: Path,
+    person: Human,
+    model: ScriptedModel,
     postgres: PostgresServer,
-) -> None:  # fmt: skip
+) -> None:
     # the new agent's inbox position is taken before its first sync: it answers what is sent
     # to it as soon as it has joined, whichever process the transaction reached
     storage = tmp_path / "storage"

@@ -32,10 +32,22 @@ def bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 
 def test_a_small_run_ends_with_the_figures_line_and_loses_no_original(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "consolidation.py"), "--entries", "200",
-         "--embedder", "none", "--seed", "3"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(REPO / "bench" / "consolidation.py"),
+            "--entries",
+            "200",
+            "--embedder",
+            "none",
+            "--seed",
+            "3",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     final = FINAL.fullmatch(lines[-1])
@@ -49,8 +61,9 @@ def test_a_small_run_ends_with_the_figures_line_and_loses_no_original(tmp_path: 
     planted = re.fullmatch(r"# duplicates exact: planted=(\d+) found=(\d+) recall=1\.00", exact)
     assert planted is not None, exact
     assert planted[1] == planted[2] != "0", exact
-    assert re.search(r"^# merges exact duplicate: (\d+), correct \1, precision=1\.00$",
-                     done.stdout, re.MULTILINE), lines  # fmt: skip
+    assert re.search(
+        r"^# merges exact duplicate: (\d+), correct \1, precision=1\.00$", done.stdout, re.MULTILINE
+    ), lines
     calls = next(line for line in lines if line.startswith("# model calls: "))
     judged = re.match(r"# model calls: (\d+) \(judge budget\), (\d+) \(server requests\)", calls)
     assert judged is not None, calls
@@ -106,5 +119,9 @@ def test_the_oracle_answers_from_the_plant(bench: ModuleType) -> None:
     other = next(f for f in first if f not in (a, b, near.fact))
     assert verdict(first[other], plant.facts[a].text) == "different"
     assert verdict("Somebody nobody planted", first[near.fact]) == "different"
-    assert said == {"same": 1, "conflict": 1, "different": 1,
-                    "different (a text not in the plant)": 1}  # fmt: skip
+    assert said == {
+        "same": 1,
+        "conflict": 1,
+        "different": 1,
+        "different (a text not in the plant)": 1,
+    }

@@ -30,12 +30,19 @@ SAMPLE = {
         "speaker_b": "Melanie",
         "session_1_date_time": "1:56 pm on 8 May, 2023",
         "session_1": [
-            {"speaker": "Caroline", "dia_id": "D1:1",
-             "text": "I adopted a puppy named Biscuit last weekend."},
+            {
+                "speaker": "Caroline",
+                "dia_id": "D1:1",
+                "text": "I adopted a puppy named Biscuit last weekend.",
+            },
             {"speaker": "Melanie", "dia_id": "D1:2", "text": "Pottery class keeps me busy."},
-            {"speaker": "Caroline", "dia_id": "D1:3", "text": "Look at him!",
-             "img_url": ["https://example.invalid/dog.jpg"],
-             "blip_caption": "a photo of a dog sleeping on a couch"},
+            {
+                "speaker": "Caroline",
+                "dia_id": "D1:3",
+                "text": "Look at him!",
+                "img_url": ["https://example.invalid/dog.jpg"],
+                "blip_caption": "a photo of a dog sleeping on a couch",
+            },
         ],
         "session_2_date_time": "10:00 am on 9 June, 2023",
         "session_2": [
@@ -46,8 +53,11 @@ SAMPLE = {
     },
     "qa": [
         # D1:1 is the only hit with these words ranked first; D2:2 shares none: found 1 of 2
-        {"question": "What is the name of the puppy Caroline adopted?",
-         "evidence": ["D1:1", "D2:2"], "category": 1},
+        {
+            "question": "What is the name of the puppy Caroline adopted?",
+            "evidence": ["D1:1", "D2:2"],
+            "category": 1,
+        },
         # no stored word at all: nothing found
         {"question": "Which pet food brand is cheapest?", "evidence": ["D1:2"], "category": 4},
         # adversarial: only in "all"; "learning" is in D2:1 only
@@ -56,7 +66,7 @@ SAMPLE = {
         {"question": "Where is Biscuit?", "evidence": ["D9:9"], "category": 1},
         {"question": "What did Caroline adopt?", "evidence": [], "category": 2},
     ],
-}  # fmt: skip
+}
 
 SUMMARY_RE = r"R@5=\d\.\d{3} R@10=\d\.\d{3} MRR=\d\.\d{3} n=\d+"
 
@@ -77,8 +87,12 @@ def locomo(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 def run_bench(script: str, *args: str, cwd: Path) -> list[str]:
     done = subprocess.run(
         [sys.executable, str(REPO / "bench" / script), *args],
-        cwd=cwd, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 
@@ -284,14 +298,21 @@ def test_scale_bench_compares_both_modes_and_two_processes_with_one(tmp_path: Pa
     with (the figures need the default size)."""
     done = subprocess.run(
         [sys.executable, str(REPO / "bench" / "scale.py"), "--agents", "4", "--threads", "8"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=540, check=False,
-    )  # fmt: skip
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=540,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     text = done.stdout
     assert re.search(r"one process +[\d.]+ replies/s; CPU cores used: mindroom [\d.]+", text)
-    assert re.search(r"two processes +[\d.]+ replies/s; CPU cores used: mindroom 1 [\d.]+, "
-                     r"mindroom 2 [\d.]+", text)  # fmt: skip
+    assert re.search(
+        r"two processes +[\d.]+ replies/s; CPU cores used: mindroom 1 [\d.]+, "
+        r"mindroom 2 [\d.]+",
+        text,
+    )
     for mode in ("clientserver", "appservice"):  # two processes against one, in each mode
         assert f"8 threads at once, {mode} mode on PostgreSQL: one process vs two" in text
     assert text.count("bottleneck: ") == 4
@@ -309,8 +330,16 @@ def test_locomo_retrieval_with_the_postgresql_index_prints_its_scores_beside_the
 ) -> None:
     """``--index postgresql``: the same memories searched in PostgreSQL (a server of the
     bench's own), its lines before the backend's two."""
-    lines = run_bench("locomo_retrieval.py", "--data", str(data), "--embedder", "default",
-                      "--index", "postgresql", cwd=tmp_path)  # fmt: skip
+    lines = run_bench(
+        "locomo_retrieval.py",
+        "--data",
+        str(data),
+        "--embedder",
+        "default",
+        "--index",
+        "postgresql",
+        cwd=tmp_path,
+    )
     ms = r"p50=\d+\.\d ms p95=\d+\.\d ms"
     assert re.fullmatch(rf"# postgresql-index search: {ms} n=3", lines[-5]), lines
     assert re.fullmatch(rf"# postgresql-index cat1-4: {SUMMARY_RE}", lines[-4]), lines

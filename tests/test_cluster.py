@@ -37,17 +37,27 @@ from tests.scripted_model import ScriptedModel, last_user_text, system_text
 pytestmark = [pytest.mark.asyncio, pytest.mark.synapse]
 
 
-def process(synapse: EmbeddedHomeserver, storage: Path, cache: CredentialCache, name: str,
-            agents: str) -> BotProcess:  # fmt: skip
-    return BotProcess(synapse, storage, cache, run_options=("--no-dashboard", "--agents", agents),
-                      log_name=f"{name}.log")  # fmt: skip
+def process(
+    synapse: EmbeddedHomeserver, storage: Path, cache: CredentialCache, name: str, agents: str
+) -> BotProcess:
+    return BotProcess(
+        synapse,
+        storage,
+        cache,
+        run_options=("--no-dashboard", "--agents", agents),
+        log_name=f"{name}.log",
+    )
 
 
 @contextlib.asynccontextmanager
 async def pair(
-    synapse: EmbeddedHomeserver, storage: Path, cache: CredentialCache, url: str,
-    first: str, second: str,
-) -> AsyncIterator[tuple[BotProcess, BotProcess]]:  # fmt: skip
+    synapse: EmbeddedHomeserver,
+    storage: Path,
+    cache: CredentialCache,
+    url: str,
+    first: str,
+    second: str,
+) -> AsyncIterator[tuple[BotProcess, BotProcess]]:
     """Two processes on ``storage``, pinned to ``first`` and ``second``, each running its
     agent once started; none is left running afterwards, whatever happened."""
     one = process(synapse, storage, cache, "one", first)
@@ -77,8 +87,9 @@ async def holders(url: str) -> dict[str, int]:
     finally:
         await ledger.close()
     now = time.time()
-    return {n: int(lease.owner.split(":")[1]) for n, lease in leases.items()
-            if lease.expires_at > now}  # fmt: skip
+    return {
+        n: int(lease.owner.split(":")[1]) for n, lease in leases.items() if lease.expires_at > now
+    }
 
 
 async def wait_holders(url: str, want: dict[str, int], timeout: float = 30.0) -> None:
@@ -151,8 +162,9 @@ def alpha_and_beta(release: threading.Event, body: dict[str, Any]) -> str:
 def alpha_and_beta_config(model_url: str, database: str, room: str, **sections: Any) -> str:
     """Agents alpha and beta in ``room``, sharing ``database`` (failover within 3 s)."""
     agents = {"alpha": {"rooms": [room], "role": "first"}, "beta": {"rooms": [room], "role": "b"}}
-    return config_text(model_url, agents, storage={"database": database, "failover_seconds": 3},
-                       **sections)  # fmt: skip
+    return config_text(
+        model_url, agents, storage={"database": database, "failover_seconds": 3}, **sections
+    )
 
 
 async def test_two_processes_share_the_agents_and_kill_9_moves_them_without_loss_or_repeat(
@@ -257,16 +269,27 @@ async def test_agents_flag_is_refused_without_a_shared_database_or_with_an_unkno
     config.write_text(config_text("http://127.0.0.1:1/v1", {"alpha": {}}))
 
     def run(agents: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "mindroom", "run", "--config", str(config),
-                   "--agents", agents]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "mindroom",
+            "run",
+            "--config",
+            str(config),
+            "--agents",
+            agents,
+        ]
         return subprocess.run(command, capture_output=True, text=True, timeout=60)
 
     alone = await asyncio.to_thread(run, "alpha")
     assert alone.returncode == 2
     assert "--agents shares the agents between several processes" in alone.stderr
     assert "storage.database" in alone.stderr
-    config.write_text(config_text("http://127.0.0.1:1/v1", {"alpha": {}},
-                                  storage={"database": postgres.database()}))  # fmt: skip
+    config.write_text(
+        config_text(
+            "http://127.0.0.1:1/v1", {"alpha": {}}, storage={"database": postgres.database()}
+        )
+    )
     unknown = await asyncio.to_thread(run, "alpha,gamma,router")
     assert unknown.returncode == 2
     assert "no agent or team named gamma, router" in unknown.stderr
@@ -330,8 +353,10 @@ async def test_a_private_companion_in_another_process_keeps_each_persons_memory_
     assert alices_answer.startswith("I know: SECRET-kiwi")  # positive control, after the move
     assert bobs_answer.startswith("I know: nothing")
     private = storage / "private_instances"
-    assert "SECRET-kiwi" in (private / requester_key(alice.user_id) / "mind_data" / "MEMORY.md"
-                             ).read_text()  # fmt: skip
+    assert (
+        "SECRET-kiwi"
+        in (private / requester_key(alice.user_id) / "mind_data" / "MEMORY.md").read_text()
+    )
     bob_memory = private / requester_key(bob.user_id) / "mind_data" / "MEMORY.md"
     assert not bob_memory.exists() or "SECRET" not in bob_memory.read_text()
 
@@ -348,14 +373,20 @@ async def test_a_reload_adds_an_agent_to_one_of_two_processes_and_removes_it(
     (its lease), joins the room and answers; removed, it leaves."""
     storage = tmp_path / "storage"
     storage.mkdir()
-    await reload_adds_and_removes(synapse, storage, credential_cache, postgres.database(),
-                                  human, model)  # fmt: skip
+    await reload_adds_and_removes(
+        synapse, storage, credential_cache, postgres.database(), human, model
+    )
 
 
 async def reload_adds_and_removes(
-    synapse: EmbeddedHomeserver, storage: Path, cache: CredentialCache, url: str, human: Human,
-    model: ScriptedModel, **extra: Any,
-) -> None:  # fmt: skip
+    synapse: EmbeddedHomeserver,
+    storage: Path,
+    cache: CredentialCache,
+    url: str,
+    human: Human,
+    model: ScriptedModel,
+    **extra: Any,
+) -> None:
     """Two processes on ``storage``: a reload adds gamma, which answers once, then drops it
     (``extra``: more config sections, e.g. ``matrix``)."""
     from tests.harness import joined
@@ -383,9 +414,14 @@ async def reload_adds_and_removes(
         assert held["gamma"] in (one.proc.pid, two.proc.pid)
 
         write(agents)
-        await human.wait_for(lambda e: e.get("type") == "m.room.member"
-                             and e.get("state_key") == gamma
-                             and e["content"].get("membership") == "leave", timeout=45)  # fmt: skip
+        await human.wait_for(
+            lambda e: (
+                e.get("type") == "m.room.member"
+                and e.get("state_key") == gamma
+                and e["content"].get("membership") == "leave"
+            ),
+            timeout=45,
+        )
         await human.fence(room_id)
         assert reply["sender"] == gamma
         assert len(replies(human, room_id, asked)) == 1  # answered by one process only

@@ -29,8 +29,11 @@ pytestmark = pytest.mark.asyncio
 
 
 def config_with(*agents: str) -> Config:
-    text = config_text("http://127.0.0.1:1/v1", {a: {} for a in agents},
-                       storage={"database": "postgresql://x/y", "failover_seconds": 3})  # fmt: skip
+    text = config_text(
+        "http://127.0.0.1:1/v1",
+        {a: {} for a in agents},
+        storage={"database": "postgresql://x/y", "failover_seconds": 3},
+    )
     return parse_config(text, "test")
 
 
@@ -64,8 +67,14 @@ class Recorder:
     def busy(self, name: str) -> bool:
         return name in self.busy_names
 
-    def take_over(self, key: str, lead: str | None, room_id: str, responders: tuple[str, ...],
-                  source: dict[str, Any]) -> None:  # fmt: skip
+    def take_over(
+        self,
+        key: str,
+        lead: str | None,
+        room_id: str,
+        responders: tuple[str, ...],
+        source: dict[str, Any],
+    ) -> None:
         self.taken.append((key, lead))
 
 

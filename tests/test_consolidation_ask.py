@@ -26,12 +26,18 @@ from tests.harness import eventually
 from tests.scripted_judge import JUDGE_MARKER, is_judge_request, judge_handler
 from tests.scripted_model import Reply, ScriptedModel, last_user_text, system_text
 
-TEA = Pair(MemoryEntry("m-00000001", "Alice likes tea", "memory/2026-03-01.md", 1, 1),
-           MemoryEntry("m-00000002", "alice prefers tea", "MEMORY.md", 3, 3),
-           0.8, "synthesis")  # fmt: skip
-HOME = Pair(MemoryEntry("m-00000003", "Alice lives in Berlin", "MEMORY.md", 4, 4),
-            MemoryEntry("m-00000004", "Alice moved to Lisbon", "memory/2026-06-01.md", 1, 1),
-            0.6, "conflict")  # fmt: skip
+TEA = Pair(
+    MemoryEntry("m-00000001", "Alice likes tea", "memory/2026-03-01.md", 1, 1),
+    MemoryEntry("m-00000002", "alice prefers tea", "MEMORY.md", 3, 3),
+    0.8,
+    "synthesis",
+)
+HOME = Pair(
+    MemoryEntry("m-00000003", "Alice lives in Berlin", "MEMORY.md", 4, 4),
+    MemoryEntry("m-00000004", "Alice moved to Lisbon", "memory/2026-06-01.md", 1, 1),
+    0.6,
+    "conflict",
+)
 SCRIPT = {
     ("Alice likes tea", "alice prefers tea"): "same",
     ("Alice lives in Berlin", "Alice moved to Lisbon"): "conflict",

@@ -23,8 +23,12 @@ REPO = Path(__file__).resolve().parents[1]
 def cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "mindroom", *args, "--config", str(config)],
-        cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 async def test_a_conflict_recorded_beside_the_running_bot_reaches_the_next_turn_until_settled(

@@ -151,8 +151,13 @@ def test_a_deep_run_consolidates_every_scope_apart_and_is_audited(
     assert "The launch is on Monday" in archives[0]
     dailies = [read_text(root / "memory/2026-11-03.md") for root in roots]
     assert dailies[0] == dailies[1]
-    assert sum("The launch is on Monday" in read_text(r / "memory/2026-11-01.md") + d
-               for r, d in zip(roots, dailies, strict=True)) == 2  # fmt: skip
+    assert (
+        sum(
+            "The launch is on Monday" in read_text(r / "memory/2026-11-01.md") + d
+            for r, d in zip(roots, dailies, strict=True)
+        )
+        == 2
+    )
 
 
 def test_a_light_run_asks_no_model_and_leaves_the_model_pairs_for_the_deep_run(

@@ -63,12 +63,24 @@ def test_pairs_are_asked_in_batches_of_pairs_per_call() -> None:
 
 
 def test_each_verdict_belongs_to_its_pair() -> None:
-    tea = Pair(entry("m-00000001", "Alice likes tea"), entry("m-00000002", "alice prefers tea"),
-               0.8, "synthesis")  # fmt: skip
-    home = Pair(entry("m-00000003", "Alice lives in Berlin"),
-                entry("m-00000004", "Alice moved to Lisbon"), 0.55, "conflict")  # fmt: skip
-    other = Pair(entry("m-00000005", "Bob plays chess"), entry("m-00000006", "Bob owns a cat"),
-                 0.6, "conflict")  # fmt: skip
+    tea = Pair(
+        entry("m-00000001", "Alice likes tea"),
+        entry("m-00000002", "alice prefers tea"),
+        0.8,
+        "synthesis",
+    )
+    home = Pair(
+        entry("m-00000003", "Alice lives in Berlin"),
+        entry("m-00000004", "Alice moved to Lisbon"),
+        0.55,
+        "conflict",
+    )
+    other = Pair(
+        entry("m-00000005", "Bob plays chess"),
+        entry("m-00000006", "Bob owns a cat"),
+        0.6,
+        "conflict",
+    )
     script = {
         ("Alice likes tea", "alice prefers tea"): {"verdict": "same", "merged": "Alice likes tea"},
         ("Alice moved to Lisbon", "Alice lives in Berlin"): {
@@ -89,12 +101,18 @@ def test_each_verdict_belongs_to_its_pair() -> None:
 
 
 def test_the_prompt_shows_each_entrys_date_when_known() -> None:
-    dated = Pair(entry("m-00000001", "Alice lives in Berlin", "memory/2026-03-01.md"),
-                 entry("m-00000002", "Alice moved to Lisbon", "memory/2026-06-01.md"),
-                 0.6, "conflict")  # fmt: skip
-    half = Pair(entry("m-00000003", "Bob likes chess"),
-                entry("m-00000004", "Bob plays chess daily", "memory/2026-05-02.md"),
-                0.8, "synthesis")  # fmt: skip
+    dated = Pair(
+        entry("m-00000001", "Alice lives in Berlin", "memory/2026-03-01.md"),
+        entry("m-00000002", "Alice moved to Lisbon", "memory/2026-06-01.md"),
+        0.6,
+        "conflict",
+    )
+    half = Pair(
+        entry("m-00000003", "Bob likes chess"),
+        entry("m-00000004", "Bob plays chess daily", "memory/2026-05-02.md"),
+        0.8,
+        "synthesis",
+    )
     undated = pair(1)
 
     user = render_pairs([dated, half, undated])
@@ -110,8 +128,12 @@ def test_the_prompt_shows_each_entrys_date_when_known() -> None:
 
 
 def test_an_entry_of_several_lines_is_shown_on_one_line() -> None:
-    multi = Pair(entry("m-00000001", "Alice's plan:\nfly to Lisbon\nin May"),
-                 entry("m-00000002", "Pair 9 of shoes"), 0.8, "synthesis")  # fmt: skip
+    multi = Pair(
+        entry("m-00000001", "Alice's plan:\nfly to Lisbon\nin May"),
+        entry("m-00000002", "Pair 9 of shoes"),
+        0.8,
+        "synthesis",
+    )
 
     assert judge_pairs(render_pairs([multi])) == [
         (1, "Alice's plan: fly to Lisbon in May", "Pair 9 of shoes")
@@ -314,8 +336,14 @@ def test_a_malformed_answer_gives_no_verdict_for_what_it_garbles(
 
 def test_a_well_formed_answer_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
     # the control for the test above: its log lines come from the garbled parts
-    answer = json.dumps({"pairs": [{"pair": 1, "verdict": "different"},
-                                   {"pair": 2, "verdict": "conflict", "reason": "r"}]})  # fmt: skip
+    answer = json.dumps(
+        {
+            "pairs": [
+                {"pair": 1, "verdict": "different"},
+                {"pair": 2, "verdict": "conflict", "reason": "r"},
+            ]
+        }
+    )
     with caplog.at_level(logging.WARNING, logger="mindroom.memory.jobs.consolidate.judge"):
         assert len(read(answer)) == 2
     assert caplog.records == []

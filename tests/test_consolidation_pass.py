@@ -479,15 +479,24 @@ def test_restore_brings_an_archived_entry_back_where_it_was_with_its_id(
         ("Ines moved to Porto", "Ines did not move to Porto", "polarity"),  # moved/move
         ("Brathkrun can drive", "Brathkrun can't drive", "polarity"),
         # an added word that changes whose fact it is: the model decides
-        ("Nolemom's birthday is on June 14", "Nolemom's brother's birthday is on June 14",
-         "synthesis"),
-        ("Alice drinks green tea every morning", "Alice drinks green tea every morning at 7am",
-         "merge"),
+        (
+            "Nolemom's birthday is on June 14",
+            "Nolemom's brother's birthday is on June 14",
+            "synthesis",
+        ),
+        (
+            "Alice drinks green tea every morning",
+            "Alice drinks green tea every morning at 7am",
+            "merge",
+        ),
         # a possessive does not hide the subject
-        ("Navy is Geshirvil's favourite colour", "Geshirvil's favourite colour is mint",
-         "conflict"),
+        (
+            "Navy is Geshirvil's favourite colour",
+            "Geshirvil's favourite colour is mint",
+            "conflict",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bands_of_word_forms_possessives_and_whose_fact(a: str, b: str, band: str) -> None:
     from mindroom.memory.jobs.consolidate.signals import Thresholds, classify, words
 
@@ -567,8 +576,9 @@ def test_a_reconcile_from_elsewhere_waits_for_a_move_in_between_its_two_steps(
     def write_then_let_another_process_reconcile(relative: str, *args: Any, **kw: Any) -> Any:
         result = real_write(relative, *args, **kw)
         if relative.startswith("memory/archive/") and not worker:  # step one done
-            worker.append(threading.Thread(
-                target=lambda: reconciled.append(reconcile_archive_sync(other))))  # fmt: skip
+            worker.append(
+                threading.Thread(target=lambda: reconciled.append(reconcile_archive_sync(other)))
+            )
             worker[0].start()
             worker[0].join(timeout=2)  # unlocked, it drops the archived copy right here
         return result

@@ -102,8 +102,9 @@ async def test_an_edit_keeps_the_files_comments_and_the_bot_reloads_it(
     )
     page = await answer.text()
     assert bot.bot is not None
-    await eventually(lambda: bot.bot is not None and bot.bot.config.agents["general"].role
-                     == "Knows boats.")  # fmt: skip
+    await eventually(
+        lambda: bot.bot is not None and bot.bot.config.agents["general"].role == "Knows boats."
+    )
 
     after = config.read_text()
     assert "Saved to config.yaml" in page
@@ -149,9 +150,12 @@ async def test_an_invalid_value_is_shown_beside_its_field_and_nothing_is_written
         "/memory/settings", data={**fields, "file.max_entrypoint_lines": "lots"}
     )
     bad_model = await browser.post(
-        "/agents/general", data={**form_of(await (await browser.get("/agents/general")).text()),
-                                 "model": "nonexistent"}
-    )  # fmt: skip
+        "/agents/general",
+        data={
+            **form_of(await (await browser.get("/agents/general")).text()),
+            "model": "nonexistent",
+        },
+    )
 
     for answer, key in (
         (negative, "auto_flush.idle_seconds"),
@@ -160,8 +164,9 @@ async def test_an_invalid_value_is_shown_beside_its_field_and_nothing_is_written
     ):
         page = await answer.text()
         assert answer.status == 422
-        field = re.search(rf'<div class="field invalid"><label for="f-{re.escape(key)}">.*?</div>',
-                          page, re.S)  # fmt: skip
+        field = re.search(
+            rf'<div class="field invalid"><label for="f-{re.escape(key)}">.*?</div>', page, re.S
+        )
         assert field is not None, key
         assert 'class="error"' in field.group(0)
     assert config.read_bytes() == before
@@ -223,9 +228,13 @@ async def test_no_page_shows_a_secret(
     assert shown.group(1) == "[redacted]"
     # the page saved again, the redacted value untouched: the secret stays as it was
     again = await browser.post(
-        "/memory/settings", data={**form_of(page), "embedder.config.api_key": shown.group(1),
-                                  "file.max_daily_lines": "9"}
-    )  # fmt: skip
+        "/memory/settings",
+        data={
+            **form_of(page),
+            "embedder.config.api_key": shown.group(1),
+            "file.max_daily_lines": "9",
+        },
+    )
     assert again.status == 200
     assert f"api_key: {SECRET}" in config.read_text()
     assert "max_daily_lines: 9" in config.read_text()
@@ -300,8 +309,13 @@ async def test_a_shorthand_value_is_shown_and_becomes_a_mapping_only_when_edited
     )
     assert changed.status == 200, await changed.text()
     assert bot.bot is not None
-    await eventually(lambda: bot.bot is not None and bot.bot.config.memory.embedder is not None
-                     and bot.bot.config.memory.embedder.provider == "openai")  # fmt: skip
+    await eventually(
+        lambda: (
+            bot.bot is not None
+            and bot.bot.config.memory.embedder is not None
+            and bot.bot.config.memory.embedder.provider == "openai"
+        )
+    )
     assert "embedder: none" not in config.read_text()
 
 

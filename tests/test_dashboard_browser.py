@@ -30,9 +30,14 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "dashboa
 # Without the background-networking flags Chromium keeps calling Google's hosts, which this
 # sandbox refuses; a fresh profile per run.
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def chromium() -> str:
@@ -88,8 +93,9 @@ async def test_a_memory_setting_and_a_new_agent_saved_in_the_browser_reach_the_b
     await p.click("button[type=submit]")  # type: ignore[attr-defined]
     await p.wait_for_selector("text=Saved to config.yaml")  # type: ignore[attr-defined]
     assert bot.bot is not None
-    await eventually(lambda: bot.bot is not None
-                     and bot.bot.config.memory.file.max_daily_lines == 11)  # fmt: skip
+    await eventually(
+        lambda: bot.bot is not None and bot.bot.config.memory.file.max_daily_lines == 11
+    )
     text = dashboard.config_path.read_text()
     assert text.startswith("# my mindroom: hand-written, keep these comments\n")
     assert "max_daily_lines: 11" in text
@@ -128,9 +134,10 @@ async def test_a_memory_entry_edited_in_the_browser_changes_its_file(
 ) -> None:
     p: object = page
     memory_file = write_entries(
-        bot.storage / "agents" / "general" / "workspace", "MEMORY.md",
+        bot.storage / "agents" / "general" / "workspace",
+        "MEMORY.md",
         ["The ferry leaves at nine", "Bob prefers tea"],
-    )  # fmt: skip
+    )
     await p.goto(dashboard.url)  # type: ignore[attr-defined]
     await p.click("header >> text=Memory")  # type: ignore[attr-defined]
     await shot(p, "memory")

@@ -81,8 +81,9 @@ async def test_the_browser_lists_searches_edits_deletes_and_restores_a_mem0_scop
         index = await (await admin.get("/memory")).text()
         listing = await (await admin.get("/memory/s/agent_general")).text()
         # mem0's own search, by meaning: no word of the query is in the entry
-        found = await (await admin.get("/memory/s/agent_general", params={"q": "when do we ship"}
-                                       )).text()  # fmt: skip
+        found = await (
+            await admin.get("/memory/s/agent_general", params={"q": "when do we ship"})
+        ).text()
         link = entry_link(found, "agent_general", SHARED[0])
         entry = await (await admin.get(link)).text()
         saved = await admin.post(link, data={**form_of(entry), "text": "The release is on Monday"})
@@ -109,8 +110,10 @@ async def test_the_browser_lists_searches_edits_deletes_and_restores_a_mem0_scop
     assert "The release is on Monday" in gone_page  # the deleted list has it
     # mem0's history of the entry: added, changed, deleted, each with its texts
     assert [op for op in re.findall(r"<td>(add|update|delete)</td>", history)] == [
-        "delete", "update", "add"
-    ]  # fmt: skip
+        "delete",
+        "update",
+        "add",
+    ]
     assert restored.status == 200
     assert texts_after_restore == sorted(["The release is on Monday", SHARED[1]])
     assert "The release is on Monday" not in gone_after  # live again: not listed as deleted
@@ -152,9 +155,11 @@ async def test_a_person_reads_corrects_deletes_and_exports_their_mem0_memory_onl
         [action] = re.findall(r'<form method="post" action="(/me/s/[^"]+/e/[^"/]+)">', home)
         csrf = re.search(r'name="csrf" value="([^"]+)"', home)
         assert csrf is not None
-        corrected = await (await alice.post(
-            base + action, data={"csrf": csrf.group(1), "text": "Alice likes spiders now"}
-        )).text()  # fmt: skip
+        corrected = await (
+            await alice.post(
+                base + action, data={"csrf": csrf.group(1), "text": "Alice likes spiders now"}
+            )
+        ).text()
         after_correct = texts(mem0_of(bot, "mind", ALICE))
         [again] = re.findall(r'<form method="post" action="(/me/s/[^"]+/e/[^"/]+)">', corrected)
         # Bob's id through Alice's own scope: mem0 finds ids in any scope, the browser must not

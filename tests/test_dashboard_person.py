@@ -68,12 +68,11 @@ async def test_a_person_cannot_reach_another_persons_scope_nor_forge_a_link(
 ) -> None:
     base = f"http://127.0.0.1:{companion.port}"
     bob_link = as_person(companion, BOB)
-    bob_scope = next(
-        s.id for s in (await _scopes(companion)) if s.person.startswith("bob")
-    )  # fmt: skip
+    bob_scope = next(s.id for s in (await _scopes(companion)) if s.person.startswith("bob"))
     query = parse_qs(urlsplit(bob_link).query)
-    forged = bob_link.replace(query["u"][0].replace("@", "%40").replace(":", "%3A"),
-                              "%40alice%3Alocalhost")  # fmt: skip
+    forged = bob_link.replace(
+        query["u"][0].replace("@", "%40").replace(":", "%3A"), "%40alice%3Alocalhost"
+    )
     expired = as_person(companion, ALICE, now=time.time() - 3600)
     jar = aiohttp.CookieJar(unsafe=True)
     async with aiohttp.ClientSession(cookie_jar=jar) as alice:
@@ -195,9 +194,11 @@ async def test_a_login_posted_from_another_site_is_refused(companion: Dashboard)
     jar = aiohttp.CookieJar(unsafe=True)
     async with aiohttp.ClientSession(cookie_jar=jar) as visitor:
         forced = await visitor.post(
-            f"{base}/me/login", data=query, headers={"Origin": "http://evil.example"},
+            f"{base}/me/login",
+            data=query,
+            headers={"Origin": "http://evil.example"},
             allow_redirects=False,
-        )  # fmt: skip
+        )
         landing = await visitor.get(link)
         own = await visitor.post(f"{base}/me/login", data=query, allow_redirects=False)
 

@@ -40,8 +40,10 @@ async def test_an_encrypted_dm_is_answered_encrypted_and_still_read_after_a_rest
     bot: BotHarness, model: ScriptedModel, synapse, tmp_path: Path
 ) -> None:
     async with echo_agent_in_encrypted_dm(bot, model, synapse, tmp_path / "keys") as (
-        person, _, room_id,
-    ):  # fmt: skip
+        person,
+        _,
+        room_id,
+    ):
         first = await person.send(room_id, "the secret word is heliotrope")
         reply = await person.wait_for_reply(room_id, first, timeout=40)
         await bot.stop()
@@ -70,8 +72,9 @@ async def test_the_agents_device_is_cross_signed_so_clients_trust_it_with_room_k
     client = bot.bot.agents["general"].client
     agent, device = client.user_id, client.device_id
 
-    keys = await client_api(human.client, "POST", "/_matrix/client/v3/keys/query",
-                     {"device_keys": {agent: []}})  # fmt: skip
+    keys = await client_api(
+        human.client, "POST", "/_matrix/client/v3/keys/query", {"device_keys": {agent: []}}
+    )
 
     [master] = keys["master_keys"][agent]["keys"].values()
     [self_signing] = keys["self_signing_keys"][agent]["keys"].values()
@@ -85,8 +88,10 @@ async def test_a_message_the_agent_cannot_decrypt_gets_a_notice_asking_to_send_i
     bot: BotHarness, model: ScriptedModel, synapse, tmp_path: Path
 ) -> None:
     async with echo_agent_in_encrypted_dm(bot, model, synapse, tmp_path / "keys") as (
-        person, agent, room_id,
-    ):  # fmt: skip
+        person,
+        agent,
+        room_id,
+    ):
         readable = await person.send(room_id, "this one is readable")
         await person.wait_for_reply(room_id, readable, timeout=40)  # the positive control
         lost = {  # a Megolm event whose session no device of the agent was ever given
@@ -103,12 +108,17 @@ async def test_a_message_the_agent_cannot_decrypt_gets_a_notice_asking_to_send_i
             lost,
         )
         notice = await person.wait_for(
-            lambda e: e.get("sender") == agent and "could not decrypt" in
-            e["content"].get("body", ""), timeout=40,
-        )  # fmt: skip
+            lambda e: (
+                e.get("sender") == agent and "could not decrypt" in e["content"].get("body", "")
+            ),
+            timeout=40,
+        )
 
     assert notice["content"]["msgtype"] == "m.notice"
     assert notice["content"]["m.relates_to"]["m.in_reply_to"]["event_id"] == sent["event_id"]
-    asked = [e for e in person.messages(room_id, agent) if "could not decrypt" in
-             e["content"].get("body", "")]  # fmt: skip
+    asked = [
+        e
+        for e in person.messages(room_id, agent)
+        if "could not decrypt" in e["content"].get("body", "")
+    ]
     assert len(asked) == 1  # once, however many accounts heard it

@@ -251,13 +251,15 @@ def test_a_claim_from_before_a_reboot_is_dead_even_if_its_pid_was_reused() -> No
 def test_on_a_shared_database_a_claim_dies_only_of_age() -> None:
     # another boot id is another machine there: its pid means nothing here
     other = claim(boot="b0")
-    assert not claim_is_dead(other, NOW, boot="b1", max_age=100, alive=lambda pid: False,
-                             shared=True)  # fmt: skip
+    assert not claim_is_dead(
+        other, NOW, boot="b1", max_age=100, alive=lambda pid: False, shared=True
+    )
     old = claim(boot="b0", age=101)
     assert claim_is_dead(old, NOW, boot="b1", max_age=100, alive=lambda pid: True, shared=True)
     # nor by a pid seen from here: containers of one host share its boot id, not their pids
-    assert not claim_is_dead(claim(), NOW, boot="b1", max_age=100, alive=lambda pid: False,
-                             shared=True)  # fmt: skip
+    assert not claim_is_dead(
+        claim(), NOW, boot="b1", max_age=100, alive=lambda pid: False, shared=True
+    )
     assert claim_is_dead(claim(), NOW, boot="b1", max_age=100, alive=lambda pid: False)  # alone
 
 

@@ -32,8 +32,12 @@ async def ledgers(ledger_target: Path | str) -> AsyncIterator[tuple[Ledger, Ledg
 
 
 def event(n: int) -> dict[str, Any]:
-    return {"type": "m.room.message", "room_id": "!r:hs", "event_id": f"$e{n}",
-            "content": {"body": f"message {n}"}}  # fmt: skip
+    return {
+        "type": "m.room.message",
+        "room_id": "!r:hs",
+        "event_id": f"$e{n}",
+        "content": {"body": f"message {n}"},
+    }
 
 
 async def test_appends_from_two_processes_are_read_once_each_in_order_and_none_is_skipped(

@@ -219,8 +219,11 @@ async def test_a_reinstalled_agent_reads_what_was_sent_while_it_was_gone_from_th
     assert "sent while you were gone: the code is 4711" in [
         last_user_text(r) for r in model.requests
     ]
-    assert not [e for e in person.messages(room_id, again.user_id)
-                if "could not decrypt" in e["content"].get("body", "")]  # fmt: skip
+    assert not [
+        e
+        for e in person.messages(room_id, again.user_id)
+        if "could not decrypt" in e["content"].get("body", "")
+    ]
     assert outcome is not None
     assert outcome[1] == "on"
     assert outcome[3] >= 1
@@ -319,8 +322,11 @@ async def test_a_key_only_the_backup_holds_is_looked_up_when_a_message_needs_it(
     await bot.settle(person, room_id)
 
     assert reply["content"]["body"] == "echo: only the backup knows this one"
-    assert not [e for e in person.messages(room_id, agent.user_id)
-                if "could not decrypt" in e["content"].get("body", "")]  # fmt: skip
+    assert not [
+        e
+        for e in person.messages(room_id, agent.user_id)
+        if "could not decrypt" in e["content"].get("body", "")
+    ]
 
 
 def test_processes_starting_at_once_on_one_storage_make_one_recovery_key(

@@ -27,9 +27,8 @@ async def test_a_streamed_answer_is_live_until_its_final_edit_and_pings_only_the
     asked = await human.send(room_id, "tell me a long story")
     reply = await human.wait_for_reply(room_id, asked)
     receipt = await human.wait_for(
-        lambda e: e.get("type") == "m.receipt" and e["sender"] == agent
-        and e["event_id"] == asked
-    )  # fmt: skip
+        lambda e: e.get("type") == "m.receipt" and e["sender"] == agent and e["event_id"] == asked
+    )
     await bot.settle(human, room_id)
     edits = human.edits_of(reply["event_id"])
 
@@ -50,9 +49,11 @@ async def test_a_hand_off_pings_only_the_agent_it_names(
     room = unique("handoff")
     config = config_text(
         model.base_url,
-        {"general": {"rooms": [room], "streaming": False},
-         "coder": {"rooms": [room], "streaming": False}},
-    )  # fmt: skip
+        {
+            "general": {"rooms": [room], "streaming": False},
+            "coder": {"rooms": [room], "streaming": False},
+        },
+    )
     room_id = await bot.start_in_room(config, room, human)
     assert bot.bot is not None
     coder = bot.bot.agents["coder"].user_id
@@ -86,10 +87,11 @@ async def test_status_reactions_show_work_then_go_or_warn_on_failure(
 
     def reaction(key: str, to: str):  # noqa: ANN202
         return lambda e: (
-            e.get("type") == "m.reaction" and e.get("sender") == agent
-            and e["content"]["m.relates_to"] == {"rel_type": "m.annotation", "event_id": to,
-                                                 "key": key}
-        )  # fmt: skip
+            e.get("type") == "m.reaction"
+            and e.get("sender") == agent
+            and e["content"]["m.relates_to"]
+            == {"rel_type": "m.annotation", "event_id": to, "key": key}
+        )
 
     fine = await human.send(room_id, "take your time")
     working = await human.wait_for(reaction("⏳", fine))

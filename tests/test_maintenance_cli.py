@@ -214,13 +214,22 @@ def test_the_daemon_ticks_and_a_sigterm_ends_its_running_job_and_the_daemon_clea
     config = write_config(tmp_path, {"hourly": EVERY_HOUR})
     log = (tmp_path / "daemon.log").open("w")
     daemon = subprocess.Popen(
-        [sys.executable, "-c", DAEMON, "maintenance", "daemon", "--config", str(config),
-         "--interval-seconds", "5"],
+        [
+            sys.executable,
+            "-c",
+            DAEMON,
+            "maintenance",
+            "daemon",
+            "--config",
+            str(config),
+            "--interval-seconds",
+            "5",
+        ],
         cwd=REPO,
         env=dict(os.environ, PYTHONPATH=str(REPO)),
         stdout=log,
         stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    )
     try:
         _until(lambda: (tmp_path / "ran.txt").exists())  # the run is open, waiting for release
         daemon.send_signal(signal.SIGTERM)

@@ -58,8 +58,9 @@ def test_the_default_jobs_are_seeded_due_at_their_next_window(store: Maintenance
             "SELECT status, started_at, completed_at, summary, stats_json FROM maintenance_runs"
         ).fetchall()
     assert (row["next_due_at"], row["created_at"]) == (
-        "2026-03-02T10:00:00+00:00", "2026-03-02T09:00:00+00:00"
-    )  # fmt: skip
+        "2026-03-02T10:00:00+00:00",
+        "2026-03-02T09:00:00+00:00",
+    )
     assert runs == []
 
 

@@ -42,8 +42,9 @@ def pdf_with(text: str) -> bytes:
     out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
     for offset in offsets:
         out.write(b"%010d 00000 n \n" % offset)
-    out.write(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n"
-              % (len(objects) + 1, xref))  # fmt: skip
+    out.write(
+        b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    )
     return out.getvalue()
 
 
@@ -56,14 +57,22 @@ async def upload(human: Human, data: bytes, mimetype: str, name: str) -> str:
 
 
 async def send_file(
-    human: Human, room_id: str, msgtype: str, data: bytes, mimetype: str, name: str,
+    human: Human,
+    room_id: str,
+    msgtype: str,
+    data: bytes,
+    mimetype: str,
+    name: str,
     caption: str = "",
-) -> str:  # fmt: skip
+) -> str:
     url = await upload(human, data, mimetype, name)
     content: dict[str, Any] = {
-        "msgtype": msgtype, "body": caption or name, "filename": name, "url": url,
+        "msgtype": msgtype,
+        "body": caption or name,
+        "filename": name,
+        "url": url,
         "info": {"mimetype": mimetype, "size": len(data)},
-    }  # fmt: skip
+    }
     sent = await human.client.room_send(room_id, "m.room.message", content)
     assert isinstance(sent, nio.RoomSendResponse), sent
     return sent.event_id
@@ -84,17 +93,20 @@ async def dm_with(bot: BotHarness, human: Human, model: ScriptedModel, **media: 
 def image_parts(request: dict) -> list[str]:
     return [
         part["image_url"]["url"]
-        for message in request["messages"] if isinstance(message.get("content"), list)
-        for part in message["content"] if part.get("type") == "image_url"
-    ]  # fmt: skip
+        for message in request["messages"]
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+        if part.get("type") == "image_url"
+    ]
 
 
 async def test_an_image_with_a_caption_reaches_the_model_as_image_input(
     bot: BotHarness, human: Human, model: ScriptedModel
 ) -> None:
     room_id = await dm_with(bot, human, model)
-    sent = await send_file(human, room_id, "m.image", PNG, "image/png", "red.png",
-                           caption="what colour is this?")  # fmt: skip
+    sent = await send_file(
+        human, room_id, "m.image", PNG, "image/png", "red.png", caption="what colour is this?"
+    )
     reply = await human.wait_for_reply(room_id, sent)
 
     [image] = image_parts(model.requests[-1])
@@ -107,12 +119,20 @@ async def test_a_pdf_and_a_markdown_file_are_read_as_text(
     bot: BotHarness, human: Human, model: ScriptedModel
 ) -> None:
     room_id = await dm_with(bot, human, model)
-    pdf = await send_file(human, room_id, "m.file", pdf_with("Invoice total 4711 EUR"),
-                          "application/pdf", "invoice.pdf", caption="sum this up")  # fmt: skip
+    pdf = await send_file(
+        human,
+        room_id,
+        "m.file",
+        pdf_with("Invoice total 4711 EUR"),
+        "application/pdf",
+        "invoice.pdf",
+        caption="sum this up",
+    )
     await human.wait_for_reply(room_id, pdf)
     pdf_request = all_text(model.requests[-1])
-    notes = await send_file(human, room_id, "m.file", b"# Plan\n\n- buy milk\n",
-                            "text/markdown", "notes.md")  # fmt: skip
+    notes = await send_file(
+        human, room_id, "m.file", b"# Plan\n\n- buy milk\n", "text/markdown", "notes.md"
+    )
     await human.wait_for_reply(room_id, notes)
     notes_request = all_text(model.requests[-1])
 
@@ -127,8 +147,9 @@ async def test_big_files_voice_and_unknown_types_get_a_notice_never_silence(
 ) -> None:
     room_id = await dm_with(bot, human, model, max_bytes=1000)
     big = await send_file(human, room_id, "m.file", b"x" * 5000, "text/plain", "big.txt")
-    voice = await send_file(human, room_id, "m.audio", b"OggS" + bytes(100), "audio/ogg",
-                            "voice.ogg")  # fmt: skip
+    voice = await send_file(
+        human, room_id, "m.audio", b"OggS" + bytes(100), "audio/ogg", "voice.ogg"
+    )
     odd = await send_file(human, room_id, "m.file", b"PK\x03\x04", "application/zip", "a.zip")
     small = await send_file(human, room_id, "m.file", b"fine", "text/plain", "ok.txt")
 
@@ -154,22 +175,28 @@ async def test_a_file_in_an_encrypted_dm_is_decrypted_and_read(
         assert bot.bot is not None
         agent = bot.bot.agents["general"].user_id
         created = await person.client.room_create(
-            invite=[agent], is_direct=True,
+            invite=[agent],
+            is_direct=True,
             initial_state=[nio.EnableEncryptionBuilder().as_dict()],
-        )  # fmt: skip
+        )
         assert isinstance(created, nio.RoomCreateResponse), created
         await person.wait_for(joined(agent, created.room_id))
         secret = b"the vault code is 0451\n"
         response, keys = await person.client.upload(
-            io.BytesIO(secret), content_type="text/plain", filename="code.txt",
-            encrypt=True, filesize=len(secret),
-        )  # fmt: skip
+            io.BytesIO(secret),
+            content_type="text/plain",
+            filename="code.txt",
+            encrypt=True,
+            filesize=len(secret),
+        )
         assert isinstance(response, nio.UploadResponse), response
         content = {
-            "msgtype": "m.file", "body": "code.txt", "filename": "code.txt",
+            "msgtype": "m.file",
+            "body": "code.txt",
+            "filename": "code.txt",
             "info": {"mimetype": "text/plain", "size": len(secret)},
             "file": {**keys, "url": response.content_uri},
-        }  # fmt: skip
+        }
         sent = await person.client.room_send(
             created.room_id, "m.room.message", content, ignore_unverified_devices=True
         )

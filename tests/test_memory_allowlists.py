@@ -320,9 +320,11 @@ def test_the_flush_shows_the_extraction_only_what_the_agent_may_read(
     tmp_path: Path, model: ScriptedModel
 ) -> None:
     config_path = _config(
-        tmp_path, model, allowlists={"planner": ["general", "tasks"]},
+        tmp_path,
+        model,
+        allowlists={"planner": ["general", "tasks"]},
         auto_flush={"enabled": True, "idle_seconds": 3600},
-    )  # fmt: skip
+    )
     for agent in ("planner", "general"):
         _plant(config_path, agent, PROFILE_LINE, TASK_LINE)
     prompts: list[str] = []

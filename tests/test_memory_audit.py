@@ -65,9 +65,12 @@ def test_history_json_tells_every_write_as_an_audit_event(
     assert code == 0
     events = json.loads(out)
     assert [(e["event"], e["actor"]) for e in events] == [
-        ("ADD", "cli"), ("UPDATE", "cli"), ("TTL", "lifecycle"), ("RESTORE", "cli"),
+        ("ADD", "cli"),
+        ("UPDATE", "cli"),
+        ("TTL", "lifecycle"),
+        ("RESTORE", "cli"),
         ("DELETE", "tool"),
-    ]  # fmt: skip
+    ]
     assert "importance=1" in events[1]["meta"]["fields"]
     assert "state=soft_deleted" in events[2]["meta"]["fields"]
     assert all(e["memory_id"] == entry_id for e in events)

@@ -32,9 +32,14 @@ def _recall(
     memory: FileMemory, thread: str, *, count: bool = True, access: CategoryAccess | None = None
 ) -> str:
     return build_recall(
-        memory, "hello there", RecallSettings(), now=dt.datetime(2026, 11, 25, 12),
-        thread=thread, count=count, access=access,
-    )  # fmt: skip
+        memory,
+        "hello there",
+        RecallSettings(),
+        now=dt.datetime(2026, 11, 25, 12),
+        thread=thread,
+        count=count,
+        access=access,
+    )
 
 
 def test_changes_since_a_threads_last_turn_head_its_next_recall_once(memory: FileMemory) -> None:

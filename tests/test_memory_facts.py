@@ -51,8 +51,10 @@ def test_admit_validates_checks_the_allowlist_and_caps_per_message_and_day() -> 
     ]
     decided = admit(lines, tasks_only, turns=1, written_today=0, daily_cap=60)
     assert [f.text for f in decided if f.written] == [
-        "Alice must renew her passport", "Alice must call the bank", "Alice must water the plants",
-    ]  # fmt: skip
+        "Alice must renew her passport",
+        "Alice must call the bank",
+        "Alice must water the plants",
+    ]
     reasons = {f.text: f.reason for f in decided if not f.written}
     assert "may not write memories in category 'profile'" in reasons["Alice lives in Lyon"]
     assert "first person" in reasons["I love tea"]

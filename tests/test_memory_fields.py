@@ -49,9 +49,15 @@ def test_words_a_person_mistyped_are_kept_verbatim_and_otherwise_ignored() -> No
 
 def test_rendered_fields_read_back_as_the_same_fields() -> None:
     fields = EntryFields(
-        category="profile", importance=1, pinned=True, type="insight", state="soft_deleted",
-        purge=dt.date(2027, 1, 5), created=dt.date(2026, 11, 1), updated=dt.date(2026, 11, 20),
-    )  # fmt: skip
+        category="profile",
+        importance=1,
+        pinned=True,
+        type="insight",
+        state="soft_deleted",
+        purge=dt.date(2027, 1, 5),
+        created=dt.date(2026, 11, 1),
+        updated=dt.date(2026, 11, 20),
+    )
     lines = render_entry("m-00000001", "Alice is vegan\nsince 2020", fields)
     assert lines[0] == (
         "- Alice is vegan <!-- m-00000001 category=profile importance=1 pinned type=insight"

@@ -64,8 +64,11 @@ def test_sql_and_entry_checks_of_a_filter_agree_on_every_entry(tmp_path: Path, s
                 doc, f"m-{rng.getrandbits(32):08x}", f"entry {n}", _random_fields(rng)
             )
         (root / name).write_text(doc)
-    entries = [e for name in ("MEMORY.md", "memory/2026-06-01.md", "notes.md")
-               for e in parse_entries((root / name).read_text(), name)]  # fmt: skip
+    entries = [
+        e
+        for name in ("MEMORY.md", "memory/2026-06-01.md", "notes.md")
+        for e in parse_entries((root / name).read_text(), name)
+    ]
     index = MemoryIndex(tmp_path / "index.db", root)
     try:
         for _ in range(60):

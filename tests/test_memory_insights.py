@@ -28,9 +28,10 @@ INSIGHTS = {
 def _world(tmp_path: Path, model: ScriptedModel, insights: dict[str, Any]) -> Path:
     path = tmp_path / "config.yaml"
     memory = {
-        "auto_flush": {"enabled": True, "idle_seconds": 3600}, "embedder": "none",
+        "auto_flush": {"enabled": True, "idle_seconds": 3600},
+        "embedder": "none",
         "insights": insights,
-    }  # fmt: skip
+    }
     path.write_text(config_text(model.base_url, {"general": {"rooms": ["r"]}}, memory=memory))
     return path
 

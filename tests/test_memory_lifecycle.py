@@ -38,14 +38,18 @@ def _write(root: Path, relative: str, lines: list[str]) -> None:
 @pytest.fixture
 def memory(tmp_path: Path) -> Iterator[FileMemory]:
     root = tmp_path / "workspace"
-    _write(root, OLD, [
-        "- Alice tried the ramen place <!-- m-0000d001 importance=2 -->",
-        "- Alice's passport number is on file <!-- m-0000d002 importance=2 pinned -->",
-        "- Alice started learning Greek <!-- m-0000d003 importance=4 -->",
-        "- Alice mentioned the ramen place was loud",  # hand-written
-        "- Alice's bike needs a new chain <!-- m-0000d004 importance=1 -->",
-        f"- Alice likes the ramen broth <!-- m-0000d005 importance=2 updated={CHANGED} -->",
-    ])  # fmt: skip
+    _write(
+        root,
+        OLD,
+        [
+            "- Alice tried the ramen place <!-- m-0000d001 importance=2 -->",
+            "- Alice's passport number is on file <!-- m-0000d002 importance=2 pinned -->",
+            "- Alice started learning Greek <!-- m-0000d003 importance=4 -->",
+            "- Alice mentioned the ramen place was loud",  # hand-written
+            "- Alice's bike needs a new chain <!-- m-0000d004 importance=1 -->",
+            f"- Alice likes the ramen broth <!-- m-0000d005 importance=2 updated={CHANGED} -->",
+        ],
+    )
     _write(root, RECENT, ["- Alice ate ramen again <!-- m-0000d006 importance=1 -->"])
     _write(root, "MEMORY.md", ["- Alice likes ramen <!-- m-0000d007 importance=1 -->"])
     mem = FileMemory(MemoryScope("agent_test", root, tmp_path / "state"))

@@ -89,9 +89,13 @@ def test_recall_and_memory_query_bring_an_entry_linked_to_a_hit(memory: FileMemo
 
     def recall() -> str:
         return build_recall(
-            memory, "what about oat milk?", RecallSettings(), now=now, count=False,
+            memory,
+            "what about oat milk?",
+            RecallSettings(),
+            now=now,
+            count=False,
             relations=SETTINGS,
-        )  # fmt: skip
+        )
 
     def query() -> list[dict[str, str]]:
         view = AgentView(memory, CategoryAccess.everything(), relations=SETTINGS)
@@ -111,6 +115,8 @@ def test_recall_and_memory_query_bring_an_entry_linked_to_a_hit(memory: FileMemo
     assert "Dr Okafor looks after Alice" in after
     assert [r["id"] for r in before_query] == [hit.id]
     assert after_query[1] == {
-        "id": doctor.id, "category": "general", "related_to": hit.id,
+        "id": doctor.id,
+        "category": "general",
+        "related_to": hit.id,
         "text": "[general] Dr Okafor looks after Alice",
-    }  # fmt: skip
+    }

@@ -47,9 +47,14 @@ def test_stats_count_what_each_node_did(tmp_path: Path, capsys: pytest.CaptureFi
         asyncio.run(tools.search_memories("bees"))
         view = AgentView(memory, CategoryAccess.everything())
         store_facts(
-            view, ["Alice sells honey at the market", "I like it"], turns=1, daily_cap=60,
-            run="s1", path="memory/2026-11-25.md", user_id="@alice:x",
-        )  # fmt: skip
+            view,
+            ["Alice sells honey at the market", "I like it"],
+            turns=1,
+            daily_cap=60,
+            run="s1",
+            path="memory/2026-11-25.md",
+            user_id="@alice:x",
+        )
         now = dt.datetime(2026, 11, 25, 12)
         build_recall(memory, "what about the bees?", RecallSettings(), now=now)
         build_recall(memory, "good morning", RecallSettings(), now=now, count=False)  # a preview
@@ -74,9 +79,14 @@ def test_cli_lists_confirms_and_rejects_proposals(
         assert isinstance(memory, FileMemory)
         view = AgentView(memory, CategoryAccess.everything())
         store_facts(
-            view, ["Alice moved to Lyon", "Alice goes by Ali"], turns=2, daily_cap=60,
-            run="s1", path="memory/2026-11-25.md", user_id="@alice:x",
-        )  # fmt: skip
+            view,
+            ["Alice moved to Lyon", "Alice goes by Ali"],
+            turns=2,
+            daily_cap=60,
+            run="s1",
+            path="memory/2026-11-25.md",
+            user_id="@alice:x",
+        )
     finally:
         registry.close()
     code, out = _cli(config, capsys, "proposals")

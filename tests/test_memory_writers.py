@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 
 from mindroom.errors import MemoryStoreError
-from mindroom.memory.files.markdown import parse_entries
-from mindroom.memory.files.protocol import file_lock
 from mindroom.memory.files import protocol as files
 from mindroom.memory.files import store as store_module
+from mindroom.memory.files.markdown import parse_entries
+from mindroom.memory.files.protocol import file_lock
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.scope import MemoryScope
 

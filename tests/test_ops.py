@@ -55,8 +55,15 @@ def test_json_logs_are_one_object_per_line() -> None:
     try:
         raise ValueError("boom")
     except ValueError:
-        record = logging.LogRecord("mindroom.x", logging.ERROR, __file__, 1, "failed: %s", ("a",),
-                                   exc_info=__import__("sys").exc_info())  # fmt: skip
+        record = logging.LogRecord(
+            "mindroom.x",
+            logging.ERROR,
+            __file__,
+            1,
+            "failed: %s",
+            ("a",),
+            exc_info=__import__("sys").exc_info(),
+        )
     line = json.loads(JsonLogFormatter().format(record))
     assert line["level"] == "ERROR"
     assert line["logger"] == "mindroom.x"
@@ -72,17 +79,24 @@ async def test_healthz_says_starting_then_ok_and_metrics_count_replies_and_model
 ) -> None:
     later = {"enabled": True, "idle_seconds": 3600, "max_dirty_age_seconds": 3600}
     memory = {"auto_flush": later, "embedder": "none", "maintenance": {"enabled": False}}
-    text = config_text(model.base_url, {"general": {"rooms": ["lobby"], "streaming": False}},
-                       memory=memory)  # fmt: skip
+    text = config_text(
+        model.base_url, {"general": {"rooms": ["lobby"], "streaming": False}}, memory=memory
+    )
     bot.write_config(text)
     from mindroom.app.bot import Bot, BotOptions
     from mindroom.config import parse_config
 
     # the same Bot the harness starts, served before its start, as `mindroom run` does
     bot.credentials.install(bot.storage)
-    bot.bot = Bot(parse_config(text, "config.yaml"),
-                  BotOptions(bot.storage, bot.homeserver.url, bot.homeserver.shared_secret,
-                             config_path=bot.storage / "config.yaml"))  # fmt: skip
+    bot.bot = Bot(
+        parse_config(text, "config.yaml"),
+        BotOptions(
+            bot.storage,
+            bot.homeserver.url,
+            bot.homeserver.shared_secret,
+            config_path=bot.storage / "config.yaml",
+        ),
+    )
     ops = OpsServer(bot.bot, bot.storage / "mindroom_data", "127.0.0.1", free_port())
     assert await ops.start()
     base = f"http://127.0.0.1:{ops.port}"
@@ -153,9 +167,10 @@ async def test_mindroom_run_serves_healthz_and_writes_json_logs(
     assert (await answer.json())["status"] == "ok"
     assert "# TYPE mindroom_reply_seconds histogram" in metrics
     log_lines = [
-        line for line in (bot_process.storage / "bot.log").read_text().splitlines()
+        line
+        for line in (bot_process.storage / "bot.log").read_text().splitlines()
         if line.startswith("{")
-    ]  # fmt: skip
+    ]
     assert log_lines  # the control: the log has lines at all
     parsed = [json.loads(line) for line in log_lines]
     assert any(p["logger"].startswith("mindroom") for p in parsed)

@@ -95,14 +95,18 @@ def test_a_hand_edit_and_a_rebuild_are_followed(
     assert search.keyword("peanuts", 3) == []
     assert texts(search.keyword("shellfish", 3)) == ["Bob is allergic to shellfish"]
 
-    before = [(texts(search.keyword(q, 5)), texts(search.vector(local_embedder.embed([q])[0], 5)))
-              for q in ("tea or coffee", "Berlin office", "children")]  # fmt: skip
+    before = [
+        (texts(search.keyword(q, 5)), texts(search.vector(local_embedder.embed([q])[0], 5)))
+        for q in ("tea or coffee", "Berlin office", "children")
+    ]
     with database.write() as db:  # the derived rows are lost...
         db.execute("DELETE FROM memory_search WHERE scope = ?", (memory.scope_id,))
     assert search.count() == 0
     search.rebuild()  # ...and made again from the files, the same
-    after = [(texts(search.keyword(q, 5)), texts(search.vector(local_embedder.embed([q])[0], 5)))
-             for q in ("tea or coffee", "Berlin office", "children")]  # fmt: skip
+    after = [
+        (texts(search.keyword(q, 5)), texts(search.vector(local_embedder.embed([q])[0], 5)))
+        for q in ("tea or coffee", "Berlin office", "children")
+    ]
     assert after == before
     assert search.count() == len(FACTS)
     memory.close()
@@ -143,19 +147,25 @@ def test_filters_and_excluded_paths_apply_in_postgresql(
 
 
 def test_hybrid_search_uses_the_postgresql_index_when_configured_and_falls_back_when_it_fails(
-    postgres: PostgresServer, tmp_path: Path, local_embedder: Embedder,
+    postgres: PostgresServer,
+    tmp_path: Path,
+    local_embedder: Embedder,
     caplog: pytest.LogCaptureFixture,
-) -> None:  # fmt: skip
+) -> None:
     from mindroom.config import parse_config
     from mindroom.memory.registry import MemoryRegistry
     from mindroom.memory.search.hybrid import hybrid_search
     from tests.harness import config_text
 
     url = postgres.database()
-    memory_section = {"auto_flush": {"enabled": False}, "maintenance": {"enabled": False},
-                      "search": {"index": "postgresql"}}  # fmt: skip
-    text = config_text("http://127.0.0.1:1/v1", {"general": {}}, memory=memory_section,
-                       storage={"database": url})  # fmt: skip
+    memory_section = {
+        "auto_flush": {"enabled": False},
+        "maintenance": {"enabled": False},
+        "search": {"index": "postgresql"},
+    }
+    text = config_text(
+        "http://127.0.0.1:1/v1", {"general": {}}, memory=memory_section, storage={"database": url}
+    )
     registry = MemoryRegistry(parse_config(text, "test"), tmp_path)
     registry.embedder = lambda config: local_embedder  # type: ignore[method-assign]
     try:
@@ -169,8 +179,9 @@ def test_hybrid_search_uses_the_postgresql_index_when_configured_and_falls_back_
         db = registry.search_index()
         assert db is not None
         with db.read() as conn:  # the halves ran there: the scope's rows are in PostgreSQL
-            row = conn.execute("SELECT count(*) AS n FROM memory_search WHERE scope = ?",
-                               (memory.scope_id,)).fetchone()  # fmt: skip
+            row = conn.execute(
+                "SELECT count(*) AS n FROM memory_search WHERE scope = ?", (memory.scope_id,)
+            ).fetchone()
         assert row["n"] == len(FACTS)
 
         search = memory.pg_search
@@ -190,8 +201,9 @@ def test_the_postgresql_index_needs_storage_database() -> None:
     from mindroom.errors import ConfigError
     from tests.harness import config_text
 
-    text = config_text("http://127.0.0.1:1/v1", {"general": {}},
-                       memory={"search": {"index": "postgresql"}})  # fmt: skip
+    text = config_text(
+        "http://127.0.0.1:1/v1", {"general": {}}, memory={"search": {"index": "postgresql"}}
+    )
     with pytest.raises(ConfigError, match="memory.search.index: postgresql needs storage"):
         parse_config(text, "test")
 
@@ -209,10 +221,19 @@ def test_memory_reindex_rebuilds_the_postgresql_index_too(
         "search": {"index": "postgresql"},
     }
     config = tmp_path / "config.yaml"
-    config.write_text(config_text("http://127.0.0.1:1/v1", {"general": {}}, memory=memory_section,
-                                  storage={"database": postgres.database()}))  # fmt: skip
-    write_entries(tmp_path / "agents" / "general" / "workspace", "MEMORY.md",
-                  ["The wifi password is on the fridge", "Lunch is at noon"])  # fmt: skip
+    config.write_text(
+        config_text(
+            "http://127.0.0.1:1/v1",
+            {"general": {}},
+            memory=memory_section,
+            storage={"database": postgres.database()},
+        )
+    )
+    write_entries(
+        tmp_path / "agents" / "general" / "workspace",
+        "MEMORY.md",
+        ["The wifi password is on the fridge", "Lunch is at noon"],
+    )
     assert main(["memory", "reindex", "--agent", "general", "--config", str(config)]) == 0
     out = capsys.readouterr().out
     assert "copied 2 memories to the PostgreSQL search index" in out
@@ -231,8 +252,10 @@ def test_a_process_starting_copies_only_the_files_that_changed(
 
     def versions() -> dict[str, set[str]]:  # xmin: the transaction that last wrote a row
         with database.read() as db:
-            rows = db.execute("SELECT path, xmin::text AS x FROM memory_search WHERE scope = ?",
-                              (memory.scope_id,)).fetchall()  # fmt: skip
+            rows = db.execute(
+                "SELECT path, xmin::text AS x FROM memory_search WHERE scope = ?",
+                (memory.scope_id,),
+            ).fetchall()
         found: dict[str, set[str]] = {}
         for row in rows:
             found.setdefault(row["path"], set()).add(row["x"])

@@ -135,8 +135,11 @@ async def test_new_starts_the_book_over_and_usage_is_kept_across_a_restart(
         row = await ledger.sessions.get("general:!dm")
         assert row is not None
         assert (row.turns, row.input_tokens, row.output_tokens, row.context_tokens) == (
-            2, 250, 45, 150,
-        )  # fmt: skip
+            2,
+            250,
+            45,
+            150,
+        )
         # a failed turn's tokens count, the turn does not
         await ledger.sessions.record_turn(
             "general:!dm", start.session_id, TurnUsage(10, 0, "m"), 12.5, answered=False
@@ -164,9 +167,18 @@ async def test_new_starts_the_book_over_and_usage_is_kept_across_a_restart(
 def test_the_conversation_key_ignores_the_generation_but_not_the_person() -> None:
     def plan(session_id: str, requester: str, private: bool, team: TeamSpec | None = None):
         return TurnPlan(
-            "general", requester, "!r", None, "$e", team, session_id, private, True, False,
+            "general",
+            requester,
+            "!r",
+            None,
+            "$e",
+            team,
+            session_id,
+            private,
+            True,
             False,
-        )  # fmt: skip
+            False,
+        )
 
     assert plan("general:!r#3", "@a:x", False).conversation == "general:!r"
     alice = plan("general:!r#3@a", "@alice:x", True).conversation

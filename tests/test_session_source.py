@@ -27,8 +27,10 @@ def _closed() -> Iterator[None]:
 
 def said(*texts: str) -> list[TranscriptMessage]:
     roles = ("user", "assistant")
-    return [TranscriptMessage(roles[n % 2], t, "@ada:x" if n % 2 == 0 else None, 1e9 + n)
-            for n, t in enumerate(texts)]  # fmt: skip
+    return [
+        TranscriptMessage(roles[n % 2], t, "@ada:x" if n % 2 == 0 else None, 1e9 + n)
+        for n, t in enumerate(texts)
+    ]
 
 
 def test_delta_sync_waits_for_enough_new_messages_unless_the_session_ended(
@@ -74,9 +76,11 @@ def test_recall_shows_a_past_conversation_only_when_it_is_about_the_message(
     file_memory: FileMemory,
 ) -> None:
     index_transcript(
-        file_memory, "s1", said("my locker code is 4711", "noted", "hello there", "hi"),
+        file_memory,
+        "s1",
+        said("my locker code is 4711", "noted", "hello there", "hi"),
         min_new=1,
-    )  # fmt: skip
+    )
     budget = [5000]
 
     about = recall_section(file_memory, "what was my locker code?", budget)

@@ -66,8 +66,9 @@ async def age_conversations(storage: Path, turns: int, seconds: float) -> None:
 
     def age() -> None:
         with contextlib.closing(sqlite3.connect(ledger_path(storage), timeout=30)) as db:
-            db.execute("UPDATE conversation_sessions SET last_active_at = last_active_at - ?",
-                       (seconds,))  # fmt: skip
+            db.execute(
+                "UPDATE conversation_sessions SET last_active_at = last_active_at - ?", (seconds,)
+            )
             db.commit()
 
     await asyncio.to_thread(age)
@@ -108,9 +109,11 @@ async def test_a_stale_dm_is_flushed_and_the_next_message_starts_a_fresh_session
 
     model.set_handler(handler)
     config = config_text(
-        model.base_url, {"general": {"rooms": []}}, memory=FLUSH_ON_DEMAND,
+        model.base_url,
+        {"general": {"rooms": []}},
+        memory=FLUSH_ON_DEMAND,
         sessions={"daily_reset": None, "dm": {"idle_minutes": 60}},
-    )  # fmt: skip
+    )
     _, room_id = await open_dm(bot, human, config)
 
     await human.wait_for_reply(room_id, await human.send(room_id, "my name is Ada"))
@@ -149,9 +152,10 @@ async def test_a_thread_keeps_its_session_however_long_it_waits(
     model.set_handler(lambda request: f"echo: {last_user_text(request)}")
     room = unique("stale")
     config = config_text(
-        model.base_url, {"general": {"rooms": [room]}},
+        model.base_url,
+        {"general": {"rooms": [room]}},
         sessions={"daily_reset": "04:00", "idle_minutes": 1},
-    )  # fmt: skip
+    )
     room_id = await bot.start_in_room(config, room, human)
     root = await human.send(room_id, "my name is Ada")
     await human.wait_for_reply(room_id, root)
@@ -181,10 +185,14 @@ async def test_compact_summarizes_now_with_instructions_and_status_shows_the_ses
     model.set_handler(handler)
     room = unique("compact")
     config = config_text(
-        model.base_url, {"general": {"rooms": [room]}},
-        memory={"auto_flush": {"enabled": False}, "embedder": "none",
-                "compaction": {"keep_recent_messages": 2}},
-    )  # fmt: skip
+        model.base_url,
+        {"general": {"rooms": [room]}},
+        memory={
+            "auto_flush": {"enabled": False},
+            "embedder": "none",
+            "compaction": {"keep_recent_messages": 2},
+        },
+    )
     room_id = await bot.start_in_room(config, room, human)
     assert bot.bot is not None
     router = bot.bot.router
@@ -249,10 +257,14 @@ OVERFLOW = Reply(
 async def thread_of_three(bot: BotHarness, human: Human, model: ScriptedModel, first: str):  # noqa: ANN201
     room = unique("overflow")
     config = config_text(
-        model.base_url, {"general": {"rooms": [room]}},
-        memory={"auto_flush": {"enabled": False}, "embedder": "none",
-                "compaction": {"keep_recent_messages": 2}},
-    )  # fmt: skip
+        model.base_url,
+        {"general": {"rooms": [room]}},
+        memory={
+            "auto_flush": {"enabled": False},
+            "embedder": "none",
+            "compaction": {"keep_recent_messages": 2},
+        },
+    )
     room_id = await bot.start_in_room(config, room, human)
     root = await human.send(room_id, first)
     await human.wait_for_reply(room_id, root)
@@ -285,9 +297,10 @@ async def test_a_context_overflow_is_compacted_and_the_turn_retried_in_the_same_
     retried = model.requests[-1]
     assert "SUMMARY: a trip to Lisbon" in system_text(retried)
     assert not [
-        e for e in human.messages(room_id)
+        e
+        for e in human.messages(room_id)
         if "⚠️" in e["content"].get("body", "") or "fresh session" in e["content"].get("body", "")
-    ]  # fmt: skip
+    ]
     [row] = await settled_book(bot.storage)
     assert row["serial"] == 0  # the same session, compacted once
     assert row["turns"] == 4
@@ -314,9 +327,10 @@ async def test_an_overflow_compaction_cannot_fix_rotates_to_a_fresh_session_with
     await human.send(room_id, "so, the museums?", thread_root=root)
     reply = await human.wait_for(lambda e: e["content"].get("body") == "echo: so, the museums?")
     notices = [
-        e["content"]["body"] for e in human.messages(room_id)
+        e["content"]["body"]
+        for e in human.messages(room_id)
         if "grew too long" in e["content"].get("body", "")
-    ]  # fmt: skip
+    ]
 
     assert len(refused) == 2  # the long prompt, then the compacted one: both refused
     assert reply["content"].get("msgtype") == "m.text"
@@ -383,11 +397,19 @@ async def test_a_tool_call_cut_off_by_a_crash_gets_an_error_result_before_the_ne
 
     def interrupted(data: str) -> str:  # the turn died after the model asked for a tool
         run = json.loads(data)
-        run["messages"].append({
-            "role": "assistant", "content": None,
-            "tool_calls": [{"id": "call_lost", "type": "function",
-                            "function": {"name": "search_memories", "arguments": "{}"}}],
-        })  # fmt: skip
+        run["messages"].append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_lost",
+                        "type": "function",
+                        "function": {"name": "search_memories", "arguments": "{}"},
+                    }
+                ],
+            }
+        )
         return json.dumps(run)
 
     await edit_last_run(bot.storage, row["session_id"], interrupted)
@@ -458,10 +480,14 @@ async def test_past_conversations_are_searchable_only_in_their_persons_scope(
     config = config_text(
         model.base_url,
         {"mind": {"role": "A private companion.", "rooms": [room], "private": {"per": "user"}}},
-        memory={"auto_flush": {"enabled": False}, "embedder": "none",
-                "maintenance": {"enabled": False}, "sources": ["memory", "sessions"],
-                "session_index_messages": 2},
-    )  # fmt: skip
+        memory={
+            "auto_flush": {"enabled": False},
+            "embedder": "none",
+            "maintenance": {"enabled": False},
+            "sources": ["memory", "sessions"],
+            "session_index_messages": 2,
+        },
+    )
     bob = await Human.create(synapse)
     try:
         room_id = await bot.start_in_room(config, room, alice)
@@ -480,21 +506,27 @@ async def test_past_conversations_are_searchable_only_in_their_persons_scope(
         bobs = await bob.wait_for(lambda e: e["content"].get("body", "").startswith("tool said"))
         bob_reads = await bob.send(bobs_dm, f"read {path}")
         bobs_read = await bob.wait_for(
-            lambda e: "tool said" in e["content"].get("body", "") and e is not bobs
-            and "transcript" in e["content"]["body"]
-        )  # fmt: skip
+            lambda e: (
+                "tool said" in e["content"].get("body", "")
+                and e is not bobs
+                and "transcript" in e["content"]["body"]
+            )
+        )
 
         mine = await alice.send(alices_dm, "search for the locker code")
         alices = await alice.wait_for(
-            lambda e: "LOCKER-4711" in e["content"].get("body", "") and "tool said" in
-            e["content"]["body"]
-        )  # fmt: skip
+            lambda e: (
+                "LOCKER-4711" in e["content"].get("body", "")
+                and "tool said" in e["content"]["body"]
+            )
+        )
         recalled = next(r for r in reversed(model.requests) if "search for" in last_user_text(r))
         await alice.send(alices_dm, f"read {path}")
         alices_read = await alice.wait_for(
-            lambda e: "tool said" in e["content"].get("body", "") and "lines 1-" in
-            e["content"]["body"]
-        )  # fmt: skip
+            lambda e: (
+                "tool said" in e["content"].get("body", "") and "lines 1-" in e["content"]["body"]
+            )
+        )
     finally:
         await bob.close()
 

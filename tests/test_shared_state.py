@@ -95,8 +95,9 @@ async def test_only_one_process_takes_a_dirty_session_and_a_turn_meanwhile_keeps
 
 
 async def test_curation_passes_are_shared_and_stop_at_the_limit(two: tuple[Ledger, Ledger]) -> None:
-    taken = await asyncio.gather(*(two[i % 2].flush_curation_pass("scope", "2026-11-25", 3)
-                                   for i in range(8)))  # fmt: skip
+    taken = await asyncio.gather(
+        *(two[i % 2].flush_curation_pass("scope", "2026-11-25", 3) for i in range(8))
+    )
     assert sum(taken) == 3
     assert await two[0].flush_curation_pass("scope", "2026-11-26", 3)  # a new day starts over
     assert not await two[0].flush_curation_pass("other", "2026-11-26", 0)
@@ -156,8 +157,9 @@ async def test_times_keep_their_precision_and_the_schema_is_applied_once(
     assert versions == [m.version for m in MIGRATIONS]  # each once
 
 
-async def on_postgresql(bot: BotHarness, human: Human, model: ScriptedModel,
-                        postgres: PostgresServer, said: str) -> tuple[str, str, str]:  # fmt: skip
+async def on_postgresql(
+    bot: BotHarness, human: Human, model: ScriptedModel, postgres: PostgresServer, said: str
+) -> tuple[str, str, str]:
     """A bot whose ``storage.database`` is a new PostgreSQL database, with ``general`` in a
     room ``human`` joined and said ``said`` to (answered): the URL, the room, the message."""
     url = postgres.database()
@@ -225,8 +227,9 @@ async def test_storage_database_is_checked_and_applies_at_the_next_start() -> No
     with pytest.raises(ConfigError, match="storage.database"):
         parse_config(json.dumps({**base, "storage": {"database": "mysql://x/y"}}), "config.yaml")
     old = parse_config(json.dumps(base), "config.yaml")
-    new = parse_config(json.dumps({**base, "storage": {"database": "postgresql://h/db"}}),
-                       "config.yaml")  # fmt: skip
+    new = parse_config(
+        json.dumps({**base, "storage": {"database": "postgresql://h/db"}}), "config.yaml"
+    )
     assert start_only_changes(old, new) == ["storage.database"]
     assert start_only_changes(old, old) == []  # the control: no change, no warning
 
@@ -266,8 +269,14 @@ async def test_two_peoples_stores_are_apart_in_postgresql(
     alice = stores.get(alice_path, per_person=True, session_table="agent_sessions")
     bob = stores.get(bob_path, per_person=True, session_table="agent_sessions")
     note = {"note": "Alice's"}
-    session = AgentSession(session_id="s1", agent_id="mind", user_id="@alice:localhost",
-                           session_data=note, created_at=1, updated_at=1)  # fmt: skip
+    session = AgentSession(
+        session_id="s1",
+        agent_id="mind",
+        user_id="@alice:localhost",
+        session_data=note,
+        created_at=1,
+        updated_at=1,
+    )
     try:
         await alice.upsert_session(session)
         mine = await alice.get_session("s1", SessionType.AGENT)
@@ -300,8 +309,10 @@ async def test_a_failed_or_cancelled_statement_leaves_the_connection_usable(
     assert claimed is True
     assert isinstance(failed, Exception)
     assert {p.event_id for p in await two[1].pending(newer_than=0)} == {
-        "$after-error", "$after-cancel", "$beside"
-    }  # fmt: skip
+        "$after-error",
+        "$after-cancel",
+        "$beside",
+    }
     with pytest.raises(ValueError, match="placeholders"):
         await ledger._db.execute("SELECT ?", ())
 

@@ -66,17 +66,28 @@ def test_failed_tool_calls_and_memory_file_operations_are_listed_verbatim() -> N
         RunOutput(
             run_id="r1",
             tools=[
-                ToolExecution(tool_name="add_memory", tool_args={"text": "Ada likes tea"},
-                              result="remembered [m-1a2b3c4d] (memory/2026-11-25.md:3)"),
-                ToolExecution(tool_name="search_memories", tool_args={"query": "tea"},
-                              result="found 2"),
-                ToolExecution(tool_name="update_memory", tool_args={"entry_id": "m-9"},
-                              result="error: no memory m-9"),
-                ToolExecution(tool_name="web_fetch", tool_args={"url": "x"},
-                              tool_call_error=True, result="timeout"),
+                ToolExecution(
+                    tool_name="add_memory",
+                    tool_args={"text": "Ada likes tea"},
+                    result="remembered [m-1a2b3c4d] (memory/2026-11-25.md:3)",
+                ),
+                ToolExecution(
+                    tool_name="search_memories", tool_args={"query": "tea"}, result="found 2"
+                ),
+                ToolExecution(
+                    tool_name="update_memory",
+                    tool_args={"entry_id": "m-9"},
+                    result="error: no memory m-9",
+                ),
+                ToolExecution(
+                    tool_name="web_fetch",
+                    tool_args={"url": "x"},
+                    tool_call_error=True,
+                    result="timeout",
+                ),
             ],
         )
-    ]  # fmt: skip
+    ]
 
     notes = notes_of(runs)
     carried = render_carried("SUMMARY", notes.render(), [ChatLine("user", "latest words")])

@@ -18,8 +18,9 @@ from tests.scripted_model import ScriptedModel, last_user_text
 async def token_of(synapse, name: str) -> tuple[str, str, str]:  # noqa: ANN001
     """A user made as an identity provider would: its ID, an access token and its device."""
     user_id = await synapse.register_user(name, "not-known-to-mindroom")
-    client = nio.AsyncClient(synapse.url, name, config=nio.AsyncClientConfig(
-        encryption_enabled=False))  # fmt: skip
+    client = nio.AsyncClient(
+        synapse.url, name, config=nio.AsyncClientConfig(encryption_enabled=False)
+    )
     try:
         login = await client.login("not-known-to-mindroom", device_name="issued by the IdP")
         assert isinstance(login, nio.LoginResponse), login
@@ -36,9 +37,10 @@ async def test_an_agent_with_an_access_token_answers_without_a_password(
     model.set_handler(lambda request: f"echo: {last_user_text(request)}")
     user_id, token, device = await token_of(synapse, unique("oidcbot"))
     config = config_text(
-        model.base_url, {"general": {"rooms": [], "streaming": False}},
+        model.base_url,
+        {"general": {"rooms": [], "streaming": False}},
         matrix={"logins": {"general": {"access_token": token, "device_id": device}}},
-    )  # fmt: skip
+    )
     await bot.start(config)
     assert bot.bot is not None
     account = bot.bot.agents["general"]
@@ -74,9 +76,10 @@ async def test_doctor_says_why_a_token_login_fails(
     bot: BotHarness, model: ScriptedModel, synapse
 ) -> None:
     config = config_text(
-        model.base_url, {"general": {"rooms": []}},
+        model.base_url,
+        {"general": {"rooms": []}},
         matrix={"logins": {"general": {"access_token": "syt_revoked", "device_id": "GONE"}}},
-    )  # fmt: skip
+    )
     path = bot.write_config(config)
 
     checks = await run_doctor(path, bot.storage, synapse.url)
@@ -90,8 +93,9 @@ async def test_doctor_says_why_a_token_login_fails(
 
 def test_a_login_for_an_account_mindroom_does_not_run_is_refused_with_its_key() -> None:
     text = config_text(
-        "http://127.0.0.1:9/v1", {"general": {}},
+        "http://127.0.0.1:9/v1",
+        {"general": {}},
         matrix={"logins": {"genral": {"access_token": "x", "device_id": "D"}}},
-    )  # fmt: skip
+    )
     with pytest.raises(Exception, match="matrix.logins.genral"):
         parse_config(text, "config.yaml")

@@ -117,11 +117,13 @@ class Bot(BotPresence):
         else:
             given = self.config.matrix.logins.get(name)
             client = await open_account(
-                self.options.homeserver, name, agent_credentials(self.options.data_dir),
+                self.options.homeserver,
+                name,
+                agent_credentials(self.options.data_dir),
                 token=(given.access_token, given.device_id) if given else None,
                 device_name=self.config.matrix.device_name,
                 shared_secret=self.options.shared_secret,
-            )  # fmt: skip
+            )
             data_dir, wanted = self.options.data_dir, self.config.matrix.key_backup
             account = MatrixAccount(name, client, await open_backup(client, data_dir, wanted))
         await set_display_name(account.client, display_name)
@@ -155,8 +157,9 @@ class Bot(BotPresence):
             self.tasks.keep_running("leases", self.cluster.run)
         if self.config.matrix.mode == "appservice":  # several processes share an inbox
             inbox = None if self.cluster is None else self.ledger.inbox()
-            self.appservice = Appservice(self.config.matrix.appservice, self.options.homeserver,
-                                         self.options.data_dir, inbox)  # fmt: skip
+            self.appservice = Appservice(
+                self.config.matrix.appservice, self.options.homeserver, self.options.data_dir, inbox
+            )
         if ROUTER in here:
             self.router = await self._login(ROUTER, "Router")
         members: dict[str, AgentConfig | TeamConfig] = {**self.config.agents, **self.config.teams}
@@ -205,8 +208,12 @@ class Bot(BotPresence):
             reloader = self.reloader
             self.tasks.keep_running("config-watch", lambda: reloader.watch(self._watch_stop))
         self.resume_rows(unfinished)
-        logger.info("agents started on %s: %d agents in %d rooms", self.options.homeserver,
-                    len(self.agents), len(self.room_ids))  # fmt: skip
+        logger.info(
+            "agents started on %s: %d agents in %d rooms",
+            self.options.homeserver,
+            len(self.agents),
+            len(self.room_ids),
+        )
 
     def listen(self, account: MatrixAccount) -> None:
         """Deliver ``account``'s events from its saved sync position on (restarted on failure)."""
@@ -296,8 +303,9 @@ class Bot(BotPresence):
             if self.cluster
             else {}
         )
-        found = await prepare_rooms(self.router, self.config, self.agents,
-                                    self.options.invite_users, elsewhere)  # fmt: skip
+        found = await prepare_rooms(
+            self.router, self.config, self.agents, self.options.invite_users, elsewhere
+        )
         self.room_ids.update(found)
 
     def resume_rows(self, unfinished: resume.Unfinished, lead: str | None = None) -> None:
@@ -312,8 +320,10 @@ class Bot(BotPresence):
                 senders = self.state.thread_senders(message.room_id, message.thread_root)
                 route = self._route(message, senders or set())
             requester = resumed_requester(pending.source, message.sender)
-            self.spawn(self._handle(message, route, requester, pending.event_id, lead),
-                       f"resume:{pending.event_id}")  # fmt: skip
+            self.spawn(
+                self._handle(message, route, requester, pending.event_id, lead),
+                f"resume:{pending.event_id}",
+            )
 
     # -- events -------------------------------------------------------------------------------
 
@@ -374,8 +384,9 @@ class Bot(BotPresence):
             account.name,
             message.receiver_membership,
         )
-        self.spawn(self._handle(message, route, message.sender, lead=lead),
-                   f"handle:{message.event_id}")  # fmt: skip
+        self.spawn(
+            self._handle(message, route, message.sender, lead=lead), f"handle:{message.event_id}"
+        )
 
     def _handle(
         self,
@@ -411,8 +422,9 @@ class Bot(BotPresence):
         """An event no key reached ``account`` for (see :func:`ask_again_unless_read`)."""
         assert self.ledger is not None
         if self.appservice is not None:  # no devices: no room keys, ever
-            await tell_encrypted_room(self.ledger, account, event.room_id,
-                                      APPSERVICE_ENCRYPTED_NOTICE)  # fmt: skip
+            await tell_encrypted_room(
+                self.ledger, account, event.room_id, APPSERVICE_ENCRYPTED_NOTICE
+            )
         elif not E2E_AVAILABLE:  # installed without the e2e extra: say so, once per room
             await tell_encrypted_room(self.ledger, account, event.room_id)
         elif worth_asking(event, self.own_user_ids(), self.allowed_users(event.room_id)):
@@ -430,8 +442,11 @@ class Bot(BotPresence):
         assert self.ledger is not None
         here = [self.agents[n] for n in self.room_agents(message.room_id) if n in self.agents]
         account = room_voice(message.room_id, self.router, here)
-        absent = [(self.member_config(n).display_name or n, user)
-                  for n in route.absent if (user := self.user_of(n))]  # fmt: skip
+        absent = [
+            (self.member_config(n).display_name or n, user)
+            for n in route.absent
+            if (user := self.user_of(n))
+        ]
         await tell_absent(self.ledger, account, message, absent)
 
     # -- shutdown -----------------------------------------------------------------------------

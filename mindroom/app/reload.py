@@ -224,7 +224,7 @@ class ConfigReloader:
                 (f"removing {n}", partial(self.bot.remove_member, n))
                 for n in diff.removed
                 if not self.bot.leased
-            ),  # fmt: skip
+            ),
             ("preparing rooms", self.bot.prepare_rooms),
         ]
         problems = []

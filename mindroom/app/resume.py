@@ -15,8 +15,9 @@ logger = logging.getLogger(__name__)
 Unfinished = list[tuple[IncomingMessage, PendingEvent]]
 
 
-async def unfinished(ledger: Ledger, state: ConversationState, catch_up_seconds: float,
-                     collect: bool = True) -> Unfinished:  # fmt: skip
+async def unfinished(
+    ledger: Ledger, state: ConversationState, catch_up_seconds: float, collect: bool = True
+) -> Unfinished:
     """The unfinished messages within the catch-up window, oldest first (marked seen in
     ``state``); older ones are skipped and an unreadable one is failed.
 

@@ -67,9 +67,12 @@ def hold_run_lock(data_dir: Path, shared: bool = False) -> int:
         fd = acquire_lock(path, START_WAIT_S, shared=shared)
     except TimeoutError:
         holder = running(data_dir) or RunHolder(None, None)
-        hint = ("it keeps its state in SQLite: set storage.database for several runs to share "
-                "the agents" if shared else "two bots on one storage would both answer every "
-                "message and both write memory")  # fmt: skip
+        hint = (
+            "it keeps its state in SQLite: set storage.database for several runs to share "
+            "the agents"
+            if shared
+            else "two bots on one storage would both answer every message and both write memory"
+        )
         raise AlreadyRunningError(
             f"already running for {data_dir.parent} ({holder.describe()}; "
             f"lock {path}): stop it first, {hint}"

@@ -36,6 +36,9 @@ def run_registration(args: argparse.Namespace) -> int:
     print(path)
     print(registration_hint(path), file=sys.stderr)
     if config.matrix.mode != "appservice":
-        print("(matrix.mode is not appservice in the config: mindroom run logs its agents in "
-              "as before)", file=sys.stderr)  # fmt: skip
+        print(
+            "(matrix.mode is not appservice in the config: mindroom run logs its agents in "
+            "as before)",
+            file=sys.stderr,
+        )
     return 0

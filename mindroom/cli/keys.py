@@ -42,6 +42,7 @@ def run_recovery_key(args: argparse.Namespace) -> int:
         )
         return 1
     print(found.text)
-    print(f"(from {found.source}; give it back as {RECOVERY_ENV} after a re-install)",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"(from {found.source}; give it back as {RECOVERY_ENV} after a re-install)", file=sys.stderr
+    )
     return 0

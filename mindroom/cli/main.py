@@ -319,14 +319,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-dashboard", action="store_true", help="do not serve the dashboard")
     run.add_argument("--ops-port", type=int, default=None, help="serve /healthz and /metrics")
     run.add_argument(
-        "--agents", default=None, metavar="A,B",
+        "--agents",
+        default=None,
+        metavar="A,B",
         help="with storage.database: the agents this process is home to (others run them "
         "only while it is down)",
-    )  # fmt: skip
+    )
     run.add_argument(
-        "--log-format", choices=("text", "json"), default=None,
+        "--log-format",
+        choices=("text", "json"),
+        default=None,
         help="json: one JSON object per log line (MINDROOM_LOG_FORMAT)",
-    )  # fmt: skip
+    )
     run.set_defaults(func=_run)
 
     chat = sub.add_parser("chat", help="talk to the agents from the terminal (local user)")

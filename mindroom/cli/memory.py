@@ -85,9 +85,11 @@ def add_memory_parser(sub: argparse._SubParsersAction, common) -> None:  # type:
     )
     export.add_argument("--output", type=Path, help="file to write (default: standard output)")
     export.add_argument(
-        "--format", choices=("markdown", "json"), default="markdown",
+        "--format",
+        choices=("markdown", "json"),
+        default="markdown",
         help="markdown (default; reads back with import) or json (also reads back)",
-    )  # fmt: skip
+    )
     action(
         "import",
         "add the entries of an export (markdown or json) or any markdown file, with their "
@@ -404,9 +406,14 @@ def _resolve(args: argparse.Namespace, memory: FileMemory) -> int:
     records = ConsolidationRecords(db_path(memory.scope.state_dir))
     try:
         done = resolve(
-            memory, records, args.conflict, keep=args.keep, keep_both=args.keep_both,
-            text=args.edit, accept=args.accept,
-        )  # fmt: skip
+            memory,
+            records,
+            args.conflict,
+            keep=args.keep,
+            keep_both=args.keep_both,
+            text=args.edit,
+            accept=args.accept,
+        )
     finally:
         records.close()
     print(f"{args.conflict}: {done}")

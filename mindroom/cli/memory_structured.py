@@ -212,8 +212,10 @@ def _stats(memory: FileMemory, days: float) -> int:
         by_key.setdefault((node, op), {})[status] = count
     print(f"{'node':<9} {'op':<8} {'ok':>6} {'skipped':>8} {'error':>6}   (last {days:g} days)")
     for (node, op), counts in sorted(by_key.items()):
-        print(f"{node:<9} {op:<8} {counts.get('ok', 0):>6} {counts.get('skipped', 0):>8} "
-              f"{counts.get('error', 0):>6}")  # fmt: skip
+        print(
+            f"{node:<9} {op:<8} {counts.get('ok', 0):>6} {counts.get('skipped', 0):>8} "
+            f"{counts.get('error', 0):>6}"
+        )
     if not by_key:
         print("(no events yet)")
     return 0

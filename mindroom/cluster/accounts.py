@@ -73,8 +73,14 @@ class SharedAccounts:
     def busy(self, name: str) -> bool:
         return self.bot.answers is not None and self.bot.answers.running.busy(name)
 
-    def take_over(self, key: str, lead: str | None, room_id: str, responders: tuple[str, ...],
-                  source: dict[str, Any]) -> None:  # fmt: skip
+    def take_over(
+        self,
+        key: str,
+        lead: str | None,
+        room_id: str,
+        responders: tuple[str, ...],
+        source: dict[str, Any],
+    ) -> None:
         assert self.bot.ledger is not None
         message = parse_message(room_id, source)
         if message is None:

@@ -197,9 +197,15 @@ class Leases:
             "INSERT INTO handled (event_id, room_id, responders, source, status, claimed_at,"
             " agent, owner) VALUES (?, ?, ?, ?, 'queued', ?, ?, NULL)"
             " ON CONFLICT (event_id) DO NOTHING",
-            (handover_key(event_id, agent), room_id, json.dumps([agent]), json.dumps(source),
-             time.time(), agent),
-        )  # fmt: skip
+            (
+                handover_key(event_id, agent),
+                room_id,
+                json.dumps([agent]),
+                json.dumps(source),
+                time.time(),
+                agent,
+            ),
+        )
         await self._db.commit()
         return cursor.rowcount == 1
 

@@ -68,8 +68,14 @@ class Members(Protocol):
     def busy(self, name: str) -> bool:
         """True while ``name`` answers, or leads a message being handled, here."""
 
-    def take_over(self, key: str, lead: str | None, room_id: str, responders: tuple[str, ...],
-                  source: dict[str, Any]) -> None:  # fmt: skip
+    def take_over(
+        self,
+        key: str,
+        lead: str | None,
+        room_id: str,
+        responders: tuple[str, ...],
+        source: dict[str, Any],
+    ) -> None:
         """Answer a row this process just took (a hand-over, or another owner's claim)."""
 
 
@@ -159,8 +165,11 @@ class Cluster:
         self.users = await self.leases.accounts()
         self._keeper = asyncio.create_task(self._keep_forever(), name="leases-keep")
         self._gauge()
-        logger.info("this process (%s) runs %s", self.owner, ", ".join(sorted(self.held)) or
-                    "nothing yet: every account runs elsewhere (stand-by)")  # fmt: skip
+        logger.info(
+            "this process (%s) runs %s",
+            self.owner,
+            ", ".join(sorted(self.held)) or "nothing yet: every account runs elsewhere (stand-by)",
+        )
         return set(self.held)
 
     def serve(self, members: Members) -> None:
@@ -322,5 +331,6 @@ class Cluster:
         if orphan.status == "queued":
             logger.info("answering %s, handed over to this process", orphan.key)
         else:
-            logger.info("resuming %s, left unfinished by %s", orphan.key,
-                        orphan.owner or "an earlier run")  # fmt: skip
+            logger.info(
+                "resuming %s, left unfinished by %s", orphan.key, orphan.owner or "an earlier run"
+            )

@@ -53,12 +53,12 @@ def _system() -> list[CategoryConfig]:
             name="relationship_dynamic",
             rag_length=2,
             description="insights about how the person relates (written in the background)",
-        ),  # fmt: skip
+        ),
         CategoryConfig(
             name="procedural",
             rag_length=0,
             description="how-to steps; fetched only through memory_query, never recalled",
-        ),  # fmt: skip
+        ),
     ]
 
 

@@ -136,9 +136,10 @@ class Access:
         given = form.get(CSRF_FIELD)
         user = request.get(PERSON)
         expected = (
-            self.csrf if user is None
+            self.csrf
+            if user is None
             else person.person_csrf(self.token, user, request[PERSON_UNTIL])
-        )  # fmt: skip
+        )
         if (
             not self._same_origin(request)
             or not isinstance(given, str)
@@ -165,8 +166,14 @@ class Access:
             query = {k: v for k, v in request.query.items() if k != "token"}
             target = request.path + (f"?{urlencode(query)}" if query else "")
             found = web.Response(status=303, headers={"Location": target})
-            found.set_cookie(COOKIE, self.admin_cookie(), httponly=True, samesite="Strict",
-                             path="/", max_age=ADMIN_SESSION_S)  # fmt: skip
+            found.set_cookie(
+                COOKIE,
+                self.admin_cookie(),
+                httponly=True,
+                samesite="Strict",
+                path="/",
+                max_age=ADMIN_SESSION_S,
+            )
             return _secured(found)
         if personal:
             if request.path not in ("/me/login", "/me/static/style.css"):  # login: its link

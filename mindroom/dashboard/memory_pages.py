@@ -156,7 +156,7 @@ async def scope_page(dash: Dashboard, request: web.Request) -> web.Response:
         asyncio.to_thread(scopes.entries, scope.memory, query, LISTED),
         asyncio.to_thread(
             scopes.flush_sessions, dash.data_dir, scope.ref, dash.host.config.storage.database
-        ),  # fmt: skip
+        ),
         asyncio.to_thread(scopes.conflicts, scope.memory),
         asyncio.to_thread(scopes.proposals, scope.memory),
     )
@@ -208,8 +208,14 @@ async def scope_page(dash: Dashboard, request: web.Request) -> web.Response:
     return scope.page(f"Memory: {scope.ref.label}", body)
 
 
-def _entry_body(scope: _Scope, entry_id: str, entry: Any, history: list[Any],
-                problem: str = "", text: str | None = None) -> str:  # fmt: skip
+def _entry_body(
+    scope: _Scope,
+    entry_id: str,
+    entry: Any,
+    history: list[Any],
+    problem: str = "",
+    text: str | None = None,
+) -> str:
     dash, private = scope.dash, _private_query(scope.ref)
     action = scope_url(scope.ref, f"/e/{quote(entry_id, safe='')}")
     history_rows = "".join(

@@ -68,13 +68,13 @@ class Metrics:
                 *(
                     f'mindroom_replies_total{{outcome="{_label(k)}"}} {v}'
                     for k, v in sorted(self.replies.items())
-                ),  # fmt: skip
+                ),
                 "# HELP mindroom_reply_seconds From a message's claim to the end of its answers.",
                 "# TYPE mindroom_reply_seconds histogram",
                 *(
                     f'mindroom_reply_seconds_bucket{{le="{bound}"}} {count}'
                     for bound, count in zip(REPLY_BUCKETS, self.reply_buckets, strict=True)
-                ),  # fmt: skip
+                ),
                 f'mindroom_reply_seconds_bucket{{le="+Inf"}} {self.reply_count}',
                 f"mindroom_reply_seconds_sum {self.reply_sum:.6f}",
                 f"mindroom_reply_seconds_count {self.reply_count}",
@@ -83,7 +83,7 @@ class Metrics:
                 *(
                     f'mindroom_model_errors_total{{model="{_label(k)}"}} {v}'
                     for k, v in sorted(self.model_errors.items())
-                ),  # fmt: skip
+                ),
                 "# HELP mindroom_leases_held Accounts this process runs by lease.",
                 "# TYPE mindroom_leases_held gauge",
                 f"mindroom_leases_held {self.leases_held}",
@@ -92,7 +92,7 @@ class Metrics:
                 *(
                     f'mindroom_lease_moves_total{{how="{_label(k)}"}} {v}'
                     for k, v in sorted(self.lease_moves.items())
-                ),  # fmt: skip
+                ),
             ]
         for gauge in gauges:
             lines += [f"# HELP {gauge.name} {gauge.help}", f"# TYPE {gauge.name} gauge"]

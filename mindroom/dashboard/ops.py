@@ -86,10 +86,15 @@ def health(host: DashboardHost) -> tuple[bool, dict[str, Any]]:
 
 def flush_gauges(data_dir: Path, database: str | None = None) -> list[Gauge]:
     """The flush queue, read from the ledger (read-only)."""
-    [rows] = ledger_rows(data_dir, (
-        "SELECT coalesce(sum(dirty), 0),"
-        " coalesce(sum(CASE WHEN failures > 0 THEN 1 ELSE 0 END), 0) FROM flush_sessions", (),
-    ), database=database)  # fmt: skip
+    [rows] = ledger_rows(
+        data_dir,
+        (
+            "SELECT coalesce(sum(dirty), 0),"
+            " coalesce(sum(CASE WHEN failures > 0 THEN 1 ELSE 0 END), 0) FROM flush_sessions",
+            (),
+        ),
+        database=database,
+    )
     dirty, failing = rows[0] if rows else (0, 0)
     return [
         Gauge(
@@ -150,7 +155,7 @@ class OpsServer:
         gauges = [
             *await asyncio.to_thread(
                 flush_gauges, self.data_dir, self.host.config.storage.database
-            ),  # fmt: skip
+            ),
             Gauge(
                 "mindroom_account_sync_age_seconds",
                 "Seconds since each account's last sync (-1: not synced yet).",

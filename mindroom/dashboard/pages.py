@@ -315,8 +315,14 @@ def entity_handlers(kind: str) -> tuple[Any, Any, Any]:
 
     def spec(dash: Dashboard, request: web.Request) -> tuple[str, FormSpec]:
         name, fields = _entity(dash, request, kind)
-        page = FormSpec(f"{noun} {name}", "/agents", f"/{kind}/{quote(name)}", f"{kind}.{name}",
-                        fields, _delete_form(dash, kind, name))  # fmt: skip
+        page = FormSpec(
+            f"{noun} {name}",
+            "/agents",
+            f"/{kind}/{quote(name)}",
+            f"{kind}.{name}",
+            fields,
+            _delete_form(dash, kind, name),
+        )
         return name, page
 
     async def show(dash: Dashboard, request: web.Request) -> web.Response:
@@ -342,8 +348,9 @@ def entity_handlers(kind: str) -> tuple[Any, Any, Any]:
 
 # -- memory settings ------------------------------------------------------------------------------
 
-_MEMORY = FormSpec("Memory settings", "/memory/settings", "/memory/settings", "memory",
-                   MEMORY_FIELDS)  # fmt: skip
+_MEMORY = FormSpec(
+    "Memory settings", "/memory/settings", "/memory/settings", "memory", MEMORY_FIELDS
+)
 
 
 async def memory_page(dash: Dashboard, request: web.Request) -> web.Response:

@@ -40,8 +40,9 @@ def running_port(data_dir: Path) -> int | None:
         return None
 
 
-def person_link(data_dir: Path, settings: DashboardConfig, user_id: str,
-                now: float | None = None) -> str | None:  # fmt: skip
+def person_link(
+    data_dir: Path, settings: DashboardConfig, user_id: str, now: float | None = None
+) -> str | None:
     """The personal link for ``user_id``; None when no dashboard runs on this storage."""
     port = running_port(data_dir)
     if port is None:
@@ -55,8 +56,9 @@ def person_link(data_dir: Path, settings: DashboardConfig, user_id: str,
     return f"{base}/me/login?{query}"
 
 
-def check_link(token: str, user_id: str, expires: str, signature: str,
-               now: float | None = None) -> str | None:  # fmt: skip
+def check_link(
+    token: str, user_id: str, expires: str, signature: str, now: float | None = None
+) -> str | None:
     """Why the link does not open a session (None: it does)."""
     try:
         until = int(expires)

@@ -109,9 +109,15 @@ async def login(dash: Dashboard, request: web.Request) -> web.Response:
     if problem:
         return web.Response(status=401, text=problem + "\n", content_type="text/plain")
     found = web.Response(status=303, headers={"Location": "/me"})
-    found.set_cookie(PERSON_COOKIE, person.session_cookie(dash.token, user), httponly=True,
-                     samesite="Lax", path="/me", max_age=person.SESSION_TTL_S,
-                     secure=dash.access.secure_cookies)  # fmt: skip
+    found.set_cookie(
+        PERSON_COOKIE,
+        person.session_cookie(dash.token, user),
+        httponly=True,
+        samesite="Lax",
+        path="/me",
+        max_age=person.SESSION_TTL_S,
+        secure=dash.access.secure_cookies,
+    )
     return found
 
 
@@ -176,8 +182,10 @@ async def home(dash: Dashboard, request: web.Request) -> web.Response:
             else f"<h2>{_e(ref.agent or 'a team')}</h2><p class=muted>Nothing yet.</p>"
         )
         if len(found) > SHOWN:
-            parts.append(f'<div class="notice warn">Only the first {SHOWN} are shown here; '
-                         "the download has them all.</div>")  # fmt: skip
+            parts.append(
+                f'<div class="notice warn">Only the first {SHOWN} are shown here; '
+                "the download has them all.</div>"
+            )
         if unreadable:
             parts.append(
                 f'<div class="notice warn">{len(unreadable)} file(s) of this memory cannot be '
@@ -238,8 +246,11 @@ async def _change(dash: Dashboard, request: web.Request, what: str) -> web.Respo
                 deleted.text,
             )
     except MemoryStoreError as exc:
-        return _page("Your memory", f'<div class="notice bad">{_e(exc)}</div>'
-                     '<p><a href="/me">Back</a></p>', status=422)  # fmt: skip
+        return _page(
+            "Your memory",
+            f'<div class="notice bad">{_e(exc)}</div><p><a href="/me">Back</a></p>',
+            status=422,
+        )
     raise web.HTTPSeeOther("/me")
 
 

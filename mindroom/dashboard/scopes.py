@@ -77,13 +77,15 @@ def list_scopes(config: Config, storage: Path) -> list[ScopeRef]:
             # the person's folder is the first below private_instances/ (its key)
             person = scope.root.relative_to(storage / PRIVATE_DIR).parts[0]
             label = f"{agent or scope.scope_id.rsplit('__', 1)[0]} with {person}"
-            found.append(ScopeRef(scope.scope_id, PRIVATE, label, agent=agent, person=person,
-                                  backend=kept_in))  # fmt: skip
+            found.append(
+                ScopeRef(
+                    scope.scope_id, PRIVATE, label, agent=agent, person=person, backend=kept_in
+                )
+            )
     return found
 
 
-def open_scope(registry: MemoryRegistry, config: Config, storage: Path, ref: ScopeRef
-               ) -> Browsed:  # fmt: skip
+def open_scope(registry: MemoryRegistry, config: Config, storage: Path, ref: ScopeRef) -> Browsed:
     """The memory of ``ref``, opened through the registry (LookupError when gone)."""
     memory: object = None
     if ref.kind == "agent" and ref.agent:
@@ -105,8 +107,9 @@ def open_scope(registry: MemoryRegistry, config: Config, storage: Path, ref: Sco
     return memory
 
 
-def _private_mem0(registry: MemoryRegistry, config: Config, storage: Path, ref: ScopeRef
-                  ) -> Mem0Memory | None:  # fmt: skip
+def _private_mem0(
+    registry: MemoryRegistry, config: Config, storage: Path, ref: ScopeRef
+) -> Mem0Memory | None:
     for scope, agent in private_scopes(storage, config, "mem0"):
         if scope.scope_id != ref.id:
             continue
@@ -187,8 +190,13 @@ def deleted_records(history: list[HistoryRecord]) -> list[dict[str, Any]]:
     gone: dict[str, dict[str, Any]] = {}
     for record in history:
         if record.op in ("delete", "archive"):
-            gone[record.id] = {"id": record.id, "text": record.old or "", "when": record.time,
-                               "op": record.op, "path": record.path}  # fmt: skip
+            gone[record.id] = {
+                "id": record.id,
+                "text": record.old or "",
+                "when": record.time,
+                "op": record.op,
+                "path": record.path,
+            }
         elif record.op in ("add", "restore", "update"):
             gone.pop(record.id, None)
             if record.op == "restore":  # a hand-written line comes back with an m- id
@@ -250,13 +258,19 @@ def people(data_dir: Path, database: str | None = None) -> dict[str, str]:
     return {requester_key(user): user for user in found}
 
 
-def flush_sessions(data_dir: Path, ref: ScopeRef, database: str | None = None
-                   ) -> list[dict[str, Any]]:  # fmt: skip
+def flush_sessions(
+    data_dir: Path, ref: ScopeRef, database: str | None = None
+) -> list[dict[str, Any]]:
     """The flush state of the sessions that write into ``ref`` (read-only, from the ledger)."""
-    [rows] = ledger_rows(data_dir, (
-        "SELECT agent, session_id, requester, team, dirty, last_seen_at,"
-        " flushed_updated_at, failures, next_attempt_at, in_flight FROM flush_sessions", (),
-    ), database=database)  # fmt: skip
+    [rows] = ledger_rows(
+        data_dir,
+        (
+            "SELECT agent, session_id, requester, team, dirty, last_seen_at,"
+            " flushed_updated_at, failures, next_attempt_at, in_flight FROM flush_sessions",
+            (),
+        ),
+        database=database,
+    )
     from mindroom.memory.private import requester_key
 
     found = []
@@ -273,9 +287,16 @@ def flush_sessions(data_dir: Path, ref: ScopeRef, database: str | None = None
                 and (agent == ref.agent or (ref.agent is None and bool(members)))
             )
         if mine:
-            found.append({
-                "agent": agent, "session": session, "dirty": bool(dirty), "last_seen": seen,
-                "flushed": flushed, "failures": failures, "retry_at": retry,
-                "in_flight": bool(busy),
-            })  # fmt: skip
+            found.append(
+                {
+                    "agent": agent,
+                    "session": session,
+                    "dirty": bool(dirty),
+                    "last_seen": seen,
+                    "flushed": flushed,
+                    "failures": failures,
+                    "retry_at": retry,
+                    "in_flight": bool(busy),
+                }
+            )
     return sorted(found, key=lambda f: f["last_seen"], reverse=True)

@@ -186,28 +186,40 @@ class Dashboard:
         conversations active in that room while it was answered), the outcome and the time
         from claim to done."""
         database = self.host.config.storage.database
-        [rows] = ledger_rows(self.data_dir, (
-            "SELECT room_id, responders, source, status, claimed_at, done_at FROM handled"
-            " ORDER BY claimed_at DESC LIMIT ?", (_ANSWERS_SHOWN,),
-        ), database=database)  # fmt: skip
+        [rows] = ledger_rows(
+            self.data_dir,
+            (
+                "SELECT room_id, responders, source, status, claimed_at, done_at FROM handled"
+                " ORDER BY claimed_at DESC LIMIT ?",
+                (_ANSWERS_SHOWN,),
+            ),
+            database=database,
+        )
         since = min((r[4] for r in rows), default=0.0) - 1
-        [active] = ledger_rows(self.data_dir, (
-            "SELECT owner, room_id, last_active_at FROM conversation_sessions"
-            " WHERE last_active_at >= ?", (since,),
-        ), database=database)  # fmt: skip
+        [active] = ledger_rows(
+            self.data_dir,
+            (
+                "SELECT owner, room_id, last_active_at FROM conversation_sessions"
+                " WHERE last_active_at >= ?",
+                (since,),
+            ),
+            database=database,
+        )
         names = {room_id: name for name, room_id in self.host.room_ids.items()}
         found = []
         for room_id, responders, source, status, claimed, done in rows:
             until = (done or time.time()) + 2  # the book is written just after the answer
             owners = sorted({o for o, r, at in active if r == room_id and claimed <= at <= until})
-            found.append({
-                "when": time.strftime("%H:%M:%S", time.localtime(claimed)),
-                "room": names.get(room_id, room_id),
-                "sender": (json.loads(source) or {}).get("sender", ""),
-                "responders": json.loads(responders) or owners,
-                "status": status,
-                "latency_ms": None if done is None else round((done - claimed) * 1000),
-            })  # fmt: skip
+            found.append(
+                {
+                    "when": time.strftime("%H:%M:%S", time.localtime(claimed)),
+                    "room": names.get(room_id, room_id),
+                    "sender": (json.loads(source) or {}).get("sender", ""),
+                    "responders": json.loads(responders) or owners,
+                    "status": status,
+                    "latency_ms": None if done is None else round((done - claimed) * 1000),
+                }
+            )
         return found
 
     async def _status_json(self, request: web.Request) -> web.Response:

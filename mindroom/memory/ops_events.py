@@ -67,11 +67,20 @@ class EventLog:
                 "INSERT INTO events (user_id, thread_id, node, op, status, memory_id, category,"
                 " sim, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (e.user_id, e.thread_id, e.node, e.op, e.status, e.memory_id, e.category,
-                     e.sim, now)
+                    (
+                        e.user_id,
+                        e.thread_id,
+                        e.node,
+                        e.op,
+                        e.status,
+                        e.memory_id,
+                        e.category,
+                        e.sim,
+                        now,
+                    )
                     for e in events
                 ],
-            )  # fmt: skip
+            )
 
     def counts(self, since: float = 0.0) -> list[tuple[str, str, str, int]]:
         """``(node, op, status, count)`` of the events since ``since`` (epoch seconds)."""

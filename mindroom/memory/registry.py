@@ -124,8 +124,12 @@ class MemoryRegistry:
                 PgSearch.prepare(db)
             except Exception as exc:
                 db.close()
-                logger.error("memory.search.index: postgresql is not usable (%s: %s); memory "
-                             "searches stay local", type(exc).__name__, str(exc)[:200])  # fmt: skip
+                logger.error(
+                    "memory.search.index: postgresql is not usable (%s: %s); memory "
+                    "searches stay local",
+                    type(exc).__name__,
+                    str(exc)[:200],
+                )
                 return None
             self._search_index = (url, db)
             return db

@@ -219,9 +219,13 @@ class TeamMemory(FileMemory):
                 continue  # carrying the edit this operation made: not a repair
             repaired.append(f"{member}:{relative}")
             self.history.append(
-                actor="repair", op="repair", entry_id="", path=f"{member}:{relative}",
-                old=seen, new=new,
-            )  # fmt: skip
+                actor="repair",
+                op="repair",
+                entry_id="",
+                path=f"{member}:{relative}",
+                old=seen,
+                new=new,
+            )
         if merged != base:
             atomic_write(base_path, merged)
         return repaired, wrote

@@ -151,8 +151,11 @@ class Answerer:
         else:
             answers = [(r, None) for r in responders]
         if self._presence.leased and not handed_over:  # what was handed over is not ours
-            answers = [(n, t) for n, t in answers if not await self._ledger.is_handled(
-                handover_key(message.event_id, n))]  # fmt: skip
+            answers = [
+                (n, t)
+                for n, t in answers
+                if not await self._ledger.is_handled(handover_key(message.event_id, n))
+            ]
         elsewhere = [name for name, _ in answers if not self._presence.runs(name)]
         for name in elsewhere:  # run by another process: it answers
             if await self._presence.hand_over(message, route, name, requester):

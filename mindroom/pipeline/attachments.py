@@ -42,9 +42,29 @@ from mindroom.pipeline.file_text import (
 logger = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = frozenset(
-    {".txt", ".md", ".markdown", ".csv", ".tsv", ".json", ".yaml", ".yml", ".toml", ".log",
-     ".py", ".js", ".ts", ".html", ".xml", ".ini", ".cfg", ".rst", ".sql", ".sh"}
-)  # fmt: skip
+    {
+        ".txt",
+        ".md",
+        ".markdown",
+        ".csv",
+        ".tsv",
+        ".json",
+        ".yaml",
+        ".yml",
+        ".toml",
+        ".log",
+        ".py",
+        ".js",
+        ".ts",
+        ".html",
+        ".xml",
+        ".ini",
+        ".cfg",
+        ".rst",
+        ".sql",
+        ".sh",
+    }
+)
 TEXT_TYPES = ("text/", "application/json", "application/x-yaml", "application/xml")
 
 
@@ -114,13 +134,16 @@ async def read_attachment(
         kind = "videos"
         if attachment.kind == "audio":
             kind = "voice messages (no speech-to-text is configured)"
-        return TurnInput(problem=f"I cannot listen to or watch {kind} ({what}): please "
-                                 "write it, or send a transcript as a text file.")  # fmt: skip
+        return TurnInput(
+            problem=f"I cannot listen to or watch {kind} ({what}): please "
+            "write it, or send a transcript as a text file."
+        )
     readable = attachment.kind == "image" or _is_text(attachment) or _is_pdf(attachment)
     if not readable:
         kind = attachment.mimetype or "this kind of file"
-        return TurnInput(problem=f"I cannot read {what} ({kind}): send text, markdown, a PDF "
-                                 "or an image.")  # fmt: skip
+        return TurnInput(
+            problem=f"I cannot read {what} ({kind}): send text, markdown, a PDF or an image."
+        )
     try:
         data = await account.download(attachment, media.max_bytes)
     except MediaError as exc:

@@ -60,8 +60,9 @@ def absent_notice(agents: Sequence[tuple[str, str]]) -> str:
     )
 
 
-async def tell_encrypted_room(ledger: Ledger, account: MatrixAccount, room_id: str,
-                              text: str = ENCRYPTED_ROOM_NOTICE) -> None:  # fmt: skip
+async def tell_encrypted_room(
+    ledger: Ledger, account: MatrixAccount, room_id: str, text: str = ENCRYPTED_ROOM_NOTICE
+) -> None:
     """Say once per room, in the room and in the log, that mindroom cannot read it (``text``:
     why).
 
@@ -114,14 +115,18 @@ async def tell_undecryptable(
         return
     logger.warning(
         "cannot decrypt %s from %s in %s (asked to re-send, as %s)",
-        event.event_id, event.sender, event.room_id, account.name,
-    )  # fmt: skip
+        event.event_id,
+        event.sender,
+        event.room_id,
+        account.name,
+    )
     status = "noticed"
     try:
         content = notice_content(
-            UNDECRYPTABLE_NOTICE.format(agent=agent), thread_root=event.thread_root,
+            UNDECRYPTABLE_NOTICE.format(agent=agent),
+            thread_root=event.thread_root,
             reply_to=event.event_id,
-        )  # fmt: skip
+        )
         await account.send(event.room_id, content, f"mindroom-undecryptable-{event.event_id}")
     except MatrixError as exc:
         status = "failed"

@@ -164,9 +164,13 @@ class SessionBook:
                 return SessionStart(record)
             if known.base != fresh.base:  # !new / !reset: a new base, counts start over
                 record = dataclasses.replace(
-                    fresh, session_id=fresh.base, started_at=now, last_active_at=now,
-                    reason="!new", previous=known.session_id,
-                )  # fmt: skip
+                    fresh,
+                    session_id=fresh.base,
+                    started_at=now,
+                    last_active_at=now,
+                    reason="!new",
+                    previous=known.session_id,
+                )
                 await self._put(record)
                 return SessionStart(record, known.session_id, "a fresh conversation (!new)")
             reason = stale(known) if known.turns else None
@@ -193,10 +197,18 @@ class SessionBook:
     def _rotated(known: SessionRecord, now: float, reason: str) -> SessionRecord:
         serial = known.serial + 1
         return dataclasses.replace(
-            known, session_id=rotated_id(known.base, serial), serial=serial, started_at=now,
-            last_active_at=now, turns=0, input_tokens=0, output_tokens=0, context_tokens=0,
-            reason=reason, previous=known.session_id,
-        )  # fmt: skip
+            known,
+            session_id=rotated_id(known.base, serial),
+            serial=serial,
+            started_at=now,
+            last_active_at=now,
+            turns=0,
+            input_tokens=0,
+            output_tokens=0,
+            context_tokens=0,
+            reason=reason,
+            previous=known.session_id,
+        )
 
     @whole
     async def record_turn(
@@ -211,9 +223,18 @@ class SessionBook:
             " context_tokens = ?, model = CASE WHEN ? = '' THEN model ELSE ? END,"
             f" last_active_at = {self._db.greatest}(last_active_at, ?)"
             " WHERE key = ? AND session_id = ?",
-            (int(answered), usage.input_tokens, usage.output_tokens, usage.input_tokens,
-             usage.model, usage.model, now, key, session_id),
-        )  # fmt: skip
+            (
+                int(answered),
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.input_tokens,
+                usage.model,
+                usage.model,
+                now,
+                key,
+                session_id,
+            ),
+        )
         await self._db.commit()
 
     @whole

@@ -76,9 +76,13 @@ class Compactor:
     """Compacts the sessions of one bot (see the module docstring)."""
 
     def __init__(
-        self, config: Callable[[], Config], ledger: Ledger, runtime: AgentRuntime,
-        flush: FlushWorker, compacted: Compacted_ | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        config: Callable[[], Config],
+        ledger: Ledger,
+        runtime: AgentRuntime,
+        flush: FlushWorker,
+        compacted: Compacted_ | None = None,
+    ) -> None:
         self._config = config  # read at every use: a reload applies at the next compaction
         self._compacted = compacted  # told (agent, left session, requester) after each one
         self.ledger = ledger

@@ -68,11 +68,15 @@ class SessionKeeper:
         policy = policy_for(self._config(), kind, [plan.room_id, *room_keys])
         now = time.time()
         fresh = SessionRecord(
-            key=plan.conversation, owner=plan.owner,
-            requester=plan.requester if plan.private else "", room_id=plan.room_id,
-            thread_root=plan.thread_root or "", kind=kind.value, base=plan.session_id,
+            key=plan.conversation,
+            owner=plan.owner,
+            requester=plan.requester if plan.private else "",
+            room_id=plan.room_id,
+            thread_root=plan.thread_root or "",
+            kind=kind.value,
+            base=plan.session_id,
             session_id=plan.session_id,
-        )  # fmt: skip
+        )
         start = await self.book.begin(
             fresh, now, lambda known: stale_reason(known.last_active_at, now, policy)
         )
@@ -102,9 +106,12 @@ class SessionKeeper:
     ) -> Compacted | None:
         """Compact the current session of ``record``'s conversation now (agents only)."""
         return await self.compactor.compact(
-            record.owner, record.session_id, record.requester or None,
-            instructions=instructions, overflow=overflow,
-        )  # fmt: skip
+            record.owner,
+            record.session_id,
+            record.requester or None,
+            instructions=instructions,
+            overflow=overflow,
+        )
 
     async def rotate(self, plan: TurnPlan, reason: str) -> SessionRecord | None:
         """Continue ``plan``'s conversation in a new session (overflow, a corrupt history)."""

@@ -87,10 +87,13 @@ class TranscriptIndexer:
             owner, session_id, requester, team=bool(members)
         )
         added = await asyncio.to_thread(
-            index_transcript, memory, session_id, messages,
-            min_new=1, final=final,
-        )  # fmt: skip
+            index_transcript,
+            memory,
+            session_id,
+            messages,
+            min_new=1,
+            final=final,
+        )
         if added:
-            logger.debug("indexed %d lines of session %s in %s", added, session_id,
-                         memory.scope_id)  # fmt: skip
+            logger.debug("indexed %d lines of session %s in %s", added, session_id, memory.scope_id)
         return added

@@ -245,8 +245,9 @@ class Database:
             if self.dialect == "postgresql":  # held to the commit: one process migrates
                 await conn.execute(text(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"))
             await conn.execute(text(_MIGRATIONS_TABLE))
-            done = {row[0] for row in await conn.execute(
-                text("SELECT version FROM schema_migrations"))}  # fmt: skip
+            done = {
+                row[0] for row in await conn.execute(text("SELECT version FROM schema_migrations"))
+            }
             for migration in sorted(migrations, key=lambda m: m.version):
                 if migration.version in done:
                     continue
@@ -257,10 +258,12 @@ class Database:
                         if "duplicate column name" not in str(exc):  # a racing process added it
                             raise
                 await conn.execute(  # SQLite: another process may have run it meanwhile
-                    text("INSERT INTO schema_migrations (version, applied_at) VALUES (:v, :t)"
-                         " ON CONFLICT (version) DO NOTHING"),
+                    text(
+                        "INSERT INTO schema_migrations (version, applied_at) VALUES (:v, :t)"
+                        " ON CONFLICT (version) DO NOTHING"
+                    ),
                     {"v": migration.version, "t": time.time()},
-                )  # fmt: skip
+                )
             await conn.commit()
 
 
@@ -269,7 +272,7 @@ def sqlite_engine(path: Path, **options: Any) -> AsyncEngine:
     engine = create_async_engine(
         database_url(path), connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S}, **options
     )
-    event.listen(engine.sync_engine, "connect", _sqlite_pragmas)  # fmt: skip
+    event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
     return engine
 
 

@@ -116,9 +116,16 @@ class Ledger:
                 "INSERT INTO handled (event_id, room_id, responders, source, status,"
                 " claimed_at, agent, owner) VALUES (?, ?, ?, ?, 'claimed', ?, ?, ?)"
                 " ON CONFLICT (event_id) DO NOTHING",
-                (event_id, room_id, json.dumps(responders), json.dumps(source), time.time(),
-                 lead, owner),
-            )  # fmt: skip
+                (
+                    event_id,
+                    room_id,
+                    json.dumps(responders),
+                    json.dumps(source),
+                    time.time(),
+                    lead,
+                    owner,
+                ),
+            )
             await self._db.commit()
         except Exception as exc:
             raise ClaimError(f"cannot claim {event_id}: {type(exc).__name__}") from exc

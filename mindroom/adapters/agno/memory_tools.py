@@ -155,9 +155,12 @@ class MemoryTools(Toolkit):
         self.actor = actor
         # every call goes through the agent's view: its allowlist, applied in the store
         self.view = AgentView(
-            memory, access or CategoryAccess.everything(), count=True, relations=relations,
+            memory,
+            access or CategoryAccess.everything(),
+            count=True,
+            relations=relations,
             sessions=sessions,
-        )  # fmt: skip
+        )
         super().__init__(
             name="memory",
             tools=[

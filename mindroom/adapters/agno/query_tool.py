@@ -35,8 +35,9 @@ _FILTERS = _of(
         "agent_id": _of("string", "Only this agent's memory (must be yours)."),
         "run_id": _of("string", "Only entries written in this conversation (session id)."),
         "actor_id": _of("string", "Written by: tool, flush, cli, curation, consolidation."),
-        "role": _of("string", "user: written by people; assistant: by you.",
-                    enum=["user", "assistant"]),
+        "role": _of(
+            "string", "user: written by people; assistant: by you.", enum=["user", "assistant"]
+        ),
         "category": _of("string"),
         "pinned": _of("boolean"),
         "importance_min": _of("integer", minimum=1, maximum=5),
@@ -45,26 +46,31 @@ _FILTERS = _of(
         "updated_before": _of("string", _DAY),
     },
     additionalProperties=False,
-)  # fmt: skip
+)
 
 SCHEMA: dict[str, Any] = _of(
     "object",
     properties={
         "query": _of("string", "What to look for (empty: the newest matching entries)."),
-        "categories": _of("array", 'Categories to search, e.g. ["tasks"]; procedural steps '
-                          "only when asked for.", items={"type": "string"}),
+        "categories": _of(
+            "array",
+            'Categories to search, e.g. ["tasks"]; procedural steps only when asked for.',
+            items={"type": "string"},
+        ),
         "filters": _FILTERS,
         "top_k": _of("integer", "How many results (default 5).", minimum=1, maximum=50),
         "threshold": _of("number", "Drop results less similar to the query (e.g. 0.65)."),
-        "return": _of("string", "bullets (default): short lines; full: every field.",
-                      enum=["bullets", "full"]),
-        "budget_tokens": _of("integer", "Answer size limit (default 512).", minimum=16,
-                             maximum=8192),
+        "return": _of(
+            "string", "bullets (default): short lines; full: every field.", enum=["bullets", "full"]
+        ),
+        "budget_tokens": _of(
+            "integer", "Answer size limit (default 512).", minimum=16, maximum=8192
+        ),
         "agent": _of("string", "Your own name (optional)."),
     },
     required=[],
     additionalProperties=False,
-)  # fmt: skip
+)
 
 DESCRIPTION = (
     "Query your memory by meaning, category and fields in one call. Returns JSON: a list of "

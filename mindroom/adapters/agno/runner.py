@@ -199,8 +199,11 @@ class AgentRuntime(SessionWork):
         ``members`` may read."""
         return await asyncio.to_thread(
             partial(recall_block, reader=team, members=members, thread=thread),
-            self._config, memory, text, label,
-        )  # fmt: skip
+            self._config,
+            memory,
+            text,
+            label,
+        )
 
     async def _recall(
         self,
@@ -277,9 +280,12 @@ class AgentRuntime(SessionWork):
                     db = self._db(request.agent, request.user_id)
                     await self._repair(db, request.session_id, model_key, team=False)
                     memory, recall = await self._recall(
-                        request.agent, request.recall_query, request.user_id,
-                        request.private_recall, request.session_id,
-                    )  # fmt: skip
+                        request.agent,
+                        request.recall_query,
+                        request.user_id,
+                        request.private_recall,
+                        request.session_id,
+                    )
                     if request.carried:
                         recall = f"{recall}\n\n{request.carried}".strip()
                     recall = with_speaker(recall, request.speaker)
@@ -289,9 +295,11 @@ class AgentRuntime(SessionWork):
                     images = [Image(content=data) for data in request.images] or None
                     if on_text is None:
                         output = await agent.arun(
-                            request.text, session_id=request.session_id,
-                            user_id=request.user_id, images=images,
-                        )  # fmt: skip
+                            request.text,
+                            session_id=request.session_id,
+                            user_id=request.user_id,
+                            images=images,
+                        )
                         metrics = output.metrics
                         if output.status == RunStatus.error:
                             raise ModelError(str(output.content or "unknown error").strip())
@@ -319,8 +327,9 @@ class AgentRuntime(SessionWork):
             raise
         except CorruptSessionError as exc:
             logger.error("agent %s: %s", request.agent, exc)
-            return TurnResult(text, "the stored history of this conversation is unreadable",
-                              corrupt=True)  # fmt: skip
+            return TurnResult(
+                text, "the stored history of this conversation is unreadable", corrupt=True
+            )
         except Exception as exc:  # an edge: any failure becomes a notice, never a crash
             usage = TurnUsage.of(metrics, model_key)
             return self._failed(request.agent, model_key, text, exc, usage)
@@ -349,8 +358,13 @@ class AgentRuntime(SessionWork):
         model_error = isinstance(exc, ModelError)
         METRICS.model_error(model_key)
         if resource_error := exhaustion_message(str(exc) if model_error else exc):
-            logger.error("turn of agent %s failed: %s (%s)", agent, resource_error, exc,
-                         exc_info=None if model_error else exc)  # fmt: skip
+            logger.error(
+                "turn of agent %s failed: %s (%s)",
+                agent,
+                resource_error,
+                exc,
+                exc_info=None if model_error else exc,
+            )
             return TurnResult(text, resource_error, usage)
         if model_error:
             logger.warning(
@@ -387,9 +401,12 @@ class AgentRuntime(SessionWork):
                 member_blocks = []
                 for name in spec.members:
                     memory, recall = await self._recall(
-                        name, request.recall_query, request.user_id, request.private_recall,
+                        name,
+                        request.recall_query,
+                        request.user_id,
+                        request.private_recall,
                         request.session_id,
-                    )  # fmt: skip
+                    )
                     members.append(
                         self.build_agent(
                             name, memory, recall, request.user_id, request.private_recall
@@ -407,7 +424,7 @@ class AgentRuntime(SessionWork):
                                 spec.name,
                                 spec.members,
                                 request.session_id,
-                            )  # fmt: skip
+                            )
                         )
                 team_memory = (
                     await asyncio.to_thread(
@@ -427,7 +444,7 @@ class AgentRuntime(SessionWork):
                             spec.name,
                             spec.members,
                             request.session_id,
-                        )  # fmt: skip
+                        )
                     )
                 blocks.extend(member_blocks)
                 team = Team(
@@ -451,15 +468,18 @@ class AgentRuntime(SessionWork):
                     telemetry=False,
                 )
                 output = await team.arun(
-                    request.text, session_id=request.session_id, user_id=request.user_id,
+                    request.text,
+                    session_id=request.session_id,
+                    user_id=request.user_id,
                     images=[Image(content=data) for data in request.images] or None,
-                )  # fmt: skip
+                )
         except asyncio.CancelledError:
             raise
         except CorruptSessionError as exc:
             logger.error("team %s: %s", spec.name, exc)
-            return TurnResult("", "the stored history of this conversation is unreadable",
-                              corrupt=True)  # fmt: skip
+            return TurnResult(
+                "", "the stored history of this conversation is unreadable", corrupt=True
+            )
         except Exception as exc:  # an edge: any failure becomes a notice, never a crash
             if resource_error := exhaustion_message(exc):
                 logger.error("team turn of %s failed: %s", spec.name, resource_error, exc_info=exc)

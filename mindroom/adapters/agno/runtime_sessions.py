@@ -57,9 +57,13 @@ class SessionWork:
     ) -> list[str]:
         """The durable facts in ``lines``, by model ``model_key`` (see extraction)."""
         return await extract_facts(
-            self._model(model_key), lines, known, no_reply_token=token, max_chars=max_chars,
+            self._model(model_key),
+            lines,
+            known,
+            no_reply_token=token,
+            max_chars=max_chars,
             categories=categories,
-        )  # fmt: skip
+        )
 
     async def curate(
         self, model_key: str, daily: list[str], long_term: list[str], *, limit: int, token: str

@@ -127,8 +127,9 @@ _scope: ContextVar[_LeaseScope | None] = ContextVar("mindroom_session_store_leas
 class SessionStores:
     """Open session databases by path: shared ones pinned, per-person ones in an LRU."""
 
-    def __init__(self, capacity: int, database: str | None = None,
-                 storage: Path | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, capacity: int, database: str | None = None, storage: Path | None = None
+    ) -> None:
         """``database``: ``storage.database`` (every store a schema there, named by its path
         inside ``storage``); None: a SQLite file per store."""
         self.capacity = capacity
@@ -162,11 +163,13 @@ class SessionStores:
     def _open(self, path: Path, key: str, db_options: dict[str, Any]) -> _Store:
         if self.database is not None:
             if self._shared is None:
-                self._shared = create_async_engine(database_url(self.database), pool_size=5,
-                                                   max_overflow=10, pool_pre_ping=True)  # fmt: skip
+                self._shared = create_async_engine(
+                    database_url(self.database), pool_size=5, max_overflow=10, pool_pre_ping=True
+                )
             schema = store_schema(self.storage, path)
-            db = PostgresConversationSessions(db_engine=self._shared, db_schema=schema,
-                                              **db_options)  # fmt: skip
+            db = PostgresConversationSessions(
+                db_engine=self._shared, db_schema=schema, **db_options
+            )
             return _Store(key, db, None)
         path.parent.mkdir(parents=True, exist_ok=True)
         engine = sqlite_engine(path)

@@ -49,8 +49,9 @@ def chunks(lines: Sequence[ChatLine], chunk_chars: int) -> list[list[ChatLine]]:
     for line in lines:
         cost = len(line.line) + 1
         if cost > chunk_chars:
-            line = ChatLine(line.role, line.text[: max(1, chunk_chars - 80)] + " [...]",
-                            line.user_id)  # fmt: skip
+            line = ChatLine(
+                line.role, line.text[: max(1, chunk_chars - 80)] + " [...]", line.user_id
+            )
             cost = len(line.line) + 1
         if out[-1] and size + cost > chunk_chars:
             out.append([])

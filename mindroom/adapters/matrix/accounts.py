@@ -214,8 +214,10 @@ async def login_account(
     elif creds.device_id:
         logger.warning(
             "the encryption keys of %s's device %s are gone from %s; logging in as a new device",
-            localpart, creds.device_id, keys,
-        )  # fmt: skip
+            localpart,
+            creds.device_id,
+            keys,
+        )
     response = await client.login(creds.password, device_name=device_name)
     if not isinstance(response, nio.LoginResponse):
         await client.close()
@@ -224,10 +226,13 @@ async def login_account(
         homeserver,
         localpart,
         Credentials(
-            response.user_id, creds.password, response.access_token, response.device_id,
+            response.user_id,
+            creds.password,
+            response.access_token,
+            response.device_id,
             creds.pickle_key,
         ),
-    )  # fmt: skip
+    )
     logger.info("logged in as %s (device %s)", response.user_id, response.device_id)
     return await _ready(client, keys, store, homeserver, localpart)
 
@@ -276,9 +281,13 @@ async def open_account(
     credentials, registering the account on first use."""
     if token is not None:  # logged in elsewhere: no password, no registration
         return await token_account(
-            homeserver, localpart(name), store, access_token=token[0], device_id=token[1],
+            homeserver,
+            localpart(name),
+            store,
+            access_token=token[0],
+            device_id=token[1],
             config_key=f"matrix.logins.{name}",
-        )  # fmt: skip
+        )
     return await login_account(
         homeserver, localpart(name), store, device_name=device_name, shared_secret=shared_secret
     )
@@ -313,16 +322,18 @@ async def token_account(
     entry = f"{localpart}{TOKEN_SUFFIX}"
     saved = store.get(homeserver, entry)
     creds = Credentials(
-        whoami.user_id, "", "", device_id,
+        whoami.user_id,
+        "",
+        "",
+        device_id,
         saved.pickle_key if saved and saved.pickle_key else secrets.token_urlsafe(32),
         bool(saved and saved.keys_published and saved.device_id == device_id),
-    )  # fmt: skip
+    )
     store.put(homeserver, entry, creds)
     keys = store_dir(store.path.parent, entry)
     client = _account_client(homeserver, whoami.user_id, keys, creds.pickle_key)
     client.restore_login(whoami.user_id, device_id, access_token)
-    logger.info("%s uses the access token in %s (device %s)", whoami.user_id, config_key,
-                device_id)  # fmt: skip
+    logger.info("%s uses the access token in %s (device %s)", whoami.user_id, config_key, device_id)
     return await _ready(client, keys, store, homeserver, entry)
 
 

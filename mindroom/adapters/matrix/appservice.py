@@ -142,11 +142,13 @@ class AppserviceClient(RoomRulesClient):
         self, method: str, path: str, *args: Any, **kwargs: Any
     ) -> aiohttp.ClientResponse:
         parts = urlsplit(path)
-        query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
-                 if k != "user_id"]  # fmt: skip
+        query = [
+            (k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "user_id"
+        ]
         query.append(("user_id", self.user_id))
-        return await super().send(method, urlunsplit(parts._replace(query=urlencode(query))),
-                                  *args, **kwargs)  # fmt: skip
+        return await super().send(
+            method, urlunsplit(parts._replace(query=urlencode(query))), *args, **kwargs
+        )
 
 
 async def _service_request(
@@ -182,15 +184,19 @@ async def service_server_name(homeserver: str, tokens: AppserviceTokens) -> str:
     return user.split(":", 1)[1]
 
 
-async def appservice_client(homeserver: str, name: str, tokens: AppserviceTokens,
-                            server_name: str) -> AppserviceClient:  # fmt: skip
+async def appservice_client(
+    homeserver: str, name: str, tokens: AppserviceTokens, server_name: str
+) -> AppserviceClient:
     """The client of agent ``name``'s user (registered the first time: no password, no
     device)."""
     user = localpart(name)
     status, found = await _service_request(
-        homeserver, tokens.as_token, "POST", "/_matrix/client/v3/register",
+        homeserver,
+        tokens.as_token,
+        "POST",
+        "/_matrix/client/v3/register",
         {"type": "m.login.application_service", "username": user, "inhibit_login": True},
-    )  # fmt: skip
+    )
     if status != 200 and found.get("errcode") != "M_USER_IN_USE":
         raise MatrixError(
             f"cannot register @{user}:{server_name} through the appservice: "
@@ -220,8 +226,9 @@ class TransactionFeed:
         self.accounts = accounts
         self._batches = itertools.count(1)
 
-    async def deliver(self, events: list[dict[str, Any]],
-                      accounts: Iterable[MatrixAccount] | None = None) -> None:  # fmt: skip
+    async def deliver(
+        self, events: list[dict[str, Any]], accounts: Iterable[MatrixAccount] | None = None
+    ) -> None:
         """Every event, in order, to each of ``accounts`` (default: all) in its room. Raises
         when the transaction must come again: a claim failed (:class:`ClaimError`) or the
         homeserver did not answer; an event that cannot be handled otherwise (malformed, a
@@ -234,8 +241,11 @@ class TransactionFeed:
             except (ClaimError, aiohttp.ClientError, TimeoutError):
                 raise
             except Exception:
-                logger.exception("skipping event %s of %s: it cannot be handled",
-                                 event.get("event_id"), event.get("room_id"))  # fmt: skip
+                logger.exception(
+                    "skipping event %s of %s: it cannot be handled",
+                    event.get("event_id"),
+                    event.get("room_id"),
+                )
 
     async def _deliver_one(self, event: dict[str, Any], by_user: dict[str, MatrixAccount]) -> None:
         room_id = event.get("room_id")
@@ -250,18 +260,22 @@ class TransactionFeed:
             elif room_id in account.client.rooms:
                 await self._receive(account, {"join": {room_id: _joined([event])}})
 
-    async def _own_membership(self, account: MatrixAccount, room_id: str,
-                              event: dict[str, Any], membership: object) -> None:  # fmt: skip
+    async def _own_membership(
+        self, account: MatrixAccount, room_id: str, event: dict[str, Any], membership: object
+    ) -> None:
         client = account.client
         if membership == "invite":
             stripped = (event.get("unsigned") or {}).get("invite_room_state") or []
-            await self._receive(account, {"invite": {room_id: {
-                "invite_state": {"events": [*stripped, _stripped(event)]}}}})  # fmt: skip
+            await self._receive(
+                account,
+                {"invite": {room_id: {"invite_state": {"events": [*stripped, _stripped(event)]}}}},
+            )
         elif membership == "join" and room_id not in client.rooms:
             state = await client.room_get_state(room_id)  # what a sync gives a new room
             if isinstance(state, nio.RoomGetStateError):
-                raise MatrixError(f"{account.user_id} cannot read the state of {room_id}: "
-                                  f"{state.message}")  # fmt: skip
+                raise MatrixError(
+                    f"{account.user_id} cannot read the state of {room_id}: {state.message}"
+                )
             client.invited_rooms.pop(room_id, None)
             await self._receive(account, {"join": {room_id: _joined([event], state.events)}})
         elif membership in ("leave", "ban"):
@@ -279,8 +293,9 @@ class TransactionFeed:
         await account.receive(response)
 
 
-def _joined(timeline: list[dict[str, Any]], state: list[dict[str, Any]] | None = None
-            ) -> dict[str, Any]:  # fmt: skip
+def _joined(
+    timeline: list[dict[str, Any]], state: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     return {"timeline": {"events": timeline, "limited": False}, "state": {"events": state or []}}
 
 
@@ -291,8 +306,14 @@ def _stripped(event: dict[str, Any]) -> dict[str, Any]:
 class TransactionServer:
     """The endpoint the homeserver pushes transactions to (aiohttp, on the bot's loop)."""
 
-    def __init__(self, settings: AppserviceConfig, tokens: AppserviceTokens,
-                 receive: Receiver, *, shared: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        settings: AppserviceConfig,
+        tokens: AppserviceTokens,
+        receive: Receiver,
+        *,
+        shared: bool = False,
+    ) -> None:
         self.settings, self.tokens, self.receive = settings, tokens, receive
         self.shared = shared  # several processes listen on the one port (SO_REUSEPORT)
         # this run's finished transactions: a resend is acknowledged without feeding it again.
@@ -360,8 +381,9 @@ class TransactionServer:
         runner = web.AppRunner(self.app(), access_log=None)
         await runner.setup()
         try:
-            await web.TCPSite(runner, self.settings.host, self.settings.port,
-                              reuse_port=self.shared or None).start()  # fmt: skip
+            await web.TCPSite(
+                runner, self.settings.host, self.settings.port, reuse_port=self.shared or None
+            ).start()
         except OSError as exc:
             await runner.cleanup()
             raise MatrixError(
@@ -369,8 +391,12 @@ class TransactionServer:
                 f"({exc.strerror}): set matrix.appservice.port"
             ) from None
         self._runner = runner
-        logger.info("appservice listening on %s:%d (the homeserver sends to %s)",
-                    self.settings.host, self.settings.port, service_url(self.settings))  # fmt: skip
+        logger.info(
+            "appservice listening on %s:%d (the homeserver sends to %s)",
+            self.settings.host,
+            self.settings.port,
+            service_url(self.settings),
+        )
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -389,8 +415,13 @@ def registration_hint(path: Path) -> str:
 class Appservice:
     """Appservice mode for the bot: its accounts' clients, and the transaction endpoint."""
 
-    def __init__(self, settings: AppserviceConfig, homeserver: str, data_dir: Path,
-                 inbox: Inbox | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        settings: AppserviceConfig,
+        homeserver: str,
+        data_dir: Path,
+        inbox: Inbox | None = None,
+    ) -> None:
         self.settings, self.homeserver = settings, homeserver
         # several processes on one database share the transactions through its inbox
         self.tail = None if inbox is None else InboxTail(inbox)
@@ -434,8 +465,9 @@ class Appservice:
         path = f"/_matrix/client/v1/appservice/{quote(self.settings.id, safe='')}/ping"
         try:
             async with asyncio.timeout(_PING_S):
-                status, found = await _service_request(self.homeserver, self.tokens.as_token,
-                                                       "POST", path, {})  # fmt: skip
+                status, found = await _service_request(
+                    self.homeserver, self.tokens.as_token, "POST", path, {}
+                )
         except (aiohttp.ClientError, TimeoutError) as exc:
             status, found = 0, {"error": str(exc) or type(exc).__name__}
         if status == 200:
@@ -445,9 +477,10 @@ class Appservice:
         else:
             logger.warning(
                 "the homeserver cannot reach the appservice at %s (%s): events will not "
-                "arrive until it can (matrix.appservice.url)", service_url(self.settings),
+                "arrive until it can (matrix.appservice.url)",
+                service_url(self.settings),
                 found.get("error") or found.get("errcode") or status,
-            )  # fmt: skip
+            )
 
     async def stop(self) -> None:
         if self.server is not None:

@@ -165,9 +165,12 @@ async def chat(
     if message is not None:
         bot_check()  # before logging in: says so within seconds, sends nothing
     client = await login_account(
-        homeserver, localpart, local_user_store(data_dir), device_name="mindroom chat",
+        homeserver,
+        localpart,
+        local_user_store(data_dir),
+        device_name="mindroom chat",
         encrypt=False,  # the configured rooms it talks in are not encrypted
-    )  # fmt: skip
+    )
     try:
         await client.sync(timeout=0, full_state=True)  # skip the history: only new events count
         answers = _Answers(client.user_id)

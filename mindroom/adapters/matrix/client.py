@@ -288,11 +288,13 @@ class MatrixAccount:
             await self._on_encrypted(
                 self,
                 Undecryptable(
-                    room.room_id, event.event_id, event.sender,
+                    room.room_id,
+                    event.event_id,
+                    event.sender,
                     parsed.receiver_membership if parsed else None,
                     parsed.thread_root if parsed else None,
                 ),
-            )  # fmt: skip
+            )
         except Exception:
             if not self._stopping:
                 self.log.exception("handling encrypted event in %s failed", room.room_id)

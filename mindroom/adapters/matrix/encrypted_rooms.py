@@ -181,8 +181,15 @@ def check_key_backup(data_dir: Path, names: Sequence[str], enabled: bool) -> lis
     if not E2E_AVAILABLE:
         return []
     if not enabled:
-        return [Check("key backup", True, "off (matrix.key_backup: false): a re-installed bot "
-                      "cannot read earlier encrypted messages", warning=True)]  # fmt: skip
+        return [
+            Check(
+                "key backup",
+                True,
+                "off (matrix.key_backup: false): a re-installed bot "
+                "cannot read earlier encrypted messages",
+                warning=True,
+            )
+        ]
     try:
         recovery = recovery_key(data_dir, create=False)
     except ConfigError as exc:
@@ -200,8 +207,15 @@ def check_key_backup(data_dir: Path, names: Sequence[str], enabled: bool) -> lis
             if state == "on":
                 on[name] = on.get(name, 0) + count
             else:
-                checks.append(Check("key backup", True, f"{name}: no key backup: {detail}",
-                                    RECOVERY_FIX, warning=True))  # fmt: skip
+                checks.append(
+                    Check(
+                        "key backup",
+                        True,
+                        f"{name}: no key backup: {detail}",
+                        RECOVERY_FIX,
+                        warning=True,
+                    )
+                )
     summary = (
         f"room keys of {len(on)} of {len(names)} accounts backed up on the homeserver "
         f"({sum(on.values())} keys); recovery key from {recovery.source}"

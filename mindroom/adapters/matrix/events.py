@@ -54,11 +54,15 @@ def _attachment(msgtype: str, content: Mapping[str, Any]) -> tuple[Attachment | 
     info = _mapping(content.get("info"))
     return (
         Attachment(
-            kind, url, name or "file", str(info.get("mimetype") or ""), _int(info.get("size")),
+            kind,
+            url,
+            name or "file",
+            str(info.get("mimetype") or ""),
+            _int(info.get("size")),
             dict(encrypted) if encrypted else None,
         ),
         caption,
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True)

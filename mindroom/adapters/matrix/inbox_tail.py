@@ -124,8 +124,13 @@ class InboxTail:
             _, delay = self._retry.get(account.user_id, (0.0, _RETRY_S[0] / 2))
             delay = min(delay * 2, _RETRY_S[1])
             self._retry[account.user_id] = (time.monotonic() + delay, delay)
-            logger.warning("inbox event %s not handed to %s (%s); again in %.0f s",
-                           event.get("event_id"), account.user_id, exc, delay)  # fmt: skip
+            logger.warning(
+                "inbox event %s not handed to %s (%s); again in %.0f s",
+                event.get("event_id"),
+                account.user_id,
+                exc,
+                delay,
+            )
             return False
         self._retry.pop(account.user_id, None)
         return True

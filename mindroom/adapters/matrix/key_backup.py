@@ -144,8 +144,9 @@ def recovery_key(data_dir: Path, *, create: bool = True) -> RecoveryKey | None:
             "made a recovery key for the encryption key backup in %s: keep a copy off this "
             "machine (`mindroom keys recovery-key` prints it; give it back as %s): a "
             "re-installed bot needs it to read earlier encrypted messages",
-            path, RECOVERY_ENV,
-        )  # fmt: skip
+            path,
+            RECOVERY_ENV,
+        )
         return made
     try:
         return RecoveryKey(decode_recovery_key(text), str(path))
@@ -193,8 +194,9 @@ def seal(public: vodozemac.Curve25519PublicKey, session: InboundGroupSession) ->
     }
 
 
-def unseal(secret: vodozemac.Curve25519SecretKey, room_id: str, data: dict[str, Any]
-           ) -> InboundGroupSession:  # fmt: skip
+def unseal(
+    secret: vodozemac.Curve25519SecretKey, room_id: str, data: dict[str, Any]
+) -> InboundGroupSession:
     """The session in one ``KeyBackupData``; ValueError when it cannot be read."""
     try:
         sealed = data["session_data"]
@@ -292,9 +294,12 @@ class KeyBackup:
     """One account's backup version: uploads new room keys, restores and looks up old ones."""
 
     def __init__(
-        self, client: nio.AsyncClient, version: str, secret: vodozemac.Curve25519SecretKey,
+        self,
+        client: nio.AsyncClient,
+        version: str,
+        secret: vodozemac.Curve25519SecretKey,
         state: _State,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.client = client
         self.version = version
         self.secret = secret
@@ -323,8 +328,12 @@ class KeyBackup:
         backup = cls(client, version, secret, state)
         if not state.restored(client.device_id):
             restored = await backup.restore()
-            logger.info("%s: restored %d room keys from key backup version %s",
-                        client.user_id, restored, version)  # fmt: skip
+            logger.info(
+                "%s: restored %d room keys from key backup version %s",
+                client.user_id,
+                restored,
+                version,
+            )
             state.mark_restored(client.device_id, version)
         state.record(version, "on", why)
         return backup
@@ -356,8 +365,13 @@ class KeyBackup:
                 self.client, "PUT", f"{_KEYS}?version={quote(self.version)}", {"rooms": rooms}
             )
             if status != 200:
-                logger.warning("%s: backing up %d room keys failed (%s: %s)", self.client.user_id,
-                               len(batch), status, answer.get("error", answer))  # fmt: skip
+                logger.warning(
+                    "%s: backing up %d room keys failed (%s: %s)",
+                    self.client.user_id,
+                    len(batch),
+                    status,
+                    answer.get("error", answer),
+                )
                 return sent
             marks = [(s.room_id, s.id, s.first_known_index) for s in batch]
             self.state.mark(self.version, marks)
@@ -374,8 +388,13 @@ class KeyBackup:
             self.client, "GET", f"{_KEYS}?version={quote(self.version)}"
         )
         if status != 200:
-            logger.warning("%s: reading key backup %s failed (%s: %s)", self.client.user_id,
-                           self.version, status, answer.get("error", answer))  # fmt: skip
+            logger.warning(
+                "%s: reading key backup %s failed (%s: %s)",
+                self.client.user_id,
+                self.version,
+                status,
+                answer.get("error", answer),
+            )
             return 0
         entries = [
             (room_id, session_id, data)
@@ -402,12 +421,21 @@ class KeyBackup:
             try:
                 session = unseal(self.secret, room_id, data)
             except ValueError as exc:
-                logger.warning("%s: room key %s in backup %s cannot be read: %s",
-                               self.client.user_id, session_id, self.version, exc)  # fmt: skip
+                logger.warning(
+                    "%s: room key %s in backup %s cannot be read: %s",
+                    self.client.user_id,
+                    session_id,
+                    self.version,
+                    exc,
+                )
                 continue
             if session.id != session_id:
-                logger.warning("%s: backup entry %s holds session %s; skipped",
-                               self.client.user_id, session_id, session.id)  # fmt: skip
+                logger.warning(
+                    "%s: backup entry %s holds session %s; skipped",
+                    self.client.user_id,
+                    session_id,
+                    session.id,
+                )
                 continue
             held = olm.inbound_group_store.get(room_id, session.sender_key, session.id)
             if held is not None and held.first_known_index <= session.first_known_index:

@@ -56,15 +56,18 @@ async def _check(
             user_id, actual = await whoami(homeserver, token)
         except MatrixError as exc:
             return Check(
-                check, False, f"access token (matrix.logins.{name}) refused: {exc}",
+                check,
+                False,
+                f"access token (matrix.logins.{name}) refused: {exc}",
                 f"issue a new token and device for it and set matrix.logins.{name}",
-            )  # fmt: skip
+            )
         if actual and actual != device:
             return Check(
-                check, False,
+                check,
+                False,
                 f"access token for {user_id} belongs to device {actual}, not {device}",
                 f"set matrix.logins.{name}.device_id to {actual}",
-            )  # fmt: skip
+            )
         return Check(check, True, f"access token for {user_id} (device {device})")
     saved = store.get(homeserver, localpart(name))
     if saved is None:
@@ -75,10 +78,11 @@ async def _check(
         user_id, _ = await whoami(homeserver, saved.access_token)
     except MatrixError as exc:
         return Check(
-            check, True,
+            check,
+            True,
             f"password (saved for {saved.user_id}): its saved token is refused ({exc}); the "
             "next start logs in with the saved password",
-        )  # fmt: skip
+        )
     return Check(check, True, f"password (saved for {user_id}, device {saved.device_id})")
 
 

@@ -122,9 +122,12 @@ class ReplyWriter:
         meant = self._meant(body)
         self._pinged[index] = set(meant)
         content = message_content(
-            body, thread_root=self.thread_root, reply_to=self.reply_to, mentions=meant,
+            body,
+            thread_root=self.thread_root,
+            reply_to=self.reply_to,
+            mentions=meant,
             live=body.endswith(IN_PROGRESS_MARKER),
-        )  # fmt: skip
+        )
         if self._posted:
             await self._posted.begin_reply_part(self.reply_to, self.agent, index)
         event_id = await self.account.send(self.room_id, content, self._txn("post", index))
@@ -137,10 +140,12 @@ class ReplyWriter:
         meant = self._meant(body)
         pinged = self._pinged.setdefault(index, set())
         content = edit_content(
-            self.event_ids[index], body, mentions=meant,
+            self.event_ids[index],
+            body,
+            mentions=meant,
             newly_mentioned=[m for m in meant if m not in pinged],
             live=body.endswith(IN_PROGRESS_MARKER),
-        )  # fmt: skip
+        )
         pinged.update(meant)
         await self.account.send(self.room_id, content, self._txn("edit", index, body, self._run))
         self._edits += 1

@@ -140,9 +140,14 @@ async def prepare_rooms(
         listed = [n for n, cfg in everyone.items() if name in cfg.rooms]
         members = [accounts[n] for n in listed if n in accounts]
         invited = [elsewhere[n] for n in listed if n not in accounts and n in elsewhere]
-        found[name] = await prepare_room(router, name, config.room_config(name), members,
-                                         [*invite_users, *invited],
-                                         config.matrix.room_version)  # fmt: skip
+        found[name] = await prepare_room(
+            router,
+            name,
+            config.room_config(name),
+            members,
+            [*invite_users, *invited],
+            config.matrix.room_version,
+        )
     return found
 
 

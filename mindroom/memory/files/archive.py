@@ -195,9 +195,15 @@ def reconcile_archive_sync(memory: FileMemory) -> int:
 
 
 def archive_entry_sync(
-    memory: FileMemory, entry: MemoryEntry, *, into: str | None, why: str, actor: str,
-    today: dt.date, reconcile: bool = True,
-) -> bool:  # fmt: skip
+    memory: FileMemory,
+    entry: MemoryEntry,
+    *,
+    into: str | None,
+    why: str,
+    actor: str,
+    today: dt.date,
+    reconcile: bool = True,
+) -> bool:
     """Move ``entry`` (as read: same id and text) to the archive; False when it changed or
     went since it was read (then nothing moves). ``into`` is the id that replaces it. A caller
     making many moves that reconciled once before them passes ``reconcile=False`` (a copy a
@@ -220,15 +226,22 @@ def archive_entry_sync(
         if not kept:  # the id is archived this month with another text: leave it all as it is
             logger.warning(
                 "memory %s: %s not archived: %s holds that id with another text",
-                memory.scope_id, entry.id, target,
-            )  # fmt: skip
+                memory.scope_id,
+                entry.id,
+                target,
+            )
             return False
 
         def record() -> HistoryRecord:
             return memory.history.append(
-                actor=actor, op="archive", entry_id=entry.id, path=entry.path,
-                old=entry.text, new=None, meta={"archive": target, "into": into, "why": why},
-            )  # fmt: skip
+                actor=actor,
+                op="archive",
+                entry_id=entry.id,
+                path=entry.path,
+                old=entry.text,
+                new=None,
+                meta={"archive": target, "into": into, "why": why},
+            )
 
         old, new = memory.write(entry.path, lambda doc: _without(doc, entry.path, entry), record)
         if old != new:
@@ -259,9 +272,14 @@ def restore_archived_sync(memory: FileMemory, entry_id: str, *, actor: str) -> M
 
         def record() -> HistoryRecord:
             return memory.history.append(
-                actor=actor, op="restore", entry_id=entry_id, path=source, old=None,
-                new=item.entry.text, meta={"archive": item.entry.path},
-            )  # fmt: skip
+                actor=actor,
+                op="restore",
+                entry_id=entry_id,
+                path=source,
+                old=None,
+                new=item.entry.text,
+                meta={"archive": item.entry.path},
+            )
 
         old, new = memory.write(
             source, lambda doc: _append(doc, item.entry, None), record, consent=KEPT

@@ -25,9 +25,19 @@ MAX_ENTRY_DATES = 8  # a long note full of dates is still one entry: index its f
 
 # English names, not the locale's (calendar.month_name follows LC_TIME)
 MONTHS = [
-    "january", "february", "march", "april", "may", "june", "july", "august", "september",
-    "october", "november", "december",
-]  # fmt: skip
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
 _MONTH_NUMBER = {name: n for n, name in enumerate(MONTHS, 1)}
 _MONTH_NUMBER.update({name[:3]: n for n, name in enumerate(MONTHS, 1)})
 _MONTH_NUMBER["sept"] = 9
@@ -40,9 +50,19 @@ _PREP = (
 )
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 _NUMBER_WORDS = {
-    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-    "seven": 7, "eight": 8, "nine": 9, "ten": 10,
-}  # fmt: skip
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+}
 _COUNT = r"(?P<count>\d{1,3}|" + "|".join(_NUMBER_WORDS) + r")"
 
 _DAILY_RE = re.compile(r"^memory/(\d{4})-(\d{2})-(\d{2})\.md$")

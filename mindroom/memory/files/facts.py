@@ -139,20 +139,31 @@ def store_facts(
             category = fact.fields.category_or(view.access.default)
             event = OpEvent("episodic", "create", "ok", None, category, None, user_id, run)
             if not fact.written:
-                logger.info("memory %s: fact not written (%s): %r", memory.scope_id, fact.reason,
-                            fact.text)  # fmt: skip
+                logger.info(
+                    "memory %s: fact not written (%s): %r", memory.scope_id, fact.reason, fact.text
+                )
                 emit(memory, replace(event, status="skipped"))
                 continue
             change = classify(fact.text, fact.fields)
             if change is not None and change[0] == "benign":
                 queue = queue or ConsentQueue(memory)
                 proposal, ready = queue.propose(
-                    fact.text, fact.fields, kind=change[0], field=change[1], path=path,
-                    user_id=user_id, actor="flush",
-                )  # fmt: skip
+                    fact.text,
+                    fact.fields,
+                    kind=change[0],
+                    field=change[1],
+                    path=path,
+                    user_id=user_id,
+                    actor="flush",
+                )
                 if not ready:
-                    logger.info("memory %s: %s change waits as %s: %r", memory.scope_id,
-                                change[1], proposal.id, fact.text)  # fmt: skip
+                    logger.info(
+                        "memory %s: %s change waits as %s: %r",
+                        memory.scope_id,
+                        change[1],
+                        proposal.id,
+                        fact.text,
+                    )
                     emit(memory, replace(event, status="skipped"))
                     continue
             try:

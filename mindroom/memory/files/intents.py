@@ -51,9 +51,14 @@ class Intents:
     def abort(self, record: HistoryRecord) -> None:
         """Record that ``record``'s change was not made."""
         self.history.append(
-            actor=record.actor, op="abort", entry_id=record.id, path=record.path,
-            old=None, new=None, op_key=record.op_key,
-        )  # fmt: skip
+            actor=record.actor,
+            op="abort",
+            entry_id=record.id,
+            path=record.path,
+            old=None,
+            new=None,
+            op_key=record.op_key,
+        )
 
     def happened(self, record: HistoryRecord) -> bool:
         """Whether the file shows the change ``record`` announced."""

@@ -68,9 +68,14 @@ def _from_history(memory: FileMemory, entry_id: str, actor: str) -> MemoryEntry:
 
     def record() -> HistoryRecord:
         return memory.history.append(
-            actor=actor, op="restore", entry_id=new_id, path=relative, old=None,
-            new=deleted.old, meta={"fields": render_fields(fields)} if fields.category else None,
-        )  # fmt: skip
+            actor=actor,
+            op="restore",
+            entry_id=new_id,
+            path=relative,
+            old=None,
+            new=deleted.old,
+            meta={"fields": render_fields(fields)} if fields.category else None,
+        )
 
     def edit(doc: str) -> str | None:
         if any(e.id == new_id for e in parse_entries(doc, relative)):
@@ -94,10 +99,14 @@ def set_fields_sync(
 
     def record() -> HistoryRecord:
         return memory.history.append(
-            actor=actor, op=op, entry_id=new_id, path=entry.path, old=entry.text,
-            new=entry.text, meta={"fields": render_fields(fields),
-                                  "old_fields": render_fields(entry.fields)},
-        )  # fmt: skip
+            actor=actor,
+            op=op,
+            entry_id=new_id,
+            path=entry.path,
+            old=entry.text,
+            new=entry.text,
+            meta={"fields": render_fields(fields), "old_fields": render_fields(entry.fields)},
+        )
 
     def edit(doc: str) -> str | None:
         current = next((e for e in parse_entries(doc, entry.path) if e.id == entry.id), None)

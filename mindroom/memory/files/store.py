@@ -298,9 +298,15 @@ class FileMemory:
 
             def record() -> HistoryRecord:
                 return self.history.append(
-                    actor=actor, op="add", entry_id=entry_id, path=relative,
-                    old=None, new=text, op_key=op_key, meta=history_meta(fields, run),
-                )  # fmt: skip
+                    actor=actor,
+                    op="add",
+                    entry_id=entry_id,
+                    path=relative,
+                    old=None,
+                    new=text,
+                    op_key=op_key,
+                    meta=history_meta(fields, run),
+                )
 
         def edit(doc: str) -> str | None:
             if _entry(parse_entries(doc, relative), entry_id) is not None:
@@ -333,9 +339,14 @@ class FileMemory:
 
         def record() -> HistoryRecord:
             return self.history.append(
-                actor=actor, op="add", entry_id=entry_id, path=relative, old=None, new=text,
+                actor=actor,
+                op="add",
+                entry_id=entry_id,
+                path=relative,
+                old=None,
+                new=text,
                 meta=history_meta(fields, run),
-            )  # fmt: skip
+            )
 
         old, new = self._write(relative, edit, record, consent)
         return None if old == new else _found(new, relative, entry_id)
@@ -419,9 +430,14 @@ class FileMemory:
 
         def record() -> HistoryRecord:
             return self.history.append(
-                actor=actor, op="update", entry_id=entry.id, path=entry.path,
-                old=entry.text, new=text, op_key=op_key,
-            )  # fmt: skip
+                actor=actor,
+                op="update",
+                entry_id=entry.id,
+                path=entry.path,
+                old=entry.text,
+                new=text,
+                op_key=op_key,
+            )
 
         # a mindroom entry notes the day it changed; a hand-written line stays as people wrote it
         fields = (
@@ -458,9 +474,15 @@ class FileMemory:
 
         def record() -> HistoryRecord:
             return self.history.append(
-                actor=actor, op="delete", entry_id=entry.id, path=entry.path,
-                old=entry.text, new=None, op_key=op_key, meta=history_meta(entry.fields),
-            )  # fmt: skip
+                actor=actor,
+                op="delete",
+                entry_id=entry.id,
+                path=entry.path,
+                old=entry.text,
+                new=None,
+                op_key=op_key,
+                meta=history_meta(entry.fields),
+            )
 
         old, new = self._write(
             entry.path, lambda doc: remove_entry(doc, entry.path, entry.id), record

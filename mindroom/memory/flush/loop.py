@@ -207,8 +207,13 @@ class FlushWorker:
         """Clear claims whose process is gone (a crash) or that outlived their bound."""
         now = time.time()
         for key, claim in await ledger.flush_claims():
-            dead = claim_is_dead(claim, now, boot=self._boot, max_age=self._claim_ttl(),
-                                 shared=self.config.storage.database is not None)  # fmt: skip
+            dead = claim_is_dead(
+                claim,
+                now,
+                boot=self._boot,
+                max_age=self._claim_ttl(),
+                shared=self.config.storage.database is not None,
+            )
             if dead and await ledger.flush_clear_claim(key, claim.claim_id):
                 logger.info("cleared a flush claim of %s left by process %d", key, claim.pid)
 
@@ -512,11 +517,15 @@ class FlushWorker:
         model = flush_model(self.config, claimed)
         facts = await asyncio.wait_for(
             self.runtime.extract(
-                model, chunk, known, token=settings.no_reply_token,
-                max_chars=settings.max_chars_per_flush, categories=writable_categories(access),
+                model,
+                chunk,
+                known,
+                token=settings.no_reply_token,
+                max_chars=settings.max_chars_per_flush,
+                categories=writable_categories(access),
             ),
             settings.max_extraction_seconds,
-        )  # fmt: skip
+        )
         person = the_person(chunk, claimed.requester)
         written, _ = await asyncio.to_thread(
             partial(

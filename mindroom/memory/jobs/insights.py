@@ -97,11 +97,22 @@ def prompt_for(view: AgentView, person: str, snippet: str) -> str:
     entries = view.list_sync(200)
     latest = [e.text for e in entries if e.path.startswith("memory/")][:5]
     lasting = [e.text for e in entries if e.fields.type_in(e.path) == "semantic"][-3:]
-    return "\n".join([
-        f"Person: {person}", "", "Latest notes:", *(f"- {t}" for t in latest or ["(none)"]),
-        "", "Lasting facts:", *(f"- {t}" for t in lasting or ["(none)"]), "",
-        "End of the conversation:", snippet[-1000:], "", "Insights as JSON:",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"Person: {person}",
+            "",
+            "Latest notes:",
+            *(f"- {t}" for t in latest or ["(none)"]),
+            "",
+            "Lasting facts:",
+            *(f"- {t}" for t in lasting or ["(none)"]),
+            "",
+            "End of the conversation:",
+            snippet[-1000:],
+            "",
+            "Insights as JSON:",
+        ]
+    )
 
 
 def parse_insights(answer: str) -> list[tuple[str, int]]:

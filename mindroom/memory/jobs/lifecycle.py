@@ -128,10 +128,14 @@ def expire_and_purge(
 def _expire(memory: FileMemory, entry: MemoryEntry, fields: EntryFields) -> bool:
     def record() -> HistoryRecord:
         return memory.history.append(
-            actor=ACTOR, op="ttl", entry_id=entry.id, path=entry.path, old=entry.text,
-            new=entry.text, meta={"fields": render_fields(fields),
-                                  "old_fields": render_fields(entry.fields)},
-        )  # fmt: skip
+            actor=ACTOR,
+            op="ttl",
+            entry_id=entry.id,
+            path=entry.path,
+            old=entry.text,
+            new=entry.text,
+            meta={"fields": render_fields(fields), "old_fields": render_fields(entry.fields)},
+        )
 
     def edit(document: str) -> str | None:
         if not _unchanged(document, entry):
@@ -146,9 +150,14 @@ def _purge(memory: FileMemory, entry: MemoryEntry) -> bool:
     def record() -> HistoryRecord:
         # "delete" with the fields kept, so `memory restore` finds it like any deletion
         return memory.history.append(
-            actor=ACTOR, op="delete", entry_id=entry.id, path=entry.path, old=entry.text,
-            new=None, meta={"fields": render_fields(entry.fields), "why": "purge"},
-        )  # fmt: skip
+            actor=ACTOR,
+            op="delete",
+            entry_id=entry.id,
+            path=entry.path,
+            old=entry.text,
+            new=None,
+            meta={"fields": render_fields(entry.fields), "why": "purge"},
+        )
 
     def edit(document: str) -> str | None:
         if not _unchanged(document, entry):

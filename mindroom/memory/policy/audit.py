@@ -146,8 +146,10 @@ def person_export(
 def export_markdown(data: dict[str, Any]) -> str:
     """A person's export as one markdown file (entries in mindroom's own format)."""
     lines = [f"# Everything mindroom stores about {data['user_id']}", ""]
-    sections = [("Private memory", data["private_memory"]),
-                ("Shared memory that names them", data["shared_memory_mentions"])]  # fmt: skip
+    sections = [
+        ("Private memory", data["private_memory"]),
+        ("Shared memory that names them", data["shared_memory_mentions"]),
+    ]
     for title, scopes in sections:
         lines += [f"## {title}", ""]
         if not scopes:

@@ -99,8 +99,10 @@ class AgentView:
         """An operational event of an agent's own reads and writes (``hotpath``)."""
         if self.count:
             category = entry.fields.category_or(self.access.default) if entry else None
-            emit(self.memory, OpEvent("hotpath", op, "ok", entry.id if entry else None,
-                                      category, sim))  # fmt: skip
+            emit(
+                self.memory,
+                OpEvent("hotpath", op, "ok", entry.id if entry else None, category, sim),
+            )
 
     def noted(self, entries: list[_E]) -> list[_E]:
         """``entries``, noted as read now when this view counts (file memory only)."""

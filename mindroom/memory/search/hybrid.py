@@ -198,8 +198,16 @@ def hybrid_search(
     if vectors is None:  # a big file is indexed in the background: search what is indexed
         ready = memory.index.sync_within(SEARCH_WAIT_SECONDS)
     if ready:  # memory.search.index: postgresql searches there, once the files are followed
-        shared = _shared_search(memory, query, pool, keyword_query, entry_id,
-                                exclude_paths=exclude_paths, now=now, only=only)  # fmt: skip
+        shared = _shared_search(
+            memory,
+            query,
+            pool,
+            keyword_query,
+            entry_id,
+            exclude_paths=exclude_paths,
+            now=now,
+            only=only,
+        )
         if shared is not None:
             keyword, vector = shared
             if vector is None:
@@ -207,15 +215,23 @@ def hybrid_search(
             return fuse(keyword, vector, weights)[:limit]
     keyword = memory.index.search(
         query if keyword_query is None else keyword_query,
-        pool, exclude_paths=exclude_paths, now=now, synced=True, where=only.where(),
-    )  # fmt: skip
+        pool,
+        exclude_paths=exclude_paths,
+        now=now,
+        synced=True,
+        where=only.where(),
+    )
     if vectors is not None and ready:
         try:
             own = vectors.vector_of(entry_id) if entry_id is not None else None
             vector = vectors.search(
-                query, pool, exclude_paths=exclude_paths, synced=True, only=only,
+                query,
+                pool,
+                exclude_paths=exclude_paths,
+                synced=True,
+                only=only,
                 vector=own,
-            )  # fmt: skip
+            )
         except EmbedderError as exc:
             report_keyword_only(f"memory {memory.scope_id}", exc)
     elif vectors is not None:  # many entries still unembedded (an upgrade, a big import)
@@ -245,8 +261,13 @@ def _shared_search(
             return None
         shared.sync()
         where = only.where()
-        keyword = shared.keyword(query if keyword_query is None else keyword_query, pool,
-                                 exclude_paths=exclude_paths, now=now, where=where)  # fmt: skip
+        keyword = shared.keyword(
+            query if keyword_query is None else keyword_query,
+            pool,
+            exclude_paths=exclude_paths,
+            now=now,
+            where=where,
+        )
         vectors = shared.vectors
         if vectors is None:
             return keyword, None
@@ -260,8 +281,10 @@ def _shared_search(
             _shared_failed.add(memory.scope_id)
             logger.warning(
                 "memory %s: the PostgreSQL search index failed (%s: %s); searching locally",
-                memory.scope_id, type(exc).__name__, str(exc)[:200],
-            )  # fmt: skip
+                memory.scope_id,
+                type(exc).__name__,
+                str(exc)[:200],
+            )
         return None
 
 

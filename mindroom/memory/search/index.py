@@ -174,11 +174,20 @@ def _row(relative: str, entry: MemoryEntry) -> tuple[object, ...]:
     fields = entry.fields
     day = fields.updated or fields.created or entry.date
     return (
-        entry.text, date_words(entry_dates(relative, entry.text)), relative, entry.id,
-        entry.start_line, entry.end_line, render_fields(fields), fields.category or "",
-        fields.importance_or_default, int(fields.pinned), fields.type_in(relative),
-        fields.state or "active", day.isoformat() if day else "",
-    )  # fmt: skip
+        entry.text,
+        date_words(entry_dates(relative, entry.text)),
+        relative,
+        entry.id,
+        entry.start_line,
+        entry.end_line,
+        render_fields(fields),
+        fields.category or "",
+        fields.importance_or_default,
+        int(fields.pinned),
+        fields.type_in(relative),
+        fields.state or "active",
+        day.isoformat() if day else "",
+    )
 
 
 def entry_of(row: tuple[Any, ...]) -> MemoryEntry:

@@ -110,8 +110,10 @@ class PgSearch:
             with self.db.write() as db:
                 for path in sorted(gone | set(changed)):
                     for table in ("memory_search", "memory_search_files"):
-                        db.execute(f"DELETE FROM {table} WHERE scope = ? AND path = ?",
-                                   (self.scope_id, path))  # fmt: skip
+                        db.execute(
+                            f"DELETE FROM {table} WHERE scope = ? AND path = ?",
+                            (self.scope_id, path),
+                        )
                 for path, entries in changed.items():
                     for entry in entries:
                         self._insert(db, path, entry, vectors.get(entry.id))
@@ -168,13 +170,24 @@ class PgSearch:
             " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS vector))"
             " ON CONFLICT (scope, path, start_line) DO NOTHING",
             (
-                self.scope_id, path, entry.start_line, entry.end_line, entry.id, entry.text,
-                date_words(entry_dates(path, entry.text)), render_fields(fields),
-                fields.category or "", fields.importance_or_default, int(fields.pinned),
-                fields.type_in(path), fields.state or "active", day.isoformat() if day else "",
-                model, json.dumps(vector) if vector else None,
+                self.scope_id,
+                path,
+                entry.start_line,
+                entry.end_line,
+                entry.id,
+                entry.text,
+                date_words(entry_dates(path, entry.text)),
+                render_fields(fields),
+                fields.category or "",
+                fields.importance_or_default,
+                int(fields.pinned),
+                fields.type_in(path),
+                fields.state or "active",
+                day.isoformat() if day else "",
+                model,
+                json.dumps(vector) if vector else None,
             ),
-        )  # fmt: skip
+        )
 
     def keyword(
         self,
@@ -196,8 +209,10 @@ class PgSearch:
             _Part(f", (SELECT {tsquery}) AS q(query)", tuple(text for _, text in parts)),
             _Part(" AND terms @@ q.query", ()),
             _Part("score DESC", ()),
-            limit, exclude_paths, where,
-        )  # fmt: skip
+            limit,
+            exclude_paths,
+            where,
+        )
         return [SearchHit(entry, rank / (1 + rank)) for entry, rank in found]
 
     def vector(
@@ -217,13 +232,22 @@ class PgSearch:
             _Part("", ()),
             _Part(" AND embedding IS NOT NULL AND model = ?", (self.vectors.model_id,)),
             _Part("embedding <=> CAST(? AS vector)", (literal,)),
-            limit, exclude_paths, where,
-        )  # fmt: skip
+            limit,
+            exclude_paths,
+            where,
+        )
         return [SearchHit(entry, similarity) for entry, similarity in found]
 
-    def _select(self, score: _Part, joined: _Part, condition: _Part, order: _Part, limit: int,
-                exclude_paths: frozenset[str], where: Where | None,
-                ) -> list[tuple[MemoryEntry, float]]:  # fmt: skip
+    def _select(
+        self,
+        score: _Part,
+        joined: _Part,
+        condition: _Part,
+        order: _Part,
+        limit: int,
+        exclude_paths: frozenset[str],
+        where: Where | None,
+    ) -> list[tuple[MemoryEntry, float]]:
         where = where or LIVE.where()
         excluded = sorted(exclude_paths)
         not_in = f" AND path NOT IN ({', '.join('?' * len(excluded))})" if excluded else ""
@@ -232,8 +256,16 @@ class PgSearch:
             f" WHERE scope = ?{condition.sql}{not_in}{where.sql}"
             f" ORDER BY {order.sql}, path, start_line LIMIT ?"
         )
-        params = [*score.args, *joined.args, self.scope_id, *condition.args, *excluded,
-                  *where.args, *order.args, limit]  # fmt: skip
+        params = [
+            *score.args,
+            *joined.args,
+            self.scope_id,
+            *condition.args,
+            *excluded,
+            *where.args,
+            *order.args,
+            limit,
+        ]
         with self.db.read() as db:
             rows = db.execute(sql, params).fetchall()
         columns = ("text", "path", "entry_id", "start_line", "end_line", "fields")
@@ -261,6 +293,11 @@ def query_parts(query: str, now: dt.datetime | None = None) -> list[tuple[str, s
 def _digest(entries: list[MemoryEntry], model: str) -> str:
     """What a file's rows are copied from: its entries (with their places and fields) and
     the embedding model."""
-    parts = [model, *(f"{e.id}\x01{e.start_line}\x01{e.end_line}\x01{e.text}\x01"
-                      f"{render_fields(e.fields)}" for e in entries)]  # fmt: skip
+    parts = [
+        model,
+        *(
+            f"{e.id}\x01{e.start_line}\x01{e.end_line}\x01{e.text}\x01{render_fields(e.fields)}"
+            for e in entries
+        ),
+    ]
     return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()

@@ -153,8 +153,9 @@ def _linked_first(memory: FileMemory, found: list[Candidate], view: AgentView) -
     return [replace(by_place[(e.path, e.start_line)], score=score) for e, score in ranked]
 
 
-def _related_section(memory: FileMemory, picked: list[MemoryEntry], view: AgentView,
-                     budget: list[int]) -> str:  # fmt: skip
+def _related_section(
+    memory: FileMemory, picked: list[MemoryEntry], view: AgentView, budget: list[int]
+) -> str:
     """Up to two entries linked to the best entries shown that the search did not bring."""
     if not view.relations or not picked:
         return ""
@@ -289,9 +290,12 @@ def build_recall(
     budget = [settings.max_chars - len(OPEN) - len(intro) - len(CLOSE) - 6]
     picked: list[MemoryEntry] = []
     always_text = _entries_section(
-        "### Always in context", always, budget, lines=settings.max_entrypoint_lines,
+        "### Always in context",
+        always,
+        budget,
+        lines=settings.max_entrypoint_lines,
         picked=picked,
-    )  # fmt: skip
+    )
     recent_text = _entries_section(
         "### Recent (today and yesterday)",
         recent,
@@ -315,12 +319,19 @@ def build_recall(
     entrypoint = _entrypoint_section(memory, settings.max_entrypoint_lines, budget[0], view)
     past_text = recall_section(memory, query, budget) if sessions else ""
     sections = (
-        entrypoint, always_text, recent_text, older_text, linked_text, conflicts_text, past_text
-    )  # fmt: skip
+        entrypoint,
+        always_text,
+        recent_text,
+        older_text,
+        linked_text,
+        conflicts_text,
+        past_text,
+    )
     present = [s for s in sections if s]
     if count:  # "skipped": nothing recalled
-        best = max((c.similarity for c in [*recent, *older] if c.similarity is not None),
-                   default=None)  # fmt: skip
+        best = max(
+            (c.similarity for c in [*recent, *older] if c.similarity is not None), default=None
+        )
         status = "ok" if present else "skipped"
         emit(memory, OpEvent("context", "search", status, sim=best, thread_id=thread))
     if not present and not header:
@@ -373,8 +384,10 @@ def _conflicts_section(
         records.close()
     sides: list[tuple[MemoryEntry, MemoryEntry, str]] = []
     for conflict in conflicts:  # both sides as they are now; one gone: nothing to weigh
-        found = [live.get(i) or memory.lookup(i)
-                 for i in (conflict.memory_id, conflict.conflicting_memory_id)]  # fmt: skip
+        found = [
+            live.get(i) or memory.lookup(i)
+            for i in (conflict.memory_id, conflict.conflicting_memory_id)
+        ]
         # a side this agent may not read is not shown, nor the conflict
         a, b = found
         if a is not None and b is not None and not (view.hidden(a) or view.hidden(b)):
@@ -437,10 +450,17 @@ def recall_block(
         if isinstance(memory, Mem0Memory):
             return build_mem0_recall(memory, text, settings, label=label, access=access)
         return build_recall(
-            memory, text, settings, now=now, label=label, count=count, access=access,
-            thread=thread, relations=RelationSettings.of(config.memory.relations),
+            memory,
+            text,
+            settings,
+            now=now,
+            label=label,
+            count=count,
+            access=access,
+            thread=thread,
+            relations=RelationSettings.of(config.memory.relations),
             sessions=config.memory.sessions_source,
-        )  # fmt: skip
+        )
     except Exception:
         logger.exception("recall of %s failed", memory.scope_id)
         return ""
@@ -487,6 +507,6 @@ def agent_recall(
                     count=count,
                     reader=agent,
                     thread=thread,
-                )  # fmt: skip
+                )
             )
     return memory, "\n\n".join(b for b in blocks if b)

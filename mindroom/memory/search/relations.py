@@ -157,9 +157,12 @@ def neighbours(
         found = [Found(h.entry, h.score, None, h.score) for h in hits]
     else:
         found = hybrid_search(
-            memory, entry.text, settings.top_k + 1, only=LIVE,
+            memory,
+            entry.text,
+            settings.top_k + 1,
+            only=LIVE,
             keyword_query=rare_query(memory, entry.text),
-        )  # fmt: skip
+        )
     linked = []
     for hit in found:
         closeness = hit.similarity if hit.similarity is not None else hit.keyword
@@ -182,10 +185,15 @@ def link_entry(
         with relations_of(memory) as relations:
             count = relations.link(entry.id, linked)
         memory.history.append(
-            actor=actor, op="link", entry_id=entry.id, path=entry.path, old=None, new=None,
+            actor=actor,
+            op="link",
+            entry_id=entry.id,
+            path=entry.path,
+            old=None,
+            new=None,
             meta={"to": [i for i, _ in linked], "strengths": [s for _, s in linked]},
             durable=False,  # derived: a crash may lose the record with the edge
-        )  # fmt: skip
+        )
         return count
     except Exception:
         logger.exception("memory %s: linking %s failed", memory.scope_id, entry.id)

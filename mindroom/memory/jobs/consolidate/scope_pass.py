@@ -248,9 +248,11 @@ class ScopePass:
             taken_over = MemoryEntry(merged, text, keep.path, 0, 0)
             self.replaced[keep.id] = self.replaced[drop.id] = taken_over
             self.records.add_days(
-                merged, self.records.days(keep.id) | self.records.days(drop.id)
+                merged,
+                self.records.days(keep.id)
+                | self.records.days(drop.id)
                 | {day_of(keep), day_of(drop)},
-            )  # fmt: skip
+            )
             self.report.merged.append((merged, keep.id, how))
             self.report.merged.append((merged, drop.id, how))
             return
@@ -259,18 +261,28 @@ class ScopePass:
             self.gone.add(keep.id)
             return
         moved = archive_entry_sync(
-            self.memory, drop, into=keep.id, why=f"{how}: merged into {keep.id}",
-            actor=ACTOR, today=self.today, reconcile=False,
-        )  # fmt: skip
+            self.memory,
+            drop,
+            into=keep.id,
+            why=f"{how}: merged into {keep.id}",
+            actor=ACTOR,
+            today=self.today,
+            reconcile=False,
+        )
         self.gone.add(drop.id)
         if not moved:
             self.report.skipped_changed += 1
             return
         self.replaced[drop.id] = keep
         self.memory.history.append(
-            actor=ACTOR, op="merge", entry_id=keep.id, path=keep.path, old=keep.text,
-            new=keep.text, meta={"sources": [drop.id], "how": how},
-        )  # fmt: skip
+            actor=ACTOR,
+            op="merge",
+            entry_id=keep.id,
+            path=keep.path,
+            old=keep.text,
+            new=keep.text,
+            meta={"sources": [drop.id], "how": how},
+        )
         days = self.records.days(drop.id) | {day_of(drop), day_of(keep)}
         self.records.add_days(keep.id, days)
         self.report.merged.append((keep.id, drop.id, how))
@@ -290,9 +302,14 @@ class ScopePass:
 
         def record() -> HistoryRecord:
             return self.memory.history.append(
-                actor=ACTOR, op="merge", entry_id=merged_id, path=keep.path, old=None,
-                new=text, meta={"sources": sources, "how": how},
-            )  # fmt: skip
+                actor=ACTOR,
+                op="merge",
+                entry_id=merged_id,
+                path=keep.path,
+                old=None,
+                new=text,
+                meta={"sources": sources, "how": how},
+            )
 
         def add(document: str) -> str | None:
             ids = {e.id for e in parse_entries(document, keep.path)}
@@ -325,8 +342,10 @@ class ScopePass:
 
     @staticmethod
     def _seen(a: MemoryEntry, b: MemoryEntry) -> dict[str, Any]:
-        return {"a": {"id": a.id, "path": a.path, "text": a.text},
-                "b": {"id": b.id, "path": b.path, "text": b.text}}  # fmt: skip
+        return {
+            "a": {"id": a.id, "path": a.path, "text": a.text},
+            "b": {"id": b.id, "path": b.path, "text": b.text},
+        }
 
     def _current(self, entry: MemoryEntry) -> MemoryEntry | None:
         """The live entry that stands for ``entry`` now: itself, what it was merged into in

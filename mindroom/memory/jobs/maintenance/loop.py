@@ -142,8 +142,9 @@ class MaintenanceLoop:
         if task is not None and not task.done() and task is not asyncio.current_task():
             done, _ = await asyncio.wait({task}, timeout=grace_s)
             if not done:
-                logger.info("maintenance: the running job did not stop in %.0f s; cancelling",
-                            grace_s)  # fmt: skip
+                logger.info(
+                    "maintenance: the running job did not stop in %.0f s; cancelling", grace_s
+                )
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         if self.runner is not None:  # its connections (PostgreSQL: a pool)
