@@ -194,6 +194,26 @@ async def run_conversation(
         return scores
 
 
+def _configs(embedder: str, backend: str, index: str, model_url: str) -> dict[str, Config]:
+    """The memories measured in one run: ``backend`` and, beside it, the file backend with the
+    same embedder, the keyword-only baseline and the same memory searched in PostgreSQL."""
+    configs = {backend: bench_config(embedder, backend, model_url if backend != "file" else None)}
+    if backend != "file":  # the file backend beside it, same embedder, same run
+        configs["file"] = bench_config(embedder)
+    if embedder != "none":  # the keyword-only baseline, measured in the same run
+        configs[KEYWORD_ONLY] = bench_config("none")
+    if index == "postgresql":  # the same memory searched in PostgreSQL, beside it
+        configs[SHARED_INDEX] = bench_config(embedder, search_database=postgres().database())
+    return configs
+
+
+def _report_beside(name: str, scores: list[Score], timings: Timings) -> None:
+    """The lines of a memory measured beside the one asked for: its latency and scores."""
+    print(latency(f"{name} search", timings.search))
+    print(f"# {name} {summary('cat1-4', [s for s in scores if 1 <= s.category <= 4])}")
+    print(f"# {name} {summary('all', scores)}")
+
+
 def main(data: Path, embedder: str | None, backend: str, index: str = "local") -> None:
     if backend == "mem0" and embedder == "none":
         raise SystemExit("--backend mem0 needs an embedder: drop --embedder none")
@@ -202,15 +222,7 @@ def main(data: Path, embedder: str | None, backend: str, index: str = "local") -
         raise SystemExit(f"no LoCoMo data at {data}: pass --data FILE")
     with ScriptedModel() as model:
         model.set_handler(extraction_answer)
-        configs = {
-            backend: bench_config(embedder, backend, model.base_url if backend != "file" else None)
-        }
-        if backend != "file":  # the file backend beside it, same embedder, same run
-            configs["file"] = bench_config(embedder)
-        if embedder != "none":  # the keyword-only baseline, measured in the same run
-            configs[KEYWORD_ONLY] = bench_config("none")
-        if index == "postgresql":  # the same memory searched in PostgreSQL, beside it
-            configs[SHARED_INDEX] = bench_config(embedder, search_database=postgres().database())
+        configs = _configs(embedder, backend, index, model.base_url)
         scores: dict[str, list[Score]] = {name: [] for name in configs}
         timings = {name: Timings() for name in configs}
         for conversation in load_conversations(data):
@@ -234,18 +246,9 @@ def main(data: Path, embedder: str | None, backend: str, index: str = "local") -
         print(f"# file {summary('cat1-4', [s for s in file_scores if 1 <= s.category <= 4])}")
         print(f"# file {summary('all', file_scores)}")
     print(latency(f"file search (embedder {embedder})", timings["file"].search))
-    if KEYWORD_ONLY in scores:
-        baseline = scores[KEYWORD_ONLY]
-        print(latency(f"{KEYWORD_ONLY} search", timings[KEYWORD_ONLY].search))
-        print(
-            f"# {KEYWORD_ONLY} {summary('cat1-4', [s for s in baseline if 1 <= s.category <= 4])}"
-        )
-        print(f"# {KEYWORD_ONLY} {summary('all', baseline)}")
-    if SHARED_INDEX in scores:
-        shared = scores[SHARED_INDEX]
-        print(latency(f"{SHARED_INDEX} search", timings[SHARED_INDEX].search))
-        print(f"# {SHARED_INDEX} {summary('cat1-4', [s for s in shared if 1 <= s.category <= 4])}")
-        print(f"# {SHARED_INDEX} {summary('all', shared)}")
+    for name in (KEYWORD_ONLY, SHARED_INDEX):
+        if name in scores:  # a baseline measured in the same run
+            _report_beside(name, scores[name], timings[name])
     mine = scores[backend]
     print(summary("cat1-4", [s for s in mine if 1 <= s.category <= 4]))
     print(summary("all", mine))

@@ -16,6 +16,7 @@ import contextlib
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -264,8 +265,7 @@ class AgentRuntime(SessionWork):
         model_key = self._config.agent_model(request.agent)
         model_cfg = self._config.models[model_key]
         model_desc = describe_model(model_key, model_cfg)
-        text = ""
-        metrics: object = None
+        progress = _Progress()
         try:
             with (
                 self._turn(),
@@ -279,64 +279,41 @@ class AgentRuntime(SessionWork):
                 async with self._lock(request.session_id):
                     db = self._db(request.agent, request.user_id)
                     await self._repair(db, request.session_id, model_key, team=False)
-                    memory, recall = await self._recall(
-                        request.agent,
-                        request.recall_query,
-                        request.user_id,
-                        request.private_recall,
-                        request.session_id,
-                    )
-                    if request.carried:
-                        recall = f"{recall}\n\n{request.carried}".strip()
-                    recall = with_speaker(recall, request.speaker)
-                    agent = self.build_agent(
-                        request.agent, memory, recall, request.user_id, request.private_recall
-                    )
-                    images = [Image(content=data) for data in request.images] or None
+                    agent = await self._turn_agent(request)
                     if on_text is None:
-                        output = await agent.arun(
-                            request.text,
-                            session_id=request.session_id,
-                            user_id=request.user_id,
-                            images=images,
-                        )
-                        metrics = output.metrics
-                        if output.status == RunStatus.error:
-                            raise ModelError(str(output.content or "unknown error").strip())
-                        content = output.content
-                        text = content if isinstance(content, str) else str(content or "")
+                        await _answer_whole(agent, request, progress)
                     else:
-                        async for event in agent.arun(
-                            request.text,
-                            session_id=request.session_id,
-                            user_id=request.user_id,
-                            stream=True,
-                            images=images,
-                            yield_run_output=True,  # the last item: the run, with its usage
-                        ):
-                            kind = getattr(event, "event", None)  # the final RunOutput has none
-                            if kind is None:
-                                metrics = getattr(event, "metrics", None)
-                            if kind == RunEvent.run_error:
-                                raise ModelError(str(event.content or "unknown error").strip())
-                            chunk = event.content if kind == RunEvent.run_content else None
-                            if isinstance(chunk, str) and chunk:
-                                text += chunk
-                                await on_text(text)
+                        await _answer_streamed(agent, request, progress, on_text)
         except asyncio.CancelledError:
             raise
         except CorruptSessionError as exc:
             logger.error("agent %s: %s", request.agent, exc)
             return TurnResult(
-                text, "the stored history of this conversation is unreadable", corrupt=True
+                progress.text, "the stored history of this conversation is unreadable", corrupt=True
             )
         except Exception as exc:  # an edge: any failure becomes a notice, never a crash
-            usage = TurnUsage.of(metrics, model_key)
-            return self._failed(request.agent, model_key, text, exc, usage)
-        usage = TurnUsage.of(metrics, model_key)
-        if not text.strip():
+            usage = TurnUsage.of(progress.metrics, model_key)
+            return self._failed(request.agent, model_key, progress.text, exc, usage)
+        usage = TurnUsage.of(progress.metrics, model_key)
+        if not progress.text.strip():
             return TurnResult("", f"model {model_desc} returned an empty answer", usage)
-        return TurnResult(text, usage=usage)
+        return TurnResult(progress.text, usage=usage)
+
+    async def _turn_agent(self, request: TurnRequest) -> Agent:
+        """The agent that answers ``request``, with its memory and recall block."""
+        memory, recall = await self._recall(
+            request.agent,
+            request.recall_query,
+            request.user_id,
+            request.private_recall,
+            request.session_id,
+        )
+        if request.carried:
+            recall = f"{recall}\n\n{request.carried}".strip()
+        recall = with_speaker(recall, request.speaker)
+        return self.build_agent(
+            request.agent, memory, recall, request.user_id, request.private_recall
+        )
 
     async def _repair(self, db: AsyncBaseDb, session_id: str, model_key: str, team: bool) -> None:
         """Sanitize a session's stored history for the model about to run (see
@@ -397,35 +374,7 @@ class AgentRuntime(SessionWork):
                 await self._repair(
                     self._db(f"team_{spec.name}"), request.session_id, spec.model, team=True
                 )
-                members: list[Agent | Team] = []
-                member_blocks = []
-                for name in spec.members:
-                    memory, recall = await self._recall(
-                        name,
-                        request.recall_query,
-                        request.user_id,
-                        request.private_recall,
-                        request.session_id,
-                    )
-                    members.append(
-                        self.build_agent(
-                            name, memory, recall, request.user_id, request.private_recall
-                        )
-                    )
-                    reads = self._config.memory.team_reads_member_memory
-                    if reads and memory is not None and self._config.agents[name].private is None:
-                        # the member's agent scope only: never a private root, nor its teams'
-                        label = f"member {name}"
-                        member_blocks.append(
-                            await self._recall_block(
-                                memory,
-                                request.recall_query,
-                                label,
-                                spec.name,
-                                spec.members,
-                                request.session_id,
-                            )
-                        )
+                members, member_blocks = await self._team_members(spec, request)
                 team_memory = (
                     await asyncio.to_thread(
                         self.memories.for_team, list(spec.members), request.user_id
@@ -501,6 +450,39 @@ class AgentRuntime(SessionWork):
             return TurnResult("", f"team {spec.display_name} returned an empty answer")
         return TurnResult(text)
 
+    async def _team_members(
+        self, spec: TeamSpec, request: TurnRequest
+    ) -> tuple[list[Agent | Team], list[str]]:
+        """The members of team ``spec`` as agents, and the recall blocks of the members'
+        own memories the leader reads (``memory.team_reads_member_memory``)."""
+        members: list[Agent | Team] = []
+        member_blocks = []
+        for name in spec.members:
+            memory, recall = await self._recall(
+                name,
+                request.recall_query,
+                request.user_id,
+                request.private_recall,
+                request.session_id,
+            )
+            members.append(
+                self.build_agent(name, memory, recall, request.user_id, request.private_recall)
+            )
+            reads = self._config.memory.team_reads_member_memory
+            if reads and memory is not None and self._config.agents[name].private is None:
+                # the member's agent scope only: never a private root, nor its teams'
+                member_blocks.append(
+                    await self._recall_block(
+                        memory,
+                        request.recall_query,
+                        f"member {name}",
+                        spec.name,
+                        spec.members,
+                        request.session_id,
+                    )
+                )
+        return members, member_blocks
+
     def _failed_member(self, spec: TeamSpec, runs: Sequence[object]) -> str | None:
         """The notice for the first member whose model failed in a team run, if one did."""
         for run in runs:
@@ -527,3 +509,54 @@ class AgentRuntime(SessionWork):
     async def close(self) -> None:
         """Release database connections."""
         await self._stores.close()
+
+
+@dataclass
+class _Progress:
+    """What a turn has produced so far: the answer's text and the run's usage (kept when the
+    turn fails midway, so the partial text is still posted)."""
+
+    text: str = ""
+    metrics: object = None
+
+
+async def _answer_whole(agent: Agent, request: TurnRequest, progress: _Progress) -> None:
+    """Run ``agent`` on ``request`` and take its answer at the end."""
+    output = await agent.arun(
+        request.text,
+        session_id=request.session_id,
+        user_id=request.user_id,
+        images=[Image(content=data) for data in request.images] or None,
+    )
+    progress.metrics = output.metrics
+    if output.status == RunStatus.error:
+        raise ModelError(str(output.content or "unknown error").strip())
+    content = output.content
+    progress.text = content if isinstance(content, str) else str(content or "")
+
+
+async def _answer_streamed(
+    agent: Agent,
+    request: TurnRequest,
+    progress: _Progress,
+    on_text: Callable[[str], Awaitable[None]],
+) -> None:
+    """Run ``agent`` on ``request``, calling ``on_text`` with the whole text so far after each
+    chunk."""
+    async for event in agent.arun(
+        request.text,
+        session_id=request.session_id,
+        user_id=request.user_id,
+        stream=True,
+        images=[Image(content=data) for data in request.images] or None,
+        yield_run_output=True,  # the last item: the run, with its usage
+    ):
+        kind = getattr(event, "event", None)  # the final RunOutput has none
+        if kind is None:
+            progress.metrics = getattr(event, "metrics", None)
+        if kind == RunEvent.run_error:
+            raise ModelError(str(event.content or "unknown error").strip())
+        chunk = event.content if kind == RunEvent.run_content else None
+        if isinstance(chunk, str) and chunk:
+            progress.text += chunk
+            await on_text(progress.text)

@@ -134,10 +134,12 @@ def _calls(message: Message) -> Iterator[tuple[str, str | None]]:
             yield call["id"], function.get("name") if isinstance(function, dict) else None
 
 
-def _pair_tool_results(messages: list[Message]) -> tuple[list[Message], int, int, int]:
-    """``messages`` with each call's results right after its message (in their stored order),
-    a synthetic error result for each call without one, and results matching no earlier call
-    dropped; and how many results were added, dropped and moved."""
+def _results_of_calls(
+    messages: list[Message],
+) -> tuple[dict[str, Message], dict[str, Message], int, int]:
+    """Which assistant message made each call (call id -> message), each call's first result
+    after it (call id -> result), how many results match no earlier call (dropped) and how
+    many are not right after their call (moved)."""
     callers: dict[str, Message] = {}  # call id -> the assistant message that made the call
     results: dict[str, Message] = {}  # call id -> its first result after the call
     dropped = moved = 0
@@ -154,6 +156,14 @@ def _pair_tool_results(messages: list[Message]) -> tuple[list[Message], int, int
             moved += callers[message.tool_call_id] is not block
         else:
             dropped += 1
+    return callers, results, dropped, moved
+
+
+def _pair_tool_results(messages: list[Message]) -> tuple[list[Message], int, int, int]:
+    """``messages`` with each call's results right after its message (in their stored order),
+    a synthetic error result for each call without one, and results matching no earlier call
+    dropped; and how many results were added, dropped and moved."""
+    callers, results, dropped, moved = _results_of_calls(messages)
     paired: list[Message] = []
     synthetic = 0
     for message in messages:

@@ -22,6 +22,7 @@ import asyncio
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +251,63 @@ async def _invite(client: nio.AsyncClient, room_id: str, name: str) -> str:
     return f"(invited {user_id}; an agent in mindroom's config joins within seconds)"
 
 
+@dataclass
+class _Conversation:
+    """Where the terminal chat's next line goes: the room, and the first event of the current
+    conversation (None: the next line starts one)."""
+
+    client: nio.AsyncClient
+    room_id: str
+    out: Callable[[str], None]
+    root: str | None = None
+
+    async def command(self, line: str) -> str | None:
+        """Carry out ``line`` if it is one of the chat's own commands (None: it was); else the
+        text to send (``//x`` sends ``/x``)."""
+        if line == "/new":
+            self.root = None
+            self.out("(new conversation)")
+            return None
+        command, _, argument = line.partition(" ")
+        if command == "/invite" and argument.strip():
+            self.out(await _invite(self.client, self.room_id, argument))
+            return None
+        if command == "/room":
+            await self._switch(argument.strip())
+            return None
+        if line.startswith("//"):
+            return line[1:]  # a line that begins with "/" on purpose
+        if line.startswith("/"):
+            known = command in ("/help", "/invite")
+            self.out(HELP if known else f"(unknown command {command}: not sent. {HELP})")
+            return None
+        return line
+
+    async def _switch(self, name: str) -> None:
+        if not name:
+            self.out(HELP)
+            return
+        try:
+            self.room_id, alias = await _join(self.client, name)
+        except MatrixError as exc:
+            self.out(f"({exc})")
+            return
+        self.root = None
+        self.out(f"(now in {alias})")
+
+    async def send(self, line: str, answers: _Answers) -> str:
+        """Send ``line``; the conversation continues in the first line's thread unless the
+        agent answered it in the room's timeline (a DM in room mode): then the timeline is the
+        history."""
+        in_room_mode = self.root in answers.answered and self.root not in answers.threaded
+        in_thread = self.root is not None and not in_room_mode
+        content = message_content(line, thread_root=self.root if in_thread else None)
+        event_id = await _send(self.client, self.room_id, content)
+        answers.sent(event_id)
+        self.root = self.root or event_id
+        return event_id
+
+
 async def _prompt(
     client: nio.AsyncClient,
     room_id: str,
@@ -261,39 +319,12 @@ async def _prompt(
 ) -> int:
     printer = asyncio.create_task(_drain(answers, out, None, None))
     watchers: set[asyncio.Task[None]] = set()
-    root: str | None = None  # the first event of the current conversation
+    conversation = _Conversation(client, room_id, out)
     held_back = False
     try:
         async for raw in lines if lines is not None else _lines_from_stdin():
-            line = raw.strip()
-            if not line:
-                continue
-            if line == "/new":
-                root = None
-                out("(new conversation)")
-                continue
-            command, _, argument = line.partition(" ")
-            if command == "/invite" and argument.strip():
-                out(await _invite(client, room_id, argument))
-                continue
-            if command == "/room":
-                name = argument.strip()
-                if not name:
-                    out(HELP)
-                    continue
-                try:
-                    room_id, alias = await _join(client, name)
-                except MatrixError as exc:
-                    out(f"({exc})")
-                    continue
-                root = None
-                out(f"(now in {alias})")
-                continue
-            if line.startswith("//"):
-                line = line[1:]  # a line that begins with "/" on purpose
-            elif line.startswith("/"):
-                known = command in ("/help", "/invite")
-                out(HELP if known else f"(unknown command {command}: not sent. {HELP})")
+            line = await conversation.command(raw.strip()) if raw.strip() else None
+            if line is None:
                 continue
             try:
                 bot_check()  # every line: a bot started since the last one answers this one
@@ -301,14 +332,7 @@ async def _prompt(
                 out(f"({exc}; this line was not sent)")
                 held_back = True
                 continue
-            # The conversation continues in the first line's thread unless the agent answered
-            # it in the room's timeline (a DM in room mode): then the timeline is the history.
-            in_room_mode = root in answers.answered and root not in answers.threaded
-            in_thread = root is not None and not in_room_mode
-            content = message_content(line, thread_root=root if in_thread else None)
-            event_id = await _send(client, room_id, content)
-            answers.sent(event_id)
-            root = root or event_id
+            event_id = await conversation.send(line, answers)
             watcher = asyncio.create_task(_watch(answers, event_id, timeout, out))
             watchers.add(watcher)
             watcher.add_done_callback(watchers.discard)

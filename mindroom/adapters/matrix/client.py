@@ -392,29 +392,38 @@ class MatrixAccount:
         for room_id, info in response.rooms.join.items():
             if not info.timeline.limited or not info.timeline.prev_batch:
                 continue
-            missed: list[nio.Event] = []
-            start: str | None = info.timeline.prev_batch
-            while start and len(missed) < _MAX_GAP_EVENTS:
-                page = await self.client.room_messages(
-                    room_id, start=start, end=since, direction=MessageDirection.back, limit=100
-                )
-                if not isinstance(page, nio.RoomMessagesResponse) or not page.chunk:
-                    break
-                missed.extend(page.chunk)
-                start = page.end if page.end != start else None
+            missed = await self._missed(room_id, info.timeline.prev_batch, since)
             room = self.client.rooms.get(room_id)
             if room is None:
                 continue
             if missed:  # a limited timeline with nothing left out needs no line
                 self.log.info("filling a gap of %d events in %s", len(missed), room_id)
             for event in reversed(missed):
-                if isinstance(event, nio.MegolmEvent) and self.client.olm is not None:
-                    with contextlib.suppress(Exception):  # undecryptable: reported below
-                        event = self.client.decrypt_event(event)
-                if isinstance(event, nio.RoomMessage | nio.BadEvent):
-                    await self._message_event(room, event)
-                elif isinstance(event, nio.MegolmEvent | nio.UnknownEncryptedEvent):
-                    await self._encrypted_event(room, event)
+                await self._deliver_missed(room, event)
+
+    async def _missed(self, room_id: str, start: str | None, since: str) -> list[nio.Event]:
+        """The events of ``room_id`` from ``start`` back to ``since`` (newest first), at most
+        about :data:`_MAX_GAP_EVENTS`."""
+        missed: list[nio.Event] = []
+        while start and len(missed) < _MAX_GAP_EVENTS:
+            page = await self.client.room_messages(
+                room_id, start=start, end=since, direction=MessageDirection.back, limit=100
+            )
+            if not isinstance(page, nio.RoomMessagesResponse) or not page.chunk:
+                break
+            missed.extend(page.chunk)
+            start = page.end if page.end != start else None
+        return missed
+
+    async def _deliver_missed(self, room: nio.MatrixRoom, event: nio.Event) -> None:
+        """Hand one event a gap left out to the callbacks, decrypted where the keys are here."""
+        if isinstance(event, nio.MegolmEvent) and self.client.olm is not None:
+            with contextlib.suppress(Exception):  # undecryptable: reported below
+                event = self.client.decrypt_event(event)
+        if isinstance(event, nio.RoomMessage | nio.BadEvent):
+            await self._message_event(room, event)
+        elif isinstance(event, nio.MegolmEvent | nio.UnknownEncryptedEvent):
+            await self._encrypted_event(room, event)
 
     async def receive(self, response: nio.SyncResponse) -> None:
         """Take ``response`` as if a sync had returned it (appservice mode's events): room

@@ -89,6 +89,24 @@ async def _rooms_of(homeserver: str, user_id: str, device_id: str, token: str) -
         await client.close()
 
 
+def _tally(
+    names: list[str], found: list[_Rooms | BaseException], unchecked: list[str]
+) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """The rooms each account of ``names`` is in (joined room -> the names in it) and the
+    encrypted ones (room -> its members), from the accounts' lookups ``found``; an account
+    whose lookup failed is added to ``unchecked``."""
+    rooms: dict[str, set[str]] = {}
+    encrypted: dict[str, set[str]] = {}
+    for name, result in zip(names, found, strict=True):
+        if isinstance(result, BaseException):
+            unchecked.append(name)
+            continue
+        for room_id in result.joined:
+            rooms.setdefault(room_id, set()).add(name)
+        encrypted.update(result.encrypted)
+    return rooms, encrypted
+
+
 async def check_encrypted_rooms(
     homeserver: str, credentials: CredentialStore, names: Sequence[str]
 ) -> list[Check]:
@@ -118,15 +136,7 @@ async def check_encrypted_rooms(
         return [encryption_not_checked(f"the homeserver took over {CHECK_TIMEOUT_S:.0f} s")]
     own = {c.user_id for c in saved.values()}
     unchecked = [n for n in names if n not in accounts]
-    rooms: dict[str, set[str]] = {}  # joined room -> the names of mindroom's accounts in it
-    encrypted: dict[str, set[str]] = {}  # encrypted room -> its members
-    for name, result in zip(accounts, found, strict=True):
-        if isinstance(result, BaseException):
-            unchecked.append(name)
-            continue
-        for room_id in result.joined:
-            rooms.setdefault(room_id, set()).add(name)
-        encrypted.update(result.encrypted)
+    rooms, encrypted = _tally(list(accounts), found, unchecked)
     if len(unchecked) == len(names):
         return [encryption_not_checked("the homeserver refused the agents' saved logins")]
     count = len(encrypted)

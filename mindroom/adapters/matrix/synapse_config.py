@@ -64,11 +64,54 @@ _NESTED_RATE_LIMITS = {
 
 CONFIG_HEADER = (
     "# Synapse config for mindroom's embedded homeserver. Written by\n"
-    "# mindroom.adapters.matrix.homeserver on the first run; the listener's host and port\n"
-    "# are rewritten\n"
-    "# when they change (which drops comments). Keep registration_shared_secret: mindroom\n"
-    "# registers its users with it.\n"
+    "# mindroom.adapters.matrix.homeserver on the first run; the listener's host and port are\n"
+    "# rewritten when they change (which drops comments). Keep registration_shared_secret:\n"
+    "# mindroom registers its users with it.\n"
 )
+
+
+def _put(config: dict[str, Any], key: str, value: object) -> bool:
+    """Set ``config[key]`` to ``value``; whether that changed it."""
+    if config.get(key) == value:
+        return False
+    config[key] = value
+    return True
+
+
+def _existing_config(
+    config_path: Path,
+    server_name: str,
+    host: str,
+    choose_port: Callable[[int | None], int],
+    yaml: Any,  # noqa: ANN401 (PyYAML, imported lazily by the caller)
+) -> tuple[dict[str, Any], int, bool]:
+    """The config at ``config_path`` for ``server_name``, listening on ``host`` and the port
+    ``choose_port`` picks: (the config, the port, whether anything in it changed)."""
+    try:
+        loaded = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise HomeserverError(f"Cannot read {config_path}: {exc}") from exc
+    if not isinstance(loaded, dict):
+        raise HomeserverError(f"{config_path} is not a YAML mapping.")
+    config: dict[str, Any] = loaded
+    existing_name = config.get("server_name")
+    if existing_name != server_name:
+        raise HomeserverError(
+            f"{config_path} is for server_name {existing_name!r}, not "
+            f"{server_name!r}. A homeserver's name cannot change once users "
+            "exist; use another data directory or the old name."
+        )
+    listener = client_listener(config, config_path)
+    existing_port = listener.get("port")
+    if not isinstance(existing_port, int):
+        raise HomeserverError(f"{config_path}: the client listener has no port.")
+    port = choose_port(existing_port)
+    changed = _put(listener, "port", port)
+    changed |= _put(listener, "bind_addresses", [host])
+    if not config.get("registration_shared_secret"):
+        config["registration_shared_secret"] = secrets.token_urlsafe(32)
+        changed = True
+    return config, port, changed
 
 
 def prepare_config(
@@ -93,47 +136,17 @@ def prepare_config(
     except ImportError as exc:  # pragma: no cover - PyYAML comes with Synapse
         raise HomeserverError("PyYAML is missing; it is installed with matrix-synapse.") from exc
 
-    changed = False
     if config_path.exists():
-        try:
-            loaded = yaml.safe_load(config_path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
-            raise HomeserverError(f"Cannot read {config_path}: {exc}") from exc
-        if not isinstance(loaded, dict):
-            raise HomeserverError(f"{config_path} is not a YAML mapping.")
-        config: dict[str, Any] = loaded
-        existing_name = config.get("server_name")
-        if existing_name != server_name:
-            raise HomeserverError(
-                f"{config_path} is for server_name {existing_name!r}, not "
-                f"{server_name!r}. A homeserver's name cannot change once users "
-                "exist; use another data directory or the old name."
-            )
-        listener = client_listener(config, config_path)
-        existing_port = listener.get("port")
-        if not isinstance(existing_port, int):
-            raise HomeserverError(f"{config_path}: the client listener has no port.")
-        port = choose_port(existing_port)
-        if listener.get("port") != port:
-            listener["port"] = port
-            changed = True
-        if listener.get("bind_addresses") != [host]:
-            listener["bind_addresses"] = [host]
-            changed = True
-        if not config.get("registration_shared_secret"):
-            config["registration_shared_secret"] = secrets.token_urlsafe(32)
-            changed = True
+        config, port, changed = _existing_config(config_path, server_name, host, choose_port, yaml)
     else:
         port = choose_port(None)
         config = new_config(data_dir, server_name, host, port)
         changed = True
-    if room_version and config.get("default_room_version") != room_version:
-        config["default_room_version"] = room_version
-        changed = True
+    if room_version:
+        changed |= _put(config, "default_room_version", room_version)
     services = [str(p) for p in app_services]
-    if services and config.get("app_service_config_files") != services:
-        config["app_service_config_files"] = services
-        changed = True
+    if services:
+        changed |= _put(config, "app_service_config_files", services)
 
     ensure_signing_key(Path(str(config.get("signing_key_path"))))
     log_config = Path(str(config.get("log_config") or data_dir / LOG_CONFIG_FILE))

@@ -228,40 +228,56 @@ def _monday(day: dt.date) -> dt.date:
     return day - dt.timedelta(days=day.weekday())
 
 
-def _relative(match: re.Match[str], today: dt.date) -> DateQuery | None:
-    words = " ".join(match.group(0).lower().split())
-    if words in ("today", "tonight") or words.startswith("this "):
-        unit = words.split()[-1]
-        if unit == "week":
-            return _days_query(_monday(today), today)
-        if unit == "month":
-            return _month_query(today.year, today.month)
-        if unit == "year":
-            return DateQuery(str(today.year), (str(today.year),), exact=False)
-        return _day_query(today)  # this morning, this afternoon, this evening
-    if words in ("yesterday", "last night"):
-        return _day_query(today - dt.timedelta(days=1))
-    if words == "the day before yesterday":
-        return _day_query(today - dt.timedelta(days=2))
-    if words.startswith(("last ", "past ")):
-        unit = words.split()[-1]
-        if unit == "week":
-            if words.startswith("past "):
-                return _days_query(today - dt.timedelta(days=6), today)
-            start = _monday(today) - dt.timedelta(days=7)
-            return _days_query(start, start + dt.timedelta(days=6))
-        if unit == "month":
-            last = today.replace(day=1) - dt.timedelta(days=1)
-            return _month_query(last.year, last.month)
-        if unit == "year":
-            return DateQuery(str(today.year - 1), (str(today.year - 1),), exact=False)
-    count = _count(match["count"]) if match["count"] else 0
+def _this(unit: str, today: dt.date) -> DateQuery | None:
+    """``today``, ``tonight``, ``this <unit>``."""
+    if unit == "week":
+        return _days_query(_monday(today), today)
+    if unit == "month":
+        return _month_query(today.year, today.month)
+    if unit == "year":
+        return DateQuery(str(today.year), (str(today.year),), exact=False)
+    return _day_query(today)  # this morning, this afternoon, this evening
+
+
+def _last(words: str, today: dt.date) -> DateQuery | None:
+    """``last|past week|month|year``: the week before this one (``past week``: the seven
+    days up to today), last month, last year."""
+    unit = words.split()[-1]
+    if unit == "week" and words.startswith("past "):
+        return _days_query(today - dt.timedelta(days=6), today)
+    if unit == "week":
+        start = _monday(today) - dt.timedelta(days=7)
+        return _days_query(start, start + dt.timedelta(days=6))
+    if unit == "month":
+        last = today.replace(day=1) - dt.timedelta(days=1)
+        return _month_query(last.year, last.month)
+    if unit == "year":
+        return DateQuery(str(today.year - 1), (str(today.year - 1),), exact=False)
+    return None
+
+
+def _ago(words: str, count: int, today: dt.date) -> DateQuery | None:
+    """``<count> days ago`` (that day), ``<count> weeks ago`` (that week)."""
     if words.endswith(("day ago", "days ago")):
         return _day_query(today - dt.timedelta(days=count))
     if words.endswith(("week ago", "weeks ago")):
         start = _monday(today - dt.timedelta(days=7 * count))
         return _days_query(start, start + dt.timedelta(days=6))
     return None
+
+
+_DAYS_BACK = {"yesterday": 1, "last night": 1, "the day before yesterday": 2}
+
+
+def _relative(match: re.Match[str], today: dt.date) -> DateQuery | None:
+    words = " ".join(match.group(0).lower().split())
+    if words in ("today", "tonight") or words.startswith("this "):
+        return _this(words.split()[-1], today)
+    if words in _DAYS_BACK:
+        return _day_query(today - dt.timedelta(days=_DAYS_BACK[words]))
+    if words.startswith(("last ", "past ")):
+        return _last(words, today)
+    return _ago(words, _count(match["count"]) if match["count"] else 0, today)
 
 
 def _weekday(match: re.Match[str], today: dt.date) -> DateQuery | None:

@@ -338,64 +338,101 @@ def _parse(lines: list[str], path: str) -> list[_Block]:
 def _blocks(contents: list[str], path: str) -> Iterator[_Block]:
     """The blocks of a document's lines (without their endings), in order, as they are found:
     a reader that needs only the first few stops early (a big file's listing)."""
-    count = len(contents)
     index = 0
     if contents and _FRONT_OPEN_RE.match(contents[0]):
         end = _closing_line(contents, 0, _FRONT_CLOSE_RE)
         if end is not None:
             index = end + 1
-    while index < count:
-        line = contents[index]
-        if not line.strip():
+    while index < len(contents):
+        if not contents[index].strip():
             index += 1
             continue
-        entry = _ENTRY_LINE_RE.match(line)
-        if entry is not None:
-            end = index
-            follow = index + 1
-            while follow < count and contents[follow].startswith("  "):
-                if contents[follow].strip():
-                    end = follow
-                follow += 1
-            parts = [entry.group("first"), *(c[2:] for c in contents[index + 1 : end + 1])]
-            text = "\n".join(parts).strip()
-            fields = parse_fields(entry.group("fields"))
-            found = MemoryEntry(entry.group("id"), text, path, index + 1, end + 1, fields)
-            yield _Block(found, "mindroom", "")
-            index = end + 1
-            continue
-        end = _fence_end(contents, index)
-        if end is not None:
-            text = "\n".join(contents[index : end + 1]).strip()
-            indent = _indentation(line)
-            yield _hand(path, text, index, end, "code", indent)
-            index = end + 1
-            continue
-        if _HEADING_RE.match(line) or _RULE_RE.match(line) or _UNDERLINE_RE.match(line):
-            index += 1
-            continue
-        end = _comment_end(contents, index)
-        if end is not None:
-            index = end + 1
-            continue
-        bullet = _BULLET_RE.match(line)
-        if bullet is not None:
-            prefix = bullet.group("prefix")
-            width, offset = _width(prefix), _columns(prefix)
-            end = index
-            follow = index + 1
-            while follow < count and _width(contents[follow]) > width:
-                if contents[follow].strip():
-                    end = follow
-                follow += 1
-            rest = (_strip_columns(c, offset) for c in contents[index + 1 : end + 1])
-            text = "\n".join([bullet.group("rest"), *rest]).strip()
-            yield _hand(path, text, index, end, "bullet", prefix)
-            index = end + 1
-            continue
-        indent = _indentation(line)
-        yield _hand(path, line.strip(), index, index, "plain", indent)
-        index += 1
+        for read in _BLOCK_READERS:
+            found = read(contents, index, path)
+            if found is not None:
+                block, index = found
+                if block is not None:
+                    yield block
+                break
+
+
+# A block reader: at line ``index`` (not blank), None if the block there is not its kind, else
+# the block (None: lines that hold no entry, e.g. a heading) and the index after it.
+_Read = tuple[_Block | None, int] | None
+
+
+def _entry_block(contents: list[str], index: int, path: str) -> _Read:
+    """A mindroom entry: its marker line and the lines indented two spaces under it."""
+    entry = _ENTRY_LINE_RE.match(contents[index])
+    if entry is None:
+        return None
+    end = index
+    follow = index + 1
+    while follow < len(contents) and contents[follow].startswith("  "):
+        if contents[follow].strip():
+            end = follow
+        follow += 1
+    parts = [entry.group("first"), *(c[2:] for c in contents[index + 1 : end + 1])]
+    text = "\n".join(parts).strip()
+    fields = parse_fields(entry.group("fields"))
+    found = MemoryEntry(entry.group("id"), text, path, index + 1, end + 1, fields)
+    return _Block(found, "mindroom", ""), end + 1
+
+
+def _code_block(contents: list[str], index: int, path: str) -> _Read:
+    end = _fence_end(contents, index)
+    if end is None:
+        return None
+    text = "\n".join(contents[index : end + 1]).strip()
+    return _hand(path, text, index, end, "code", _indentation(contents[index])), end + 1
+
+
+def _structure(contents: list[str], index: int, _path: str) -> _Read:
+    """A heading, a rule or a heading's underline: no entry."""
+    line = contents[index]
+    if _HEADING_RE.match(line) or _RULE_RE.match(line) or _UNDERLINE_RE.match(line):
+        return None, index + 1
+    return None
+
+
+def _comment(contents: list[str], index: int, _path: str) -> _Read:
+    """An HTML comment, on one line or several: no entry."""
+    end = _comment_end(contents, index)
+    return None if end is None else (None, end + 1)
+
+
+def _bullet_block(contents: list[str], index: int, path: str) -> _Read:
+    """A hand-written bullet and the lines indented deeper under it."""
+    bullet = _BULLET_RE.match(contents[index])
+    if bullet is None:
+        return None
+    prefix = bullet.group("prefix")
+    width, offset = _width(prefix), _columns(prefix)
+    end = index
+    follow = index + 1
+    while follow < len(contents) and _width(contents[follow]) > width:
+        if contents[follow].strip():
+            end = follow
+        follow += 1
+    rest = (_strip_columns(c, offset) for c in contents[index + 1 : end + 1])
+    text = "\n".join([bullet.group("rest"), *rest]).strip()
+    return _hand(path, text, index, end, "bullet", prefix), end + 1
+
+
+def _plain_block(contents: list[str], index: int, path: str) -> _Read:
+    """Any other line: a hand-written entry of its own."""
+    line = contents[index]
+    return _hand(path, line.strip(), index, index, "plain", _indentation(line)), index + 1
+
+
+_BLOCK_READERS = (
+    _entry_block,
+    _code_block,
+    _structure,
+    _comment,
+    _bullet_block,
+    _plain_block,  # always reads: the loop always moves on
+)
 
 
 # -- editing -----------------------------------------------------------------------------------

@@ -240,11 +240,7 @@ def _commit(path: Path, seen: _Version, new: str) -> bool:
     displaced_at_tmp = False  # True while tmp holds a version that is not ours
     try:
         if not seen.exists:
-            try:
-                os.link(tmp, path)  # fails if a person created the file meanwhile
-            except FileExistsError:
-                return False
-            return _done(path, written)
+            return _create(tmp, path, written)
         if _digest(path) != seen.digest:
             return False
         failure = _exchange(tmp, path)
@@ -260,15 +256,11 @@ def _commit(path: Path, seen: _Version, new: str) -> bool:
             displaced_at_tmp = False  # exactly what the edit was based on: drop it
             return _done(path, written)
         # someone saved between our read and the swap: give their version back the file name
-        failure = _exchange(tmp, path)
-        if failure:
-            raise OSError(failure, os.strerror(failure), str(path))
+        _swap(tmp, path)
         if os.stat(tmp).st_ino != written.st_ino:
             # and another save came between the two swaps (it replaced ours): the newest save
             # gets the file name back, the one before it is kept beside it
-            failure = _exchange(tmp, path)
-            if failure:
-                raise OSError(failure, os.strerror(failure), str(path))
+            _swap(tmp, path)
         displaced_at_tmp = os.stat(tmp).st_ino != written.st_ino
         return False
     finally:
@@ -276,6 +268,23 @@ def _commit(path: Path, seen: _Version, new: str) -> bool:
             _keep_conflict(path, tmp)
         tmp.unlink(missing_ok=True)
         fsync_dir(path.parent)
+
+
+def _create(tmp: Path, path: Path, written: os.stat_result) -> bool:
+    """Give ``tmp`` the name ``path``, which did not exist when read; False if a person
+    created the file meanwhile (nothing written)."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    return _done(path, written)
+
+
+def _swap(tmp: Path, path: Path) -> None:
+    """Exchange ``tmp`` and ``path`` (both exist, and exchanging worked once already)."""
+    failure = _exchange(tmp, path)
+    if failure:
+        raise OSError(failure, os.strerror(failure), str(path))
 
 
 def _done(path: Path, written: os.stat_result) -> bool:

@@ -66,21 +66,16 @@ class MemoryFilter:
         elif self.categories is not None:
             args.append(self.default_category)  # the CASE's "?" comes before the list's
             among("(CASE WHEN category = '' THEN ? ELSE category END)", self.categories)
-        if self.pinned is not None:
-            sql.append("pinned = ?")
-            args.append(int(self.pinned))
-        if self.importance_min is not None:
-            sql.append("importance >= ?")
-            args.append(self.importance_min)
-        if self.importance_max is not None:
-            sql.append("importance <= ?")
-            args.append(self.importance_max)
-        if self.updated_after is not None:
-            sql.append("updated != '' AND updated > ?")
-            args.append(self.updated_after.isoformat())
-        if self.updated_before is not None:
-            sql.append("updated != '' AND updated < ?")
-            args.append(self.updated_before.isoformat())
+        for value, condition in (
+            (None if self.pinned is None else int(self.pinned), "pinned = ?"),
+            (self.importance_min, "importance >= ?"),
+            (self.importance_max, "importance <= ?"),
+            (_iso(self.updated_after), "updated != '' AND updated > ?"),
+            (_iso(self.updated_before), "updated != '' AND updated < ?"),
+        ):
+            if value is not None:
+                sql.append(condition)
+                args.append(value)
         if self.types is not None:
             among("type", self.types)
         if self.exclude_types:
@@ -97,24 +92,8 @@ class MemoryFilter:
         fields = entry.fields
         if fields.soft_deleted != self.soft_deleted:
             return False
-        category = fields.category_or(self.default_category)
-        if self.categories is not None and category not in self.categories:
+        if not (self._fields_hold(entry) and self._day_holds(entry)):
             return False
-        if self.pinned is not None and fields.pinned != self.pinned:
-            return False
-        importance = fields.importance_or_default
-        if self.importance_min is not None and importance < self.importance_min:
-            return False
-        if self.importance_max is not None and importance > self.importance_max:
-            return False
-        if self.updated_after is not None or self.updated_before is not None:
-            day = fields.updated or fields.created or entry.date
-            if day is None:
-                return False
-            if self.updated_after is not None and not day > self.updated_after:
-                return False
-            if self.updated_before is not None and not day < self.updated_before:
-                return False
         kind = fields.type_in(entry.path)
         if self.types is not None and kind not in self.types:
             return False
@@ -123,6 +102,34 @@ class MemoryFilter:
         if self.ids is not None:
             return entry.id in self.ids or (self.hand_written and entry.hand_written)
         return True
+
+    def _fields_hold(self, entry: MemoryEntry) -> bool:
+        """Whether ``entry``'s category, pin and importance meet the filter."""
+        fields = entry.fields
+        category = fields.category_or(self.default_category)
+        importance = fields.importance_or_default
+        return (
+            (self.categories is None or category in self.categories)
+            and (self.pinned is None or fields.pinned == self.pinned)
+            and (self.importance_min is None or importance >= self.importance_min)
+            and (self.importance_max is None or importance <= self.importance_max)
+        )
+
+    def _day_holds(self, entry: MemoryEntry) -> bool:
+        """Whether ``entry``'s day (updated, else created, else its file's date) is within
+        the filter's dates; an entry without a day meets no date condition."""
+        if self.updated_after is None and self.updated_before is None:
+            return True
+        day = entry.fields.updated or entry.fields.created or entry.date
+        return (
+            day is not None
+            and (self.updated_after is None or day > self.updated_after)
+            and (self.updated_before is None or day < self.updated_before)
+        )
+
+
+def _iso(day: dt.date | None) -> str | None:
+    return None if day is None else day.isoformat()
 
 
 LIVE = MemoryFilter()

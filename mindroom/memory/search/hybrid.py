@@ -53,6 +53,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mindroom.adapters.embeddings.select import report_keyword_only
 from mindroom.errors import EmbedderError
@@ -60,6 +61,9 @@ from mindroom.memory.files.markdown import MemoryEntry
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.policy.filters import LIVE, MemoryFilter
 from mindroom.memory.search.index import SEARCH_WAIT_SECONDS, SearchHit
+
+if TYPE_CHECKING:
+    from mindroom.memory.search.vectors import VectorIndex
 
 logger = logging.getLogger(__name__)
 
@@ -166,6 +170,22 @@ def _say_catching_up(scope_id: str) -> None:
         )
 
 
+def _follow_files(memory: FileMemory, weights: Weights) -> tuple[VectorIndex | None, bool]:
+    """Bring the indexes up to the files, once, by whichever half searches first: the vector
+    index (when vectors are weighted and an embedder works; it follows the keywords too) or
+    else the keyword index. Returns the vector index (None: keyword-only) and whether the
+    files are followed (a big file is indexed in the background: search what is indexed)."""
+    if weights.vector > 0:
+        try:
+            vectors = memory.vectors  # EmbedderError without numpy
+        except EmbedderError as exc:
+            report_keyword_only(f"memory {memory.scope_id}", exc)
+        else:
+            if vectors is not None:
+                return vectors, vectors.sync_within(CATCH_UP_LIMIT)
+    return None, memory.index.sync_within(SEARCH_WAIT_SECONDS)
+
+
 def hybrid_search(
     memory: FileMemory,
     query: str,
@@ -186,17 +206,7 @@ def hybrid_search(
     weights = weights or Weights()
     pool = max(limit, weights.pool)
     vector: list[SearchHit] | None = None
-    vectors = None
-    ready = False  # the files are followed once, by whichever half does it first
-    if weights.vector > 0:
-        try:
-            vectors = memory.vectors  # EmbedderError without numpy
-            ready = vectors is not None and vectors.sync_within(CATCH_UP_LIMIT)  # keywords too
-        except EmbedderError as exc:
-            report_keyword_only(f"memory {memory.scope_id}", exc)
-            vectors = None
-    if vectors is None:  # a big file is indexed in the background: search what is indexed
-        ready = memory.index.sync_within(SEARCH_WAIT_SECONDS)
+    vectors, ready = _follow_files(memory, weights)
     if ready:  # memory.search.index: postgresql searches there, once the files are followed
         shared = _shared_search(
             memory,
