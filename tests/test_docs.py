@@ -1,0 +1,99 @@
+"""The docs cannot go stale silently: the architecture page names every package of the tree and
+nothing that is gone, and the README's links lead to files that exist. No homeserver: files and
+the parser only."""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = REPO / "mindroom"
+ARCHITECTURE = REPO / "docs" / "architecture.md"
+
+DOTTED = re.compile(r"\bmindroom(?:\.[A-Za-z_]\w*)+")
+
+
+def packages(root: Path) -> list[str]:
+    """Every package under ``root`` (a folder with ``__init__.py``), as a dotted name."""
+    return sorted(
+        ".".join((root.name, *init.parent.relative_to(root).parts))
+        for init in root.rglob("__init__.py")
+    )
+
+
+def defines(module: Path, name: str) -> bool:
+    """Whether the module file defines or imports ``name`` at its top level."""
+    tree = ast.parse(module.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            found |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            found |= {alias.asname or alias.name.split(".")[0] for alias in node.names}
+    return name in found
+
+
+def exists(dotted: str, root: Path) -> bool:
+    """Whether ``dotted`` names a package, a module, or a top-level name of a module."""
+    parts = dotted.split(".")[1:]
+    path = root
+    for i, part in enumerate(parts):
+        if (path / part / "__init__.py").is_file():
+            path = path / part
+        elif (path / f"{part}.py").is_file():
+            rest = parts[i + 1 :]
+            return not rest or (len(rest) == 1 and defines(path / f"{part}.py", rest[0]))
+        else:  # a name defined in the package's __init__.py
+            rest = parts[i:]
+            return len(rest) == 1 and defines(path / "__init__.py", rest[0])
+    return True
+
+
+def test_the_architecture_page_names_every_package() -> None:
+    page = ARCHITECTURE.read_text(encoding="utf-8")
+    missing = [name for name in packages(PACKAGE) if f"`{name}`" not in page]
+    assert missing == [], f"docs/architecture.md does not name {missing}"
+
+
+def test_every_mindroom_name_on_the_architecture_page_exists() -> None:
+    names = set(DOTTED.findall(ARCHITECTURE.read_text(encoding="utf-8")))
+    assert len(names) > 20  # the page is read at all
+    gone = sorted(name for name in names if not exists(name, PACKAGE))
+    assert gone == [], f"docs/architecture.md names what the package does not have: {gone}"
+
+
+def test_the_checks_catch_a_new_package_and_a_name_that_is_gone(tmp_path: Path) -> None:
+    root = tmp_path / "mindroom"
+    (root / "memory" / "files").mkdir(parents=True)
+    for init in ("__init__.py", "memory/__init__.py", "memory/files/__init__.py"):
+        (root / init).write_text("")
+    (root / "memory" / "files" / "store.py").write_text("class FileMemory: ...\n")
+
+    assert packages(root) == ["mindroom", "mindroom.memory", "mindroom.memory.files"]
+    assert exists("mindroom.memory.files.store", root)
+    assert exists("mindroom.memory.files.store.FileMemory", root)
+    assert not exists("mindroom.memory.files.store.Gone", root)
+    assert not exists("mindroom.memory.flush", root)
+    assert not exists("mindroom.memory.files.store.FileMemory.add", root)
+
+
+def test_the_readme_is_short_and_its_links_lead_somewhere() -> None:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 300
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    local = [link for link in links if "://" not in link]
+    assert "docs/index.md" in local
+    assert [link for link in local if not (REPO / link).exists()] == []
+
+
+def test_the_test_extra_installs_the_docs_build() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    extras = project["project"]["optional-dependencies"]
+    assert "mindroom[docs]" in extras["test"]
+    assert {r.split(">")[0].split("=")[0] for r in extras["docs"]} >= {"mkdocs", "mkdocs-material"}
