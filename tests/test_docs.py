@@ -1,19 +1,29 @@
 """The docs cannot go stale silently: the architecture page names every package of the tree and
-nothing that is gone, and the README's links lead to files that exist. No homeserver: files and
-the parser only."""
+nothing that is gone, the README's links lead to files that exist, and no docstring or comment
+cites a document the repository does not have. No homeserver: files and the parser only."""
 
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "mindroom"
 ARCHITECTURE = REPO / "docs" / "architecture.md"
 
 DOTTED = re.compile(r"\bmindroom(?:\.[A-Za-z_]\w*)+")
+# "spec 6", "(issue 17.2)", "Issue 33", "the seeds", "seed 003", "the design says"
+CITATION = re.compile(
+    r"\b(?:spec|issue)s? \d+|\bthe seeds?\b|\bseed(?:'s)? \d+|\bthe design(?:'s| says| document)",
+    re.IGNORECASE,
+)
 
 
 def packages(root: Path) -> list[str]:
@@ -97,3 +107,55 @@ def test_the_test_extra_installs_the_docs_build() -> None:
     extras = project["project"]["optional-dependencies"]
     assert "mindroom[docs]" in extras["test"]
     assert {r.split(">")[0].split("=")[0] for r in extras["docs"]} >= {"mkdocs", "mkdocs-material"}
+
+
+def notes(path: Path) -> Iterator[tuple[int, str]]:
+    """Every comment and docstring of a Python file, with its line."""
+    source = path.read_text(encoding="utf-8")
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            yield token.start[0], token.string
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            docstring = ast.get_docstring(node, clean=False)
+            if docstring is not None:
+                yield node.body[0].lineno, docstring
+
+
+def citations(root: Path) -> list[str]:
+    """``file:line: words`` for every docstring or comment under ``root`` that cites a document."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for line, text in notes(path):
+            for match in CITATION.finditer(text):
+                found.append(f"{path.relative_to(root.parent)}:{line}: {match.group(0)!r}")
+    return found
+
+
+def test_no_docstring_or_comment_cites_a_document_the_repository_does_not_have() -> None:
+    assert citations(PACKAGE) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"""The ``memory_query`` tool (spec 6): one call."""',
+        '"""Read with bounded work (issue 30.10)."""',
+        "x = 1  # Issue 33 adds the room's kind here",
+        '"""A session save under 100 ms, as the seeds ask."""',
+        "def f():\n    '''Bands follow what the design says.'''",
+    ],
+)
+def test_the_citation_check_catches_a_citation(tmp_path: Path, text: str) -> None:
+    root = tmp_path / "mindroom"
+    root.mkdir()
+    (root / "cited.py").write_text(text + "\n")
+    assert len(citations(root)) == 1
+
+
+def test_the_citation_check_leaves_ordinary_words_alone(tmp_path: Path) -> None:
+    root = tmp_path / "mindroom"
+    root.mkdir()
+    text = '"""An Ed25519 key from its 32-byte seed; see issue_id 7 and spec_version."""\n'
+    (root / "plain.py").write_text(text + 'ISSUE = "spec 6"  # a string, not a note\n')
+    assert citations(root) == []
