@@ -1,5 +1,5 @@
 """A big daily memory file of realistic entries, generated (no fixtures): for the tests and
-the bench of issue 30.11."""
+bench/big_memory_file.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """PDFs built by hand for tests and benches (no binary fixtures): a normal one, a long one and
-a crafted one that is tiny but slow to read (issue 30.10)."""
+a crafted one that is tiny but slow to read."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Appservice mode (issue 19.1) against a real Synapse that loads mindroom's registration.
+"""Appservice mode against a real Synapse that loads mindroom's registration.
 
 One Synapse for the module, started with the registration file ``write_registration`` makes;
 each test's storage gets the same tokens. The agents act through the ``as_token`` (no login,

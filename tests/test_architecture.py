@@ -188,7 +188,7 @@ def check(root: Path) -> list[Violation]:
     return sorted(found, key=lambda v: (v.module, v.line, v.imported))
 
 
-# Known crossings, reported on issue 10 for the lead to move; strict: once fixed, remove here.
+# Known crossings, still to be moved; strict: once fixed, remove here.
 KNOWN: dict[str, str] = {  # module -> why it is allowed to break the rules for now
     "mindroom.memory.flush.loop": "runs the Agno extraction turn itself; to be handed it instead",
 }

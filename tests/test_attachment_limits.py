@@ -1,4 +1,4 @@
-"""Files are read with bounded work (issue 30.10): a PDF is read by a child process with page,
+"""Files are read with bounded work: a PDF is read by a child process with page,
 character and time limits, a few at a time, so a crafted PDF can neither stall the bot nor be
 read forever, and the person is told when their file was cut or refused.
 

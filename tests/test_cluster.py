@@ -1,4 +1,4 @@
-"""Several ``mindroom run`` sharing one PostgreSQL (issue 19.3), as real processes on a real
+"""Several ``mindroom run`` sharing one PostgreSQL, as real processes on a real
 Synapse: each agent is run by one process (its lease), a message is answered by the process
 that runs its agent (handed over when the router of another process chose it), and
 ``kill -9`` of a process moves its agents to the other, which answers what was left, once."""

@@ -1,4 +1,4 @@
-"""The lease rounds of :class:`mindroom.cluster.share.Cluster` (issue 19.3), two processes on one
+"""The lease rounds of :class:`mindroom.cluster.share.Cluster`, two processes on one
 PostgreSQL, the bot replaced by a recorder of what it is asked to start and stop: a pinned
 account comes home once it is idle, a silent process loses its accounts to the other and stops
 them when it wakes, and an account the config drops is stopped and its lease freed."""

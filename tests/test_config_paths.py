@@ -1,4 +1,4 @@
-"""Every configured path stays where its key says it lives (issue 30.13): ``memory.file.path``
+"""Every configured path stays where its key says it lives: ``memory.file.path``
 inside the storage root, ``agents.<name>.private.template_dir`` inside the config file's
 folder. A path that leaves it (``..``, absolute, ``~``, or a symlink pointing out) is refused
 with the key's name and the file's: when the config is loaded, and in the dashboard's forms,

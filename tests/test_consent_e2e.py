@@ -1,4 +1,4 @@
-"""Consent in chat, end to end (issue 30.3): a fact Bob's turn writes about Alice is Alice's to
+"""Consent in chat, end to end: a fact Bob's turn writes about Alice is Alice's to
 confirm, in her direct chat; Bob is told it does not exist; nothing is listed in a group."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Consent on every write path (issue 30.3): the store checks the text a write adds, whatever
+"""Consent on every write path: the store checks the text a write adds, whatever
 path it comes by (a tool's add or update, the flush, a consolidation synthesis, an import,
 the CLI); a sensitive fact waits as a proposal that belongs to the person it is about, and
 only they (or an admin) may answer it. Real files, real SQLite, the scripted model as judge."""

@@ -1,4 +1,4 @@
-"""The web dashboard (issue 18) over HTTP, against a running bot on a real Synapse: the token,
+"""The web dashboard over HTTP, against a running bot on a real Synapse: the token,
 the cookie and CSRF rules, saves to config.yaml that keep its comments and hot-reload the bot,
 a file changed on disk since the page loaded, validation errors beside their field, adding
 and removing an agent, and no secret on any page. (The browser tests are in

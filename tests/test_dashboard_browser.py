@@ -1,4 +1,4 @@
-"""The dashboard in a real browser (issue 18): headless Debian Chromium driven by Playwright
+"""The dashboard in a real browser: headless Debian Chromium driven by Playwright
 against a running bot on a real Synapse. A memory setting changed in the page lands in
 config.yaml (comments kept) and the bot reloads it; an agent added in the page joins its room;
 the status page fills itself; a wrong token gets 401. Each page's screenshot is saved under

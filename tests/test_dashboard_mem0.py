@@ -1,4 +1,4 @@
-"""The memory browser and a person's own view over mem0-backed scopes (issue 18.4, 18.6).
+"""The memory browser and a person's own view over mem0-backed scopes.
 
 Real mem0 (local Chroma, the local embedder) in the running bot over a real Synapse: the
 browser lists a shared agent on mem0 and each person's private companion on mem0, searches

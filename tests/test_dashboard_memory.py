@@ -1,4 +1,4 @@
-"""The dashboard's memory browser (issue 18.4) over HTTP, against a running bot on a real
+"""The dashboard's memory browser over HTTP, against a running bot on a real
 Synapse: scopes, the product's search, an edit that keeps a person's editor save to the same
 file, delete and restore with their history, a private scope behind its notice, and the flush
 state of the sessions that write into a scope."""

@@ -1,4 +1,4 @@
-"""A person's own view (issue 18.6): ``!memory`` in a DM with a companion sends a personal link;
+"""A person's own view: ``!memory`` in a DM with a companion sends a personal link;
 it opens that person's private memories only, to read, correct, delete and export. Tested at
 the intersections: two people with one companion, the admin's token against ``/me``, a link
 changed by hand or expired, the link asked for in a shared room."""

@@ -1,5 +1,5 @@
 """A fact deleted from a shared agent's memory comes back by no recall path, though the
-message it came from said it in other words (issue 30.6; :mod:`mindroom.memory.files.tombstones`).
+message it came from said it in other words (:mod:`mindroom.memory.files.tombstones`).
 
 Real Synapse, real files and SQLite, real Agno; the scripted model plays ``general`` and
 records every request it gets.

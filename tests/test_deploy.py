@@ -1,4 +1,4 @@
-"""The deployment example (``deploy/``, issue 19.5): its config is valid, its processes' commands
+"""The deployment example (``deploy/``): its config is valid, its processes' commands
 parse and pin agents the config names, and the two processes share one storage volume and one
 database. (No Docker engine runs here: ``tests/test_cluster.py`` runs the same set-up as local
 processes.)"""

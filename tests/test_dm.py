@@ -1,4 +1,4 @@
-"""A direct chat is one conversation: answered in the timeline, with its history (issue 11.1)."""
+"""A direct chat is one conversation: answered in the timeline, with its history."""
 
 from __future__ import annotations
 

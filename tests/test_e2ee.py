@@ -1,4 +1,4 @@
-"""End-to-end encryption (issue 17.1): agents read and answer encrypted rooms, on a real
+"""End-to-end encryption: agents read and answer encrypted rooms, on a real
 Synapse, with an encrypting nio client as the person (as Element would be)."""
 
 from __future__ import annotations

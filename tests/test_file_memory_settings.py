@@ -1,10 +1,9 @@
-"""``memory.file.path``, ``memory.file.max_entrypoint_lines`` and private templates, as the
-design describes them.
+"""``memory.file.path``, ``memory.file.max_entrypoint_lines`` and private templates.
 
-The design: "memory.file.path is an optional fallback root for file-memory paths. It does not
-relocate canonical agent file memory (which always lives under the agent's workspace root). It
-can affect team file memory"; "MindRoom does not invent MEMORY.md or memory/ for private
-agents".
+``memory.file.path`` is an optional fallback root for file-memory paths: it does not relocate
+an agent's own file memory (which always lives under the agent's workspace root), it can
+affect team file memory; and mindroom does not invent ``MEMORY.md`` or ``memory/`` for private
+agents.
 """
 
 from __future__ import annotations

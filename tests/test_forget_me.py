@@ -1,4 +1,4 @@
-"""Everything about a person, by construction (issue 30.5-7): the map of a person's data.
+"""Everything about a person, by construction: the map of a person's data.
 
 Two people plant unique markers through every path a person's words can take: a DM with a
 private companion, a thread with a shared agent, a tool write into shared memory, the
@@ -235,7 +235,7 @@ async def test_forget_me_erases_every_byte_of_one_person_that_export_showed_and_
     assert not missing, f"found in storage but not in the export: {missing}"
     assert not [m for m in bob_marks.values() if tail(m).decode() in text]
     mem0_texts = [e["text"] for s in data["private_memory"] for e in s["entries"]]
-    assert f"The user said {alice_marks['mem0']}" in mem0_texts  # issue 30.5
+    assert f"The user said {alice_marks['mem0']}" in mem0_texts  # a mem0 memory of hers
 
     code, out = cli(storage, "forget", "--user", alice.user_id, "--yes", capsys=capsys)
     assert code == 0, out

@@ -1,4 +1,4 @@
-"""Forget-me and export with ``storage.database`` (issue 30.5-7, PostgreSQL): the ledger, the
+"""Forget-me and export with ``storage.database`` (PostgreSQL): the ledger, the
 Agno session and learning stores and the memory search index live in PostgreSQL, and the map
 of a person's data covers them there as it covers the SQLite files.
 

@@ -1,4 +1,4 @@
-"""Hybrid search and the recall gate with the real local embedder (issue 12.3, 12.4).
+"""Hybrid search and the recall gate with the real local embedder.
 
 Real files, real SQLite, the real all-MiniLM-L6-v2 (the ``local_embedder`` session fixture).
 """

@@ -1,4 +1,4 @@
-"""The appservice's shared inbox (issue 19.3 in appservice mode), on both databases: two
+"""The appservice's shared inbox (several processes in appservice mode), on both databases: two
 :class:`Ledger` objects on one database are two processes. Each event is appended once however
 often (and wherever) its transaction arrives, a reader never skips one that commits late, and
 each account reads on from its own saved position when another process takes it over."""

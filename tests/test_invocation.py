@@ -1,4 +1,4 @@
-"""Hints print the command as the person can run it, not a bare `mindroom` (issue 11.14)."""
+"""Hints print the command as the person can run it, not a bare `mindroom`."""
 
 from __future__ import annotations
 

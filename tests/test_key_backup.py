@@ -1,4 +1,4 @@
-"""Server-side key backup (issue 17.1): a re-installed bot reads its encrypted rooms again.
+"""Server-side key backup: a re-installed bot reads its encrypted rooms again.
 
 The recovery key and the sealed sessions are checked on their own first; then, on a real
 Synapse with an encrypting nio client as the person: an agent whose key stores are wiped (a

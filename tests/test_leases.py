@@ -1,4 +1,4 @@
-"""Leases and hand-overs (issue 19.3) on both databases: two :class:`Leases` on one database
+"""Leases and hand-overs on both databases: two :class:`Leases` on one database
 are two processes sharing it. Every lease and every row has one holder however they
 interleave, and what a dead process held moves only once its lease expired."""
 

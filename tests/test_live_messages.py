@@ -1,4 +1,4 @@
-"""The Matrix of today in messages (issue 17.3, 17.4): intentional mentions, the live marker of
+"""The Matrix of today in messages: intentional mentions, the live marker of
 a streamed answer, read receipts, and status reactions. Real Synapse, the scripted model."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Messages a client got wrong (issue 30.12) get a notice saying what was wrong, never silence:
+"""Messages a client got wrong get a notice saying what was wrong, never silence:
 a mention whose ``formatted_body`` is not text, a file with no ``url``, a ``!memory confirm``
 with a 35 KB argument. Sent as raw events by a real client to the real Synapse; each case has
 a well-formed neighbour answered normally (the control)."""

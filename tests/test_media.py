@@ -1,4 +1,4 @@
-"""Files sent to agents (issue 17.2): images reach the model as image input, text files and
+"""Files sent to agents: images reach the model as image input, text files and
 PDFs as text, and what cannot be read gets a notice. Real Synapse with authenticated media,
 the scripted model; the encrypted case with an encrypting client."""
 

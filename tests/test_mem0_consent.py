@@ -1,4 +1,4 @@
-"""Consent on every write path of the mem0 backend (issue 30.3): a sensitive fact written to a
+"""Consent on every write path of the mem0 backend: a sensitive fact written to a
 mem0 scope by a tool's add or update, mem0's own extraction (the flush), an import, the CLI,
 a dashboard or ``/me`` edit waits as a proposal for the person it is about, in the scope's
 state folder, and confirming it writes it through mem0. Real mem0, a real Chroma in

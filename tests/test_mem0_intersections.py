@@ -206,7 +206,7 @@ async def test_a_new_embedder_applies_to_the_next_turn_and_the_running_turns_ext
 ) -> None:
     """The same embedding model on another server: the same memories, embedded there from now
     on. Another model: another collection (mem0 never mixes vectors of two models), so what
-    the old model embedded is not recalled (README: export and import to move it), and the
+    the old model embedded is not recalled (docs/memory.md: export and import to move it), and the
     running turn's words land in the new one, where the agent now reads."""
     room = unique("m0re")
     with ScriptedModel() as second:

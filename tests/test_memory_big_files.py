@@ -1,5 +1,5 @@
-"""A big memory file is indexed in the background, and a search does not wait for it
-(issue 30.11): it searches what is indexed and says the index is catching up. Correctness,
+"""A big memory file is indexed in the background, and a search does not wait for it:
+it searches what is indexed and says the index is catching up. Correctness,
 not timings (bench/big_memory_file.py measures those): what is at the end of a big file is
 found once indexing finished, and an edit made while it was indexed is not lost.
 

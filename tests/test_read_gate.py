@@ -1,4 +1,4 @@
-"""The read gate (issue 30.2): every path that shows memory text to a model decides on the entry
+"""The read gate: every path that shows memory text to a model decides on the entry
 as it is stored now, through one policy (:mod:`mindroom.memory.policy.gate`).
 
 A table: every read path x five cases, on real files. ``planner`` may read ``general`` and

@@ -1,4 +1,4 @@
-"""End to end (issue 30.2): the delta header of a real turn shows an update only when the read
+"""End to end: the delta header of a real turn shows an update only when the read
 gate grants the entry as it is stored now. Real Synapse, real files and Agno; the scripted
 model records what it was sent."""
 

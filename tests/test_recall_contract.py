@@ -1,4 +1,4 @@
-"""The recall contract in the prompt (issue 16, point 8) and ``!reset`` (point 2): agents with
+"""The recall contract in the prompt and ``!reset``: agents with
 memory are told when to search it and to read only what they need; ``!reset`` is ``!new``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Which rooms count as one person's alone with mindroom (issue 30.1), decided by allow-list from
+"""Which rooms count as one person's alone with mindroom, decided by allow-list from
 the room's state as its events said it: nio's own room starts as ``invite`` and ``shared``
 before any state arrived, which must not read as a closed room. nio's real sync parsing feeds
 the account; no homeserver is needed to hand it a sync body."""

@@ -1,5 +1,5 @@
 """Rooms mindroom creates use a room version common clients handle; the embedded homeserver
-registers accounts only through its shared secret (issue 11, item 13)."""
+registers accounts only through its shared secret."""
 
 from __future__ import annotations
 

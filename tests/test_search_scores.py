@@ -2,7 +2,7 @@
 
 BM25 gives a term found in most entries a tiny weight (FTS5 clamps its idf to 1e-6), so every
 hit of such a query used to print as ``0.00`` in ``mindroom memory search`` and in the
-``search_memories`` tool. Scores print with three significant digits (issue 11, item 17).
+``search_memories`` tool. Scores print with three significant digits.
 """
 
 from __future__ import annotations

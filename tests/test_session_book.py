@@ -1,4 +1,4 @@
-"""The freshness policy (pure) and the session book (real SQLite), issue 16.1/16.2/16.5."""
+"""The freshness policy (pure) and the session book (real SQLite)."""
 
 from __future__ import annotations
 

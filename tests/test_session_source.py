@@ -1,4 +1,4 @@
-"""Past conversations as a memory source (issue 16.7): delta sync, the view, recall's gate."""
+"""Past conversations as a memory source: delta sync, the view, recall's gate."""
 
 from __future__ import annotations
 

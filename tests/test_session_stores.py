@@ -1,4 +1,4 @@
-"""Agno session stores keyed by conversation, not by the first person in it (issue 11.2)."""
+"""Agno session stores keyed by conversation, not by the first person in it."""
 
 from __future__ import annotations
 

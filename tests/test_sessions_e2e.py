@@ -1,4 +1,4 @@
-"""Sessions on a real Synapse with real Agno sessions (issue 16): freshness, !compact, !status,
+"""Sessions on a real Synapse with real Agno sessions: freshness, !compact, !status,
 overflow recovery and transcript repair."""
 
 from __future__ import annotations

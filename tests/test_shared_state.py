@@ -1,4 +1,4 @@
-"""The ledger's contract on both of its databases (issue 19.2): SQLite, the default, and a real
+"""The ledger's contract on both of its databases: SQLite, the default, and a real
 PostgreSQL. Two :class:`Ledger` objects on one database are two processes sharing it: every
 claim must have exactly one winner however the two interleave."""
 

@@ -1,4 +1,4 @@
-"""A bot run in the folder of its config leaves that source tree clean (issue 11.12).
+"""A bot run in the folder of its config leaves that source tree clean.
 
 The storage root defaults to the config file's folder, which for a newcomer is the clone. Every
 file the bot writes (the homeserver's data, session stores, agents' workspaces, each person's

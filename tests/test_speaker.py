@@ -1,4 +1,4 @@
-"""The model knows who is speaking, and in a group who said what (issue 11.2)."""
+"""The model knows who is speaking, and in a group who said what."""
 
 from __future__ import annotations
 

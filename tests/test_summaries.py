@@ -1,4 +1,4 @@
-"""Compaction summaries (issue 16.4): staged for long histories, with tool failures and memory
+"""Compaction summaries: staged for long histories, with tool failures and memory
 file operations kept beside the summary. Real Agno, the scripted model over HTTP."""
 
 from __future__ import annotations

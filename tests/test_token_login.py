@@ -1,4 +1,4 @@
-"""Logins for homeservers where password registration is off (issue 17.5): an agent configured
+"""Logins for homeservers where password registration is off: an agent configured
 with an access token and a device ID runs without a password; ``doctor`` says which login each
 account uses, and why one failed."""
 

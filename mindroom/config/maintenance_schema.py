@@ -1,6 +1,6 @@
 """``memory.maintenance``: the jobs the bot runs on its own (memory consolidation) and when.
 
-The schedule lives in SQLite (see :mod:`mindroom.memory.jobs.maintenance`); this section seeds it.
+The schedule lives in SQLite (see :mod:`mindroom.memory.jobs.maintenance`); this section fills it.
 A job
 whose due time passed while the machine slept runs at the next chance, so there is no cron.
 Jobs given here are merged over the defaults by name: writing one default job's
@@ -101,7 +101,7 @@ DEFAULT_JOBS: dict[str, dict[str, Any]] = {
 class ConsolidationConfig(_Strict):
     """How a consolidation pass finds duplicates and conflicts, and what it may spend.
 
-    Similarity bands follow the design: at or above ``merge_similarity`` two entries are one
+    Similarity bands: at or above ``merge_similarity`` two entries are one
     fact and merge without a model; from ``synthesis_similarity`` the model decides (deep
     runs); below, they are left alone unless they share a subject and reach
     ``conflict_similarity``, when the model checks them for a contradiction.

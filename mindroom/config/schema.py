@@ -156,7 +156,7 @@ class DefaultsConfig(_Strict):
     # a reaction on the person's message: ⏳ while an agent works on it (then removed), ⚠️ when
     # it failed
     status_reactions: bool = False
-    learning: bool = False  # not the design's true: hidden, costly, not per person (README)
+    learning: bool = False  # off: hidden, costly, not per person (docs/configuration.md)
     learning_mode: LearningMode = "always"
     team_mode: TeamMode = "coordinate"
 

@@ -1,4 +1,4 @@
-"""The memory settings the dashboard edits (keys below ``memory.``), in the design's order:
+"""The memory settings the dashboard edits (keys below ``memory.``), in this order:
 backend, team reads, embedder, the file backend, auto-flush (intervals, idle and age
 thresholds, retries, batch sizing), the extractor's limits and the memory context it is given,
 and the memory LLM of the mem0 backend.

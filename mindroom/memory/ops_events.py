@@ -1,4 +1,4 @@
-"""Operational events: what memory did, where, and how it went (spec 14).
+"""Operational events: what memory did, where, and how it went.
 
 One row per operation, in the scope's ``events.db`` (control state: deleting it loses only
 these counts): the person and thread when known, the *node* that acted (``hotpath``: an

@@ -59,7 +59,7 @@ def team_scope_id(members: Iterable[str]) -> str:
 def agent_scope(storage: Path, agent: str, file_root: str | None = None) -> MemoryScope:
     """The scope of a shared agent: always ``<storage>/agents/<agent>/workspace``.
 
-    ``file_root`` (``memory.file.path``) does not move it: the design keeps an agent's memory
+    ``file_root`` (``memory.file.path``) does not move it: mindroom keeps an agent's memory
     in its workspace, where people look for it; ``file_root`` is the parent of team mirrors
     (:func:`mindroom.memory.team.mirror_root`). Versions before this one moved agent folders
     under ``file_root`` too, so a folder found there that holds files, while the canonical one

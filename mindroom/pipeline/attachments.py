@@ -1,4 +1,4 @@
-"""What the model is given for a file sent to an agent (issue 17.2).
+"""What the model is given for a file sent to an agent.
 
 * An image goes to the model as image input (Agno's ``images``: a vision model sees it); the
   caption, if any, is the message.

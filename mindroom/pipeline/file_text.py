@@ -1,4 +1,4 @@
-"""The text of a file a person sent, read with bounded work (issue 30.10).
+"""The text of a file a person sent, read with bounded work.
 
 A PDF is untrusted input whose cost has nothing to do with its size: a few kilobytes of
 compressed content streams shared by every page keep pypdf busy for minutes, and a pure-Python

@@ -1,4 +1,4 @@
-"""Keep the session index of past conversations in step with the conversations (16.7).
+"""Keep the session index of past conversations in step with the conversations.
 
 With ``memory.sources: [memory, sessions]`` every finished turn counts toward its session's
 next delta sync: once ``memory.session_index_messages`` new messages wait (two a turn), the

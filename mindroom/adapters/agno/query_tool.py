@@ -1,4 +1,4 @@
-"""The ``memory_query`` tool (spec 6): one call with categories, filters, top_k, threshold,
+"""The ``memory_query`` tool: one call with categories, filters, top_k, threshold,
 ``return: bullets|full`` and a token budget, answered by
 :mod:`mindroom.memory.search.structured_query`.
 

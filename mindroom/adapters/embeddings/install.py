@@ -1,7 +1,7 @@
 """Installing the local embedder's packages the first time a configured local embedder is used.
 
-The design says: "MindRoom auto-installs the optional sentence_transformers extra the first time
-this provider is used". So when ``memory.embedder`` (or an agent's ``memory_embedder``) names
+A configured local embedder installs its optional packages the first time it is used: when
+``memory.embedder`` (or an agent's ``memory_embedder``) names
 ``sentence_transformers`` or ``huggingface`` and its packages cannot be imported, the first
 search starts one install for the whole process, in a background thread, with
 ``sys.executable -m pip install``: torch's CPU build first (``torch==2.13.0``; in the other order

@@ -1,4 +1,4 @@
-"""Facts the extraction turn writes: their tags, the validator, and the caps (spec 13).
+"""Facts the extraction turn writes: their tags, the validator, and the caps.
 
 The extraction prompt asks for one fact a line, each tagged with its category and, when it
 matters, its importance: ``- [preferences, 4] Alice prefers green tea``. :func:`tagged` reads

@@ -1,4 +1,4 @@
-"""Writing constraints for memory the model writes (spec 9), and the validator that holds them.
+"""Writing constraints for memory the model writes, and the validator that holds them.
 
 A *semantic* entry (a lasting fact) is one self-contained statement about someone in the third
 person: 1-2 sentences, at most :data:`MAX_CHARS` characters, no "I", "me", "you" (who would

@@ -1,4 +1,4 @@
-"""Theory-of-mind insights: a background pass that notes how a person relates (spec 3).
+"""Theory-of-mind insights: a background pass that notes how a person relates.
 
 After the flush has extracted a conversation, and at most once every ``min_hours`` (24) per
 person and memory, one budgeted model call (temperature 0, at most ``max_tokens`` tokens) reads

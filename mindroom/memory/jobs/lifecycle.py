@@ -1,4 +1,4 @@
-"""TTL: memory nobody uses expires (soft-deleted), then is purged, and can come back (spec 7).
+"""TTL: memory nobody uses expires (soft-deleted), then is purged, and can come back.
 
 A daily maintenance job (type ``lifecycle``, see :mod:`mindroom.memory.jobs.maintenance.runner`)
 runs

@@ -4,7 +4,7 @@ Besides ``memory.backend: mem0`` (or an agent's ``memory_backend: mem0``) mem0 n
 things: the optional extra ``mindroom[mem0]`` (mem0ai and Chroma), a language model for its
 extraction and an embedder. The model is ``memory.llm``, else the config's default model
 (``defaults.model``): one model setting is enough, and mindroom never quietly sends memories to
-an ollama server nobody configured (the design's default provider). The embedder is the agent's
+an ollama server nobody configured. The embedder is the agent's
 memory search embedder (``agents.<name>.memory_embedder``, else ``memory.embedder``); mem0 has
 no keyword-only mode, so "none" is a failure here where file memory would fall back to keywords.
 

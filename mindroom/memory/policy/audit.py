@@ -1,4 +1,4 @@
-"""The audit view of the history, and everything stored about one person (spec 8).
+"""The audit view of the history, and everything stored about one person.
 
 The history (:mod:`mindroom.memory.files.history`) records every write of a scope, with the
 operations the store knows. Read as an audit trail they are the spec's events: ``ADD``,

@@ -1,4 +1,4 @@
-"""Consent before sensitive memory changes, and corroboration before benign ones (spec 10).
+"""Consent before sensitive memory changes, and corroboration before benign ones.
 
 A *sensitive* fact (preferred name, pronouns, city, language) is written only with the consent
 of the person it is about, its *subject*; otherwise it becomes a *proposal*, kept for

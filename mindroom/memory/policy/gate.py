@@ -27,7 +27,7 @@ Where a person's **private** memory may be used at all is decided once per turn,
 accounts) can read the answer. A turn that may not use it gets no private memory at all: no
 recall, no tools, no delta header, no learning.
 
-Designed to grow: the next step (issue 33) gives every entry the audience it was learned in,
+Designed to grow: a next step would give every entry the audience it was learned in,
 and :func:`may_read` an ``audience: RoomAudience`` argument (the room the text would be shown
 in), granting an entry only where the room's readers are all within the entry's audience.
 :class:`RoomAudience` is the value that argument will take; today it says only whether one
@@ -121,7 +121,7 @@ class RoomAudience:
 
     ``only_person`` is the one person who, with mindroom's own accounts, is all that can read
     the room (joined or invited members, and nobody can read it from outside); None: other
-    people can, or it is not known. Issue 33 adds the room's kind and readers here.
+    people can, or it is not known. The room's kind and readers would be added here.
     """
 
     only_person: str | None = None

@@ -12,7 +12,7 @@ Whether an entry may be shown is decided by the read gate,
 :func:`mindroom.memory.policy.gate.may_read`,
 on the entry as it is stored now: the store's filter is the gate's (:meth:`AgentView.reading`),
 and what a read returns passes the gate again before it is shown. Conversational reads leave
-``procedural`` entries out: they are how-to steps an agent fetches on purpose (spec 12: a
+``procedural`` entries out: they are how-to steps an agent fetches on purpose (a
 ``memory_query`` naming ``procedural``, a read by id). Soft-deleted entries (expired by TTL)
 are never read; ``mindroom memory restore`` brings them back.
 

@@ -1,4 +1,4 @@
-"""The memory delta header: what changed in a memory since a thread's last turn (spec 1).
+"""The memory delta header: what changed in a memory since a thread's last turn.
 
 Each scope's history is its change log; a thread's *revision* is how far into that log the
 thread has seen (a record count, and the byte offset it ends at, so a turn reads only what is

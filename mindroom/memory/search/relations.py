@@ -1,4 +1,4 @@
-"""Relations: light edges between entries that are about the same thing (spec 2).
+"""Relations: light edges between entries that are about the same thing.
 
 When an entry is written (a tool's add or update, a flush), :func:`link_entry` searches the
 scope for its nearest neighbours and records an edge ``entry -> neighbour`` for each whose

@@ -1,4 +1,4 @@
-"""``memory_query``: one request that finds memory by meaning, category and fields (spec 6).
+"""``memory_query``: one request that finds memory by meaning, category and fields.
 
 A request names a query (optional: without one the newest matching entries come back), the
 categories it wants, filters on the entries' fields and provenance, how many results, a
@@ -17,7 +17,7 @@ and ``assistant`` for those mindroom wrote.
 
 ``threshold`` drops hits whose similarity to the query (cosine, with an embedder; else the
 keyword score in [0, 1)) is below it. ``procedural`` entries come back only when the request
-names the ``procedural`` category (spec 12).
+names the ``procedural`` category.
 """
 
 from __future__ import annotations
