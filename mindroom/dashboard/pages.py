@@ -17,7 +17,6 @@ from aiohttp import web
 from mindroom.config.schema import AGENT_NAME_RE
 from mindroom.config.store import ConfigDocument, edit_config
 from mindroom.dashboard.forms import (
-    BASE_FIELD,
     Field,
     StaleForm,
     check_fresh,
@@ -51,7 +50,6 @@ def page(
         here=here,
         nav=_NAV,
         csrf=dash.csrf,
-        BASE_FIELD=BASE_FIELD,
         **context,
     )
 

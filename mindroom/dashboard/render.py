@@ -14,6 +14,7 @@ from aiohttp import web
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from mindroom.dashboard.access import CSRF_FIELD
+from mindroom.dashboard.forms import BASE_FIELD
 
 TEMPLATES = Environment(
     loader=PackageLoader("mindroom.dashboard", "templates"),
@@ -25,6 +26,7 @@ TEMPLATES = Environment(
     keep_trailing_newline=True,
 )
 TEMPLATES.globals["CSRF_FIELD"] = CSRF_FIELD
+TEMPLATES.globals["BASE_FIELD"] = BASE_FIELD  # the digest of the config a form was rendered from
 
 
 def render(template: str, status: int = 200, **context: Any) -> web.Response:
