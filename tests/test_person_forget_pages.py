@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import html
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -186,7 +187,8 @@ async def test_the_me_download_holds_conversations_expired_and_archived_entries(
         text = await answer.text()
 
     assert "Everything stored about you" in home
-    assert "private companions&#x27; memory" in home  # the page names the stores holding them
+    # the page names the stores holding them
+    assert "private companions' memory" in html.unescape(home)
     assert answer.status == 200
     assert "alicehello4417" in text  # the conversation
     assert "archx5521" in text  # the archived entry

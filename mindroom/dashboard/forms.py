@@ -13,7 +13,6 @@ tab saved), nothing is written and the page says so.
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -120,55 +119,52 @@ def parsed(field: Field, raw: str) -> Any:
     return text
 
 
-def render_fields(
+@dataclass(frozen=True)
+class FieldRow:
+    """One input as a form shows it (the template ``macros.html`` draws it)."""
+
+    name: str  # the field's key below the base: the input's name
+    label: str
+    full: str  # the whole config key, shown under the input
+    value: str
+    hint: str
+    options: tuple[str, ...] | None  # a select's choices (None: a text input or textarea)
+    lines: bool  # a textarea
+    error: str
+
+
+def field_rows(
     doc: ConfigDocument,
     base: str,
     fields: Sequence[Field],
     errors: Mapping[str, str],
     submitted: Mapping[str, str] | None = None,
-) -> str:
+) -> list[FieldRow]:
     """The inputs of a form, each with its error (from the last save) beside it."""
     rows = []
     for field in fields:
         full = f"{base}.{field.key}" if base else field.key
-        name = html.escape(field.key)
         value = (
             submitted[field.key]
             if submitted is not None and field.key in submitted
             else shown(field, _stored(doc, full, field.shorthand), full)
         )
-        hint = html.escape(field.hint)
+        options: tuple[str, ...] | None = None
         if field.kind in ("choice", "flag"):
             options = ("true", "false") if field.kind == "flag" else field.choices
-            items = [
-                f'<option value=""{" selected" if not value else ""}>'
-                f"(default{': ' + hint if hint else ''})</option>"
-            ]
-            items += [
-                f'<option value="{html.escape(o)}"{" selected" if o == value else ""}>'
-                f"{html.escape(o)}</option>"
-                for o in options
-            ]
-            control = f'<select name="{name}" id="f-{name}">{"".join(items)}</select>'
-        elif field.kind == "lines":
-            control = (
-                f'<textarea name="{name}" id="f-{name}" rows="3" placeholder="{hint}">'
-                f"{html.escape(value)}</textarea>"
-            )
-        else:
-            control = (
-                f'<input name="{name}" id="f-{name}" value="{html.escape(value)}" '
-                f'placeholder="{hint}">'
-            )
-        error = errors.get(field.key, "")
         rows.append(
-            f'<div class="field{" invalid" if error else ""}">'
-            f'<label for="f-{name}">{html.escape(field.label)}</label>{control}'
-            f'<span class="key">{html.escape(full)}</span>'
-            + (f'<span class="error" role="alert">{html.escape(error)}</span>' if error else "")
-            + "</div>"
+            FieldRow(
+                name=field.key,
+                label=field.label,
+                full=full,
+                value=value,
+                hint=field.hint,
+                options=options,
+                lines=field.kind == "lines",
+                error=errors.get(field.key, ""),
+            )
         )
-    return "\n".join(rows)
+    return rows
 
 
 def field_errors(message: str, base: str, fields: Sequence[Field]) -> dict[str, str]:

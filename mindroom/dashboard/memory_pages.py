@@ -14,7 +14,6 @@ it is listed apart, and its page shows nothing until the admin says they mean to
 from __future__ import annotations
 
 import asyncio
-import html
 import time
 from functools import partial
 from pathlib import Path
@@ -24,7 +23,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from mindroom.dashboard import scopes
-from mindroom.dashboard.pages import layout
+from mindroom.dashboard.pages import page
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.jobs.maintenance.loop import schedule_target
 from mindroom.memory.jobs.maintenance.store import MaintenanceStore
@@ -38,10 +37,7 @@ if TYPE_CHECKING:
 ACTOR = "dashboard"
 LISTED = 200
 _SHOWN = "shown"  # ?private=shown: the admin chose to look at a person's memory
-
-
-def _e(value: object) -> str:
-    return html.escape(str(value))
+NO_BANNER: dict[str, Any] = {"label": None}  # a shared scope's pages: no private banner
 
 
 def _when(stamp: float | None) -> str:
@@ -76,81 +72,73 @@ class _Scope:
             raise web.HTTPNotFound(text=str(exc)) from None
         return cls(dash, ref, memory)
 
-    def banner(self, request: web.Request) -> tuple[bool, str]:
-        """(whether the page may show the scope's content, the notice above it): a private
-        scope's content only once the admin chose to look."""
+    def gate(self, request: web.Request) -> tuple[bool, dict[str, Any]]:
+        """(whether the page may show the scope's content, the private banner above it): a
+        private scope's content only once the admin chose to look."""
         if self.ref.kind != scopes.PRIVATE:
-            return True, ""
-        note = (
-            f'<div class="notice warn" role="note"><strong>Private memory</strong> of '
-            f"{_e(self.ref.label)}: what this person told the companion in confidence. "
-            "Open it only for a reason they would accept; edits are recorded in its history "
-            f"as <code>{ACTOR}</code>.</div>"
-        )
+            return True, NO_BANNER
         if request.query.get("private") == _SHOWN:
-            return True, note
-        return False, note + (
-            f'<p><a href="{_e(quote(request.path))}?private={_SHOWN}">I have a reason: show this '
-            "person's memory</a></p>"
-        )
+            return True, {"label": self.ref.label, "actor": ACTOR, "reveal": ""}
+        reveal = f"{quote(request.path)}?private={_SHOWN}"
+        return False, {"label": self.ref.label, "actor": ACTOR, "reveal": reveal}
 
-    def page(self, title: str, body: str, status: int = 200) -> web.Response:
-        return layout(self.dash, title, "/memory", body, status)
+    def page(self, template: str, title: str, status: int = 200, **context: Any) -> web.Response:
+        return page(self.dash, template, title, "/memory", status, **context)
+
+    def gated(self, gate: dict[str, Any]) -> web.Response:
+        """The page of a private scope the admin has not chosen to look at yet."""
+        return self.page("memory_gated.html", f"Memory: {self.ref.label}", gate=gate)
 
 
 async def index_page(dash: Dashboard, request: web.Request) -> web.Response:
     config, storage = dash.host.config, dash.data_dir.parent
     found = await asyncio.to_thread(scopes.list_scopes, config, storage)
     people = await asyncio.to_thread(scopes.people, dash.data_dir, config.storage.database)
-    shared = [s for s in found if s.kind != scopes.PRIVATE]
-    private = [s for s in found if s.kind == scopes.PRIVATE]
-    rows = "".join(
-        f'<tr><td><a href="{scope_url(s)}">{_e(s.label)}</a></td><td>{_e(s.kind)}</td>'
-        f"<td><code>{_e(s.id)}</code></td></tr>"
-        for s in shared
-    )
-    private_rows = "".join(
-        f'<tr><td><a href="{scope_url(s)}">{_e(s.agent or "team")}</a></td>'
-        f"<td>{_e(people.get(s.person, s.person))}</td></tr>"
-        for s in private
-    )
+    shared = [
+        {"url": scope_url(s), "label": s.label, "kind": s.kind, "id": s.id}
+        for s in found
+        if s.kind != scopes.PRIVATE
+    ]
+    private = [
+        {
+            "url": scope_url(s),
+            "companion": s.agent or "team",
+            "person": people.get(s.person, s.person),
+        }
+        for s in found
+        if s.kind == scopes.PRIVATE
+    ]
     runs = await asyncio.to_thread(_runs, storage, config.storage.database)
-    body = (
-        "<table><thead><tr><th>Scope</th><th>Kind</th><th>ID</th></tr></thead>"
-        f"<tbody>{rows}</tbody></table>"
-        "<h2>Private memories</h2>"
-        '<div class="notice warn">Each of these is one person\'s memory with a private '
-        "companion. Opening one asks you to confirm.</div>"
-        "<table><thead><tr><th>Companion</th><th>Person</th></tr></thead>"
-        f"<tbody>{private_rows}</tbody></table>"
-        "<h2>Maintenance runs</h2><table><thead><tr><th>Job</th><th>Status</th><th>Started</th>"
-        f"<th>Summary</th></tr></thead><tbody>{runs}</tbody></table>"
+    return page(
+        dash, "memory_index.html", "Memory", "/memory", shared=shared, private=private, runs=runs
     )
-    return layout(dash, "Memory", "/memory", body)
 
 
-def _runs(storage: Any, database: str | None) -> str:
+def _runs(storage: Any, database: str | None) -> list[dict[str, str]]:
     target = schedule_target(storage, database)
     if isinstance(target, Path) and not target.exists():
-        return ""
+        return []
     store = MaintenanceStore(target)
     try:
         runs = store.runs(limit=20)
     finally:
         store.close()  # its connections (PostgreSQL: a pool of its own)
-    return "".join(
-        f"<tr><td>{_e(r.job_id)}</td><td>{_e(r.status)}</td>"
-        f"<td>{_e(r.started_at.strftime('%Y-%m-%d %H:%M'))}</td>"
-        f"<td>{_e(r.error_message or r.summary or '')}</td></tr>"
+    return [
+        {
+            "job": r.job_id,
+            "status": r.status,
+            "started": r.started_at.strftime("%Y-%m-%d %H:%M"),
+            "summary": r.error_message or r.summary or "",
+        }
         for r in reversed(runs)
-    )
+    ]
 
 
 async def scope_page(dash: Dashboard, request: web.Request) -> web.Response:
     scope = await _Scope.of(dash, request)
-    shown, banner = scope.banner(request)
+    shown, gate = scope.gate(request)
     if not shown:
-        return scope.page(f"Memory: {scope.ref.label}", banner)
+        return scope.gated(gate)
     query = request.query.get("q", "")
     found, flushes, conflicts, proposals = await asyncio.gather(
         asyncio.to_thread(scopes.entries, scope.memory, query, LISTED),
@@ -161,109 +149,89 @@ async def scope_page(dash: Dashboard, request: web.Request) -> web.Response:
         asyncio.to_thread(scopes.proposals, scope.memory),
     )
     private = _private_query(scope.ref)
-    keep = f'<input type="hidden" name="private" value="{_SHOWN}">' if private else ""
-    rows = "".join(
-        f'<tr><td><a href="{scope_url(scope.ref, "/e/" + quote(entry.id, safe=""))}{private}">'
-        f"{_e(entry.id)}</a></td><td>{_e(entry.text)}</td><td>{_e(entry.path)}</td>"
-        f"<td>{'' if score is None else f'{score:.2f}'}</td></tr>"
+    entries = [
+        {
+            "url": scope_url(scope.ref, "/e/" + quote(entry.id, safe="")) + private,
+            "id": entry.id,
+            "text": entry.text,
+            "path": entry.path,
+            "score": "" if score is None else f"{score:.2f}",
+        }
         for entry, score in found
-    )
-    flush_rows = "".join(
-        f"<tr><td><code>{_e(f['session'])}</code></td><td>{_e(f['agent'])}</td>"
-        f"<td>{'dirty' if f['dirty'] else 'clean'}{' (flushing)' if f['in_flight'] else ''}</td>"
-        f"<td>{_e(_when(f['last_seen']))}</td><td>{_e(_when(f['flushed']))}</td>"
-        f"<td>{_e(f['failures'])}{', next try ' + _when(f['retry_at']) if f['failures'] else ''}"
-        "</td></tr>"
+    ]
+    flush_rows = [
+        {
+            "session": f["session"],
+            "agent": f["agent"],
+            "state": ("dirty" if f["dirty"] else "clean")
+            + (" (flushing)" if f["in_flight"] else ""),
+            "last_seen": _when(f["last_seen"]),
+            "flushed": _when(f["flushed"]),
+            "failures": f"{f['failures']}"
+            + (", next try " + _when(f["retry_at"]) if f["failures"] else ""),
+        }
         for f in flushes
-    )
-    conflict_rows = "".join(
-        f"<tr><td>{_e(c.id)}</td><td>{_e(c.kind)}</td><td>{_e(c.memory_id)} / "
-        f"{_e(c.conflicting_memory_id)}</td><td>{_e(c.reason)}</td></tr>"
-        for c in conflicts
-    )
-    proposal_rows = "".join(
-        f"<tr><td>{_e(p.id)}</td><td>{_e(p.kind)}</td><td>{_e(p.text)}</td>"
-        f"<td>{_e(p.user_id or '')}</td></tr>"
-        for p in proposals
-    )
+    ]
     heading = f"{len(found)} {'found' if query else 'entries'}" + (
         f" (the first {LISTED})" if len(found) >= LISTED else ""
     )
-    body = (
-        banner + f'<form method="get" action="{scope_url(scope.ref)}">{keep}'
-        f'<input name="q" id="q" value="{_e(query)}" placeholder="search this memory" '
-        'size="40"> <button type="submit">Search</button></form>'
-        f"<h2>{_e(heading)}</h2><table><thead><tr><th>ID</th><th>Entry</th><th>File</th>"
-        f"<th>Score</th></tr></thead><tbody>{rows}</tbody></table>"
-        f'<p><a href="{scope_url(scope.ref, "/deleted")}{private}">Deleted and archived '
-        "entries</a></p>"
-        "<h2>Sessions flushed into it</h2><table><thead><tr><th>Session</th><th>Agent</th>"
-        "<th>State</th><th>Last seen</th><th>Last flushed</th><th>Failures</th></tr></thead>"
-        f"<tbody>{flush_rows}</tbody></table>"
-        "<h2>Open conflicts</h2><table><thead><tr><th>ID</th><th>Kind</th><th>Entries</th>"
-        f"<th>Why</th></tr></thead><tbody>{conflict_rows}</tbody></table>"
-        "<h2>Consent proposals waiting</h2><table><thead><tr><th>ID</th><th>Kind</th>"
-        f"<th>Text</th><th>Person</th></tr></thead><tbody>{proposal_rows}</tbody></table>"
+    return scope.page(
+        "memory_scope.html",
+        f"Memory: {scope.ref.label}",
+        gate=gate,
+        action=scope_url(scope.ref),
+        private=private,
+        query=query,
+        heading=heading,
+        entries=entries,
+        deleted_url=scope_url(scope.ref, "/deleted") + private,
+        flushes=flush_rows,
+        conflicts=conflicts,
+        proposals=proposals,
     )
-    return scope.page(f"Memory: {scope.ref.label}", body)
 
 
-def _entry_body(
+def _entry_page(
     scope: _Scope,
     entry_id: str,
     entry: Any,
     history: list[Any],
+    gate: dict[str, Any],
     problem: str = "",
     text: str | None = None,
-) -> str:
-    dash, private = scope.dash, _private_query(scope.ref)
-    action = scope_url(scope.ref, f"/e/{quote(entry_id, safe='')}")
-    history_rows = "".join(
-        f"<tr><td>{_e(_when(r.time))}</td><td>{_e(r.op)}</td><td>{_e(r.actor)}</td>"
-        f"<td>{_e(r.old or '')}</td><td>{_e(r.new or '')}</td></tr>"
+    status: int = 200,
+) -> web.Response:
+    rows = [
+        {"when": _when(r.time), "op": r.op, "actor": r.actor, "old": r.old, "new": r.new}
         for r in reversed(history)
-    )
-    notice = f'<div class="notice bad" role="alert">{_e(problem)}</div>' if problem else ""
-    if entry is None:
-        form = (
-            "<p>This entry is not in the memory now (deleted, archived or expired).</p>"
-            f'<form method="post" action="{action}/restore{private}">{dash.csrf_input()}'
-            '<button type="submit">Restore it</button></form>'
-        )
-    else:
-        where = (
-            "Stored in mem0."
-            if scope.ref.backend == "mem0"
-            else f"In <code>{_e(entry.path)}</code>, lines {entry.start_line}–{entry.end_line}."
-        )
-        form = (
-            f"<p class=muted>{where}</p>"
-            f'<form method="post" action="{action}{private}">{dash.csrf_input()}'
-            f'<textarea name="text" id="text" rows="4" cols="90">'
-            f"{_e(entry.text if text is None else text)}</textarea>"
-            '<p><button type="submit">Save</button></p></form>'
-            f'<form method="post" action="{action}/delete{private}">{dash.csrf_input()}'
-            '<button class="danger" type="submit">Delete</button></form>'
-        )
-    return (
-        notice + form + "<h2>History</h2><table><thead><tr><th>When</th><th>What</th><th>Who</th>"
-        f"<th>Before</th><th>After</th></tr></thead><tbody>{history_rows}</tbody></table>"
+    ]
+    return scope.page(
+        "memory_entry.html",
+        f"Entry {entry_id}",
+        status,
+        gate=gate,
+        problem=problem,
+        action=scope_url(scope.ref, f"/e/{quote(entry_id, safe='')}"),
+        private=_private_query(scope.ref),
+        entry=entry,
+        mem0=scope.ref.backend == "mem0",
+        text=(entry.text if text is None else text) if entry is not None else "",
+        history=rows,
     )
 
 
 async def entry_page(dash: Dashboard, request: web.Request) -> web.Response:
     scope = await _Scope.of(dash, request)
-    shown, banner = scope.banner(request)
+    shown, gate = scope.gate(request)
     if not shown:
-        return scope.page(f"Memory: {scope.ref.label}", banner)
+        return scope.gated(gate)
     entry_id = request.match_info["entry"]
     entry = await asyncio.to_thread(scopes.lookup, scope.memory, entry_id)
     text = entry.text if entry else None
     history = await asyncio.to_thread(scopes.entry_history, scope.memory, entry_id, text)
     if entry is None and not history:
         raise web.HTTPNotFound(text=f"no entry {entry_id!r} in {scope.ref.label}")
-    body = banner + _entry_body(scope, entry_id, entry, history)
-    return scope.page(f"Entry {entry_id}", body)
+    return _entry_page(scope, entry_id, entry, history, gate)
 
 
 async def _change(dash: Dashboard, request: web.Request, what: str) -> web.Response:
@@ -295,8 +263,9 @@ async def _change(dash: Dashboard, request: web.Request, what: str) -> web.Respo
         entry = await asyncio.to_thread(scopes.lookup, scope.memory, entry_id)
         current = entry.text if entry else None
         history = await asyncio.to_thread(scopes.entry_history, scope.memory, entry_id, current)
-        body = _entry_body(scope, entry_id, entry, history, str(exc), form.get("text"))
-        return scope.page(f"Entry {entry_id}", body, status=422)
+        return _entry_page(
+            scope, entry_id, entry, history, NO_BANNER, str(exc), form.get("text"), status=422
+        )
     raise web.HTTPSeeOther(scope_url(scope.ref, f"/e/{quote(target, safe='')}") + private)
 
 
@@ -314,22 +283,24 @@ async def restore_entry(dash: Dashboard, request: web.Request) -> web.Response:
 
 async def deleted_page(dash: Dashboard, request: web.Request) -> web.Response:
     scope = await _Scope.of(dash, request)
-    shown, banner = scope.banner(request)
+    shown, gate = scope.gate(request)
     if not shown:
-        return scope.page(f"Memory: {scope.ref.label}", banner)
+        return scope.gated(gate)
     gone = await asyncio.to_thread(scopes.deleted, scope.memory)
     private = _private_query(scope.ref)
-    rows = "".join(
-        f'<tr><td><a href="{scope_url(scope.ref, "/e/" + quote(g["id"], safe=""))}{private}">'
-        f"{_e(g['id'])}</a></td><td>{_e(g['text'])}</td><td>{_e(g['op'])}</td>"
-        f"<td>{_e(_when(g['when']))}</td></tr>"
+    rows = [
+        {
+            "url": scope_url(scope.ref, "/e/" + quote(g["id"], safe="")) + private,
+            "id": g["id"],
+            "text": g["text"],
+            "op": g["op"],
+            "when": _when(g["when"]),
+        }
         for g in gone
+    ]
+    return scope.page(
+        "memory_deleted.html", f"Deleted from {scope.ref.label}", gate=gate, gone=rows
     )
-    body = (
-        banner + "<table><thead><tr><th>ID</th><th>Entry</th><th>How</th><th>When</th></tr>"
-        f"</thead><tbody>{rows}</tbody></table>"
-    )
-    return scope.page(f"Deleted from {scope.ref.label}", body)
 
 
 def add_memory_routes(app: web.Application, bind: Any) -> None:

@@ -1,116 +1,123 @@
-"""What ``/metrics`` reports, in Prometheus' text format (version 0.0.4).
+"""What ``/metrics`` reports, in Prometheus' text format (version 0.0.4), by ``prometheus_client``.
 
 The process counts as it goes: every handled message (by outcome, with the time from its
 claim to its end in a histogram) and every model error (by model key). Gauges are read when
 scraped (the flush queue's depth from the ledger, each account's sync age), by the caller of
-:func:`render`. No client library: the format is a few lines of text.
+:func:`Metrics.render`.
 
-One process, one :data:`METRICS`; counters start at zero with the process, as Prometheus
-expects (it handles the reset).
+One process, one :data:`METRICS`, with a registry of its own (never the library's global one,
+which other libraries in the process may fill); counters start at zero with the process, as
+Prometheus expects (it handles the reset).
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import Gauge as PrometheusGauge
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 # seconds: a reply streams within a second or two, a tool-using turn takes tens of seconds
 REPLY_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
-
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
-@dataclass
 class Metrics:
     """The counters of one process (thread-safe: model turns finish in worker threads too)."""
 
-    replies: dict[str, int] = field(default_factory=dict)  # outcome -> messages
-    reply_buckets: list[int] = field(default_factory=lambda: [0] * len(REPLY_BUCKETS))
-    reply_sum: float = 0.0
-    reply_count: int = 0
-    model_errors: dict[str, int] = field(default_factory=dict)  # model key -> errors
-    leases_held: int = 0  # accounts this process runs (several processes on one database)
-    lease_moves: dict[str, int] = field(default_factory=dict)  # "taken"/"lost" -> leases
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self._replies = Counter(
+            "mindroom_replies",
+            "Messages handled, by outcome.",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self._reply_seconds = Histogram(
+            "mindroom_reply_seconds",
+            "From a message's claim to the end of its answers.",
+            buckets=REPLY_BUCKETS,
+            registry=self.registry,
+        )
+        self._model_errors = Counter(
+            "mindroom_model_errors",
+            "Model calls that failed, by model key.",
+            ["model"],
+            registry=self.registry,
+        )
+        # accounts this process runs (several processes on one database)
+        self._leases_held = PrometheusGauge(
+            "mindroom_leases_held", "Accounts this process runs by lease.", registry=self.registry
+        )
+        self._lease_moves = Counter(
+            "mindroom_lease_moves",
+            "Leases taken over or lost by this process.",
+            ["how"],
+            registry=self.registry,
+        )
 
     def reply(self, outcome: str, seconds: float) -> None:
         """A message was handled (``done``, ``failed``): how, and how long it took."""
-        with self._lock:
-            self.replies[outcome] = self.replies.get(outcome, 0) + 1
-            for i, bound in enumerate(REPLY_BUCKETS):
-                if seconds <= bound:
-                    self.reply_buckets[i] += 1
-            self.reply_sum += seconds
-            self.reply_count += 1
+        self._replies.labels(outcome=outcome).inc()
+        self._reply_seconds.observe(seconds)
 
     def model_error(self, model: str) -> None:
-        with self._lock:
-            self.model_errors[model] = self.model_errors.get(model, 0) + 1
+        self._model_errors.labels(model=model).inc()
 
     def set_leases(self, held: int) -> None:
-        with self._lock:
-            self.leases_held = held
+        self._leases_held.set(held)
 
     def lease_moved(self, how: str) -> None:
         """A lease this process ``taken`` from a silent process, or ``lost`` to another."""
-        with self._lock:
-            self.lease_moves[how] = self.lease_moves.get(how, 0) + 1
+        self._lease_moves.labels(how=how).inc()
 
     def render(self, gauges: Iterable[Gauge] = ()) -> str:
         """The exposition text: the counters, then ``gauges``."""
-        with self._lock:
-            lines = [
-                "# HELP mindroom_replies_total Messages handled, by outcome.",
-                "# TYPE mindroom_replies_total counter",
-                *(
-                    f'mindroom_replies_total{{outcome="{_label(k)}"}} {v}'
-                    for k, v in sorted(self.replies.items())
-                ),
-                "# HELP mindroom_reply_seconds From a message's claim to the end of its answers.",
-                "# TYPE mindroom_reply_seconds histogram",
-                *(
-                    f'mindroom_reply_seconds_bucket{{le="{bound}"}} {count}'
-                    for bound, count in zip(REPLY_BUCKETS, self.reply_buckets, strict=True)
-                ),
-                f'mindroom_reply_seconds_bucket{{le="+Inf"}} {self.reply_count}',
-                f"mindroom_reply_seconds_sum {self.reply_sum:.6f}",
-                f"mindroom_reply_seconds_count {self.reply_count}",
-                "# HELP mindroom_model_errors_total Model calls that failed, by model key.",
-                "# TYPE mindroom_model_errors_total counter",
-                *(
-                    f'mindroom_model_errors_total{{model="{_label(k)}"}} {v}'
-                    for k, v in sorted(self.model_errors.items())
-                ),
-                "# HELP mindroom_leases_held Accounts this process runs by lease.",
-                "# TYPE mindroom_leases_held gauge",
-                f"mindroom_leases_held {self.leases_held}",
-                "# HELP mindroom_lease_moves_total Leases taken over or lost by this process.",
-                "# TYPE mindroom_lease_moves_total counter",
-                *(
-                    f'mindroom_lease_moves_total{{how="{_label(k)}"}} {v}'
-                    for k, v in sorted(self.lease_moves.items())
-                ),
-            ]
-        for gauge in gauges:
-            lines += [f"# HELP {gauge.name} {gauge.help}", f"# TYPE {gauge.name} gauge"]
-            for labels, value in gauge.values:
-                inner = ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())
-                lines.append(
-                    f"{gauge.name}{{{inner}}} {value}" if inner else f"{gauge.name} {value}"
-                )
-        return "\n".join(lines) + "\n"
+        scrape = CollectorRegistry()
+        scrape.register(_ReadNow(tuple(gauges)))
+        return (generate_latest(_WithoutCreated(self.registry)) + generate_latest(scrape)).decode()
 
 
 @dataclass(frozen=True)
 class Gauge:
-    """A value read at scrape time: ``values`` is (labels, value) pairs."""
+    """A value read at scrape time: ``values`` is (labels, value) pairs (the same label names
+    in each)."""
 
     name: str
     help: str
     values: Sequence[tuple[Mapping[str, str], float]]
+
+
+class _ReadNow(Collector):
+    """The gauges of one scrape."""
+
+    def __init__(self, gauges: Sequence[Gauge]) -> None:
+        self.gauges = gauges
+
+    def collect(self) -> Iterator[Metric]:
+        for gauge in self.gauges:
+            names = list(gauge.values[0][0]) if gauge.values else []
+            family = GaugeMetricFamily(gauge.name, gauge.help, labels=names)
+            for labels, value in gauge.values:
+                family.add_metric([labels[n] for n in names], value)
+            yield family
+
+
+class _WithoutCreated(Collector):
+    """``registry`` without the ``*_created`` samples the library adds to counters and
+    histograms: the text format shows them as extra series, which ``/metrics`` never had."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self.registry.collect():
+            metric.samples = [s for s in metric.samples if not s.name.endswith("_created")]
+            yield metric
 
 
 METRICS = Metrics()

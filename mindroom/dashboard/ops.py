@@ -24,7 +24,7 @@ from aiohttp import web
 
 from mindroom.adapters.matrix.client import SYNC_TIMEOUT_MS
 from mindroom.dashboard.ledger_reads import ledger_rows
-from mindroom.dashboard.metrics import METRICS, Gauge
+from mindroom.dashboard.metrics import CONTENT_TYPE, METRICS, Gauge
 
 if TYPE_CHECKING:
     from mindroom.dashboard.server import DashboardHost
@@ -164,7 +164,5 @@ class OpsServer:
         ]
         return web.Response(
             text=METRICS.render(gauges),
-            content_type="text/plain",
-            charset="utf-8",
-            headers={"X-Content-Type-Options": "nosniff"},
+            headers={"Content-Type": CONTENT_TYPE, "X-Content-Type-Options": "nosniff"},
         )

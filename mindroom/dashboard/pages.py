@@ -1,12 +1,12 @@
 """The dashboard's pages: status, agents and teams, memory settings.
 
-Each page is server-rendered HTML; each form posts back with its CSRF field and the digest of
-``config.yaml`` it was rendered from, and is saved by :mod:`mindroom.dashboard.forms`.
+Each page is server-rendered HTML (the templates of :mod:`mindroom.dashboard.render`); each
+form posts back with its CSRF field and the digest of ``config.yaml`` it was rendered
+from, and is saved by :mod:`mindroom.dashboard.forms`.
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -17,14 +17,14 @@ from aiohttp import web
 from mindroom.config.schema import AGENT_NAME_RE
 from mindroom.config.store import ConfigDocument, edit_config
 from mindroom.dashboard.forms import (
-    BASE_FIELD,
     Field,
     StaleForm,
     check_fresh,
     field_errors,
-    render_fields,
+    field_rows,
     save_fields,
 )
+from mindroom.dashboard.render import render
 from mindroom.dashboard.settings import MEMORY_FIELDS
 from mindroom.errors import ConfigError
 
@@ -39,35 +39,19 @@ _NAV = (
 )
 
 
-def _e(value: object) -> str:
-    return html.escape(str(value))
-
-
-def layout(dash: Dashboard, title: str, here: str, body: str, status: int = 200) -> web.Response:
-    """A whole page: the navigation, then ``body``."""
-    nav = "".join(
-        f'<a href="{href}"{" class=here" if href == here else ""}>{label}</a>'
-        for href, label in _NAV
+def page(
+    dash: Dashboard, template: str, title: str, here: str, status: int = 200, **context: Any
+) -> web.Response:
+    """A whole page: the navigation (``here`` marked), then ``template``'s body."""
+    return render(
+        template,
+        status,
+        title=title,
+        here=here,
+        nav=_NAV,
+        csrf=dash.csrf,
+        **context,
     )
-    page = (
-        "<!doctype html><html lang=en><head><meta charset=utf-8>"
-        f"<title>{_e(title)} · mindroom</title>"
-        '<link rel="stylesheet" href="/static/style.css"></head>'
-        f"<body><header><strong>mindroom</strong>{nav}</header><main><h1>{_e(title)}</h1>"
-        f"{body}</main></body></html>"
-    )
-    return web.Response(text=page, content_type="text/html", status=status)
-
-
-def _notice(request: web.Request, problem: str = "") -> str:
-    if problem:
-        return f'<div class="notice bad" role="alert">{_e(problem)}</div>'
-    if "saved" in request.query:
-        return (
-            '<div class="notice ok">Saved to config.yaml; the bot applies it now '
-            "(a change it cannot apply is shown on the status page).</div>"
-        )
-    return ""
 
 
 def _doc(dash: Dashboard) -> ConfigDocument:
@@ -83,7 +67,7 @@ class FormSpec:
     action: str
     base: str
     fields: Sequence[Field]
-    extra: str = ""  # more HTML after the form (a delete button)
+    removes: str = ""  # an agent's or team's name: a delete form after the form
 
 
 def _form_page(
@@ -94,17 +78,21 @@ def _form_page(
     submitted: Mapping[str, str] | None = None,
     status: int = 200,
 ) -> web.Response:
-    doc = _doc(dash)
     errors = errors or {}
-    body = (
-        _notice(request, errors.get("", ""))
-        + f'<form method="post" action="{_e(spec.action)}">{dash.csrf_input()}'
-        f'<input type="hidden" name="{BASE_FIELD}" value="{doc.digest}">'
-        + render_fields(doc, spec.base, spec.fields, errors, submitted)
-        + '<p><button type="submit">Save</button></p></form>'
-        + spec.extra
+    doc = _doc(dash)
+    return page(
+        dash,
+        "form.html",
+        spec.title,
+        spec.here,
+        status,
+        problem=errors.get("", ""),
+        saved="saved" in request.query,
+        action=spec.action,
+        digest=doc.digest,
+        rows=field_rows(doc, spec.base, spec.fields, errors, submitted),
+        removes=spec.removes,
     )
-    return layout(dash, spec.title, spec.here, body, status)
 
 
 async def _save(dash: Dashboard, request: web.Request, spec: FormSpec) -> web.Response:
@@ -123,28 +111,7 @@ async def _save(dash: Dashboard, request: web.Request, spec: FormSpec) -> web.Re
 
 
 async def status_page(dash: Dashboard, request: web.Request) -> web.Response:
-    def table(title: str, body_id: str, heads: Sequence[str]) -> str:
-        cells = "".join(f"<th>{h}</th>" for h in heads)
-        return (
-            f"<h2>{title}</h2><table><thead><tr>{cells}</tr></thead>"
-            f'<tbody id="{body_id}"></tbody></table>'
-        )
-
-    body = (
-        '<p class="muted">Updates every 2 s; last update <span id="updated">…</span>.</p>'
-        + table("Accounts", "accounts", ("Account", "User", "Device", "Sync", "Rooms"))
-        + table("Rooms", "rooms", ("Room", "ID", "Agents"))
-        + table(
-            "Last answers", "answers", ("Claimed", "Room", "From", "Answered by", "Status", "Took")
-        )
-        + table(
-            "Warnings and errors (model errors among them)",
-            "problems",
-            ("When", "Level", "Where", "Message"),
-        )
-        + '<script src="/static/live.js"></script>'
-    )
-    return layout(dash, "Status", "/", body)
+    return page(dash, "status.html", "Status", "/")
 
 
 # -- agents and teams -----------------------------------------------------------------------------
@@ -207,48 +174,48 @@ def _listing(
     status: int = 200,
 ) -> web.Response:
     config = dash.host.config
-    rows = []
+    agents = []
     for name, agent in config.agents.items():
-        private = f"per {agent.private.per}" if agent.private else ""
         learning = agent.learning if agent.learning is not None else config.defaults.learning
-        rows.append(
-            f'<tr><td><a href="/agents/{quote(name)}">{_e(name)}</a></td>'
-            f"<td>{_e(agent.role)}</td><td>{_e(config.agent_model(name))}</td>"
-            f"<td>{_e(', '.join(agent.rooms))}</td>"
-            f"<td>{_e(agent.thread_mode or config.defaults.thread_mode)}</td>"
-            f"<td>{_e(agent.memory_backend or config.memory.backend)}</td>"
-            f"<td>{_e(private)}</td><td>{'on' if learning else 'off'}</td></tr>"
+        agents.append(
+            {
+                "url": f"/agents/{quote(name)}",
+                "name": name,
+                "role": agent.role,
+                "model": config.agent_model(name),
+                "rooms": ", ".join(agent.rooms),
+                "thread_mode": agent.thread_mode or config.defaults.thread_mode,
+                "memory": agent.memory_backend or config.memory.backend,
+                "private": f"per {agent.private.per}" if agent.private else "",
+                "learning": "on" if learning else "off",
+            }
         )
     teams = [
-        f'<tr><td><a href="/teams/{quote(name)}">{_e(name)}</a></td><td>{_e(team.role)}</td>'
-        f"<td>{_e(', '.join(team.agents))}</td><td>{_e(team.mode or 'coordinate')}</td>"
-        f"<td>{_e(', '.join(team.rooms))}</td></tr>"
+        {
+            "url": f"/teams/{quote(name)}",
+            "name": name,
+            "role": team.role,
+            "members": ", ".join(team.agents),
+            "mode": team.mode or "coordinate",
+            "rooms": ", ".join(team.rooms),
+        }
         for name, team in config.teams.items()
     ]
     given = submitted or {}
-    models = "".join(f"<option>{_e(m)}</option>" for m in config.models)
-    doc = _doc(dash)
-    body = (
-        _notice(request, problem)
-        + "<table><thead><tr><th>Agent</th><th>Role</th><th>Model</th><th>Rooms</th>"
-        "<th>Thread mode</th><th>Memory</th><th>Private</th><th>Learning</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
-        + "<h2>Teams</h2><table><thead><tr><th>Team</th><th>Role</th><th>Members</th>"
-        f"<th>Mode</th><th>Rooms</th></tr></thead><tbody>{''.join(teams)}</tbody></table>"
-        + f'<h2>Add an agent</h2><form method="post" action="/agents">{dash.csrf_input()}'
-        f'<input type="hidden" name="{BASE_FIELD}" value="{doc.digest}">'
-        '<div class="field"><label for="f-name">Name</label>'
-        f'<input id="f-name" name="name" value="{_e(given.get("name", ""))}" '
-        'placeholder="lowercase, e.g. coder"></div>'
-        '<div class="field"><label for="f-role">Role</label>'
-        f'<input id="f-role" name="role" value="{_e(given.get("role", ""))}"></div>'
-        '<div class="field"><label for="f-model">Model</label><select id="f-model" '
-        f'name="model"><option value="">(defaults.model)</option>{models}</select></div>'
-        '<div class="field"><label for="f-rooms">Rooms (comma-separated)</label>'
-        f'<input id="f-rooms" name="rooms" value="{_e(given.get("rooms", ""))}"></div>'
-        '<p><button type="submit">Add agent</button></p></form>'
+    return page(
+        dash,
+        "agents.html",
+        "Agents and teams",
+        "/agents",
+        status,
+        problem=problem,
+        saved="saved" in request.query,
+        agents=agents,
+        teams=teams,
+        models=list(config.models),
+        digest=_doc(dash).digest,
+        given={k: given.get(k, "") for k in ("name", "role", "rooms")},
     )
-    return layout(dash, "Agents and teams", "/agents", body, status)
 
 
 async def agents_page(dash: Dashboard, request: web.Request) -> web.Response:
@@ -299,31 +266,16 @@ def _in_file(dash: Dashboard, key: str) -> bool:
     return True
 
 
-def _delete_form(dash: Dashboard, kind: str, name: str) -> str:
-    return (
-        f'<h2>Remove</h2><form method="post" action="/{kind}/{quote(name)}/delete">'
-        f'{dash.csrf_input()}<input type="hidden" name="{BASE_FIELD}" '
-        f'value="{_doc(dash).digest}"><p class="muted">Removes {_e(name)} from config.yaml: '
-        "its account leaves its rooms and stops; its memory folder stays on disk.</p>"
-        f'<button class="danger" type="submit">Remove {_e(name)}</button></form>'
-    )
-
-
 def entity_handlers(kind: str) -> tuple[Any, Any, Any]:
     """GET, POST and delete handlers of ``/agents/{name}`` or ``/teams/{name}``."""
     noun = "Agent" if kind == "agents" else "Team"
 
     def spec(dash: Dashboard, request: web.Request) -> tuple[str, FormSpec]:
         name, fields = _entity(dash, request, kind)
-        page = FormSpec(
-            f"{noun} {name}",
-            "/agents",
-            f"/{kind}/{quote(name)}",
-            f"{kind}.{name}",
-            fields,
-            _delete_form(dash, kind, name),
+        form = FormSpec(
+            f"{noun} {name}", "/agents", f"/{kind}/{quote(name)}", f"{kind}.{name}", fields, name
         )
-        return name, page
+        return name, form
 
     async def show(dash: Dashboard, request: web.Request) -> web.Response:
         return _form_page(dash, request, spec(dash, request)[1])
@@ -332,7 +284,7 @@ def entity_handlers(kind: str) -> tuple[Any, Any, Any]:
         return await _save(dash, request, spec(dash, request)[1])
 
     async def delete(dash: Dashboard, request: web.Request) -> web.Response:
-        name, page = spec(dash, request)
+        name, shown = spec(dash, request)
         form = await dash.form(request)
         try:
             with edit_config(dash.config_path) as doc:
@@ -340,7 +292,7 @@ def entity_handlers(kind: str) -> tuple[Any, Any, Any]:
                 doc.unset(f"{kind}.{name}")
                 doc.save()
         except ConfigError as exc:
-            return _form_page(dash, request, page, {"": str(exc)}, status=422)
+            return _form_page(dash, request, shown, {"": str(exc)}, status=422)
         raise web.HTTPSeeOther("/agents?saved=1")
 
     return show, save, delete
@@ -369,11 +321,14 @@ def binder(dash: Dashboard) -> Any:
             try:
                 return await handler(dash, request)
             except ConfigError as exc:  # config.yaml broken on disk: say so, not a 500
-                body = (
-                    f'<div class="notice bad" role="alert">{_e(exc)}</div><p>The bot runs '
-                    "on the last valid config; fix the file and reload this page.</p>"
+                return page(
+                    dash,
+                    "unreadable_config.html",
+                    "config.yaml cannot be read",
+                    "",
+                    503,
+                    problem=str(exc),
                 )
-                return layout(dash, "config.yaml cannot be read", "", body, status=503)
 
         return bound
 

@@ -15,7 +15,6 @@ from them, so no recall path brings it back (:func:`mindroom.people.data.redact_
 from __future__ import annotations
 
 import asyncio
-import html
 import json
 from functools import partial
 from pathlib import Path
@@ -26,6 +25,7 @@ from aiohttp import web
 
 from mindroom.dashboard import person, scopes
 from mindroom.dashboard.access import PERSON, PERSON_COOKIE, PERSON_UNTIL
+from mindroom.dashboard.render import render
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.policy.access import CategoryAccess
@@ -40,21 +40,6 @@ if TYPE_CHECKING:
 
 ACTOR = "person"
 SHOWN = 500
-
-
-def _e(value: object) -> str:
-    return html.escape(str(value))
-
-
-def _page(title: str, body: str, status: int = 200) -> web.Response:
-    page = (
-        "<!doctype html><html lang=en><head><meta charset=utf-8>"
-        f"<title>{_e(title)} · mindroom</title>"
-        '<link rel="stylesheet" href="/me/static/style.css"></head>'
-        f"<body><header><strong>mindroom</strong><a class=here href=/me>Your memory</a></header>"
-        f"<main><h1>{_e(title)}</h1>{body}</main></body></html>"
-    )
-    return web.Response(text=page, content_type="text/html", status=status)
 
 
 def _unreadable(root: Path) -> list[str]:
@@ -85,17 +70,8 @@ async def login_page(dash: Dashboard, request: web.Request) -> web.Response:
     problem = person.check_link(dash.token, user, expires, sig)
     if problem:
         return web.Response(status=401, text=problem + "\n", content_type="text/plain")
-    fields = "".join(
-        f'<input type="hidden" name="{k}" value="{_e(v)}">'
-        for k, v in (("u", user), ("exp", expires), ("sig", sig))
-    )
-    body = (
-        f"<p>This link opens what the companions remember about <strong>{_e(user)}</strong>."
-        " If that is not you, close this page.</p>"
-        f'<form method="post" action="/me/login">{fields}'
-        '<button type="submit">Open my memory</button></form>'
-    )
-    return _page("Your memory", body)
+    link = (("u", user), ("exp", expires), ("sig", sig))
+    return render("me_login.html", title="Your memory", user=user, link=link)
 
 
 async def login(dash: Dashboard, request: web.Request) -> web.Response:
@@ -146,16 +122,8 @@ def _opened(dash: Dashboard, ref: scopes.ScopeRef) -> scopes.Browsed | None:
 async def home(dash: Dashboard, request: web.Request) -> web.Response:
     user: str = request[PERSON]
     token = person.person_csrf(dash.token, user, request[PERSON_UNTIL])
-    csrf = f'<input type="hidden" name="csrf" value="{token}">'
     mine = await asyncio.to_thread(own_scopes, dash, user)
-    parts = [
-        f"<p>Signed in as <strong>{_e(user)}</strong>. These are the memories the private "
-        "companions keep about you. Correct what is wrong, delete what they should forget "
-        "(a deleted one stays in the memory's change history, which only the person running "
-        "mindroom can read; it is also taken out of your past conversations, so no companion "
-        'recalls it). <a href="/me/export">Download all of it (JSON)</a>: every store '
-        "mindroom keeps, your conversations included.</p>"
-    ]
+    memories = []
     for ref in mine:
         memory = _opened(dash, ref)
         if memory is None:
@@ -166,56 +134,36 @@ async def home(dash: Dashboard, request: web.Request) -> web.Response:
             if isinstance(memory, FileMemory)
             else []  # mem0 keeps no files
         )
-        rows = []
-        for entry in found[:SHOWN]:
-            action = f"/me/s/{quote(ref.id, safe='')}/e/{quote(entry.id, safe='')}"
-            rows.append(
-                f'<tr><td><form method="post" action="{action}">{csrf}'
-                f'<input name="text" value="{_e(entry.text)}" size="70" '
-                f'aria-label="entry {_e(entry.id)}"> <button type="submit">Save</button></form>'
-                f'</td><td><form method="post" action="{action}/delete">{csrf}'
-                '<button class="danger" type="submit">Delete</button></form></td></tr>'
-            )
-        parts.append(
-            f"<h2>{_e(ref.agent or 'a team')}</h2><table><tbody>{''.join(rows)}</tbody></table>"
-            if rows
-            else f"<h2>{_e(ref.agent or 'a team')}</h2><p class=muted>Nothing yet.</p>"
+        entries = [
+            {
+                "action": f"/me/s/{quote(ref.id, safe='')}/e/{quote(entry.id, safe='')}",
+                "id": entry.id,
+                "text": entry.text,
+            }
+            for entry in found[:SHOWN]
+        ]
+        memories.append(
+            {
+                "companion": ref.agent or "a team",
+                "entries": entries,
+                "more": len(found) > SHOWN,
+                "unreadable": unreadable,
+            }
         )
-        if len(found) > SHOWN:
-            parts.append(
-                f'<div class="notice warn">Only the first {SHOWN} are shown here; '
-                "the download has them all.</div>"
-            )
-        if unreadable:
-            parts.append(
-                f'<div class="notice warn">{len(unreadable)} file(s) of this memory cannot be '
-                "read as text, so they are not shown: ask whoever runs mindroom to fix "
-                f"{_e(', '.join(unreadable))}.</div>"
-            )
-    if not mine:
-        parts.append("<p>No companion has a memory of you yet.</p>")
     held = await asyncio.to_thread(
         person_data.list_person, dash.host.config, dash.data_dir.parent, dash.host.memories, user
     )
     stores = {store.name: store.what for store in person_data.STORES}
-    items = "".join(
-        f"<li><strong>{_e(stores[name])}</strong>: {len(where)} place(s)</li>"
-        for name, where in held.items()
-        if where
+    return render(
+        "me_home.html",
+        title="Your memory",
+        user=user,
+        csrf=token,
+        memories=memories,
+        any_scope=bool(mine),
+        shown=SHOWN,
+        held=[(stores[name], len(where)) for name, where in held.items() if where],
     )
-    parts.append(
-        "<h2>Everything stored about you</h2><p>Your conversations with every agent and all "
-        "the rest is in the download.</p>"
-        + (f"<ul>{items}</ul>" if items else "<p class=muted>Nothing.</p>")
-    )
-    parts.append(
-        "<h2>Forget me</h2><p>Erase everything mindroom stores about you: your private "
-        "memories, your conversations, what shared agents remember from you or about you. "
-        "This cannot be undone; you will be asked once more.</p>"
-        f'<form method="post" action="/me/forget">{csrf}'
-        '<button class="danger" type="submit">Erase everything about me…</button></form>'
-    )
-    return _page("Your memory", "".join(parts))
 
 
 async def _change(dash: Dashboard, request: web.Request, what: str) -> web.Response:
@@ -246,11 +194,7 @@ async def _change(dash: Dashboard, request: web.Request, what: str) -> web.Respo
                 deleted.text,
             )
     except MemoryStoreError as exc:
-        return _page(
-            "Your memory",
-            f'<div class="notice bad">{_e(exc)}</div><p><a href="/me">Back</a></p>',
-            status=422,
-        )
+        return render("me_problem.html", 422, title="Your memory", problem=str(exc))
     raise web.HTTPSeeOther("/me")
 
 
@@ -299,17 +243,7 @@ async def forget_ask(dash: Dashboard, request: web.Request) -> web.Response:
     await dash.form(request)  # this person's CSRF field
     user: str = request[PERSON]
     token = person.person_csrf(dash.token, user, request[PERSON_UNTIL])
-    body = (
-        f"<p>Erase everything mindroom stores about <strong>{_e(user)}</strong>, in every "
-        "store: private memories (with their history and indexes), conversations with every "
-        "agent, what shared agents remember from you or about you, pending proposals, "
-        "insights. It cannot be undone, and this page signs you out.</p>"
-        f'<form method="post" action="/me/forget/confirm"><input type="hidden" name="csrf" '
-        f'value="{token}"><input type="hidden" name="confirm" value="yes">'
-        '<button class="danger" type="submit">Yes, erase everything about me</button></form>'
-        '<p><a href="/me">No, go back</a></p>'
-    )
-    return _page("Forget me", body)
+    return render("me_forget_ask.html", title="Forget me", user=user, csrf=token)
 
 
 async def forget(dash: Dashboard, request: web.Request) -> web.Response:
@@ -326,13 +260,7 @@ async def forget(dash: Dashboard, request: web.Request) -> web.Response:
         dash.host.memories,
         user,
     )
-    rows = "".join(f"<tr><td>{_e(r.store)}</td><td>{r.count}</td></tr>" for r in reports)
-    page = _page(
-        "Forgotten",
-        f"<p>Everything mindroom stored about {_e(user)} is erased.</p>"
-        f"<table><thead><tr><th>store</th><th>erased</th></tr></thead><tbody>{rows}</tbody>"
-        "</table>",
-    )
+    page = render("me_forgotten.html", title="Forgotten", user=user, reports=reports)
     page.del_cookie(PERSON_COOKIE, path="/me")
     return page
 

@@ -27,7 +27,7 @@ from mindroom.atomic import atomic_write
 from mindroom.cluster.share import Cluster
 from mindroom.config.schema import Config
 from mindroom.dashboard import pages
-from mindroom.dashboard.access import CSRF_FIELD, LOOPBACK, Access, dashboard_token, dashboard_url
+from mindroom.dashboard.access import LOOPBACK, Access, dashboard_token, dashboard_url
 from mindroom.dashboard.ledger_reads import ledger_rows
 from mindroom.dashboard.memory_pages import add_memory_routes
 from mindroom.dashboard.ops import account_states
@@ -146,9 +146,6 @@ class Dashboard:
     @property
     def csrf(self) -> str:
         return self.access.csrf
-
-    def csrf_input(self) -> str:
-        return f'<input type="hidden" name="{CSRF_FIELD}" value="{self.csrf}">'
 
     async def form(self, request: web.Request) -> dict[str, str]:
         """The posted form, CSRF-checked, as plain strings."""
