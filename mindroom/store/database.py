@@ -28,7 +28,6 @@ import re
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Generator, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,27 +37,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import NullPool
 
 from mindroom.errors import MindroomError
+from mindroom.store.migrations import SQLITE_BUSY_TIMEOUT_S, Migration, statements
 
-SQLITE_BUSY_TIMEOUT_S = 30
+__all__ = ["SQLITE_BUSY_TIMEOUT_S", "Database", "DatabaseError", "Migration", "statements"]
+
 _PLACEHOLDER = re.compile(r"\?")
 _MIGRATIONS_TABLE = (
     "CREATE TABLE IF NOT EXISTS schema_migrations ("
     " version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
 )
 _MIGRATION_LOCK = 0x6D696E64  # "mind": the advisory lock key of a PostgreSQL migration
-
-
-@dataclass(frozen=True)
-class Migration:
-    """One version of a schema: statements run together, once."""
-
-    version: int
-    statements: tuple[str, ...]
-
-
-def statements(script: str) -> tuple[str, ...]:
-    """The statements of a ``;``-separated script (no ``;`` inside a statement)."""
-    return tuple(s.strip() for s in script.split(";") if s.strip())
 
 
 _POSTGRES_URL = re.compile(r"^postgres(?:ql)?(?:\+asyncpg)?://")
