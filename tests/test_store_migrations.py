@@ -36,6 +36,7 @@ from mindroom.store.schemas import (
     CONSOLIDATION,
     DERIVED,
     LAYER,
+    LEDGER,
     MEM0_OPS,
     READERS,
     SHARERS,
@@ -303,3 +304,32 @@ def test_every_derived_store_says_it_is_derived_and_rebuildable(module: str) -> 
     doc = (importlib.import_module(module).__doc__ or "").lower()
     assert "derived" in doc
     assert "rebuil" in doc
+
+
+# -- the ledger's database: reads and writes are said, not sniffed --------------------------------
+
+
+def test_a_read_alone_holds_no_transaction_and_a_write_holds_one_until_its_commit(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        db = await Database.open(tmp_path / "ledger.db", LEDGER.migrations)
+        try:
+            await db.query("SELECT count(*) AS n FROM handled")
+            assert not db._connection.in_transaction()  # a read alone ends at once
+            await db.execute(
+                "INSERT INTO sync_tokens (account, token) VALUES (?, ?)", ("@a:localhost", "t1")
+            )
+            assert db._connection.in_transaction()  # the control: a write waits for commit
+            async with db.query(
+                "SELECT token FROM sync_tokens WHERE account = ?", ("@a:localhost",)
+            ) as rows:
+                row = await rows.fetchone()
+            assert row.token == "t1"  # a read inside the write sees it, by column name
+            assert db._connection.in_transaction()  # and does not end it
+            await db.commit()
+            assert not db._connection.in_transaction()
+        finally:
+            await db.close()
+
+    asyncio.run(scenario())

@@ -2,7 +2,8 @@
 PostgreSQL, through SQLAlchemy's asyncio engine, with one code path for both.
 
 :class:`Database` is what the ledger (:mod:`mindroom.store.ledger`) and the session book
-(:mod:`mindroom.sessions.book`) talk to: ``execute(sql, params)``, ``commit``, ``rollback``.
+(:mod:`mindroom.sessions.book`) talk to: ``query(sql, params)`` for a read,
+``execute(sql, params)`` for a write, then ``commit`` or ``rollback``.
 The SQL is written once, in the subset both engines run (``INSERT ... ON CONFLICT``,
 ``UPDATE ... RETURNING``, ``CASE``; ``?`` placeholders, bound by position); where the two
 differ, :attr:`Database.greatest` names the function.
@@ -179,16 +180,24 @@ class Database:
         return "GREATEST" if self.dialect == "postgresql" else "MAX"
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> _Call:
-        """Run one statement with ``?`` placeholders bound to ``params`` in order."""
-        return _Call(self._execute(sql, params))
+        """Run one statement that writes (``INSERT``, ``UPDATE ... RETURNING``, ``DELETE``, DDL),
+        with ``?`` placeholders bound to ``params`` in order. Its transaction stays open until
+        :meth:`commit` (or :meth:`rollback`)."""
+        return _Call(self._execute(sql, params, write=True))
 
-    async def _execute(self, sql: str, params: Sequence[Any]) -> Rows:
+    def query(self, sql: str, params: Sequence[Any] = ()) -> _Call:
+        """Run one statement that only reads. Outside a write (no :meth:`execute` since the last
+        commit) its transaction ends at once, so an idle connection holds no snapshot or lock;
+        inside one it sees that write's rows. Rows are read by column name (``row.name``)."""
+        return _Call(self._execute(sql, params, write=False))
+
+    async def _execute(self, sql: str, params: Sequence[Any], *, write: bool) -> Rows:
         bound, values = _bind(sql, params)
         async with self.unit.held(), self._lock:
             try:
                 result = await self._connection.execute(text(bound), values)
                 rows = list(result.fetchall()) if result.returns_rows else []
-                if not sql.lstrip()[:6].upper().startswith("SELECT"):
+                if write:
                     self._writing = True
                 elif not self._writing:  # a read alone: end its transaction now
                     await self._connection.commit()
@@ -234,7 +243,8 @@ class Database:
                 await conn.execute(text(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"))
             await conn.execute(text(_MIGRATIONS_TABLE))
             done = {
-                row[0] for row in await conn.execute(text("SELECT version FROM schema_migrations"))
+                row.version
+                for row in await conn.execute(text("SELECT version FROM schema_migrations"))
             }
             for migration in sorted(migrations, key=lambda m: m.version):
                 if migration.version in done:

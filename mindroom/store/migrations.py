@@ -113,7 +113,7 @@ def _applied(db: sqlite3.Connection) -> set[int] | None:
     ).fetchone()
     if known is None:
         return None
-    return {int(row[0]) for row in db.execute(f"SELECT version FROM {MIGRATIONS_TABLE}")}
+    return {int(version) for (version,) in db.execute(f"SELECT version FROM {MIGRATIONS_TABLE}")}
 
 
 def _check_not_newer(applied: set[int], schema: StoreSchema, where: Path | str) -> None:
