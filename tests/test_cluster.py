@@ -123,7 +123,7 @@ async def rows(url: str, keys: list[str]) -> dict[str, tuple[str, int | None]]:
     found = {}
     try:
         for key in keys:
-            async with ledger._db.execute(
+            async with ledger._db.query(
                 "SELECT status, owner FROM handled WHERE event_id = ?", (key,)
             ) as cursor:
                 row = await cursor.fetchone()

@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 from mindroom.memory.jobs.consolidate.fingerprints import FORGET_DAYS, Fingerprints
+from mindroom.memory.jobs.consolidate.records import ConsolidationRecords
 
 NOW = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.UTC)
 DAY = dt.timedelta(days=1)
@@ -41,11 +42,10 @@ def test_recording_again_restarts_the_period(tmp_path: Path) -> None:
 
 def test_fingerprints_survive_a_restart_beside_other_tables(tmp_path: Path) -> None:
     path = tmp_path / "state" / "consolidation.db"
-    path.parent.mkdir()
-    with sqlite3.connect(path) as other:  # the pass keeps its own tables in the same file
-        other.execute("CREATE TABLE memory_conflicts (id TEXT PRIMARY KEY)")
-        other.execute("INSERT INTO memory_conflicts VALUES ('c-1')")
-    other.close()
+    records = ConsolidationRecords(path)  # the pass keeps its own tables in the same file
+    conflict = records.record("conflict", "m-1", "m-2", "they disagree", {})
+    assert conflict is not None
+    records.close()
 
     first = Fingerprints(path, recheck_days=14)
     first.record("m-00000001", "m-00000002", 0.9, NOW)
@@ -53,7 +53,7 @@ def test_fingerprints_survive_a_restart_beside_other_tables(tmp_path: Path) -> N
 
     assert Fingerprints(path, recheck_days=14).seen("m-00000001", "m-00000002", 0.9, NOW + DAY)
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT id FROM memory_conflicts").fetchall() == [("c-1",)]
+        assert db.execute("SELECT id FROM memory_conflicts").fetchall() == [(conflict.id,)]
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     db.close()
 

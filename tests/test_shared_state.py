@@ -149,7 +149,7 @@ async def test_times_keep_their_precision_and_the_schema_is_applied_once(
     again = await Ledger.open(ledger_target)  # a second start: nothing to migrate
     try:
         pending = await again.pending(newer_than=before - 0.001)
-        async with again._db.execute("SELECT version FROM schema_migrations") as rows:
+        async with again._db.query("SELECT version FROM schema_migrations") as rows:
             versions = [row[0] for row in await rows.fetchall()]
     finally:
         await again.close()
@@ -250,7 +250,7 @@ async def test_a_conversation_kept_in_postgresql_goes_on_after_a_restart(
     assert not list((bot.storage / "mindroom_data").rglob("sessions/*.db"))  # no SQLite store
     ledger = await Ledger.open(url)
     try:
-        async with ledger._db.execute(
+        async with ledger._db.query(
             "SELECT count(*) FROM information_schema.tables"
             " WHERE table_schema LIKE 'mindroom_%' AND table_name = 'agent_sessions'"
         ) as rows:
@@ -294,7 +294,7 @@ async def test_a_failed_or_cancelled_statement_leaves_the_connection_usable(
 ) -> None:
     ledger = two[0]
     with pytest.raises(Exception, match="nope"):  # an error inside the database
-        await ledger._db.execute("SELECT * FROM nope")
+        await ledger._db.query("SELECT * FROM nope")
     assert await ledger.claim("$after-error", "!room", (), {})
     read = asyncio.ensure_future(ledger.pending(newer_than=0))
     await asyncio.sleep(0)  # let it start, then cut it off
@@ -302,7 +302,7 @@ async def test_a_failed_or_cancelled_statement_leaves_the_connection_usable(
     await asyncio.gather(read, return_exceptions=True)
     assert await ledger.claim("$after-cancel", "!room", (), {})
     # a statement failing in one task while another writes: the write is whole
-    failing = ledger._db.execute("SELECT * FROM nope")
+    failing = ledger._db.query("SELECT * FROM nope")
     claimed, failed = await asyncio.gather(
         ledger.claim("$beside", "!room", (), {}), failing, return_exceptions=True
     )
@@ -314,7 +314,7 @@ async def test_a_failed_or_cancelled_statement_leaves_the_connection_usable(
         "$beside",
     }
     with pytest.raises(ValueError, match="placeholders"):
-        await ledger._db.execute("SELECT ?", ())
+        await ledger._db.query("SELECT ?", ())
 
 
 async def test_a_bad_database_url_is_told_without_its_password() -> None:

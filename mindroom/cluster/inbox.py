@@ -48,8 +48,8 @@ class Inbox:
         await self._db.execute(  # first: its row lock orders the appends (module docstring)
             "UPDATE inbox_head SET seq = seq + ? WHERE id = 1", (len(events),)
         )
-        async with self._db.execute("SELECT seq FROM inbox_head WHERE id = 1") as cursor:
-            head = int((await cursor.fetchone())[0])
+        async with self._db.query("SELECT seq FROM inbox_head WHERE id = 1") as cursor:
+            head = int((await cursor.fetchone()).seq)
         for seq, event in enumerate(events, start=head - len(events) + 1):
             event_id = event.get("event_id")
             await self._db.execute(
@@ -62,25 +62,25 @@ class Inbox:
 
     async def head(self) -> int:
         """The number of the last event appended (0: none yet)."""
-        async with self._db.execute("SELECT seq FROM inbox_head WHERE id = 1") as cursor:
+        async with self._db.query("SELECT seq FROM inbox_head WHERE id = 1") as cursor:
             row = await cursor.fetchone()
-        return int(row[0]) if row else 0
+        return int(row.seq) if row else 0
 
     async def since(self, after: int, limit: int) -> list[tuple[int, dict[str, Any]]]:
         """Up to ``limit`` events numbered after ``after``, in order."""
-        async with self._db.execute(
+        async with self._db.query(
             "SELECT seq, event FROM inbox WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
         ) as cursor:
             rows = await cursor.fetchall()
-        return [(int(row[0]), json.loads(row[1])) for row in rows]
+        return [(int(row.seq), json.loads(row.event)) for row in rows]
 
     async def position(self, user_id: str) -> int | None:
         """Where ``user_id`` was saved to be (None: it never read the inbox)."""
-        async with self._db.execute(
+        async with self._db.query(
             "SELECT token FROM sync_tokens WHERE account = ?", (_POSITION + user_id,)
         ) as cursor:
             row = await cursor.fetchone()
-        return int(row[0]) if row else None
+        return int(row.token) if row else None
 
     @whole
     async def begin(self, user_id: str) -> None:

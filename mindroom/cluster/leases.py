@@ -129,9 +129,9 @@ class Leases:
 
     async def holders(self) -> dict[str, Lease]:
         """Every lease, expired or not, by account name."""
-        async with self._db.execute("SELECT name, owner, expires_at FROM leases") as cursor:
+        async with self._db.query("SELECT name, owner, expires_at FROM leases") as cursor:
             rows = await cursor.fetchall()
-        return {row[0]: Lease(row[0], row[1], row[2]) for row in rows}
+        return {row.name: Lease(row.name, row.owner, row.expires_at) for row in rows}
 
     # -- processes --------------------------------------------------------------------------
 
@@ -161,13 +161,15 @@ class Leases:
 
     async def processes(self, seen_after: float) -> list[ProcessInfo]:
         """The processes whose heartbeat is newer than ``seen_after``."""
-        async with self._db.execute(
+        async with self._db.query(
             "SELECT owner, pins, host, pid, seen_at FROM processes WHERE seen_at >= ?"
             " ORDER BY started_at",
             (seen_after,),
         ) as cursor:
             rows = await cursor.fetchall()
-        return [ProcessInfo(r[0], tuple(json.loads(r[1])), r[2], r[3], r[4]) for r in rows]
+        return [
+            ProcessInfo(r.owner, tuple(json.loads(r.pins)), r.host, r.pid, r.seen_at) for r in rows
+        ]
 
     # -- accounts ---------------------------------------------------------------------------
 
@@ -183,8 +185,8 @@ class Leases:
 
     async def accounts(self) -> dict[str, str]:
         """The Matrix user of every account any process ran, by name."""
-        async with self._db.execute("SELECT name, user_id FROM agent_accounts") as cursor:
-            return {row[0]: row[1] for row in await cursor.fetchall()}
+        async with self._db.query("SELECT name, user_id FROM agent_accounts") as cursor:
+            return {row.name: row.user_id for row in await cursor.fetchall()}
 
     # -- work -------------------------------------------------------------------------------
 
@@ -217,7 +219,7 @@ class Leases:
         names = sorted(agents)
         marks = ", ".join("?" for _ in names)
         unassigned = " OR agent IS NULL" if UNASSIGNED in agents else ""
-        async with self._db.execute(
+        async with self._db.query(
             "SELECT event_id, status, owner, agent FROM handled"
             " WHERE status IN ('claimed', 'queued') AND claimed_at >= ?"
             f" AND (agent IN ({marks}){unassigned})"
@@ -225,7 +227,7 @@ class Leases:
             (newer_than, *names, self.owner),
         ) as cursor:
             rows = await cursor.fetchall()
-        return [Orphan(row[0], row[1], row[2], row[3]) for row in rows]
+        return [Orphan(row.event_id, row.status, row.owner, row.agent) for row in rows]
 
     @whole
     async def take(self, orphan: Orphan) -> tuple[str, tuple[str, ...], dict[str, Any]] | None:
@@ -239,9 +241,9 @@ class Leases:
         if cursor.rowcount != 1:
             await self._db.commit()
             return None
-        async with self._db.execute(
+        async with self._db.query(
             "SELECT room_id, responders, source FROM handled WHERE event_id = ?", (orphan.key,)
         ) as rows:
             row = await rows.fetchone()
         await self._db.commit()
-        return row[0], tuple(json.loads(row[1])), json.loads(row[2])
+        return row.room_id, tuple(json.loads(row.responders)), json.loads(row.source)

@@ -57,7 +57,7 @@ async def _database_rows(
         found = []
         for sql, args in queries:
             try:
-                found.append([tuple(r) for r in await (await db.execute(sql, args)).fetchall()])
+                found.append([tuple(r) for r in await (await db.query(sql, args)).fetchall()])
             except Exception:  # a table of a later version: no rows, and a usable connection
                 await db.rollback()
                 found.append([])

@@ -20,19 +20,12 @@ import time
 from dataclasses import dataclass
 
 from mindroom.memory.files.store import FileMemory
-from mindroom.store.wal import open_database
+from mindroom.store.migrations import open_store, transaction
+from mindroom.store.schemas import OPS_EVENTS
 
 logger = logging.getLogger(__name__)
 
 NODES = ("hotpath", "context", "episodic", "worker")
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS events (
-    id INTEGER PRIMARY KEY, user_id TEXT, thread_id TEXT, node TEXT NOT NULL, op TEXT NOT NULL,
-    status TEXT NOT NULL, memory_id TEXT, category TEXT, sim REAL, ts REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS events_user ON events(user_id, ts DESC);
-CREATE INDEX IF NOT EXISTS events_node ON events(node, ts DESC);
-"""
 
 
 @dataclass(frozen=True)
@@ -53,7 +46,7 @@ class EventLog:
     """The ``events.db`` of one scope."""
 
     def __init__(self, memory: FileMemory) -> None:
-        self._db: sqlite3.Connection = open_database(memory.scope.state_dir / "events.db", _SCHEMA)
+        self._db: sqlite3.Connection = open_store(memory.scope.state_dir / "events.db", OPS_EVENTS)
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -62,7 +55,7 @@ class EventLog:
 
     def add(self, events: list[OpEvent]) -> None:
         now = time.time()
-        with self._lock, self._db as db:
+        with self._lock, transaction(self._db) as db:
             db.executemany(
                 "INSERT INTO events (user_id, thread_id, node, op, status, memory_id, category,"
                 " sim, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -86,11 +79,11 @@ class EventLog:
         """``(node, op, status, count)`` of the events since ``since`` (epoch seconds)."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT node, op, status, count(*) FROM events WHERE ts >= ?"
+                "SELECT node, op, status, count(*) AS n FROM events WHERE ts >= ?"
                 " GROUP BY node, op, status ORDER BY node, op, status",
                 (since,),
             ).fetchall()
-        return [(str(n), str(o), str(s), int(c)) for n, o, s, c in rows]
+        return [(str(r["node"]), str(r["op"]), str(r["status"]), int(r["n"])) for r in rows]
 
 
 def emit(memory: object, *events: OpEvent) -> None:

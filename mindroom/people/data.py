@@ -1007,14 +1007,14 @@ def _our_tables() -> dict[str, frozenset[str]]:
     """The tables mindroom makes in ``storage.database`` outside the session stores' schemas,
     by store, read from their own schema statements (a table added to one is covered at
     once). A table not named here is not mindroom's and is left alone (allow-list)."""
-    from mindroom.memory.jobs.maintenance import store as maintenance
     from mindroom.memory.search.pg_search import SCHEMA as SEARCH
     from mindroom.store.ledger_schema import MIGRATIONS
+    from mindroom.store.schemas import MAINTENANCE_SCRIPT
 
     return {
         "ledger": _created(s for m in MIGRATIONS for s in m.statements),
         "search": _created(SEARCH),
-        "maintenance": _created([maintenance._SCHEMA]),
+        "maintenance": _created([MAINTENANCE_SCRIPT]),
     }
 
 
@@ -1236,6 +1236,7 @@ STORES: tuple[PersonStore, ...] = (
 # known about them, and why (the structural test accepts these and nothing else unclaimed).
 NOT_PERSONAL: dict[str, str] = {
     "mindroom.store.wal": "opens the databases named by the stores above (the shared helper)",
+    "mindroom.store.migrations": "opens the stores above and applies their schemas (shared)",
     "mindroom.people.postgres": "the PostgreSQL form of the stores above (their shared helper)",
     "mindroom.adapters.matrix.key_backup": "the agents' own encryption key backup state",
     "mindroom.adapters.matrix.crypto": "the agents' own encryption keys (Matrix's record)",

@@ -97,7 +97,7 @@ def rotated_id(base: str, serial: int) -> str:
 
 
 def _record(row: Any) -> SessionRecord:
-    return SessionRecord(*row)
+    return SessionRecord(**row._mapping)  # by column name (SQLAlchemy's view of a row)
 
 
 class SessionBook:
@@ -110,7 +110,7 @@ class SessionBook:
 
     async def get(self, key: str) -> SessionRecord | None:
         """The conversation ``key``'s row."""
-        async with self._db.execute(
+        async with self._db.query(
             f"SELECT {COLUMNS} FROM conversation_sessions WHERE key = ?", (key,)
         ) as cursor:
             row = await cursor.fetchone()
@@ -118,7 +118,7 @@ class SessionBook:
 
     async def find(self, session_id: str) -> SessionRecord | None:
         """The row whose current session, or conversation, is ``session_id`` (or starts it)."""
-        async with self._db.execute(
+        async with self._db.query(
             f"SELECT {COLUMNS} FROM conversation_sessions WHERE session_id = ? OR key = ?"
             " ORDER BY session_id = ? DESC LIMIT 1",
             (session_id, session_id, session_id),
@@ -128,7 +128,7 @@ class SessionBook:
 
     async def in_room(self, room_id: str, thread_root: str | None) -> list[SessionRecord]:
         """The conversations of one room's timeline, or of one thread."""
-        async with self._db.execute(
+        async with self._db.query(
             f"SELECT {COLUMNS} FROM conversation_sessions WHERE room_id = ? AND thread_root = ?"
             " ORDER BY last_active_at DESC",
             (room_id, thread_root or ""),
@@ -138,7 +138,7 @@ class SessionBook:
     async def listing(self, owner: str | None = None, limit: int = 50) -> list[SessionRecord]:
         """Conversations, the most recently active first (of one agent or team when given)."""
         where, args = ("WHERE owner = ?", (owner,)) if owner else ("", ())
-        async with self._db.execute(
+        async with self._db.query(
             f"SELECT {COLUMNS} FROM conversation_sessions {where}"
             " ORDER BY last_active_at DESC LIMIT ?",
             (*args, limit),

@@ -2,7 +2,8 @@
 PostgreSQL, through SQLAlchemy's asyncio engine, with one code path for both.
 
 :class:`Database` is what the ledger (:mod:`mindroom.store.ledger`) and the session book
-(:mod:`mindroom.sessions.book`) talk to: ``execute(sql, params)``, ``commit``, ``rollback``.
+(:mod:`mindroom.sessions.book`) talk to: ``query(sql, params)`` for a read,
+``execute(sql, params)`` for a write, then ``commit`` or ``rollback``.
 The SQL is written once, in the subset both engines run (``INSERT ... ON CONFLICT``,
 ``UPDATE ... RETURNING``, ``CASE``; ``?`` placeholders, bound by position); where the two
 differ, :attr:`Database.greatest` names the function.
@@ -28,7 +29,6 @@ import re
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Generator, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,27 +38,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import NullPool
 
 from mindroom.errors import MindroomError
+from mindroom.store.migrations import SQLITE_BUSY_TIMEOUT_S, Migration, statements
 
-SQLITE_BUSY_TIMEOUT_S = 30
+__all__ = ["SQLITE_BUSY_TIMEOUT_S", "Database", "DatabaseError", "Migration", "statements"]
+
 _PLACEHOLDER = re.compile(r"\?")
 _MIGRATIONS_TABLE = (
     "CREATE TABLE IF NOT EXISTS schema_migrations ("
     " version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
 )
 _MIGRATION_LOCK = 0x6D696E64  # "mind": the advisory lock key of a PostgreSQL migration
-
-
-@dataclass(frozen=True)
-class Migration:
-    """One version of a schema: statements run together, once."""
-
-    version: int
-    statements: tuple[str, ...]
-
-
-def statements(script: str) -> tuple[str, ...]:
-    """The statements of a ``;``-separated script (no ``;`` inside a statement)."""
-    return tuple(s.strip() for s in script.split(";") if s.strip())
 
 
 _POSTGRES_URL = re.compile(r"^postgres(?:ql)?(?:\+asyncpg)?://")
@@ -191,16 +180,24 @@ class Database:
         return "GREATEST" if self.dialect == "postgresql" else "MAX"
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> _Call:
-        """Run one statement with ``?`` placeholders bound to ``params`` in order."""
-        return _Call(self._execute(sql, params))
+        """Run one statement that writes (``INSERT``, ``UPDATE ... RETURNING``, ``DELETE``, DDL),
+        with ``?`` placeholders bound to ``params`` in order. Its transaction stays open until
+        :meth:`commit` (or :meth:`rollback`)."""
+        return _Call(self._execute(sql, params, write=True))
 
-    async def _execute(self, sql: str, params: Sequence[Any]) -> Rows:
+    def query(self, sql: str, params: Sequence[Any] = ()) -> _Call:
+        """Run one statement that only reads. Outside a write (no :meth:`execute` since the last
+        commit) its transaction ends at once, so an idle connection holds no snapshot or lock;
+        inside one it sees that write's rows. Rows are read by column name (``row.name``)."""
+        return _Call(self._execute(sql, params, write=False))
+
+    async def _execute(self, sql: str, params: Sequence[Any], *, write: bool) -> Rows:
         bound, values = _bind(sql, params)
         async with self.unit.held(), self._lock:
             try:
                 result = await self._connection.execute(text(bound), values)
                 rows = list(result.fetchall()) if result.returns_rows else []
-                if not sql.lstrip()[:6].upper().startswith("SELECT"):
+                if write:
                     self._writing = True
                 elif not self._writing:  # a read alone: end its transaction now
                     await self._connection.commit()
@@ -246,7 +243,8 @@ class Database:
                 await conn.execute(text(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"))
             await conn.execute(text(_MIGRATIONS_TABLE))
             done = {
-                row[0] for row in await conn.execute(text("SELECT version FROM schema_migrations"))
+                row.version
+                for row in await conn.execute(text("SELECT version FROM schema_migrations"))
             }
             for migration in sorted(migrations, key=lambda m: m.version):
                 if migration.version in done:

@@ -133,7 +133,7 @@ class Ledger:
 
     async def is_handled(self, event_id: str) -> bool:
         """True when ``event_id`` was claimed (answered or being answered) before."""
-        async with self._db.execute(
+        async with self._db.query(
             "SELECT 1 FROM handled WHERE event_id = ?", (event_id,)
         ) as cursor:
             return await cursor.fetchone() is not None
@@ -149,14 +149,16 @@ class Ledger:
 
     async def pending(self, newer_than: float) -> list[PendingEvent]:
         """Claimed, unfinished events claimed after ``newer_than`` (a Unix time), oldest first."""
-        async with self._db.execute(
+        async with self._db.query(
             "SELECT event_id, room_id, responders, source FROM handled"
             " WHERE status = 'claimed' AND claimed_at >= ? ORDER BY claimed_at",
             (newer_than,),
         ) as cursor:
             rows = await cursor.fetchall()
         return [
-            PendingEvent(row[0], row[1], tuple(json.loads(row[2])), json.loads(row[3]))
+            PendingEvent(
+                row.event_id, row.room_id, tuple(json.loads(row.responders)), json.loads(row.source)
+            )
             for row in rows
         ]
 
@@ -173,11 +175,11 @@ class Ledger:
 
     async def sync_token(self, account: str) -> str | None:
         """The saved sync position of ``account``."""
-        async with self._db.execute(
+        async with self._db.query(
             "SELECT token FROM sync_tokens WHERE account = ?", (account,)
         ) as cursor:
             row = await cursor.fetchone()
-        return row[0] if row else None
+        return row.token if row else None
 
     @whole
     async def save_sync_token(self, account: str, token: str) -> None:
@@ -191,12 +193,12 @@ class Ledger:
 
     async def session_generation(self, room_id: str, thread_root: str | None) -> int:
         """How many times ``!new`` restarted the conversation here."""
-        async with self._db.execute(
+        async with self._db.query(
             "SELECT generation FROM session_generations WHERE room_id = ? AND thread_root = ?",
             (room_id, thread_root or ""),
         ) as cursor:
             row = await cursor.fetchone()
-        return int(row[0]) if row else 0
+        return int(row.generation) if row else 0
 
     @whole
     async def new_session(self, room_id: str, thread_root: str | None) -> int:
@@ -209,15 +211,15 @@ class Ledger:
         ) as rows:
             row = await rows.fetchone()
         await self._db.commit()
-        return int(row[0])
+        return int(row.generation)
 
     async def compaction(self, base_session: str) -> tuple[int, str]:
         """How often a session was compacted, and what its summary carries over."""
-        async with self._db.execute(
+        async with self._db.query(
             "SELECT generation, carried FROM compactions WHERE base_session = ?", (base_session,)
         ) as cursor:
             row = await cursor.fetchone()
-        return (int(row[0]), str(row[1])) if row else (0, "")
+        return (int(row.generation), str(row.carried)) if row else (0, "")
 
     @whole
     async def save_compaction(self, base_session: str, generation: int, carried: str) -> None:
@@ -235,12 +237,12 @@ class Ledger:
     async def reply_parts(self, trigger_id: str, agent: str) -> dict[int, str | None]:
         """Parts of ``agent``'s reply to ``trigger_id`` an earlier send began: index -> event ID
         (None when the send began but its event ID was never recorded)."""
-        async with self._db.execute(
+        async with self._db.query(
             "SELECT part, event_id FROM reply_parts WHERE trigger_id = ? AND agent = ?",
             (trigger_id, agent),
         ) as cursor:
             rows = await cursor.fetchall()
-        return {int(row[0]): row[1] for row in rows}
+        return {int(row.part): row.event_id for row in rows}
 
     @whole
     async def begin_reply_part(self, trigger_id: str, agent: str, part: int) -> None:
@@ -283,14 +285,14 @@ class Ledger:
     async def flush_entries(self, agent: str | None = None) -> list[FlushEntry]:
         """Every flush entry (of one agent or team), oldest key first."""
         where, args = ("WHERE agent = ?", (agent,)) if agent is not None else ("", ())
-        async with self._db.execute(
+        async with self._db.query(
             f"SELECT {_FLUSH_COLUMNS} FROM flush_sessions {where} ORDER BY key", args
         ) as cursor:
             return [_flush_entry(row) for row in await cursor.fetchall()]
 
     async def flush_entry(self, key: str) -> FlushEntry | None:
         """One flush entry by :attr:`FlushEntry.key`."""
-        async with self._db.execute(
+        async with self._db.query(
             f"SELECT {_FLUSH_COLUMNS} FROM flush_sessions WHERE key = ?", (key,)
         ) as cursor:
             row = await cursor.fetchone()
@@ -393,13 +395,21 @@ class Ledger:
 
     async def flush_claims(self) -> list[tuple[str, FlushClaim]]:
         """Every claim held now: (entry key, claim)."""
-        async with self._db.execute(
+        async with self._db.query(
             "SELECT key, claim_id, claim_pid, claim_boot, claimed_at FROM flush_sessions"
             " WHERE in_flight = 1"
         ) as cursor:
             rows = await cursor.fetchall()
         return [
-            (row[0], FlushClaim(row[1] or "", int(row[2] or 0), row[3] or "", float(row[4] or 0)))
+            (
+                row.key,
+                FlushClaim(
+                    row.claim_id or "",
+                    int(row.claim_pid or 0),
+                    row.claim_boot or "",
+                    float(row.claimed_at or 0),
+                ),
+            )
             for row in rows
         ]
 
@@ -491,19 +501,21 @@ _FLUSH_COLUMNS = (
 
 
 def _flush_entry(row: Any) -> FlushEntry:
+    """A ``flush_sessions`` row (its :data:`_FLUSH_COLUMNS`), read by column name."""
+    column = row._mapping  # SQLAlchemy's by-name view of a row
     return FlushEntry(
-        agent=row[1],
-        session_id=row[2],
-        requester=row[3] or None,
-        team=tuple(json.loads(row[4] or "[]")),
-        dirty=bool(row[5]),
-        dirty_revision=int(row[6]),
-        first_dirty_at=float(row[7]),
-        last_seen_at=float(row[8]),
-        flushed_updated_at=float(row[9]),
-        cursor=int(row[10]),
-        in_flight=bool(row[11]),
-        failures=int(row[12]),
-        next_attempt_at=float(row[13]),
-        boosted=bool(row[14]),
+        agent=column["agent"],
+        session_id=column["session_id"],
+        requester=column["requester"] or None,
+        team=tuple(json.loads(column["team"] or "[]")),
+        dirty=bool(column["dirty"]),
+        dirty_revision=int(column["dirty_revision"]),
+        first_dirty_at=float(column["first_dirty_at"]),
+        last_seen_at=float(column["last_seen_at"]),
+        flushed_updated_at=float(column["flushed_updated_at"]),
+        cursor=int(column["cursor"]),
+        in_flight=bool(column["in_flight"]),
+        failures=int(column["failures"]),
+        next_attempt_at=float(column["next_attempt_at"]),
+        boosted=bool(column["boosted"]),
     )

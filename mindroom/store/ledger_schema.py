@@ -1,12 +1,12 @@
 """The ledger's tables (``mindroom_data/ledger.db``, or PostgreSQL); what each holds is in
 :mod:`mindroom.store.ledger`.
 
-Versioned (:class:`mindroom.store.database.Migration`): a change is a new version appended to
+Versioned (:class:`mindroom.store.migrations.Migration`): a change is a new version appended to
 :data:`MIGRATIONS`, never an edit of an old one. Every statement runs on SQLite and
 PostgreSQL alike; each version runs once (its statements and its record commit together).
 """
 
-from mindroom.store.database import Migration, statements
+from mindroom.store.migrations import Migration, statements
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS handled (

@@ -4,6 +4,10 @@ Switching a database to WAL takes an exclusive lock for a moment, and SQLite rep
 concurrent switch as "database is locked" at once, without waiting out the busy timeout. Two
 processes that create one database together (the bot and ``mindroom maintenance daemon``, the
 bot and a CLI command) would then fail at start; :func:`use_wal` retries for a bounded time.
+
+:func:`open_database` applies an unversioned ``IF NOT EXISTS`` script: only the derived indexes
+(:data:`mindroom.store.schemas.DERIVED`) use it. A store that nothing can rebuild opens through
+:func:`mindroom.store.migrations.open_store`, with versioned migrations.
 """
 
 from __future__ import annotations

@@ -48,6 +48,8 @@ from nio.crypto.sessions import InboundGroupSession
 from mindroom.adapters.matrix.crypto import api_call
 from mindroom.atomic import fsync_dir, write_temp
 from mindroom.errors import ConfigError
+from mindroom.store.migrations import open_store, transaction
+from mindroom.store.schemas import KEY_BACKUP
 
 logger = logging.getLogger(__name__)
 
@@ -226,28 +228,18 @@ class _State:
     """``backup.db``: what this account backed up and restored, and the last outcome."""
 
     def __init__(self, path: Path) -> None:
-        self.db = sqlite3.connect(path, isolation_level=None)
+        # no WAL (one process per account's key stores); the schema: mindroom.store.schemas
+        self.db = open_store(path, KEY_BACKUP, wal=False, autocommit=True)
         os.chmod(path, 0o600)
-        self.db.executescript(
-            """
-            CREATE TABLE IF NOT EXISTS backed_up (
-                version TEXT NOT NULL, room_id TEXT NOT NULL, session_id TEXT NOT NULL,
-                first_index INTEGER NOT NULL, PRIMARY KEY (version, room_id, session_id));
-            CREATE TABLE IF NOT EXISTS restored (device_id TEXT PRIMARY KEY, version TEXT);
-            CREATE TABLE IF NOT EXISTS outcome (id INTEGER PRIMARY KEY CHECK (id = 1),
-                version TEXT, state TEXT NOT NULL, detail TEXT NOT NULL);
-            """
-        )
 
     def backed_up(self, version: str) -> dict[tuple[str, str], int]:
         rows = self.db.execute(
             "SELECT room_id, session_id, first_index FROM backed_up WHERE version = ?", (version,)
         )
-        return {(room, session): index for room, session, index in rows}
+        return {(row["room_id"], row["session_id"]): row["first_index"] for row in rows}
 
     def mark(self, version: str, sessions: Iterable[tuple[str, str, int]]) -> None:
-        with self.db:
-            self.db.execute("BEGIN")
+        with transaction(self.db):
             self.db.executemany(
                 "INSERT OR REPLACE INTO backed_up VALUES (?, ?, ?, ?)",
                 [(version, room, session, index) for room, session, index in sessions],
@@ -276,14 +268,15 @@ def last_outcome(store_path: Path) -> tuple[str | None, str, str, int] | None:
     if not path.exists():
         return None
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    db.row_factory = sqlite3.Row
     try:
         row = db.execute("SELECT version, state, detail FROM outcome").fetchone()
         if row is None:
             return None
         (count,) = db.execute(
-            "SELECT count(*) FROM backed_up WHERE version = ?", (row[0],)
+            "SELECT count(*) FROM backed_up WHERE version = ?", (row["version"],)
         ).fetchone()
-        return row[0], row[1], row[2], count
+        return row["version"], row["state"], row["detail"], count
     except sqlite3.Error:
         return None
     finally:

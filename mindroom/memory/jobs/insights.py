@@ -35,14 +35,14 @@ from mindroom.memory.files.store import FileMemory
 from mindroom.memory.files.writing import validate
 from mindroom.memory.policy.consent import ConsentPending, WriteConsent
 from mindroom.memory.policy.view import AgentView
-from mindroom.store.wal import open_database
+from mindroom.store.migrations import open_store, transaction
+from mindroom.store.schemas import CONSOLIDATION
 
 logger = logging.getLogger(__name__)
 
 INSIGHTS_FILE = "insights.md"
 CATEGORY = "relationship_dynamic"
 INSIGHT_WEIGHT = 0.5  # recall ranks an insight at this share of its score
-_SCHEMA = "CREATE TABLE IF NOT EXISTS insight_runs (person TEXT PRIMARY KEY, at REAL NOT NULL);"
 PROMPT = (
     "You read notes an assistant keeps about a person and the end of a conversation with "
     "them. Write 1 to 3 insights about how the person thinks, feels or relates (trust, "
@@ -69,7 +69,7 @@ class InsightSettings:
 
 
 def _last_runs(memory: FileMemory) -> Any:
-    return open_database(memory.scope.state_dir / "consolidation.db", _SCHEMA)
+    return open_store(memory.scope.state_dir / "consolidation.db", CONSOLIDATION)
 
 
 def due(memory: FileMemory, person: str, settings: InsightSettings, now: float) -> bool:
@@ -79,13 +79,13 @@ def due(memory: FileMemory, person: str, settings: InsightSettings, now: float) 
         row = db.execute("SELECT at FROM insight_runs WHERE person = ?", (person,)).fetchone()
     finally:
         db.close()
-    return row is None or now - float(row[0]) >= settings.min_hours * 3600
+    return row is None or now - float(row["at"]) >= settings.min_hours * 3600
 
 
 def _mark(memory: FileMemory, person: str, now: float) -> None:
     db = _last_runs(memory)
     try:
-        with db:
+        with transaction(db):
             db.execute("INSERT OR REPLACE INTO insight_runs VALUES (?, ?)", (person, now))
     finally:
         db.close()

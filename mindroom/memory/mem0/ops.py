@@ -22,7 +22,8 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from mindroom.store.wal import use_wal
+from mindroom.store.migrations import open_store, transaction
+from mindroom.store.schemas import MEM0_OPS
 
 
 @dataclass(frozen=True)
@@ -43,18 +44,8 @@ class OpLog:
 
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with closing(sqlite3.connect(self.path, timeout=10)) as db:
-            use_wal(db)
-            db.executescript(
-                """
-                CREATE TABLE IF NOT EXISTS ops (op_key TEXT PRIMARY KEY, op TEXT NOT NULL,
-                    entry_id TEXT NOT NULL, text TEXT NOT NULL, done INTEGER NOT NULL);
-                CREATE TABLE IF NOT EXISTS ids (entry_id TEXT PRIMARY KEY, seq INTEGER);
-                """
-            )
-            with db:  # one transaction, committed on leaving
-                yield db
+        with closing(open_store(self.path, MEM0_OPS, timeout=10)) as db, transaction(db):
+            yield db  # one transaction, committed on leaving
 
     def get(self, op_key: str) -> DoneOp | None:
         """The earlier call with ``op_key`` (None: none)."""
@@ -62,7 +53,9 @@ class OpLog:
             row = db.execute(
                 "SELECT op, entry_id, text, done FROM ops WHERE op_key = ?", (op_key,)
             ).fetchone()
-        return None if row is None else DoneOp(row[0], row[1], row[2], bool(row[3]))
+        if row is None:
+            return None
+        return DoneOp(row["op"], row["entry_id"], row["text"], bool(row["done"]))
 
     def record(self, op_key: str, op: str, entry_id: str, text: str, *, done: bool) -> None:
         """Write (or overwrite) what the call with ``op_key`` does."""
@@ -85,4 +78,4 @@ class OpLog:
         """Every id this scope ever held, oldest first."""
         with self._db() as db:
             rows = db.execute("SELECT entry_id FROM ids ORDER BY seq").fetchall()
-        return [row[0] for row in rows]
+        return [row["entry_id"] for row in rows]

@@ -73,7 +73,8 @@ from mindroom.errors import MemoryStoreError
 from mindroom.memory.files.fields import EntryFields, parse_fields, render_fields
 from mindroom.memory.files.markdown import MemoryEntry, parse_entries
 from mindroom.memory.private import requester_key
-from mindroom.store.wal import open_database
+from mindroom.store.migrations import open_store, transaction
+from mindroom.store.schemas import CONSENT
 
 if TYPE_CHECKING:
     from mindroom.memory.files.store import FileMemory
@@ -104,16 +105,6 @@ BENIGN = {
         r"\b(tone|formal|informal|casual|concise|brief answers|short answers|emoji)\b", re.I
     ),
 }
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS proposals (
-    id TEXT PRIMARY KEY, kind TEXT NOT NULL, field TEXT NOT NULL, text TEXT NOT NULL,
-    fields TEXT NOT NULL, path TEXT NOT NULL, user_id TEXT, signals INTEGER NOT NULL,
-    created REAL NOT NULL, expires REAL NOT NULL, status TEXT NOT NULL DEFAULT 'pending',
-    decided_at REAL, decided_by TEXT
-);
-"""
-# added later: the entry a held-back update would have replaced (confirming replaces it)
-_COLUMNS = {"replaces": "TEXT"}
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|me|my|mine|myself|the user)\b", re.I)
 
 
@@ -342,33 +333,27 @@ class ConsentQueue:
 
     def __init__(self, memory: FileMemory | Mem0Memory) -> None:
         self.memory = memory
-        self._db: sqlite3.Connection = open_database(memory.scope.state_dir / "consent.db", _SCHEMA)
+        self._db: sqlite3.Connection = open_store(memory.scope.state_dir / "consent.db", CONSENT)
         self._lock = threading.Lock()
-        with self._lock, self._db as db:
-            have = {row[1] for row in db.execute("PRAGMA table_info(proposals)")}
-            for column, kind in _COLUMNS.items():
-                if column not in have:
-                    db.execute(f"ALTER TABLE proposals ADD COLUMN {column} {kind}")
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
-    def _row(self, row: sqlite3.Row | tuple[object, ...]) -> Proposal:
-        (id_, kind, field, text, words, path, user, signals, created, expires, status) = row[:11]
-        replaces = row[13] if len(row) > 13 else None
+    def _row(self, row: sqlite3.Row) -> Proposal:
+        user, replaces = row["user_id"], row["replaces"]
         return Proposal(
-            id=str(id_),
-            kind=str(kind),
-            field=str(field),
-            text=str(text),
-            fields=parse_fields(str(words)),
-            path=str(path),
+            id=str(row["id"]),
+            kind=str(row["kind"]),
+            field=str(row["field"]),
+            text=str(row["text"]),
+            fields=parse_fields(str(row["fields"])),
+            path=str(row["path"]),
             user_id=None if user is None else str(user),
-            signals=int(str(signals)),
-            created=float(str(created)),
-            expires=float(str(expires)),
-            status=str(status),
+            signals=int(row["signals"]),
+            created=float(row["created"]),
+            expires=float(row["expires"]),
+            status=str(row["status"]),
             replaces=None if replaces is None else str(replaces),
         )
 
@@ -453,7 +438,7 @@ class ConsentQueue:
                     continue  # pending(None) lists everyone's
                 if kind != "benign":
                     return found, False
-                with self._lock, self._db as db:
+                with self._lock, transaction(self._db) as db:
                     db.execute(
                         "UPDATE proposals SET signals = signals + 1 WHERE id = ?", (found.id,)
                     )
@@ -461,7 +446,7 @@ class ConsentQueue:
                 # leaves it pending, and the next signal writes it: append_unique)
                 return self.get(found.id) or found, found.signals + 1 >= SIGNALS
         proposal_id = "p-" + secrets.token_hex(4)
-        with self._lock, self._db as db:
+        with self._lock, transaction(self._db) as db:
             db.execute(
                 "INSERT INTO proposals (id, kind, field, text, fields, path, user_id, signals,"
                 " created, expires, replaces) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)",
@@ -521,7 +506,7 @@ class ConsentQueue:
                 new=proposal.text,
                 meta=meta,
             )
-        with self._lock, self._db as db:
+        with self._lock, transaction(self._db) as db:
             db.execute(
                 "UPDATE proposals SET status = ?, decided_at = ?, decided_by = ? WHERE id = ?",
                 (status, time.time(), actor, proposal.id),

@@ -40,13 +40,10 @@ from mindroom.memory.files.store import FileMemory
 from mindroom.memory.policy.filters import MemoryFilter
 from mindroom.memory.policy.gate import EntryState, StoredEntry, may_read
 from mindroom.memory.policy.view import AgentView
-from mindroom.store.wal import open_database
+from mindroom.store.migrations import open_store, transaction
+from mindroom.store.schemas import THREAD_REVISIONS
 
 MAX_BULLETS = 3
-_SCHEMA = """CREATE TABLE IF NOT EXISTS thread_revisions (
-    thread_id TEXT PRIMARY KEY, rev INTEGER NOT NULL, offset INTEGER NOT NULL,
-    updated_at REAL NOT NULL
-);"""
 _MARKS = {
     "add": "+created",
     "update": "↑updated",
@@ -168,7 +165,9 @@ class ThreadRevisions:
 
     def __init__(self, memory: FileMemory) -> None:
         self.memory = memory
-        self._db: sqlite3.Connection = open_database(memory.scope.state_dir / "deltas.db", _SCHEMA)
+        self._db: sqlite3.Connection = open_store(
+            memory.scope.state_dir / "deltas.db", THREAD_REVISIONS
+        )
 
     def close(self) -> None:
         self._db.close()
@@ -182,24 +181,24 @@ class ThreadRevisions:
         if row is None:
             end = history.stat().st_size if history.exists() else 0
             if advance:
-                self._db.execute(
-                    "INSERT OR IGNORE INTO thread_revisions VALUES (?, 0, ?, ?)",
-                    (thread_id, end, time.time()),
-                )
-                self._db.commit()
+                with transaction(self._db) as db:
+                    db.execute(
+                        "INSERT OR IGNORE INTO thread_revisions VALUES (?, 0, ?, ?)",
+                        (thread_id, end, time.time()),
+                    )
             return Delta(0, 0, [])
-        rev, offset = int(row[0]), int(row[1])
+        rev, offset = int(row["rev"]), int(row["offset"])
         records, end = _read_since(history, offset)
         new_rev = rev + len(records)
         shown = [r for r in records if (r.meta or {}).get("run") != thread_id]
         bullets = _bullets(self.memory, shown, view)
         if advance and end != offset:
-            moved = self._db.execute(
-                "UPDATE thread_revisions SET rev = ?, offset = ?, updated_at = ?"
-                " WHERE thread_id = ? AND offset = ?",
-                (new_rev, end, time.time(), thread_id, offset),
-            ).rowcount
-            self._db.commit()
+            with transaction(self._db) as db:
+                moved = db.execute(
+                    "UPDATE thread_revisions SET rev = ?, offset = ?, updated_at = ?"
+                    " WHERE thread_id = ? AND offset = ?",
+                    (new_rev, end, time.time(), thread_id, offset),
+                ).rowcount
             if not moved:  # another turn of this thread took these changes: shown once
                 return Delta(rev, new_rev, [])
         return Delta(rev, new_rev, bullets)

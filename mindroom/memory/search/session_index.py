@@ -1,4 +1,4 @@
-"""Past conversations of one scope as a searchable memory source. Derived data.
+"""Past conversations of one scope as a searchable memory source. Derived data, rebuildable.
 
 A copy of the user and assistant messages of the scope's sessions, which live in the agents
 layer's session store: deleting the database loses nothing, the next sync fills it again. The

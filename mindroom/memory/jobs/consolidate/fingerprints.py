@@ -9,7 +9,8 @@ the pairs never asked first (a budget smaller than the pairs waiting would other
 itself re-asking the same pairs every ``recheck_days``, and never reach the rest).
 
 The table ``pair_fingerprints`` lives in the scope's ``consolidation.db`` beside the pass's own
-tables; this module creates and touches only this one. It is control state: deleting it costs
+tables; this module touches only this one (the file's schema is one versioned store,
+:data:`mindroom.store.schemas.CONSOLIDATION`). It is control state: deleting it costs
 model calls, never memory. WAL and a busy timeout, as the memory index, so the bot and the CLI
 (or a daemon) can use one file at once.
 """
@@ -21,17 +22,9 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from mindroom.store.wal import open_database
+from mindroom.store.migrations import open_store, transaction
+from mindroom.store.schemas import CONSOLIDATION
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS pair_fingerprints (
-    first_id TEXT NOT NULL,
-    second_id TEXT NOT NULL,
-    similarity INTEGER NOT NULL,  -- hundredths: round(similarity, 2) * 100
-    judged_at REAL NOT NULL,      -- unix seconds
-    PRIMARY KEY (first_id, second_id, similarity)
-)
-"""
 _DAY = 86400.0
 FORGET_DAYS = 180.0
 
@@ -54,7 +47,7 @@ class Fingerprints:
     def _db(self) -> sqlite3.Connection:
         """The open connection (the lock is held)."""
         if self._connection is None:
-            self._connection = open_database(self.db_path, _SCHEMA)
+            self._connection = open_store(self.db_path, CONSOLIDATION)
         return self._connection
 
     def seen(self, a_id: str, b_id: str, similarity: float, now: dt.datetime) -> bool:
@@ -73,16 +66,16 @@ class Fingerprints:
         forgotten)."""
         with self._lock:
             row = self._db.execute(
-                "SELECT MAX(judged_at) FROM pair_fingerprints WHERE first_id = ?"
+                "SELECT MAX(judged_at) AS judged_at FROM pair_fingerprints WHERE first_id = ?"
                 " AND second_id = ? AND similarity = ?",
                 _key(a_id, b_id, similarity),
             ).fetchone()
-        return None if row is None or row[0] is None else float(row[0])
+        return None if row is None or row["judged_at"] is None else float(row["judged_at"])
 
     def record(self, a_id: str, b_id: str, similarity: float, now: dt.datetime) -> None:
         """Remember that this pair was judged at ``now`` (and forget the expired ones)."""
         at = now.timestamp()
-        with self._lock, self._db as db:  # one transaction
+        with self._lock, transaction(self._db) as db:
             db.execute(
                 "INSERT OR REPLACE INTO pair_fingerprints VALUES (?, ?, ?, ?)",
                 (*_key(a_id, b_id, similarity), at),

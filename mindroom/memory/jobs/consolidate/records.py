@@ -12,7 +12,9 @@
 
 Control state, like the pair fingerprints beside it: deleting the file forgets open conflicts
 and counts, never memory (the texts are in the files and the archive). WAL and a busy timeout,
-so the bot, the CLI and a maintenance daemon can use it at once.
+so the bot, the CLI and a maintenance daemon can use it at once. Its tables (these, the pair
+fingerprints and the insight runs) are one versioned store,
+:data:`mindroom.store.schemas.CONSOLIDATION`.
 """
 
 from __future__ import annotations
@@ -27,28 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mindroom.store.wal import open_database
-
-_SCHEMA = [
-    """CREATE TABLE IF NOT EXISTS memory_conflicts (
-        id TEXT PRIMARY KEY,
-        kind TEXT NOT NULL,                    -- conflict | merge
-        memory_id TEXT NOT NULL,
-        conflicting_memory_id TEXT NOT NULL,
-        reason TEXT NOT NULL,
-        created_at REAL NOT NULL,
-        metadata_json TEXT NOT NULL,           -- texts and paths as seen; a merge's proposal
-        status TEXT NOT NULL DEFAULT 'open',   -- open | resolved
-        resolution TEXT,
-        resolved_at REAL,
-        UNIQUE (kind, memory_id, conflicting_memory_id)
-    )""",
-    "CREATE INDEX IF NOT EXISTS idx_memory_conflicts_mem ON memory_conflicts(memory_id)",
-    """CREATE TABLE IF NOT EXISTS retrievals (
-        entry_id TEXT PRIMARY KEY, count INTEGER NOT NULL, last_at REAL NOT NULL
-    )""",
-    "CREATE TABLE IF NOT EXISTS corroborations (entry_id TEXT PRIMARY KEY, days TEXT NOT NULL)",
-]
+from mindroom.store.migrations import open_store, transaction
+from mindroom.store.schemas import CONSOLIDATION
 
 
 @dataclass(frozen=True)
@@ -82,7 +64,7 @@ class ConsolidationRecords:
     @property
     def _db(self) -> sqlite3.Connection:
         if self._connection is None:
-            self._connection = open_database(self.path, ";\n".join(_SCHEMA))
+            self._connection = open_store(self.path, CONSOLIDATION)
         return self._connection
 
     def close(self) -> None:
@@ -99,7 +81,7 @@ class ConsolidationRecords:
         """Record a pair once; None when it was recorded before (open or resolved)."""
         first, second = sorted((a_id, b_id))
         conflict_id = "c-" + secrets.token_hex(4)
-        with self._lock, self._db as db:
+        with self._lock, transaction(self._db) as db:
             cursor = db.execute(
                 "INSERT OR IGNORE INTO memory_conflicts (id, kind, memory_id,"
                 " conflicting_memory_id, reason, created_at, metadata_json)"
@@ -130,15 +112,15 @@ class ConsolidationRecords:
             ).fetchall()
         return [
             Conflict(
-                id=row[0],
-                kind=row[1],
-                memory_id=row[2],
-                conflicting_memory_id=row[3],
-                reason=row[4],
-                created_at=row[5],
-                metadata=json.loads(row[6]),
-                status=row[7],
-                resolution=row[8],
+                id=row["id"],
+                kind=row["kind"],
+                memory_id=row["memory_id"],
+                conflicting_memory_id=row["conflicting_memory_id"],
+                reason=row["reason"],
+                created_at=row["created_at"],
+                metadata=json.loads(row["metadata_json"]),
+                status=row["status"],
+                resolution=row["resolution"],
             )
             for row in rows
         ]
@@ -164,7 +146,7 @@ class ConsolidationRecords:
         )
 
     def resolve(self, conflict_id: str, resolution: str) -> None:
-        with self._lock, self._db as db:
+        with self._lock, transaction(self._db) as db:
             db.execute(
                 "UPDATE memory_conflicts SET status = 'resolved', resolution = ?, resolved_at = ?"
                 " WHERE id = ?",
@@ -176,7 +158,7 @@ class ConsolidationRecords:
     def note_retrieved(self, entry_ids: Iterable[str]) -> None:
         """Count one retrieval of each of ``entry_ids``."""
         now = time.time()
-        with self._lock, self._db as db:
+        with self._lock, transaction(self._db) as db:
             db.executemany(
                 "INSERT INTO retrievals VALUES (?, 1, ?) ON CONFLICT(entry_id)"
                 " DO UPDATE SET count = count + 1, last_at = excluded.last_at",
@@ -187,11 +169,12 @@ class ConsolidationRecords:
         """When each entry was last read by an agent (epoch seconds)."""
         with self._lock:
             rows = self._db.execute("SELECT entry_id, last_at FROM retrievals").fetchall()
-        return {entry_id: float(at) for entry_id, at in rows if at is not None}
+        return {r["entry_id"]: float(r["last_at"]) for r in rows if r["last_at"] is not None}
 
     def retrievals(self) -> dict[str, int]:
         with self._lock:
-            return dict(self._db.execute("SELECT entry_id, count FROM retrievals").fetchall())
+            rows = self._db.execute("SELECT entry_id, count FROM retrievals").fetchall()
+        return {row["entry_id"]: row["count"] for row in rows}
 
     def days(self, entry_id: str) -> set[str]:
         """The days ``entry_id``'s fact was noted on, as far as merges told."""
@@ -199,12 +182,12 @@ class ConsolidationRecords:
             row = self._db.execute(
                 "SELECT days FROM corroborations WHERE entry_id = ?", (entry_id,)
             ).fetchone()
-        return set(json.loads(row[0])) if row else set()
+        return set(json.loads(row["days"])) if row else set()
 
     def add_days(self, entry_id: str, days: Iterable[str]) -> set[str]:
         """Add ``days`` to ``entry_id``'s; returns them all."""
         merged = self.days(entry_id) | {d for d in days if d}
-        with self._lock, self._db as db:
+        with self._lock, transaction(self._db) as db:
             db.execute(
                 "INSERT OR REPLACE INTO corroborations VALUES (?, ?)",
                 (entry_id, json.dumps(sorted(merged))),

@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import sqlite3
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -46,48 +45,13 @@ from mindroom.memory.jobs.maintenance.jobs import (
 )
 from mindroom.memory.jobs.maintenance.schedule import due_after_run, first_due
 from mindroom.store.database import SyncConnection, SyncDatabase, statements
-from mindroom.store.wal import use_wal
+from mindroom.store.migrations import open_store
+from mindroom.store.schemas import MAINTENANCE, MAINTENANCE_SCRIPT
 
 logger = logging.getLogger(__name__)
 
 _WRITE_LOCK = 0x6D61696E  # "main": the advisory lock of the schedule's writes on PostgreSQL
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS maintenance_jobs (
-    id               TEXT PRIMARY KEY,
-    job_type         TEXT NOT NULL,
-    mode             TEXT NOT NULL,
-    cadence          TEXT NOT NULL,
-    interval_minutes INTEGER,
-    weekday          TEXT,
-    window_start     TEXT,
-    window_end       TEXT,
-    next_due_at      TEXT NOT NULL,
-    last_run_at      TEXT,
-    last_status      TEXT,
-    last_summary     TEXT,
-    enabled          INTEGER NOT NULL DEFAULT 1,
-    metadata_json    TEXT NOT NULL,
-    created_at       TEXT NOT NULL,
-    updated_at       TEXT NOT NULL,
-    lease_owner      TEXT,
-    lease_run_id     TEXT,
-    lease_expires_at TEXT
-);
-CREATE INDEX IF NOT EXISTS idx_maintenance_jobs_due ON maintenance_jobs(next_due_at);
-CREATE TABLE IF NOT EXISTS maintenance_runs (
-    id            TEXT PRIMARY KEY,
-    job_id        TEXT NOT NULL REFERENCES maintenance_jobs(id),
-    owner         TEXT NOT NULL,
-    status        TEXT NOT NULL,
-    started_at    TEXT NOT NULL,
-    completed_at  TEXT,
-    summary       TEXT,
-    stats_json    TEXT NOT NULL,
-    error_message TEXT
-);
-CREATE INDEX IF NOT EXISTS idx_maintenance_runs_job ON maintenance_runs(job_id, started_at);
-"""
 _COLUMNS = {  # MaintenanceJobConfig field -> column (llm_command lives in metadata_json)
     "type": "job_type",
     "mode": "mode",
@@ -98,6 +62,13 @@ _COLUMNS = {  # MaintenanceJobConfig field -> column (llm_command lives in metad
     "window_end": "window_end",
     "enabled": "enabled",
 }
+
+
+def _postgres_schema() -> str:
+    """The schedule's tables in PostgreSQL: the SQLite schema with a ``seq`` column."""
+    return MAINTENANCE_SCRIPT.replace(
+        "error_message TEXT\n", "error_message TEXT,\n    seq BIGSERIAL\n"
+    )
 
 
 def iso(moment: datetime) -> str:
@@ -142,16 +113,11 @@ class MaintenanceStore:
         self.target = target
         self.path = target if isinstance(target, Path) else None  # the SQLite file, if one
         self.db = SyncDatabase(target, _WRITE_LOCK)
-        if isinstance(target, Path):
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with contextlib.closing(sqlite3.connect(target, timeout=30)) as db:
-                use_wal(db)
-        schema = (
-            _SCHEMA
-            if self.db.dialect == "sqlite"
-            else _SCHEMA.replace("error_message TEXT\n", "error_message TEXT,\n    seq BIGSERIAL\n")
-        )  # PostgreSQL has no rowid: the runs' insertion order is a column there
-        self.db.script(statements(schema))
+        if isinstance(target, Path):  # WAL, and the versioned schema (mindroom.store.migrations)
+            with contextlib.closing(open_store(target, MAINTENANCE)):
+                pass
+        else:  # PostgreSQL has no rowid: the runs' insertion order is a column there
+            self.db.script(statements(_postgres_schema()))
         sqlite = self.db.dialect == "sqlite"  # the same questions in each dialect
         self._order = "rowid" if sqlite else "seq"
         pg_calls = "CAST(CAST(r.stats_json AS json)->>'model_calls' AS NUMERIC)"

@@ -1,0 +1,335 @@
+"""The storage layer: every store that is not a rebuildable index migrates from its oldest schema.
+
+Each store in the registry (:mod:`mindroom.store.schemas`) is created at version 1 exactly as
+the code before versions wrote it (its statements, no ``schema_migrations``), with a row in every
+table, then opened with the current code: it must reach the newest version and still hold the
+row, read by column name. A file newer than the code is refused; an unversioned file is adopted;
+and every module that uses SQLite is declared in the registry, so a new store cannot skip it.
+No homeserver: real SQLite files in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import importlib
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import mindroom
+from mindroom.memory.jobs.consolidate.records import ConsolidationRecords
+from mindroom.memory.mem0.ops import OpLog
+from mindroom.store.database import Database
+from mindroom.store.migrations import (
+    MIGRATIONS_TABLE,
+    SchemaTooNewError,
+    StoreSchema,
+    open_store,
+)
+from mindroom.store.schemas import (
+    ASYNC_STORES,
+    CONSENT,
+    CONSOLIDATION,
+    DERIVED,
+    LAYER,
+    LEDGER,
+    MEM0_OPS,
+    READERS,
+    SHARERS,
+    STORES,
+)
+
+PACKAGE = Path(mindroom.__file__).parent
+
+
+def _old_file(path: Path, schema: StoreSchema) -> dict[str, dict[str, Any]]:
+    """``path`` at ``schema``'s version 1, as the code before versions created it, with one
+    row in each table; returns the rows written (table -> column -> value)."""
+    written: dict[str, dict[str, Any]] = {}
+    with sqlite3.connect(path) as db:
+        for statement in schema.migrations[0].statements:
+            db.execute(statement)
+        tables = [
+            row[0]
+            for row in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
+        for table in tables:
+            values: dict[str, Any] = {}
+            for _cid, name, kind, _notnull, _default, _pk in db.execute(
+                f'PRAGMA table_info("{table}")'
+            ):
+                kind = kind.upper()
+                if "INT" in kind:
+                    values[name] = 1
+                elif "REAL" in kind or "DOUBLE" in kind:
+                    values[name] = 1.5
+                else:
+                    values[name] = f"old {table}.{name}"
+            columns = ", ".join(f'"{c}"' for c in values)
+            marks = ", ".join("?" * len(values))
+            db.execute(
+                f'INSERT INTO "{table}" ({columns}) VALUES ({marks})', tuple(values.values())
+            )
+            written[table] = values
+    db.close()
+    assert written, f"{schema.name}: version 1 creates no table"
+    return written
+
+
+def _versions(path: Path) -> set[int]:
+    with sqlite3.connect(path) as db:
+        rows = db.execute(f"SELECT version FROM {MIGRATIONS_TABLE}").fetchall()
+    db.close()
+    return {row[0] for row in rows}
+
+
+def _assert_rows_kept(db: sqlite3.Connection, written: dict[str, dict[str, Any]]) -> None:
+    db.row_factory = sqlite3.Row
+    for table, values in written.items():
+        rows = db.execute(f'SELECT * FROM "{table}"').fetchall()
+        assert len(rows) == 1, table
+        assert {column: rows[0][column] for column in values} == values, table
+
+
+@pytest.mark.parametrize("schema", STORES, ids=lambda s: s.name)
+def test_every_store_migrates_from_its_oldest_schema_and_keeps_its_rows(
+    tmp_path: Path, schema: StoreSchema
+) -> None:
+    path = tmp_path / f"{schema.name}.db"
+    written = _old_file(path, schema)
+
+    db = open_store(path, schema)
+    try:
+        _assert_rows_kept(db, written)
+        later = {m.version for m in schema.migrations[1:]}
+        assert _versions(path) == {1, *later} == set(range(1, schema.version + 1))
+    finally:
+        db.close()
+    again = open_store(path, schema)  # opening a current file changes nothing
+    again.close()
+    assert _versions(path) == set(range(1, schema.version + 1))
+
+
+@pytest.mark.parametrize("schema", ASYNC_STORES, ids=lambda s: s.name)
+def test_every_database_store_migrates_from_its_oldest_schema_and_keeps_its_rows(
+    tmp_path: Path, schema: StoreSchema
+) -> None:
+    path = tmp_path / f"{schema.name}.db"
+    written = _old_file(path, schema)
+
+    async def open_and_close() -> None:
+        database = await Database.open(path, schema.migrations)
+        await database.close()
+
+    asyncio.run(open_and_close())
+
+    with sqlite3.connect(path) as db:
+        _assert_rows_kept(db, written)
+    db.close()
+    assert _versions(path) == set(range(1, schema.version + 1))
+
+
+def test_a_consent_proposal_of_the_first_schema_reads_after_the_column_is_added(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "consent.db"
+    _old_file(path, CONSENT)
+    db = open_store(path, CONSENT)
+    try:
+        row = db.execute("SELECT * FROM proposals").fetchone()
+        assert row["text"] == "old proposals.text"
+        assert row["replaces"] is None  # version 2's column, on the old row
+    finally:
+        db.close()
+
+
+def test_consent_files_that_already_have_the_column_added_ad_hoc_reach_version_2(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "consent.db"
+    _old_file(path, CONSENT)
+    with sqlite3.connect(path) as old:  # what the code before versions did on every open
+        old.execute("ALTER TABLE proposals ADD COLUMN replaces TEXT")
+        old.execute("UPDATE proposals SET replaces = 'm-1'")
+    old.close()
+
+    open_store(path, CONSENT).close()
+
+    assert _versions(path) == {1, 2}
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT replaces FROM proposals").fetchall() == [("m-1",)]
+    db.close()
+
+
+def test_the_stores_own_classes_read_what_the_oldest_schema_held(tmp_path: Path) -> None:
+    records_path = tmp_path / "consolidation.db"
+    _old_file(records_path, CONSOLIDATION)
+    with sqlite3.connect(records_path) as db:
+        db.execute("UPDATE memory_conflicts SET metadata_json = '{\"a\": 1}', status = 'open'")
+    db.close()
+    records = ConsolidationRecords(records_path)
+    try:
+        [conflict] = records.conflicts()
+        assert conflict.reason == "old memory_conflicts.reason"
+        assert conflict.metadata == {"a": 1}
+    finally:
+        records.close()
+
+    ops_path = tmp_path / "ops.db"
+    _old_file(ops_path, MEM0_OPS)
+    done = OpLog(ops_path).get("old ops.op_key")
+    assert done is not None
+    assert (done.op, done.entry_id, done.done) == ("old ops.op", "old ops.entry_id", True)
+    assert OpLog(ops_path).ids() == ["old ids.entry_id"]
+
+
+def test_an_unversioned_file_is_adopted_as_version_1_not_recreated(tmp_path: Path) -> None:
+    path = tmp_path / "events.db"
+    schema = next(s for s in STORES if s.name == "ops_events")
+    written = _old_file(path, schema)
+    with sqlite3.connect(path) as db:
+        assert (
+            db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (MIGRATIONS_TABLE,)).fetchone()
+            is None
+        )  # the control: no version record yet
+
+    opened = open_store(path, schema)
+    try:
+        _assert_rows_kept(opened, written)
+    finally:
+        opened.close()
+    assert _versions(path) == {1}
+
+
+def test_a_file_newer_than_the_code_is_refused_with_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "consent.db"
+    open_store(path, CONSENT).close()  # the control: the current version opens
+    with sqlite3.connect(path) as db:
+        db.execute(f"INSERT INTO {MIGRATIONS_TABLE} VALUES (?, 0)", (CONSENT.version + 1,))
+    db.close()
+
+    with pytest.raises(SchemaTooNewError) as refused:
+        open_store(path, CONSENT)
+
+    message = str(refused.value)
+    assert str(path) in message
+    assert f"version {CONSENT.version + 1}" in message
+    assert f"up to {CONSENT.version}" in message
+
+
+def test_a_new_store_file_is_created_at_the_newest_version(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "consent.db"
+    db = open_store(path, CONSENT)
+    db.close()
+    assert _versions(path) == set(range(1, CONSENT.version + 1))
+
+
+@pytest.mark.parametrize("schema", [*STORES, *ASYNC_STORES], ids=lambda s: s.name)
+def test_every_first_version_only_creates_if_not_exists(schema: StoreSchema) -> None:
+    """So a file made before versions existed is adopted (its tables are kept as they are)."""
+    for statement in schema.migrations[0].statements:
+        creates = re.match(r"\s*CREATE\s+(UNIQUE\s+)?(TABLE|INDEX)", statement, re.I)
+        if creates:
+            assert re.match(r"\s*CREATE\s+(UNIQUE\s+)?\w+\s+IF NOT EXISTS", statement, re.I), (
+                f"{schema.name}: {statement[:60]}"
+            )
+
+
+# -- the registry is complete ---------------------------------------------------------------------
+
+
+def _modules() -> dict[str, ast.Module]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE.parent).with_suffix("")
+        name = ".".join(relative.parts).removesuffix(".__init__")
+        found[name] = ast.parse(path.read_text(encoding="utf-8"))
+    return found
+
+
+def _imports_sqlite3(tree: ast.Module) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name == "sqlite3" for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and node.module == "sqlite3":
+            return True
+    return False
+
+
+def _calls(tree: ast.Module, function: str) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            called = node.func
+            name = called.attr if isinstance(called, ast.Attribute) else getattr(called, "id", "")
+            if name == function:
+                return True
+    return False
+
+
+def test_every_module_that_uses_sqlite_is_declared_in_the_store_registry() -> None:
+    modules = _modules()
+    users = {name for name, tree in modules.items() if _imports_sqlite3(tree)}
+    assert "mindroom.memory.policy.consent" in users  # the scan finds what it is there to find
+    owners = {s.owner for s in (*STORES, *ASYNC_STORES)} | set(SHARERS)
+    declared = owners | set(DERIVED) | set(READERS) | set(LAYER)
+    undeclared = sorted(users - declared)
+    assert not undeclared, (
+        f"modules that use sqlite3 but are not in mindroom/store/schemas.py: {undeclared}; "
+        "declare each store there (STORES, with migrations) or, if it is rebuilt from the "
+        "files, in DERIVED"
+    )
+    stale = sorted(m for m in (*DERIVED, *READERS, *LAYER, *owners) if m not in modules)
+    assert not stale, f"the registry names modules that do not exist: {stale}"
+
+
+def test_only_declared_stores_open_through_the_runner_and_only_derived_ones_without_it() -> None:
+    modules = _modules()
+    owners = {s.owner for s in (*STORES, *ASYNC_STORES)} | set(SHARERS)
+    with_runner = {n for n, tree in modules.items() if _calls(tree, "open_store")}
+    unversioned = {n for n, tree in modules.items() if _calls(tree, "open_database")}
+    assert "mindroom.memory.search.vectors" in unversioned  # positive controls
+    assert "mindroom.memory.ops_events" in with_runner
+    assert with_runner - set(LAYER) <= owners, sorted(with_runner - set(LAYER) - owners)
+    assert unversioned - set(LAYER) <= set(DERIVED), sorted(unversioned - set(LAYER) - set(DERIVED))
+
+
+@pytest.mark.parametrize("module", sorted(DERIVED))
+def test_every_derived_store_says_it_is_derived_and_rebuildable(module: str) -> None:
+    doc = (importlib.import_module(module).__doc__ or "").lower()
+    assert "derived" in doc
+    assert "rebuil" in doc
+
+
+# -- the ledger's database: reads and writes are said, not sniffed --------------------------------
+
+
+def test_a_read_alone_holds_no_transaction_and_a_write_holds_one_until_its_commit(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        db = await Database.open(tmp_path / "ledger.db", LEDGER.migrations)
+        try:
+            await db.query("SELECT count(*) AS n FROM handled")
+            assert not db._connection.in_transaction()  # a read alone ends at once
+            await db.execute(
+                "INSERT INTO sync_tokens (account, token) VALUES (?, ?)", ("@a:localhost", "t1")
+            )
+            assert db._connection.in_transaction()  # the control: a write waits for commit
+            async with db.query(
+                "SELECT token FROM sync_tokens WHERE account = ?", ("@a:localhost",)
+            ) as rows:
+                row = await rows.fetchone()
+            assert row.token == "t1"  # a read inside the write sees it, by column name
+            assert db._connection.in_transaction()  # and does not end it
+            await db.commit()
+            assert not db._connection.in_transaction()
+        finally:
+            await db.close()
+
+    asyncio.run(scenario())
