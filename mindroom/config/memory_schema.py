@@ -5,12 +5,13 @@ Split from :mod:`mindroom.config.schema`, which re-exports every name here.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from mindroom.config.categories_schema import CategoriesConfig
 from mindroom.config.maintenance_schema import MaintenanceConfig
+from mindroom.config.models_schema import ref_tag
 from mindroom.config.paths import STORAGE_ROOT, relative_inside
 from mindroom.config.strict import Strict as _Strict
 
@@ -113,6 +114,19 @@ class MemoryLlmConfig(_Strict):
         if provider == "ollama" and settings.model is None:
             raise ValueError("provider 'ollama' needs config.model (e.g. llama3.2)")
         return self
+
+
+EmbedderRef = Annotated[
+    Annotated[str, Tag("(key)")] | Annotated[EmbedderConfig, Tag("(inline)")],
+    Discriminator(ref_tag),
+]
+"""An embedder: a key of ``models:`` (or ``none``), or the older inline form."""
+
+LlmRef = Annotated[
+    Annotated[str, Tag("(key)")] | Annotated[MemoryLlmConfig, Tag("(inline)")],
+    Discriminator(ref_tag),
+]
+"""A model: a key of ``models:``, or the older inline form of ``memory.llm``."""
 
 
 class RecallGateConfig(_Strict):
@@ -262,10 +276,18 @@ class MemoryConfig(_Strict):
     backend: MemoryBackendName = "file"
     file: FileMemoryConfig = Field(default_factory=FileMemoryConfig)
     team_reads_member_memory: bool = False
-    # unset: the bundled local model when mindroom[embeddings] is installed, else keyword-only
-    embedder: EmbedderConfig | None = None
-    # the mem0 backend's extraction model; unset: defaults.model
-    llm: MemoryLlmConfig | None = None
+    embedder: EmbedderRef | None = Field(
+        default=None,
+        description="the embedder of memory search: a key of `models:` (an entry with "
+        "`kind: embedder`), or `none` for keyword-only search; unset: the bundled local model "
+        "when mindroom[embeddings] is installed, else keyword-only. The older inline form "
+        "(`provider` and `config`) is deprecated",
+    )
+    llm: LlmRef | None = Field(
+        default=None,
+        description="the mem0 backend's extraction model: a key of `models:` (a chat model); "
+        "unset: `defaults.model`. The older inline form (`provider` and `config`) is deprecated",
+    )
     # install a missing optional extra (the local embedder) on first use; off: an error that
     # names the install command
     auto_install: bool = True

@@ -8,9 +8,10 @@ validation errors into readable messages is :mod:`mindroom.config.load`'s job.
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from mindroom.config.categories_schema import check_allowlists
 from mindroom.config.memory_schema import (
@@ -19,6 +20,7 @@ from mindroom.config.memory_schema import (
     CurationConfig,
     EmbedderConfig,
     EmbedderProvider,
+    EmbedderRef,
     EmbedderSettings,
     ExtractorConfig,
     FileMemoryConfig,
@@ -31,6 +33,20 @@ from mindroom.config.memory_schema import (
     RecallGateConfig,
     SearchConfig,
 )
+from mindroom.config.models_schema import (
+    LOCAL_EMBEDDER_PROVIDERS,
+    AnyModel,
+    ConfigDeprecationWarning,
+    LocalEmbedderModel,
+    ModelConfig,
+    ModelKind,
+    OllamaModel,
+    ServedModel,
+    SpeechEndpoint,
+    SpeechToText,
+    SpeechToTextConfig,
+    SpeechToTextModel,
+)
 from mindroom.config.paths import CONFIG_FOLDER, relative_inside
 from mindroom.config.sessions_schema import SessionsConfig
 from mindroom.config.strict import Strict as _Strict
@@ -38,6 +54,7 @@ from mindroom.config.strict import Strict as _Strict
 __all__ = [  # the memory section's models live in memory_schema; importable from here too
     "AutoFlushConfig",
     "CompactionConfig",
+    "ConfigDeprecationWarning",
     "CurationConfig",
     "EmbedderConfig",
     "EmbedderProvider",
@@ -50,8 +67,13 @@ __all__ = [  # the memory section's models live in memory_schema; importable fro
     "MemoryLlmConfig",
     "MemoryLlmSettings",
     "MemorySnippetsConfig",
+    "ModelConfig",
     "RecallGateConfig",
     "SearchConfig",
+    "ServedModel",
+    "SpeechEndpoint",
+    "SpeechToTextConfig",
+    "SpeechToTextModel",
 ]
 
 AGENT_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,39}")
@@ -73,20 +95,6 @@ def _check_user_patterns(value: list[str] | None) -> list[str] | None:
                 "or e.g. '@*:example.org')"
             )
     return value
-
-
-class ModelConfig(_Strict):
-    """A named language model."""
-
-    provider: Literal["openai", "anthropic", "ollama"] = "openai"
-    id: str = Field(min_length=1)
-    base_url: str | None = None
-    api_key: str | None = None
-    temperature: float | None = None
-    timeout_seconds: float = Field(default=120.0, gt=0)
-    max_retries: int = Field(default=2, ge=0)
-    context_tokens: int | None = Field(default=None, ge=256)
-    """The model's context budget; a thread whose history nears it is compacted."""
 
 
 class PrivateConfig(_Strict):
@@ -127,7 +135,11 @@ class AgentConfig(_Strict):
     streaming: bool | None = None
     status_reactions: bool | None = None
     memory_backend: MemoryBackendName | None = None
-    memory_embedder: EmbedderConfig | None = None
+    memory_embedder: EmbedderRef | None = Field(
+        default=None,
+        description="this agent's memory search embedder, a key of `models:` (or `none`); "
+        "unset: memory.embedder",
+    )
     learning: bool | None = None
     learning_mode: LearningMode | None = None
     private: PrivateConfig | None = None
@@ -255,14 +267,6 @@ class OpsConfig(_Strict):
     port: int | None = Field(default=None, ge=1, le=65535)
 
 
-class SpeechToTextConfig(_Strict):
-    """An OpenAI-compatible transcription endpoint (``POST {base_url}/audio/transcriptions``)."""
-
-    base_url: str
-    api_key: str = "none"
-    model: str = "whisper-1"
-
-
 class MediaConfig(_Strict):
     """Files sent to agents: what is read, up to which size."""
 
@@ -272,7 +276,11 @@ class MediaConfig(_Strict):
     max_pdf_pages: int = Field(default=50, ge=1, le=10_000)
     # reading one file may take this long; a slower one is refused (its reader is killed)
     read_seconds: float = Field(default=20.0, gt=0, le=600)
-    speech_to_text: SpeechToTextConfig | None = None  # voice messages: transcribed when set
+    speech_to_text: SpeechToText | None = Field(
+        default=None,
+        description="voice messages are transcribed when set: `{model: <key of models:>}`; "
+        "the older inline form (`base_url`, `api_key`, `model`) is deprecated",
+    )
 
 
 class AuthorizationConfig(_Strict):
@@ -291,10 +299,65 @@ class AuthorizationConfig(_Strict):
         return _check_user_patterns(value)
 
 
+_LLM_PROVIDERS = ("openai", "anthropic", "ollama")
+_EMBEDDER_PROVIDERS = ("none", "openai", "ollama", *LOCAL_EMBEDDER_PROVIDERS)
+
+
+DEPRECATIONS = "deprecations"
+"""The validation context key of a list that collects deprecation messages instead of
+warning (``Config.model_validate(data, context={DEPRECATIONS: []})``): how
+:func:`mindroom.config.load.parse_config` reports them with the file's name."""
+
+
+def _deprecated(info: ValidationInfo, message: str) -> None:
+    """Tell whoever writes the config that a key is written in an older form: into the
+    context's list when the caller collects them, else as a :class:`ConfigDeprecationWarning`."""
+    collected = info.context.get(DEPRECATIONS) if isinstance(info.context, dict) else None
+    if isinstance(collected, list):
+        collected.append(message)
+    else:
+        warnings.warn(message, ConfigDeprecationWarning, stacklevel=2)
+
+
+def _ollama_host(base_url: str | None) -> str | None:
+    """Ollama's own address from its OpenAI-compatible endpoint (``.../v1``)."""
+    if base_url is None:
+        return None
+    return base_url.rstrip("/").removesuffix("/v1")
+
+
+def _legacy_llm(llm: str | MemoryLlmConfig) -> MemoryLlmConfig:
+    return llm if isinstance(llm, MemoryLlmConfig) else MemoryLlmConfig(provider=llm)  # type: ignore[arg-type]
+
+
+def _legacy_embedder(ref: str | EmbedderConfig) -> EmbedderConfig:
+    return ref if isinstance(ref, EmbedderConfig) else EmbedderConfig(provider=ref)  # type: ignore[arg-type]
+
+
+def _model_hint(inline: MemoryLlmConfig | EmbedderConfig) -> str:
+    """The ``models:`` entry that replaces an inline model, as a one-line hint (no secrets)."""
+    parts = []
+    if isinstance(inline, EmbedderConfig):
+        parts.append("kind: embedder")
+    parts.append(f"provider: {inline.provider}")
+    settings = inline.config
+    if settings.model is not None:
+        parts.append(f"id: {settings.model}")
+    for key in ("host", "base_url"):
+        if getattr(settings, key) is not None:
+            parts.append(f"{key}: {getattr(settings, key)}")
+    if settings.api_key is not None:
+        parts.append("api_key: ...")
+    return ", ".join(parts)
+
+
 class Config(_Strict):
     """The whole of ``config.yaml``."""
 
-    models: dict[str, ModelConfig] = Field(default_factory=dict)
+    models: dict[str, ModelConfig] = Field(
+        default_factory=dict,
+        description="every model, by key (see models.<key>); everything else names a key",
+    )
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     teams: dict[str, TeamConfig] = Field(default_factory=dict)
     defaults: DefaultsConfig = Field(default_factory=DefaultsConfig)
@@ -324,16 +387,13 @@ class Config(_Strict):
         return agents
 
     @model_validator(mode="after")
-    def _references(self) -> Config:
+    def _references(self, info: ValidationInfo) -> Config:
         if self.memory.search.index == "postgresql" and not self.storage.database:
             raise ValueError(
                 "memory.search.index: postgresql needs storage.database (a PostgreSQL URL)"
             )
+        self._check_model_references(info)
         for name, agent in self.agents.items():
-            model = agent.model or self.defaults.model
-            if model not in self.models:
-                known = ", ".join(sorted(self.models)) or "none defined"
-                raise ValueError(f"agents.{name}.model: unknown model {model!r} (models: {known})")
             for room in agent.rooms:
                 if not ROOM_NAME_RE.fullmatch(room):
                     raise ValueError(
@@ -357,20 +417,10 @@ class Config(_Strict):
                     )
             if len(set(team.agents)) != len(team.agents):
                 raise ValueError(f"teams.{name}.agents: a member is listed twice")
-            if team.model is not None and team.model not in self.models:
-                raise ValueError(f"teams.{name}.model: unknown model {team.model!r}")
             for room in team.rooms:
                 if not ROOM_NAME_RE.fullmatch(room):
                     raise ValueError(f"teams.{name}.rooms: room name {room!r} is not valid")
         self._check_shared_private_roots()
-        router_model = self.router.model
-        if router_model is not None and router_model not in self.models:
-            raise ValueError(f"router.model: unknown model {router_model!r}")
-        judge_model = self.memory.maintenance.consolidation.model
-        if judge_model is not None and judge_model not in self.models:
-            raise ValueError(
-                f"memory.maintenance.consolidation.model: unknown model {judge_model!r}"
-            )
         for name in self.matrix.logins:
             if name not in self.account_names:
                 raise ValueError(
@@ -383,6 +433,77 @@ class Config(_Strict):
         memory = self.memory
         check_allowlists(memory.allowlists, memory.categories, {*self.agents, *self.teams})
         return self
+
+    def _model_entry(self, path: str, key: str, kind: ModelKind) -> AnyModel:
+        """The entry of ``models:`` that ``path`` names by ``key``; a ValueError naming the key
+        and the known keys when there is none, or when it is not a ``kind`` model."""
+        model = self.models.get(key)
+        if model is None:
+            known = ", ".join(sorted(self.models)) or "none defined"
+            raise ValueError(f"{path}: unknown model {key!r} (models: {known})")
+        if model.kind != kind:
+            raise ValueError(
+                f"{path}: models.{key} is a {model.kind} model, not a {kind} model "
+                f"(set its kind, or name another model)"
+            )
+        return model
+
+    def _check_model_references(self, info: ValidationInfo) -> None:
+        chat: list[tuple[str, str | None]] = [
+            (f"agents.{n}.model", a.model or self.defaults.model) for n, a in self.agents.items()
+        ]
+        chat += [(f"teams.{n}.model", t.model) for n, t in self.teams.items()]
+        chat.append(("router.model", self.router.model))
+        chat.append(
+            ("memory.maintenance.consolidation.model", self.memory.maintenance.consolidation.model)
+        )
+        for path, key in chat:
+            if key is not None:
+                self._model_entry(path, key, "chat")
+        llm = self.memory.llm
+        if isinstance(llm, str) and (llm in self.models or llm not in _LLM_PROVIDERS):
+            self._model_entry("memory.llm", llm, "chat")
+        elif llm is not None:
+            _deprecated(
+                info,
+                "memory.llm with its own provider and config is deprecated: add the model "
+                f"under models: ({_model_hint(_legacy_llm(llm))}) and write memory.llm: <key>",
+            )
+        embedders = [("memory.embedder", self.memory.embedder)]
+        embedders += [
+            (f"agents.{n}.memory_embedder", a.memory_embedder) for n, a in self.agents.items()
+        ]
+        for path, ref in embedders:
+            if (
+                isinstance(ref, str)
+                and ref != "none"
+                and (ref in self.models or ref not in _EMBEDDER_PROVIDERS)
+            ):
+                self._model_entry(path, ref, "embedder")
+            elif ref is not None and ref != "none":
+                inline = _legacy_embedder(ref)
+                new = "none" if inline.provider == "none" else "<key>"
+                where = (
+                    ""
+                    if new == "none"
+                    else f"add the embedder under models: ({_model_hint(inline)}) and "
+                )
+                _deprecated(
+                    info,
+                    f"{path} with its own provider and config is deprecated: {where}write "
+                    f"{path}: {new}",
+                )
+        speech = self.media.speech_to_text
+        if isinstance(speech, SpeechToTextModel):
+            self._model_entry("media.speech_to_text.model", speech.model, "speech_to_text")
+        elif speech is not None:
+            _deprecated(
+                info,
+                "media.speech_to_text with its own base_url is deprecated: add the endpoint "
+                f"under models: (kind: speech_to_text, provider: openai, id: {speech.model}, "
+                f"base_url: {speech.base_url}, api_key: ...) and write "
+                "media.speech_to_text: {model: <key>}",
+            )
 
     def _check_shared_private_roots(self) -> None:
         """Private agents that share one memory folder (``per: user``, same ``root``) search it
@@ -452,7 +573,79 @@ class Config(_Strict):
     def agent_embedder(self, name: str) -> EmbedderConfig | None:
         """The embedder agent ``name``'s memory search asks for (None: not configured, so the
         default applies: see :mod:`mindroom.adapters.embeddings`)."""
-        return self.agents[name].memory_embedder or self.memory.embedder
+        return self.embedder(self.agents[name].memory_embedder or self.memory.embedder)
+
+    @property
+    def memory_embedder(self) -> EmbedderConfig | None:
+        """The embedder ``memory.embedder`` asks for (None: the default applies)."""
+        return self.embedder(self.memory.embedder)
+
+    def embedder(self, ref: str | EmbedderConfig | None) -> EmbedderConfig | None:
+        """The embedder settings that ``ref`` (a key of ``models:``, ``none``, or the older
+        inline form) stands for; None when unset."""
+        if ref is None or isinstance(ref, EmbedderConfig):
+            return ref
+        if ref == "none" or (ref not in self.models and ref in _EMBEDDER_PROVIDERS):
+            return EmbedderConfig(provider=ref)  # type: ignore[arg-type]  # checked above
+        model = self.models[ref]
+        if isinstance(model, LocalEmbedderModel):
+            settings = EmbedderSettings(model=model.id, dimensions=model.dimensions)
+            return EmbedderConfig(provider=model.provider, config=settings)
+        if isinstance(model, OllamaModel):
+            host = model.host or _ollama_host(model.base_url)
+            settings = EmbedderSettings(model=model.id, dimensions=model.dimensions, host=host)
+            return EmbedderConfig(provider="ollama", config=settings)
+        settings = EmbedderSettings(  # an openai entry: validation lets no other be an embedder
+            model=model.id,
+            dimensions=model.dimensions,
+            base_url=model.base_url,
+            api_key=model.api_key,
+        )
+        return EmbedderConfig(provider="openai", config=settings)
+
+    @property
+    def memory_llm(self) -> MemoryLlmConfig | None:
+        """``memory.llm`` as a provider and its settings (None: unset, ``defaults.model``)."""
+        llm = self.memory.llm
+        if llm is None or isinstance(llm, MemoryLlmConfig):
+            return llm
+        if llm not in self.models:
+            return MemoryLlmConfig(provider=llm)  # type: ignore[arg-type]  # checked above
+        model = self.chat_model(llm)
+        host = None
+        if isinstance(model, OllamaModel):
+            host = model.host or _ollama_host(model.base_url)
+        settings = MemoryLlmSettings(
+            model=model.id,
+            host=host,
+            base_url=None if isinstance(model, OllamaModel) else model.base_url,
+            api_key=model.api_key,
+            temperature=model.temperature,
+            timeout_seconds=model.timeout_seconds,
+        )
+        return MemoryLlmConfig(provider=model.provider, config=settings)
+
+    @property
+    def speech_to_text(self) -> SpeechEndpoint | None:
+        """Where voice messages are transcribed (None: they are not)."""
+        speech = self.media.speech_to_text
+        if speech is None:
+            return None
+        if isinstance(speech, SpeechToTextConfig):
+            return SpeechEndpoint(speech.base_url, speech.api_key, speech.model)
+        model = self.chat_or_speech_model(speech.model)
+        return SpeechEndpoint(model.base_url, model.api_key or "none", model.id)
+
+    def chat_model(self, key: str) -> ServedModel:
+        """The served model ``key`` (validation made sure every chat model reference is one)."""
+        return self.chat_or_speech_model(key)
+
+    def chat_or_speech_model(self, key: str) -> ServedModel:
+        """The entry ``key`` of ``models:``, a model at a server."""
+        model = self.models[key]
+        if isinstance(model, LocalEmbedderModel):
+            raise ValueError(f"models.{key} is a local embedder, not a served model")
+        return model
 
     def agent_learning(self, name: str) -> LearningMode | None:
         """Agno learning mode of agent ``name``, None when learning is off."""
