@@ -105,9 +105,18 @@ class PrivateConfig(_Strict):
     ``template_dir`` (relative to the config file) is copied into a new memory folder.
     """
 
-    per: Literal["user", "user_agent"] = "user"
-    root: str | None = None
-    template_dir: str | None = None
+    per: Literal["user", "user_agent"] = Field(
+        default="user",
+        description="`user`: one memory per person (shared by the agents naming the same `root`); "
+        "`user_agent`: one per person and agent",
+    )
+    root: str | None = Field(
+        default=None, description="the name of the shared private memory folder (with `per: user`)"
+    )
+    template_dir: str | None = Field(
+        default=None,
+        description="a folder (relative to the config file) copied into each new private memory",
+    )
 
     @field_validator("root")
     @classmethod
@@ -125,68 +134,149 @@ class PrivateConfig(_Strict):
 class AgentConfig(_Strict):
     """One agent: its own Matrix account, its instructions and where it lives."""
 
-    display_name: str | None = None
-    role: str = ""
-    instructions: list[str] = Field(default_factory=list)
-    model: str | None = None
-    rooms: list[str] = Field(default_factory=list)
-    thread_mode: ThreadMode | None = None
-    history_runs: int | None = Field(default=None, ge=0)
-    streaming: bool | None = None
-    status_reactions: bool | None = None
-    memory_backend: MemoryBackendName | None = None
+    display_name: str | None = Field(
+        default=None, description="the name people see in the room; unset: the agent's key"
+    )
+    role: str = Field(
+        default="",
+        description="one line on what the agent is for (the router reads it to pick an agent)",
+    )
+    instructions: list[str] = Field(
+        default_factory=list, description="lines added to the agent's system prompt"
+    )
+    model: str | None = Field(
+        default=None, description="a key of `models:` (a chat model); unset: `defaults.model`"
+    )
+    rooms: list[str] = Field(
+        default_factory=list, description="rooms (by name) the agent lives in; created on first run"
+    )
+    thread_mode: ThreadMode | None = Field(
+        default=None,
+        description="`thread` answers in a thread under each message, `room` in the timeline; "
+        "unset: `defaults.thread_mode`",
+    )
+    history_runs: int | None = Field(
+        default=None,
+        ge=0,
+        description="earlier runs of the session in the agent's context; unset: "
+        "`defaults.history_runs`",
+    )
+    streaming: bool | None = Field(
+        default=None,
+        description="stream answers (a message, then edits); unset: `defaults.streaming`",
+    )
+    status_reactions: bool | None = Field(
+        default=None,
+        description="show work as reactions on the message answered; unset: "
+        "`defaults.status_reactions`",
+    )
+    memory_backend: MemoryBackendName | None = Field(
+        default=None, description="`file`, `mem0` or `none`; unset: `memory.backend`"
+    )
     memory_embedder: EmbedderRef | None = Field(
         default=None,
         description="this agent's memory search embedder, a key of `models:` (or `none`); "
         "unset: memory.embedder",
     )
-    learning: bool | None = None
-    learning_mode: LearningMode | None = None
+    learning: bool | None = Field(
+        default=None, description="Agno's learning for this agent; unset: `defaults.learning`"
+    )
+    learning_mode: LearningMode | None = Field(
+        default=None, description="`always` or `agentic`; unset: `defaults.learning_mode`"
+    )
     private: PrivateConfig | None = None
 
 
 class TeamConfig(_Strict):
     """A configured team: its own account; its members answer together."""
 
-    display_name: str | None = None
-    role: str = ""
-    agents: list[str] = Field(min_length=2)
-    mode: TeamMode | None = None
-    rooms: list[str] = Field(default_factory=list)
-    model: str | None = None
-    instructions: list[str] = Field(default_factory=list)
+    display_name: str | None = Field(
+        default=None, description="the name people see in the room; unset: the team's key"
+    )
+    role: str = Field(default="", description="one line on what the team is for")
+    agents: list[str] = Field(
+        min_length=2, description="the member agents (at least two; no private companions)"
+    )
+    mode: TeamMode | None = Field(
+        default=None,
+        description="`coordinate` (a leader delegates) or `collaborate` (all answer); unset: "
+        "`defaults.team_mode`",
+    )
+    rooms: list[str] = Field(default_factory=list, description="rooms (by name) the team lives in")
+    model: str | None = Field(
+        default=None, description="a key of `models:` for the team leader; unset: `defaults.model`"
+    )
+    instructions: list[str] = Field(
+        default_factory=list, description="lines added to the team's system prompt"
+    )
 
 
 class DefaultsConfig(_Strict):
     """Values every agent inherits unless it sets its own."""
 
-    model: str = "default"
-    thread_mode: ThreadMode = "thread"
-    history_runs: int = Field(default=10, ge=0)
-    markdown: bool = True
-    streaming: bool = True
+    model: str = Field(
+        default="default",
+        description="the key of `models:` every agent, team and the router use unless they name "
+        "another",
+    )
+    thread_mode: ThreadMode = Field(
+        default="thread",
+        description="`thread` answers in a thread under each message, `room` in the timeline",
+    )
+    history_runs: int = Field(
+        default=10, ge=0, description="earlier runs of the session in an agent's context"
+    )
+    markdown: bool = Field(default=True, description="agents write markdown (rendered in the room)")
+    streaming: bool = Field(
+        default=True, description="agents stream answers (a message, then edits)"
+    )
     # a reaction on the person's message: ⏳ while an agent works on it (then removed), ⚠️ when
     # it failed
     status_reactions: bool = False
     learning: bool = False  # not the design's true: hidden, costly, not per person (README)
-    learning_mode: LearningMode = "always"
-    team_mode: TeamMode = "coordinate"
+    learning_mode: LearningMode = Field(
+        default="always",
+        description="Agno's learning mode when learning is on: `always` or `agentic`",
+    )
+    team_mode: TeamMode = Field(
+        default="coordinate", description="how configured teams work: `coordinate` or `collaborate`"
+    )
 
 
 class RouterConfig(_Strict):
     """How a message that names no agent finds one, and how far agents may hand off."""
 
-    model: str | None = None
-    context_messages: int = Field(default=6, ge=0, le=50)
-    max_agent_hops: int = Field(default=3, ge=0, le=20)
+    model: str | None = Field(
+        default=None, description="a key of `models:` the router asks; unset: `defaults.model`"
+    )
+    context_messages: int = Field(
+        default=6,
+        ge=0,
+        le=50,
+        description="earlier messages of the room the router reads to choose an agent",
+    )
+    max_agent_hops: int = Field(
+        default=3,
+        ge=0,
+        le=20,
+        description="how many times agents may hand a message on to each other",
+    )
 
 
 class RoomConfig(_Strict):
     """Per-room settings, keyed by room name."""
 
-    join_rule: Literal["public", "invite"] = "public"
-    topic: str | None = None
-    allowed_users: list[str] | None = None
+    join_rule: Literal["public", "invite"] = Field(
+        default="public",
+        description="`public`: joinable by alias by everyone on the homeserver; `invite`: invite "
+        "only",
+    )
+    topic: str | None = Field(default=None, description="the room's topic, set when it is created")
+    allowed_users: list[str] | None = Field(
+        default=None,
+        description="Matrix IDs or globs who may talk in this room; unset: "
+        "`authorization.allowed_users`",
+    )
 
     @field_validator("allowed_users")
     @classmethod
@@ -199,7 +289,7 @@ class TokenLogin(_Strict):
     Service): mindroom uses it as is, with no password, and never registers the account."""
 
     access_token: str = Field(min_length=1)  # e.g. ${GENERAL_MATRIX_TOKEN}
-    device_id: str = Field(min_length=1)
+    device_id: str = Field(min_length=1, description="the device of that login")
 
 
 class AppserviceConfig(_Strict):
@@ -209,9 +299,16 @@ class AppserviceConfig(_Strict):
     listens); ``mindroom appservice registration`` writes the file the homeserver loads.
     """
 
-    id: str = Field(default="mindroom", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
-    host: str = Field(default="127.0.0.1", min_length=1)
-    port: int = Field(default=9009, ge=1, le=65535)
+    id: str = Field(
+        default="mindroom",
+        min_length=1,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="the application service's ID in the registration file",
+    )
+    host: str = Field(
+        default="127.0.0.1", min_length=1, description="the address the service listens on"
+    )
+    port: int = Field(default=9009, ge=1, le=65535, description="the port the service listens on")
     url: str | None = Field(default=None, pattern=r"^https?://")  # unset: http://host:port
     # the room aliases it may create (the config's rooms are made with their names as aliases);
     # the homeserver also sends it the events of every room with such an alias
@@ -221,17 +318,27 @@ class AppserviceConfig(_Strict):
 class MatrixConfig(_Strict):
     """Where the homeserver is. ``MATRIX_HOMESERVER`` in the environment overrides it."""
 
-    homeserver: str = "http://localhost:8008"
+    homeserver: str = Field(
+        default="http://localhost:8008",
+        description="the homeserver's URL; `MATRIX_HOMESERVER` overrides it",
+    )
     # clientserver: each agent its own login, device and sync loop (the default);
     # appservice: one application service acts as every agent (see AppserviceConfig)
     mode: Literal["clientserver", "appservice"] = "clientserver"
     appservice: AppserviceConfig = Field(default_factory=AppserviceConfig)
     # account name (router, an agent, a team) -> its access token and device
     logins: dict[str, TokenLogin] = Field(default_factory=dict)
-    device_name: str = "mindroom"
+    device_name: str = Field(
+        default="mindroom", description="the device name of the agents' logins"
+    )
     # room keys backed up on the homeserver, readable with the recovery key (MINDROOM_RECOVERY_KEY)
     key_backup: bool = True
-    catch_up_seconds: float = Field(default=300.0, ge=0)
+    catch_up_seconds: float = Field(
+        default=300.0,
+        ge=0,
+        description="messages this young that arrived while mindroom was down are answered; older "
+        "ones are skipped",
+    )
     # Version 12 room IDs break common clients (matrix-commander); 10 works everywhere.
     room_version: str = Field(default="10", min_length=1)
 
@@ -252,8 +359,8 @@ class StorageConfig(_Strict):
 class DashboardConfig(_Strict):
     """The web dashboard ``mindroom run`` serves on 127.0.0.1 (``mindroom dashboard url``)."""
 
-    enabled: bool = True
-    port: int = Field(default=8765, ge=1, le=65535)
+    enabled: bool = Field(default=True, description="serve the dashboard from `mindroom run`")
+    port: int = Field(default=8765, ge=1, le=65535, description="its port on 127.0.0.1")
     # the address people's browsers reach it at, for the links `!memory` sends (a reverse
     # proxy's https://...); unset: http://127.0.0.1:<port>, which works on this machine only
     public_url: str | None = Field(default=None, pattern=r"^https?://")
@@ -263,8 +370,14 @@ class OpsConfig(_Strict):
     """``/healthz`` and ``/metrics`` (Prometheus), served by ``mindroom run`` when ``port`` is
     set, without the dashboard's token: on ``host`` (``0.0.0.0`` in a container)."""
 
-    host: str = Field(default="127.0.0.1", min_length=1)
-    port: int | None = Field(default=None, ge=1, le=65535)
+    host: str = Field(
+        default="127.0.0.1",
+        min_length=1,
+        description="the address of `/healthz` and `/metrics` (`0.0.0.0` in a container)",
+    )
+    port: int | None = Field(
+        default=None, ge=1, le=65535, description="their port; unset: not served"
+    )
 
 
 class MediaConfig(_Strict):
@@ -290,8 +403,14 @@ class AuthorizationConfig(_Strict):
     the users of the bot's own homeserver.
     """
 
-    allowed_users: list[str] | None = None
-    admins: list[str] = Field(default_factory=list)
+    allowed_users: list[str] | None = Field(
+        default=None,
+        description="Matrix IDs or globs (`@*:example.org`) who may talk to the agents; unset: "
+        "the users of the bot's own homeserver",
+    )
+    admins: list[str] = Field(
+        default_factory=list, description="Matrix IDs or globs who may use the admin commands"
+    )
 
     @field_validator("allowed_users", "admins")
     @classmethod
