@@ -94,7 +94,8 @@ def test_old_memory_llm_loads_with_a_warning_naming_the_new_form(
     config, lines = parse_logged(OLD_LLM, caplog)
     assert lines == [
         "config.yaml: memory.llm with its own provider and config is deprecated: add the model "
-        "under models: (provider: ollama, id: llama3.2, host: http://gpu:11434) and write "
+        "under models: (provider: ollama, id: llama3.2, host: http://gpu:11434, temperature: "
+        "0.1, timeout_seconds: 60) and write "
         "memory.llm: <key>"
     ]
     settings = MemoryLlmSettings(model="llama3.2", host="http://gpu:11434", temperature=0.1)

@@ -467,6 +467,12 @@ def _model_hint(inline: MemoryLlmConfig | EmbedderConfig) -> str:
             parts.append(f"{key}: {getattr(settings, key)}")
     if settings.api_key is not None:
         parts.append("api_key: ...")
+    if isinstance(settings, MemoryLlmSettings):  # a models: entry waits longer by default
+        if settings.temperature is not None:
+            parts.append(f"temperature: {settings.temperature}")
+        parts.append(f"timeout_seconds: {settings.timeout_seconds:g}")
+    elif settings.dimensions is not None:
+        parts.append(f"dimensions: {settings.dimensions}")
     return ", ".join(parts)
 
 
