@@ -322,3 +322,12 @@ def test_a_provider_shape_rejects_another_providers_key() -> None:
     bad = BASE.replace("id: some-model", "id: some-model\n    provider: mistral")
     with pytest.raises(ConfigError, match="provider must be one of openai, anthropic"):
         parse_config(bad, "config.yaml", env={})
+
+
+def test_an_old_shorthand_that_cannot_work_names_its_key() -> None:
+    for extra, message in (
+        ("memory: {embedder: ollama}", "memory.embedder: provider 'ollama' needs config.model"),
+        ("memory: {llm: ollama}", "memory.llm: provider 'ollama' needs config.model"),
+    ):
+        with pytest.raises(ConfigError, match=f"^config.yaml: {message}"):
+            parse_config(BASE + extra + "\n", "config.yaml", env={})

@@ -11,7 +11,7 @@ import re
 import warnings
 from typing import Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from mindroom.config.categories_schema import check_allowlists
 from mindroom.config.memory_schema import (
@@ -446,11 +446,27 @@ def _ollama_host(base_url: str | None) -> str | None:
 
 
 def _legacy_llm(llm: str | MemoryLlmConfig) -> MemoryLlmConfig:
-    return llm if isinstance(llm, MemoryLlmConfig) else MemoryLlmConfig(provider=llm)  # type: ignore[arg-type]
+    if isinstance(llm, MemoryLlmConfig):
+        return llm
+    try:
+        return MemoryLlmConfig(provider=llm)  # type: ignore[arg-type]  # a provider's name
+    except ValueError as exc:  # e.g. ollama without a model
+        raise ValueError(f"memory.llm: {_first_error(exc)}") from None
 
 
-def _legacy_embedder(ref: str | EmbedderConfig) -> EmbedderConfig:
-    return ref if isinstance(ref, EmbedderConfig) else EmbedderConfig(provider=ref)  # type: ignore[arg-type]
+def _legacy_embedder(ref: str | EmbedderConfig, path: str = "memory.embedder") -> EmbedderConfig:
+    if isinstance(ref, EmbedderConfig):
+        return ref
+    try:
+        return EmbedderConfig(provider=ref)  # type: ignore[arg-type]  # a provider's name
+    except ValueError as exc:
+        raise ValueError(f"{path}: {_first_error(exc)}") from None
+
+
+def _first_error(exc: ValueError) -> str:
+    errors = exc.errors() if isinstance(exc, ValidationError) else []
+    message = str(errors[0]["msg"]) if errors else str(exc)
+    return message.removeprefix("Value error, ")
 
 
 def _model_hint(inline: MemoryLlmConfig | EmbedderConfig) -> str:
@@ -606,7 +622,7 @@ class Config(_Strict):
             ):
                 self._model_entry(path, ref, "embedder")
             elif ref is not None and ref != "none":
-                inline = _legacy_embedder(ref)
+                inline = _legacy_embedder(ref, path)
                 new = "none" if inline.provider == "none" else "<key>"
                 where = (
                     ""
