@@ -12,7 +12,7 @@ LOCAL = "memory:\n  embedder:\n    provider: sentence_transformers\n"
 
 def test_no_embedder_configured_means_the_default() -> None:
     config = parse(BASE)
-    assert config.memory.embedder is None
+    assert config.memory_embedder is None
     assert config.agent_embedder("general") is None
 
 
@@ -21,7 +21,7 @@ def test_memory_embedder_with_its_config_is_read() -> None:
         BASE + "memory:\n  embedder:\n    provider: ollama\n    config:\n"
         "      model: nomic-embed-text\n      host: http://gpu-box:11434\n      dimensions: 256\n"
     )
-    embedder = config.memory.embedder
+    embedder = config.memory_embedder
     assert embedder is not None
     assert embedder.provider == "ollama"
     assert embedder.config.model == "nomic-embed-text"
@@ -31,10 +31,10 @@ def test_memory_embedder_with_its_config_is_read() -> None:
 
 
 def test_a_bare_provider_name_and_none_are_shorthands() -> None:
-    assert parse(BASE + "memory:\n  embedder: none\n").memory.embedder == EmbedderConfig(
+    assert parse(BASE + "memory:\n  embedder: none\n").memory_embedder == EmbedderConfig(
         provider="none"
     )
-    assert parse(BASE + "memory:\n  embedder: huggingface\n").memory.embedder == (
+    assert parse(BASE + "memory:\n  embedder: huggingface\n").memory_embedder == (
         EmbedderConfig(provider="huggingface")
     )
 
@@ -49,7 +49,7 @@ def test_an_agent_overrides_the_embedder() -> None:
     assert override is not None
     assert override.provider == "openai"
     assert override.config.model == "small"
-    assert config.memory.embedder == EmbedderConfig(provider="sentence_transformers")
+    assert config.memory_embedder == EmbedderConfig(provider="sentence_transformers")
 
 
 @pytest.mark.parametrize(

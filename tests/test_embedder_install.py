@@ -318,7 +318,7 @@ config = parse_config(
     "memory: {embedder: sentence_transformers, auto_install: true}\\n", "config.yaml")
 registry = MemoryRegistry(config, storage)
 memory = registry.for_agent("general")
-shared_embedder(config.memory.embedder, storage, auto_install=True)  # memory.auto_install
+shared_embedder(config.memory_embedder, storage, auto_install=True)  # memory.auto_install
 memory.add_sync("Bob plays the violin on Sundays", actor="test")
 during = [h.entry.text for h in search_hits(memory, "Bob violin", 5)]
 recall = agent_recall(config, registry, "general", "does Bob play the violin?")[1]

@@ -63,7 +63,7 @@ def mem0_records(bot: BotHarness, scope_id: str) -> list[str]:
     assert bot.bot is not None
     config = bot.bot.config
     engine = mem0_engine(
-        config, mem0_dir(bot.storage), bot.bot.memories.embedder(config.memory.embedder)
+        config, mem0_dir(bot.storage), bot.bot.memories.embedder(config.memory_embedder)
     )
     return [r.text for r in engine.records(scope_id)]
 

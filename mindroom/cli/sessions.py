@@ -57,7 +57,7 @@ def _budget(config_path: Path, owner: str) -> int | None:
         return None
     if owner not in config.agents:
         return None
-    return config.models[config.agent_model(owner)].context_tokens
+    return config.chat_model(config.agent_model(owner)).context_tokens
 
 
 async def run_sessions(args: argparse.Namespace) -> int:

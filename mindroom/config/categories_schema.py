@@ -25,10 +25,16 @@ ContextMode = Literal["all", "rag"]
 class CategoryConfig(_Strict):
     """One category: its name, how it reaches a conversation, and how many per turn (rag)."""
 
-    name: str
-    context: ContextMode = "rag"
-    rag_length: int = Field(default=5, ge=0, le=100)
-    description: str = ""
+    name: str = Field(description="lowercase letters, digits, `_` and `-`, starting with a letter")
+    context: ContextMode = Field(
+        default="rag",
+        description="`all`: its entries are in every turn (a profile); `rag`: only the relevant "
+        "ones",
+    )
+    rag_length: int = Field(
+        default=5, ge=0, le=100, description="with `rag`: entries of it a turn gets, at most"
+    )
+    description: str = Field(default="", description="what belongs in it (shown to the model)")
 
     @model_validator(mode="after")
     def _name(self) -> CategoryConfig:
@@ -67,7 +73,9 @@ class CategoriesConfig(_Strict):
 
     system: list[CategoryConfig] = Field(default_factory=_system)
     custom: list[CategoryConfig] = Field(default_factory=list)
-    default: str = DEFAULT_CATEGORY
+    default: str = Field(
+        default=DEFAULT_CATEGORY, description="the category of an entry that names none"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> CategoriesConfig:

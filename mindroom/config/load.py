@@ -5,11 +5,18 @@ path (with the line when known) and the problem, e.g.::
 
     config.yaml: agents.general.modle (line 12): unknown key
 
+A key written in an older form that still loads is logged as a warning on the
+``mindroom.config`` logger, with the file and the form to write instead, e.g.::
+
+    config.yaml: memory.llm with its own provider and config is deprecated: add the model
+    under models: (provider: ollama, id: llama3.2) and write memory.llm: <key>
+
 Writing the file back (round-trip editing) is deliberately not here.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -22,8 +29,11 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
-from mindroom.config.schema import Config
+from mindroom.config.models_schema import is_union_tag
+from mindroom.config.schema import DEPRECATIONS, Config
 from mindroom.errors import ConfigError
+
+logger = logging.getLogger("mindroom.config")
 
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -84,8 +94,12 @@ def _explain(error: ValidationError, doc: Any, where: str) -> str:
     lines = []
     for item in error.errors():
         loc = tuple(
-            p for p in item["loc"] if not (isinstance(p, str) and p.startswith("function-"))
+            p
+            for p in item["loc"]
+            if not (isinstance(p, str) and p.startswith("function-")) and not is_union_tag(p)
         )
+        if item["type"] == "unknown_provider":  # found by the models' discriminator
+            loc = (*loc, "provider")
         path = ".".join(str(p) for p in loc)
         line = _line_of(doc, loc)
         at = f" (line {line})" if line else ""
@@ -111,10 +125,14 @@ def parse_config(text: str, where: str, env: Mapping[str, str] | None = None) ->
     if not isinstance(doc, Mapping):
         raise ConfigError(f"{where}: the top level must be a mapping of sections")
     data = _expand_tree(doc, os.environ if env is None else env, "", where)
+    deprecations: list[str] = []
     try:
-        return Config.model_validate(data)
+        config = Config.model_validate(data, context={DEPRECATIONS: deprecations})
     except ValidationError as exc:
         raise ConfigError(_explain(exc, doc, where)) from None
+    for message in deprecations:
+        logger.warning("%s: %s", where, message)
+    return config
 
 
 def load_dotenv_beside(config_path: Path) -> bool:

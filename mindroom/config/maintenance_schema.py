@@ -51,14 +51,28 @@ class MaintenanceJobConfig(_Strict):
     down starts at once when it is back, and the next one is due at the next window.
     """
 
-    type: Literal["consolidation", "lifecycle"] = "consolidation"
-    mode: Literal["light", "deep"] = "light"
-    cadence: Literal["daily", "weekly", "interval"] = "daily"
-    interval_minutes: int | None = Field(default=None, ge=1)
+    type: Literal["consolidation", "lifecycle"] = Field(
+        default="consolidation", description="`consolidation` or `lifecycle` (TTL)"
+    )
+    mode: Literal["light", "deep"] = Field(
+        default="light",
+        description="`light`: no model call; `deep`: the model synthesises and checks conflicts, "
+        "within budget",
+    )
+    cadence: Literal["daily", "weekly", "interval"] = Field(
+        default="daily", description="`daily`, `weekly` or `interval`"
+    )
+    interval_minutes: int | None = Field(
+        default=None, ge=1, description="with cadence `interval`: minutes between runs"
+    )
     weekday: Weekday | None = None  # weekly: the day of the window (default monday)
-    window_start: str | None = None
-    window_end: str | None = None
-    enabled: bool = True
+    window_start: str | None = Field(
+        default=None,
+        description="a run may start from this time of day (HH:MM, in "
+        "`memory.maintenance.timezone`)",
+    )
+    window_end: str | None = Field(default=None, description="...until this one")
+    enabled: bool = Field(default=True, description="`false` turns this job off")
     # a command that answers the model's prompts instead of the configured model: the prompt
     # on stdin, the answer on stdout (run without a shell)
     llm_command: list[str] | None = Field(default=None, min_length=1)
@@ -110,15 +124,37 @@ class ConsolidationConfig(_Strict):
     min_age_days: float = Field(default=1, ge=0)  # daily entries younger are left to settle
     recent_days: float = Field(default=3, ge=0)  # ...unless changed this recently
     frequent_retrievals: int = Field(default=3, ge=1)  # ...or recalled this often
-    merge_similarity: float = Field(default=0.90, gt=0, le=1)
-    synthesis_similarity: float = Field(default=0.75, gt=0, le=1)
-    conflict_similarity: float = Field(default=0.5, ge=0, le=1)
+    merge_similarity: float = Field(
+        default=0.90,
+        gt=0,
+        le=1,
+        description="at or above this similarity two entries are one fact and merge without a "
+        "model",
+    )
+    synthesis_similarity: float = Field(
+        default=0.75, gt=0, le=1, description="from this similarity the model decides (deep runs)"
+    )
+    conflict_similarity: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="entries about one subject this similar are checked for a contradiction",
+    )
     lexical_merge: float = Field(default=0.85, gt=0, le=1)  # word overlap that counts as merge
     time_window_days: float = Field(default=7, ge=0)  # entries this close are more likely one fact
-    promotion_confidence: float = Field(default=0.70, ge=0, le=1)
-    max_model_calls_per_run: int = Field(default=20, ge=0)
-    max_model_calls_per_day: int = Field(default=60, ge=0)
-    pairs_per_call: int = Field(default=8, ge=1, le=20)
+    promotion_confidence: float = Field(
+        default=0.70,
+        ge=0,
+        le=1,
+        description="the confidence a fact needs to be promoted to MEMORY.md",
+    )
+    max_model_calls_per_run: int = Field(
+        default=20, ge=0, description="model calls one run may make"
+    )
+    max_model_calls_per_day: int = Field(default=60, ge=0, description="model calls a day")
+    pairs_per_call: int = Field(
+        default=8, ge=1, le=20, description="entry pairs judged in one model call"
+    )
     recheck_days: float = Field(default=14, ge=0)  # a judged pair is not asked again this long
     model: str | None = Field(default=None, min_length=1)  # a key of models; unset: defaults
 
@@ -135,7 +171,7 @@ class ConsolidationConfig(_Strict):
 class MaintenanceConfig(_Strict):
     """``memory.maintenance``: scheduled memory jobs (see the module docstring)."""
 
-    enabled: bool = True
+    enabled: bool = Field(default=True, description="run the scheduled memory jobs")
     tick_seconds: float = Field(default=900, gt=0)  # how often a running bot checks for due jobs
     # the zone of the windows: "local" (the machine's), "UTC" or an IANA name
     timezone: str = "local"

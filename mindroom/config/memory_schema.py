@@ -5,12 +5,13 @@ Split from :mod:`mindroom.config.schema`, which re-exports every name here.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from mindroom.config.categories_schema import CategoriesConfig
 from mindroom.config.maintenance_schema import MaintenanceConfig
+from mindroom.config.models_schema import ref_tag
 from mindroom.config.paths import STORAGE_ROOT, relative_inside
 from mindroom.config.strict import Strict as _Strict
 
@@ -115,6 +116,19 @@ class MemoryLlmConfig(_Strict):
         return self
 
 
+EmbedderRef = Annotated[
+    Annotated[str, Tag("(key)")] | Annotated[EmbedderConfig, Tag("(inline)")],
+    Discriminator(ref_tag),
+]
+"""An embedder: a key of ``models:`` (or ``none``), or the older inline form."""
+
+LlmRef = Annotated[
+    Annotated[str, Tag("(key)")] | Annotated[MemoryLlmConfig, Tag("(inline)")],
+    Discriminator(ref_tag),
+]
+"""A model: a key of ``models:``, or the older inline form of ``memory.llm``."""
+
+
 class RecallGateConfig(_Strict):
     """When a memory is relevant to a message (see mindroom.memory.search.relevance)."""
 
@@ -131,7 +145,9 @@ class FileMemoryConfig(_Strict):
     """Where file memory lives and how much of it each turn sees."""
 
     path: str | None = None  # the parent of team mirrors, relative to the storage root
-    max_entrypoint_lines: int = Field(default=200, ge=1)
+    max_entrypoint_lines: int = Field(
+        default=200, ge=1, description="lines of MEMORY.md a turn gets"
+    )
     # lines of today's and yesterday's entries a turn may get (only the relevant ones)
     max_daily_lines: int = Field(default=20, ge=0)
     # older entries a turn may get (only the relevant ones)
@@ -149,24 +165,39 @@ class FileMemoryConfig(_Strict):
 class FlushBatchConfig(_Strict):
     """How much one flush cycle takes on."""
 
-    max_sessions_per_cycle: int = Field(default=10, ge=1)
-    max_sessions_per_agent_per_cycle: int = Field(default=3, ge=1)
+    max_sessions_per_cycle: int = Field(
+        default=10, ge=1, description="sessions one flush cycle takes on"
+    )
+    max_sessions_per_agent_per_cycle: int = Field(
+        default=3, ge=1, description="...of which at most this many of one agent"
+    )
 
 
 class MemorySnippetsConfig(_Strict):
     """Existing memory shown to the extraction turn, so it does not repeat what is known."""
 
-    memory_snippets: int = Field(default=5, ge=0)
-    snippet_max_chars: int = Field(default=400, ge=20)
+    memory_snippets: int = Field(
+        default=5, ge=0, description="existing entries shown to the extraction turn"
+    )
+    snippet_max_chars: int = Field(default=400, ge=20, description="characters of each")
 
 
 class ExtractorConfig(_Strict):
     """The silent extraction turn."""
 
-    no_reply_token: str = "NO_REPLY"
-    max_messages_per_flush: int = Field(default=20, ge=1)
-    max_chars_per_flush: int = Field(default=12000, ge=200)
-    max_extraction_seconds: float = Field(default=30, gt=0)
+    no_reply_token: str = Field(
+        default="NO_REPLY",
+        description="what the extraction turn answers when there is nothing to remember",
+    )
+    max_messages_per_flush: int = Field(
+        default=20, ge=1, description="messages one extraction turn reads"
+    )
+    max_chars_per_flush: int = Field(
+        default=12000, ge=200, description="characters one extraction turn reads"
+    )
+    max_extraction_seconds: float = Field(
+        default=30, gt=0, description="one extraction turn may take this long"
+    )
     # facts the flush writes into one memory a day, at most (3 a message of the person too)
     max_facts_per_day: int = Field(default=60, ge=0)
     include_memory_context: MemorySnippetsConfig = Field(default_factory=MemorySnippetsConfig)
@@ -175,23 +206,43 @@ class ExtractorConfig(_Strict):
 class CurationConfig(_Strict):
     """Promotion of durable facts from daily files into MEMORY.md."""
 
-    enabled: bool = False
-    max_lines_per_pass: int = Field(default=20, ge=1)
-    max_passes_per_day: int = Field(default=1, ge=1)
-    append_only: bool = True
+    enabled: bool = Field(
+        default=False, description="promote durable facts from daily files into MEMORY.md"
+    )
+    max_lines_per_pass: int = Field(default=20, ge=1, description="lines one pass may add")
+    max_passes_per_day: int = Field(default=1, ge=1, description="passes a day")
+    append_only: bool = Field(
+        default=True, description="a pass only adds lines, never rewrites existing ones"
+    )
 
 
 class AutoFlushConfig(_Strict):
     """The background loop that turns finished conversations into memory."""
 
-    enabled: bool = True
-    flush_interval_seconds: float = Field(default=1800, gt=0)
-    idle_seconds: float = Field(default=120, ge=0)
-    max_dirty_age_seconds: float = Field(default=600, ge=0)
-    stale_ttl_seconds: float = Field(default=86400, gt=0)
-    max_cross_session_reprioritize: int = Field(default=5, ge=0)
-    retry_cooldown_seconds: float = Field(default=30, ge=0)
-    max_retry_cooldown_seconds: float = Field(default=300, ge=0)
+    enabled: bool = Field(default=True, description="run the background flush")
+    flush_interval_seconds: float = Field(
+        default=1800, gt=0, description="how often the flush loop runs"
+    )
+    idle_seconds: float = Field(
+        default=120, ge=0, description="a conversation is flushed once it has been quiet this long"
+    )
+    max_dirty_age_seconds: float = Field(
+        default=600, ge=0, description="...or once its oldest unflushed message is this old"
+    )
+    stale_ttl_seconds: float = Field(
+        default=86400, gt=0, description="a queued flush older than this is dropped"
+    )
+    max_cross_session_reprioritize: int = Field(
+        default=5,
+        ge=0,
+        description="other sessions of the same person moved up the queue when one is flushed",
+    )
+    retry_cooldown_seconds: float = Field(
+        default=30, ge=0, description="the first wait after a failed flush"
+    )
+    max_retry_cooldown_seconds: float = Field(
+        default=300, ge=0, description="the longest wait after repeated failures (the wait doubles)"
+    )
     batch: FlushBatchConfig = Field(default_factory=FlushBatchConfig)
     extractor: ExtractorConfig = Field(default_factory=ExtractorConfig)
     curation: CurationConfig = Field(default_factory=CurationConfig)
@@ -200,17 +251,31 @@ class AutoFlushConfig(_Strict):
 class CompactionConfig(_Strict):
     """Long threads: flush, then replace old history by a summary plus the recent turns."""
 
-    threshold: float = Field(default=0.8, gt=0, le=1)
-    keep_recent_messages: int = Field(default=6, ge=0)
+    threshold: float = Field(
+        default=0.8,
+        gt=0,
+        le=1,
+        description="compact when a thread's history reaches this share of the model's "
+        "`context_tokens`",
+    )
+    keep_recent_messages: int = Field(
+        default=6, ge=0, description="the most recent messages kept as they are"
+    )
 
 
 class SearchConfig(_Strict):
     """Hybrid memory search: how much the keyword (BM25) and the vector half count, and how
     many hits each brings before they are fused (see :mod:`mindroom.memory.search.hybrid`)."""
 
-    keyword_weight: float = Field(default=0.5, ge=0)
-    vector_weight: float = Field(default=0.5, ge=0)
-    candidates: int = Field(default=30, ge=1, le=1000)
+    keyword_weight: float = Field(
+        default=0.5, ge=0, description="the weight of the keyword (BM25) half in the fused score"
+    )
+    vector_weight: float = Field(
+        default=0.5, ge=0, description="the weight of the vector half in the fused score"
+    )
+    candidates: int = Field(
+        default=30, ge=1, le=1000, description="hits each half brings before they are fused"
+    )
     # a hit gains this share of the better score of the entries just before and after it in
     # its file: entries written together (one conversation's turns) are read together
     neighbour_weight: float = Field(default=0.3, ge=0)
@@ -234,7 +299,9 @@ class LifecycleConfig(_Strict):
 class RelationsConfig(_Strict):
     """Edges between entries about the same thing (mindroom.memory.search.relations)."""
 
-    enabled: bool = True
+    enabled: bool = Field(
+        default=True, description="link new entries to the entries about the same thing"
+    )
     top_k: int = Field(default=3, ge=1, le=20)  # neighbours a new entry links to, at most
     link_min: float = Field(default=0.6, ge=-1, le=1)  # the similarity an edge needs
     boost: float = Field(default=0.1, ge=0)  # a hit gains this times its strongest edge
@@ -244,9 +311,17 @@ class InsightsConfig(_Strict):
     """Theory-of-mind insights after a flush (mindroom.memory.jobs.insights): one model call per
     person a day, at most, when enabled."""
 
-    enabled: bool = False
-    min_hours: float = Field(default=24, gt=0)
-    max_tokens: int = Field(default=220, ge=16, le=2000)
+    enabled: bool = Field(
+        default=False,
+        description="write theory-of-mind insights after a flush (one model call per person a day "
+        "at most)",
+    )
+    min_hours: float = Field(
+        default=24, gt=0, description="hours between two insight passes for one person"
+    )
+    max_tokens: int = Field(
+        default=220, ge=16, le=2000, description="the longest answer of the insights call"
+    )
 
 
 MemorySource = Literal["memory", "sessions"]
@@ -259,13 +334,25 @@ class MemoryConfig(_Strict):
     ``memory: none`` is shorthand for ``backend: none``.
     """
 
-    backend: MemoryBackendName = "file"
+    backend: MemoryBackendName = Field(
+        default="file", description="`file` (markdown memory files), `mem0` or `none`"
+    )
     file: FileMemoryConfig = Field(default_factory=FileMemoryConfig)
-    team_reads_member_memory: bool = False
-    # unset: the bundled local model when mindroom[embeddings] is installed, else keyword-only
-    embedder: EmbedderConfig | None = None
-    # the mem0 backend's extraction model; unset: defaults.model
-    llm: MemoryLlmConfig | None = None
+    team_reads_member_memory: bool = Field(
+        default=False, description="a team's turns also recall its members' memories"
+    )
+    embedder: EmbedderRef | None = Field(
+        default=None,
+        description="the embedder of memory search: a key of `models:` (an entry with "
+        "`kind: embedder`), or `none` for keyword-only search; unset: the bundled local model "
+        "when mindroom[embeddings] is installed, else keyword-only. The older inline form "
+        "(`provider` and `config`) is deprecated",
+    )
+    llm: LlmRef | None = Field(
+        default=None,
+        description="the mem0 backend's extraction model: a key of `models:` (a chat model); "
+        "unset: `defaults.model`. The older inline form (`provider` and `config`) is deprecated",
+    )
     # install a missing optional extra (the local embedder) on first use; off: an error that
     # names the install command
     auto_install: bool = True
@@ -278,7 +365,11 @@ class MemoryConfig(_Strict):
     maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
     # how entries are sorted, and which agent may see which (mindroom.config.categories_schema)
     categories: CategoriesConfig = Field(default_factory=CategoriesConfig)
-    allowlists: dict[str, list[str]] = Field(default_factory=dict)
+    allowlists: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="agent or team -> the categories it may read and write; one not listed may "
+        "use every category",
+    )
     # the memory tools agents get: "all" (add/search/list/... and memory_query) or "query"
     # (memory_query alone; memory is then written by the flush)
     tools: Literal["all", "query"] = "all"

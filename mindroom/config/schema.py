@@ -8,9 +8,10 @@ validation errors into readable messages is :mod:`mindroom.config.load`'s job.
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from mindroom.config.categories_schema import check_allowlists
 from mindroom.config.memory_schema import (
@@ -19,6 +20,7 @@ from mindroom.config.memory_schema import (
     CurationConfig,
     EmbedderConfig,
     EmbedderProvider,
+    EmbedderRef,
     EmbedderSettings,
     ExtractorConfig,
     FileMemoryConfig,
@@ -31,6 +33,20 @@ from mindroom.config.memory_schema import (
     RecallGateConfig,
     SearchConfig,
 )
+from mindroom.config.models_schema import (
+    LOCAL_EMBEDDER_PROVIDERS,
+    AnyModel,
+    ConfigDeprecationWarning,
+    LocalEmbedderModel,
+    ModelConfig,
+    ModelKind,
+    OllamaModel,
+    ServedModel,
+    SpeechEndpoint,
+    SpeechToText,
+    SpeechToTextConfig,
+    SpeechToTextModel,
+)
 from mindroom.config.paths import CONFIG_FOLDER, relative_inside
 from mindroom.config.sessions_schema import SessionsConfig
 from mindroom.config.strict import Strict as _Strict
@@ -38,6 +54,7 @@ from mindroom.config.strict import Strict as _Strict
 __all__ = [  # the memory section's models live in memory_schema; importable from here too
     "AutoFlushConfig",
     "CompactionConfig",
+    "ConfigDeprecationWarning",
     "CurationConfig",
     "EmbedderConfig",
     "EmbedderProvider",
@@ -50,8 +67,13 @@ __all__ = [  # the memory section's models live in memory_schema; importable fro
     "MemoryLlmConfig",
     "MemoryLlmSettings",
     "MemorySnippetsConfig",
+    "ModelConfig",
     "RecallGateConfig",
     "SearchConfig",
+    "ServedModel",
+    "SpeechEndpoint",
+    "SpeechToTextConfig",
+    "SpeechToTextModel",
 ]
 
 AGENT_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,39}")
@@ -75,20 +97,6 @@ def _check_user_patterns(value: list[str] | None) -> list[str] | None:
     return value
 
 
-class ModelConfig(_Strict):
-    """A named language model."""
-
-    provider: Literal["openai", "anthropic", "ollama"] = "openai"
-    id: str = Field(min_length=1)
-    base_url: str | None = None
-    api_key: str | None = None
-    temperature: float | None = None
-    timeout_seconds: float = Field(default=120.0, gt=0)
-    max_retries: int = Field(default=2, ge=0)
-    context_tokens: int | None = Field(default=None, ge=256)
-    """The model's context budget; a thread whose history nears it is compacted."""
-
-
 class PrivateConfig(_Strict):
     """A private companion: one definition, a private state root per requester.
 
@@ -97,9 +105,18 @@ class PrivateConfig(_Strict):
     ``template_dir`` (relative to the config file) is copied into a new memory folder.
     """
 
-    per: Literal["user", "user_agent"] = "user"
-    root: str | None = None
-    template_dir: str | None = None
+    per: Literal["user", "user_agent"] = Field(
+        default="user",
+        description="`user`: one memory per person (shared by the agents naming the same `root`); "
+        "`user_agent`: one per person and agent",
+    )
+    root: str | None = Field(
+        default=None, description="the name of the shared private memory folder (with `per: user`)"
+    )
+    template_dir: str | None = Field(
+        default=None,
+        description="a folder (relative to the config file) copied into each new private memory",
+    )
 
     @field_validator("root")
     @classmethod
@@ -117,64 +134,149 @@ class PrivateConfig(_Strict):
 class AgentConfig(_Strict):
     """One agent: its own Matrix account, its instructions and where it lives."""
 
-    display_name: str | None = None
-    role: str = ""
-    instructions: list[str] = Field(default_factory=list)
-    model: str | None = None
-    rooms: list[str] = Field(default_factory=list)
-    thread_mode: ThreadMode | None = None
-    history_runs: int | None = Field(default=None, ge=0)
-    streaming: bool | None = None
-    status_reactions: bool | None = None
-    memory_backend: MemoryBackendName | None = None
-    memory_embedder: EmbedderConfig | None = None
-    learning: bool | None = None
-    learning_mode: LearningMode | None = None
+    display_name: str | None = Field(
+        default=None, description="the name people see in the room; unset: the agent's key"
+    )
+    role: str = Field(
+        default="",
+        description="one line on what the agent is for (the router reads it to pick an agent)",
+    )
+    instructions: list[str] = Field(
+        default_factory=list, description="lines added to the agent's system prompt"
+    )
+    model: str | None = Field(
+        default=None, description="a key of `models:` (a chat model); unset: `defaults.model`"
+    )
+    rooms: list[str] = Field(
+        default_factory=list, description="rooms (by name) the agent lives in; created on first run"
+    )
+    thread_mode: ThreadMode | None = Field(
+        default=None,
+        description="`thread` answers in a thread under each message, `room` in the timeline; "
+        "unset: `defaults.thread_mode`",
+    )
+    history_runs: int | None = Field(
+        default=None,
+        ge=0,
+        description="earlier runs of the session in the agent's context; unset: "
+        "`defaults.history_runs`",
+    )
+    streaming: bool | None = Field(
+        default=None,
+        description="stream answers (a message, then edits); unset: `defaults.streaming`",
+    )
+    status_reactions: bool | None = Field(
+        default=None,
+        description="show work as reactions on the message answered; unset: "
+        "`defaults.status_reactions`",
+    )
+    memory_backend: MemoryBackendName | None = Field(
+        default=None, description="`file`, `mem0` or `none`; unset: `memory.backend`"
+    )
+    memory_embedder: EmbedderRef | None = Field(
+        default=None,
+        description="this agent's memory search embedder, a key of `models:` (or `none`); "
+        "unset: memory.embedder",
+    )
+    learning: bool | None = Field(
+        default=None, description="Agno's learning for this agent; unset: `defaults.learning`"
+    )
+    learning_mode: LearningMode | None = Field(
+        default=None, description="`always` or `agentic`; unset: `defaults.learning_mode`"
+    )
     private: PrivateConfig | None = None
 
 
 class TeamConfig(_Strict):
     """A configured team: its own account; its members answer together."""
 
-    display_name: str | None = None
-    role: str = ""
-    agents: list[str] = Field(min_length=2)
-    mode: TeamMode | None = None
-    rooms: list[str] = Field(default_factory=list)
-    model: str | None = None
-    instructions: list[str] = Field(default_factory=list)
+    display_name: str | None = Field(
+        default=None, description="the name people see in the room; unset: the team's key"
+    )
+    role: str = Field(default="", description="one line on what the team is for")
+    agents: list[str] = Field(
+        min_length=2, description="the member agents (at least two; no private companions)"
+    )
+    mode: TeamMode | None = Field(
+        default=None,
+        description="`coordinate` (a leader delegates) or `collaborate` (all answer); unset: "
+        "`defaults.team_mode`",
+    )
+    rooms: list[str] = Field(default_factory=list, description="rooms (by name) the team lives in")
+    model: str | None = Field(
+        default=None, description="a key of `models:` for the team leader; unset: `defaults.model`"
+    )
+    instructions: list[str] = Field(
+        default_factory=list, description="lines added to the team's system prompt"
+    )
 
 
 class DefaultsConfig(_Strict):
     """Values every agent inherits unless it sets its own."""
 
-    model: str = "default"
-    thread_mode: ThreadMode = "thread"
-    history_runs: int = Field(default=10, ge=0)
-    markdown: bool = True
-    streaming: bool = True
+    model: str = Field(
+        default="default",
+        description="the key of `models:` every agent, team and the router use unless they name "
+        "another",
+    )
+    thread_mode: ThreadMode = Field(
+        default="thread",
+        description="`thread` answers in a thread under each message, `room` in the timeline",
+    )
+    history_runs: int = Field(
+        default=10, ge=0, description="earlier runs of the session in an agent's context"
+    )
+    markdown: bool = Field(default=True, description="agents write markdown (rendered in the room)")
+    streaming: bool = Field(
+        default=True, description="agents stream answers (a message, then edits)"
+    )
     # a reaction on the person's message: ⏳ while an agent works on it (then removed), ⚠️ when
     # it failed
     status_reactions: bool = False
     learning: bool = False  # off: hidden, costly, not per person (docs/configuration.md)
-    learning_mode: LearningMode = "always"
-    team_mode: TeamMode = "coordinate"
+    learning_mode: LearningMode = Field(
+        default="always",
+        description="Agno's learning mode when learning is on: `always` or `agentic`",
+    )
+    team_mode: TeamMode = Field(
+        default="coordinate", description="how configured teams work: `coordinate` or `collaborate`"
+    )
 
 
 class RouterConfig(_Strict):
     """How a message that names no agent finds one, and how far agents may hand off."""
 
-    model: str | None = None
-    context_messages: int = Field(default=6, ge=0, le=50)
-    max_agent_hops: int = Field(default=3, ge=0, le=20)
+    model: str | None = Field(
+        default=None, description="a key of `models:` the router asks; unset: `defaults.model`"
+    )
+    context_messages: int = Field(
+        default=6,
+        ge=0,
+        le=50,
+        description="earlier messages of the room the router reads to choose an agent",
+    )
+    max_agent_hops: int = Field(
+        default=3,
+        ge=0,
+        le=20,
+        description="how many times agents may hand a message on to each other",
+    )
 
 
 class RoomConfig(_Strict):
     """Per-room settings, keyed by room name."""
 
-    join_rule: Literal["public", "invite"] = "public"
-    topic: str | None = None
-    allowed_users: list[str] | None = None
+    join_rule: Literal["public", "invite"] = Field(
+        default="public",
+        description="`public`: joinable by alias by everyone on the homeserver; `invite`: invite "
+        "only",
+    )
+    topic: str | None = Field(default=None, description="the room's topic, set when it is created")
+    allowed_users: list[str] | None = Field(
+        default=None,
+        description="Matrix IDs or globs who may talk in this room; unset: "
+        "`authorization.allowed_users`",
+    )
 
     @field_validator("allowed_users")
     @classmethod
@@ -187,7 +289,7 @@ class TokenLogin(_Strict):
     Service): mindroom uses it as is, with no password, and never registers the account."""
 
     access_token: str = Field(min_length=1)  # e.g. ${GENERAL_MATRIX_TOKEN}
-    device_id: str = Field(min_length=1)
+    device_id: str = Field(min_length=1, description="the device of that login")
 
 
 class AppserviceConfig(_Strict):
@@ -197,9 +299,16 @@ class AppserviceConfig(_Strict):
     listens); ``mindroom appservice registration`` writes the file the homeserver loads.
     """
 
-    id: str = Field(default="mindroom", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
-    host: str = Field(default="127.0.0.1", min_length=1)
-    port: int = Field(default=9009, ge=1, le=65535)
+    id: str = Field(
+        default="mindroom",
+        min_length=1,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="the application service's ID in the registration file",
+    )
+    host: str = Field(
+        default="127.0.0.1", min_length=1, description="the address the service listens on"
+    )
+    port: int = Field(default=9009, ge=1, le=65535, description="the port the service listens on")
     url: str | None = Field(default=None, pattern=r"^https?://")  # unset: http://host:port
     # the room aliases it may create (the config's rooms are made with their names as aliases);
     # the homeserver also sends it the events of every room with such an alias
@@ -209,17 +318,27 @@ class AppserviceConfig(_Strict):
 class MatrixConfig(_Strict):
     """Where the homeserver is. ``MATRIX_HOMESERVER`` in the environment overrides it."""
 
-    homeserver: str = "http://localhost:8008"
+    homeserver: str = Field(
+        default="http://localhost:8008",
+        description="the homeserver's URL; `MATRIX_HOMESERVER` overrides it",
+    )
     # clientserver: each agent its own login, device and sync loop (the default);
     # appservice: one application service acts as every agent (see AppserviceConfig)
     mode: Literal["clientserver", "appservice"] = "clientserver"
     appservice: AppserviceConfig = Field(default_factory=AppserviceConfig)
     # account name (router, an agent, a team) -> its access token and device
     logins: dict[str, TokenLogin] = Field(default_factory=dict)
-    device_name: str = "mindroom"
+    device_name: str = Field(
+        default="mindroom", description="the device name of the agents' logins"
+    )
     # room keys backed up on the homeserver, readable with the recovery key (MINDROOM_RECOVERY_KEY)
     key_backup: bool = True
-    catch_up_seconds: float = Field(default=300.0, ge=0)
+    catch_up_seconds: float = Field(
+        default=300.0,
+        ge=0,
+        description="messages this young that arrived while mindroom was down are answered; older "
+        "ones are skipped",
+    )
     # Version 12 room IDs break common clients (matrix-commander); 10 works everywhere.
     room_version: str = Field(default="10", min_length=1)
 
@@ -240,8 +359,8 @@ class StorageConfig(_Strict):
 class DashboardConfig(_Strict):
     """The web dashboard ``mindroom run`` serves on 127.0.0.1 (``mindroom dashboard url``)."""
 
-    enabled: bool = True
-    port: int = Field(default=8765, ge=1, le=65535)
+    enabled: bool = Field(default=True, description="serve the dashboard from `mindroom run`")
+    port: int = Field(default=8765, ge=1, le=65535, description="its port on 127.0.0.1")
     # the address people's browsers reach it at, for the links `!memory` sends (a reverse
     # proxy's https://...); unset: http://127.0.0.1:<port>, which works on this machine only
     public_url: str | None = Field(default=None, pattern=r"^https?://")
@@ -251,16 +370,14 @@ class OpsConfig(_Strict):
     """``/healthz`` and ``/metrics`` (Prometheus), served by ``mindroom run`` when ``port`` is
     set, without the dashboard's token: on ``host`` (``0.0.0.0`` in a container)."""
 
-    host: str = Field(default="127.0.0.1", min_length=1)
-    port: int | None = Field(default=None, ge=1, le=65535)
-
-
-class SpeechToTextConfig(_Strict):
-    """An OpenAI-compatible transcription endpoint (``POST {base_url}/audio/transcriptions``)."""
-
-    base_url: str
-    api_key: str = "none"
-    model: str = "whisper-1"
+    host: str = Field(
+        default="127.0.0.1",
+        min_length=1,
+        description="the address of `/healthz` and `/metrics` (`0.0.0.0` in a container)",
+    )
+    port: int | None = Field(
+        default=None, ge=1, le=65535, description="their port; unset: not served"
+    )
 
 
 class MediaConfig(_Strict):
@@ -272,7 +389,11 @@ class MediaConfig(_Strict):
     max_pdf_pages: int = Field(default=50, ge=1, le=10_000)
     # reading one file may take this long; a slower one is refused (its reader is killed)
     read_seconds: float = Field(default=20.0, gt=0, le=600)
-    speech_to_text: SpeechToTextConfig | None = None  # voice messages: transcribed when set
+    speech_to_text: SpeechToText | None = Field(
+        default=None,
+        description="voice messages are transcribed when set: `{model: <key of models:>}`; "
+        "the older inline form (`base_url`, `api_key`, `model`) is deprecated",
+    )
 
 
 class AuthorizationConfig(_Strict):
@@ -282,8 +403,14 @@ class AuthorizationConfig(_Strict):
     the users of the bot's own homeserver.
     """
 
-    allowed_users: list[str] | None = None
-    admins: list[str] = Field(default_factory=list)
+    allowed_users: list[str] | None = Field(
+        default=None,
+        description="Matrix IDs or globs (`@*:example.org`) who may talk to the agents; unset: "
+        "the users of the bot's own homeserver",
+    )
+    admins: list[str] = Field(
+        default_factory=list, description="Matrix IDs or globs who may use the admin commands"
+    )
 
     @field_validator("allowed_users", "admins")
     @classmethod
@@ -291,10 +418,87 @@ class AuthorizationConfig(_Strict):
         return _check_user_patterns(value)
 
 
+_LLM_PROVIDERS = ("openai", "anthropic", "ollama")
+_EMBEDDER_PROVIDERS = ("none", "openai", "ollama", *LOCAL_EMBEDDER_PROVIDERS)
+
+
+DEPRECATIONS = "deprecations"
+"""The validation context key of a list that collects deprecation messages instead of
+warning (``Config.model_validate(data, context={DEPRECATIONS: []})``): how
+:func:`mindroom.config.load.parse_config` reports them with the file's name."""
+
+
+def _deprecated(info: ValidationInfo, message: str) -> None:
+    """Tell whoever writes the config that a key is written in an older form: into the
+    context's list when the caller collects them, else as a :class:`ConfigDeprecationWarning`."""
+    collected = info.context.get(DEPRECATIONS) if isinstance(info.context, dict) else None
+    if isinstance(collected, list):
+        collected.append(message)
+    else:
+        warnings.warn(message, ConfigDeprecationWarning, stacklevel=2)
+
+
+def _ollama_host(base_url: str | None) -> str | None:
+    """Ollama's own address from its OpenAI-compatible endpoint (``.../v1``)."""
+    if base_url is None:
+        return None
+    return base_url.rstrip("/").removesuffix("/v1")
+
+
+def _legacy_llm(llm: str | MemoryLlmConfig) -> MemoryLlmConfig:
+    if isinstance(llm, MemoryLlmConfig):
+        return llm
+    try:
+        return MemoryLlmConfig(provider=llm)  # type: ignore[arg-type]  # a provider's name
+    except ValueError as exc:  # e.g. ollama without a model
+        raise ValueError(f"memory.llm: {_first_error(exc)}") from None
+
+
+def _legacy_embedder(ref: str | EmbedderConfig, path: str = "memory.embedder") -> EmbedderConfig:
+    if isinstance(ref, EmbedderConfig):
+        return ref
+    try:
+        return EmbedderConfig(provider=ref)  # type: ignore[arg-type]  # a provider's name
+    except ValueError as exc:
+        raise ValueError(f"{path}: {_first_error(exc)}") from None
+
+
+def _first_error(exc: ValueError) -> str:
+    errors = exc.errors() if isinstance(exc, ValidationError) else []
+    message = str(errors[0]["msg"]) if errors else str(exc)
+    return message.removeprefix("Value error, ")
+
+
+def _model_hint(inline: MemoryLlmConfig | EmbedderConfig) -> str:
+    """The ``models:`` entry that replaces an inline model, as a one-line hint (no secrets)."""
+    parts = []
+    if isinstance(inline, EmbedderConfig):
+        parts.append("kind: embedder")
+    parts.append(f"provider: {inline.provider}")
+    settings = inline.config
+    if settings.model is not None:
+        parts.append(f"id: {settings.model}")
+    for key in ("host", "base_url"):
+        if getattr(settings, key) is not None:
+            parts.append(f"{key}: {getattr(settings, key)}")
+    if settings.api_key is not None:
+        parts.append("api_key: ...")
+    if isinstance(settings, MemoryLlmSettings):  # a models: entry waits longer by default
+        if settings.temperature is not None:
+            parts.append(f"temperature: {settings.temperature}")
+        parts.append(f"timeout_seconds: {settings.timeout_seconds:g}")
+    elif settings.dimensions is not None:
+        parts.append(f"dimensions: {settings.dimensions}")
+    return ", ".join(parts)
+
+
 class Config(_Strict):
     """The whole of ``config.yaml``."""
 
-    models: dict[str, ModelConfig] = Field(default_factory=dict)
+    models: dict[str, ModelConfig] = Field(
+        default_factory=dict,
+        description="every model, by key (see models.<key>); everything else names a key",
+    )
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     teams: dict[str, TeamConfig] = Field(default_factory=dict)
     defaults: DefaultsConfig = Field(default_factory=DefaultsConfig)
@@ -324,16 +528,13 @@ class Config(_Strict):
         return agents
 
     @model_validator(mode="after")
-    def _references(self) -> Config:
+    def _references(self, info: ValidationInfo) -> Config:
         if self.memory.search.index == "postgresql" and not self.storage.database:
             raise ValueError(
                 "memory.search.index: postgresql needs storage.database (a PostgreSQL URL)"
             )
+        self._check_model_references(info)
         for name, agent in self.agents.items():
-            model = agent.model or self.defaults.model
-            if model not in self.models:
-                known = ", ".join(sorted(self.models)) or "none defined"
-                raise ValueError(f"agents.{name}.model: unknown model {model!r} (models: {known})")
             for room in agent.rooms:
                 if not ROOM_NAME_RE.fullmatch(room):
                     raise ValueError(
@@ -357,20 +558,10 @@ class Config(_Strict):
                     )
             if len(set(team.agents)) != len(team.agents):
                 raise ValueError(f"teams.{name}.agents: a member is listed twice")
-            if team.model is not None and team.model not in self.models:
-                raise ValueError(f"teams.{name}.model: unknown model {team.model!r}")
             for room in team.rooms:
                 if not ROOM_NAME_RE.fullmatch(room):
                     raise ValueError(f"teams.{name}.rooms: room name {room!r} is not valid")
         self._check_shared_private_roots()
-        router_model = self.router.model
-        if router_model is not None and router_model not in self.models:
-            raise ValueError(f"router.model: unknown model {router_model!r}")
-        judge_model = self.memory.maintenance.consolidation.model
-        if judge_model is not None and judge_model not in self.models:
-            raise ValueError(
-                f"memory.maintenance.consolidation.model: unknown model {judge_model!r}"
-            )
         for name in self.matrix.logins:
             if name not in self.account_names:
                 raise ValueError(
@@ -383,6 +574,77 @@ class Config(_Strict):
         memory = self.memory
         check_allowlists(memory.allowlists, memory.categories, {*self.agents, *self.teams})
         return self
+
+    def _model_entry(self, path: str, key: str, kind: ModelKind) -> AnyModel:
+        """The entry of ``models:`` that ``path`` names by ``key``; a ValueError naming the key
+        and the known keys when there is none, or when it is not a ``kind`` model."""
+        model = self.models.get(key)
+        if model is None:
+            known = ", ".join(sorted(self.models)) or "none defined"
+            raise ValueError(f"{path}: unknown model {key!r} (models: {known})")
+        if model.kind != kind:
+            raise ValueError(
+                f"{path}: models.{key} is a {model.kind} model, not a {kind} model "
+                f"(set its kind, or name another model)"
+            )
+        return model
+
+    def _check_model_references(self, info: ValidationInfo) -> None:
+        chat: list[tuple[str, str | None]] = [
+            (f"agents.{n}.model", a.model or self.defaults.model) for n, a in self.agents.items()
+        ]
+        chat += [(f"teams.{n}.model", t.model) for n, t in self.teams.items()]
+        chat.append(("router.model", self.router.model))
+        chat.append(
+            ("memory.maintenance.consolidation.model", self.memory.maintenance.consolidation.model)
+        )
+        for path, key in chat:
+            if key is not None:
+                self._model_entry(path, key, "chat")
+        llm = self.memory.llm
+        if isinstance(llm, str) and (llm in self.models or llm not in _LLM_PROVIDERS):
+            self._model_entry("memory.llm", llm, "chat")
+        elif llm is not None:
+            _deprecated(
+                info,
+                "memory.llm with its own provider and config is deprecated: add the model "
+                f"under models: ({_model_hint(_legacy_llm(llm))}) and write memory.llm: <key>",
+            )
+        embedders = [("memory.embedder", self.memory.embedder)]
+        embedders += [
+            (f"agents.{n}.memory_embedder", a.memory_embedder) for n, a in self.agents.items()
+        ]
+        for path, ref in embedders:
+            if (
+                isinstance(ref, str)
+                and ref != "none"
+                and (ref in self.models or ref not in _EMBEDDER_PROVIDERS)
+            ):
+                self._model_entry(path, ref, "embedder")
+            elif ref is not None and ref != "none":
+                inline = _legacy_embedder(ref, path)
+                new = "none" if inline.provider == "none" else "<key>"
+                where = (
+                    ""
+                    if new == "none"
+                    else f"add the embedder under models: ({_model_hint(inline)}) and "
+                )
+                _deprecated(
+                    info,
+                    f"{path} with its own provider and config is deprecated: {where}write "
+                    f"{path}: {new}",
+                )
+        speech = self.media.speech_to_text
+        if isinstance(speech, SpeechToTextModel):
+            self._model_entry("media.speech_to_text.model", speech.model, "speech_to_text")
+        elif speech is not None:
+            _deprecated(
+                info,
+                "media.speech_to_text with its own base_url is deprecated: add the endpoint "
+                f"under models: (kind: speech_to_text, provider: openai, id: {speech.model}, "
+                f"base_url: {speech.base_url}, api_key: ...) and write "
+                "media.speech_to_text: {model: <key>}",
+            )
 
     def _check_shared_private_roots(self) -> None:
         """Private agents that share one memory folder (``per: user``, same ``root``) search it
@@ -452,7 +714,79 @@ class Config(_Strict):
     def agent_embedder(self, name: str) -> EmbedderConfig | None:
         """The embedder agent ``name``'s memory search asks for (None: not configured, so the
         default applies: see :mod:`mindroom.adapters.embeddings`)."""
-        return self.agents[name].memory_embedder or self.memory.embedder
+        return self.embedder(self.agents[name].memory_embedder or self.memory.embedder)
+
+    @property
+    def memory_embedder(self) -> EmbedderConfig | None:
+        """The embedder ``memory.embedder`` asks for (None: the default applies)."""
+        return self.embedder(self.memory.embedder)
+
+    def embedder(self, ref: str | EmbedderConfig | None) -> EmbedderConfig | None:
+        """The embedder settings that ``ref`` (a key of ``models:``, ``none``, or the older
+        inline form) stands for; None when unset."""
+        if ref is None or isinstance(ref, EmbedderConfig):
+            return ref
+        if ref == "none" or (ref not in self.models and ref in _EMBEDDER_PROVIDERS):
+            return EmbedderConfig(provider=ref)  # type: ignore[arg-type]  # checked above
+        model = self.models[ref]
+        if isinstance(model, LocalEmbedderModel):
+            settings = EmbedderSettings(model=model.id, dimensions=model.dimensions)
+            return EmbedderConfig(provider=model.provider, config=settings)
+        if isinstance(model, OllamaModel):
+            host = model.host or _ollama_host(model.base_url)
+            settings = EmbedderSettings(model=model.id, dimensions=model.dimensions, host=host)
+            return EmbedderConfig(provider="ollama", config=settings)
+        settings = EmbedderSettings(  # an openai entry: validation lets no other be an embedder
+            model=model.id,
+            dimensions=model.dimensions,
+            base_url=model.base_url,
+            api_key=model.api_key,
+        )
+        return EmbedderConfig(provider="openai", config=settings)
+
+    @property
+    def memory_llm(self) -> MemoryLlmConfig | None:
+        """``memory.llm`` as a provider and its settings (None: unset, ``defaults.model``)."""
+        llm = self.memory.llm
+        if llm is None or isinstance(llm, MemoryLlmConfig):
+            return llm
+        if llm not in self.models:
+            return MemoryLlmConfig(provider=llm)  # type: ignore[arg-type]  # checked above
+        model = self.chat_model(llm)
+        host = None
+        if isinstance(model, OllamaModel):
+            host = model.host or _ollama_host(model.base_url)
+        settings = MemoryLlmSettings(
+            model=model.id,
+            host=host,
+            base_url=None if isinstance(model, OllamaModel) else model.base_url,
+            api_key=model.api_key,
+            temperature=model.temperature,
+            timeout_seconds=model.timeout_seconds,
+        )
+        return MemoryLlmConfig(provider=model.provider, config=settings)
+
+    @property
+    def speech_to_text(self) -> SpeechEndpoint | None:
+        """Where voice messages are transcribed (None: they are not)."""
+        speech = self.media.speech_to_text
+        if speech is None:
+            return None
+        if isinstance(speech, SpeechToTextConfig):
+            return SpeechEndpoint(speech.base_url, speech.api_key, speech.model)
+        model = self.chat_or_speech_model(speech.model)
+        return SpeechEndpoint(model.base_url, model.api_key or "none", model.id)
+
+    def chat_model(self, key: str) -> ServedModel:
+        """The served model ``key`` (validation made sure every chat model reference is one)."""
+        return self.chat_or_speech_model(key)
+
+    def chat_or_speech_model(self, key: str) -> ServedModel:
+        """The entry ``key`` of ``models:``, a model at a server."""
+        model = self.models[key]
+        if isinstance(model, LocalEmbedderModel):
+            raise ValueError(f"models.{key} is a local embedder, not a served model")
+        return model
 
     def agent_learning(self, name: str) -> LearningMode | None:
         """Agno learning mode of agent ``name``, None when learning is off."""

@@ -24,8 +24,12 @@ from mindroom.config.strict import Strict as _Strict
 class FreshnessConfig(_Strict):
     """One level of the freshness policy; a key not given inherits from the level above."""
 
-    daily_reset: str | None = None
-    idle_minutes: float | None = Field(default=None, gt=0)
+    daily_reset: str | None = Field(
+        default=None, description="overrides `sessions.daily_reset` (HH:MM; null turns it off)"
+    )
+    idle_minutes: float | None = Field(
+        default=None, gt=0, description="overrides `sessions.idle_minutes`"
+    )
 
     @field_validator("daily_reset")
     @classmethod
@@ -41,8 +45,14 @@ class SessionsConfig(_Strict):
     """``sessions``: the freshness policy of conversations outside threads."""
 
     timezone: str = "local"  # the zone of daily_reset: "local", "UTC" or an IANA name
-    daily_reset: str | None = "04:00"
-    idle_minutes: float | None = Field(default=None, gt=0)
+    daily_reset: str | None = Field(
+        default="04:00",
+        description="a session last active before this time of day (HH:MM) is stale; null: no "
+        "daily reset",
+    )
+    idle_minutes: float | None = Field(
+        default=None, gt=0, description="a session idle this long is stale; unset: never"
+    )
     # tell the agent, in the first turn of a fresh session, that the earlier one ended
     notify: bool = True
     dm: FreshnessConfig = Field(default_factory=FreshnessConfig)

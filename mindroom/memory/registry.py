@@ -185,14 +185,14 @@ class MemoryRegistry:
     def open_private_scope(self, scope: MemoryScope, agent: str | None) -> FileMemory:
         """The file memory of a person's ``scope`` found on disk (a private companion's folder,
         ``agent``, or a team's with one, agent None), kept among the recently used ones."""
-        config = self.config.agent_embedder(agent) if agent else self.config.memory.embedder
+        config = self.config.agent_embedder(agent) if agent else self.config.memory_embedder
         return self._get_private(scope, self.embedder(config))
 
     def open_private_mem0(self, scope: MemoryScope, agent: str | None = None) -> Mem0Memory:
         """The mem0 memory of a person's ``scope`` found on disk (a private companion's,
         ``agent``, or a team's with one, agent None), as :meth:`for_agent` and :meth:`for_team`
         open it."""
-        config = self.config.agent_embedder(agent) if agent else self.config.memory.embedder
+        config = self.config.agent_embedder(agent) if agent else self.config.memory_embedder
         embedder = self.embedder(config)
         return self._get_mem0(scope.scope_id, scope.state_dir, embedder, agent, scope.person_key)
 
@@ -247,7 +247,7 @@ class MemoryRegistry:
         backend = self.config.memory.backend
         if backend == "none":
             return None
-        embedder = self.embedder(self.config.memory.embedder)
+        embedder = self.embedder(self.config.memory_embedder)
         if any(self.config.agents[m].private is not None for m in members):
             if requester is None:
                 return None

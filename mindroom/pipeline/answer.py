@@ -282,8 +282,14 @@ class Answerer:
         speaker = who(self._presence.display_name(plan.room_id, message.sender), message.sender)
         given = TurnInput(message.body)
         if message.attachment is not None:  # a file: read it, or say why it cannot be
+            config = self._config()
             given = await read_attachment(
-                account, message.attachment, message.body, self._config().media, self._reads
+                account,
+                message.attachment,
+                message.body,
+                config.media,
+                self._reads,
+                speech=config.speech_to_text,
             )
             said = given.problem or given.cut
             if said is not None:

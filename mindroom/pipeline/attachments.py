@@ -28,7 +28,7 @@ from pathlib import PurePosixPath
 from mindroom.adapters.matrix.client import MatrixAccount
 from mindroom.adapters.matrix.events import Attachment
 from mindroom.adapters.matrix.media import MediaError
-from mindroom.config.schema import MediaConfig
+from mindroom.config.schema import MediaConfig, SpeechEndpoint
 from mindroom.errors import ModelError
 from mindroom.pipeline.file_text import (
     FileRefused,
@@ -124,12 +124,15 @@ async def read_attachment(
     caption: str,
     media: MediaConfig,
     slots: ReadSlots,
+    *,
+    speech: SpeechEndpoint | None = None,
 ) -> TurnInput:
     """The turn input of a message carrying ``attachment`` (see the module docstring); PDFs
-    are read one of ``slots`` at a time."""
+    are read one of ``slots`` at a time, voice messages transcribed by ``speech`` (the
+    resolved ``media.speech_to_text``; None: they are not)."""
     what = f"**{attachment.name}**"
-    if attachment.kind == "audio" and media.speech_to_text is not None:
-        return await _voice(account, attachment, caption, media)
+    if attachment.kind == "audio" and speech is not None:
+        return await _voice(account, attachment, caption, media, speech)
     if attachment.kind in ("audio", "video"):
         kind = "videos"
         if attachment.kind == "audio":
@@ -168,16 +171,19 @@ async def read_attachment(
 
 
 async def _voice(
-    account: MatrixAccount, attachment: Attachment, caption: str, media: MediaConfig
+    account: MatrixAccount,
+    attachment: Attachment,
+    caption: str,
+    media: MediaConfig,
+    speech: SpeechEndpoint,
 ) -> TurnInput:
     """A voice message, transcribed (``media.speech_to_text``)."""
     from mindroom.adapters.agno.speech import transcribe  # the transcription client: on first use
 
-    assert media.speech_to_text is not None
     what = f"**{attachment.name}**"
     try:
         audio = await account.download(attachment, media.max_bytes)
-        spoken = await transcribe(media.speech_to_text, audio, attachment.name)
+        spoken = await transcribe(speech, audio, attachment.name)
     except (MediaError, ModelError) as exc:
         logger.warning("cannot transcribe %s: %s", attachment.name, exc)
         return TurnInput(problem=f"I could not transcribe {what}: {exc}.")

@@ -217,7 +217,7 @@ async def session_command(
         if command.name == "status":
             config = bot.config
             model = config.agent_model(record.owner) if record.owner in config.agents else None
-            budget = config.models[model].context_tokens if model in config.models else None
+            budget = config.chat_model(model).context_tokens if model in config.models else None
             status = await gather(keeper.compactor.ledger, record)
             parts.append(status_text(status, now, budget))
         elif record.owner not in bot.config.agents:

@@ -103,7 +103,7 @@ class Compactor:
     ) -> tuple[str, str]:
         """The session the next turn runs in and the text it carries (compacting if due)."""
         session_id, carried, _ = await self.current(base_session)
-        budget = self.config.models[self.config.agent_model(agent)].context_tokens
+        budget = self.config.chat_model(self.config.agent_model(agent)).context_tokens
         if budget is None:
             return session_id, carried
         lines, _ = await self._runtime.session_chat(agent, session_id, requester, team=False)
@@ -146,7 +146,7 @@ class Compactor:
         summary = await self._runtime.summarize(
             model_key,
             [ChatLine("system", carried), *older] if carried else older,
-            chunk_chars=chunk_chars(self.config.models[model_key].context_tokens),
+            chunk_chars=chunk_chars(self.config.chat_model(model_key).context_tokens),
             instructions=instructions,
         )
         notes = await self._runtime.session_notes(agent, session_id, requester, team=False)

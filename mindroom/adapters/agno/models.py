@@ -10,19 +10,19 @@ from __future__ import annotations
 
 from agno.models.base import Model
 
-from mindroom.config.schema import ModelConfig
+from mindroom.config.schema import ServedModel
 from mindroom.errors import ConfigError
 
 OLLAMA_DEFAULT_URL = "http://localhost:11434/v1"
 
 
-def describe_model(name: str, config: ModelConfig) -> str:
+def describe_model(name: str, config: ServedModel) -> str:
     """A short human description, e.g. ``default (openai: llama3.2 at http://...)``."""
     where = f" at {config.base_url}" if config.base_url else ""
     return f"{name} ({config.provider}: {config.id}{where})"
 
 
-def build_model(name: str, config: ModelConfig) -> Model:
+def build_model(name: str, config: ServedModel) -> Model:
     """Build the Agno model for the configured model ``name``."""
     if config.provider in ("openai", "ollama"):
         from agno.models.openai import OpenAIChat, OpenAILike

@@ -13,7 +13,8 @@ from openai import APIConnectionError, APIStatusError, AsyncOpenAI
 from mindroom.adapters.agno.models import OLLAMA_DEFAULT_URL, describe_model
 from mindroom.adapters.embeddings.probe import warm_up_embedders, warn_unusable_embedders
 from mindroom.checks import Check
-from mindroom.config.schema import Config, ModelConfig
+from mindroom.config.models_schema import AnyModel, LocalEmbedderModel
+from mindroom.config.schema import Config, ServedModel
 from mindroom.invocation import README_COMMAND
 
 logger = logging.getLogger(__name__)
@@ -26,7 +27,7 @@ _DEFAULT_URLS = {
 }
 
 
-def endpoint(model: ModelConfig) -> str:
+def endpoint(model: ServedModel) -> str:
     """Where requests for ``model`` go."""
     return (model.base_url or _DEFAULT_URLS[model.provider]).rstrip("/")
 
@@ -35,7 +36,7 @@ _KEY_REFUSED = ("401", "403", "api key", "api_key", "unauthorized", "authenticat
 _NO_SUCH_MODEL = ("404", "not found", "does not exist", "no such model", "unknown model")
 
 
-def model_fix(name: str, model: ModelConfig, reason: object = "") -> str:
+def model_fix(name: str, model: ServedModel, reason: object = "") -> str:
     """What to do when model ``name`` failed (for ``reason``, when known): the doctor, the
     start-up warning and the error notice in the room all say this."""
     settings = (
@@ -52,7 +53,7 @@ def model_fix(name: str, model: ModelConfig, reason: object = "") -> str:
     return f"{first} in config.yaml {settings}"
 
 
-def model_failed(name: str, model: ModelConfig, reason: object, actor: str = "") -> str:
+def model_failed(name: str, model: ServedModel, reason: object, actor: str = "") -> str:
     """The notice when model ``name`` failed: what failed, why, and :func:`model_fix`.
 
     ``actor`` names the team or team member whose model it is, when not the answering agent's.
@@ -63,8 +64,12 @@ def model_failed(name: str, model: ModelConfig, reason: object, actor: str = "")
     return f"{what} failed: {why}. Fix: {model_fix(name, model, why)}"
 
 
-async def check_model(name: str, model: ModelConfig) -> Check:
-    """One tiny completion request."""
+async def check_model(name: str, model: AnyModel) -> Check:
+    """One tiny completion request to a chat model; embedders are checked with memory search
+    (:mod:`mindroom.adapters.embeddings.probe`), transcription endpoints on first use."""
+    if model.kind != "chat" or isinstance(model, LocalEmbedderModel):
+        used = "memory search" if model.kind == "embedder" else "the first voice message"
+        return Check(f"model {name}", True, f"a {model.kind} model: checked by {used}")
     if model.provider == "anthropic":
         return Check(f"model {name}", True, "anthropic: not checked (needs a paid request)")
     base = model.base_url or ("http://localhost:11434/v1" if model.provider == "ollama" else None)
@@ -81,7 +86,7 @@ async def check_model(name: str, model: ModelConfig) -> Check:
         await client.close()
 
 
-async def _unreachable(model: ModelConfig) -> str | None:
+async def _unreachable(model: ServedModel) -> str | None:
     """Why nothing answers at ``model``'s endpoint, or None when something does.
 
     It lists models (a free request): any HTTP answer counts, a wrong key included; this checks
@@ -113,11 +118,11 @@ async def warn_unreachable_models(config: Config) -> None:
     Meant to run in the background at start-up: it never raises and never delays anything.
     """
     try:
-        names = list(config.models)
-        errors = await asyncio.gather(*(_unreachable(config.models[n]) for n in names))
+        names = [n for n, m in config.models.items() if m.kind == "chat"]
+        errors = await asyncio.gather(*(_unreachable(config.chat_model(n)) for n in names))
         for name, error in zip(names, errors, strict=True):
             if error is not None:
-                model = config.models[name]
+                model = config.chat_model(name)
                 logger.warning(
                     "model %s at %s is unreachable (%s): %s",
                     name,

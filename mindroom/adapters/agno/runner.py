@@ -91,7 +91,7 @@ class AgentRuntime(SessionWork):
 
     def _model(self, key: str) -> Model:
         if key not in self._models:
-            self._models[key] = build_model(key, self._config.models[key])
+            self._models[key] = build_model(key, self._config.chat_model(key))
         return self._models[key]
 
     def _db(self, agent: str, requester: str | None = None) -> AsyncBaseDb:
@@ -263,7 +263,7 @@ class AgentRuntime(SessionWork):
         chunk. Turns of one session run one at a time, so its history stays coherent.
         """
         model_key = self._config.agent_model(request.agent)
-        model_cfg = self._config.models[model_key]
+        model_cfg = self._config.chat_model(model_key)
         model_desc = describe_model(model_key, model_cfg)
         progress = _Progress()
         try:
@@ -330,7 +330,7 @@ class AgentRuntime(SessionWork):
         self, agent: str, model_key: str, text: str, exc: Exception, usage: TurnUsage
     ) -> TurnResult:
         """The result of a turn of ``agent`` that failed with ``exc`` (logged here)."""
-        model_cfg = self._config.models[model_key]
+        model_cfg = self._config.chat_model(model_key)
         overflow = is_context_overflow(exc)
         model_error = isinstance(exc, ModelError)
         METRICS.model_error(model_key)
@@ -368,7 +368,7 @@ class AgentRuntime(SessionWork):
         ``collaborate``: every member answers, then the leader writes one synthesis.
         Team turns are not streamed; the answer is published whole.
         """
-        team_failed = partial(model_failed, spec.model, self._config.models[spec.model])
+        team_failed = partial(model_failed, spec.model, self._config.chat_model(spec.model))
         try:
             async with self._lock(request.session_id):
                 await self._repair(
@@ -494,7 +494,7 @@ class AgentRuntime(SessionWork):
             METRICS.model_error(key)
             logger.warning("model %s failed for %s in team %s: %s", key, name, spec.name, reason)
             actor = f"{name} in team {spec.display_name}"
-            return model_failed(key, self._config.models[key], reason, actor)
+            return model_failed(key, self._config.chat_model(key), reason, actor)
         return None
 
     def model(self, key: str) -> Model:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import openai
 
-from mindroom.config.schema import SpeechToTextConfig
+from mindroom.config.models_schema import SpeechEndpoint
 from mindroom.errors import ModelError
 
 TIMEOUT_S = 120.0
 
 
-async def transcribe(settings: SpeechToTextConfig, audio: bytes, name: str) -> str:
+async def transcribe(settings: SpeechEndpoint, audio: bytes, name: str) -> str:
     """The text spoken in ``audio`` (a file called ``name``)."""
     client = openai.AsyncOpenAI(
         base_url=settings.base_url, api_key=settings.api_key, timeout=TIMEOUT_S, max_retries=1

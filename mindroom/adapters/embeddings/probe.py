@@ -42,10 +42,12 @@ logger = logging.getLogger(__name__)
 
 def _uses(config: Config) -> dict[EmbedderConfig | None, list[str]]:
     """Each distinct embedder config and the config keys that name it."""
-    uses: dict[EmbedderConfig | None, list[str]] = {config.memory.embedder: ["memory.embedder"]}
+    uses: dict[EmbedderConfig | None, list[str]] = {config.memory_embedder: ["memory.embedder"]}
     for name, agent in config.agents.items():
         if agent.memory_embedder is not None:
-            uses.setdefault(agent.memory_embedder, []).append(f"agents.{name}.memory_embedder")
+            uses.setdefault(config.embedder(agent.memory_embedder), []).append(
+                f"agents.{name}.memory_embedder"
+            )
     return uses
 
 

@@ -78,7 +78,7 @@ class MemoryLlm:
 def memory_llm(config: Config) -> MemoryLlm:
     """The model mem0 uses: ``memory.llm``, else the default model. Raises :class:`ConfigError`
     when neither names one."""
-    llm = config.memory.llm
+    llm = config.memory_llm
     if llm is not None:
         settings = llm.config
         host = settings.host or OLLAMA_HOST
@@ -92,11 +92,11 @@ def memory_llm(config: Config) -> MemoryLlm:
             source="memory.llm",
         )
     name = config.defaults.model
-    model = config.models.get(name)
-    if model is None:
+    if name not in config.models:
         raise ConfigError(
             f"memory.llm is unset and defaults.model {name!r} is not a configured model"
         )
+    model = config.chat_model(name)
     return MemoryLlm(
         provider=model.provider,
         model=model.id,
@@ -160,7 +160,7 @@ def _embedder_uses(config: Config) -> dict[EmbedderConfig | None, list[str]]:
             key = f"agents.{name}.memory_embedder" if own is not None else "memory.embedder"
             uses.setdefault(config.agent_embedder(name), []).append(key)
     if config.memory.backend == "mem0" and config.teams:
-        uses.setdefault(config.memory.embedder, []).append("memory.embedder")
+        uses.setdefault(config.memory_embedder, []).append("memory.embedder")
     return {c: sorted(set(keys)) for c, keys in uses.items()}
 
 

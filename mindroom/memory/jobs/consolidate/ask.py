@@ -73,11 +73,11 @@ def model_ask(
     """
     setting = config.memory.maintenance.consolidation.model
     key = model_key or setting or config.defaults.model
-    model = config.models.get(key)
-    if model is None:
+    if key not in config.models:
         which = "memory.maintenance.consolidation.model" if key == setting else "defaults.model"
         known = ", ".join(sorted(config.models)) or "none defined"
         raise ConfigError(f"{which}: unknown model {key!r} (models: {known})")
+    model = config.chat_model(key)
     if model.provider == "anthropic":
         raise ConfigError(
             f"models.{key}: memory consolidation asks OpenAI-compatible models only, not "
