@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from mindroom.adapters.agno.extraction import ChatLine, next_chunk
+from mindroom.adapters.agno.extraction import ChatLine
 from mindroom.adapters.agno.runner import AgentRuntime
 from mindroom.config.schema import Config
 from mindroom.errors import MemoryAccessError
@@ -58,6 +58,7 @@ from mindroom.memory.files.facts import (
 )
 from mindroom.memory.files.store import FileMemory, today
 from mindroom.memory.files.tombstones import deleted_from, states_deleted_fact
+from mindroom.memory.flush.chunks import next_chunk
 from mindroom.memory.flush.state import (
     LEGACY_STATE_FILE,
     FlushClaim,
