@@ -190,7 +190,6 @@ def check(root: Path) -> list[Violation]:
 
 # Known crossings, reported on issue 10 for the lead to move; strict: once fixed, remove here.
 KNOWN: dict[str, str] = {  # module -> why it is allowed to break the rules for now
-    "mindroom.memory.flush.loop": "runs the Agno extraction turn itself; to be handed it instead",
 }
 
 
