@@ -17,29 +17,22 @@ import asyncio
 import contextlib
 import functools
 import logging
-import time
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from mindroom.adapters.agno.probe import warn_at_start
 from mindroom.adapters.agno.runner import AgentRuntime
 from mindroom.adapters.matrix.accounts import agent_credentials, open_account, set_display_name
 from mindroom.adapters.matrix.appservice import Appservice
-from mindroom.adapters.matrix.client import MatrixAccount, Undecryptable
-from mindroom.adapters.matrix.crypto import E2E_AVAILABLE
-from mindroom.adapters.matrix.events import IncomingMessage, message_source
+from mindroom.adapters.matrix.client import MatrixAccount
 from mindroom.adapters.matrix.key_backup import open_backup
 from mindroom.adapters.matrix.probe import wait_for_homeserver
 from mindroom.adapters.matrix.rooms import find_rooms, prepare_rooms
 from mindroom.app import resume
 from mindroom.app.reload import ConfigReloader
-from mindroom.authorization import is_authorized
 from mindroom.cluster.accounts import SharedAccounts
 from mindroom.cluster.share import Cluster, flushed_by, join_cluster
 from mindroom.config.schema import ROUTER, AgentConfig, Config, TeamConfig
-from mindroom.errors import MatrixError
 from mindroom.memory.files.watch import watch_memory_files
 from mindroom.memory.flush.loop import FlushWorker
 from mindroom.memory.jobs.maintenance.loop import MaintenanceLoop
@@ -47,17 +40,8 @@ from mindroom.memory.registry import MemoryRegistry
 from mindroom.pipeline.answer import Answerer
 from mindroom.pipeline.command_runner import run_command
 from mindroom.pipeline.conversation import ConversationState
-from mindroom.pipeline.notices import (
-    APPSERVICE_ENCRYPTED_NOTICE,
-    ask_again_unless_read,
-    room_voice,
-    tell_absent,
-    tell_encrypted_room,
-    tell_malformed,
-    worth_asking,
-)
-from mindroom.pipeline.presence import ROUTE_KEY, BotPresence, resumed_requester, title
-from mindroom.pipeline.routing import Route, RouteKind
+from mindroom.pipeline.intake import Intake
+from mindroom.pipeline.presence import BotPresence, title
 from mindroom.store.ledger import Ledger, ledger_target
 from mindroom.tasks import TaskSupervisor
 
@@ -104,6 +88,7 @@ class Bot(BotPresence):
         self.room_ids: dict[str, str] = {}
         self.ledger: Ledger | None = None
         self.answers: Answerer | None = None
+        self.intake: Intake | None = None
         self.tasks = TaskSupervisor()
         self.state = ConversationState(config.router.context_messages)
         self.model_probe: asyncio.Task[None] | None = None  # the start-up reachability check
@@ -160,6 +145,14 @@ class Bot(BotPresence):
             self.appservice = Appservice(
                 self.config.matrix.appservice, self.options.homeserver, self.options.data_dir, inbox
             )
+        self.intake = Intake(
+            config=lambda: self.config,
+            presence=self,
+            state=self.state,
+            ledger=self.ledger,
+            answers=self.answers,
+            devices=self.appservice is None,
+        )
         if ROUTER in here:
             self.router = await self._login(ROUTER, "Router")
         members: dict[str, AgentConfig | TeamConfig] = {**self.config.agents, **self.config.teams}
@@ -217,7 +210,9 @@ class Bot(BotPresence):
 
     def listen(self, account: MatrixAccount) -> None:
         """Deliver ``account``'s events from its saved sync position on (restarted on failure)."""
-        account.listen(self._on_message, self._on_invite, self._on_undecryptable)
+        assert self.intake is not None
+        intake = self.intake
+        account.listen(intake.on_message, intake.on_invite, intake.on_undecryptable)
         if self.appservice is not None:  # no sync loop: the transactions feed it
             return
 
@@ -229,11 +224,9 @@ class Bot(BotPresence):
         self.tasks.keep_running(f"sync:{account.name}", sync)
 
     async def answer_first_sync(self, accounts: list[MatrixAccount]) -> None:
-        """Answer what the first sync found: invites that arrived while an account was not
-        running (accepted or declined like live ones)."""
-        for account in accounts:
-            for room_id, inviter in account.pending_invites():
-                await self._on_invite(account, room_id, inviter)
+        """Answer the invites the first sync found (:meth:`Intake.answer_pending_invites`)."""
+        assert self.intake is not None
+        await self.intake.answer_pending_invites(accounts)
 
     async def start_member(self, name: str, display_name: str) -> MatrixAccount:
         """Log in and sync once the account of an agent or team a reload is adding.
@@ -309,21 +302,9 @@ class Bot(BotPresence):
         self.room_ids.update(found)
 
     def resume_rows(self, unfinished: resume.Unfinished, lead: str | None = None) -> None:
-        """Answer the unfinished messages again; the reply writer edits what was posted."""
-        assert self.answers is not None
-        for message, pending in unfinished:
-            logger.info("resuming the unfinished reply to %s", message.event_id)
-            if pending.responders:  # a hand-off or -over: its responders were decided already
-                kind = RouteKind(pending.source.get(ROUTE_KEY, RouteKind.HANDOFF.value))
-                route = Route(kind, pending.responders, "resumed hand-off")
-            else:
-                senders = self.state.thread_senders(message.room_id, message.thread_root)
-                route = self._route(message, senders or set())
-            requester = resumed_requester(pending.source, message.sender)
-            self.spawn(
-                self._handle(message, route, requester, pending.event_id, lead),
-                f"resume:{pending.event_id}",
-            )
+        """Answer the unfinished messages again (:meth:`Intake.resume`)."""
+        assert self.intake is not None
+        self.intake.resume(unfinished, lead)
 
     # -- events -------------------------------------------------------------------------------
 
@@ -334,120 +315,6 @@ class Bot(BotPresence):
             await self.ledger.save_sync_token(account.user_id, token)
         except Exception:
             logger.exception("cannot save the sync position of %s", account.user_id)
-
-    async def _on_message(self, account: MatrixAccount, message: IncomingMessage) -> None:
-        if message.receiver_membership not in (None, "join"):
-            return  # history from before this account joined; a member account may route it
-        if not self.state.first_sight(message.event_id):
-            return
-        try:
-            await self._route_and_claim(account, message)
-        except BaseException:
-            self.state.forget(message.event_id)  # not claimed: a resend must be seen again
-            raise
-
-    async def _route_and_claim(self, account: MatrixAccount, message: IncomingMessage) -> None:
-        thread_senders = await self.thread_senders(account, message)
-        route = self._route(message, thread_senders)
-        self.state.note(message, self.own_user_ids())
-        if not (route.responders or route.command or route.absent):
-            logger.debug("event %s in %s: %s", message.event_id, message.room_id, route.reason)
-            return
-        assert self.ledger is not None
-        assert self.answers is not None
-        lead = self.lead(message, route)
-        if not self.runs(lead):  # its holder (another process) hears it too and claims it
-            self.state.defer(message.event_id)  # heard again if that account moves here
-            return
-        source = message_source(message)
-        age_s = time.time() - message.timestamp_ms / 1000
-        if age_s > self.config.matrix.catch_up_seconds:
-            if await self.ledger.claim(message.event_id, message.room_id, (), source, lead=lead):
-                await self.ledger.finish(message.event_id, "skipped")
-                logger.info(
-                    "skipping %s from %s in %s: %.0f s old, beyond catch_up_seconds (%.0f)",
-                    message.event_id,
-                    message.sender,
-                    message.room_id,
-                    age_s,
-                    self.config.matrix.catch_up_seconds,
-                )
-            return
-        # Claimed durably before anything is produced: a restart will not answer it again.
-        if not await self.ledger.claim(message.event_id, message.room_id, (), source, lead=lead):
-            return
-        logger.info(
-            "event %s in %s: %s (via %s, %s)",
-            message.event_id,
-            message.room_id,
-            route.reason,
-            account.name,
-            message.receiver_membership,
-        )
-        self.spawn(
-            self._handle(message, route, message.sender, lead=lead), f"handle:{message.event_id}"
-        )
-
-    def _handle(
-        self,
-        message: IncomingMessage,
-        route: Route,
-        requester: str,
-        key: str | None = None,
-        lead: str | None = None,
-    ) -> Coroutine[Any, Any, None]:
-        """The job for a claimed message: its answers, or the notice that no agent named is here."""
-        assert self.answers is not None
-        if message.problem is not None:  # a client's malformed event: say so, answer nothing
-            return self._on_malformed(message)
-        if route.kind is RouteKind.MENTIONED_ABSENT:
-            return self._on_absent_mention(message, route)
-        return self.answers.handle(message, route, requester, key, lead)
-
-    async def _on_invite(self, account: MatrixAccount, room_id: str, sender: str) -> None:
-        if room_id in account.joined_rooms():
-            return
-        if sender in self.own_user_ids() or is_authorized(sender, self.allowed_users()):
-            account.log.info("accepting invite to %s from %s", room_id, sender)
-            try:
-                await account.join(room_id)
-            except MatrixError as exc:
-                account.log.warning("%s", exc)
-                return
-        else:
-            account.log.info("declining invite to %s from unauthorized %s", room_id, sender)
-            await account.leave(room_id)
-
-    async def _on_undecryptable(self, account: MatrixAccount, event: Undecryptable) -> None:
-        """An event no key reached ``account`` for (see :func:`ask_again_unless_read`)."""
-        assert self.ledger is not None
-        if self.appservice is not None:  # no devices: no room keys, ever
-            await tell_encrypted_room(
-                self.ledger, account, event.room_id, APPSERVICE_ENCRYPTED_NOTICE
-            )
-        elif not E2E_AVAILABLE:  # installed without the e2e extra: say so, once per room
-            await tell_encrypted_room(self.ledger, account, event.room_id)
-        elif worth_asking(event, self.own_user_ids(), self.allowed_users(event.room_id)):
-            asking = ask_again_unless_read(self.ledger, account, event, self.state.seen)
-            self.spawn(asking, f"undecryptable:{event.event_id}")
-
-    async def _on_malformed(self, message: IncomingMessage) -> None:
-        """Posted as the router if it is in the room, else as the room's agent."""
-        assert self.ledger is not None
-        here = [self.agents[n] for n in self.room_agents(message.room_id) if n in self.agents]
-        await tell_malformed(self.ledger, room_voice(message.room_id, self.router, here), message)
-
-    async def _on_absent_mention(self, message: IncomingMessage, route: Route) -> None:
-        """Posted as the router if it is in the room, else as the room's agent."""
-        assert self.ledger is not None
-        here = [self.agents[n] for n in self.room_agents(message.room_id) if n in self.agents]
-        account = room_voice(message.room_id, self.router, here)
-        absent = [
-            (self.member_config(n).display_name or n, user)
-            for n in route.absent
-            if (user := self.user_of(n))
-        ]
-        await tell_absent(self.ledger, account, message, absent)
 
     # -- shutdown -----------------------------------------------------------------------------
 
