@@ -61,6 +61,19 @@ def message_age(message: IncomingMessage, now: float | None = None) -> float:
     return (time.time() if now is None else now) - message.timestamp_ms / 1000
 
 
+async def save_sync_position(
+    ledger: Ledger, runs: Callable[[str], bool], account: MatrixAccount, token: str
+) -> None:
+    """Save where ``account``'s sync reached, unless its lease left as it synced (``runs`` is
+    False): what it deferred then is its next holder's, who must start before it."""
+    if not runs(account.name):
+        return
+    try:
+        await ledger.save_sync_token(account.user_id, token)
+    except Exception:
+        logger.exception("cannot save the sync position of %s", account.user_id)
+
+
 class Intake:
     """Takes in every account's events: dedupes, routes, claims, and starts each job."""
 
@@ -197,6 +210,10 @@ class Intake:
             if (user := presence.user_of(n))
         ]
         await tell_absent(self._ledger, self._voice(message.room_id), message, absent)
+
+    async def on_synced(self, account: MatrixAccount, token: str) -> None:
+        """``account``'s sync delivered its events up to ``token``: saved for the next start."""
+        await save_sync_position(self._ledger, self._presence.runs, account, token)
 
     # -- invites -------------------------------------------------------------------------------
 
