@@ -17,7 +17,8 @@ The path of a message starts here and goes down, never back up:
    or the notice for a malformed event or an absent agent (:mod:`mindroom.pipeline.notices`).
 
 Beside messages: invites (accepted from mindroom's own accounts and allowed users, declined
-otherwise) and events no key reached (the "could not decrypt, send it again" notice path).
+otherwise), events no key reached (the "could not decrypt, send it again" notice path), and
+the position each account's sync reached (saved for the next start, unless its lease left).
 Unfinished messages of a previous run, and rows taken over from another process, re-enter at
 step 6 through :meth:`Intake.resume`.
 
