@@ -9,7 +9,6 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -239,27 +238,25 @@ async def test_a_start_that_fails_half_way_is_undone_and_its_lease_freed(ledger:
 
 
 async def test_a_sync_position_is_not_saved_once_its_accounts_lease_left(
-    tmp_path: Path, postgres: PostgresServer
+    postgres: PostgresServer,
 ) -> None:
     # An account whose lease just left defers what its last sync brought (claiming nothing):
     # saving that sync's position would make its next holder start past those messages.
-    from mindroom.app.bot import Bot, BotOptions
+    from mindroom.pipeline.intake import save_sync_position
 
     url = postgres.database()
-    bot = Bot(config_with("alpha"), BotOptions(tmp_path, "http://127.0.0.1:1", None))
-    bot.ledger = await Ledger.open(url)
+    ledger = await Ledger.open(url)
     try:
-        leases = bot.ledger.leases("process-a")
-        bot.cluster = Cluster(leases, lambda: config_with("alpha"), ())
+        cluster = Cluster(ledger.leases("process-a"), lambda: config_with("alpha"), ())
         account = SimpleNamespace(name="alpha", user_id="@mindroom_alpha:hs")
-        bot.cluster.held.add("alpha")
-        await bot._on_synced(account, "s1")  # type: ignore[arg-type]
-        assert await bot.ledger.sync_token("@mindroom_alpha:hs") == "s1"  # the control
-        bot.cluster.held.discard("alpha")  # the round that lost it, before the sync stopped
-        await bot._on_synced(account, "s2")  # type: ignore[arg-type]
-        assert await bot.ledger.sync_token("@mindroom_alpha:hs") == "s1"
+        cluster.held.add("alpha")
+        await save_sync_position(ledger, cluster.runs, account, "s1")  # type: ignore[arg-type]
+        assert await ledger.sync_token("@mindroom_alpha:hs") == "s1"  # the control
+        cluster.held.discard("alpha")  # the round that lost it, before the sync stopped
+        await save_sync_position(ledger, cluster.runs, account, "s2")  # type: ignore[arg-type]
+        assert await ledger.sync_token("@mindroom_alpha:hs") == "s1"
     finally:
-        await bot.ledger.close()
+        await ledger.close()
 
 
 async def test_processes_without_pins_share_the_agents_and_one_leaving_moves_only_its_share(

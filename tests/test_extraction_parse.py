@@ -8,10 +8,10 @@ import pytest
 from mindroom.adapters.agno.extraction import (
     ChatLine,
     UnreadableAnswerError,
-    next_chunk,
     parse_facts,
     transcript,
 )
+from mindroom.memory.flush.chunks import next_chunk
 
 FACTS = ["The user's sister is Maya", "The user lives in Porto"]
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.adapters.agno.extraction import ChatLine, bounded_chunk, parse_facts
+from mindroom.adapters.agno.extraction import ChatLine, parse_facts
 from mindroom.config.schema import AutoFlushConfig
+from mindroom.memory.flush.chunks import bounded_chunk
 from mindroom.memory.flush.state import (
     FlushClaim,
     FlushEntry,

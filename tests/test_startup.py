@@ -215,8 +215,7 @@ async def test_an_unreachable_model_is_warned_about_once_at_start_with_the_fix(
     config = config_text(base, {"general": {"rooms": [room]}})
     caplog.set_level(logging.WARNING, logger="mindroom")
     started = await bot.start(config)
-    assert started.model_probe is not None
-    await started.model_probe  # the probe runs in the background; wait for its result
+    await started.model_probed.wait()  # the probe runs in the background; wait for its result
 
     warnings = [r.getMessage() for r in caplog.records if "is unreachable" in r.getMessage()]
     assert len(warnings) == 1, warnings

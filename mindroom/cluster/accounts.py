@@ -50,8 +50,7 @@ class SharedAccounts:
         """Stop account ``name`` here (its lease went to another process): the messages it
         leads are cut off and stay claimed for the new holder, its other answers are handed
         over (:mod:`mindroom.app.running`). Safe to call for an account not running."""
-        if self.bot.answers is not None:
-            await self.bot.answers.running.abandon(name)
+        await self.bot.answers.running.abandon(name)
         account = self.bot.router if name == ROUTER else self.bot.agents.pop(name, None)
         self.bot.router = None if name == ROUTER else self.bot.router
         await self.bot.tasks.cancel(f"sync:{name}")
@@ -71,7 +70,7 @@ class SharedAccounts:
             await self.bot.prepare_rooms()
 
     def busy(self, name: str) -> bool:
-        return self.bot.answers is not None and self.bot.answers.running.busy(name)
+        return self.bot.answers.running.busy(name)
 
     def take_over(
         self,
@@ -81,7 +80,6 @@ class SharedAccounts:
         responders: tuple[str, ...],
         source: dict[str, Any],
     ) -> None:
-        assert self.bot.ledger is not None
         message = parse_message(room_id, source)
         if message is None:
             self.bot.spawn(self.bot.ledger.finish(key, "failed"), f"fail:{key}")

@@ -1,14 +1,13 @@
 """The answer path: from a routed message to posted answers, flush marks and hand-offs.
 
-A message arrives from :mod:`mindroom.app.bot` with its :class:`~mindroom.pipeline.routing.Route`
-and the
-person it is for. For each answering agent this module asks
-:func:`mindroom.pipeline.turns.plan_turn`
-who acts, for whom and where (the only place that is decided), runs the turn, writes the
-reply, marks the session for the flush, and passes the turn on when the answer names other
-agents. It goes down, never back up: all it needs of the bot is :class:`Presence`.
+A claimed message arrives from :mod:`mindroom.pipeline.intake` with its
+:class:`~mindroom.pipeline.routing.Route` and the person it is for. For each answering agent
+this module asks :func:`mindroom.pipeline.turns.plan_turn` who acts, for whom and where (the
+only place that is decided), runs the turn, writes the reply, marks the session for the flush,
+and passes the turn on when the answer names other agents. It goes down, never back up: all it
+needs of the bot is :class:`Presence`.
 
-It does not listen to Matrix, claim events or resume them at start-up: that is the bot's.
+It does not listen to Matrix, claim events or resume them at start-up: that is the intake's.
 """
 
 from __future__ import annotations

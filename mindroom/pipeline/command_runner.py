@@ -75,13 +75,13 @@ class CommandHost(Protocol):
         ...
 
     @property
-    def ledger(self) -> SessionLedger | None:
+    def ledger(self) -> SessionLedger:
         """Session generations (``!new``)."""
         ...
 
     @property
-    def answers(self) -> Answers | None:
-        """The answer path, once the bot started."""
+    def answers(self) -> Answers:
+        """The answer path (sessions)."""
         ...
 
     @property
@@ -109,7 +109,6 @@ class CommandHost(Protocol):
 
 async def run_command(bot: CommandHost, message: IncomingMessage) -> None:
     """Answer the command in ``message``, in its thread, from the router (or a DM's agent)."""
-    assert bot.ledger is not None
     command = commands.parse_command(message.body)
     if command is None:
         return
@@ -127,7 +126,7 @@ async def run_command(bot: CommandHost, message: IncomingMessage) -> None:
     elif command.name in ("new", "reset"):  # !reset: the name other assistants use
         generation = await bot.ledger.new_session(message.room_id, message.thread_root)
         text = commands.new_session_text(generation, message.thread_root is not None)
-    elif command.name in ("compact", "status") and bot.answers is not None:
+    elif command.name in ("compact", "status"):
         text = await session_command(bot, bot.answers.sessions, message, command)
     elif command.name == "memory":
         # what waits for a person's consent names personal details: listed only to them alone

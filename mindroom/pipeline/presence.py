@@ -269,7 +269,8 @@ class BotPresence:
             message.room_id, message.thread_root, senders | {message.sender}
         )
 
-    def _route(self, message: IncomingMessage, thread_senders: set[str]) -> Route:
+    def route(self, message: IncomingMessage, thread_senders: set[str]) -> Route:
+        """Who answers ``message`` (:func:`route_message`), as the rooms are now."""
         return route_message(
             message,
             room_agents=self.room_agents(message.room_id),

@@ -3,8 +3,9 @@
 :class:`FlushWorker` is owned by the bot (and made for one run by ``mindroom memory flush``).
 A finished turn marks its session dirty (and wakes the worker); a new prompt boosts the agent's
 other dirty sessions. Every ``flush_interval_seconds``, or when woken, the worker picks eligible
-sessions (:mod:`mindroom.memory.flush.state`), reads what they said since the last flush through
-Agno, runs the silent extraction turn on the agent's own model and appends each new fact to
+sessions (:mod:`mindroom.memory.flush.state`), reads what they said since the last flush, runs
+the silent extraction turn on the agent's own model (both through the :class:`ExtractionTurns`
+it is handed: memory does not import the model adapters) and appends each new fact to
 today's daily file of the right scope (agent, private requester or team), with actor ``flush``
 in the history. For a session with a requester (a private companion, a team) only that
 person's turns are read, so one person's words never land in another's memory.
@@ -39,13 +40,12 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any, Protocol
 
-from mindroom.adapters.agno.extraction import ChatLine, next_chunk
-from mindroom.adapters.agno.runner import AgentRuntime
 from mindroom.config.schema import Config
 from mindroom.errors import MemoryAccessError
 from mindroom.memory.bounded import Threads
@@ -58,6 +58,7 @@ from mindroom.memory.files.facts import (
 )
 from mindroom.memory.files.store import FileMemory, today
 from mindroom.memory.files.tombstones import deleted_from, states_deleted_fact
+from mindroom.memory.flush.chunks import ChatLine, next_chunk
 from mindroom.memory.flush.state import (
     LEGACY_STATE_FILE,
     FlushClaim,
@@ -113,6 +114,41 @@ async def read_flush_state(data_dir: Path, database: str | None = None) -> list[
         await ledger.close()
 
 
+class ExtractionTurns(Protocol):
+    """The model side of the flush, handed in by whoever builds the worker (the bot, the CLI):
+    :class:`mindroom.adapters.agno.runner.AgentRuntime` provides it. Memory does not import the
+    model adapters."""
+
+    async def wait_idle(self) -> None:
+        """Return once no conversational turn is running: replies go first."""
+
+    async def session_chat(
+        self, owner: str, session_id: str, requester: str | None, team: bool
+    ) -> tuple[list[Any], float]:
+        """The chat lines (:class:`~mindroom.memory.flush.chunks.ChatLine`) of a session of
+        agent (or team) ``owner``, and its ``updated_at``."""
+        ...
+
+    async def extract(
+        self,
+        model_key: str,
+        lines: list[Any],
+        known: list[str],
+        *,
+        token: str,
+        max_chars: int,
+        categories: Sequence[str] = ("general",),
+    ) -> list[str]:
+        """The durable facts in ``lines`` (from :meth:`session_chat`), by model ``model_key``."""
+        ...
+
+    async def curate(
+        self, model_key: str, daily: list[str], long_term: list[str], *, limit: int, token: str
+    ) -> list[str]:
+        """Facts from daily notes to promote into MEMORY.md."""
+        ...
+
+
 @dataclass(frozen=True)
 class FlushResult:
     """What one session's flush did."""
@@ -127,7 +163,7 @@ class FlushWorker:
     """Claims dirty sessions in the ledger, extracts them, and runs the loop."""
 
     def __init__(
-        self, config: Config, runtime: AgentRuntime, memories: MemoryRegistry, data_dir: Path
+        self, config: Config, runtime: ExtractionTurns, memories: MemoryRegistry, data_dir: Path
     ) -> None:
         self.config = config
         self.runtime = runtime
