@@ -542,25 +542,7 @@ class Config(_Strict):
                         "(lowercase letters, digits, '.', '_' and '-')"
                     )
         for name, team in self.teams.items():
-            if name in self.agents or name in RESERVED_NAMES or not AGENT_NAME_RE.fullmatch(name):
-                raise ValueError(
-                    f"teams.{name}: the name must be a safe identifier and differ from every "
-                    "agent's and 'router'"
-                )
-            for member in team.agents:
-                if member not in self.agents:
-                    raise ValueError(f"teams.{name}.agents: {member!r} is not a configured agent")
-                if self.agents[member].private is not None:
-                    raise ValueError(
-                        f"teams.{name}.agents: {member!r} is a private companion; private "
-                        "agents keep a memory per person and cannot be members of a configured "
-                        "team (mention them together for an ad hoc team instead)"
-                    )
-            if len(set(team.agents)) != len(team.agents):
-                raise ValueError(f"teams.{name}.agents: a member is listed twice")
-            for room in team.rooms:
-                if not ROOM_NAME_RE.fullmatch(room):
-                    raise ValueError(f"teams.{name}.rooms: room name {room!r} is not valid")
+            self._check_team(name, team)
         self._check_shared_private_roots()
         for name in self.matrix.logins:
             if name not in self.account_names:
@@ -574,6 +556,29 @@ class Config(_Strict):
         memory = self.memory
         check_allowlists(memory.allowlists, memory.categories, {*self.agents, *self.teams})
         return self
+
+    def _check_team(self, name: str, team: TeamConfig) -> None:
+        """Team ``name``: a safe name of its own, configured shared agents once each, valid
+        rooms."""
+        if name in self.agents or name in RESERVED_NAMES or not AGENT_NAME_RE.fullmatch(name):
+            raise ValueError(
+                f"teams.{name}: the name must be a safe identifier and differ from every "
+                "agent's and 'router'"
+            )
+        for member in team.agents:
+            if member not in self.agents:
+                raise ValueError(f"teams.{name}.agents: {member!r} is not a configured agent")
+            if self.agents[member].private is not None:
+                raise ValueError(
+                    f"teams.{name}.agents: {member!r} is a private companion; private "
+                    "agents keep a memory per person and cannot be members of a configured "
+                    "team (mention them together for an ad hoc team instead)"
+                )
+        if len(set(team.agents)) != len(team.agents):
+            raise ValueError(f"teams.{name}.agents: a member is listed twice")
+        for room in team.rooms:
+            if not ROOM_NAME_RE.fullmatch(room):
+                raise ValueError(f"teams.{name}.rooms: room name {room!r} is not valid")
 
     def _model_entry(self, path: str, key: str, kind: ModelKind) -> AnyModel:
         """The entry of ``models:`` that ``path`` names by ``key``; a ValueError naming the key

@@ -279,23 +279,9 @@ class Answerer:
         session_id, carried = await self.sessions.prepare(plan, book_session, message.body)
         carried = "\n\n".join(t for t in (carried, self.sessions.fresh_note(start)) if t)
         speaker = who(self._presence.display_name(plan.room_id, message.sender), message.sender)
-        given = TurnInput(message.body)
-        if message.attachment is not None:  # a file: read it, or say why it cannot be
-            config = self._config()
-            given = await read_attachment(
-                account,
-                message.attachment,
-                message.body,
-                config.media,
-                self._reads,
-                speech=config.speech_to_text,
-            )
-            said = given.problem or given.cut
-            if said is not None:
-                notice = notice_content(said, thread_root=plan.thread_root, reply_to=plan.reply_to)
-                await account.send(plan.room_id, notice, f"mindroom-file-{plan.reply_to}-{agent}")
-            if given.problem is not None:
-                return
+        given = await self._given(plan, account, message, agent)
+        if given.problem is not None:
+            return
         request = TurnRequest(
             plan.agent,
             session_id,
@@ -325,14 +311,9 @@ class Answerer:
         await self._flush.prompted(plan.owner, session_id)
         working = await self._react(plan, account, "⏳")
         async with account.typing(plan.room_id), writer.interruptible():
-            result = await self._run(plan, request, writer)
-            if not result.ok and not result.text.strip() and (result.overflow or result.corrupt):
-                request, book_session, result = await self._recover(
-                    plan, request, book_session, result, writer, account
-                )
-            text = result.text
-            if text.strip():
-                await writer.finish(text)
+            request, book_session, result = await self._turn(
+                plan, request, book_session, writer, account
+            )
         await self.sessions.finished(plan, book_session, result)
         members = plan.team.members if plan.team else ()
         if result.ok:  # the session is marked for the flush before anything else is sent
@@ -343,11 +324,7 @@ class Answerer:
         if working is not None:
             await account.redact(plan.room_id, working, "answered")
         if not result.ok:
-            await self._react(plan, account, "⚠️")
-            notice = notice_content(
-                f"⚠️ {result.error}", thread_root=plan.thread_root, reply_to=plan.reply_to
-            )
-            await account.send(plan.room_id, notice, f"mindroom-error-{plan.reply_to}-{agent}")
+            await self._failed(plan, account, result, agent)
             return
         if self._transcripts is not None:  # past conversations as a memory source
             self._presence.spawn(
@@ -358,6 +335,57 @@ class Answerer:
             )
         if plan.team is None:
             await self._hand_off(plan, account, result.text, writer.event_ids[-1])
+
+    async def _turn(
+        self,
+        plan: TurnPlan,
+        request: TurnRequest,
+        book_session: str,
+        writer: ReplyWriter,
+        account: MatrixAccount,
+    ) -> tuple[TurnRequest, str, TurnResult]:
+        """Run the turn and post its answer; a history too long or unreadable is recovered
+        from once (a fresh session): the request, book session and result that answered."""
+        result = await self._run(plan, request, writer)
+        if not result.ok and not result.text.strip() and (result.overflow or result.corrupt):
+            request, book_session, result = await self._recover(
+                plan, request, book_session, result, writer, account
+            )
+        if result.text.strip():
+            await writer.finish(result.text)
+        return request, book_session, result
+
+    async def _given(
+        self, plan: TurnPlan, account: MatrixAccount, message: IncomingMessage, agent: str
+    ) -> TurnInput:
+        """What the turn is given: the message's text, and for a file what was read of it; a
+        notice says why a file could not be read (``problem``: no turn) or was cut."""
+        if message.attachment is None:
+            return TurnInput(message.body)
+        config = self._config()
+        given = await read_attachment(
+            account,
+            message.attachment,
+            message.body,
+            config.media,
+            self._reads,
+            speech=config.speech_to_text,
+        )
+        said = given.problem or given.cut
+        if said is not None:
+            notice = notice_content(said, thread_root=plan.thread_root, reply_to=plan.reply_to)
+            await account.send(plan.room_id, notice, f"mindroom-file-{plan.reply_to}-{agent}")
+        return given
+
+    async def _failed(
+        self, plan: TurnPlan, account: MatrixAccount, result: TurnResult, agent: str
+    ) -> None:
+        """A turn that failed: the ⚠️ reaction (where configured) and a notice saying why."""
+        await self._react(plan, account, "⚠️")
+        notice = notice_content(
+            f"⚠️ {result.error}", thread_root=plan.thread_root, reply_to=plan.reply_to
+        )
+        await account.send(plan.room_id, notice, f"mindroom-error-{plan.reply_to}-{agent}")
 
     def _meant(self, plan: TurnPlan, own: str, text: str) -> list[str]:
         """Who an answer means (``m.mentions``): the agents it names, for a hand-off; else

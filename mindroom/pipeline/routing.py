@@ -83,16 +83,9 @@ def route_message(
     ``identities`` every configured agent (for mention parsing), ``own_user_ids`` every account
     mindroom runs, ``thread_senders`` everyone who has posted in the message's thread.
     """
-    if message.sender in own_user_ids:
-        return Route(RouteKind.IGNORED, reason="own account")
-    if message.is_edit:
-        return Route(RouteKind.IGNORED, reason="edit")
-    if message.is_notice:
-        return Route(RouteKind.IGNORED, reason="notice")
-    if not authorized:
-        return Route(RouteKind.IGNORED, reason="sender not authorized")
-    if parse_command(message.body) is not None:
-        return Route(RouteKind.COMMAND, reason="command")
+    skipped = _skipped(message, own_user_ids, authorized)
+    if skipped is not None:
+        return skipped
     in_room = set(room_agents)
     named = mentioned_agents(message, identities)
     mentioned = [a for a in named if a in in_room]
@@ -105,18 +98,51 @@ def route_message(
             absent=tuple(named),
         )
     if message.thread_root and thread_senders:
-        by_id = {identity.user_id: identity.name for identity in identities}
-        thread_agents = sorted({by_id[s] for s in thread_senders if by_id.get(s) in in_room})
-        humans = {s for s in thread_senders if s not in own_user_ids} | {message.sender}
-        if len(humans) > 1:
-            return Route(RouteKind.IGNORED, reason="thread with several humans and no mention")
-        if len(thread_agents) == 1:
-            return Route(RouteKind.THREAD_AGENT, (thread_agents[0],), "agent of this thread")
+        in_thread = _by_thread(message, in_room, identities, own_user_ids, thread_senders)
+        if in_thread is not None:
+            return in_thread
     if len(room_agents) == 1:
         return Route(RouteKind.ONLY_AGENT, (room_agents[0],), "only agent in room")
     if len(room_agents) > 1:
         return Route(RouteKind.ROUTER, tuple(room_agents), "no mention: the router chooses")
     return Route(RouteKind.IGNORED, reason="no agent in room")
+
+
+def _skipped(
+    message: IncomingMessage, own_user_ids: Collection[str], authorized: bool
+) -> Route | None:
+    """The route of a message no agent answers as a conversation (mindroom's own, an edit, a
+    notice, an unauthorized sender) or a command; None for any other message."""
+    if message.sender in own_user_ids:
+        return Route(RouteKind.IGNORED, reason="own account")
+    if message.is_edit:
+        return Route(RouteKind.IGNORED, reason="edit")
+    if message.is_notice:
+        return Route(RouteKind.IGNORED, reason="notice")
+    if not authorized:
+        return Route(RouteKind.IGNORED, reason="sender not authorized")
+    if parse_command(message.body) is not None:
+        return Route(RouteKind.COMMAND, reason="command")
+    return None
+
+
+def _by_thread(
+    message: IncomingMessage,
+    in_room: set[str],
+    identities: Sequence[AgentIdentity],
+    own_user_ids: Collection[str],
+    thread_senders: Collection[str],
+) -> Route | None:
+    """A thread keeps its agent; a thread several people talk in needs a mention. None when
+    the thread decides nothing (no agent of the room has posted in it, or several have)."""
+    by_id = {identity.user_id: identity.name for identity in identities}
+    thread_agents = sorted({by_id[s] for s in thread_senders if by_id.get(s) in in_room})
+    humans = {s for s in thread_senders if s not in own_user_ids} | {message.sender}
+    if len(humans) > 1:
+        return Route(RouteKind.IGNORED, reason="thread with several humans and no mention")
+    if len(thread_agents) == 1:
+        return Route(RouteKind.THREAD_AGENT, (thread_agents[0],), "agent of this thread")
+    return None
 
 
 def route_handoff(
