@@ -16,10 +16,10 @@ from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.scope import MemoryScope
 from mindroom.memory.search.index import MemoryIndex
-from tests.dashboard_fixtures import browser, dashboard  # noqa: F401 (fixtures)
-from tests.harness import BotHarness, BotProcess, CredentialCache, Human
-from tests.postgres import ledger_target, postgres  # noqa: F401 (fixtures)
-from tests.scripted_model import ScriptedModel
+from tests.support.dashboard import browser, dashboard  # noqa: F401 (fixtures)
+from tests.support.harness import BotHarness, BotProcess, CredentialCache, Human
+from tests.support.postgres import ledger_target, postgres  # noqa: F401 (fixtures)
+from tests.support.scripted_model import ScriptedModel
 
 os.environ["AGNO_TELEMETRY"] = "false"
 # The tests must never reach a real model or homeserver by accident.

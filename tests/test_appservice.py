@@ -35,8 +35,8 @@ from mindroom.config.schema import AppserviceConfig
 from mindroom.dashboard.ops import health
 from mindroom.errors import MatrixError
 from mindroom.store.ledger import Ledger
-from tests.dashboard_fixtures import free_port
-from tests.harness import (
+from tests.support.dashboard import free_port
+from tests.support.harness import (
     BotHarness,
     CredentialCache,
     Human,
@@ -46,8 +46,8 @@ from tests.harness import (
     relation,
     unique,
 )
-from tests.postgres import PostgresServer
-from tests.scripted_model import ScriptedModel, last_user_text
+from tests.support.postgres import PostgresServer
+from tests.support.scripted_model import ScriptedModel, last_user_text
 from tests.test_cluster import (
     alpha_and_beta,
     alpha_and_beta_config,

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import BotHarness, Human, config_text, eventually, unique
-from tests.pdfs import pages_pdf, slow_pdf
-from tests.scripted_model import ScriptedModel, all_text, last_user_text
+from tests.support.harness import BotHarness, Human, config_text, eventually, unique
+from tests.support.pdfs import pages_pdf, slow_pdf
+from tests.support.scripted_model import ScriptedModel, all_text, last_user_text
 from tests.test_media import dm_with, send_file
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]

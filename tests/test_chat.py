@@ -20,8 +20,17 @@ from mindroom.adapters.matrix.chat import chat
 from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
 from mindroom.adapters.matrix.local import ensure_local_user, local_user_store
 from mindroom.app.runlock import require_running
-from tests.harness import REPO, BotHarness, BotProcess, Human, config_text, joined, relation, unique
-from tests.scripted_model import Reply, ScriptedModel, all_text
+from tests.support.harness import (
+    REPO,
+    BotHarness,
+    BotProcess,
+    Human,
+    config_text,
+    joined,
+    relation,
+    unique,
+)
+from tests.support.scripted_model import Reply, ScriptedModel, all_text
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
 

@@ -22,7 +22,7 @@ import pytest
 from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
 from mindroom.cli.main import main
 from mindroom.store.ledger import Ledger
-from tests.harness import (
+from tests.support.harness import (
     BotProcess,
     CredentialCache,
     Event,
@@ -31,8 +31,8 @@ from tests.harness import (
     config_text,
     unique,
 )
-from tests.postgres import PostgresServer
-from tests.scripted_model import ScriptedModel, last_user_text, system_text
+from tests.support.postgres import PostgresServer
+from tests.support.scripted_model import ScriptedModel, last_user_text, system_text
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.synapse]
 
@@ -310,7 +310,7 @@ async def test_a_private_companion_in_another_process_keeps_each_persons_memory_
     from nio import RoomCreateResponse
 
     from mindroom.memory.private import requester_key
-    from tests.harness import joined
+    from tests.support.harness import joined
     from tests.test_privacy import agents_play, lobby_config, said_by
 
     alice, room, url = human, unique("pcluster"), postgres.database()
@@ -389,7 +389,7 @@ async def reload_adds_and_removes(
 ) -> None:
     """Two processes on ``storage``: a reload adds gamma, which answers once, then drops it
     (``extra``: more config sections, e.g. ``matrix``)."""
-    from tests.harness import joined
+    from tests.support.harness import joined
 
     room = unique("rcluster")
     model.set_handler(lambda request: f"echo: {last_user_text(request)}")

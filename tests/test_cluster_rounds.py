@@ -22,8 +22,8 @@ from mindroom.config.load import parse_config
 from mindroom.config.schema import Config
 from mindroom.dashboard.metrics import METRICS
 from mindroom.store.ledger import Ledger
-from tests.harness import config_text
-from tests.postgres import PostgresServer
+from tests.support.harness import config_text
+from tests.support.postgres import PostgresServer
 
 pytestmark = pytest.mark.asyncio
 

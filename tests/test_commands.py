@@ -13,8 +13,8 @@ from mindroom.pipeline.commands import (
     parse_command,
     unknown_text,
 )
-from tests.harness import BotHarness, Human, config_text, unique
-from tests.scripted_model import ScriptedModel
+from tests.support.harness import BotHarness, Human, config_text, unique
+from tests.support.scripted_model import ScriptedModel
 
 CONFIG_YAML = """\
 models:

@@ -11,8 +11,8 @@ from nio import RoomCreateResponse
 from mindroom.adapters.agno.probe import model_fix
 from mindroom.config.load import load_config
 from mindroom.memory.files.markdown import parse_entries
-from tests.harness import BotHarness, Human, answers, config_text, joined, relation, unique
-from tests.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text, system_text
+from tests.support.harness import BotHarness, Human, answers, config_text, joined, relation, unique
+from tests.support.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text, system_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

@@ -8,8 +8,8 @@ import pytest
 
 from mindroom.config import store
 from mindroom.config.store import ConfigDocument
-from tests.harness import BotHarness, Human, config_text, eventually, unique
-from tests.scripted_model import ScriptedModel
+from tests.support.harness import BotHarness, Human, config_text, eventually, unique
+from tests.support.scripted_model import ScriptedModel
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

@@ -16,9 +16,9 @@ from mindroom.config.load import load_config
 from mindroom.dashboard.server import Dashboard
 from mindroom.errors import ConfigError
 from mindroom.memory.registry import MemoryRegistry
-from tests.dashboard_fixtures import form_of
-from tests.harness import BotHarness, config_text
-from tests.scripted_model import ScriptedModel
+from tests.support.dashboard import form_of
+from tests.support.harness import BotHarness, config_text
+from tests.support.scripted_model import ScriptedModel
 
 MODELS = "models: {default: {provider: openai, id: m, base_url: 'http://127.0.0.1:9/v1'}}\n"
 

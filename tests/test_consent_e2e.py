@@ -12,9 +12,9 @@ import pytest
 from mindroom.dashboard.person import person_link
 from mindroom.memory.files.markdown import parse_entries
 from mindroom.memory.files.store import FileMemory
-from tests.dashboard_fixtures import form_of, open_link, signed_in, start_dashboard
-from tests.harness import BotHarness, Human, config_text, joined, unique, write_entries
-from tests.scripted_model import Reply, ScriptedModel, ToolCall
+from tests.support.dashboard import form_of, open_link, signed_in, start_dashboard
+from tests.support.harness import BotHarness, Human, config_text, joined, unique, write_entries
+from tests.support.scripted_model import Reply, ScriptedModel, ToolCall
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

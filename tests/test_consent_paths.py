@@ -23,9 +23,9 @@ from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.policy.consent import ConsentQueue, Person, Proposal, WriteConsent
 from mindroom.memory.policy.view import AgentView
 from mindroom.memory.registry import MemoryRegistry
-from tests.harness import repo_config
-from tests.scripted_judge import judge_handler
-from tests.scripted_model import ScriptedModel
+from tests.support.harness import repo_config
+from tests.support.scripted_judge import judge_handler
+from tests.support.scripted_model import ScriptedModel
 from tests.test_consolidation_pass import NOW, config, judge_for, write
 
 ALICE = "@alice:example.org"

@@ -22,9 +22,9 @@ from mindroom.memory.jobs.consolidate.judge import (
     command_ask,
     model_ask,
 )
-from tests.harness import eventually
-from tests.scripted_judge import JUDGE_MARKER, is_judge_request, judge_handler
-from tests.scripted_model import Reply, ScriptedModel, last_user_text, system_text
+from tests.support.harness import eventually
+from tests.support.scripted_judge import JUDGE_MARKER, is_judge_request, judge_handler
+from tests.support.scripted_model import Reply, ScriptedModel, last_user_text, system_text
 
 TEA = Pair(
     MemoryEntry("m-00000001", "Alice likes tea", "memory/2026-03-01.md", 1, 1),

@@ -250,7 +250,7 @@ def test_recall_tells_the_agent_about_an_open_conflict_and_counts_what_it_recall
 def test_a_teams_memory_is_reached_with_team_and_its_conflicts_are_settled_in_every_mirror(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tests.harness import config_text
+    from tests.support.harness import config_text
 
     path = tmp_path / "team" / "config.yaml"
     path.parent.mkdir()

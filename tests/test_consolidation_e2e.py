@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from mindroom.memory.jobs.maintenance.store import MaintenanceStore
-from tests.harness import BotHarness, Human, config_text, eventually, unique
-from tests.scripted_model import ScriptedModel, system_text
+from tests.support.harness import BotHarness, Human, config_text, eventually, unique
+from tests.support.scripted_model import ScriptedModel, system_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 REPO = Path(__file__).resolve().parents[1]

@@ -17,10 +17,10 @@ from mindroom.memory.jobs.consolidate.records import ConsolidationRecords, db_pa
 from mindroom.memory.jobs.maintenance.runner import MaintenanceRunner
 from mindroom.memory.jobs.maintenance.store import MaintenanceStore
 from mindroom.memory.registry import MemoryRegistry
-from tests.harness import config_text
-from tests.maintenance_support import FakeClock
-from tests.scripted_judge import is_judge_request, judge_handler
-from tests.scripted_model import ScriptedModel
+from tests.support.harness import config_text
+from tests.support.maintenance import FakeClock
+from tests.support.scripted_judge import is_judge_request, judge_handler
+from tests.support.scripted_model import ScriptedModel
 
 ALICE = "@alice:localhost"
 BOB = "@bob:localhost"

@@ -1,6 +1,6 @@
 """The consolidation judge: batches, budget, fingerprints and reading the model's answer.
 
-``ask`` here is a plain function answering through :mod:`tests.scripted_judge` (the same
+``ask`` here is a plain function answering through :mod:`tests.support.scripted_judge` (the same
 answers the scripted model serves over HTTP in test_consolidation_ask.py).
 """
 
@@ -18,7 +18,7 @@ from mindroom.errors import ModelError
 from mindroom.memory.files.markdown import MemoryEntry
 from mindroom.memory.jobs.consolidate.fingerprints import Fingerprints
 from mindroom.memory.jobs.consolidate.judge import Budget, Pair, PairJudge, Verdict, render_pairs
-from tests.scripted_judge import JUDGE_MARKER, answer_judge, judge_pairs
+from tests.support.scripted_judge import JUDGE_MARKER, answer_judge, judge_pairs
 
 NOW = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.UTC)
 

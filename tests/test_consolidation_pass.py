@@ -2,7 +2,7 @@
 what is never touched, and what survives a person's edit or a crash between two steps.
 
 The judge is the real one over real HTTP; the scripted model answers its prompts
-(:mod:`tests.scripted_judge`). Entries are written as a person's editor or the flush leaves
+(:mod:`tests.support.scripted_judge`). Entries are written as a person's editor or the flush leaves
 them (``- text <!-- m-... -->``) into daily files older than the settle time.
 """
 
@@ -30,8 +30,8 @@ from mindroom.memory.jobs.consolidate.run import consolidate_memory
 from mindroom.memory.jobs.consolidate.scope_pass import ScopeReport
 from mindroom.memory.ops_events import EventLog
 from mindroom.memory.scope import MemoryScope
-from tests.scripted_judge import is_judge_request, judge_handler, judge_pairs
-from tests.scripted_model import ScriptedModel, last_user_text
+from tests.support.scripted_judge import is_judge_request, judge_handler, judge_pairs
+from tests.support.scripted_model import ScriptedModel, last_user_text
 
 REPO = Path(__file__).resolve().parents[1]
 NOW = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.harness import BotHarness, Human, config_text, joined, relation, unique
-from tests.scripted_model import Reply, ScriptedModel, all_text, last_user_text
+from tests.support.harness import BotHarness, Human, config_text, joined, relation, unique
+from tests.support.scripted_model import Reply, ScriptedModel, all_text, last_user_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

@@ -13,8 +13,8 @@ from mindroom.memory.flush.loop import FlushWorker
 from mindroom.memory.flush.state import FlushEntry
 from mindroom.memory.policy.consent import WriteConsent
 from mindroom.memory.registry import MemoryRegistry
-from tests.harness import config_text
-from tests.scripted_model import ScriptedModel
+from tests.support.harness import config_text
+from tests.support.scripted_model import ScriptedModel
 
 SEEDED = WriteConsent.confirmed()  # test data stands for facts stored with consent
 

@@ -16,9 +16,9 @@ import pytest
 from mindroom.cli.main import main
 from mindroom.dashboard.access import COOKIE, TOKEN_FILE
 from mindroom.dashboard.server import Dashboard
-from tests.dashboard_fixtures import SECRET, form_of, free_port, signed_in, start_dashboard
-from tests.harness import BotHarness, BotProcess, Human, config_text, eventually
-from tests.scripted_model import Reply, ScriptedModel
+from tests.support.dashboard import SECRET, form_of, free_port, signed_in, start_dashboard
+from tests.support.harness import BotHarness, BotProcess, Human, config_text, eventually
+from tests.support.scripted_model import Reply, ScriptedModel
 
 pytestmark = [pytest.mark.synapse]
 

@@ -22,7 +22,7 @@ from PIL import Image
 from mindroom.dashboard.person import person_link
 from mindroom.dashboard.server import Dashboard
 from mindroom.memory.files.store import FileMemory
-from tests.harness import BotHarness, eventually, write_entries
+from tests.support.harness import BotHarness, eventually, write_entries
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

@@ -21,9 +21,9 @@ import pytest_asyncio
 from mindroom.dashboard.person import person_link
 from mindroom.dashboard.server import Dashboard
 from mindroom.memory.mem0 import Mem0Memory
-from tests.dashboard_fixtures import form_of, open_link, signed_in, start_dashboard
-from tests.harness import BotHarness, config_text
-from tests.scripted_model import ScriptedModel
+from tests.support.dashboard import form_of, open_link, signed_in, start_dashboard
+from tests.support.harness import BotHarness, config_text
+from tests.support.scripted_model import ScriptedModel
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

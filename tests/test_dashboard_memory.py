@@ -16,9 +16,9 @@ import pytest
 from mindroom.dashboard.server import Dashboard
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.private import requester_key
-from tests.dashboard_fixtures import form_of, signed_in, start_dashboard
-from tests.harness import BotHarness, Human, config_text, write_entries
-from tests.scripted_model import ScriptedModel
+from tests.support.dashboard import form_of, signed_in, start_dashboard
+from tests.support.harness import BotHarness, Human, config_text, write_entries
+from tests.support.scripted_model import ScriptedModel
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

@@ -18,9 +18,9 @@ import pytest_asyncio
 from mindroom.dashboard.person import person_link
 from mindroom.dashboard.server import Dashboard
 from mindroom.memory.files.store import FileMemory
-from tests.dashboard_fixtures import open_link, signed_in, start_dashboard
-from tests.harness import BotHarness, Human, config_text, joined
-from tests.scripted_model import ScriptedModel
+from tests.support.dashboard import open_link, signed_in, start_dashboard
+from tests.support.harness import BotHarness, Human, config_text, joined
+from tests.support.scripted_model import ScriptedModel
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

@@ -17,8 +17,8 @@ import nio
 import pytest
 
 from mindroom.memory.files.store import FileMemory
-from tests.harness import BotHarness, Human, config_text, joined, unique
-from tests.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text
+from tests.support.harness import BotHarness, Human, config_text, joined, unique
+from tests.support.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text
 from tests.test_flush_e2e import conversation, flush_rows, is_extraction, wait_until
 from tests.test_person_forget_pages import say, wait_for
 

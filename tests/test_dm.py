@@ -6,8 +6,8 @@ import pytest
 
 from mindroom.config import parse_config
 from mindroom.pipeline.turns import answer_thread, thread_mode
-from tests.harness import BotHarness, Human, config_text, joined, relation
-from tests.scripted_model import ScriptedModel, all_text, last_user_text
+from tests.support.harness import BotHarness, Human, config_text, joined, relation
+from tests.support.scripted_model import ScriptedModel, all_text, last_user_text
 
 CONFIG = """
 models:

@@ -13,8 +13,8 @@ from mindroom.adapters.agno.probe import model_fix
 from mindroom.checks import Check
 from mindroom.cli.doctor import render, run_doctor
 from mindroom.config import load_config
-from tests.harness import ENCRYPTION_STATE, BotHarness, Human, config_text, joined, unique
-from tests.scripted_model import Reply, ScriptedModel
+from tests.support.harness import ENCRYPTION_STATE, BotHarness, Human, config_text, joined, unique
+from tests.support.scripted_model import Reply, ScriptedModel
 
 
 @pytest.mark.synapse

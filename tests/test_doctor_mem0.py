@@ -16,8 +16,8 @@ from mindroom.cli.doctor import render, run_doctor
 from mindroom.config.schema import Config
 from mindroom.memory.mem0 import setup as mem0_setup
 from mindroom.memory.mem0.setup import MEM0_REQUIREMENTS, check_mem0, memory_llm
-from tests.harness import config_text
-from tests.scripted_model import Reply, ScriptedModel
+from tests.support.harness import config_text
+from tests.support.scripted_model import Reply, ScriptedModel
 from tests.test_config import parse
 
 ROOT = Path(__file__).resolve().parent.parent

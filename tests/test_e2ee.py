@@ -10,8 +10,15 @@ from pathlib import Path
 import nio
 import pytest
 
-from tests.harness import DECRYPTED, BotHarness, Human, client_api, config_text, encrypted_dm
-from tests.scripted_model import ScriptedModel, last_user_text
+from tests.support.harness import (
+    DECRYPTED,
+    BotHarness,
+    Human,
+    client_api,
+    config_text,
+    encrypted_dm,
+)
+from tests.support.scripted_model import ScriptedModel, last_user_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

@@ -27,7 +27,7 @@ from mindroom.memory.files.store import FileMemory
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.scope import MemoryScope
 from mindroom.memory.search.candidates import search_candidates
-from tests.scripted_model import ScriptedModel, scripted_embedding
+from tests.support.scripted_model import ScriptedModel, scripted_embedding
 from tests.test_config import BASE, parse
 
 

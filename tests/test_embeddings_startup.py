@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from mindroom.adapters.embeddings.local import BUNDLED_ID
-from tests.harness import BotProcess, Human, config_text, unique
-from tests.scripted_model import ScriptedModel
+from tests.support.harness import BotProcess, Human, config_text, unique
+from tests.support.scripted_model import ScriptedModel
 
 REPO = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "sentence_transformers", "transformers", "numpy")

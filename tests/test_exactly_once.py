@@ -15,8 +15,16 @@ import pytest
 from mindroom.adapters.matrix.reply import ReplyWriter
 from mindroom.app.bot import Bot, BotOptions
 from mindroom.config import parse_config
-from tests.harness import BotHarness, BotProcess, Human, config_text, relation, settle, unique
-from tests.scripted_model import Reply, ScriptedModel, last_user_text
+from tests.support.harness import (
+    BotHarness,
+    BotProcess,
+    Human,
+    config_text,
+    relation,
+    settle,
+    unique,
+)
+from tests.support.scripted_model import Reply, ScriptedModel, last_user_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

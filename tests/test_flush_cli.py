@@ -20,8 +20,8 @@ from mindroom.config import load_config
 from mindroom.memory.flush.loop import FlushWorker
 from mindroom.memory.flush.state import FlushEntry
 from mindroom.memory.registry import MemoryRegistry
-from tests.harness import config_text
-from tests.scripted_model import ScriptedModel, system_text
+from tests.support.harness import config_text
+from tests.support.scripted_model import ScriptedModel, system_text
 
 
 async def _converse(config_path: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from mindroom.memory.files.markdown import parse_entries
 from mindroom.memory.files.store import today
-from tests.harness import (
+from tests.support.harness import (
     BotHarness,
     BotProcess,
     Human,
@@ -25,7 +25,7 @@ from tests.harness import (
     relation,
     unique,
 )
-from tests.scripted_model import Reply, ScriptedModel, all_text, system_text
+from tests.support.scripted_model import Reply, ScriptedModel, all_text, system_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

@@ -31,8 +31,14 @@ from mindroom.memory.files.store import today
 from mindroom.memory.flush.loop import FlushWorker
 from mindroom.memory.flush.state import FlushEntry
 from mindroom.memory.registry import MemoryRegistry
-from tests.harness import config_text
-from tests.scripted_model import Reply, ReplyLike, ScriptedModel, last_user_text, system_text
+from tests.support.harness import config_text
+from tests.support.scripted_model import (
+    Reply,
+    ReplyLike,
+    ScriptedModel,
+    last_user_text,
+    system_text,
+)
 
 pytestmark = pytest.mark.asyncio
 

@@ -34,8 +34,8 @@ import pytest
 from mindroom.cli.main import main as cli_main
 from mindroom.memory.private import requester_key
 from mindroom.people.data import STORES
-from tests.harness import BotHarness, Human, config_text, joined, unique
-from tests.scripted_model import (
+from tests.support.harness import BotHarness, Human, config_text, joined, unique
+from tests.support.scripted_model import (
     Reply,
     ScriptedModel,
     ToolCall,

@@ -31,9 +31,9 @@ from mindroom.config.load import parse_config
 from mindroom.memory.private import requester_key
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.people.data import redact_deleted_fact
-from tests.harness import BotHarness, Human, config_text, unique
-from tests.postgres import PostgresServer
-from tests.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text
+from tests.support.harness import BotHarness, Human, config_text, unique
+from tests.support.postgres import PostgresServer
+from tests.support.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text
 from tests.test_forget_me import ask, cli, direct
 
 PATHS = ("dm", "private", "thread", "tool")

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from tests.harness import BotHarness, Human, config_text, relation, unique
-from tests.scripted_model import Reply, ScriptedModel, system_text
+from tests.support.harness import BotHarness, Human, config_text, relation, unique
+from tests.support.scripted_model import Reply, ScriptedModel, system_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

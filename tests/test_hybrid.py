@@ -22,7 +22,7 @@ from mindroom.memory.scope import MemoryScope
 from mindroom.memory.search.hybrid import Weights, fuse, hybrid_search
 from mindroom.memory.search.index import SearchHit
 from mindroom.memory.search.recall import RecallSettings, build_recall
-from tests.harness import config_text
+from tests.support.harness import config_text
 
 SEEDED = WriteConsent.confirmed()  # test data stands for facts stored with consent
 

@@ -40,8 +40,15 @@ from mindroom.adapters.matrix.key_backup import (
 from mindroom.cli.doctor import run_doctor
 from mindroom.cli.main import main
 from mindroom.errors import ConfigError
-from tests.harness import DECRYPTED, BotHarness, Human, client_api, config_text, encrypted_dm
-from tests.scripted_model import ScriptedModel, last_user_text
+from tests.support.harness import (
+    DECRYPTED,
+    BotHarness,
+    Human,
+    client_api,
+    config_text,
+    encrypted_dm,
+)
+from tests.support.scripted_model import ScriptedModel, last_user_text
 
 _VERSION = "/_matrix/client/v3/room_keys/version"
 

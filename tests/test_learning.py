@@ -10,8 +10,8 @@ from agno.learn import LearningMachine
 from mindroom.adapters.agno.runner import AgentRuntime, TurnRequest
 from mindroom.config import parse_config
 from mindroom.memory.registry import MemoryRegistry
-from tests.harness import config_text
-from tests.scripted_model import ScriptedModel
+from tests.support.harness import config_text
+from tests.support.scripted_model import ScriptedModel
 
 
 @pytest.mark.asyncio

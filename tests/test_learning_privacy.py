@@ -16,8 +16,8 @@ import pytest
 from mindroom.adapters.agno.runner import AgentRuntime, TurnRequest
 from mindroom.config import parse_config
 from mindroom.memory.registry import MemoryRegistry
-from tests.harness import config_text
-from tests.scripted_model import Reply, ScriptedModel
+from tests.support.harness import config_text
+from tests.support.scripted_model import Reply, ScriptedModel
 
 ALICE = "@alice:localhost"
 BOB = "@bob:localhost"

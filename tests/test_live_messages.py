@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from mindroom.adapters.matrix.send import LIVE_MARKER
-from tests.harness import BotHarness, Human, config_text, unique
-from tests.scripted_model import Reply, ScriptedModel
+from tests.support.harness import BotHarness, Human, config_text, unique
+from tests.support.scripted_model import Reply, ScriptedModel
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

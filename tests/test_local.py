@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import REPO
-from tests.scripted_model import ScriptedModel, last_user_text
+from tests.support.harness import REPO
+from tests.support.scripted_model import ScriptedModel, last_user_text
 
 pytestmark = pytest.mark.timeout(120)
 

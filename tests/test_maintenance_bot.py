@@ -16,9 +16,9 @@ from mindroom.memory.flush.loop import FlushWorker
 from mindroom.memory.jobs.maintenance.runner import JOB_TYPES, JobContext
 from mindroom.memory.jobs.maintenance.store import MaintenanceStore
 from mindroom.memory.registry import MemoryRegistry
-from tests.harness import BotHarness, config_text, eventually, unique
-from tests.maintenance_support import EVERY_HOUR, CountingJob, maintenance_config
-from tests.scripted_model import ScriptedModel
+from tests.support.harness import BotHarness, config_text, eventually, unique
+from tests.support.maintenance import EVERY_HOUR, CountingJob, maintenance_config
+from tests.support.scripted_model import ScriptedModel
 
 
 def bot_config(model: ScriptedModel, jobs: dict[str, Any], **settings: Any) -> str:

@@ -17,8 +17,8 @@ import pytest
 from mindroom.cli.main import main
 from mindroom.memory.jobs.maintenance.runner import JOB_TYPES
 from mindroom.memory.jobs.maintenance.store import MaintenanceStore
-from tests.harness import REPO
-from tests.maintenance_support import EVERY_HOUR, CountingJob
+from tests.support.harness import REPO
+from tests.support.maintenance import EVERY_HOUR, CountingJob
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -203,7 +203,7 @@ def _until(check: Callable[[], bool], timeout: float = 60.0) -> None:
 
 
 DAEMON = (
-    "import sys, tests.maintenance_support as support; support.register_gated_job(); "
+    "import sys, tests.support.maintenance as support; support.register_gated_job(); "
     "from mindroom.cli.main import main; sys.exit(main(sys.argv[1:]))"
 )
 

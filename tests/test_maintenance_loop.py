@@ -16,8 +16,8 @@ from mindroom.memory.jobs.maintenance.loop import MaintenanceLoop
 from mindroom.memory.jobs.maintenance.runner import JOB_TYPES, JobContext
 from mindroom.memory.jobs.maintenance.store import MaintenanceStore
 from mindroom.tasks import TaskSupervisor
-from tests.harness import eventually
-from tests.maintenance_support import EVERY_HOUR, T0, CountingJob, FakeClock, maintenance_config
+from tests.support.harness import eventually
+from tests.support.maintenance import EVERY_HOUR, T0, CountingJob, FakeClock, maintenance_config
 
 pytestmark = pytest.mark.asyncio
 

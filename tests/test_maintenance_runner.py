@@ -22,8 +22,8 @@ from mindroom.memory.jobs.maintenance.runner import (
     MaintenanceRunner,
 )
 from mindroom.memory.jobs.maintenance.store import MaintenanceStore
-from tests.harness import REPO
-from tests.maintenance_support import (
+from tests.support.harness import REPO
+from tests.support.maintenance import (
     EVERY_HOUR,
     T0,
     CountingJob,
@@ -211,7 +211,7 @@ def test_two_runner_processes_run_a_due_job_exactly_once(tmp_path: Path) -> None
     now = (T0 + timedelta(minutes=5)).isoformat()
     processes = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.maintenance_support", str(tmp_path), now],
+            [sys.executable, "-m", "tests.support.maintenance", str(tmp_path), now],
             cwd=REPO,
             env=env,
             stdout=subprocess.PIPE,

@@ -10,8 +10,8 @@ from typing import Any
 import nio
 import pytest
 
-from tests.harness import BotHarness, Human, config_text, joined
-from tests.scripted_model import ScriptedModel, all_text, last_user_text
+from tests.support.harness import BotHarness, Human, config_text, joined
+from tests.support.scripted_model import ScriptedModel, all_text, last_user_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

@@ -33,7 +33,7 @@ from mindroom.memory.policy.consent import (
 from mindroom.memory.policy.consent_chat import memory_command
 from mindroom.memory.policy.view import AgentView
 from mindroom.memory.registry import MemoryRegistry
-from tests.scripted_model import ScriptedModel, mem0_extraction
+from tests.support.scripted_model import ScriptedModel, mem0_extraction
 
 ALICE, BOB = "@alice:example.org", "@bob:example.org"
 PEOPLE = (Person(BOB, "Bob"), Person(ALICE, "Alice"))

@@ -21,8 +21,8 @@ from nio import RoomCreateResponse
 from mindroom.memory.files.markdown import parse_entries
 from mindroom.memory.files.store import FileMemory, today
 from mindroom.memory.mem0 import Mem0Memory
-from tests.harness import BotHarness, Human, config_text, eventually, joined, unique
-from tests.scripted_model import Reply, ScriptedModel, last_user_text, system_text
+from tests.support.harness import BotHarness, Human, config_text, eventually, joined, unique
+from tests.support.scripted_model import Reply, ScriptedModel, last_user_text, system_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

@@ -24,8 +24,8 @@ import pytest
 from mindroom.memory.files.markdown import parse_entries
 from mindroom.memory.files.store import FileMemory, today
 from mindroom.memory.mem0.engine import mem0_dir, mem0_engine
-from tests.harness import BotHarness, Human, config_text, eventually, unique
-from tests.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text, system_text
+from tests.support.harness import BotHarness, Human, config_text, eventually, unique
+from tests.support.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text, system_text
 from tests.test_mem0_e2e import (
     FACTS,
     MEM0,

@@ -29,7 +29,7 @@ from mindroom.memory.mem0.engine import (
 )
 from mindroom.memory.mem0.memory import entries_from_markdown
 from mindroom.memory.registry import MemoryRegistry
-from tests.scripted_model import (
+from tests.support.scripted_model import (
     Reply,
     ScriptedModel,
     is_mem0_extraction,

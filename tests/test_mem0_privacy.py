@@ -25,8 +25,8 @@ from nio import RoomCreateResponse
 
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.private import requester_key
-from tests.harness import BotHarness, Human, config_text, joined, unique
-from tests.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text, system_text
+from tests.support.harness import BotHarness, Human, config_text, joined, unique
+from tests.support.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text, system_text
 from tests.test_mem0_e2e import MEM0, flushed, is_mem0, new_messages, stored, tool_names, until
 from tests.test_privacy import said_by
 

@@ -27,8 +27,8 @@ from mindroom.memory.flush.loop import FlushWorker
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.search.recall import agent_recall, recall_block
-from tests.harness import config_text
-from tests.scripted_model import Reply, ScriptedModel, last_user_text, system_text
+from tests.support.harness import config_text
+from tests.support.scripted_model import Reply, ScriptedModel, last_user_text, system_text
 
 ALICE = "@alice:localhost"
 BOB = "@bob:localhost"

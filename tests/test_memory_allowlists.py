@@ -24,8 +24,8 @@ from mindroom.memory.files.store import FileMemory
 from mindroom.memory.flush.loop import FlushWorker
 from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.registry import MemoryRegistry
-from tests.harness import config_text
-from tests.scripted_model import Reply, ScriptedModel, ToolCall, system_text, tool_results
+from tests.support.harness import config_text
+from tests.support.scripted_model import Reply, ScriptedModel, ToolCall, system_text, tool_results
 
 ALLOWLISTS = {"planner": ["goals", "tasks"]}
 PROFILE_LINE = "- Alice lives in Lyon <!-- m-0000a001 category=profile -->"

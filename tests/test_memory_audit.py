@@ -15,7 +15,7 @@ from mindroom.config import load_config
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.jobs.lifecycle import LifecycleSettings, expire_and_purge
 from mindroom.memory.registry import MemoryRegistry
-from tests.harness import repo_config, write_entries
+from tests.support.harness import repo_config, write_entries
 
 ALICE = "@alice:example.org"
 BOB = "@bob:example.org"

@@ -17,7 +17,7 @@ from mindroom.adapters.agno.memory_tools import MemoryTools
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.scope import MemoryScope
 from mindroom.memory.search.index import MemoryIndex
-from tests.big_memory import daily_entries
+from tests.support.big_memory import daily_entries
 
 BIG = 4_000_000
 DAILY = "memory/2026-11-01.md"

@@ -114,7 +114,7 @@ def test_a_tool_write_of_a_sensitive_detail_waits_and_the_person_confirms_in_cha
     from mindroom.config import load_config
     from mindroom.memory.policy.consent_chat import memory_command
     from mindroom.memory.registry import MemoryRegistry
-    from tests.harness import repo_config
+    from tests.support.harness import repo_config
 
     config = load_config(repo_config(tmp_path))
     registry = MemoryRegistry(config, tmp_path, tmp_path)

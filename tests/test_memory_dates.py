@@ -10,7 +10,7 @@ from pathlib import Path
 from mindroom.memory.files.dates import date_words, entry_dates
 from mindroom.memory.files.markdown import MemoryEntry
 from mindroom.memory.search.index import SCHEMA_VERSION, MemoryIndex
-from tests.harness import write_entries
+from tests.support.harness import write_entries
 
 NOW = dt.datetime(2023, 8, 17, 12)  # a Thursday
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mindroom.memory.files.markdown import parse_entries
-from tests.harness import BotHarness, Human, config_text, unique
-from tests.scripted_model import Reply, ScriptedModel, ToolCall, system_text
+from tests.support.harness import BotHarness, Human, config_text, unique
+from tests.support.scripted_model import Reply, ScriptedModel, ToolCall, system_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

@@ -14,8 +14,8 @@ from mindroom.memory.files.facts import admit, tagged
 from mindroom.memory.flush.loop import FlushWorker
 from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.registry import MemoryRegistry
-from tests.harness import config_text
-from tests.scripted_model import ScriptedModel, system_text
+from tests.support.harness import config_text
+from tests.support.scripted_model import ScriptedModel, system_text
 
 EVERYTHING = CategoryAccess.everything()
 

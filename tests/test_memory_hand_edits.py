@@ -27,7 +27,7 @@ from mindroom.memory.files.store import FileMemory, NewEntry
 from mindroom.memory.files.watch import watch_memory_files
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.scope import agent_scope
-from tests.harness import eventually
+from tests.support.harness import eventually
 
 REPO = Path(__file__).resolve().parents[1]
 HAND = "person (hand edit)"

@@ -13,7 +13,7 @@ from mindroom.memory.files.protocol import atomic_write, read_text
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.scope import MemoryScope
 from mindroom.memory.search.index import MemoryIndex, memory_files, query_terms
-from tests.harness import write_entries
+from tests.support.harness import write_entries
 
 FILLER = [
     "Bob plays the violin on Sundays",

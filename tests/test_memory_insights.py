@@ -13,8 +13,8 @@ from mindroom.config import load_config
 from mindroom.memory.flush.loop import FlushWorker
 from mindroom.memory.jobs.insights import PROMPT, parse_insights
 from mindroom.memory.registry import MemoryRegistry
-from tests.harness import config_text
-from tests.scripted_model import ScriptedModel, system_text
+from tests.support.harness import config_text
+from tests.support.scripted_model import ScriptedModel, system_text
 
 ALICE = "@alice:example.org"
 INSIGHTS = {

@@ -19,8 +19,8 @@ from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.policy.filters import MemoryFilter
 from mindroom.memory.policy.view import AgentView, note_access
 from mindroom.memory.scope import MemoryScope
-from tests.harness import config_text
-from tests.scripted_model import ScriptedModel
+from tests.support.harness import config_text
+from tests.support.scripted_model import ScriptedModel
 
 TODAY = dt.date.today()  # note_access records the real clock: the bike entry is read "today"
 OLD = f"memory/{TODAY - dt.timedelta(days=116)}.md"  # past the 60-day TTL

@@ -21,8 +21,8 @@ from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.policy.view import AgentView
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.search.structured_query import Asker
-from tests.harness import config_text
-from tests.scripted_model import Reply, ScriptedModel, ToolCall, tool_results
+from tests.support.harness import config_text
+from tests.support.scripted_model import Reply, ScriptedModel, ToolCall, tool_results
 
 ALICE = "@alice:example.org"
 LINES = [

@@ -16,7 +16,7 @@ from mindroom.adapters.agno.runner import AgentRuntime
 from mindroom.cli.main import main
 from mindroom.config import load_config
 from mindroom.memory.registry import MemoryRegistry
-from tests.harness import write_entries
+from tests.support.harness import write_entries
 
 REPO = Path(__file__).resolve().parents[1]
 ALICE = "@alice:example.org"

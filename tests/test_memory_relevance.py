@@ -11,7 +11,7 @@ from mindroom.memory.files.markdown import MemoryEntry
 from mindroom.memory.search.index import MemoryIndex
 from mindroom.memory.search.query import parse_query
 from mindroom.memory.search.relevance import Candidate, Gate, idf, judge, relevant
-from tests.harness import write_entries
+from tests.support.harness import write_entries
 
 NOW = dt.datetime(2024, 5, 3, 12)
 MEMORY_ENTRY = MemoryEntry("h-1", "text", "MEMORY.md", 1, 1)

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.harness import BotProcess, Human, config_text, unique
-from tests.scripted_model import Reply, ScriptedModel, ToolCall
+from tests.support.harness import BotProcess, Human, config_text, unique
+from tests.support.scripted_model import Reply, ScriptedModel, ToolCall
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

@@ -18,8 +18,8 @@ from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.policy.view import AgentView
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.search.recall import RecallSettings, build_recall
-from tests.harness import config_text
-from tests.scripted_model import ScriptedModel
+from tests.support.harness import config_text
+from tests.support.scripted_model import ScriptedModel
 
 
 def _config(tmp_path: Path) -> Path:

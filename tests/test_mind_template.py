@@ -15,7 +15,7 @@ from mindroom.adapters.agno.memory_tools import MemoryTools
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.private import scaffold
 from mindroom.memory.scope import MemoryScope
-from tests.harness import REPO
+from tests.support.harness import REPO
 
 TEMPLATES = [REPO / "mind_template", REPO / "mindroom" / "config" / "starter" / "mind_template"]
 

@@ -14,9 +14,9 @@ import pytest
 from mindroom.cli.main import JsonLogFormatter
 from mindroom.dashboard.metrics import Metrics
 from mindroom.dashboard.ops import OpsServer
-from tests.dashboard_fixtures import free_port
-from tests.harness import BotHarness, BotProcess, Human, config_text
-from tests.scripted_model import Reply, ScriptedModel
+from tests.support.dashboard import free_port
+from tests.support.harness import BotHarness, BotProcess, Human, config_text
+from tests.support.scripted_model import Reply, ScriptedModel
 
 
 def samples(text: str) -> dict[str, float]:

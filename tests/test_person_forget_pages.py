@@ -26,9 +26,9 @@ from mindroom.memory.files.archive import archive_entry_sync
 from mindroom.memory.files.fields import EntryFields
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.private import requester_key
-from tests.dashboard_fixtures import open_link, start_dashboard
-from tests.harness import BotHarness, Human, config_text, joined
-from tests.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text
+from tests.support.dashboard import open_link, start_dashboard
+from tests.support.harness import BotHarness, Human, config_text, joined
+from tests.support.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

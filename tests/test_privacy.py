@@ -18,7 +18,7 @@ import pytest
 from nio import RoomCreateResponse
 
 from mindroom.memory.private import requester_key
-from tests.harness import (
+from tests.support.harness import (
     BotHarness,
     Event,
     Human,
@@ -28,7 +28,7 @@ from tests.harness import (
     unique,
     wait_until_ledger_idle,
 )
-from tests.scripted_model import (
+from tests.support.scripted_model import (
     Reply,
     ScriptedModel,
     ToolCall,

@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.harness import BotHarness, BotProcess, Human, config_text, unique
-from tests.scripted_model import Reply, ScriptedModel
+from tests.support.harness import BotHarness, BotProcess, Human, config_text, unique
+from tests.support.scripted_model import Reply, ScriptedModel
 
 
 async def eventually(check: Callable[[], bool], timeout: float = 15.0) -> None:

@@ -8,8 +8,8 @@ import pytest
 from nio import RoomCreateResponse
 
 from mindroom.memory.files.fields import EntryFields
-from tests.harness import BotHarness, Human, config_text, joined
-from tests.scripted_model import ScriptedModel, all_text, last_user_text
+from tests.support.harness import BotHarness, Human, config_text, joined
+from tests.support.scripted_model import ScriptedModel, all_text, last_user_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

@@ -12,8 +12,8 @@ from mindroom.config import load_config
 from mindroom.config.schema import Config
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.pipeline.commands import Command, help_text, parse_command
-from tests.harness import config_text
-from tests.scripted_model import ScriptedModel, system_text
+from tests.support.harness import config_text
+from tests.support.scripted_model import ScriptedModel, system_text
 
 CONTRACT = "Before answering a question about prior work, decisions, dates, people"
 

@@ -8,8 +8,8 @@ import json
 import nio
 import pytest
 
-from tests.harness import BotHarness, Human, config_text, eventually, relation, unique
-from tests.scripted_model import ScriptedModel, system_text
+from tests.support.harness import BotHarness, Human, config_text, eventually, relation, unique
+from tests.support.scripted_model import ScriptedModel, system_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

@@ -12,8 +12,16 @@ import pytest
 from mindroom.adapters.matrix.reply import FIRST_POST_DELAY_S, INTERRUPTED_NOTE, ReplyWriter
 from mindroom.adapters.matrix.send import IN_PROGRESS_MARKER
 from mindroom.store.ledger import Ledger
-from tests.harness import BotHarness, BotProcess, Event, Human, config_text, relation, unique
-from tests.scripted_model import Reply, ScriptedModel
+from tests.support.harness import (
+    BotHarness,
+    BotProcess,
+    Event,
+    Human,
+    config_text,
+    relation,
+    unique,
+)
+from tests.support.scripted_model import Reply, ScriptedModel
 from tests.test_exactly_once import answers_to, restart, start_process, wait_until_answered
 from tests.test_reload import write
 

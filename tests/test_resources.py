@@ -28,8 +28,8 @@ from mindroom.app.resources import exhaustion_message, private_instance_limit
 from mindroom.config import parse_config
 from mindroom.memory.policy.consent import WriteConsent
 from mindroom.memory.registry import MemoryRegistry
-from tests.harness import BotProcess, Human, config_text, unique
-from tests.scripted_model import ScriptedModel, all_text, last_user_text
+from tests.support.harness import BotProcess, Human, config_text, unique
+from tests.support.scripted_model import ScriptedModel, all_text, last_user_text
 
 SEEDED = WriteConsent.confirmed()  # test data stands for facts stored with consent
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import nio
 import pytest
 
-from tests.harness import BotHarness, Human, config_text, unique
-from tests.scripted_model import ScriptedModel, all_text
+from tests.support.harness import BotHarness, Human, config_text, unique
+from tests.support.scripted_model import ScriptedModel, all_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

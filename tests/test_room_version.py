@@ -12,8 +12,8 @@ import pytest
 from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
 from mindroom.cli.doctor import run_doctor
 from mindroom.config import parse_config
-from tests.harness import BotHarness, Human, config_text, unique
-from tests.scripted_model import ScriptedModel
+from tests.support.harness import BotHarness, Human, config_text, unique
+from tests.support.scripted_model import ScriptedModel
 
 
 async def _room_version(human: Human, room_id: str) -> str:

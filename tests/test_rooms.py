@@ -9,7 +9,7 @@ from typing import Any
 import nio
 import pytest
 
-from tests.harness import (
+from tests.support.harness import (
     DECRYPTED,
     ENCRYPTION_STATE,
     BotHarness,
@@ -20,7 +20,7 @@ from tests.harness import (
     joined,
     unique,
 )
-from tests.scripted_model import ScriptedModel, last_user_text
+from tests.support.scripted_model import ScriptedModel, last_user_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

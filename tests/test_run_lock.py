@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from tests.harness import BotProcess, config_text, unique
-from tests.scripted_model import ScriptedModel
+from tests.support.harness import BotProcess, config_text, unique
+from tests.support.scripted_model import ScriptedModel
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio, pytest.mark.timeout(240)]
 

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from mindroom.adapters.matrix.send import IN_PROGRESS_MARKER, MAX_BODY_CHARS
-from tests.harness import BotHarness, Human, config_text, relation, unique
-from tests.scripted_model import Reply, ScriptedModel, all_text, system_text
+from tests.support.harness import BotHarness, Human, config_text, relation, unique
+from tests.support.scripted_model import Reply, ScriptedModel, all_text, system_text
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

@@ -20,7 +20,7 @@ from agno.models.openai import OpenAIChat
 from agno.run.base import RunStatus
 
 try:
-    from tests.scripted_model import (
+    from tests.support.scripted_model import (
         Reply,
         ScriptedModel,
         ToolCall,

@@ -18,7 +18,7 @@ from mindroom.adapters.agno.memory_tools import MemoryTools
 from mindroom.cli.main import main
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.scope import MemoryScope
-from tests.harness import REPO
+from tests.support.harness import REPO
 
 # "tea" is in three of four entries: a common term, the case that printed 0.00. The entries
 # differ in length, so BM25 ranks them apart.

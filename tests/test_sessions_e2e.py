@@ -15,7 +15,7 @@ from nio import RoomCreateResponse
 
 from mindroom.cli.main import main
 from mindroom.memory.search.session_index import SessionIndex, transcript_path
-from tests.harness import (
+from tests.support.harness import (
     BotHarness,
     Human,
     config_text,
@@ -23,7 +23,7 @@ from tests.harness import (
     unique,
     wait_until_ledger_idle,
 )
-from tests.scripted_model import (
+from tests.support.scripted_model import (
     Reply,
     ScriptedModel,
     ToolCall,

@@ -26,10 +26,10 @@ from mindroom.sessions.book import SessionRecord
 from mindroom.store.database import DatabaseError
 from mindroom.store.ledger import Ledger
 from mindroom.store.ledger_schema import MIGRATIONS
-from tests.dashboard_fixtures import free_port, signed_in, start_dashboard
-from tests.harness import BotHarness, Human, config_text, relation, unique
-from tests.postgres import PostgresServer
-from tests.scripted_model import ScriptedModel, all_text, last_user_text
+from tests.support.dashboard import free_port, signed_in, start_dashboard
+from tests.support.harness import BotHarness, Human, config_text, relation, unique
+from tests.support.postgres import PostgresServer
+from tests.support.scripted_model import ScriptedModel, all_text, last_user_text
 
 pytestmark = pytest.mark.asyncio
 

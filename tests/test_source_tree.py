@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from nio import RoomCreateResponse
 
-from tests.harness import BotHarness, Human, config_text, joined, unique
-from tests.scripted_model import Reply, ScriptedModel, ToolCall
+from tests.support.harness import BotHarness, Human, config_text, joined, unique
+from tests.support.scripted_model import Reply, ScriptedModel, ToolCall
 
 REMEMBER = Reply(tool_calls=[ToolCall("add_memory", {"text": "Likes tea"})])
 

@@ -12,8 +12,8 @@ from mindroom.config import parse_config
 from mindroom.memory.flush.loop import FlushWorker
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.speakers import named_line, who
-from tests.harness import BotHarness, Human, config_text, unique
-from tests.scripted_model import ScriptedModel, all_text, last_user_text, system_text
+from tests.support.harness import BotHarness, Human, config_text, unique
+from tests.support.scripted_model import ScriptedModel, all_text, last_user_text, system_text
 
 
 def test_a_speaker_is_named_with_display_name_and_matrix_id() -> None:

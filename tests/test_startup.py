@@ -19,7 +19,7 @@ import pytest
 from mindroom.adapters.agno.probe import model_fix
 from mindroom.config import load_config
 from mindroom.config.load import load_dotenv_beside
-from tests.harness import BotHarness, Human, config_text, unique
+from tests.support.harness import BotHarness, Human, config_text, unique
 
 
 def closed_port() -> int:

@@ -11,7 +11,7 @@ from agno.run.agent import RunOutput
 from mindroom.adapters.agno.extraction import ChatLine
 from mindroom.adapters.agno.summaries import chunks, notes_of, staged_summary
 from mindroom.sessions.compaction import render_carried
-from tests.scripted_model import ScriptedModel, all_text, system_text
+from tests.support.scripted_model import ScriptedModel, all_text, system_text
 
 
 def lines(n: int, size: int = 200) -> list[ChatLine]:

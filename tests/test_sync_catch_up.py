@@ -11,7 +11,7 @@ import pytest
 from mindroom.adapters.matrix.client import MatrixAccount
 from mindroom.adapters.matrix.events import IncomingMessage
 from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
-from tests.harness import Human, unique
+from tests.support.harness import Human, unique
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

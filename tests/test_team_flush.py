@@ -12,8 +12,8 @@ from mindroom.memory.files.markdown import parse_entries
 from mindroom.memory.files.store import today
 from mindroom.memory.flush.loop import FlushWorker
 from mindroom.memory.registry import MemoryRegistry
-from tests.harness import config_text
-from tests.scripted_model import ScriptedModel, all_text, last_user_text, system_text
+from tests.support.harness import config_text
+from tests.support.scripted_model import ScriptedModel, all_text, last_user_text, system_text
 
 
 @pytest.mark.asyncio

@@ -11,8 +11,8 @@ import pytest
 
 from mindroom.cli.doctor import run_doctor
 from mindroom.config import parse_config
-from tests.harness import BotHarness, Human, config_text, joined, unique
-from tests.scripted_model import ScriptedModel, last_user_text
+from tests.support.harness import BotHarness, Human, config_text, joined, unique
+from tests.support.scripted_model import ScriptedModel, last_user_text
 
 
 async def token_of(synapse, name: str) -> tuple[str, str, str]:  # noqa: ANN001

@@ -31,7 +31,7 @@ from mindroom.adapters.agno.transcript_repair import (
     sanitize_session,
 )
 from mindroom.errors import ModelError
-from tests.scripted_model import Reply, ScriptedModel, last_user_text, tool_pairing_refusal
+from tests.support.scripted_model import Reply, ScriptedModel, last_user_text, tool_pairing_refusal
 
 SESSION = "!room:x/thread-1"
 AGENT = "general"

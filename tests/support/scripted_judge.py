@@ -11,8 +11,8 @@ The judge (:mod:`mindroom.memory.jobs.consolidate.judge`) sends a system text st
 ``{"pairs": [{"pair": 1, "verdict": "conflict", "reason": "..."}, ...]}``.
 
 Given what the "model" should say about each pair of texts, :func:`answer_judge` writes that
-answer; :func:`judge_handler` wraps it for :class:`tests.scripted_model.ScriptedModel`, so the
-judge's real HTTP path runs::
+answer; :func:`judge_handler` wraps it for
+:class:`tests.support.scripted_model.ScriptedModel`, so the judge's real HTTP path runs::
 
     server.set_handler(judge_handler({("Alice likes tea", "alice prefers tea"): "same"}))
 
@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 try:
-    from tests.scripted_model import Handler, ReplyLike, last_user_text, system_text
+    from tests.support.scripted_model import Handler, ReplyLike, last_user_text, system_text
 except ImportError:  # tests/ is on sys.path instead of the project root
     from scripted_model import (  # type: ignore[no-redef]
         Handler,

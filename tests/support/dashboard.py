@@ -14,8 +14,8 @@ import pytest_asyncio
 import yaml
 
 from mindroom.dashboard.server import Dashboard
-from tests.harness import BotHarness, config_text
-from tests.scripted_model import ScriptedModel
+from tests.support.harness import BotHarness, config_text
+from tests.support.scripted_model import ScriptedModel
 
 SECRET = "sk-test-0123456789abcdefghijklmnop"
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.dashboard_fixtures import free_port
+from tests.support.dashboard import free_port
 
 
 def binaries() -> Path | None:

@@ -12,7 +12,7 @@ network otherwise.
 
 Usage::
 
-    from tests.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text
+    from tests.support.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text
 
     with ScriptedModel() as server:
         server.push("Hello there!")                                   # any model

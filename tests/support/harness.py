@@ -34,7 +34,7 @@ _names = itertools.count(1)
 # An event type no part of mindroom listens to: see Human.fence.
 FENCE_EVENT = "org.mindroom.test.fence"
 CONTROL_COMMAND = "!agents"
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def unique(prefix: str) -> str:
@@ -562,7 +562,7 @@ def write_entries(root: Path, relative: str, lines: list[str]) -> Path:
 def repo_config(folder: Path) -> Path:
     """A copy of the repository's config.yaml (a shared ``general``, a private ``mind``) and its
     ``mind_template`` in ``folder``; the config's path."""
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     path = folder / "config.yaml"
     shutil.copy(repo / "config.yaml", path)
     shutil.copytree(repo / "mind_template", folder / "mind_template")
