@@ -41,13 +41,13 @@ from tests.support.harness import (
     CredentialCache,
     Human,
     config_text,
-    eventually,
     joined,
     relation,
     unique,
 )
 from tests.support.postgres import PostgresServer
 from tests.support.scripted_model import ScriptedModel, last_user_text
+from tests.support.waiting import wait_until
 from tests.test_cluster import (
     alpha_and_beta,
     alpha_and_beta_config,
@@ -289,7 +289,7 @@ async def test_a_reload_adds_an_agent_that_answers_and_removes_it_in_appservice_
     doc["agents"]["coder"] = {"role": "Writes code.", "rooms": [room]}
     (as_bot.storage / "config.yaml.tmp").write_text(json.dumps(doc))
     (as_bot.storage / "config.yaml.tmp").replace(as_bot.storage / "config.yaml")
-    await eventually(lambda: "coder" in as_bot.bot.agents)
+    await wait_until(lambda: "coder" in as_bot.bot.agents)
     coder = as_bot.bot.agents["coder"].user_id
     await person.wait_for(joined(coder, room_id))
     asked = await person.send(room_id, "@coder hello", mention=[coder])

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.harness import BotHarness, Human, config_text, eventually, unique
+from tests.support.harness import BotHarness, Human, config_text, unique
 from tests.support.pdfs import pages_pdf, slow_pdf
 from tests.support.scripted_model import ScriptedModel, all_text, last_user_text
+from tests.support.waiting import wait_until
 from tests.test_media import dm_with, send_file
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
@@ -112,7 +113,7 @@ async def test_another_person_is_answered_while_crafted_pdfs_are_being_read(
             await send_file(human, room_id, "m.file", crafted, "application/pdf", f"c{n}.pdf")
             for n in range(6)
         ]
-        await eventually(lambda: len(reading_processes()) > 0, timeout=30)
+        await wait_until(lambda: len(reading_processes()) > 0, timeout=30)
         asked = await bob.send(room_id, "what is on the agenda today?")
         reply = await bob.wait_for_reply(room_id, asked, timeout=30)
         still_reading = reading_processes()

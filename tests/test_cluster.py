@@ -33,6 +33,7 @@ from tests.support.harness import (
 )
 from tests.support.postgres import PostgresServer
 from tests.support.scripted_model import ScriptedModel, last_user_text, system_text
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.synapse]
 
@@ -93,28 +94,23 @@ async def holders(url: str) -> dict[str, int]:
 
 
 async def wait_holders(url: str, want: dict[str, int], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
+    async def as_wanted() -> bool:
         held = await holders(url)
-        if all(held.get(name) == pid for name, pid in want.items()):
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"leases {held}, wanted {want}")
-        await asyncio.sleep(0.1)
+        return all(held.get(name) == pid for name, pid in want.items())
+
+    await wait_until(as_wanted, f"lease holders {want}", timeout, interval=0.1)
 
 
 async def settled_rows(
     url: str, keys: list[str], timeout: float = 30.0
 ) -> dict[str, tuple[str, int | None]]:
     """As :func:`rows`, once none is unfinished (a row is finished after its answer posts)."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    async def finished() -> dict[str, tuple[str, int | None]] | None:
         found = await rows(url, keys)
-        if all(status not in ("claimed", "queued") for status, _ in found.values()):
-            return found
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"still unfinished: {found}")
-        await asyncio.sleep(0.1)
+        return found if all(s not in ("claimed", "queued") for s, _ in found.values()) else None
+
+    return await wait_until(finished, f"rows {keys} finished", timeout, interval=0.1)
 
 
 async def rows(url: str, keys: list[str]) -> dict[str, tuple[str, int | None]]:

@@ -8,8 +8,9 @@ import pytest
 
 from mindroom.config import store
 from mindroom.config.store import ConfigDocument
-from tests.support.harness import BotHarness, Human, config_text, eventually, unique
+from tests.support.harness import BotHarness, Human, config_text, unique
 from tests.support.scripted_model import ScriptedModel
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 
@@ -43,7 +44,7 @@ async def test_config_set_in_chat_racing_an_editor_is_refused_and_keeps_the_edit
     assert body.startswith("Refused:"), body
     assert "config.yaml: changed since it was read; run the command again" in body
     assert path.read_text() == theirs  # the person's save, byte for byte
-    await eventually(lambda: bot.bot.config.agents["general"].instructions == ["Edited by hand."])
+    await wait_until(lambda: bot.bot.config.agents["general"].instructions == ["Edited by hand."])
     assert bot.bot.config.agents["general"].role == ""
 
     monkeypatch.undo()  # positive control: without a racing editor the same command lands

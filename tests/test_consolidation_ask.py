@@ -22,9 +22,9 @@ from mindroom.memory.jobs.consolidate.judge import (
     command_ask,
     model_ask,
 )
-from tests.support.harness import eventually
 from tests.support.scripted_judge import JUDGE_MARKER, is_judge_request, judge_handler
 from tests.support.scripted_model import Reply, ScriptedModel, last_user_text, system_text
+from tests.support.waiting import wait_until
 
 TEA = Pair(
     MemoryEntry("m-00000001", "Alice likes tea", "memory/2026-03-01.md", 1, 1),
@@ -200,7 +200,7 @@ async def test_a_command_past_its_timeout_is_killed_with_its_children(tmp_path: 
 
     parent, child = (int(p) for p in pids.read_text().split())
     assert _alive(os.getpid())  # the control: the check sees a running process
-    await eventually(lambda: not _alive(parent) and not _alive(child))
+    await wait_until(lambda: not _alive(parent) and not _alive(child))
 
 
 def test_a_failing_command_raises_with_the_end_of_its_stderr(tmp_path: Path) -> None:

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from mindroom.memory.jobs.maintenance.store import MaintenanceStore
-from tests.support.harness import BotHarness, Human, config_text, eventually, unique
+from tests.support.harness import BotHarness, Human, config_text, unique
 from tests.support.scripted_model import ScriptedModel, system_text
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 REPO = Path(__file__).resolve().parents[1]
@@ -57,7 +58,7 @@ async def test_a_conflict_recorded_beside_the_running_bot_reaches_the_next_turn_
 
     # the bot's maintenance loop runs the due job at start, in the background
     store = MaintenanceStore(bot.storage / "mindroom_data" / "maintenance.db")
-    await eventually(lambda: any(r.status == "completed" for r in store.runs("now")), 60)
+    await wait_until(lambda: any(r.status == "completed" for r in store.runs("now")), timeout=60)
     listed = await asyncio.to_thread(cli, config, "memory", "conflicts", "--agent", "general")
     assert listed.returncode == 0, listed.stderr
     conflict_id = listed.stdout.split()[0]

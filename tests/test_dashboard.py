@@ -17,8 +17,9 @@ from mindroom.cli.main import main
 from mindroom.dashboard.access import COOKIE, TOKEN_FILE
 from mindroom.dashboard.server import Dashboard
 from tests.support.dashboard import SECRET, form_of, free_port, signed_in, start_dashboard
-from tests.support.harness import BotHarness, BotProcess, Human, config_text, eventually
+from tests.support.harness import BotHarness, BotProcess, Human, config_text
 from tests.support.scripted_model import Reply, ScriptedModel
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.synapse]
 
@@ -102,7 +103,7 @@ async def test_an_edit_keeps_the_files_comments_and_the_bot_reloads_it(
     )
     page = await answer.text()
     assert bot.bot is not None
-    await eventually(
+    await wait_until(
         lambda: bot.bot is not None and bot.bot.config.agents["general"].role == "Knows boats."
     )
 
@@ -183,8 +184,8 @@ async def test_adding_and_removing_an_agent_goes_to_the_file_and_the_bot(
     assert added.status == 200
     assert "Agent sailor" in await added.text()
     assert bot.bot is not None
-    await eventually(lambda: bot.bot is not None and "sailor" in bot.bot.agents, timeout=60)
-    await eventually(
+    await wait_until(lambda: bot.bot is not None and "sailor" in bot.bot.agents, timeout=60)
+    await wait_until(
         lambda: (
             bot.bot is not None
             and "harbour" in bot.bot.room_ids
@@ -203,7 +204,7 @@ async def test_adding_and_removing_an_agent_goes_to_the_file_and_the_bot(
     delete_form = page[page.index('action="/agents/sailor/delete"') :]
     removed = await browser.post("/agents/sailor/delete", data=form_of(delete_form))
     assert removed.status == 200
-    await eventually(lambda: bot.bot is not None and "sailor" not in bot.bot.agents, timeout=60)
+    await wait_until(lambda: bot.bot is not None and "sailor" not in bot.bot.agents, timeout=60)
     assert "sailor" not in dashboard.config_path.read_text()
 
 
@@ -309,7 +310,7 @@ async def test_a_shorthand_value_is_shown_and_becomes_a_mapping_only_when_edited
     )
     assert changed.status == 200, await changed.text()
     assert bot.bot is not None
-    await eventually(
+    await wait_until(
         lambda: (
             bot.bot is not None
             and bot.bot.config.memory.embedder is not None

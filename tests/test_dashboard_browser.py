@@ -22,7 +22,8 @@ from PIL import Image
 from mindroom.dashboard.person import person_link
 from mindroom.dashboard.server import Dashboard
 from mindroom.memory.files.store import FileMemory
-from tests.support.harness import BotHarness, eventually, write_entries
+from tests.support.harness import BotHarness, write_entries
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 
@@ -93,7 +94,7 @@ async def test_a_memory_setting_and_a_new_agent_saved_in_the_browser_reach_the_b
     await p.click("button[type=submit]")  # type: ignore[attr-defined]
     await p.wait_for_selector("text=Saved to config.yaml")  # type: ignore[attr-defined]
     assert bot.bot is not None
-    await eventually(
+    await wait_until(
         lambda: bot.bot is not None and bot.bot.config.memory.file.max_daily_lines == 11
     )
     text = dashboard.config_path.read_text()
@@ -108,7 +109,7 @@ async def test_a_memory_setting_and_a_new_agent_saved_in_the_browser_reach_the_b
     await p.click("text=Add agent")  # type: ignore[attr-defined]
     await p.wait_for_selector("h1 >> text=Agent deckhand")  # type: ignore[attr-defined]
     await shot(p, "agent")
-    await eventually(
+    await wait_until(
         lambda: (
             bot.bot is not None
             and "deckhand" in bot.bot.agents

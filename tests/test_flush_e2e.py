@@ -9,7 +9,6 @@ import signal
 import sqlite3
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from tests.support.harness import (
     unique,
 )
 from tests.support.scripted_model import Reply, ScriptedModel, all_text, system_text
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 
@@ -50,20 +50,6 @@ def conversation(request: dict) -> str:
 
 def daily(storage: Path) -> Path:
     return storage / "agents" / "general" / "workspace" / "memory" / f"{today()}.md"
-
-
-async def wait_until(check, timeout: float = 20.0) -> None:  # noqa: ANN001
-    """Poll ``check`` (a function, or a coroutine function) until it is true."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not met")
-        await asyncio.sleep(0.1)
 
 
 def flush_rows(storage: Path) -> list[dict]:

@@ -39,6 +39,7 @@ from tests.support.scripted_model import (
     last_user_text,
     system_text,
 )
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.asyncio
 
@@ -363,10 +364,7 @@ async def test_with_auto_flush_disabled_nothing_is_marked(
 
 
 async def wait_for_extraction(world: World, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not world.extractions():
-        assert time.monotonic() < deadline, "no extraction request arrived"
-        await asyncio.sleep(0.02)
+    await wait_until(world.extractions, "an extraction request arrived", timeout, interval=0.02)
 
 
 async def test_a_turn_finishing_during_a_flush_is_flushed_later(

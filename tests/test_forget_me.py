@@ -46,7 +46,8 @@ from tests.support.scripted_model import (
     mem0_reply,
     system_text,
 )
-from tests.test_mem0_e2e import flushed, stored, until
+from tests.support.waiting import wait_until
+from tests.test_mem0_e2e import flushed, stored
 
 PATHS = ("dm", "thread", "tool", "flush", "team", "mem0", "file")
 FLUSH_MARK = "You maintain the long-term memory"
@@ -204,9 +205,9 @@ async def test_forget_me_erases_every_byte_of_one_person_that_export_showed_and_
         await bob.join(room_id)
         await plant(bot, alice, room_id, alice_marks)
         await plant(bot, bob, room_id, bob_marks)
-        await until(lambda: flushed(bot), timeout=90)
+        await wait_until(lambda: flushed(bot), timeout=90)
         for person in (alice, bob):
-            await until(lambda p=person: _holds_mem0(bot, p.user_id), timeout=90)
+            await wait_until(lambda p=person: _holds_mem0(bot, p.user_id), timeout=90)
     finally:
         await bob.close()
     await bot.stop()

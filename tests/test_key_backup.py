@@ -10,7 +10,6 @@ up when a message needs it.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -49,6 +48,7 @@ from tests.support.harness import (
     encrypted_dm,
 )
 from tests.support.scripted_model import ScriptedModel, last_user_text
+from tests.support.waiting import wait_until
 
 _VERSION = "/_matrix/client/v3/room_keys/version"
 
@@ -161,15 +161,6 @@ async def person(synapse: EmbeddedHomeserver, tmp_path: Path) -> AsyncIterator[H
     await someone.close()
 
 
-async def _wait(condition: Any, what: str, timeout: float = 30.0) -> Any:  # noqa: ANN401
-    """Poll the async ``condition`` until it returns something truthy."""
-    async with asyncio.timeout(timeout):
-        while not (found := await condition()):  # noqa: ASYNC110 (homeserver state, no event)
-            await asyncio.sleep(0.1)
-    assert found, what
-    return found
-
-
 async def _backed_up(client: nio.AsyncClient, room_id: str) -> dict[str, Any]:
     """The room's sessions in the account's current backup, read as the account."""
     version = await client_api(client, "GET", _VERSION)
@@ -197,7 +188,7 @@ async def _backed_up_then_lost(
     room_id = await encrypted_dm(person, agent.user_id)
     first = await person.send(room_id, "the first words")
     await person.wait_for_reply(room_id, first, timeout=40)
-    await _wait(lambda: _backed_up(agent.client, room_id), "the room key went to the backup")
+    await wait_until(lambda: _backed_up(agent.client, room_id), "the room key went to the backup")
     version = await client_api(agent.client, "GET", _VERSION)
     await bot.stop()
     shutil.rmtree(bot.storage / "mindroom_data" / "crypto")  # keys and recovery key gone

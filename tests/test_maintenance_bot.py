@@ -16,9 +16,10 @@ from mindroom.memory.flush.loop import FlushWorker
 from mindroom.memory.jobs.maintenance.runner import JOB_TYPES, JobContext
 from mindroom.memory.jobs.maintenance.store import MaintenanceStore
 from mindroom.memory.registry import MemoryRegistry
-from tests.support.harness import BotHarness, config_text, eventually, unique
+from tests.support.harness import BotHarness, config_text, unique
 from tests.support.maintenance import EVERY_HOUR, CountingJob, maintenance_config
 from tests.support.scripted_model import ScriptedModel
+from tests.support.waiting import wait_until
 
 
 def bot_config(model: ScriptedModel, jobs: dict[str, Any], **settings: Any) -> str:
@@ -56,7 +57,7 @@ async def test_the_bot_runs_a_due_job_at_start_and_a_cli_tick_beside_it_does_not
     counting.gate = threading.Event()  # the run stays open until the test lets it finish
     await bot.start(bot_config(model, {"hourly": EVERY_HOUR}))  # returns with the run open
     assert bot.bot is not None
-    await eventually(lambda: len(counting.runs) == 1)
+    await wait_until(lambda: len(counting.runs) == 1)
     assert counting.runs[0].registry is bot.bot.memories  # the bot's open memories
     config = str(bot.storage / "config.yaml")
     assert await asyncio.to_thread(main, ["maintenance", "tick", "--config", config]) == 0
@@ -66,7 +67,7 @@ async def test_the_bot_runs_a_due_job_at_start_and_a_cli_tick_beside_it_does_not
     assert len(counting.runs) == 1
     counting.gate.set()
     store = store_of(bot.storage)
-    await eventually(lambda: [run.status for run in store.runs("hourly")] == ["completed"])
+    await wait_until(lambda: [run.status for run in store.runs("hourly")] == ["completed"])
     assert await asyncio.to_thread(main, ["maintenance", "tick", "--config", config]) == 0
     assert "nothing due; next: hourly" in capsys.readouterr().out
     assert len(counting.runs) == 1
@@ -104,7 +105,7 @@ async def test_a_job_the_bot_stops_between_scopes_runs_again_at_the_next_start(
     release.set()  # the next run goes through
     started.clear()
     await bot.start()
-    await eventually(
+    await wait_until(
         lambda: [run.status for run in store.runs("hourly")] == ["failed", "completed"]
     )
     assert finished == [1]
@@ -122,7 +123,7 @@ async def test_the_flush_worker_calls_its_cycle_hook_after_each_cycle(
     worker.on_cycle = lambda: cycles.append(1)
     task = asyncio.create_task(worker.run())  # its first cycle runs at once
     try:
-        await eventually(lambda: len(cycles) == 1)
+        await wait_until(lambda: len(cycles) == 1)
     finally:
         worker.stop()
         await task

@@ -7,8 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -19,6 +17,7 @@ from mindroom.memory.jobs.maintenance.runner import JOB_TYPES
 from mindroom.memory.jobs.maintenance.store import MaintenanceStore
 from tests.support.harness import REPO
 from tests.support.maintenance import EVERY_HOUR, CountingJob
+from tests.support.waiting import wait_until_sync
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -195,13 +194,6 @@ def test_tick_job_refuses_an_unknown_job_and_runs_nothing(
     assert counting.runs == []
 
 
-def _until(check: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "not reached in time"
-        time.sleep(0.05)
-
-
 DAEMON = (
     "import sys, tests.support.maintenance as support; support.register_gated_job(); "
     "from mindroom.cli.main import main; sys.exit(main(sys.argv[1:]))"
@@ -231,7 +223,9 @@ def test_the_daemon_ticks_and_a_sigterm_ends_its_running_job_and_the_daemon_clea
         stderr=subprocess.STDOUT,
     )
     try:
-        _until(lambda: (tmp_path / "ran.txt").exists())  # the run is open, waiting for release
+        wait_until_sync(
+            lambda: (tmp_path / "ran.txt").exists()
+        )  # the run is open, waiting for release
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(30) == 0
     finally:

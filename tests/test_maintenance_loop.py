@@ -16,8 +16,8 @@ from mindroom.memory.jobs.maintenance.loop import MaintenanceLoop
 from mindroom.memory.jobs.maintenance.runner import JOB_TYPES, JobContext
 from mindroom.memory.jobs.maintenance.store import MaintenanceStore
 from mindroom.tasks import TaskSupervisor
-from tests.support.harness import eventually
 from tests.support.maintenance import EVERY_HOUR, T0, CountingJob, FakeClock, maintenance_config
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.asyncio
 
@@ -46,10 +46,10 @@ async def test_the_loop_ticks_at_start_in_the_background(
     loop = MaintenanceLoop(Settable(maintenance_config({"hourly": EVERY_HOUR})), tmp_path, None)
     tasks = TaskSupervisor()
     loop.start(tasks)  # returns at once
-    await eventually(lambda: len(counting.runs) == 1)
+    await wait_until(lambda: len(counting.runs) == 1)
     counting.gate.set()
     store = MaintenanceStore(tmp_path / "mindroom_data" / "maintenance.db")
-    await eventually(lambda: [r.status for r in store.runs("hourly")] == ["completed"])
+    await wait_until(lambda: [r.status for r in store.runs("hourly")] == ["completed"])
     await loop.stop(5)
     await tasks.stop(1)
 
@@ -62,15 +62,15 @@ async def test_a_poke_after_memory_writes_runs_a_job_that_became_due(
     loop = MaintenanceLoop(Settable(config), tmp_path, None, clock=clock)
     tasks = TaskSupervisor()
     loop.start(tasks)
-    await eventually(lambda: len(counting.runs) == 1)
-    await eventually(lambda: loop.next_due is not None)
+    await wait_until(lambda: len(counting.runs) == 1)
+    await wait_until(lambda: loop.next_due is not None)
     assert loop.poke() is False  # nothing due: the loop is not woken
     clock.advance(minutes=30)
     assert loop.poke() is False
     assert loop.ticks == 1
     clock.advance(minutes=31)  # the machine slept past the due time; the timer is far off
     assert loop.poke() is True
-    await eventually(lambda: len(counting.runs) == 2)
+    await wait_until(lambda: len(counting.runs) == 2)
     assert loop.ticks == 2
     await loop.stop(5)
     await tasks.stop(1)
@@ -86,11 +86,11 @@ async def test_disabled_maintenance_neither_ticks_nor_opens_its_database(
     loop = MaintenanceLoop(settable, tmp_path, None, clock=clock)
     tasks = TaskSupervisor()
     loop.start(tasks)
-    await eventually(lambda: loop.checks >= 3)  # the loop went round: a tick would have run
+    await wait_until(lambda: loop.checks >= 3)  # the loop went round: a tick would have run
     assert counting.runs == []
     assert not (tmp_path / "mindroom_data" / "maintenance.db").exists()
     settable.config = maintenance_config({"hourly": EVERY_HOUR}, tick_seconds=0.05)  # reload
-    await eventually(lambda: len(counting.runs) == 1)  # the positive control
+    await wait_until(lambda: len(counting.runs) == 1)  # the positive control
     await loop.stop(5)
     await tasks.stop(1)
 

@@ -8,8 +8,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -30,6 +28,7 @@ from tests.support.maintenance import (
     FakeClock,
     maintenance_config,
 )
+from tests.support.waiting import wait_until_sync
 
 
 @pytest.fixture
@@ -198,14 +197,6 @@ def _wait_for_one(threads: list[threading.Thread]) -> threading.Thread | None:
     return None
 
 
-def _until(check: Callable[[], bool], timeout: float = 60.0) -> None:
-    """Poll ``check`` until it holds (a condition, never a fixed sleep)."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "not reached in time"
-        time.sleep(0.02)
-
-
 def test_two_runner_processes_run_a_due_job_exactly_once(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     now = (T0 + timedelta(minutes=5)).isoformat()
@@ -223,7 +214,7 @@ def test_two_runner_processes_run_a_due_job_exactly_once(tmp_path: Path) -> None
     # seeded by whichever starts first; due at once (an interval job without a window)
     (tmp_path / "go").touch()
     ran = tmp_path / "ran.txt"
-    _until(lambda: ran.exists() and any(p.poll() is not None for p in processes))
+    wait_until_sync(lambda: ran.exists() and any(p.poll() is not None for p in processes))
     assert ran.read_text() == "every_hour\n"  # the run is open, the other process is done
     (tmp_path / "release").touch()
     outputs = []

@@ -12,8 +12,6 @@ import asyncio
 import json
 import logging
 import threading
-import time
-from collections.abc import Awaitable, Callable
 
 import pytest
 from nio import RoomCreateResponse
@@ -21,8 +19,9 @@ from nio import RoomCreateResponse
 from mindroom.memory.files.markdown import parse_entries
 from mindroom.memory.files.store import FileMemory, today
 from mindroom.memory.mem0 import Mem0Memory
-from tests.support.harness import BotHarness, Human, config_text, eventually, joined, unique
+from tests.support.harness import BotHarness, Human, config_text, joined, unique
 from tests.support.scripted_model import Reply, ScriptedModel, last_user_text, system_text
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 
@@ -77,15 +76,6 @@ def chats(model: ScriptedModel) -> list[dict]:
     return [r for r in model.requests if not is_mem0(r) and not is_file_extraction(r)]
 
 
-async def until(check: Callable[[], Awaitable[bool]], timeout: float = 60.0) -> None:
-    """Poll the async ``check`` until it holds (the first use of mem0 loads its models)."""
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not met")
-        await asyncio.sleep(0.1)
-
-
 async def stored(bot: BotHarness, agent: str, requester: str | None = None) -> list[str]:
     """What the mem0 scope of ``agent`` (for ``requester``) holds now."""
     assert bot.bot is not None
@@ -115,8 +105,8 @@ async def test_a_fact_said_in_one_thread_is_recalled_in_the_next_by_meaning(
 
     told = await human.send(room_id, "my favorite color is blue")
     await human.wait_for_reply(room_id, told)
-    await until(lambda: _holds(bot, "general", FACTS["blue"]))
-    await until(lambda: flushed(bot))
+    await wait_until(lambda: _holds(bot, "general", FACTS["blue"]))
+    await wait_until(lambda: flushed(bot))
     await bot.settle(human, room_id)
 
     # the extraction was mem0's own (its prompt, its JSON), not the file flush's, and silent
@@ -166,9 +156,9 @@ async def test_one_agent_on_file_and_one_on_mem0_each_write_where_they_should(
     await human.wait_for_reply(coder_room, told)
 
     coder_daily = bot.storage / "agents" / "coder" / "workspace" / "memory" / f"{today()}.md"
-    await until(lambda: _holds(bot, "general", FACTS["vim"]))
-    await until(lambda: asyncio.to_thread(coder_daily.exists))
-    await until(lambda: flushed(bot))
+    await wait_until(lambda: _holds(bot, "general", FACTS["vim"]))
+    await wait_until(lambda: asyncio.to_thread(coder_daily.exists))
+    await wait_until(lambda: flushed(bot))
 
     # the mem0 agent's turn went to mem0 only, the file agent's to its daily file only
     assert await stored(bot, "general") == [FACTS["vim"]]
@@ -203,14 +193,14 @@ async def test_a_private_companion_on_mem0_never_gives_one_persons_memory_to_ano
 
         told = await alice.send(room_id, "my favorite color is blue")
         await alice.wait_for_reply(room_id, told)
-        await until(lambda: _holds(bot, "mind", FACTS["blue"], alice.user_id))
-        await until(lambda: flushed(bot))
+        await wait_until(lambda: _holds(bot, "mind", FACTS["blue"], alice.user_id))
+        await wait_until(lambda: flushed(bot))
         start = len(model.requests)
 
         asked = await bob.send(room_id, "what is my favorite color?")  # bob's own new thread
         await bob.wait_for_reply(room_id, asked)
-        await until(lambda: _any_mem0(model, start))  # bob's turn is extracted too...
-        await until(lambda: flushed(bot))  # ...and done
+        await wait_until(lambda: _any_mem0(model, start))  # bob's turn is extracted too...
+        await wait_until(lambda: flushed(bot))  # ...and done
         bobs = model.requests[start:]
         start = len(model.requests)
 
@@ -272,8 +262,8 @@ async def test_a_team_on_mem0_keeps_its_own_scope_that_its_members_recall(
         assert memory.scope_id == "team_coder+general"
         return FACTS["release"] in [e.text for e in await memory.list(100)]
 
-    await until(team_holds)
-    await until(lambda: flushed(bot))
+    await wait_until(team_holds)
+    await wait_until(lambda: flushed(bot))
     assert FACTS["release"] not in await stored(bot, "general")  # the team's, not a member's
     assert FACTS["release"] not in await stored(bot, "coder")
 
@@ -319,14 +309,14 @@ async def test_extraction_never_posts_and_a_failing_mem0_model_backs_off_keeping
         entries = await bot.bot.flush.entries()
         return bool(entries) and all(e.dirty and e.failures >= 2 for e in entries)
 
-    await until(backed_off)
+    await wait_until(backed_off)
     entry = (await bot.bot.flush.entries())[0]
     assert entry.cursor == 0  # nothing was stored, so the chunk waits to be retried
     assert await stored(bot, "general") == []
 
     failing.clear()
-    await until(lambda: _holds(bot, "general", FACTS["blue"]))
-    await until(lambda: flushed(bot))
+    await wait_until(lambda: _holds(bot, "general", FACTS["blue"]))
+    await wait_until(lambda: flushed(bot))
     entry = (await bot.bot.flush.entries())[0]
     assert (entry.cursor, entry.failures) == (2, 0)
     assert await stored(bot, "general") == [FACTS["blue"]]
@@ -354,7 +344,7 @@ async def test_a_reply_never_waits_for_a_running_mem0_extraction(
     try:
         told = await human.send(room_id, "my favorite color is blue")
         await human.wait_for_reply(room_id, told)
-        await until(lambda: _any_mem0(model, 0))  # the extraction is running, held
+        await wait_until(lambda: _any_mem0(model, 0))  # the extraction is running, held
 
         # the same thread (the same session) and a new one are both answered meanwhile
         again = await human.send(room_id, "and my editor is vim", thread_root=told)
@@ -365,8 +355,8 @@ async def test_a_reply_never_waits_for_a_running_mem0_extraction(
         assert sum(is_mem0(r) for r in model.requests) == 1  # still the one, still held
     finally:
         release.set()
-    await until(lambda: _holds(bot, "general", FACTS["vim"]))
-    await until(lambda: flushed(bot))
+    await wait_until(lambda: _holds(bot, "general", FACTS["vim"]))
+    await wait_until(lambda: flushed(bot))
     assert sorted(await stored(bot, "general")) == sorted([FACTS["blue"], FACTS["vim"]])
 
 
@@ -389,18 +379,18 @@ async def test_stopping_during_a_mem0_extraction_waits_for_it_and_loses_nothing(
     room_id = await bot.start_in_room(config, room, human)
     told = await human.send(room_id, "my favorite color is blue")
     await human.wait_for_reply(room_id, told)
-    await until(lambda: _any_mem0(model, 0))  # the extraction is in mem0's model call
+    await wait_until(lambda: _any_mem0(model, 0))  # the extraction is in mem0's model call
 
     with caplog.at_level(logging.INFO, logger="mindroom.memory.flush.loop"):
         stopping = asyncio.create_task(bot.stop())
         try:
-            await eventually(lambda: stopping.done() or "waiting for" in caplog.text, 30)
+            await wait_until(lambda: stopping.done() or "waiting for" in caplog.text, timeout=30)
             assert not stopping.done()  # the stop waits for the extraction...
         finally:
             release.set()
         await stopping  # ...which then finishes, before mem0's store is closed
 
     await bot.start()
-    await until(lambda: _holds(bot, "general", FACTS["blue"]))
-    await until(lambda: flushed(bot))
+    await wait_until(lambda: _holds(bot, "general", FACTS["blue"]))
+    await wait_until(lambda: flushed(bot))
     assert await stored(bot, "general") == [FACTS["blue"]]  # once

@@ -24,8 +24,9 @@ import pytest
 from mindroom.memory.files.markdown import parse_entries
 from mindroom.memory.files.store import FileMemory, today
 from mindroom.memory.mem0.engine import mem0_dir, mem0_engine
-from tests.support.harness import BotHarness, Human, config_text, eventually, unique
+from tests.support.harness import BotHarness, Human, config_text, unique
 from tests.support.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text, system_text
+from tests.support.waiting import wait_until
 from tests.test_mem0_e2e import (
     FACTS,
     MEM0,
@@ -36,7 +37,6 @@ from tests.test_mem0_e2e import (
     is_mem0,
     new_messages,
     stored,
-    until,
 )
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
@@ -53,7 +53,7 @@ async def reload(bot: BotHarness, doc: dict[str, Any]) -> None:
     async def done() -> bool:
         return reloader.applied > applied
 
-    await until(done, 30)
+    await wait_until(done, timeout=30)
     assert reloader.error is None
     assert reloader.problems == []
 
@@ -111,14 +111,16 @@ async def test_a_mem0_agent_switched_to_files_mid_turn_finishes_it_and_loses_not
     try:
         told = await human.send(room_id, "my favorite color is blue")
         await human.wait_for_reply(room_id, told)
-        await eventually(extracting.is_set, 30)
+        await wait_until(extracting.is_set, timeout=30)
         asked = await human.send(room_id, "and my editor is vim", thread_root=told)  # same session
-        await eventually(answering.is_set, 30)
+        await wait_until(answering.is_set, timeout=30)
         doc = json.loads(config)
         doc["agents"]["general"]["memory_backend"] = "file"
         await reload(bot, doc)
         extracted.set()
-        await until(lambda: asyncio.to_thread(lambda: bool(mem0_records(bot, "agent_general"))))
+        await wait_until(
+            lambda: asyncio.to_thread(lambda: bool(mem0_records(bot, "agent_general")))
+        )
     finally:
         extracted.set()
         answered.set()
@@ -128,8 +130,8 @@ async def test_a_mem0_agent_switched_to_files_mid_turn_finishes_it_and_loses_not
     assert FACTS["blue"] in str(searched[-1]["messages"][-1]["content"])  # on mem0, as it began
 
     daily = bot.storage / "agents" / "general" / "workspace" / "memory" / f"{today()}.md"
-    await until(lambda: asyncio.to_thread(daily.exists))
-    await until(lambda: flushed(bot))
+    await wait_until(lambda: asyncio.to_thread(daily.exists))
+    await wait_until(lambda: flushed(bot))
     assert [e.text for e in parse_entries(daily.read_text(), "memory/x.md")] == [FACTS["vim"]]
     file_prompts = [last_user_text(r) for r in model.requests if is_file_extraction(r)]
     assert file_prompts
@@ -173,7 +175,7 @@ async def test_a_new_extraction_model_applies_to_the_next_extraction_not_the_run
     told = await human.send(room_id, "my favorite color is blue")
     await human.wait_for_reply(room_id, told)
     try:
-        await eventually(held.is_set, 30)  # the extraction is in mem0's model call
+        await wait_until(held.is_set, timeout=30)  # the extraction is in mem0's model call
         doc = json.loads(config)
         doc["memory"]["llm"] = {
             "provider": "openai",
@@ -185,8 +187,8 @@ async def test_a_new_extraction_model_applies_to_the_next_extraction_not_the_run
     finally:
         release.set()
 
-    await until(lambda: _holds(bot, "general", FACTS["vim"]))
-    await until(lambda: flushed(bot))
+    await wait_until(lambda: _holds(bot, "general", FACTS["vim"]))
+    await wait_until(lambda: flushed(bot))
     assert sorted(await stored(bot, "general")) == sorted([FACTS["blue"], FACTS["vim"]])
     by_model = {
         word: [r["model"] for r in model.requests if is_mem0(r) and word in new_messages(r)]
@@ -227,11 +229,11 @@ async def test_a_new_embedder_applies_to_the_next_turn_and_the_running_turns_ext
         caplog.set_level(logging.INFO)
         told = await human.send(room_id, "my favorite color is blue")
         await human.wait_for_reply(room_id, told)
-        await until(lambda: _holds(bot, "general", FACTS["blue"]))
-        await until(lambda: flushed(bot))
+        await wait_until(lambda: _holds(bot, "general", FACTS["blue"]))
+        await wait_until(lambda: flushed(bot))
         asked = await human.send(room_id, "my editor is vim")
         try:
-            await eventually(held.is_set, 30)
+            await wait_until(held.is_set, timeout=30)
             doc = json.loads(config)
             new = doc["memory"]["embedder"]["config"]
             new["base_url"] = second.base_url
@@ -243,8 +245,8 @@ async def test_a_new_embedder_applies_to_the_next_turn_and_the_running_turns_ext
             release.set()
         reply = await human.wait_for_reply(room_id, asked)
         assert reply["content"]["body"] == "Noted."
-        await until(lambda: _holds(bot, "general", FACTS["vim"]))
-        await until(lambda: flushed(bot))
+        await wait_until(lambda: _holds(bot, "general", FACTS["vim"]))
+        await wait_until(lambda: flushed(bot))
 
         again = await human.send(room_id, "what is my favorite color?")
         await human.wait_for_reply(room_id, again)

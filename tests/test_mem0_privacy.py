@@ -27,7 +27,8 @@ from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.private import requester_key
 from tests.support.harness import BotHarness, Human, config_text, joined, unique
 from tests.support.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text, system_text
-from tests.test_mem0_e2e import MEM0, flushed, is_mem0, new_messages, stored, tool_names, until
+from tests.support.waiting import wait_until
+from tests.test_mem0_e2e import MEM0, flushed, is_mem0, new_messages, stored, tool_names
 from tests.test_privacy import said_by
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
@@ -187,8 +188,8 @@ async def test_each_persons_mem0_companion_is_theirs_in_their_dm_and_absent_from
                 person, dms[person.user_id], f"please remember: my favorite fruit is {fruit}"
             )
             assert told == "Remembered."
-            await until(lambda p=person, f=fruit: holds(bot, "mind", FRUITS[f], p.user_id))
-            await until(lambda: flushed(bot))
+            await wait_until(lambda p=person, f=fruit: holds(bot, "mind", FRUITS[f], p.user_id))
+            await wait_until(lambda: flushed(bot))
         at.play.probe_id = await first_id(bot, alice)
         answers_, requests, group = {}, {}, {}
         for person in (bob, alice):  # alice's is the positive control
@@ -197,14 +198,14 @@ async def test_each_persons_mem0_companion_is_theirs_in_their_dm_and_absent_from
                 person, dms[person.user_id], "what is my favorite fruit?"
             )
             requests[person.user_id] = turns(model, start)
-            await until(lambda: flushed(bot))
+            await wait_until(lambda: flushed(bot))
             start = len(model.requests)  # the same person, in the room Bob and Alice share
             asked = await person.send(at.room_id, "@general ask the companion", mention=general)
             group[person.user_id] = (
                 await said_by(person, at.mind, asked, "I know"),
                 turns(model, start),
             )
-            await until(lambda: flushed(bot))
+            await wait_until(lambda: flushed(bot))
         scopes = {p.user_id: await stored(bot, "mind", p.user_id) for p in (alice, bob)}
 
     # each one's companion turn in their DM read their own memory by recall and every tool
@@ -239,8 +240,8 @@ async def test_private_mem0_memory_stays_out_of_a_group_room_even_when_its_owner
         dm = await private_room(alice, [at.mind])
         told = await ask_in_dm(alice, dm, "please remember: my favorite fruit is pineapple")
         assert told == "Remembered."
-        await until(lambda: holds(bot, "mind", FRUITS["pineapple"], alice.user_id))
-        await until(lambda: flushed(bot))
+        await wait_until(lambda: holds(bot, "mind", FRUITS["pineapple"], alice.user_id))
+        await wait_until(lambda: flushed(bot))
         at.play.probe_id = await first_id(bot, alice)
 
         start = len(model.requests)
@@ -256,7 +257,7 @@ async def test_private_mem0_memory_stays_out_of_a_group_room_even_when_its_owner
         start = len(model.requests)
         in_dm = await ask_in_dm(alice, dm, "what is my favorite fruit?")
         dm_turns = turns(model, start)
-        await until(lambda: flushed(bot))
+        await wait_until(lambda: flushed(bot))
 
     assert addressed == "I know: nothing"  # her own question, but Bob reads the room
     assert bobs_answer == "I know: nothing"
@@ -286,15 +287,15 @@ async def test_an_ad_hoc_team_on_mem0_extracts_each_persons_words_into_their_own
             room_id, "my favorite fruit is pineapple @general @mind", mention=both
         )
         await alice.wait_for_reply(room_id, root, timeout=40)
-        await until(lambda: _contains(teamholds(alice), FRUITS["pineapple"]))
-        await until(lambda: flushed(bot))
+        await wait_until(lambda: _contains(teamholds(alice), FRUITS["pineapple"]))
+        await wait_until(lambda: flushed(bot))
         start = len(model.requests)
         said = await bob.send(
             room_id, "my favorite fruit is mango @general @mind", mention=both, thread_root=root
         )
         await bob.wait_for_reply(room_id, said, timeout=40)
-        await until(lambda: _contains(teamholds(bob), FRUITS["mango"]))
-        await until(lambda: flushed(bot))
+        await wait_until(lambda: _contains(teamholds(bob), FRUITS["mango"]))
+        await wait_until(lambda: flushed(bot))
         bobs, start = turns(model, start), len(model.requests)
         again = await alice.send(
             room_id, "@general @mind what is my favorite fruit?", mention=both, thread_root=root

@@ -27,7 +27,7 @@ from mindroom.memory.files.store import FileMemory, NewEntry
 from mindroom.memory.files.watch import watch_memory_files
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.scope import agent_scope
-from tests.support.harness import eventually
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 HAND = "person (hand edit)"
@@ -102,10 +102,10 @@ async def test_a_line_deleted_by_hand_is_recorded_by_the_watcher_and_restored_by
             editor_save(control, f"- control line {next(saves)}\n")
             return any(r.path == "topics/control.md" for r in memory.history_of())
 
-        await eventually(control_seen, timeout=30)
+        await wait_until(control_seen, timeout=30)
         editor_save(path, without(path, "insulin", "Clara"))
-        await eventually(lambda: (HAND, "delete") in ops(memory, hand.id), timeout=30)
-        await eventually(lambda: (HAND, "delete") in ops(memory, gone.id), timeout=30)
+        await wait_until(lambda: (HAND, "delete") in ops(memory, hand.id), timeout=30)
+        await wait_until(lambda: (HAND, "delete") in ops(memory, gone.id), timeout=30)
     finally:
         stop.set()
         await watcher

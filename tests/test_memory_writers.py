@@ -28,6 +28,7 @@ from mindroom.memory.files.markdown import parse_entries
 from mindroom.memory.files.protocol import file_lock
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.scope import MemoryScope
+from tests.support.waiting import wait_until_sync
 
 REPO = Path(__file__).resolve().parents[1]
 QUIET = getattr(files, "QUIET_SECONDS", 0.2)
@@ -46,14 +47,6 @@ def memory(scope: MemoryScope) -> Iterator[FileMemory]:
     mem = FileMemory(scope)
     yield mem
     mem.close()
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.005)
 
 
 # -- item 8: editor saves while mindroom writes ------------------------------------------------
@@ -109,14 +102,14 @@ def run_editor_against_writers(memory: FileMemory, save: Callable[[Path, str], N
         for number in range(1, 21):
             # save only after mindroom wrote since the last save: the two really interleave
             seen = len(written)
-            wait_until(lambda seen=seen: len(written) > seen)
+            wait_until_sync(lambda seen=seen: len(written) > seen)
             text = path.read_text(encoding="utf-8")
             line = f"- editor line {number}"
             save(path, text + line + "\n")
             saved.append(line)
             # mindroom's next write must keep this save and every earlier one
             after = len(written)
-            wait_until(lambda after=after: len(written) > after + 1)
+            wait_until_sync(lambda after=after: len(written) > after + 1)
             now = path.read_text(encoding="utf-8")
             deleted_by_mindroom |= {s for s in saved if s not in now.splitlines()}
     finally:

@@ -29,6 +29,7 @@ from mindroom.memory.private import requester_key
 from tests.support.dashboard import open_link, start_dashboard
 from tests.support.harness import BotHarness, Human, config_text, joined
 from tests.support.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 
@@ -99,13 +100,6 @@ async def say(person: Human, room_id: str, text: str) -> None:
     await person.wait_for_reply(room_id, sent, timeout=60)
 
 
-async def wait_for(check, timeout: float = 30.0) -> None:  # noqa: ANN001
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await asyncio.to_thread(check):
-        assert asyncio.get_running_loop().time() < deadline, "condition not met"
-        await asyncio.sleep(0.1)
-
-
 def holds(folder: Path, needle: bytes) -> bool:
     return any(needle in p.read_bytes() for p in folder.rglob("*") if p.is_file())
 
@@ -131,12 +125,12 @@ async def test_a_fact_deleted_on_me_comes_back_by_no_recall_path(
     room_id = await dm(bot, alice)
     await say(alice, room_id, f"please remember: {FACT}")
     home_dir = bot.storage / "private_instances" / requester_key(alice.user_id)
-    await wait_for(
-        lambda: (
-            (home_dir / ".state" / "memory" / "transcripts.db").exists()
-            and holds(home_dir / ".state" / "memory", b"zq7731x9")
-        )
-    )
+
+    def stored() -> bool:
+        state = home_dir / ".state" / "memory"
+        return (state / "transcripts.db").exists() and holds(state, b"zq7731x9")
+
+    await wait_until(lambda: asyncio.to_thread(stored), "her message is in her transcripts")
 
     await say(alice, room_id, "what is my locker code?")
     before = what_the_model_saw(model.requests[-1])

@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import socket
-import time
-from collections.abc import Callable
 
 import pytest
 
 from tests.support.harness import BotHarness, BotProcess, Human, config_text, unique
 from tests.support.scripted_model import Reply, ScriptedModel
-
-
-async def eventually(check: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError("not reached in time")
-        await asyncio.sleep(0.1)
+from tests.support.waiting import wait_until
 
 
 def _messages(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -59,10 +49,10 @@ async def test_fixing_a_broken_config_logs_that_it_is_valid_again(
     path = bot.storage / "config.yaml"
 
     path.write_text("agents: [this is: not valid")
-    await eventually(lambda: bot.bot.reloader.error is not None)
+    await wait_until(lambda: bot.bot.reloader.error is not None)
     assert any("config not reloaded" in m for m in _messages(caplog))
     path.write_text(text)  # the same config as before the breakage: nothing to change
-    await eventually(lambda: bot.bot.reloader.error is None)
+    await wait_until(lambda: bot.bot.reloader.error is None)
 
     valid_again = [m for m in _messages(caplog) if "config is valid again; applied" in m]
     assert len(valid_again) == 1, _messages(caplog)
@@ -113,7 +103,7 @@ async def test_model_errors_are_one_log_line_each_and_requests_are_not_logged(
     await bot_process.settle(human, room_id)
     # A file change (watchfiles logs each one at INFO) that the bot does act on.
     (bot_process.storage / "config.yaml").write_text(config.replace("Helps.", "Helps more."))
-    await eventually(lambda: "config reloaded" in log.read_text(), timeout=30)
+    await wait_until(lambda: "config reloaded" in log.read_text(), timeout=30)
     await bot_process.stop()
     text = log.read_text()
 

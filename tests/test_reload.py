@@ -8,8 +8,9 @@ import json
 import nio
 import pytest
 
-from tests.support.harness import BotHarness, Human, config_text, eventually, relation, unique
+from tests.support.harness import BotHarness, Human, config_text, relation, unique
 from tests.support.scripted_model import ScriptedModel, system_text
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 
@@ -31,7 +32,7 @@ async def test_agents_are_added_changed_and_removed_while_running(
 
     doc["agents"]["coder"] = {"role": "Writes code.", "rooms": [room]}
     write(bot, doc)
-    await eventually(lambda: "coder" in bot.bot.agents)
+    await wait_until(lambda: "coder" in bot.bot.agents)
     coder = bot.bot.agents["coder"].user_id
     await human.wait_for(
         lambda e: (
@@ -48,7 +49,7 @@ async def test_agents_are_added_changed_and_removed_while_running(
     doc["agents"]["general"]["instructions"] = ["Always answer in rhymes."]
     doc["agents"]["general"]["display_name"] = "Poet"
     write(bot, doc)
-    await eventually(
+    await wait_until(
         lambda: bot.bot.config.agents["general"].instructions == ["Always answer in rhymes."]
     )
     general = general_account.user_id
@@ -84,7 +85,7 @@ async def test_invalid_config_keeps_the_bot_answering_until_it_is_fixed(
     path = bot.storage / "config.yaml"
 
     path.write_text("agents: [this is: not valid")
-    await eventually(lambda: bot.bot.reloader.error is not None)
+    await wait_until(lambda: bot.bot.reloader.error is not None)
     asked = await human.send(room_id, "still there?")
     await human.wait_for_reply(room_id, asked)
     status = await human.send(room_id, "!config status")
@@ -94,7 +95,7 @@ async def test_invalid_config_keeps_the_bot_answering_until_it_is_fixed(
 
     doc["agents"]["general"]["instructions"] = ["Fixed and applied."]
     write(bot, doc)
-    await eventually(lambda: bot.bot.reloader.error is None)
+    await wait_until(lambda: bot.bot.reloader.error is None)
     asked = await human.send(room_id, "and now?")
     await human.wait_for_reply(room_id, asked)
     assert "Fixed and applied." in system_text(model.requests[-1])
@@ -174,7 +175,7 @@ async def test_config_answers_in_chat_never_show_a_secret(
     path.write_text(
         f"models:\n  default:\n    id: scripted\n    api_key: {secret} : oops\nagents: {{}}\n"
     )
-    await eventually(lambda: bot.bot.reloader.error is not None)
+    await wait_until(lambda: bot.bot.reloader.error is not None)
     assert secret in bot.bot.reloader.error  # the error does quote it
     shown = await ask("!config status")
     assert "not valid YAML" in shown
@@ -204,8 +205,8 @@ async def test_a_reload_whose_new_agent_cannot_log_in_is_not_applied_and_says_so
     failing["agents"][taken] = {"role": "Cannot log in.", "rooms": [room]}
     failing["agents"]["general"]["role"] = "Changed by the failed reload."
     write(bot, failing)
-    await eventually(lambda: bot.bot.reloader.error is not None or taken in bot.bot.config.agents)
-    await eventually(lambda: bot.bot.reloader.error is not None, timeout=5.0)
+    await wait_until(lambda: bot.bot.reloader.error is not None or taken in bot.bot.config.agents)
+    await wait_until(lambda: bot.bot.reloader.error is not None, timeout=5.0)
 
     shown = await status()
     assert "failed" in shown
@@ -224,7 +225,7 @@ async def test_a_reload_whose_new_agent_cannot_log_in_is_not_applied_and_says_so
     fixed = json.loads(json.dumps(failing))
     del fixed["agents"][taken]
     write(bot, fixed)
-    await eventually(lambda: fresh in bot.bot.agents and bot.bot.reloader.error is None)
+    await wait_until(lambda: fresh in bot.bot.agents and bot.bot.reloader.error is None)
     shown = await status()
     assert "valid and applied" in shown
     assert "failed" not in shown
@@ -283,7 +284,7 @@ async def test_a_room_that_cannot_be_prepared_after_the_switch_is_reported_and_r
     doc["agents"]["general"]["rooms"] = [room, closed]
     doc["agents"]["general"]["role"] = "Lives in two rooms."
     write(bot, doc)
-    await eventually(lambda: bool(bot.bot.reloader.problems))
+    await wait_until(lambda: bool(bot.bot.reloader.problems))
 
     asked = await human.send(room_id, "!config status")
     shown = (await human.wait_for_reply(room_id, asked))["content"]["body"]
@@ -300,7 +301,7 @@ async def test_a_room_that_cannot_be_prepared_after_the_switch_is_reported_and_r
     invited = await human.client.room_invite(created.room_id, bot.bot.router.user_id)
     assert isinstance(invited, nio.RoomInviteResponse), invited
     write(bot, doc)  # saved again unchanged: the failed step is retried
-    await eventually(lambda: not bot.bot.reloader.problems)
+    await wait_until(lambda: not bot.bot.reloader.problems)
     assert created.room_id in bot.bot.agents["general"].joined_rooms()
     asked = await human.send(room_id, "!config status")
     shown = (await human.wait_for_reply(room_id, asked))["content"]["body"]
@@ -325,7 +326,7 @@ async def test_an_edit_saved_before_the_watcher_is_armed_is_applied(
     before = reloader.applied
     watching = asyncio.create_task(reloader.watch(stop))
     try:
-        await eventually(lambda: reloader.applied > before, timeout=30)
+        await wait_until(lambda: reloader.applied > before, timeout=30)
     finally:
         stop.set()
         await watching

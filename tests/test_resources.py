@@ -15,7 +15,6 @@ import os
 import re
 import resource
 import threading
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from mindroom.memory.policy.consent import WriteConsent
 from mindroom.memory.registry import MemoryRegistry
 from tests.support.harness import BotProcess, Human, config_text, unique
 from tests.support.scripted_model import ScriptedModel, all_text, last_user_text
+from tests.support.waiting import wait_until
 
 SEEDED = WriteConsent.confirmed()  # test data stands for facts stored with consent
 
@@ -117,13 +117,6 @@ async def make_runtime(
     yield make
     for runtime in made:
         await runtime.close()
-
-
-async def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.02)
 
 
 @pytest.mark.timeout(600)  # 200 real turns; slow on a loaded machine, and that is no failure

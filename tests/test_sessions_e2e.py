@@ -32,7 +32,8 @@ from tests.support.scripted_model import (
     system_text,
     tool_pairing_refusal,
 )
-from tests.test_flush_e2e import daily, is_extraction, wait_until
+from tests.support.waiting import wait_until
+from tests.test_flush_e2e import daily, is_extraction
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 

@@ -9,17 +9,9 @@ import pytest
 
 from mindroom import tasks
 from mindroom.tasks import TaskSupervisor
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.asyncio
-
-
-async def wait_until(condition, timeout: float = 5.0) -> None:
-    """Poll ``condition`` (cheap, in-process state) until it holds; fail after ``timeout``."""
-    async with asyncio.timeout(timeout):
-        while True:
-            if condition():
-                return
-            await asyncio.sleep(0.01)
 
 
 async def test_a_failing_service_is_logged_at_once_and_restarted(

@@ -272,15 +272,6 @@ class Human:
         await self.client.close()
 
 
-async def eventually(check: Callable[[], bool], timeout: float = 15.0) -> None:
-    """Poll ``check`` (cheap, in-process state) until it holds; TimeoutError after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError("not reached in time")
-        await asyncio.sleep(0.1)
-
-
 # The state event that makes a room end-to-end encrypted (what Element creates DMs with).
 ENCRYPTION_STATE = {
     "type": "m.room.encryption",
