@@ -235,10 +235,13 @@ def test_memory_search_hybrid_table_follows_the_keyword_one_and_re_embeds_the_ch
 
 
 def test_structured_memory_bench_times_memory_query_against_the_store_search(
-    tmp_path: Path,
+    data: Path, tmp_path: Path
 ) -> None:
-    """The bench runs the tool's own path on a small scope and ends with its figure line."""
+    """The bench runs the tool's own path on a small scope and ends with its figure line (its
+    validator reads the tiny LoCoMo-shaped file, never the default data outside the
+    repository)."""
     args = ["--entries", "700", "--queries", "20", "--links", "10", "--conversations", "1"]
+    args += ["--data", str(data)]
     lines = run_bench("structured_memory.py", *args, cwd=tmp_path)
     assert lines[0].startswith("entries: 700  index built in ")
     assert re.fullmatch(r"queries: 20 \(\d+ with results\)", lines[1]), lines[1]
