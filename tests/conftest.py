@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from mindroom.memory.scope import MemoryScope
 from mindroom.memory.search.index import MemoryIndex
 from tests.support.dashboard import browser, dashboard  # noqa: F401 (fixtures)
 from tests.support.harness import BotHarness, BotProcess, CredentialCache, Human
-from tests.support.postgres import ledger_target, postgres  # noqa: F401 (fixtures)
+from tests.support.postgres import PostgresServer, binaries
 from tests.support.scripted_model import ScriptedModel
 
 os.environ["AGNO_TELEMETRY"] = "false"
@@ -154,3 +156,28 @@ def file_memory(tmp_path: Path, root: Path) -> Iterator[FileMemory]:
     memory = FileMemory(MemoryScope("agent_test", root, tmp_path / "state"))
     yield memory
     memory.close()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A PostgreSQL server for the session (skipped without the binaries, except in CI)."""
+    if binaries() is None:
+        if os.environ.get("CI"):
+            pytest.fail("no PostgreSQL binaries: .ci/run installs Debian's postgresql package")
+        pytest.skip("no PostgreSQL binaries (apt-get install postgresql)")
+    folder = Path(tempfile.mkdtemp(prefix="mindroom-pg-"))  # /tmp: the postgres user reaches it
+    server = PostgresServer(folder).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def ledger_target(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """Each of the ledger's databases in turn: a SQLite file, then a new PostgreSQL database."""
+    if request.param == "sqlite":
+        return tmp_path / "ledger.db"
+    server: PostgresServer = request.getfixturevalue("postgres")
+    return server.database()

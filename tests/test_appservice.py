@@ -35,7 +35,6 @@ from mindroom.config.schema import AppserviceConfig
 from mindroom.dashboard.ops import health
 from mindroom.errors import MatrixError
 from mindroom.store.ledger import Ledger
-from tests.support.dashboard import free_port
 from tests.support.harness import (
     BotHarness,
     CredentialCache,
@@ -45,6 +44,7 @@ from tests.support.harness import (
     relation,
     unique,
 )
+from tests.support.network import free_port
 from tests.support.postgres import PostgresServer
 from tests.support.scripted_model import ScriptedModel, last_user_text
 from tests.support.waiting import wait_until

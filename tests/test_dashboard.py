@@ -16,8 +16,9 @@ import pytest
 from mindroom.cli.main import main
 from mindroom.dashboard.access import COOKIE, TOKEN_FILE
 from mindroom.dashboard.server import Dashboard
-from tests.support.dashboard import SECRET, form_of, free_port, signed_in, start_dashboard
+from tests.support.dashboard import SECRET, form_of, signed_in, start_dashboard
 from tests.support.harness import BotHarness, BotProcess, Human, config_text
+from tests.support.network import free_port
 from tests.support.scripted_model import Reply, ScriptedModel
 from tests.support.waiting import wait_until
 

@@ -14,8 +14,8 @@ import pytest
 from mindroom.cli.main import JsonLogFormatter
 from mindroom.dashboard.metrics import Metrics
 from mindroom.dashboard.ops import OpsServer
-from tests.support.dashboard import free_port
 from tests.support.harness import BotHarness, BotProcess, Human, config_text
+from tests.support.network import free_port
 from tests.support.scripted_model import Reply, ScriptedModel
 
 

@@ -26,8 +26,9 @@ from mindroom.sessions.book import SessionRecord
 from mindroom.store.database import DatabaseError
 from mindroom.store.ledger import Ledger
 from mindroom.store.ledger_schema import MIGRATIONS
-from tests.support.dashboard import free_port, signed_in, start_dashboard
+from tests.support.dashboard import signed_in, start_dashboard
 from tests.support.harness import BotHarness, Human, config_text, relation, unique
+from tests.support.network import free_port
 from tests.support.postgres import PostgresServer
 from tests.support.scripted_model import ScriptedModel, all_text, last_user_text
 

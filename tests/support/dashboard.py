@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import socket
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -15,15 +14,10 @@ import yaml
 
 from mindroom.dashboard.server import Dashboard
 from tests.support.harness import BotHarness, config_text
+from tests.support.network import free_port
 from tests.support.scripted_model import ScriptedModel
 
 SECRET = "sk-test-0123456789abcdefghijklmnop"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def commented_config(model: ScriptedModel) -> str:

@@ -3,6 +3,9 @@ on a free loopback port (``.ci/run`` installs the ``postgresql`` package when it
 
 As root (CI, this machine) the server runs as the ``postgres`` user, which refuses nothing
 the tests do: ``initdb`` will not run as root.
+
+Standard library only (no pytest), so the benches start their servers with it too; the
+``postgres`` and ``ledger_target`` fixtures are in ``tests/conftest.py``.
 """
 
 from __future__ import annotations
@@ -12,14 +15,10 @@ import importlib.util
 import os
 import shutil
 import subprocess
-import tempfile
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from tests.support.dashboard import free_port
+from tests.support.network import free_port
 
 
 def binaries() -> Path | None:
@@ -108,28 +107,3 @@ class PostgresServer:
             name,
         )
         return self.url(name)
-
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[PostgresServer]:
-    """A PostgreSQL server for the session (skipped without the binaries, except in CI)."""
-    if binaries() is None:
-        if os.environ.get("CI"):
-            pytest.fail("no PostgreSQL binaries: .ci/run installs Debian's postgresql package")
-        pytest.skip("no PostgreSQL binaries (apt-get install postgresql)")
-    folder = Path(tempfile.mkdtemp(prefix="mindroom-pg-"))  # /tmp: the postgres user reaches it
-    server = PostgresServer(folder).start()
-    try:
-        yield server
-    finally:
-        server.stop()
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def ledger_target(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
-    """Each of the ledger's databases in turn: a SQLite file, then a new PostgreSQL database."""
-    if request.param == "sqlite":
-        return tmp_path / "ledger.db"
-    server: PostgresServer = request.getfixturevalue("postgres")
-    return server.database()
