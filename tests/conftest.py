@@ -21,6 +21,7 @@ from mindroom.memory.search.index import MemoryIndex
 from tests.support.dashboard import browser, dashboard  # noqa: F401 (fixtures)
 from tests.support.harness import BotHarness, BotProcess, CredentialCache, Human
 from tests.support.postgres import PostgresServer, binaries
+from tests.support.reaper import pytest_configure  # noqa: F401 (hook: no process outlives the run)
 from tests.support.scripted_model import ScriptedModel
 
 os.environ["AGNO_TELEMETRY"] = "false"
