@@ -53,11 +53,33 @@ SLOW = {
 }
 
 
+# The fixtures that start a server (the homeserver, the scripted model's HTTP server, PostgreSQL;
+# ``ledger_target`` asks for PostgreSQL when its turn comes). A test whose fixtures need one of
+# them, directly or through another (``bot``, ``human``, ``model``, ``dashboard`` ...), is an
+# integration test; tests/unit holds none of those.
+SERVER_FIXTURES = frozenset({"synapse", "model_server", "postgres", "ledger_target"})
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``slow`` from :data:`SLOW`, ``integration`` (and ``synapse``) from the fixtures a
+    test uses and the folder it is in; a test in tests/unit that needs a server stops the run."""
+    misplaced = []
     for item in items:
         name = getattr(item, "originalname", item.name)
         if name in SLOW.get(item.path.name, ()):
             item.add_marker(pytest.mark.slow)
+        servers = SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        if "synapse" in servers:
+            item.add_marker(pytest.mark.synapse)
+        if servers or item.path.parent.name == "integration":
+            item.add_marker(pytest.mark.integration)
+        if servers and item.path.parent.name == "unit":
+            misplaced.append(f"  {item.nodeid}: {', '.join(sorted(servers))}")
+    if misplaced:
+        raise pytest.UsageError(
+            "tests in tests/unit that need a server (move them to tests/integration):\n"
+            + "\n".join(misplaced)
+        )
 
 
 @pytest.fixture(scope="session")
