@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mindroom.memory.files.store import FileMemory  # noqa: E402
 from mindroom.memory.scope import MemoryScope  # noqa: E402
-from tests.big_memory import daily_entries  # noqa: E402
+from tests.support.big_memory import daily_entries  # noqa: E402
 
 QUERY = "birthday gift for Mia"
 

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import nio  # noqa: E402
 
 from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver  # noqa: E402
-from tests.harness import (  # noqa: E402
+from tests.support.harness import (  # noqa: E402
     BotProcess,
     CredentialCache,
     Human,
@@ -33,7 +33,7 @@ from tests.harness import (  # noqa: E402
     config_text,
     relation,
 )
-from tests.scripted_model import ScriptedModel  # noqa: E402
+from tests.support.scripted_model import ScriptedModel  # noqa: E402
 
 
 def rss_mb(pid: int) -> float:

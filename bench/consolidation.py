@@ -84,8 +84,8 @@ from mindroom.memory.jobs.consolidate.records import ConsolidationRecords, db_pa
 from mindroom.memory.jobs.consolidate.run import consolidate_memory  # noqa: E402
 from mindroom.memory.jobs.consolidate.scope_pass import ScopeReport  # noqa: E402
 from mindroom.memory.scope import MemoryScope  # noqa: E402
-from tests.scripted_judge import judge_handler  # noqa: E402
-from tests.scripted_model import ScriptedModel  # noqa: E402
+from tests.support.scripted_judge import judge_handler  # noqa: E402
+from tests.support.scripted_model import ScriptedModel  # noqa: E402
 
 # -- the run -----------------------------------------------------------------------------------
 

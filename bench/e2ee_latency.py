@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import nio  # noqa: E402
 
 from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver  # noqa: E402
-from tests.harness import (  # noqa: E402
+from tests.support.harness import (  # noqa: E402
     DECRYPTED,
     BotProcess,
     CredentialCache,
@@ -36,7 +36,7 @@ from tests.harness import (  # noqa: E402
     config_text,
     joined,
 )
-from tests.scripted_model import ScriptedModel, last_user_text  # noqa: E402
+from tests.support.scripted_model import ScriptedModel, last_user_text  # noqa: E402
 
 
 async def reply_time(human: Human, room_id: str, text: str) -> tuple[float, dict]:

@@ -26,8 +26,8 @@ from mindroom.adapters.agno.runner import AgentRuntime, TurnRequest  # noqa: E40
 from mindroom.config import parse_config  # noqa: E402
 from mindroom.memory.flush.loop import FlushWorker  # noqa: E402
 from mindroom.memory.registry import MemoryRegistry  # noqa: E402
-from tests.harness import config_text  # noqa: E402
-from tests.scripted_model import ScriptedModel, all_text, system_text  # noqa: E402
+from tests.support.harness import config_text  # noqa: E402
+from tests.support.scripted_model import ScriptedModel, all_text, system_text  # noqa: E402
 
 
 def handler(request: dict) -> str:

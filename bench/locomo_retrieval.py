@@ -31,10 +31,10 @@ without embedder support says so and exits.
 conversation, and searches with the same call; mem0 needs an embedder, so it uses the local
 default one. Before the two final lines it prints, as ``#`` lines, mem0's add latency
 (verbatim), the latency of an add with mem0's own extraction (``infer=True``: one model call,
-answered at once by the scripted model of ``tests/scripted_model.py``, so what is measured is
-mem0's own work around the call), mem0's search latency, and the file backend's scores and
-search latency in the same run with the same embedder. ``--backend file`` prints its search
-latency too. With an embedder, the keyword-only baseline (the file backend without one) is
+answered at once by the scripted model of ``tests/support/scripted_model.py``, so what is
+measured is mem0's own work around the call), mem0's search latency, and the file backend's
+scores and search latency in the same run with the same embedder. ``--backend file`` prints its
+search latency too. With an embedder, the keyword-only baseline (the file backend without one) is
 measured in the same run and printed as ``# keyword-only ...`` lines. Latencies are wall times
 of the product's async calls, in ms.
 
@@ -74,8 +74,8 @@ from locomo import (
 from mindroom.adapters.agno.extraction import ChatLine
 from mindroom.config.schema import Config
 from mindroom.memory.mem0 import Mem0Memory
-from tests.postgres import PostgresServer
-from tests.scripted_model import ScriptedModel, last_user_text
+from tests.support.postgres import PostgresServer
+from tests.support.scripted_model import ScriptedModel, last_user_text
 
 TOP = 10
 EXTRACTIONS = 20  # adds with mem0's extraction per conversation (after its questions)

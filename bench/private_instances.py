@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from mindroom.adapters.agno.runner import AgentRuntime, TurnRequest  # noqa: E402
 from mindroom.config import parse_config  # noqa: E402
 from mindroom.memory.registry import MemoryRegistry  # noqa: E402
-from tests.harness import config_text  # noqa: E402
-from tests.scripted_model import ScriptedModel  # noqa: E402
+from tests.support.harness import config_text  # noqa: E402
+from tests.support.scripted_model import ScriptedModel  # noqa: E402
 
 
 def descriptors() -> int:

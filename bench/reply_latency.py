@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import nio  # noqa: E402
 
 from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver  # noqa: E402
-from tests.harness import BotProcess, CredentialCache, Human, config_text  # noqa: E402
-from tests.scripted_model import ScriptedModel  # noqa: E402
+from tests.support.harness import BotProcess, CredentialCache, Human, config_text  # noqa: E402
+from tests.support.scripted_model import ScriptedModel  # noqa: E402
 
 
 async def round_trips(sender: Human, receiver: Human, room_id: str, n: int) -> list[float]:

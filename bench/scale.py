@@ -44,8 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from mindroom.adapters.matrix.appservice import write_registration  # noqa: E402
 from mindroom.adapters.matrix.homeserver import PID_FILE, EmbeddedHomeserver  # noqa: E402
 from mindroom.config.schema import AppserviceConfig  # noqa: E402
-from tests.harness import BotProcess, CredentialCache, Human, answers, config_text  # noqa: E402
-from tests.scripted_model import ScriptedModel  # noqa: E402
+from tests.support.harness import BotProcess, CredentialCache, Human, answers, config_text  # noqa: E402
+from tests.support.scripted_model import ScriptedModel  # noqa: E402
 
 PER_ROOM = 10
 TICK = os.sysconf("SC_CLK_TCK")
@@ -208,7 +208,7 @@ async def run_shared(
 ) -> tuple[Burst, Burst]:
     """One process holding every agent, then two holding half each, on one PostgreSQL (in
     appservice mode both listen on the registration's one port)."""
-    from tests.postgres import PostgresServer
+    from tests.support.postgres import PostgresServer
 
     folder = Path(tempfile.mkdtemp(prefix="mindroom-pg-"))  # /tmp: the postgres user reaches it
     database = PostgresServer(folder).start()

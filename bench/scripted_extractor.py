@@ -2,7 +2,7 @@
 
 The bench runs the product's real extraction turn (``extract_facts``: the prompt, Agno, the
 OpenAI-compatible HTTP client, the answer parser) against a local scripted model, the test
-suite's :class:`tests.scripted_model.ScriptedModel`. This module is that model's handler: it
+suite's :class:`tests.support.scripted_model.ScriptedModel`. This module is that model's handler: it
 reads the transcript of the prompt and answers as an extractor that does what the prompt asks,
 mechanically: each message of a person (small talk of fewer than four words skipped) becomes
 facts of at most two of its sentences, tagged ``[general]``, rewritten in the third person

@@ -47,8 +47,8 @@ from mindroom.memory.registry import MemoryRegistry  # noqa: E402
 from mindroom.memory.search.session_index import TranscriptMessage  # noqa: E402
 from mindroom.memory.search.session_source import close_all, index_transcript  # noqa: E402
 from mindroom.sessions.transcripts import TranscriptIndexer  # noqa: E402
-from tests.harness import config_text  # noqa: E402
-from tests.scripted_model import ScriptedModel  # noqa: E402
+from tests.support.harness import config_text  # noqa: E402
+from tests.support.scripted_model import ScriptedModel  # noqa: E402
 
 PERSON = "@ada:example.org"
 

@@ -32,7 +32,7 @@ from agno.run.base import RunStatus  # noqa: E402
 from agno.session import AgentSession  # noqa: E402
 
 from mindroom.adapters.agno.session_stores import SessionStores  # noqa: E402
-from tests.postgres import PostgresServer  # noqa: E402
+from tests.support.postgres import PostgresServer  # noqa: E402
 
 
 def conversation(runs: int) -> AgentSession:

@@ -132,7 +132,7 @@ def validator_rate(data: Path, conversations: int) -> tuple[float, int, Counter[
     from mindroom.adapters.agno.extraction import ChatLine, extract_facts
     from mindroom.adapters.agno.models import build_model
     from mindroom.config.schema import ModelConfig
-    from tests.scripted_model import ScriptedModel
+    from tests.support.scripted_model import ScriptedModel
 
     reasons: Counter[str] = Counter()
     verdicts = []

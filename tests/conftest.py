@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -16,10 +18,11 @@ from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.scope import MemoryScope
 from mindroom.memory.search.index import MemoryIndex
-from tests.dashboard_fixtures import browser, dashboard  # noqa: F401 (fixtures)
-from tests.harness import BotHarness, BotProcess, CredentialCache, Human
-from tests.postgres import ledger_target, postgres  # noqa: F401 (fixtures)
-from tests.scripted_model import ScriptedModel
+from tests.support.dashboard import browser, dashboard  # noqa: F401 (fixtures)
+from tests.support.harness import BotHarness, BotProcess, CredentialCache, Human
+from tests.support.postgres import PostgresServer, binaries
+from tests.support.reaper import pytest_configure  # noqa: F401 (hook: no process outlives the run)
+from tests.support.scripted_model import ScriptedModel
 
 os.environ["AGNO_TELEMETRY"] = "false"
 # The tests must never reach a real model or homeserver by accident.
@@ -50,11 +53,33 @@ SLOW = {
 }
 
 
+# The fixtures that start a server (the homeserver, the scripted model's HTTP server, PostgreSQL;
+# ``ledger_target`` asks for PostgreSQL when its turn comes). A test whose fixtures need one of
+# them, directly or through another (``bot``, ``human``, ``model``, ``dashboard`` ...), is an
+# integration test; tests/unit holds none of those.
+SERVER_FIXTURES = frozenset({"synapse", "model_server", "postgres", "ledger_target"})
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``slow`` from :data:`SLOW`, ``integration`` (and ``synapse``) from the fixtures a
+    test uses and the folder it is in; a test in tests/unit that needs a server stops the run."""
+    misplaced = []
     for item in items:
         name = getattr(item, "originalname", item.name)
         if name in SLOW.get(item.path.name, ()):
             item.add_marker(pytest.mark.slow)
+        servers = SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        if "synapse" in servers:
+            item.add_marker(pytest.mark.synapse)
+        if servers or item.path.parent.name == "integration":
+            item.add_marker(pytest.mark.integration)
+        if servers and item.path.parent.name == "unit":
+            misplaced.append(f"  {item.nodeid}: {', '.join(sorted(servers))}")
+    if misplaced:
+        raise pytest.UsageError(
+            "tests in tests/unit that need a server (move them to tests/integration):\n"
+            + "\n".join(misplaced)
+        )
 
 
 @pytest.fixture(scope="session")
@@ -154,3 +179,28 @@ def file_memory(tmp_path: Path, root: Path) -> Iterator[FileMemory]:
     memory = FileMemory(MemoryScope("agent_test", root, tmp_path / "state"))
     yield memory
     memory.close()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A PostgreSQL server for the session (skipped without the binaries, except in CI)."""
+    if binaries() is None:
+        if os.environ.get("CI"):
+            pytest.fail("no PostgreSQL binaries: .ci/run installs Debian's postgresql package")
+        pytest.skip("no PostgreSQL binaries (apt-get install postgresql)")
+    folder = Path(tempfile.mkdtemp(prefix="mindroom-pg-"))  # /tmp: the postgres user reaches it
+    server = PostgresServer(folder).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def ledger_target(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """Each of the ledger's databases in turn: a SQLite file, then a new PostgreSQL database."""
+    if request.param == "sqlite":
+        return tmp_path / "ledger.db"
+    server: PostgresServer = request.getfixturevalue("postgres")
+    return server.database()

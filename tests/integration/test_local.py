@@ -1,0 +1,91 @@
+"""The README's first command: ``mindroom run --local`` and ``mindroom chat``, as real processes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.harness import REPO
+from tests.support.scripted_model import ScriptedModel, last_user_text
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def wait_for_line(log: Path, text: str, proc: subprocess.Popen[bytes], timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        content = log.read_text() if log.exists() else ""
+        if text in content:
+            return content
+        if proc.poll() is not None:
+            raise AssertionError(f"mindroom exited with {proc.returncode}:\n{content}")
+        time.sleep(0.1)
+    raise AssertionError(f"{text!r} not printed within {timeout} s:\n{log.read_text()}")
+
+
+def test_local_default_runs_and_the_terminal_chat_gets_an_answer(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
+    env = dict(os.environ, OPENAI_BASE_URL=model.base_url, MINDROOM_MODEL="scripted")
+    model.push("Hello from the local default!")
+    log = tmp_path / "run.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mindroom", "run", "--local", "--port", "0"],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        printed = wait_for_line(log, "mindroom is running", proc, 90)
+        assert "user:       @user:localhost" in printed
+        assert "password:" in printed
+        assert "homeserver: http://127.0.0.1:" in printed
+
+        chat = subprocess.run(
+            [sys.executable, "-m", "mindroom", "chat", "--timeout", "30", "@general hi there"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        assert chat.returncode == 0, chat.stdout + chat.stderr
+        assert "General: Hello from the local default!" in chat.stdout
+        assert last_user_text(model.requests[0]).endswith("@general hi there")
+        assert (tmp_path / "mindroom_data" / "local_user.json").stat().st_mode & 0o777 == 0o600
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(30)
+    assert code == 0, log.read_text()
+    assert "Homeserver" in log.read_text()
+    assert "stopped" in log.read_text()
+
+
+def test_port_in_use_error_names_the_port_option(tmp_path: Path) -> None:
+    shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "mindroom", "run", "--local", "--port", str(port)],
+            cwd=tmp_path,
+            env=dict(os.environ, OPENAI_BASE_URL="http://127.0.0.1:9/v1"),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"port {port} is in use" in result.stderr
+    assert "choose another with --port N" in result.stderr

@@ -1,0 +1,231 @@
+"""A reply cut short never stays cut short: resumed after kill -9, finished when its agent goes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+from mindroom.adapters.matrix.reply import FIRST_POST_DELAY_S, INTERRUPTED_NOTE, ReplyWriter
+from mindroom.adapters.matrix.send import IN_PROGRESS_MARKER
+from mindroom.store.ledger import Ledger
+from tests.integration.test_exactly_once import (
+    answers_to,
+    restart,
+    start_process,
+    wait_until_answered,
+)
+from tests.integration.test_reload import write
+from tests.support.harness import (
+    BotHarness,
+    BotProcess,
+    Event,
+    Human,
+    config_text,
+    relation,
+    unique,
+)
+from tests.support.scripted_model import Reply, ScriptedModel
+
+pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
+
+SLOW = 0.5  # seconds between streamed chunks: the stream outlasts the test's reaction
+
+
+def latest_body(human: Human, message: Event) -> str:
+    """What ``message`` shows now: the body of its last edit, else its own."""
+    edits = human.edits_of(message["event_id"])
+    if edits:
+        return edits[-1]["content"]["m.new_content"]["body"]
+    return message["content"]["body"]
+
+
+def is_partial_answer(human: Human, room_id: str, asked: str):  # noqa: ANN201
+    return lambda e: (
+        e.get("room_id") == room_id
+        and e.get("type") == "m.room.message"
+        and e.get("sender") != human.user_id
+        and relation(e).get("m.in_reply_to", {}).get("event_id") == asked
+        and relation(e).get("rel_type") != "m.replace"
+        and e["content"]["body"].endswith(IN_PROGRESS_MARKER)
+    )
+
+
+@pytest.mark.timeout(300)  # many replies; slow on a loaded machine
+async def test_a_reply_killed_while_streaming_is_finished_in_place_after_restart(
+    bot_process: BotProcess, human: Human, model: ScriptedModel
+) -> None:
+    rounds = 3
+    room = unique("solo")
+    await start_process(bot_process, config_text(model.base_url, {"general": {"rooms": [room]}}))
+    room_id = await human.join(f"#{room}:localhost")
+
+    for round_no in range(rounds):
+        killed = " ".join(f"killed{round_no}w{i}" for i in range(40))
+        final = " ".join(f"final{round_no}w{i}" for i in range(12))
+        model.push(Reply(text=killed, chunks=40, chunk_delay=SLOW))
+        model.push(Reply(text=final, chunks=6, chunk_delay=0.05))
+        asked = await human.send(room_id, f"tell me a long story, round {round_no}")
+        partial = await human.wait_for(is_partial_answer(human, room_id, asked), timeout=30)
+        await bot_process.stop(signal.SIGKILL)  # mid-stream: the message shows "... ⋯"
+        await restart(bot_process)
+
+        await human.wait_for(
+            lambda e, event_id=partial["event_id"], text=final: (
+                relation(e).get("rel_type") == "m.replace"
+                and relation(e).get("event_id") == event_id
+                and e["content"]["m.new_content"]["body"] == text
+            ),
+            timeout=30,
+        )
+        await wait_until_answered(bot_process.storage, [asked])
+        # a later message answered proves every event of this reply reached the human
+        model.push("noted")
+        sentinel = await human.send(room_id, f"thanks, round {round_no}")
+        await human.wait_for_reply(room_id, sentinel, timeout=30)
+
+        assert [e["event_id"] for e in answers_to(human, room_id, asked)] == [partial["event_id"]]
+        assert latest_body(human, partial) == final
+
+
+async def test_an_agent_removed_mid_answer_leaves_a_finished_message(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    room = unique("live")
+    doc = json.loads(
+        config_text(
+            model.base_url,
+            {"general": {"rooms": [room]}, "coder": {"role": "Writes code.", "rooms": [room]}},
+        )
+    )
+    room_id = await bot.start_in_room(json.dumps(doc), room, human)
+    coder = bot.bot.agents["coder"].user_id
+    model.push(Reply(text=" ".join(f"word{i}" for i in range(60)), chunks=60, chunk_delay=SLOW))
+    asked = await human.send(room_id, "@coder write a long poem", mention=[coder])
+    partial = await human.wait_for(is_partial_answer(human, room_id, asked), timeout=30)
+    assert partial["sender"] == coder
+
+    del doc["agents"]["coder"]
+    write(bot, doc)
+    ended = await human.wait_for(
+        lambda e: (
+            relation(e).get("rel_type") == "m.replace"
+            and relation(e).get("event_id") == partial["event_id"]
+            and not e["content"]["m.new_content"]["body"].endswith(IN_PROGRESS_MARKER)
+        ),
+        timeout=30,
+    )
+    await human.wait_for(
+        lambda e: (
+            e.get("type") == "m.room.member"
+            and e.get("state_key") == coder
+            and e["content"].get("membership") == "leave"
+        )
+    )
+    assert ended["content"]["m.new_content"]["body"].endswith(INTERRUPTED_NOTE)
+    assert "word0" in ended["content"]["m.new_content"]["body"]
+    assert latest_body(human, partial) == ended["content"]["m.new_content"]["body"]
+    await wait_until_answered(bot.storage, [asked], status="failed")  # not left to resume
+
+
+class CrashAfterSend(Exception):
+    """Stands for the process dying between a post and the record of its event ID."""
+
+
+class DiesBeforeRecording:
+    """The real ledger, except that the process 'dies' before a posted part is recorded."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    async def reply_parts(self, trigger_id: str, agent: str) -> dict[int, str | None]:
+        return await self.ledger.reply_parts(trigger_id, agent)
+
+    async def begin_reply_part(self, trigger_id: str, agent: str, part: int) -> None:
+        await self.ledger.begin_reply_part(trigger_id, agent, part)
+
+    async def record_reply_part(
+        self, trigger_id: str, agent: str, part: int, event_id: str
+    ) -> None:
+        raise CrashAfterSend(event_id)
+
+
+async def test_a_post_whose_event_id_was_never_recorded_is_found_and_edited_not_repeated(
+    bot: BotHarness, human: Human, model: ScriptedModel, tmp_path: Path
+) -> None:
+    room = unique("solo")
+    room_id = await bot.start_in_room(
+        config_text(model.base_url, {"general": {"rooms": [room]}}), room, human
+    )
+    account = bot.bot.agents["general"]
+    asked = await human.send(room_id, "root", msgtype="m.notice")  # the bot answers no notice
+    ledger = await Ledger.open(tmp_path / "ledger.db")
+    try:
+        first = ReplyWriter(
+            account,
+            room_id,
+            thread_root=asked,
+            reply_to=asked,
+            agent="general",
+            posted=DiesBeforeRecording(ledger),
+        )
+        await first.update("the first words")  # starts the clock, posts nothing yet
+        await asyncio.sleep(FIRST_POST_DELAY_S + 0.05)  # past it, the next update posts
+        with pytest.raises(CrashAfterSend):
+            await first.update("the first words of a long answer")
+        assert await ledger.reply_parts(asked, "general") == {0: None}
+
+        resumed = ReplyWriter(
+            account, room_id, thread_root=asked, reply_to=asked, agent="general", posted=ledger
+        )
+        await resumed.finish("the whole answer, resumed")
+    finally:
+        await ledger.close()
+
+    message = await human.wait_for(lambda e: e.get("event_id") == resumed.event_ids[0])
+    await human.wait_for(
+        lambda e: (
+            relation(e).get("event_id") == message["event_id"]
+            and e["content"].get("m.new_content", {}).get("body") == "the whole answer, resumed"
+        )
+    )
+    assert message["content"]["body"].endswith(IN_PROGRESS_MARKER)  # the first run's post
+    assert [e["event_id"] for e in answers_to(human, room_id, asked)] == [message["event_id"]]
+    assert latest_body(human, message) == "the whole answer, resumed"
+
+
+async def test_a_reply_cut_short_by_shutdown_says_so_and_is_finished_by_the_next_start(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    room = unique("solo")
+    room_id = await bot.start_in_room(
+        config_text(model.base_url, {"general": {"rooms": [room]}}), room, human
+    )
+    model.push(Reply(text=" ".join(f"word{i}" for i in range(80)), chunks=80, chunk_delay=SLOW))
+    model.push("the answer after the restart")
+    asked = await human.send(room_id, "a long answer, please")
+    partial = await human.wait_for(is_partial_answer(human, room_id, asked), timeout=30)
+
+    await bot.stop()  # outlasts the shutdown grace: the answer is cancelled
+    interrupted = await human.wait_for(
+        lambda e: (
+            relation(e).get("event_id") == partial["event_id"]
+            and e["content"].get("m.new_content", {}).get("body", "").endswith(INTERRUPTED_NOTE)
+        )
+    )
+    await wait_until_answered(bot.storage, [asked], status="claimed")  # left to resume
+
+    await bot.start()
+    await human.wait_for(
+        lambda e: (
+            relation(e).get("event_id") == partial["event_id"]
+            and e["content"].get("m.new_content", {}).get("body") == "the answer after the restart"
+        )
+    )
+    await wait_until_answered(bot.storage, [asked])
+    assert "word0" in interrupted["content"]["m.new_content"]["body"]
+    assert [e["event_id"] for e in answers_to(human, room_id, asked)] == [partial["event_id"]]
+    assert latest_body(human, partial) == "the answer after the restart"

@@ -1,0 +1,268 @@
+"""``mindroom memory ...``: the CLI on real files, with a config in a temporary folder."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mindroom.cli.main import main
+from mindroom.memory.files.markdown import parse_entries
+from mindroom.memory.files.protocol import read_text
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.scope import agent_scope
+
+REPO = Path(__file__).resolve().parents[2]
+ID = re.compile(r"m-[0-9a-f]{8}")
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "config.yaml"
+    shutil.copy(REPO / "config.yaml", path)
+    shutil.copytree(REPO / "mind_template", tmp_path / "mind_template")
+    return path
+
+
+@pytest.fixture
+def cli(config: Path, capsys: pytest.CaptureFixture[str]):
+    def run(action: str, *args: str, agent: str = "general") -> tuple[int, str, str]:
+        code = main(["memory", action, "--config", str(config), "--agent", agent, *args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def root_of(config: Path, agent: str = "general") -> Path:
+    return config.parent / "agents" / agent / "workspace"
+
+
+def entries(config: Path, relative: str = "MEMORY.md"):
+    return parse_entries(read_text(root_of(config) / relative), relative)
+
+
+def test_add_writes_memory_md_and_prints_the_new_entry(cli, config: Path) -> None:
+    code, out, _ = cli("add", "Alice prefers oolong tea")
+
+    assert code == 0
+    [entry] = entries(config)
+    assert entry.text == "Alice prefers oolong tea"
+    assert out == f"added {entry.id}  MEMORY.md:1  Alice prefers oolong tea\n"
+
+
+def test_add_with_file_writes_that_file(cli, config: Path) -> None:
+    code, out, _ = cli("add", "Kiwis are ripe in May", "--file", "topics/fruit.md")
+    assert code == 0
+    assert " topics/fruit.md:1 " in out
+    assert [e.text for e in entries(config, "topics/fruit.md")] == ["Kiwis are ripe in May"]
+    assert not (root_of(config) / "MEMORY.md").exists()
+
+
+def test_list_prints_every_entry_and_a_count(cli, config: Path) -> None:
+    cli("add", "first fact")
+    cli("add", "second fact\nwith a second line")
+    root = root_of(config)
+    with (root / "MEMORY.md").open("a") as handle:
+        handle.write("- a hand-written line\n")
+
+    code, out, _ = cli("list")
+
+    assert code == 0
+    lines = out.splitlines()
+    assert [ID.sub("ID", line.split("  ", 1)[0]) for line in lines[:2]] == ["ID", "ID"]
+    assert lines[0].endswith("  MEMORY.md:1  first fact")
+    assert lines[1].endswith("  MEMORY.md:2  second fact (+1 lines)")
+    assert lines[2].startswith("h-")
+    assert lines[2].endswith("  MEMORY.md:4  a hand-written line")
+    assert lines[3] == f"(3 memories in {root})"
+
+
+def test_search_prints_scored_hits_and_says_when_nothing_matches(cli) -> None:
+    for text in ["Alice likes green tea", "Bob plays violin", "Carol runs", "Dave swims"]:
+        cli("add", text)
+
+    code, out, _ = cli("search", "green tea please")
+    assert code == 0
+    [line] = out.splitlines()
+    assert re.fullmatch(r"0\.\d{1,3}  m-[0-9a-f]{8}  MEMORY\.md:1  Alice likes green tea", line)
+
+    code, out, _ = cli("search", "zeppelin")
+    assert (code, out) == (0, "no memories match 'zeppelin'\n")
+
+
+def test_get_prints_the_whole_entry_with_its_lines(cli, config: Path) -> None:
+    cli("add", "one")
+    cli("add", "two\nthree")
+    entry = entries(config)[1]
+
+    code, out, _ = cli("get", entry.id)
+
+    assert code == 0
+    assert out == f"{entry.id}  MEMORY.md:2-3  created={entry.fields.created}\ntwo\nthree\n"
+
+
+def test_get_of_an_unknown_id_fails_with_exit_code_1(cli) -> None:
+    code, out, _ = cli("get", "m-deadbeef")
+    assert code == 1
+    assert out == "mindroom memory: no memory with id 'm-deadbeef' (search or list to find ids)\n"
+
+
+def test_history_and_restore_after_a_deletion(cli, config: Path) -> None:
+    cli("add", "keep")
+    cli("add", "delete me later")
+    gone = entries(config)[1]
+    memory = FileMemory(agent_scope(config.parent, "general"))
+    try:
+        memory.delete_sync(gone.id, actor="agent")
+    finally:
+        memory.close()
+    assert [e.text for e in entries(config)] == ["keep"]
+
+    code, out, _ = cli("history", gone.id)
+    assert code == 0
+    lines = out.splitlines()
+    assert len(lines) == 2
+    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  cli    add      ", lines[0])
+    assert lines[0].endswith(f"{gone.id}  MEMORY.md  'delete me later'")
+    assert " agent  delete   " in lines[1]
+
+    code, out, _ = cli("restore", gone.id)
+    assert code == 0
+    assert out == f"restored {gone.id}  MEMORY.md:2  delete me later\n"
+    assert [(e.id, e.text) for e in entries(config)][1] == (gone.id, "delete me later")
+
+    code, out, _ = cli("history")
+    assert code == 0
+    assert [line.split()[3] for line in out.splitlines()] == ["add", "add", "delete", "restore"]
+
+    code, out, _ = cli("restore", gone.id)
+    assert code == 1
+    assert "already in MEMORY.md" in out
+
+
+def test_history_of_a_fresh_memory_says_so(cli) -> None:
+    assert cli("history") == (0, "no history yet\n", "")
+
+
+def test_reindex_counts_every_entry_and_restores_search_after_the_db_is_lost(
+    cli, config: Path
+) -> None:
+    cli("add", "kiwi fact")
+    cli("add", "mango fact", "--file", "topics/fruit.md")
+    (root_of(config) / "memory").mkdir()
+    (root_of(config) / "memory" / "2024-05-03.md").write_text("# Today\n- hand kiwi\n")
+    state = config.parent / "mindroom_data" / "memory" / "agent_general"
+    for db in state.glob("index.db*"):
+        db.unlink()
+
+    code, out, _ = cli("reindex")
+
+    assert code == 0
+    assert out == (
+        f"reindexed 3 memories from {root_of(config)}\n"
+        "embedded 3 memories with sentence-transformers/all-MiniLM-L6-v2\n"
+    )
+    code, out, _ = cli("search", "kiwi")
+    assert len(out.splitlines()) == 2
+
+
+def test_reindex_rebuilds_the_vector_index_like_the_incremental_one(
+    cli, config: Path, local_embedder
+) -> None:
+    cli("add", "Alice prefers oolong tea")
+    cli("add", "The garage door sticks", "--file", "topics/house.md")
+    scope = agent_scope(config.parent, "general")
+    incremental = FileMemory(scope, local_embedder)
+    try:
+        assert incremental.vectors is not None
+        incremental.vectors.sync()
+        (root_of(config) / "topics" / "house.md").write_text("- The garage door squeaks\n")
+        expected = incremental.vectors.snapshot()  # follows the hand edit
+    finally:
+        incremental.close()
+
+    code, out, _ = cli("reindex")
+
+    assert code == 0
+    assert out.endswith("embedded 2 memories with sentence-transformers/all-MiniLM-L6-v2\n")
+    rebuilt = FileMemory(scope, local_embedder)
+    try:
+        assert rebuilt.vectors is not None
+        assert rebuilt.vectors.sync() == 0  # every vector is in the rebuilt index
+        found = rebuilt.vectors.snapshot()
+    finally:
+        rebuilt.close()
+    assert [row[2] for row in found] == ["Alice prefers oolong tea", "The garage door squeaks"]
+    assert [row[:5] for row in found] == [row[:5] for row in expected]
+    for new, old in zip(found, expected, strict=True):
+        assert new[5].tolist() == pytest.approx(old[5].tolist(), abs=1e-5)
+
+
+def test_reindex_with_an_embedder_that_cannot_load_says_so_and_fails(cli, config: Path) -> None:
+    text = config.read_text().replace(
+        "    rooms: [lobby]\n",
+        "    rooms: [lobby]\n    memory_embedder:\n      provider: sentence_transformers\n"
+        "      config: {model: ./missing}\n",
+        1,
+    )
+    assert "memory_embedder" in text
+    cli("add", "Alice prefers oolong tea")
+    config.write_text(text)
+    code, out, _ = cli("reindex")
+    assert code == 1
+    assert out.startswith(f"reindexed 1 memories from {root_of(config)}\n")
+    assert "the vector index was not rebuilt: no sentence-transformers model folder" in out
+
+
+def test_writes_refused_by_the_store_exit_with_code_1(cli, config: Path) -> None:
+    code, out, _ = cli("add", "   ")
+    assert code == 1
+    assert out.startswith("mindroom memory: cannot store an empty memory")
+
+    code, out, _ = cli("add", "sneaky", "--file", "../../escape.md")
+    assert code == 1
+    assert "leaves the memory folder" in out
+    assert not (config.parent / "agents" / "escape.md").exists()
+
+
+def test_unknown_agent_exits_2_and_names_the_agent(cli) -> None:
+    code, out, err = cli("list", agent="nobody")
+    assert code == 2
+    assert out == ""
+    assert "no agent 'nobody'" in err
+    assert "general, mind" in err
+
+
+def test_user_on_a_non_private_agent_is_refused(cli, config: Path) -> None:
+    code, _, err = cli("add", "private thing", "--user", "@alice:example.org", agent="general")
+    assert code == 2
+    assert "not a private companion" in err
+    assert "'general'" in err
+
+
+def test_private_companion_needs_user_and_writes_that_users_root(cli, config: Path) -> None:
+    code, _, err = cli("add", "private thing", agent="mind")
+    assert code == 2
+    assert "--user" in err
+    code, out, _ = cli("add", "alice's secret", "--user", "@alice:example.org", agent="mind")
+    assert code == 0, out
+    private = config.parent / "private_instances"
+    written = list(private.glob("alice_*/mind_data/MEMORY.md"))
+    assert len(written) == 1
+    assert "alice's secret" in written[0].read_text()
+    assert "# About you" in written[0].read_text()  # scaffolded from the template first
+    code, out, _ = cli("list", "--user", "@bob:example.org", agent="mind")
+    assert code == 0
+    assert "alice's secret" not in out
+
+
+def test_storage_option_puts_the_memory_elsewhere(cli, tmp_path: Path, config: Path) -> None:
+    storage = tmp_path / "elsewhere"
+    code, _, _ = cli("add", "stored elsewhere", "--storage", str(storage))
+    assert code == 0
+    written = storage / "agents" / "general" / "workspace" / "MEMORY.md"
+    assert "stored elsewhere" in written.read_text()
+    assert not root_of(config).exists()
