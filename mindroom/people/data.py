@@ -4,7 +4,7 @@ about them, and how to list, export and erase that person's part of it.
 The map is this module's :data:`STORES`, kept in one place on purpose: a reader sees every
 store side by side, export and forget-me (``mindroom memory export|forget --user``, the ``/me``
 download and its forget button) enumerate it and nothing else, and the structural test
-(``tests/test_person_data.py``) checks that every module that opens a database or writes a
+(``tests/unit/test_person_data.py``) checks that every module that opens a database or writes a
 JSONL file is named by a store here (:attr:`PersonStore.modules`) or in :data:`NOT_PERSONAL`
 with the reason. A store added without registering itself fails that test.
 

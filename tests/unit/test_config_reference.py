@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mindroom.config.reference import COMMAND, render
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHECKED_IN = ROOT / "docs" / "reference" / "configuration.md"
 
 

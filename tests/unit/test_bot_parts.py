@@ -9,7 +9,7 @@ import pytest
 
 from mindroom.app.bot import Bot, BotOptions, NotStartedError
 from mindroom.config import parse_config
-from tests.harness import config_text
+from tests.support.harness import config_text
 
 
 def configured(tmp_path: Path) -> Bot:

@@ -17,9 +17,9 @@ from mindroom.dashboard.person import person_link
 from mindroom.dashboard.scopes import PRIVATE, list_scopes
 from mindroom.dashboard.server import Dashboard
 from mindroom.memory.files.store import FileMemory
-from tests.dashboard_fixtures import signed_in, start_dashboard
-from tests.harness import BotHarness, config_text
-from tests.scripted_model import ScriptedModel
+from tests.support.dashboard import signed_in, start_dashboard
+from tests.support.harness import BotHarness, config_text
+from tests.support.scripted_model import ScriptedModel
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 
