@@ -28,13 +28,13 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from agno.tools import Toolkit
 
 from mindroom.errors import MemoryStoreError
+from mindroom.memory.backend import MemoryBackend
 from mindroom.memory.files.fields import EntryFields, check_fields, render_fields
 from mindroom.memory.files.markdown import MemoryEntry
 from mindroom.memory.mem0.memory import MEM0_PATH
 from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.policy.consent import ConsentPending, Person, WriteConsent
 from mindroom.memory.policy.view import AgentView
-from mindroom.memory.registry import ScopeMemory
 from mindroom.memory.search.relations import RelationSettings
 from mindroom.redact import redact_text
 
@@ -145,7 +145,7 @@ class MemoryTools(Toolkit):
 
     def __init__(
         self,
-        memory: ScopeMemory,
+        memory: MemoryBackend,
         actor: str = "tool",
         access: CategoryAccess | None = None,
         relations: RelationSettings | None = None,

@@ -48,6 +48,7 @@ from mindroom.adapters.agno.extraction import ChatLine, next_chunk
 from mindroom.adapters.agno.runner import AgentRuntime
 from mindroom.config.schema import Config
 from mindroom.errors import MemoryAccessError
+from mindroom.memory.backend import MemoryBackend, in_engine, keeps_files
 from mindroom.memory.bounded import Threads
 from mindroom.memory.files.facts import (
     chunk_people,
@@ -74,11 +75,10 @@ from mindroom.memory.flush.state import (
     uses_mem0,
 )
 from mindroom.memory.jobs.insights import after_flush
-from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.policy.consent import KEPT, ConsentPending, WriteConsent
 from mindroom.memory.policy.view import AgentView
-from mindroom.memory.registry import MemoryRegistry, ScopeMemory
+from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.search.relations import RelationSettings
 from mindroom.store.ledger import Ledger, ledger_target
 
@@ -362,7 +362,7 @@ class FlushWorker:
         """Promote durable facts from the daily files into MEMORY.md (append-only, capped)."""
         memory = await asyncio.to_thread(self._memory, entry)
         curation = self.settings.curation
-        if not isinstance(memory, FileMemory):  # mem0 keeps its own memories: no curation
+        if not keeps_files(memory):  # mem0 keeps its own memories: no curation
             return []
         async with self._state() as ledger:
             allowed = await ledger.flush_curation_pass(
@@ -417,7 +417,7 @@ class FlushWorker:
             logger.info("curation promoted %d facts into %s", len(promoted), memory.scope_id)
         return promoted
 
-    def _memory(self, entry: FlushEntry) -> ScopeMemory | None:
+    def _memory(self, entry: FlushEntry) -> MemoryBackend | None:
         if entry.team:
             return self.memories.for_team(list(entry.team), entry.requester)
         if entry.agent in self.config.agents:
@@ -490,12 +490,12 @@ class FlushWorker:
         return FlushResult(done, tuple(written), len(chunk))
 
     async def _write_facts(
-        self, memory: ScopeMemory, claimed: FlushEntry, chunk: list[ChatLine]
+        self, memory: MemoryBackend, claimed: FlushEntry, chunk: list[ChatLine]
     ) -> list[str]:
         """Extract ``chunk`` into ``memory``: the texts of the facts stored (raises on a
         failure or a timeout, and nothing then counts as stored)."""
         settings = self.settings.extractor
-        if isinstance(memory, Mem0Memory):  # mem0's own extraction, blocking: in a thread
+        if in_engine(memory):  # mem0's own extraction, blocking: in a thread
             # a model's words are nobody's consent: a sensitive fact waits for its subject
             consent = WriteConsent.model(the_person(chunk, claimed.requester), chunk_people(chunk))
             return await self._threads.run(
@@ -503,6 +503,8 @@ class FlushWorker:
                 partial(memory.extract_sync, consent=consent),
                 chunk,
             )
+        if not keeps_files(memory):  # neither its own extraction nor files: nothing to write
+            return []
         turns = sum(line.role == "user" for line in chunk)
         chunk = await asyncio.to_thread(_without_deleted_facts, memory, chunk)
         if not chunk:
