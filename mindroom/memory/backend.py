@@ -4,7 +4,11 @@ Code outside the backends holds a memory as a :class:`MemoryBackend` and never a
 class it is. What differs between backends is stated on the protocol as
 :class:`Capabilities`, and code that needs a capability asks for it with
 :func:`keeps_files` or :func:`in_engine`; both narrow the type (for mypy) to the backend that
-offers it, so the capability's own API is checked too.
+offers it, so the capability's own API is checked too. Those two narrowings are also the
+static proof that both backends meet the protocol: mypy refuses a narrowing to a type that is
+not a :class:`MemoryBackend`. Only :mod:`mindroom.memory.registry` (which opens them) names
+the concrete classes in an ``isinstance``; ``tests/test_memory_backend.py`` holds the rest of
+the package to that.
 
 Each operation has a blocking form (``*_sync``: the CLI, a worker thread) and an async form
 (the bot's event loop) made from it by :func:`threaded`, the one async adapter: the call runs
@@ -17,6 +21,7 @@ for the history; ``op_key`` makes a write idempotent (a repeated call answers fr
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
@@ -200,6 +205,7 @@ def threaded(
     async def run(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         return await bounded(method, self, *args, **kwargs)
 
+    functools.update_wrapper(run, method, assigned=("__module__",))  # __wrapped__: its signature
     run.__name__ = method.__name__.removesuffix("_sync")
     run.__qualname__ = method.__qualname__.removesuffix("_sync")
     run.__doc__ = f":meth:`{method.__name__}` in a worker thread, bounded."
