@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.adapters.agno.extraction import ChatLine
 from mindroom.adapters.agno.memory_tools import MemoryTools, tool_turn
 from mindroom.cli.memory_transfer import import_scope
 from mindroom.config import load_config
 from mindroom.errors import MemoryStoreError
+from mindroom.memory.extraction import ChatLine
 from mindroom.memory.files.facts import chunk_people, store_facts
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.jobs.consolidate.run import consolidate_memory

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mindroom.adapters.agno.extraction import (
+from mindroom.memory.extraction import (
     ChatLine,
     UnreadableAnswerError,
     next_chunk,

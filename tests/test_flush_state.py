@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.adapters.agno.extraction import ChatLine, bounded_chunk, parse_facts
 from mindroom.config.schema import AutoFlushConfig
+from mindroom.memory.extraction import ChatLine, bounded_chunk, parse_facts
 from mindroom.memory.flush.state import (
     FlushClaim,
     FlushEntry,

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.adapters.agno.extraction import ChatLine
 from mindroom.adapters.agno.memory_tools import MemoryTools, tool_turn
 from mindroom.adapters.embeddings import Embedder
 from mindroom.cli.main import main
 from mindroom.config import Config, parse_config
 from mindroom.errors import MemoryStoreError
+from mindroom.memory.extraction import ChatLine
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.mem0.engine import Mem0Engine, close_engines, mem0_dir, mem0_engine
 from mindroom.memory.policy.access import CategoryAccess

@@ -13,7 +13,6 @@ from agno.db.base import AsyncBaseDb
 from agno.models.base import Model
 
 from mindroom.adapters.agno.extraction import (
-    ChatLine,
     curate_facts,
     extract_facts,
     read_chat,
@@ -21,6 +20,7 @@ from mindroom.adapters.agno.extraction import (
 )
 from mindroom.adapters.agno.session_stores import SessionStores
 from mindroom.adapters.agno.summaries import SessionNotes, session_notes, staged_summary
+from mindroom.memory.extraction import ChatLine
 from mindroom.memory.search.session_index import TranscriptMessage
 
 

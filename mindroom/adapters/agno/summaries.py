@@ -21,8 +21,8 @@ from agno.db.base import SessionType
 from agno.models.base import Model
 from agno.run.base import RunStatus
 
-from mindroom.adapters.agno.extraction import ChatLine, transcript
 from mindroom.errors import ModelError
+from mindroom.memory.extraction import ChatLine, transcript
 
 SUMMARY_INSTRUCTIONS = (
     "Summarize the conversation below so that it can continue without it: who said what that "

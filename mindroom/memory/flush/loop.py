@@ -44,12 +44,12 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from mindroom.adapters.agno.extraction import ChatLine, next_chunk
 from mindroom.adapters.agno.runner import AgentRuntime
 from mindroom.config.schema import Config
 from mindroom.errors import MemoryAccessError
 from mindroom.memory.backend import MemoryBackend, in_engine, keeps_files
 from mindroom.memory.bounded import Threads
+from mindroom.memory.extraction import ChatLine, next_chunk
 from mindroom.memory.files.facts import (
     chunk_people,
     known_snippets,

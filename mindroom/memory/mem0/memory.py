@@ -58,7 +58,7 @@ _ID_MARKER = re.compile(r"[ \t]*<!--[ \t]*[0-9A-Za-z-]{8,}[ \t]*-->[ \t]*$")
 
 
 class ChatLine(Protocol):
-    """One message of a conversation, as :class:`mindroom.adapters.agno.extraction.ChatLine` has it
+    """One message of a conversation, as :class:`mindroom.memory.extraction.ChatLine` has it
     (memory does not import agents)."""
 
     @property
