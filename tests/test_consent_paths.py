@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.adapters.agno.memory_tools import MemoryTools, tool_turn
+from mindroom.adapters.agno.memory_tools import MemoryTools
 from mindroom.cli.memory_transfer import import_scope
 from mindroom.config import load_config
 from mindroom.errors import MemoryStoreError
@@ -23,6 +23,7 @@ from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.policy.consent import ConsentQueue, Person, Proposal, WriteConsent
 from mindroom.memory.policy.view import AgentView
 from mindroom.memory.registry import MemoryRegistry
+from mindroom.memory.tools import tool_turn
 from tests.harness import repo_config
 from tests.scripted_judge import judge_handler
 from tests.scripted_model import ScriptedModel

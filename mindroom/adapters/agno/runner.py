@@ -28,7 +28,6 @@ from agno.run.base import RunStatus
 from agno.team import Team
 from agno.team.mode import TeamMode
 
-from mindroom.adapters.agno.memory_tools import tool_turn
 from mindroom.adapters.agno.memory_toolset import AgnoTool, MemoryToolsets, recall_contract
 from mindroom.adapters.agno.models import build_model, describe_model
 from mindroom.adapters.agno.probe import model_failed
@@ -49,6 +48,7 @@ from mindroom.errors import ModelError
 from mindroom.memory.backend import MemoryBackend
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.search.recall import agent_recall, recall_block
+from mindroom.memory.tools import tool_turn
 from mindroom.pipeline.turns import TeamSpec, is_private, session_id_for
 from mindroom.sessions.overflow import is_context_overflow
 
