@@ -16,19 +16,8 @@ from agno.tools import Toolkit
 
 from mindroom.memory.backend import MemoryBackend
 from mindroom.memory.policy.access import CategoryAccess
-from mindroom.memory.policy.view import AgentView
 from mindroom.memory.search.relations import RelationSettings
-from mindroom.memory.tools import (
-    CATCHING_UP,
-    _consent,
-    _dated,
-    _fields,
-    _show,
-    _turn_run,
-    fields_key,
-    guard,
-    operation_key,
-)
+from mindroom.memory.tools import ScopeTools
 
 
 class MemoryTools(Toolkit):
@@ -42,16 +31,9 @@ class MemoryTools(Toolkit):
         relations: RelationSettings | None = None,
         sessions: bool = False,
     ) -> None:
+        self.calls = ScopeTools(memory, actor, access, relations, sessions)
         self.memory = memory
-        self.actor = actor
-        # every call goes through the agent's view: its allowlist, applied in the store
-        self.view = AgentView(
-            memory,
-            access or CategoryAccess.everything(),
-            count=True,
-            relations=relations,
-            sessions=sessions,
-        )
+        self.view = self.calls.view  # every call goes through the agent's view
         super().__init__(
             name="memory",
             tools=[
@@ -82,18 +64,7 @@ class MemoryTools(Toolkit):
             importance: 1 (trivia) to 5 (essential); default 3.
             pinned: Keep it forever (it never expires).
         """
-
-        async def act() -> str:
-            fields = _fields(category, importance, pinned)
-            words = fields_key(fields)  # none: the key a call without fields always had
-            key = operation_key("add_memory", text, *([words] if words else []))
-            run = _turn_run.get()
-            entry = await self.view.add(
-                text, actor=self.actor, op_key=key, fields=fields, run=run, consent=_consent()
-            )
-            return f"remembered {_show(entry)}"
-
-        return await guard(act)
+        return await self.calls.add(text, category, importance, pinned)
 
     async def search_memories(self, query: str, limit: int = 5) -> str:
         """Search your memory for entries matching the query, by words and by meaning.
@@ -102,16 +73,7 @@ class MemoryTools(Toolkit):
             query: What to look for.
             limit: How many results at most.
         """
-
-        async def act() -> str:
-            hits = await self.view.search(query, max(1, min(limit, 50)))
-            note = CATCHING_UP if self.view.catching_up else ""
-            if not hits:
-                return f"no memories match {query!r}{note}"
-            found = (f"{_show(h.entry)} ({_dated(h.entry)}score {h.score:.3g})" for h in hits)
-            return "\n".join(found) + note
-
-        return await guard(act)
+        return await self.calls.search(query, limit)
 
     async def list_memories(self, limit: int = 20) -> str:
         """List memories: long-term ones first, then the daily logs, newest first.
@@ -119,12 +81,7 @@ class MemoryTools(Toolkit):
         Args:
             limit: How many entries at most.
         """
-
-        async def act() -> str:
-            entries = await self.view.list(max(1, min(limit, 200)))
-            return "\n".join(_show(e) for e in entries) or "no memories yet"
-
-        return await guard(act)
+        return await self.calls.list(limit)
 
     async def get_memory(self, id: str) -> str:  # noqa: A002 - the name the model sees
         """Show one memory by its id.
@@ -132,11 +89,7 @@ class MemoryTools(Toolkit):
         Args:
             id: The memory id, as shown in brackets by the other tools.
         """
-
-        async def act() -> str:
-            return _show(await self.view.get(id))
-
-        return await guard(act)
+        return await self.calls.get(id)
 
     async def update_memory(self, id: str, text: str) -> str:  # noqa: A002
         """Replace the text of a memory.
@@ -145,15 +98,7 @@ class MemoryTools(Toolkit):
             id: The memory id.
             text: The new text.
         """
-
-        async def act() -> str:
-            key = operation_key("update_memory", id, text)
-            entry = await self.view.update(
-                id, text, actor=self.actor, op_key=key, consent=_consent()
-            )
-            return f"updated {_show(entry)}"
-
-        return await guard(act)
+        return await self.calls.update(id, text)
 
     async def delete_memory(self, id: str) -> str:  # noqa: A002
         """Forget a memory (it stays in the history and can be restored).
@@ -161,13 +106,7 @@ class MemoryTools(Toolkit):
         Args:
             id: The memory id.
         """
-
-        async def act() -> str:
-            key = operation_key("delete_memory", id)
-            entry = await self.view.delete(id, actor=self.actor, op_key=key)
-            return f"deleted {_show(entry)}"
-
-        return await guard(act)
+        return await self.calls.delete(id)
 
     async def memory_search(self, query: str, limit: int = 5) -> str:
         """Search your memory for entries matching the query (the same search as
@@ -188,8 +127,4 @@ class MemoryTools(Toolkit):
             from_line: First line to read (1-based).
             lines: How many lines.
         """
-
-        async def act() -> str:
-            return await self.view.read_file(path, from_line, lines)
-
-        return await guard(act)
+        return await self.calls.read_file(path, from_line, lines)
