@@ -19,9 +19,10 @@ from mindroom.adapters.agno.extraction import (
     read_transcript,
 )
 from mindroom.adapters.agno.session_stores import SessionStores
-from mindroom.adapters.agno.summaries import SessionNotes, session_notes, staged_summary
+from mindroom.adapters.agno.summaries import session_notes, staged_summary
 from mindroom.memory.extraction import ChatLine
 from mindroom.memory.search.session_index import TranscriptMessage
+from mindroom.sessions.summaries import SessionNotes
 
 
 class SessionWork:
