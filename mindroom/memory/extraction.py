@@ -109,6 +109,24 @@ def next_chunk(
     return chunk, max(end, cursor)
 
 
+def extraction_prompt(
+    lines: Sequence[ChatLine], known: Sequence[str], *, no_reply_token: str, max_chars: int
+) -> str:
+    """What the extractor is asked: what memory holds already, then the last ``max_chars`` of
+    the transcript of ``lines``."""
+    conversation = transcript(lines)[-max_chars:]
+    remembered = "\n".join(f"- {k}" for k in known) or "(nothing yet)"
+    return (
+        f"Already remembered:\n{remembered}\n\nConversation:\n{conversation}\n\n"
+        f"Durable facts to remember (or {no_reply_token}):"
+    )
+
+
+def extraction_instructions(no_reply_token: str, categories: Sequence[str]) -> list[str]:
+    """:data:`INSTRUCTIONS` for ``categories`` and the no-reply token."""
+    return [i.format(token=no_reply_token, categories=", ".join(categories)) for i in INSTRUCTIONS]
+
+
 # -- reading the answer -----------------------------------------------------------------------
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -202,3 +220,21 @@ CURATION_INSTRUCTIONS = [
 
 
 SUMMARY_MARK = "Summary of the earlier part of this conversation"
+
+
+def curation_prompt(
+    daily_notes: Sequence[str], long_term: Sequence[str], no_reply_token: str
+) -> str:
+    """What the curator is asked: the long-term file now, then the daily notes."""
+    return (
+        "Long-term memory now:\n"
+        + ("\n".join(f"- {t}" for t in long_term) or "(empty)")
+        + "\n\nDaily notes:\n"
+        + "\n".join(f"- {t}" for t in daily_notes)
+        + f"\n\nFacts to promote (or {no_reply_token}):"
+    )
+
+
+def curation_instructions(no_reply_token: str, limit: int) -> list[str]:
+    """:data:`CURATION_INSTRUCTIONS` for ``limit`` facts and the no-reply token."""
+    return [i.format(token=no_reply_token, limit=limit) for i in CURATION_INSTRUCTIONS]

@@ -21,11 +21,12 @@ from agno.run.base import RunStatus
 
 from mindroom.errors import ModelError
 from mindroom.memory.extraction import (
-    CURATION_INSTRUCTIONS,
-    INSTRUCTIONS,
     ChatLine,
+    curation_instructions,
+    curation_prompt,
+    extraction_instructions,
+    extraction_prompt,
     parse_facts,
-    transcript,
 )
 from mindroom.memory.search.session_index import TranscriptMessage
 
@@ -88,17 +89,10 @@ async def extract_facts(
 ) -> list[str]:
     """Ask ``model`` for the durable facts in ``lines``, each tagged with one of ``categories``
     (see :mod:`mindroom.memory.files.facts`)."""
-    conversation = transcript(lines)[-max_chars:]
-    remembered = "\n".join(f"- {k}" for k in known) or "(nothing yet)"
-    prompt = (
-        f"Already remembered:\n{remembered}\n\nConversation:\n{conversation}\n\n"
-        f"Durable facts to remember (or {no_reply_token}):"
-    )
+    prompt = extraction_prompt(lines, known, no_reply_token=no_reply_token, max_chars=max_chars)
     agent = Agent(
         model=model,
-        instructions=[
-            i.format(token=no_reply_token, categories=", ".join(categories)) for i in INSTRUCTIONS
-        ],
+        instructions=extraction_instructions(no_reply_token, categories),
         markdown=False,
         telemetry=False,
     )
@@ -117,16 +111,10 @@ async def curate_facts(
     no_reply_token: str,
 ) -> list[str]:
     """Durable facts from ``daily_notes`` worth promoting into the long-term file."""
-    prompt = (
-        "Long-term memory now:\n"
-        + ("\n".join(f"- {t}" for t in long_term) or "(empty)")
-        + "\n\nDaily notes:\n"
-        + "\n".join(f"- {t}" for t in daily_notes)
-        + f"\n\nFacts to promote (or {no_reply_token}):"
-    )
+    prompt = curation_prompt(daily_notes, long_term, no_reply_token)
     agent = Agent(
         model=model,
-        instructions=[i.format(token=no_reply_token, limit=limit) for i in CURATION_INSTRUCTIONS],
+        instructions=curation_instructions(no_reply_token, limit),
         markdown=False,
         telemetry=False,
     )

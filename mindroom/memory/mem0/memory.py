@@ -27,10 +27,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.backend import ENGINE, threaded
+from mindroom.memory.extraction import ChatLine
 from mindroom.memory.files.markdown import MemoryEntry, normalize_text, parse_entries
 from mindroom.memory.mem0.engine import WriteRefused
 from mindroom.memory.mem0.ops import OpLog
@@ -55,20 +56,6 @@ logger = logging.getLogger(__name__)
 MEM0_PATH = "mem0"  # the ``path`` of every mem0 entry
 MAX_READ_LINES = 400
 _ID_MARKER = re.compile(r"[ \t]*<!--[ \t]*[0-9A-Za-z-]{8,}[ \t]*-->[ \t]*$")
-
-
-class ChatLine(Protocol):
-    """One message of a conversation, as :class:`mindroom.memory.extraction.ChatLine` has it
-    (memory does not import agents)."""
-
-    @property
-    def role(self) -> str: ...
-
-    @property
-    def text(self) -> str: ...
-
-    @property
-    def user_id(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
