@@ -15,10 +15,12 @@ import ast
 import functools
 import inspect
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mindroom.memory.backend import ENGINE, FILES, MemoryBackend, in_engine, keeps_files
+from mindroom.memory.files.markdown import MemoryEntry
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.scope import MemoryScope
@@ -190,5 +192,24 @@ async def test_the_async_form_runs_the_blocking_one(tmp_path: Path) -> None:
         assert [e.id for e in memory.list_sync()] == [added.id]
         assert memory.add.__name__ == "add"
         assert inspect.signature(memory.add) == inspect.signature(memory.add_sync)
+    finally:
+        memory.close()
+
+
+@pytest.mark.asyncio
+async def test_the_async_form_calls_a_subclass_override(tmp_path: Path) -> None:
+    """A team overrides the blocking writes (to mirror them); the inherited async form must
+    call the override, not the base class's method."""
+    called: list[str] = []
+
+    class Recording(FileMemory):
+        def add_sync(self, text: str, **kwargs: Any) -> MemoryEntry:
+            called.append(text)
+            return super().add_sync(text, **kwargs)
+
+    memory = Recording(MemoryScope("agent_a", tmp_path / "files", tmp_path / "state"))
+    try:
+        await memory.add("Alice likes tea", actor="test")
+        assert called == ["Alice likes tea"]
     finally:
         memory.close()

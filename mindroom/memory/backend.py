@@ -200,10 +200,15 @@ def threaded(
     """The async form of a blocking method: the call runs in a worker thread and answers (or
     fails with a MemoryStoreError) within :data:`~mindroom.memory.bounded.CALL_SECONDS`, so the
     event loop never waits on disk. Used as ``add = threaded(add_sync)`` in a class body; the
-    async method takes exactly the blocking one's arguments."""
+    async method takes exactly the blocking one's arguments, and calls the blocking method by
+    name, so a subclass that overrides it (:class:`~mindroom.memory.team.TeamMemory`) is
+    called through the inherited async form too."""
+
+    name = method.__name__
 
     async def run(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
-        return await bounded(method, self, *args, **kwargs)
+        blocking: Callable[_P, _T] = getattr(self, name)  # a subclass's override (a team's)
+        return await bounded(blocking, *args, **kwargs)
 
     functools.update_wrapper(run, method, assigned=("__module__",))  # __wrapped__: its signature
     run.__name__ = method.__name__.removesuffix("_sync")
