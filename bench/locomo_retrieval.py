@@ -71,8 +71,8 @@ from locomo import (
     store,
 )
 
-from mindroom.adapters.agno.extraction import ChatLine
 from mindroom.config.schema import Config
+from mindroom.memory.extraction import ChatLine
 from mindroom.memory.mem0 import Mem0Memory
 from tests.support.postgres import PostgresServer
 from tests.support.scripted_model import ScriptedModel, last_user_text

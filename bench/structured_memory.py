@@ -129,9 +129,10 @@ def validator_rate(data: Path, conversations: int) -> tuple[float, int, Counter[
     from locomo import load_conversations
     from scripted_extractor import extract
 
-    from mindroom.adapters.agno.extraction import ChatLine, extract_facts
+    from mindroom.adapters.agno.extraction import extract_facts
     from mindroom.adapters.agno.models import build_model
     from mindroom.config.schema import ModelConfig
+    from mindroom.memory.extraction import ChatLine
     from tests.support.scripted_model import ScriptedModel
 
     reasons: Counter[str] = Counter()

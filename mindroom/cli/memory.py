@@ -30,6 +30,7 @@ from mindroom.cli.memory_structured import (
 from mindroom.cli.memory_transfer import export_scope, import_scope
 from mindroom.config import Config, load_config
 from mindroom.errors import ConfigError, EmbedderError, MemoryStoreError
+from mindroom.memory.backend import MemoryBackend, in_engine, keeps_files
 from mindroom.memory.files.fields import NO_FIELDS, render_fields
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.mem0 import Mem0Memory
@@ -203,7 +204,7 @@ def _whose(args: argparse.Namespace) -> str:
 
 def _open_team(
     args: argparse.Namespace, config: Config, storage: Path, config_path: Path
-) -> tuple[FileMemory | Mem0Memory, MemoryRegistry]:
+) -> tuple[MemoryBackend, MemoryRegistry]:
     if args.team not in config.teams:
         known = ", ".join(config.teams) or "none"
         raise ConfigError(f"no team {args.team!r} in {config_path} (teams: {known})")
@@ -224,7 +225,7 @@ def _open_team(
     return memory, registry
 
 
-def _open(args: argparse.Namespace) -> tuple[FileMemory | Mem0Memory, MemoryRegistry]:
+def _open(args: argparse.Namespace) -> tuple[MemoryBackend, MemoryRegistry]:
     config_path = Path(args.config).resolve()
     storage = Path(args.storage).resolve() if args.storage else config_path.parent
     config = load_config(config_path)
@@ -285,7 +286,7 @@ def run_memory(args: argparse.Namespace) -> int:
         return run_person_forget(args, load_config(config_path), storage, config_path.parent)
     memory, registry = _open(args)
     try:
-        if isinstance(memory, Mem0Memory) and args.action in ("add", "import", "delete", "confirm"):
+        if in_engine(memory) and args.action in ("add", "import", "delete", "confirm"):
             _refuse_while_running(args, registry.storage / "mindroom_data")
         return _act(args, memory, registry.config)
     except MemoryStoreError as exc:
@@ -295,7 +296,7 @@ def run_memory(args: argparse.Namespace) -> int:
         registry.close()
 
 
-def _act(args: argparse.Namespace, memory: FileMemory | Mem0Memory, config: Config) -> int:
+def _act(args: argparse.Namespace, memory: MemoryBackend, config: Config) -> int:
     if args.action == "export":
         return export_scope(memory, args.output, args.format)
     if args.action == "import":
@@ -303,12 +304,14 @@ def _act(args: argparse.Namespace, memory: FileMemory | Mem0Memory, config: Conf
     view = AgentView(memory, cli_access(args, config))  # --agent/--team: its allowlist
     if args.action in STRUCTURED_ACTIONS:
         return run_structured(args, view)
-    if isinstance(memory, Mem0Memory) and args.action == "delete":
+    if in_engine(memory) and args.action == "delete":
         e = view.delete_sync(args.id.strip(), actor="cli")
         print(f"deleted {_mem0_line(e.id, e.text)}")
         return 0
-    if isinstance(memory, Mem0Memory):
+    if in_engine(memory):
         return _act_mem0(args, memory)
+    if not keeps_files(memory):
+        raise MemoryStoreError(f"{args.action} is not offered by the memory of {_whose(args)}")
     if args.action == "list":
         entries = view.list_sync(args.limit)
         for e in entries:

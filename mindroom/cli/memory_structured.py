@@ -21,10 +21,10 @@ from mindroom.app.runlock import running
 from mindroom.atomic import atomic_write
 from mindroom.config import Config
 from mindroom.errors import ConfigError, MemoryStoreError
+from mindroom.memory.backend import MemoryBackend, keeps_files
 from mindroom.memory.files.fields import NO_FIELDS, EntryFields, check_fields, render_fields
 from mindroom.memory.files.restore import set_fields_sync
 from mindroom.memory.files.store import FileMemory
-from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.ops_events import EventLog
 from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.policy.audit import export_markdown, person_export
@@ -82,7 +82,7 @@ def run_structured(args: argparse.Namespace, view: AgentView) -> int:
     memory = view.memory
     if args.action in ("proposals", "confirm", "reject"):  # proposals of either backend
         return _consent(args, memory)
-    if isinstance(memory, Mem0Memory):
+    if not keeps_files(memory):
         raise MemoryStoreError(f"`{args.action}` is for file memory; this one uses mem0")
     if args.action == "stats":
         return _stats(memory, args.days)
@@ -176,7 +176,7 @@ def run_person_forget(
     return 0
 
 
-def _consent(args: argparse.Namespace, memory: FileMemory | Mem0Memory) -> int:
+def _consent(args: argparse.Namespace, memory: MemoryBackend) -> int:
     queue = ConsentQueue(memory)
     try:
         if args.action == "proposals":

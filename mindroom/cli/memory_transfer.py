@@ -70,6 +70,7 @@ from typing import Any
 
 from mindroom.atomic import atomic_write
 from mindroom.errors import MemoryStoreError
+from mindroom.memory.backend import MemoryBackend, in_engine, keeps_files
 from mindroom.memory.files.dates import entry_date
 from mindroom.memory.files.fields import (
     NO_FIELDS,
@@ -255,14 +256,16 @@ def render_json(scope_id: str, backend: str, entries: list[ExportedEntry]) -> st
     return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
 
 
-def export_scope(
-    memory: FileMemory | Mem0Memory, output: Path | None, fmt: str = "markdown"
-) -> int:
+def export_scope(memory: MemoryBackend, output: Path | None, fmt: str = "markdown") -> int:
     """Write the export of ``memory`` in ``fmt`` to ``output`` (stdout when None)."""
-    mem0 = isinstance(memory, Mem0Memory)
-    entries = mem0_entries(memory) if isinstance(memory, Mem0Memory) else file_entries(memory)
+    if keeps_files(memory):
+        backend, entries = "file", file_entries(memory)
+    elif in_engine(memory):
+        backend, entries = "mem0", mem0_entries(memory)
+    else:
+        raise MemoryStoreError(f"the memory of {memory.scope_id} cannot be exported")
     if fmt == "json":
-        document = render_json(memory.scope_id, "mem0" if mem0 else "file", entries)
+        document = render_json(memory.scope_id, backend, entries)
     else:
         document = render_markdown(memory.scope_id, entries)
     if output is None:
@@ -390,18 +393,20 @@ def read_import(source: Path) -> list[ExportedEntry]:
 # -- import ------------------------------------------------------------------------------------
 
 
-def import_scope(memory: FileMemory | Mem0Memory, source: Path) -> int:
+def import_scope(memory: MemoryBackend, source: Path) -> int:
     """Add the entries of ``source`` not yet in ``memory``; prints how many (and renames, and
     the sensitive ones that wait for consent)."""
     entries = read_import(source)
     held: list[str] = []
-    if isinstance(memory, Mem0Memory):
+    if in_engine(memory):
         texts = list(dict.fromkeys(e.text for e in entries))
         added = len(memory.import_entries(texts, actor=ACTOR, held=held))
         already = len(texts) - added - len(held)
         renamed: list[tuple[str, str]] = []
-    else:
+    elif keeps_files(memory):
         added, already, renamed, held = import_files(memory, entries)
+    else:
+        raise MemoryStoreError(f"the memory of {memory.scope_id} cannot import")
     print(f"imported {added} memories into {memory.scope_id} ({already} already there)")
     for old, new in renamed:
         print(f"  {old} is taken by a different memory in {memory.scope_id}: imported as {new}")

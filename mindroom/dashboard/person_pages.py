@@ -27,7 +27,7 @@ from mindroom.dashboard import person, scopes
 from mindroom.dashboard.access import PERSON, PERSON_COOKIE, PERSON_UNTIL
 from mindroom.dashboard.render import render
 from mindroom.errors import MemoryStoreError
-from mindroom.memory.files.store import FileMemory
+from mindroom.memory.backend import keeps_files
 from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.policy.audit import person_export
 from mindroom.memory.policy.consent import WriteConsent
@@ -131,7 +131,7 @@ async def home(dash: Dashboard, request: web.Request) -> web.Response:
         found = await asyncio.to_thread(memory.list_sync, SHOWN + 1)
         unreadable = (
             await asyncio.to_thread(_unreadable, memory.scope.root)
-            if isinstance(memory, FileMemory)
+            if keeps_files(memory)
             else []  # mem0 keeps no files
         )
         entries = [

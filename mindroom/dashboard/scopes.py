@@ -24,6 +24,7 @@ from typing import Any
 from mindroom.config.schema import Config
 from mindroom.dashboard.ledger_reads import ledger_rows
 from mindroom.errors import MemoryStoreError
+from mindroom.memory.backend import MemoryBackend, in_engine, keeps_files
 from mindroom.memory.files.history import HistoryRecord
 from mindroom.memory.files.markdown import MemoryEntry
 from mindroom.memory.files.store import FileMemory
@@ -87,7 +88,7 @@ def list_scopes(config: Config, storage: Path) -> list[ScopeRef]:
 
 def open_scope(registry: MemoryRegistry, config: Config, storage: Path, ref: ScopeRef) -> Browsed:
     """The memory of ``ref``, opened through the registry (LookupError when gone)."""
-    memory: object = None
+    memory: MemoryBackend | None = None
     if ref.kind == "agent" and ref.agent:
         memory = registry.for_agent(ref.agent)
     elif ref.kind == "team":
@@ -99,12 +100,11 @@ def open_scope(registry: MemoryRegistry, config: Config, storage: Path, ref: Sco
             if scope.scope_id == ref.id:
                 memory = registry.open_private_scope(scope, agent)
                 break
-    wanted = Mem0Memory if ref.backend == "mem0" else FileMemory
-    if not isinstance(memory, wanted) or (
-        isinstance(memory, Mem0Memory) and memory.scope_id != ref.id
-    ):
-        raise LookupError(f"no {ref.backend} memory for {ref.label}")
-    return memory
+    if ref.backend == "mem0" and in_engine(memory) and memory.scope_id == ref.id:
+        return memory
+    if ref.backend != "mem0" and keeps_files(memory):
+        return memory
+    raise LookupError(f"no {ref.backend} memory for {ref.label}")
 
 
 def _private_mem0(
@@ -131,7 +131,7 @@ def entries(memory: Browsed, query: str, limit: int) -> list[tuple[MemoryEntry, 
 
 def lookup(memory: Browsed, entry_id: str) -> MemoryEntry | None:
     """The live entry ``entry_id`` of the scope (None: not there now)."""
-    if isinstance(memory, FileMemory):
+    if keeps_files(memory):
         return memory.lookup(entry_id)
     try:
         return memory.get_sync(entry_id)
@@ -141,7 +141,7 @@ def lookup(memory: Browsed, entry_id: str) -> MemoryEntry | None:
 
 def history_of(memory: Browsed) -> list[HistoryRecord]:
     """The scope's history, oldest first (mem0's change records, read as the file backend's)."""
-    if isinstance(memory, FileMemory):
+    if keeps_files(memory):
         return memory.history_of()
     return [_mem0_record(row) for row in memory.history_sync()]
 
@@ -166,7 +166,7 @@ def _mem0_record(row: dict[str, str]) -> HistoryRecord:
 def restore(memory: Browsed, entry_id: str, *, actor: str) -> MemoryEntry:
     """Bring back a deleted entry: in files with its id where it was; in mem0 its last text,
     stored again (a new id: mem0 cannot undelete)."""
-    if isinstance(memory, FileMemory):
+    if keeps_files(memory):
         return memory.restore_sync(entry_id, actor=actor)
     if lookup(memory, entry_id) is not None:
         raise MemoryStoreError(f"{entry_id!r} is in the memory now: there is nothing to restore")
@@ -179,7 +179,7 @@ def restore(memory: Browsed, entry_id: str, *, actor: str) -> MemoryEntry:
 def deleted(memory: Browsed, limit: int = 100) -> list[dict[str, Any]]:
     """Entries deleted or archived and not live again, newest first, from the history."""
     gone = deleted_records(history_of(memory))
-    if isinstance(memory, Mem0Memory):  # a restore there is a new id with the same text
+    if in_engine(memory):  # a restore there is a new id with the same text
         live = {e.text for e in memory.list_sync(1_000_000)}
         gone = [g for g in gone if g["text"] not in live]
     return sorted(gone, key=lambda g: g["when"], reverse=True)[:limit]
@@ -208,7 +208,7 @@ def entry_history(memory: Browsed, entry_id: str, text: str | None) -> list[Hist
     """The records of one entry, oldest first, across the ids it had: a hand-written line's id
     follows its text, so an edit or a restore gives it a new one (followed by text). A mem0
     id never changes: its own records (another scope's id has none)."""
-    if isinstance(memory, Mem0Memory):
+    if in_engine(memory):
         try:
             return [_mem0_record(row) for row in memory.history_sync(entry_id)]
         except MemoryStoreError:  # not an id of this scope
@@ -225,7 +225,7 @@ def entry_history(memory: Browsed, entry_id: str, text: str | None) -> list[Hist
 
 
 def conflicts(memory: Browsed) -> list[Conflict]:
-    if not isinstance(memory, FileMemory):  # consolidation runs on files only
+    if not keeps_files(memory):  # consolidation runs on files only
         return []
     records = ConsolidationRecords(db_path(memory.scope.state_dir))
     try:

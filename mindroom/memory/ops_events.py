@@ -19,6 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from mindroom.memory.backend import MemoryBackend, keeps_files
 from mindroom.memory.files.store import FileMemory
 from mindroom.store.migrations import open_store, transaction
 from mindroom.store.schemas import OPS_EVENTS
@@ -86,11 +87,11 @@ class EventLog:
         return [(str(r["node"]), str(r["op"]), str(r["status"]), int(r["n"])) for r in rows]
 
 
-def emit(memory: object, *events: OpEvent) -> None:
+def emit(memory: MemoryBackend, *events: OpEvent) -> None:
     """Record ``events`` for ``memory`` (file memory only; never raises). The database is
     opened for the call and closed: a person's memory closed to free descriptors must not
     keep one open here."""
-    if not events or not isinstance(memory, FileMemory):
+    if not events or not keeps_files(memory):
         return
     try:
         log = EventLog(memory)

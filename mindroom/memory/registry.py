@@ -50,6 +50,7 @@ from mindroom.config.paths import (
     resolve_inside,
 )
 from mindroom.config.schema import Config, EmbedderConfig
+from mindroom.memory.backend import MemoryBackend
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.mem0.engine import close_engines, mem0_dir, mem0_engine
@@ -63,8 +64,6 @@ from mindroom.memory.team import TeamMemory
 from mindroom.store.database import SyncDatabase
 
 logger = logging.getLogger(__name__)
-
-ScopeMemory = FileMemory | Mem0Memory  # what for_agent / for_team hand out
 
 
 class MemoryRegistry:
@@ -203,7 +202,7 @@ class MemoryRegistry:
             return None
         return private_instance(self.storage, agent, requester, per=private.per, root=private.root)
 
-    def for_agent(self, agent: str, requester: str | None = None) -> ScopeMemory | None:
+    def for_agent(self, agent: str, requester: str | None = None) -> MemoryBackend | None:
         """The memory agent ``agent`` uses when ``requester`` talks to it (None: no memory).
 
         A private agent without a requester (the CLI without ``--user``) has no memory.
@@ -242,7 +241,7 @@ class MemoryRegistry:
 
     def for_team(
         self, members: list[str], requester: str | None = None, via: str | None = None
-    ) -> ScopeMemory | None:
+    ) -> MemoryBackend | None:
         """The memory of the team of ``members`` (mirrored; keyed by requester if private)."""
         backend = self.config.memory.backend
         if backend == "none":

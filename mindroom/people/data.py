@@ -449,18 +449,18 @@ def _mem0_erase(ctx: MapContext, person: Person) -> int:
 
 def _shared_mem0(ctx: MapContext) -> Iterator[Any]:
     """Every shared mem0 memory: shared agents on mem0, and teams when mem0 is the backend."""
+    from mindroom.memory.backend import in_engine
     from mindroom.memory.jobs.consolidate.run import team_member_lists
-    from mindroom.memory.mem0 import Mem0Memory
 
     for name, agent in ctx.config.agents.items():
         if agent.private is None and ctx.config.agent_memory_backend(name) == "mem0":
             memory = ctx.registry.for_agent(name)
-            if isinstance(memory, Mem0Memory):
+            if in_engine(memory):
                 yield memory
     if ctx.config.memory.backend == "mem0":
         for members in team_member_lists(ctx.storage, ctx.config):
             memory = ctx.registry.for_team(members)
-            if isinstance(memory, Mem0Memory):
+            if in_engine(memory):
                 yield memory
 
 

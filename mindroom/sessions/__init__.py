@@ -6,6 +6,8 @@
 * :mod:`~mindroom.sessions.overflow`: context-overflow errors of model providers (pure);
 * :mod:`~mindroom.sessions.status`: what ``!status`` and ``mindroom sessions`` show;
 * :mod:`~mindroom.sessions.keeper`: the session of each turn (begin, compact, rotate, count);
+* :mod:`~mindroom.sessions.summaries`: compaction summaries' instructions, chunks and notes
+  (pure; the model calls are :mod:`mindroom.adapters.agno.summaries`);
 * :mod:`~mindroom.sessions.transcripts`: past conversations into the session index
   (``memory.sources: [memory, sessions]``).
 

@@ -27,9 +27,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from mindroom.adapters.agno.extraction import SUMMARY_MARK, ChatLine
 from mindroom.adapters.agno.runner import AgentRuntime
 from mindroom.config.schema import Config
+from mindroom.memory.extraction import SUMMARY_MARK, ChatLine
 from mindroom.memory.flush.loop import FlushWorker
 from mindroom.store.ledger import Ledger
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 
 from mindroom.adapters.agno.runner import AgentRuntime
 from mindroom.config.schema import Config
+from mindroom.memory.backend import keeps_files
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.search.session_source import index_transcript
@@ -48,7 +49,7 @@ class TranscriptIndexer:
             memory = self._memories.for_team(list(members), requester)
         else:
             memory = self._memories.for_agent(owner, requester)
-        return memory if isinstance(memory, FileMemory) else None
+        return memory if keeps_files(memory) else None
 
     async def turn_finished(
         self, owner: str, session_id: str, requester: str | None, members: Sequence[str] = ()

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.adapters.agno.extraction import ChatLine
-from mindroom.adapters.agno.memory_tools import MemoryTools, tool_turn
+from mindroom.adapters.agno.memory_tools import MemoryTools
 from mindroom.cli.memory_transfer import import_scope
 from mindroom.config import load_config
 from mindroom.errors import MemoryStoreError
+from mindroom.memory.extraction import ChatLine
 from mindroom.memory.files.facts import chunk_people, store_facts
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.jobs.consolidate.run import consolidate_memory
@@ -23,6 +23,7 @@ from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.policy.consent import ConsentQueue, Person, Proposal, WriteConsent
 from mindroom.memory.policy.view import AgentView
 from mindroom.memory.registry import MemoryRegistry
+from mindroom.memory.tools import tool_turn
 from tests.integration.test_consolidation_pass import NOW, config, judge_for, write
 from tests.support.harness import repo_config
 from tests.support.scripted_judge import judge_handler

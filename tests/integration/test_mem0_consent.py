@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.adapters.agno.extraction import ChatLine
-from mindroom.adapters.agno.memory_tools import MemoryTools, tool_turn
+from mindroom.adapters.agno.memory_tools import MemoryTools
 from mindroom.adapters.embeddings import Embedder
 from mindroom.cli.main import main
 from mindroom.config import Config, parse_config
 from mindroom.errors import MemoryStoreError
+from mindroom.memory.extraction import ChatLine
 from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.mem0.engine import Mem0Engine, close_engines, mem0_dir, mem0_engine
 from mindroom.memory.policy.access import CategoryAccess
@@ -33,6 +33,7 @@ from mindroom.memory.policy.consent import (
 from mindroom.memory.policy.consent_chat import memory_command
 from mindroom.memory.policy.view import AgentView
 from mindroom.memory.registry import MemoryRegistry
+from mindroom.memory.tools import tool_turn
 from tests.support.scripted_model import ScriptedModel, mem0_extraction
 
 ALICE, BOB = "@alice:example.org", "@bob:example.org"

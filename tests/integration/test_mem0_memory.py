@@ -152,7 +152,7 @@ def test_two_scopes_never_see_each_others_memories_by_search_or_by_id(
 def test_extraction_stores_the_scripted_facts_and_an_empty_answer_stores_nothing(
     engine: Mem0Engine, storage: Path, model: ScriptedModel
 ) -> None:
-    from mindroom.adapters.agno.extraction import ChatLine
+    from mindroom.memory.extraction import ChatLine
 
     memory = _scope(engine, storage, "agent_helper")
     seen: list[str] = []
@@ -181,7 +181,7 @@ def test_extraction_stores_the_scripted_facts_and_an_empty_answer_stores_nothing
 def test_extraction_with_the_model_failing_is_a_memory_error_without_retries(
     engine: Mem0Engine, storage: Path, model: ScriptedModel
 ) -> None:
-    from mindroom.adapters.agno.extraction import ChatLine
+    from mindroom.memory.extraction import ChatLine
 
     memory = _scope(engine, storage, "agent_helper")
     model.push(Reply(status=503))
@@ -196,7 +196,7 @@ def test_extraction_with_the_model_failing_is_a_memory_error_without_retries(
 def test_a_hanging_model_fails_within_the_configured_timeout(
     storage: Path, model: ScriptedModel, local_embedder: Embedder
 ) -> None:
-    from mindroom.adapters.agno.extraction import ChatLine
+    from mindroom.memory.extraction import ChatLine
 
     engine = mem0_engine(_config(model.base_url, timeout=1.0), mem0_dir(storage), local_embedder)
     memory = _scope(engine, storage, "agent_helper")
@@ -214,7 +214,7 @@ def test_closing_the_engine_waits_for_a_call_in_flight(
 ) -> None:
     """mem0 closes its SQLite connection without a lock: closed under a running extraction,
     the process crashed. Close waits for the call, then closes."""
-    from mindroom.adapters.agno.extraction import ChatLine
+    from mindroom.memory.extraction import ChatLine
 
     memory = _scope(engine, storage, "agent_helper")
     memory.add_sync("opened", actor="test")  # mem0 is open before the extraction starts
@@ -411,7 +411,7 @@ def test_the_extraction_model_comes_from_memory_llm_else_the_default_model() -> 
 def test_openrouter_in_the_environment_does_not_redirect_extraction(
     engine: Mem0Engine, storage: Path, model: ScriptedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mindroom.adapters.agno.extraction import ChatLine
+    from mindroom.memory.extraction import ChatLine
 
     monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-not-ours")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
@@ -428,7 +428,7 @@ def test_openrouter_in_the_environment_does_not_redirect_extraction(
 def test_an_anthropic_extraction_model_without_its_package_names_the_extra(
     storage: Path, model: ScriptedModel, local_embedder: Embedder
 ) -> None:
-    from mindroom.adapters.agno.extraction import ChatLine
+    from mindroom.memory.extraction import ChatLine
 
     pytest.importorskip("mem0")
     if importlib.util.find_spec("anthropic") is not None:
@@ -454,7 +454,7 @@ def test_without_the_mem0_package_the_error_names_the_extra(
 def test_concurrent_extractions_of_one_fact_in_one_scope_store_it_once(
     engine: Mem0Engine, storage: Path, model: ScriptedModel
 ) -> None:
-    from mindroom.adapters.agno.extraction import ChatLine
+    from mindroom.memory.extraction import ChatLine
 
     memory = _scope(engine, storage, "agent_helper")
     model.set_handler(mem0_extraction(lambda new: ["Alice likes tea"]))

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from mindroom.adapters.agno.memory_tools import MemoryTools, tool_turn
+from mindroom.adapters.agno.memory_tools import MemoryTools
 from mindroom.adapters.agno.query_tool import memory_query_function
 from mindroom.adapters.agno.runner import AgentRuntime, TurnRequest
 from mindroom.config import load_config
@@ -21,6 +21,7 @@ from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.policy.view import AgentView
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.search.structured_query import Asker
+from mindroom.memory.tools import tool_turn
 from tests.support.harness import config_text
 from tests.support.scripted_model import Reply, ScriptedModel, ToolCall, tool_results
 

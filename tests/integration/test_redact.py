@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from mindroom.adapters.agno.memory_tools import guard
 from mindroom.adapters.matrix.send import edit_content, message_content, notice_content
 from mindroom.errors import MemoryStoreError
+from mindroom.memory.tools import guard
 from mindroom.redact import REDACTED, is_secret_key, redact_config_value, redact_text
 from tests.support.harness import BotHarness, Human, config_text, unique
 from tests.support.scripted_model import Reply, ScriptedModel

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.adapters.agno.extraction import ChatLine, transcript
 from mindroom.adapters.agno.runner import AgentRuntime, TurnRequest
 from mindroom.config import parse_config
+from mindroom.memory.extraction import ChatLine, transcript
 from mindroom.memory.flush.loop import FlushWorker
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.speakers import named_line, who

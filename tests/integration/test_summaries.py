@@ -8,9 +8,10 @@ from agno.models.openai import OpenAIChat
 from agno.models.response import ToolExecution
 from agno.run.agent import RunOutput
 
-from mindroom.adapters.agno.extraction import ChatLine
-from mindroom.adapters.agno.summaries import chunks, notes_of, staged_summary
+from mindroom.adapters.agno.summaries import staged_summary
+from mindroom.memory.extraction import ChatLine
 from mindroom.sessions.compaction import render_carried
+from mindroom.sessions.summaries import chunks, notes_of
 from tests.support.scripted_model import ScriptedModel, all_text, system_text
 
 

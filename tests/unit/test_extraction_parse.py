@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from mindroom.adapters.agno.extraction import (
+from mindroom.memory.extraction import (
     ChatLine,
     UnreadableAnswerError,
+    curation_instructions,
+    curation_prompt,
+    extraction_instructions,
+    extraction_prompt,
+    next_chunk,
     parse_facts,
     transcript,
 )
-from mindroom.memory.flush.chunks import next_chunk
 
 FACTS = ["The user's sister is Maya", "The user lives in Porto"]
 
@@ -179,3 +183,28 @@ def test_next_chunk_stops_the_cursor_before_the_first_line_it_did_not_take() -> 
     rest, end = next_chunk(chat, cursor, "@alice:x", max_messages=3, max_chars=10_000)
     assert [line.text for line in rest] == ["@alice:x assistant 2"]
     assert end == 6
+
+
+def test_the_extraction_prompt_lists_what_is_known_then_the_end_of_the_conversation() -> None:
+    lines = [ChatLine("user", "x" * 50, "@alice:example.org"), ChatLine("user", "I moved to Porto")]
+    prompt = extraction_prompt(
+        lines, ["The user's sister is Maya"], no_reply_token="NO_REPLY", max_chars=30
+    )
+    assert prompt == (
+        "Already remembered:\n- The user's sister is Maya\n\nConversation:\n"
+        f"{transcript(lines)[-30:]}\n\nDurable facts to remember (or NO_REPLY):"
+    )
+    assert "@alice" not in prompt  # only the last max_chars of the transcript
+    empty = extraction_prompt(lines, [], no_reply_token="NO_REPLY", max_chars=1000)
+    assert empty.startswith("Already remembered:\n(nothing yet)\n\nConversation:\n@alice")
+    told = extraction_instructions("NO_REPLY", ["profile", "goals"])
+    assert any("one of: profile, goals;" in line for line in told)
+    assert told[-1].endswith("answer exactly NO_REPLY and nothing else.")
+
+
+def test_the_curation_prompt_shows_the_long_term_file_then_the_daily_notes() -> None:
+    assert curation_prompt(["Bob likes jazz"], [], "NO_REPLY") == (
+        "Long-term memory now:\n(empty)\n\nDaily notes:\n- Bob likes jazz\n\n"
+        "Facts to promote (or NO_REPLY):"
+    )
+    assert "at most 3 lines" in " ".join(curation_instructions("NO_REPLY", 3))

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.adapters.agno.extraction import ChatLine, parse_facts
 from mindroom.config.schema import AutoFlushConfig
-from mindroom.memory.flush.chunks import bounded_chunk
+from mindroom.memory.extraction import ChatLine, bounded_chunk, parse_facts
 from mindroom.memory.flush.state import (
     FlushClaim,
     FlushEntry,

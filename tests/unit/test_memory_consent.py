@@ -110,10 +110,11 @@ def test_a_tool_write_of_a_sensitive_detail_waits_and_the_person_confirms_in_cha
 ) -> None:
     import asyncio
 
-    from mindroom.adapters.agno.memory_tools import MemoryTools, tool_turn
+    from mindroom.adapters.agno.memory_tools import MemoryTools
     from mindroom.config import load_config
     from mindroom.memory.policy.consent_chat import memory_command
     from mindroom.memory.registry import MemoryRegistry
+    from mindroom.memory.tools import tool_turn
     from tests.support.harness import repo_config
 
     config = load_config(repo_config(tmp_path))

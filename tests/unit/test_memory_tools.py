@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from mindroom.adapters.agno.memory_tools import MemoryTools, tool_turn
+from mindroom.adapters.agno.memory_tools import MemoryTools
 from mindroom.memory.files import store as store_module
 from mindroom.memory.files.markdown import hand_id
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.scope import MemoryScope
+from mindroom.memory.tools import tool_turn
 
 pytestmark = pytest.mark.asyncio
 

@@ -17,9 +17,8 @@ from agno.tools.function import Function
 from mindroom.adapters.agno.memory_tools import MemoryTools
 from mindroom.adapters.agno.query_tool import memory_query_function
 from mindroom.config.schema import Config
-from mindroom.memory.files.store import FileMemory
+from mindroom.memory.backend import MemoryBackend, keeps_files
 from mindroom.memory.policy.access import CategoryAccess
-from mindroom.memory.registry import ScopeMemory
 from mindroom.memory.search.relations import RelationSettings
 from mindroom.memory.search.structured_query import Asker
 
@@ -54,7 +53,7 @@ class MemoryToolsets:
         self,
         config: Config,
         name: str,
-        memory: ScopeMemory,
+        memory: MemoryBackend,
         *,
         requester: str | None,
         members: Sequence[str] | None = None,
@@ -79,9 +78,9 @@ class MemoryToolsets:
         while len(self._toolkits) > keep:
             del self._toolkits[next(iter(self._toolkits))]
         tools: list[AgnoTool] = []
-        if config.memory.tools == "all" or not isinstance(memory, FileMemory):
+        if config.memory.tools == "all" or not keeps_files(memory):
             tools.append(toolkit)  # mem0 has no memory_query: its tools stay
-        if isinstance(memory, FileMemory):
+        if keeps_files(memory):
             owners = (
                 frozenset({name, *config.teams_of(name)}) if members is None else frozenset({name})
             )

@@ -13,10 +13,10 @@ from typing import Any
 
 from agno.tools.function import Function
 
-from mindroom.adapters.agno.memory_tools import guard
 from mindroom.memory.bounded import bounded
 from mindroom.memory.policy.view import AgentView
 from mindroom.memory.search.structured_query import Asker, parse_request, run_query
+from mindroom.memory.tools import guard
 
 
 def _of(kind: str, description: str = "", **more: Any) -> dict[str, Any]:

@@ -29,7 +29,6 @@ from agno.run.base import RunStatus
 from agno.team import Team
 from agno.team.mode import TeamMode
 
-from mindroom.adapters.agno.memory_tools import tool_turn
 from mindroom.adapters.agno.memory_toolset import AgnoTool, MemoryToolsets, recall_contract
 from mindroom.adapters.agno.models import build_model, describe_model
 from mindroom.adapters.agno.probe import model_failed
@@ -47,8 +46,10 @@ from mindroom.app.resources import exhaustion_message, private_instance_limit
 from mindroom.config.schema import Config
 from mindroom.dashboard.metrics import METRICS
 from mindroom.errors import ModelError
-from mindroom.memory.registry import MemoryRegistry, ScopeMemory
+from mindroom.memory.backend import MemoryBackend
+from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.search.recall import agent_recall, recall_block
+from mindroom.memory.tools import tool_turn
 from mindroom.pipeline.turns import TeamSpec, is_private, session_id_for
 from mindroom.sessions.overflow import is_context_overflow
 
@@ -139,7 +140,7 @@ class AgentRuntime(SessionWork):
     def build_agent(
         self,
         name: str,
-        memory: ScopeMemory | None = None,
+        memory: MemoryBackend | None = None,
         recall: str = "",
         requester: str | None = None,
         private_recall: bool = True,
@@ -168,14 +169,14 @@ class AgentRuntime(SessionWork):
             telemetry=False,
         )
 
-    def _contract(self, memory: ScopeMemory | None) -> list[str]:
+    def _contract(self, memory: MemoryBackend | None) -> list[str]:
         """The recall contract of a turn with memory (see memory_toolset)."""
         return [recall_contract(self._config.memory.tools)] if memory is not None else []
 
     def _memory_tools(
         self,
         name: str,
-        memory: ScopeMemory | None,
+        memory: MemoryBackend | None,
         requester: str | None,
         members: Sequence[str] | None = None,
     ) -> list[AgnoTool] | None:
@@ -189,7 +190,7 @@ class AgentRuntime(SessionWork):
 
     async def _recall_block(
         self,
-        memory: ScopeMemory,
+        memory: MemoryBackend,
         text: str,
         label: str,
         team: str,
@@ -213,7 +214,7 @@ class AgentRuntime(SessionWork):
         requester: str | None = None,
         private_recall: bool = True,
         thread: str | None = None,
-    ) -> tuple[ScopeMemory | None, str]:
+    ) -> tuple[MemoryBackend | None, str]:
         """The agent's memory for this requester, and its recall plus its teams' recall
         (:func:`mindroom.memory.search.recall.agent_recall`, which ``mindroom memory recall``
         shows)."""

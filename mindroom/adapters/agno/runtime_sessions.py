@@ -13,15 +13,16 @@ from agno.db.base import AsyncBaseDb
 from agno.models.base import Model
 
 from mindroom.adapters.agno.extraction import (
-    ChatLine,
     curate_facts,
     extract_facts,
     read_chat,
     read_transcript,
 )
 from mindroom.adapters.agno.session_stores import SessionStores
-from mindroom.adapters.agno.summaries import SessionNotes, session_notes, staged_summary
+from mindroom.adapters.agno.summaries import session_notes, staged_summary
+from mindroom.memory.extraction import ChatLine
 from mindroom.memory.search.session_index import TranscriptMessage
+from mindroom.sessions.summaries import SessionNotes
 
 
 class SessionWork:

@@ -24,6 +24,7 @@ from typing import Any
 
 from mindroom.config.memory_schema import MemorySnippetsConfig
 from mindroom.errors import MemoryAccessError
+from mindroom.memory.backend import keeps_files
 from mindroom.memory.files.fields import EntryFields
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.files.writing import validate
@@ -128,7 +129,7 @@ def store_facts(
     ``people``, everyone who spoke in it; see :mod:`mindroom.memory.policy.consent`)."""
     consent = WriteConsent.model(user_id, people)
     memory = view.memory
-    assert isinstance(memory, FileMemory)
+    assert keeps_files(memory)
     decided = admit(
         lines, view.access, turns=turns, written_today=written_today(memory), daily_cap=daily_cap
     )

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from mindroom.adapters.embeddings.install import vectors_need_numpy
 from mindroom.errors import MemoryStoreError
-from mindroom.memory.bounded import bounded
+from mindroom.memory.backend import FILES, threaded
 from mindroom.memory.files.fields import (
     NO_FIELDS,
     EntryFields,
@@ -60,6 +60,7 @@ from mindroom.memory.files.protocol import clean_temp_files, edit_file, read_tex
 from mindroom.memory.policy.consent import (
     UNATTRIBUTED,
     HeldBack,
+    Proposal,
     WriteConsent,
     file_proposals,
     held_back,
@@ -83,6 +84,8 @@ _T = TypeVar("_T")
 
 class FileMemory:
     """The file memory of one scope; ``embedder`` (None: keyword-only) makes its vectors."""
+
+    capabilities = FILES
 
     def __init__(self, scope: MemoryScope, embedder: Embedder | None = None) -> None:
         self.scope = scope
@@ -564,22 +567,9 @@ class FileMemory:
         """History records (of one entry when given)."""
         return self.history.records(entry_id)
 
-    # -- the async backend interface ----------------------------------------------------------
-    # Each call runs in a worker thread and is bounded: it answers or fails with a
-    # MemoryStoreError, never hangs (see bounded).
-
-    async def add(
-        self,
-        text: str,
-        *,
-        actor: str,
-        path: str | None = None,
-        op_key: str | None = None,
-        consent: WriteConsent | None = None,
-    ) -> MemoryEntry:
-        return await bounded(
-            self.add_sync, text, actor=actor, path=path, op_key=op_key, consent=consent
-        )
+    def get_sync(self, entry_id: str) -> MemoryEntry:
+        """The entry ``entry_id`` (:meth:`find`: as it is in its file now)."""
+        return self.find(entry_id)
 
     def search_sync(self, query: str, limit: int = 5, only: MemoryFilter = LIVE) -> list[SearchHit]:
         """The best ``limit`` entries ``only`` holds for ``query`` (hybrid search)."""
@@ -587,37 +577,34 @@ class FileMemory:
 
         return search_hits(self, query, limit, self.search_weights, only)
 
-    async def search(
-        self, query: str, limit: int = 5, only: MemoryFilter = LIVE
-    ) -> list[SearchHit]:
-        return await bounded(self.search_sync, query, limit, only)
-
-    async def list(self, limit: int = 50, only: MemoryFilter = LIVE) -> list[MemoryEntry]:
-        return await bounded(self.list_sync, limit, only)
-
-    async def get(self, entry_id: str) -> MemoryEntry:
-        return await bounded(self.find, entry_id)
-
-    async def update(
-        self,
-        entry_id: str,
-        text: str,
-        *,
-        actor: str,
-        op_key: str | None = None,
-        consent: WriteConsent | None = None,
-    ) -> MemoryEntry:
-        return await bounded(
-            self.update_sync, entry_id, text, actor=actor, op_key=op_key, consent=consent
+    def write_confirmed(self, proposal: Proposal, *, actor: str, op_key: str) -> MemoryEntry:
+        """Write a confirmed ``proposal`` (:meth:`ConsentQueue.decide
+        <mindroom.memory.policy.consent.ConsentQueue.decide>`): the update it held back when its
+        entry still reads as it did (else, and for an add, a new entry in its file, with its
+        fields); idempotent by ``op_key``."""
+        consent = WriteConsent.confirmed()
+        if proposal.replaces is not None and self.lookup(proposal.replaces) is not None:
+            return self.update_sync(
+                proposal.replaces, proposal.text, actor=actor, op_key=op_key, consent=consent
+            )
+        return self.add_sync(
+            proposal.text,
+            actor=actor,
+            path=proposal.path,
+            fields=proposal.fields,
+            op_key=op_key,
+            consent=consent,
         )
 
-    async def delete(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
-        return await bounded(self.delete_sync, entry_id, actor=actor, op_key=op_key)
+    # -- the async backend interface: each call in a worker thread, bounded (see threaded) ------
 
-    async def read_file(
-        self, path: str, from_line: int = 1, lines: int = 100, *, hide: Hide | None = None
-    ) -> str:
-        return await bounded(self.read_file_sync, path, from_line, lines, hide=hide)
+    add = threaded(add_sync)
+    search = threaded(search_sync)
+    list = threaded(list_sync)
+    get = threaded(get_sync)
+    update = threaded(update_sync)
+    delete = threaded(delete_sync)
+    read_file = threaded(read_file_sync)
 
 
 class _Held(Exception):

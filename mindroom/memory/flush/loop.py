@@ -48,7 +48,9 @@ from typing import Any, Protocol
 
 from mindroom.config.schema import Config
 from mindroom.errors import MemoryAccessError
+from mindroom.memory.backend import MemoryBackend, in_engine, keeps_files
 from mindroom.memory.bounded import Threads
+from mindroom.memory.extraction import ChatLine, next_chunk
 from mindroom.memory.files.facts import (
     chunk_people,
     known_snippets,
@@ -58,7 +60,6 @@ from mindroom.memory.files.facts import (
 )
 from mindroom.memory.files.store import FileMemory, today
 from mindroom.memory.files.tombstones import deleted_from, states_deleted_fact
-from mindroom.memory.flush.chunks import ChatLine, next_chunk
 from mindroom.memory.flush.state import (
     LEGACY_STATE_FILE,
     FlushClaim,
@@ -75,11 +76,10 @@ from mindroom.memory.flush.state import (
     uses_mem0,
 )
 from mindroom.memory.jobs.insights import after_flush
-from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.policy.consent import KEPT, ConsentPending, WriteConsent
 from mindroom.memory.policy.view import AgentView
-from mindroom.memory.registry import MemoryRegistry, ScopeMemory
+from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.search.relations import RelationSettings
 from mindroom.store.ledger import Ledger, ledger_target
 
@@ -125,7 +125,7 @@ class ExtractionTurns(Protocol):
     async def session_chat(
         self, owner: str, session_id: str, requester: str | None, team: bool
     ) -> tuple[list[Any], float]:
-        """The chat lines (:class:`~mindroom.memory.flush.chunks.ChatLine`) of a session of
+        """The chat lines (:class:`~mindroom.memory.extraction.ChatLine`) of a session of
         agent (or team) ``owner``, and its ``updated_at``."""
         ...
 
@@ -398,7 +398,7 @@ class FlushWorker:
         """Promote durable facts from the daily files into MEMORY.md (append-only, capped)."""
         memory = await asyncio.to_thread(self._memory, entry)
         curation = self.settings.curation
-        if not isinstance(memory, FileMemory):  # mem0 keeps its own memories: no curation
+        if not keeps_files(memory):  # mem0 keeps its own memories: no curation
             return []
         async with self._state() as ledger:
             allowed = await ledger.flush_curation_pass(
@@ -453,7 +453,7 @@ class FlushWorker:
             logger.info("curation promoted %d facts into %s", len(promoted), memory.scope_id)
         return promoted
 
-    def _memory(self, entry: FlushEntry) -> ScopeMemory | None:
+    def _memory(self, entry: FlushEntry) -> MemoryBackend | None:
         if entry.team:
             return self.memories.for_team(list(entry.team), entry.requester)
         if entry.agent in self.config.agents:
@@ -526,12 +526,12 @@ class FlushWorker:
         return FlushResult(done, tuple(written), len(chunk))
 
     async def _write_facts(
-        self, memory: ScopeMemory, claimed: FlushEntry, chunk: list[ChatLine]
+        self, memory: MemoryBackend, claimed: FlushEntry, chunk: list[ChatLine]
     ) -> list[str]:
         """Extract ``chunk`` into ``memory``: the texts of the facts stored (raises on a
         failure or a timeout, and nothing then counts as stored)."""
         settings = self.settings.extractor
-        if isinstance(memory, Mem0Memory):  # mem0's own extraction, blocking: in a thread
+        if in_engine(memory):  # mem0's own extraction, blocking: in a thread
             # a model's words are nobody's consent: a sensitive fact waits for its subject
             consent = WriteConsent.model(the_person(chunk, claimed.requester), chunk_people(chunk))
             return await self._threads.run(
@@ -539,6 +539,8 @@ class FlushWorker:
                 partial(memory.extract_sync, consent=consent),
                 chunk,
             )
+        if not keeps_files(memory):  # neither its own extraction nor files: nothing to write
+            return []
         turns = sum(line.role == "user" for line in chunk)
         chunk = await asyncio.to_thread(_without_deleted_facts, memory, chunk)
         if not chunk:

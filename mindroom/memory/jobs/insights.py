@@ -30,6 +30,7 @@ from typing import Any
 
 from mindroom.config.memory_schema import InsightsConfig
 from mindroom.config.schema import Config
+from mindroom.memory.backend import keeps_files
 from mindroom.memory.files.fields import EntryFields
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.files.writing import validate
@@ -146,7 +147,7 @@ async def look_for_insights(
     import asyncio
 
     memory = view.memory
-    if not settings.enabled or not isinstance(memory, FileMemory) or not view.access.may(CATEGORY):
+    if not settings.enabled or not keeps_files(memory) or not view.access.may(CATEGORY):
         return []
     now = now or time.time()
     if not await asyncio.to_thread(due, memory, person, settings, now):

@@ -27,10 +27,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from mindroom.errors import MemoryStoreError
-from mindroom.memory.bounded import bounded
+from mindroom.memory.backend import ENGINE, threaded
+from mindroom.memory.extraction import ChatLine
 from mindroom.memory.files.markdown import MemoryEntry, normalize_text, parse_entries
 from mindroom.memory.mem0.engine import WriteRefused
 from mindroom.memory.mem0.ops import OpLog
@@ -55,20 +56,6 @@ logger = logging.getLogger(__name__)
 MEM0_PATH = "mem0"  # the ``path`` of every mem0 entry
 MAX_READ_LINES = 400
 _ID_MARKER = re.compile(r"[ \t]*<!--[ \t]*[0-9A-Za-z-]{8,}[ \t]*-->[ \t]*$")
-
-
-class ChatLine(Protocol):
-    """One message of a conversation, as :class:`mindroom.adapters.agno.extraction.ChatLine` has it
-    (memory does not import agents)."""
-
-    @property
-    def role(self) -> str: ...
-
-    @property
-    def text(self) -> str: ...
-
-    @property
-    def user_id(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -137,6 +124,7 @@ class Mem0Memory:
     """The memories of one scope (a mem0 ``user_id`` namespace) in a shared engine."""
 
     backend = "mem0"
+    capabilities = ENGINE
 
     def __init__(
         self,
@@ -211,11 +199,13 @@ class Mem0Memory:
         text: str,
         *,
         actor: str,
+        path: str | None = None,
         op_key: str | None = None,
         consent: WriteConsent | None = None,
     ) -> MemoryEntry:
-        """:meth:`add`, blocking. Raises :class:`ConsentPending` (nothing stored) when the
-        text is a sensitive fact ``consent`` is not its subject's."""
+        """Store ``text`` as one memory, verbatim (no model call; ``path`` is ignored: mem0
+        keeps no files). Raises :class:`ConsentPending` (nothing stored) when the text is a
+        sensitive fact ``consent`` is not its subject's."""
         text = _checked(text)
         with self.engine.scope_lock(self.scope_id):
             if op_key is not None:
@@ -241,19 +231,19 @@ class Mem0Memory:
         return _entry(record)
 
     def search_sync(self, query: str, limit: int = 5) -> list[SearchHit]:
-        """:meth:`search`, blocking."""
+        """This scope's memories most similar to ``query``, scored by cosine similarity."""
         if not query.strip() or limit < 1:
             return []
         hits = self.engine.search(self.scope_id, query, limit)
         return [SearchHit(_entry(record), score) for record, score in hits]
 
     def list_sync(self, limit: int = 50) -> list[MemoryEntry]:
-        """:meth:`list`, blocking."""
+        """This scope's memories, newest first."""
         records = self.engine.records(self.scope_id)
         return [_entry(r) for r in reversed(records)][: max(0, limit)]
 
     def get_sync(self, entry_id: str) -> MemoryEntry:
-        """:meth:`get`, blocking."""
+        """The memory ``entry_id`` of this scope (another scope's id is "no such memory")."""
         return _entry(self._owned(entry_id))
 
     def update_sync(
@@ -265,7 +255,7 @@ class Mem0Memory:
         op_key: str | None = None,
         consent: WriteConsent | None = None,
     ) -> MemoryEntry:
-        """:meth:`update`, blocking (repeating an update is harmless: same text). The new
+        """Replace the text of ``entry_id`` (repeating an update is harmless: same text). The new
         text is checked for consent as an add's is (:class:`ConsentPending`: unchanged)."""
         text = _checked(text)
         with self.engine.scope_lock(self.scope_id):
@@ -282,7 +272,7 @@ class Mem0Memory:
         return Mem0Entry(entry_id, text, MEM0_PATH, 0, 0)
 
     def delete_sync(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
-        """:meth:`delete`, blocking."""
+        """Forget ``entry_id`` (mem0's history keeps it)."""
         with self.engine.scope_lock(self.scope_id):
             done = self.ops.get(op_key) if op_key is not None else None
             if done is not None:
@@ -302,7 +292,7 @@ class Mem0Memory:
         return _entry(record)
 
     def read_file_sync(self, path: str, from_line: int = 1, lines: int = 100) -> str:
-        """:meth:`read_file`, blocking."""
+        """Lines of ``MEMORY.md`` as :meth:`export_markdown` renders this scope (numbered)."""
         name = path.strip().replace("\\", "/").removeprefix("./")
         if name != ENTRYPOINT:
             raise MemoryStoreError(
@@ -388,53 +378,15 @@ class Mem0Memory:
             present.add(key)
         return added
 
-    # -- the MemoryBackend contract (async; blocking work runs in a thread) ---------------------
+    # -- the MemoryBackend contract, async: each call in a worker thread, bounded (see threaded)
 
-    async def add(
-        self,
-        text: str,
-        *,
-        actor: str,
-        path: str | None = None,
-        op_key: str | None = None,
-        consent: WriteConsent | None = None,
-    ) -> MemoryEntry:
-        """Store ``text`` as one memory, verbatim (no model call); ``path`` is ignored."""
-        return await bounded(self.add_sync, text, actor=actor, op_key=op_key, consent=consent)
-
-    async def search(self, query: str, limit: int = 5) -> list[SearchHit]:
-        """This scope's memories most similar to ``query``, scored by cosine similarity."""
-        return await bounded(self.search_sync, query, limit)
-
-    async def list(self, limit: int = 50) -> list[MemoryEntry]:
-        """This scope's memories, newest first."""
-        return await bounded(self.list_sync, limit)
-
-    async def get(self, entry_id: str) -> MemoryEntry:
-        """The memory ``entry_id`` of this scope (another scope's id is "no such memory")."""
-        return await bounded(self.get_sync, entry_id)
-
-    async def update(
-        self,
-        entry_id: str,
-        text: str,
-        *,
-        actor: str,
-        op_key: str | None = None,
-        consent: WriteConsent | None = None,
-    ) -> MemoryEntry:
-        """Replace the text of ``entry_id``."""
-        return await bounded(
-            self.update_sync, entry_id, text, actor=actor, op_key=op_key, consent=consent
-        )
-
-    async def delete(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
-        """Forget ``entry_id`` (mem0's history keeps it)."""
-        return await bounded(self.delete_sync, entry_id, actor=actor, op_key=op_key)
-
-    async def read_file(self, path: str, from_line: int = 1, lines: int = 100) -> str:
-        """Lines of ``MEMORY.md`` as :meth:`export_markdown` renders this scope (numbered)."""
-        return await bounded(self.read_file_sync, path, from_line, lines)
+    add = threaded(add_sync)
+    search = threaded(search_sync)
+    list = threaded(list_sync)
+    get = threaded(get_sync)
+    update = threaded(update_sync)
+    delete = threaded(delete_sync)
+    read_file = threaded(read_file_sync)
 
     def close(self) -> None:
         """Nothing to release per scope: the engine is shared (closed by the registry)."""

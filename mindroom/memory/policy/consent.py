@@ -70,6 +70,7 @@ from typing import TYPE_CHECKING
 
 from mindroom.authorization import is_authorized
 from mindroom.errors import MemoryStoreError
+from mindroom.memory.backend import keeps_files
 from mindroom.memory.files.fields import EntryFields, parse_fields, render_fields
 from mindroom.memory.files.markdown import MemoryEntry, parse_entries
 from mindroom.memory.private import requester_key
@@ -77,8 +78,7 @@ from mindroom.store.migrations import open_store, transaction
 from mindroom.store.schemas import CONSENT
 
 if TYPE_CHECKING:
-    from mindroom.memory.files.store import FileMemory
-    from mindroom.memory.mem0.memory import Mem0Memory
+    from mindroom.memory.backend import MemoryBackend
     from mindroom.memory.scope import MemoryScope
 
 logger = logging.getLogger(__name__)
@@ -316,7 +316,7 @@ def waiting_text(proposal: Proposal) -> str:
     )
 
 
-def file_proposals(memory: FileMemory | Mem0Memory, held: Sequence[HeldBack]) -> ConsentPending:
+def file_proposals(memory: MemoryBackend, held: Sequence[HeldBack]) -> ConsentPending:
     """File what a write to ``memory`` held back as proposals of its scope; the error that
     says they wait (each backend's write raises it)."""
     queue = ConsentQueue(memory)
@@ -331,7 +331,7 @@ class ConsentQueue:
     (``memory.scope.state_dir``), and a confirmed one is written through that scope's own
     store (a file entry, or a mem0 memory)."""
 
-    def __init__(self, memory: FileMemory | Mem0Memory) -> None:
+    def __init__(self, memory: MemoryBackend) -> None:
         self.memory = memory
         self._db: sqlite3.Connection = open_store(memory.scope.state_dir / "consent.db", CONSENT)
         self._lock = threading.Lock()
@@ -484,19 +484,8 @@ class ConsentQueue:
         self._decide(proposal, "applied", actor, "corroborated")
 
     def _decide(self, proposal: Proposal, status: str, actor: str, why: str) -> None:
-        from mindroom.memory.mem0.memory import Mem0Memory  # late: it imports this module
-
         meta = {"decision": status, "field": proposal.field, "kind": proposal.kind, "why": why}
-        if isinstance(self.memory, Mem0Memory):  # no history of ours: consent.db keeps it
-            logger.info(
-                "memory %s: proposal %s %s by %s (%s)",
-                self.memory.scope_id,
-                proposal.id,
-                status,
-                actor,
-                why,
-            )
-        else:
+        if keeps_files(self.memory):
             self.memory.history.append(
                 actor=actor,
                 op="consent",
@@ -505,6 +494,15 @@ class ConsentQueue:
                 old=None,
                 new=proposal.text,
                 meta=meta,
+            )
+        else:  # no history of ours: consent.db keeps it
+            logger.info(
+                "memory %s: proposal %s %s by %s (%s)",
+                self.memory.scope_id,
+                proposal.id,
+                status,
+                actor,
+                why,
             )
         with self._lock, transaction(self._db) as db:
             db.execute(
@@ -539,23 +537,5 @@ class ConsentQueue:
         return proposal, written
 
     def _write_confirmed(self, proposal: Proposal, actor: str) -> MemoryEntry:
-        """Write a confirmed proposal: the update it held back when its entry still reads as
-        it did (else, and for an add, a new entry)."""
-        key = f"consent-{proposal.id}"
-        consent = WriteConsent.confirmed()
-        from mindroom.memory.mem0.memory import Mem0Memory  # late: it imports this module
-
-        if isinstance(self.memory, Mem0Memory):
-            return self.memory.write_confirmed(proposal, actor=actor, op_key=key)
-        if proposal.replaces is not None and self.memory.lookup(proposal.replaces) is not None:
-            return self.memory.update_sync(
-                proposal.replaces, proposal.text, actor=actor, op_key=key, consent=consent
-            )
-        return self.memory.add_sync(
-            proposal.text,
-            actor=actor,
-            path=proposal.path,
-            fields=proposal.fields,
-            op_key=key,
-            consent=consent,
-        )
+        """Write a confirmed proposal, as its backend does (idempotently, by the proposal)."""
+        return self.memory.write_confirmed(proposal, actor=actor, op_key=f"consent-{proposal.id}")

@@ -17,8 +17,7 @@ from collections.abc import Sequence
 
 from mindroom.config.schema import Config
 from mindroom.errors import MemoryStoreError
-from mindroom.memory.files.store import FileMemory
-from mindroom.memory.mem0 import Mem0Memory
+from mindroom.memory.backend import MemoryBackend
 from mindroom.memory.policy.consent import ConsentQueue
 from mindroom.memory.registry import MemoryRegistry
 
@@ -32,10 +31,10 @@ ONLY_IN_DM = (
 
 def _memories(
     config: Config, registry: MemoryRegistry, agents: Sequence[str], sender: str
-) -> list[FileMemory | Mem0Memory]:
+) -> list[MemoryBackend]:
     """Every shared agent's memory, and the sender's own of the private agents in the room
     (opening another private companion would make its folder for the sender)."""
-    found: dict[str, FileMemory | Mem0Memory] = {}
+    found: dict[str, MemoryBackend] = {}
     names = [*agents, *(n for n in config.agents if n not in agents)]
     for name in names:
         if name not in config.agents:
@@ -43,7 +42,7 @@ def _memories(
         if config.agents[name].private is not None and name not in agents:
             continue
         memory = registry.for_agent(name, sender)
-        if isinstance(memory, (FileMemory, Mem0Memory)):  # proposals of either backend
+        if memory is not None:  # proposals of either backend
             found.setdefault(memory.scope_id, memory)
     return list(found.values())
 

@@ -28,19 +28,17 @@ from collections.abc import Iterable
 from typing import TypeVar
 
 from mindroom.errors import MemoryStoreError
-from mindroom.memory.bounded import bounded
+from mindroom.memory.backend import MemoryBackend, keeps_files, threaded
 from mindroom.memory.files.fields import NO_FIELDS, EntryFields
 from mindroom.memory.files.markdown import MemoryEntry
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.files.writing import check_procedural
 from mindroom.memory.jobs.consolidate.records import ConsolidationRecords, db_path
-from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.ops_events import OpEvent, emit
 from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.policy.consent import WriteConsent
 from mindroom.memory.policy.filters import MemoryFilter
 from mindroom.memory.policy.gate import Reader, StoredEntry, may_read, readable
-from mindroom.memory.registry import ScopeMemory
 from mindroom.memory.search.index import SearchHit
 from mindroom.memory.search.relations import RelationSettings, link_entry
 from mindroom.memory.search.session_source import (
@@ -75,7 +73,7 @@ class AgentView:
 
     def __init__(
         self,
-        memory: ScopeMemory,
+        memory: MemoryBackend,
         access: CategoryAccess,
         *,
         count: bool = False,
@@ -89,7 +87,7 @@ class AgentView:
         self.sessions = sessions  # past conversations are a source (memory.sources)
 
     def _linked(self, entry: MemoryEntry | None, actor: str) -> MemoryEntry | None:
-        if entry is not None and self.relations and isinstance(self.memory, FileMemory):
+        if entry is not None and self.relations and keeps_files(self.memory):
             edges = link_entry(self.memory, entry, self.relations, actor=actor)
             if edges:
                 self.event("link", entry)
@@ -106,7 +104,7 @@ class AgentView:
 
     def noted(self, entries: list[_E]) -> list[_E]:
         """``entries``, noted as read now when this view counts (file memory only)."""
-        if self.count and entries and isinstance(self.memory, FileMemory):
+        if self.count and entries and keeps_files(self.memory):
             note_access(self.memory, [e.entry if isinstance(e, SearchHit) else e for e in entries])
         return entries
 
@@ -123,7 +121,7 @@ class AgentView:
     def catching_up(self) -> bool:
         """Whether the last search did not wait for the index to follow a big file (it
         searched what was indexed so far)."""
-        return isinstance(self.memory, FileMemory) and self.memory.index.catching_up
+        return keeps_files(self.memory) and self.memory.index.catching_up
 
     def reading(self) -> MemoryFilter:
         """The filter of a conversational read: the gate's (granted categories, live,
@@ -176,7 +174,7 @@ class AgentView:
         self.access.writable(fields.category)
         if fields.type_in(path or "") == "procedural" and (why := check_procedural(text)):
             raise MemoryStoreError(why)
-        if isinstance(self.memory, Mem0Memory):
+        if not keeps_files(self.memory):
             if fields != NO_FIELDS or path is not None:
                 raise MemoryStoreError(
                     "the mem0 backend keeps no files, categories or fields: add the text alone"
@@ -201,7 +199,7 @@ class AgentView:
     ) -> MemoryEntry | None:
         """Append ``text`` to ``path`` (a granted category) unless the file has it already."""
         self.access.writable(fields.category)
-        if isinstance(self.memory, Mem0Memory):
+        if not keeps_files(self.memory):
             raise MemoryStoreError("the mem0 backend keeps no files")
         return self.memory.append_unique_sync(
             text, actor=actor, path=path, fields=fields, run=run, consent=consent
@@ -210,7 +208,7 @@ class AgentView:
     def search_sync(self, query: str, limit: int = 5) -> list[SearchHit]:
         """The best ``limit`` entries this agent may read for ``query``."""
         only = self.reading()
-        if isinstance(self.memory, Mem0Memory):  # no fields there: every entry is the default's
+        if not keeps_files(self.memory):  # no fields there: every entry is the default's
             return self.shown(self.memory.search_sync(query, limit))
         hits = self.noted(self.shown(self.memory.search_sync(query, limit, only)))
         self.event("search", hits[0].entry if hits else None, hits[0].score if hits else None)
@@ -220,15 +218,13 @@ class AgentView:
 
     def list_sync(self, limit: int = 50) -> list[MemoryEntry]:
         """Entries this agent may read, in the store's listing order."""
-        if isinstance(self.memory, Mem0Memory):
+        if not keeps_files(self.memory):
             return readable(self.reader(), self.memory.list_sync(limit))
         return readable(self.reader(), self.memory.list_sync(limit, self.reading()))
 
     def get_sync(self, entry_id: str) -> MemoryEntry:
         """The entry ``entry_id``, if this agent may read it."""
-        if isinstance(self.memory, Mem0Memory):
-            return self._visible(self.memory.get_sync(entry_id), "read")
-        return self.noted([self._visible(self.memory.find(entry_id), "read")])[0]
+        return self.noted([self._visible(self.memory.get_sync(entry_id), "read")])[0]
 
     def update_sync(
         self,
@@ -242,15 +238,10 @@ class AgentView:
         """Replace the text of an entry this agent may read (its fields stay); the store
         checks the new text for consent."""
         if not self._repeat(op_key):
-            self._visible(self._current(entry_id), "change")
-        if isinstance(self.memory, Mem0Memory):
-            updated = self.memory.update_sync(
-                entry_id, text, actor=actor, op_key=op_key, consent=consent
-            )
-        else:
-            updated = self.memory.update_sync(
-                entry_id, text, actor=actor, op_key=op_key, consent=consent
-            )
+            self._visible(self.memory.get_sync(entry_id), "change")
+        updated = self.memory.update_sync(
+            entry_id, text, actor=actor, op_key=op_key, consent=consent
+        )
         self.event("update", updated)
         self._linked(updated, actor)
         return updated
@@ -258,14 +249,14 @@ class AgentView:
     def delete_sync(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
         """Remove an entry this agent may read (the history keeps it)."""
         if not self._repeat(op_key):
-            self._visible(self._current(entry_id), "delete")
+            self._visible(self.memory.get_sync(entry_id), "delete")
         deleted = self.memory.delete_sync(entry_id, actor=actor, op_key=op_key)
         self.event("delete", deleted)
         return deleted
 
     def read_file_sync(self, path: str, from_line: int = 1, lines: int = 100) -> str:
         """Numbered lines of a memory file; entries this agent may not read are placeholders."""
-        if isinstance(self.memory, Mem0Memory):
+        if not keeps_files(self.memory):
             return self.memory.read_file_sync(path, from_line, lines)
         if is_transcript_path(path):
             if not self.sessions:
@@ -276,59 +267,20 @@ class AgentView:
             return read_transcript(self.memory, path, from_line, lines)
         return self.memory.read_file_sync(path, from_line, lines, hide=self.hidden)
 
-    def _current(self, entry_id: str) -> MemoryEntry:
-        if isinstance(self.memory, Mem0Memory):
-            return self.memory.get_sync(entry_id)
-        return self.memory.find(entry_id)
-
     def _repeat(self, op_key: str | None) -> bool:
         """Whether ``op_key`` names a write this memory did already (a resumed turn: answered
         from the record, and the entry may be gone by now)."""
-        if op_key is None or isinstance(self.memory, Mem0Memory):
+        if op_key is None or not keeps_files(self.memory):
             return False
         record = self.memory.history.by_op_key(op_key)
         return record is not None and record.op != "abort"
 
-    # -- async (the tools): each call in a worker thread, bounded ------------------------------
+    # -- async (the tools): each call in a worker thread, bounded (see threaded) ---------------
 
-    async def add(
-        self,
-        text: str,
-        *,
-        actor: str,
-        op_key: str | None = None,
-        fields: EntryFields = NO_FIELDS,
-        run: str | None = None,
-        consent: WriteConsent | None = None,
-    ) -> MemoryEntry:
-        return await bounded(
-            self.add_sync, text, actor=actor, op_key=op_key, fields=fields, run=run, consent=consent
-        )
-
-    async def search(self, query: str, limit: int = 5) -> list[SearchHit]:
-        return await bounded(self.search_sync, query, limit)
-
-    async def list(self, limit: int = 50) -> list[MemoryEntry]:
-        return await bounded(self.list_sync, limit)
-
-    async def get(self, entry_id: str) -> MemoryEntry:
-        return await bounded(self.get_sync, entry_id)
-
-    async def update(
-        self,
-        entry_id: str,
-        text: str,
-        *,
-        actor: str,
-        op_key: str | None = None,
-        consent: WriteConsent | None = None,
-    ) -> MemoryEntry:
-        return await bounded(
-            self.update_sync, entry_id, text, actor=actor, op_key=op_key, consent=consent
-        )
-
-    async def delete(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
-        return await bounded(self.delete_sync, entry_id, actor=actor, op_key=op_key)
-
-    async def read_file(self, path: str, from_line: int = 1, lines: int = 100) -> str:
-        return await bounded(self.read_file_sync, path, from_line, lines)
+    add = threaded(add_sync)
+    search = threaded(search_sync)
+    list = threaded(list_sync)
+    get = threaded(get_sync)
+    update = threaded(update_sync)
+    delete = threaded(delete_sync)
+    read_file = threaded(read_file_sync)

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 
 from mindroom.config.schema import Config, FileMemoryConfig
 from mindroom.errors import MemoryStoreError
+from mindroom.memory.backend import MemoryBackend, in_engine, keeps_files
 from mindroom.memory.files.markdown import MemoryEntry
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.jobs.consolidate.records import ConsolidationRecords, db_path
@@ -44,7 +45,7 @@ from mindroom.memory.mem0.memory import MEM0_PATH
 from mindroom.memory.ops_events import OpEvent, emit
 from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.policy.view import AgentView
-from mindroom.memory.registry import MemoryRegistry, ScopeMemory
+from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.scope import ENTRYPOINT
 from mindroom.memory.search.budget import budgeted_section
 from mindroom.memory.search.delta import ThreadRevisions
@@ -431,7 +432,7 @@ def build_mem0_recall(
 
 def recall_block(
     config: Config,
-    memory: ScopeMemory,
+    memory: MemoryBackend,
     text: str,
     label: str = "",
     now: dt.datetime | None = None,
@@ -447,8 +448,10 @@ def recall_block(
     settings = RecallSettings.of(config.memory.file)
     access = CategoryAccess.for_owner(config, reader, members)
     try:
-        if isinstance(memory, Mem0Memory):
+        if in_engine(memory):
             return build_mem0_recall(memory, text, settings, label=label, access=access)
+        if not keeps_files(memory):
+            return ""
         return build_recall(
             memory,
             text,
@@ -477,7 +480,7 @@ def agent_recall(
     now: dt.datetime | None = None,
     count: bool = True,
     thread: str | None = None,
-) -> tuple[ScopeMemory | None, str]:
+) -> tuple[MemoryBackend | None, str]:
     """The memory of ``agent`` for ``requester`` and what a new turn answering ``text`` in
     ``thread`` recalls: its own memory's block and each of its teams' (blocking: run it in a
     thread).

@@ -30,6 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mindroom.errors import MemoryAccessError, MemoryStoreError
+from mindroom.memory.backend import keeps_files
 from mindroom.memory.files.markdown import MemoryEntry
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.policy.filters import MemoryFilter
@@ -100,7 +101,7 @@ def parse_request(arguments: dict[str, Any]) -> QueryRequest:
 def run_query(view: AgentView, request: QueryRequest, asker: Asker) -> str:
     """The answer to ``request`` as JSON text (a list of results), within its token budget."""
     memory = view.memory
-    if not isinstance(memory, FileMemory):
+    if not keeps_files(memory):
         raise MemoryStoreError("memory_query works on file memory (this agent uses mem0)")
     _check_whose(request, asker)
     only = _filter(view, memory, request)

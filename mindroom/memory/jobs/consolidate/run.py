@@ -25,6 +25,7 @@ from typing import Any
 
 from mindroom.config.schema import Config
 from mindroom.errors import ConfigError
+from mindroom.memory.backend import keeps_files
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.jobs.consolidate.ask import command_ask, model_ask
 from mindroom.memory.jobs.consolidate.fingerprints import Fingerprints
@@ -94,12 +95,12 @@ def scope_memories(registry: MemoryRegistry, config: Config, storage: Path) -> I
     for name, agent in config.agents.items():
         if agent.private is None and config.agent_memory_backend(name) == "file":
             memory = registry.for_agent(name)
-            if isinstance(memory, FileMemory):
+            if keeps_files(memory):
                 yield memory
     if config.memory.backend == "file":
         for members in team_member_lists(storage, config):
             memory = registry.for_team(members)
-            if isinstance(memory, FileMemory):
+            if keeps_files(memory):
                 yield memory
     for scope, owner in private_scopes(storage, config):
         yield registry.open_private_scope(scope, owner)
