@@ -9,7 +9,8 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 
-from mindroom.cli.main import agent_pins, build_parser
+from mindroom.cli.main import build_parser
+from mindroom.cli.run import agent_pins
 from mindroom.config.load import parse_config
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"

@@ -40,7 +40,7 @@ def test_verbose_is_accepted_before_and_after_the_subcommand() -> None:
 
 
 def test_the_banner_says_which_agents_are_in_which_room_and_which_in_none() -> None:
-    from mindroom.cli.main import running_banner
+    from mindroom.cli.run import running_banner
     from mindroom.config import parse_config
 
     config = parse_config(
@@ -60,7 +60,8 @@ agents:
 
 
 def test_the_banners_chat_command_carries_a_non_default_config_and_storage() -> None:
-    from mindroom.cli.main import build_parser, chat_command
+    from mindroom.cli.main import build_parser
+    from mindroom.cli.run import chat_command
 
     parser = build_parser()
     plain = chat_command(parser.parse_args(["run", "--local"]))
