@@ -1,9 +1,20 @@
-"""The ``mindroom`` command: parses arguments and calls the rest. Printing happens only here."""
+"""The ``mindroom`` command: parses the command line and runs what it names. Printing happens
+only in :mod:`mindroom.cli`.
+
+The commands are Click commands in their own modules (``run``, ``chat`` and ``doctor`` in
+:mod:`mindroom.cli.run`; ``memory`` in :mod:`mindroom.cli.memory`, and so on). A module is
+imported only when its command runs or shows its help: :data:`COMMANDS` names each one's
+module and one-line help, so ``mindroom --help`` lists them all without importing any (nor
+the SDKs they use). Exit codes: what the command returns (0 on success), 2 for a command line
+Click cannot parse or a :class:`~mindroom.errors.MindroomError` (a config error, say), 3 when a
+command needs the running bot and there is none, 130 on Ctrl-C.
+"""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import importlib
+import inspect
 import json
 import logging
 import os
@@ -12,21 +23,72 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from mindroom.app.runlock import (
-    NOT_RUNNING_EXIT,
-)
-from mindroom.cli.appservice import add_appservice_parser
-from mindroom.cli.config import add_config_parser
-from mindroom.cli.dashboard import add_dashboard_parser
-from mindroom.cli.keys import add_keys_parser
-from mindroom.cli.maintenance import add_maintenance_parser
-from mindroom.cli.memory import add_memory_parser
-from mindroom.cli.run import DEFAULT_CONFIG, DEFAULT_LOCAL_PORT, _chat, _doctor, _run
-from mindroom.cli.sessions import add_sessions_parser
-from mindroom.config.load import load_dotenv_beside
+import click
+
+from mindroom.app.runlock import NOT_RUNNING_EXIT
+from mindroom.cli.options import Args, Invocation
 from mindroom.errors import MindroomError, NotRunningError
 
 logger = logging.getLogger("mindroom")
+
+# name: (module:attribute of the Click command, its one-line help in ``mindroom --help``)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("mindroom.cli.run:run", "run the agents"),
+    "chat": ("mindroom.cli.run:chat", "talk to the agents from the terminal (local user)"),
+    "doctor": (
+        "mindroom.cli.run:doctor",
+        "check config, homeserver, models, storage, encrypted rooms",
+    ),
+    "memory": ("mindroom.cli.memory:group", "read and edit an agent's memory"),
+    "maintenance": (
+        "mindroom.cli.maintenance:group",
+        "scheduled memory jobs (consolidation): status, run now, configure",
+    ),
+    "sessions": ("mindroom.cli.sessions:group", "list and show conversation sessions"),
+    "keys": ("mindroom.cli.keys:group", "the encryption key backup's recovery key"),
+    "appservice": (
+        "mindroom.cli.appservice:group",
+        "mindroom as the homeserver's application service",
+    ),
+    "dashboard": ("mindroom.cli.dashboard:group", "the web dashboard mindroom run serves"),
+    "config": ("mindroom.cli.config:group", "show, check and edit config.yaml"),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported when one is used: ``lazy`` maps each name to
+    ``module:attribute`` and its one-line help (what the group's own help lists)."""
+
+    def __init__(self, *args: object, lazy: dict[str, tuple[str, str]], **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.lazy)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.lazy:
+            return None
+        module, _, attribute = self.lazy[cmd_name][0].partition(":")
+        command = getattr(importlib.import_module(module), attribute)
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, short) for name, (_, short) in self.lazy.items()])
+
+
+@click.group(
+    "mindroom",
+    cls=LazyGroup,
+    lazy=COMMANDS,
+    help="AI agents in Matrix rooms.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@click.option("-v", "--verbose", is_flag=True, help="debug logging")
+def cli(verbose: bool) -> None:
+    """The ``mindroom`` group (its subcommands return an :class:`Invocation`)."""
 
 
 class JsonLogFormatter(logging.Formatter):
@@ -73,86 +135,49 @@ def _only_critical(record: logging.LogRecord) -> bool:
     return record.levelno >= logging.CRITICAL
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(prog="mindroom", description="AI agents in Matrix rooms.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--config", default=DEFAULT_CONFIG, help="config file (./config.yaml)")
-        p.add_argument("--storage", help="storage root (default: the config file's folder)")
-        # after the subcommand too (mindroom run -v); SUPPRESS keeps a -v given before it
-        p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS)
-
-    run = sub.add_parser("run", help="run the agents")
-    common(run)
-    run.add_argument("--local", action="store_true", help="start an embedded local homeserver")
-    run.add_argument(
-        "--port",
-        type=int,
-        default=None,
-        help=f"local homeserver port ({DEFAULT_LOCAL_PORT} at first; later runs keep the last one)",
-    )
-    run.add_argument("--user", default="user", help="local human account name (user)")
-    run.add_argument(
-        "--dashboard-port", type=int, default=None, help="dashboard port (dashboard.port: 8765)"
-    )
-    run.add_argument("--no-dashboard", action="store_true", help="do not serve the dashboard")
-    run.add_argument("--ops-port", type=int, default=None, help="serve /healthz and /metrics")
-    run.add_argument(
-        "--agents",
-        default=None,
-        metavar="A,B",
-        help="with storage.database: the agents this process is home to (others run them "
-        "only while it is down)",
-    )
-    run.add_argument(
-        "--log-format",
-        choices=("text", "json"),
-        default=None,
-        help="json: one JSON object per log line (MINDROOM_LOG_FORMAT)",
-    )
-    run.set_defaults(func=_run)
-
-    chat = sub.add_parser("chat", help="talk to the agents from the terminal (local user)")
-    common(chat)
-    chat.add_argument("--room", default="lobby", help="room name or alias (lobby)")
-    chat.add_argument(
-        "--timeout", type=float, default=60.0, help="seconds to wait for an answer (60)"
-    )
-    chat.add_argument("message", nargs="*", help="message to send; none opens a prompt")
-    chat.set_defaults(func=_chat)
-    doctor = sub.add_parser(
-        "doctor", help="check config, homeserver, models, storage, encrypted rooms"
-    )
-    common(doctor)
-    doctor.set_defaults(func=_doctor)
-
-    add_memory_parser(sub, common)
-    add_maintenance_parser(sub, common)
-    add_sessions_parser(sub, common)
-    add_keys_parser(sub, common)
-    add_appservice_parser(sub, common)
-    add_dashboard_parser(sub, common)
-    add_config_parser(sub)
-    return parser
+def parse_args(argv: Sequence[str]) -> Args:
+    """What a command line means, without running it (click.UsageError when it means nothing,
+    as the command would exit 2)."""
+    parsed = cli.main(list(argv), prog_name="mindroom", standalone_mode=False)
+    if not isinstance(parsed, Invocation):
+        raise click.UsageError(f"{' '.join(argv)!r} names no command to run")
+    return parsed.args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``mindroom`` console script."""
-    args = build_parser().parse_args(argv)
+    """Entry point of the ``mindroom`` console script: parse ``argv`` (default: the process's
+    arguments), run the command, return its exit code (never raises SystemExit)."""
+    try:
+        parsed = cli.main(
+            list(argv) if argv is not None else None, prog_name="mindroom", standalone_mode=False
+        )
+    except click.ClickException as exc:  # a usage error: its message, exit 2
+        exc.show()
+        return exc.exit_code
+    except click.Abort:  # Ctrl-C while parsing
+        return 130
+    if not isinstance(parsed, Invocation):  # --help: Click printed it
+        return int(parsed or 0)
+    return execute(parsed)
+
+
+def execute(invocation: Invocation) -> int:
+    """Set up logging and the environment, run the command, map mindroom's errors to exit
+    codes (the message on stderr)."""
+    args = invocation.args
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)  # progress shows up even when piped
     _setup_logging(args.verbose, getattr(args, "log_format", None))
     if isinstance(getattr(args, "config", None), str):
+        from mindroom.config.load import load_dotenv_beside
+
         # Once, before anything reads the environment: run, doctor, chat and the rest alike.
         load_dotenv_beside(Path(args.config).resolve())
     os.environ.setdefault("AGNO_TELEMETRY", "false")
     try:
-        if not asyncio.iscoroutinefunction(args.func):
-            return int(args.func(args))
-        return asyncio.run(args.func(args))
+        if inspect.iscoroutinefunction(invocation.function):
+            return int(asyncio.run(invocation.function(args)))
+        return int(invocation.function(args))
     except NotRunningError as exc:
         print(exc, file=sys.stderr)  # "mindroom is not running for ...": no second prefix
         return NOT_RUNNING_EXIT

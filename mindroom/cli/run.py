@@ -3,7 +3,6 @@ checks of an install."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import functools
@@ -13,7 +12,10 @@ import shlex
 import signal
 from pathlib import Path
 
+import click
+
 from mindroom.app.runlock import hold_run_lock, release_run_lock, require_running
+from mindroom.cli.options import DEFAULT_CONFIG, Args, Invocation, invocation, with_storage
 from mindroom.config import Config, load_config
 from mindroom.errors import ConfigError
 from mindroom.invocation import invoked_as
@@ -21,16 +23,15 @@ from mindroom.invocation import invoked_as
 logger = logging.getLogger("mindroom")
 
 DEFAULT_LOCAL_PORT = 8008
-DEFAULT_CONFIG = "config.yaml"
 
 
-def _paths(args: argparse.Namespace) -> tuple[Path, Path]:
+def _paths(args: Args) -> tuple[Path, Path]:
     config_path = Path(args.config).resolve()
     storage = Path(args.storage).resolve() if args.storage else config_path.parent
     return config_path, storage
 
 
-async def _run(args: argparse.Namespace) -> int:
+async def _run(args: Args) -> int:
     """Run until Ctrl-C or SIGTERM, which stop it at any point: during login, the first sync,
     a retry's wait, or while running."""
     main = asyncio.current_task()
@@ -69,7 +70,7 @@ def log_tasks() -> None:
         logger.warning("  %s: %s", task.get_name(), where or "not started")
 
 
-def same_storage_command(args: argparse.Namespace, *words: str) -> str:
+def same_storage_command(args: Args, *words: str) -> str:
     """``mindroom WORDS`` as the person can paste it, for the config and storage of ``args``
     (--config and --storage repeated when they are not the defaults)."""
     parts = [invoked_as(), *words]
@@ -80,7 +81,7 @@ def same_storage_command(args: argparse.Namespace, *words: str) -> str:
     return " ".join(parts)
 
 
-def chat_command(args: argparse.Namespace) -> str:
+def chat_command(args: Args) -> str:
     """The ``chat`` command that reaches this run (it finds the local account in the storage)."""
     return same_storage_command(args, "chat")
 
@@ -101,7 +102,7 @@ def running_banner(config: Config, agents: list[str]) -> str:
     return f"mindroom is running: {'; '.join(parts) or 'no agents'}. Ctrl-C stops."
 
 
-async def _serve(args: argparse.Namespace) -> None:
+async def _serve(args: Args) -> None:
     """Start everything and run until cancelled; the exit stack closes what was started."""
     from mindroom.app.bot import Bot, BotOptions
 
@@ -197,7 +198,7 @@ def agent_pins(given: str | None, config: Config, *, local: bool) -> tuple[str, 
     return names
 
 
-async def _doctor(args: argparse.Namespace) -> int:
+async def _doctor(args: Args) -> int:
     from mindroom.cli.doctor import render, run_doctor
 
     config_path, storage = _paths(args)
@@ -206,7 +207,7 @@ async def _doctor(args: argparse.Namespace) -> int:
     return 0 if all(c.ok for c in checks) else 1
 
 
-async def _chat(args: argparse.Namespace) -> int:
+async def _chat(args: Args) -> int:
     from mindroom.adapters.matrix.chat import chat
 
     _, storage = _paths(args)
@@ -225,7 +226,61 @@ async def _chat(args: argparse.Namespace) -> int:
     )
 
 
-def _start_command(args: argparse.Namespace) -> str:
+def _start_command(args: Args) -> str:
     """The ``run`` command for the storage this chat uses (chat logs in as the user
     ``run --local`` made, so that is the run it needs)."""
     return same_storage_command(args, "run", "--local")
+
+
+@with_storage
+@click.command("run", help="run the agents")
+@click.option("--local", is_flag=True, help="start an embedded local homeserver")
+@click.option(
+    "--port",
+    type=int,
+    default=None,
+    help=f"local homeserver port ({DEFAULT_LOCAL_PORT} at first; later runs keep the last one)",
+)
+@click.option("--user", default="user", help="local human account name (user)")
+@click.option(
+    "--dashboard-port", type=int, default=None, help="dashboard port (dashboard.port: 8765)"
+)
+@click.option("--no-dashboard", is_flag=True, help="do not serve the dashboard")
+@click.option("--ops-port", type=int, default=None, help="serve /healthz and /metrics")
+@click.option(
+    "--agents",
+    default=None,
+    metavar="A,B",
+    help="with storage.database: the agents this process is home to (others run them "
+    "only while it is down)",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default=None,
+    help="json: one JSON object per log line (MINDROOM_LOG_FORMAT)",
+)
+def run(**_: object) -> Invocation:
+    """``mindroom run``."""
+    return invocation(_run)
+
+
+@with_storage
+@click.command(
+    "chat",
+    help="talk to the agents from the terminal (local user)\n\n"
+    "MESSAGE: the message to send; none opens a prompt",
+)
+@click.option("--room", default="lobby", help="room name or alias (lobby)")
+@click.option("--timeout", type=float, default=60.0, help="seconds to wait for an answer (60)")
+@click.argument("message", nargs=-1)
+def chat(**_: object) -> Invocation:
+    """``mindroom chat``."""
+    return invocation(_chat)
+
+
+@with_storage
+@click.command("doctor", help="check config, homeserver, models, storage, encrypted rooms")
+def doctor(**_: object) -> Invocation:
+    """``mindroom doctor``."""
+    return invocation(_doctor)
