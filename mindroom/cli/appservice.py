@@ -3,30 +3,31 @@ its agents (``matrix.mode: appservice``, see :mod:`mindroom.adapters.matrix.apps
 
 from __future__ import annotations
 
-import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
+import click
+
 from mindroom.adapters.matrix.appservice import registration_hint, write_registration
+from mindroom.cli.options import Args, Invocation, invocation, with_storage
 from mindroom.config.load import load_config
 
 
-def add_appservice_parser(
-    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
-    common: Callable[[argparse.ArgumentParser], None],
-) -> None:
-    """Register ``mindroom appservice`` and its actions."""
-    service = sub.add_parser("appservice", help="mindroom as the homeserver's application service")
-    actions = service.add_subparsers(dest="action", required=True)
-    registration = actions.add_parser(
-        "registration", help="write the registration file for the homeserver; print its path"
-    )
-    common(registration)
-    registration.set_defaults(func=run_registration)
+@click.group("appservice", help="mindroom as the homeserver's application service")
+def group() -> None:
+    """``mindroom appservice``."""
 
 
-def run_registration(args: argparse.Namespace) -> int:
+@with_storage
+@group.command(
+    "registration", help="write the registration file for the homeserver; print its path"
+)
+def registration(**_: object) -> Invocation:
+    """``mindroom appservice registration``."""
+    return invocation(run_registration)
+
+
+def run_registration(args: Args) -> int:
     """Write ``mindroom_data/appservice-registration.yaml`` (the tokens are made once and kept)
     from ``matrix.appservice``; its path on stdout, what to do with it on stderr."""
     config_path = Path(args.config).resolve()

@@ -6,45 +6,64 @@ config lock, validated as a whole before the file is replaced).
 
 from __future__ import annotations
 
-import argparse
 import shutil
 from importlib import resources
 from pathlib import Path
 
+import click
+
+from mindroom.cli.options import Args, Invocation, config_param, invocation
 from mindroom.config.load import load_config
 from mindroom.config.store import ConfigDocument, dump_value, edit_config, parse_value
 from mindroom.invocation import invoked_as
 
 
-def add_config_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register ``mindroom config`` and its actions."""
-    config = sub.add_parser("config", help="show, check and edit config.yaml")
-    actions = config.add_subparsers(dest="action", required=True)
-
-    def action(name: str, help_text: str) -> argparse.ArgumentParser:
-        parser = actions.add_parser(name, help=help_text)
-        parser.add_argument("--config", default="config.yaml", help="config file (./config.yaml)")
-        parser.set_defaults(func=run_config)
-        return parser
-
-    action("show", "print the config file")
-    action("validate", "check the config file")
-    action("get", "print one value").add_argument("key", help="dotted key, e.g. agents.general")
-    setter = action("set", "set one value (validated before the file is replaced)")
-    setter.add_argument("key")
-    setter.add_argument("value", help="a YAML value: text, 3, true, [a, b], {k: v}")
-    action("unset", "remove one key").add_argument("key")
-    add = action("add-agent", "add an agent")
-    add.add_argument("name")
-    add.add_argument("--role", default="")
-    add.add_argument("--model")
-    add.add_argument("--room", action="append", default=[], help="a room (repeatable)")
-    init = actions.add_parser("init", help="write a starter config.yaml, agents/, mind_template/")
-    init.add_argument("--path", default=".", help="folder (default: here)")
-    init.set_defaults(func=run_init)
+@click.group("config", help="show, check and edit config.yaml")
+def group() -> None:
+    """``mindroom config``."""
 
 
-def run_config(args: argparse.Namespace) -> int:
+def _action(name: str, help_text: str, *params: click.Parameter) -> click.Command:
+    """A ``mindroom config`` action on the file ``--config`` names (run by :func:`run_config`)."""
+    command = click.Command(
+        name,
+        callback=lambda **_: invocation(run_config),
+        params=[*params, config_param()],
+        help=help_text,
+    )
+    group.add_command(command)
+    return command
+
+
+_action("show", "print the config file")
+_action("validate", "check the config file")
+_action("get", "print one value\n\nKEY: dotted key, e.g. agents.general", click.Argument(["key"]))
+_action(
+    "set",
+    "set one value (validated before the file is replaced)\n\n"
+    "VALUE: a YAML value: text, 3, true, [a, b], {k: v}",
+    click.Argument(["key"]),
+    click.Argument(["value"]),
+)
+_action("unset", "remove one key", click.Argument(["key"]))
+_action(
+    "add-agent",
+    "add an agent",
+    click.Argument(["name"]),
+    click.Option(["--role"], default=""),
+    click.Option(["--model"]),
+    click.Option(["--room"], multiple=True, help="a room (repeatable)"),
+)
+
+
+@group.command("init", help="write a starter config.yaml, agents/, mind_template/")
+@click.option("--path", default=".", help="folder (default: here)")
+def init(**_: object) -> Invocation:
+    """``mindroom config init``."""
+    return invocation(run_init)
+
+
+def run_config(args: Args) -> int:
     """Carry out one ``mindroom config`` action."""
     path = Path(args.config)
     if args.action == "show":
@@ -68,13 +87,13 @@ def run_config(args: argparse.Namespace) -> int:
         elif args.action == "unset":
             doc.unset(args.key)
         elif args.action == "add-agent":
-            doc.add_agent(args.name, role=args.role, model=args.model, rooms=args.room)
+            doc.add_agent(args.name, role=args.role, model=args.model, rooms=list(args.room))
         written = doc.save()
     print(f"{path}: {'updated' if written else 'unchanged'}")
     return 0
 
 
-def run_init(args: argparse.Namespace) -> int:
+def run_init(args: Args) -> int:
     """Write a starter install into ``--path``; never overwrites an existing file."""
     target = Path(args.path)
     target.mkdir(parents=True, exist_ok=True)

@@ -2,30 +2,31 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
+import click
+
+from mindroom.cli.options import Args, Invocation, invocation, with_storage
 from mindroom.config.load import load_config
 from mindroom.dashboard.access import dashboard_token, dashboard_url
 from mindroom.dashboard.person import running_port
 
 
-def add_dashboard_parser(
-    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
-    common: Callable[[argparse.ArgumentParser], None],
-) -> None:
-    """Register ``mindroom dashboard`` and its actions."""
-    dashboard = sub.add_parser("dashboard", help="the web dashboard mindroom run serves")
-    actions = dashboard.add_subparsers(dest="action", required=True)
-    url = actions.add_parser("url", help="print the dashboard's URL with its token")
-    common(url)
-    url.add_argument("--port", type=int, help="this port (default: the running dashboard's)")
-    url.set_defaults(func=run_url)
+@click.group("dashboard", help="the web dashboard mindroom run serves")
+def group() -> None:
+    """``mindroom dashboard``."""
 
 
-def run_url(args: argparse.Namespace) -> int:
+@with_storage
+@group.command("url", help="print the dashboard's URL with its token")
+@click.option("--port", type=int, help="this port (default: the running dashboard's)")
+def url(**_: object) -> Invocation:
+    """``mindroom dashboard url``."""
+    return invocation(run_url)
+
+
+def run_url(args: Args) -> int:
     """Print the URL (the token is made when there is none yet, so a later run uses it): the
     running dashboard's port, else ``--port``, else the config's."""
     config_path = Path(args.config).resolve()

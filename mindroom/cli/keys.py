@@ -8,29 +8,30 @@ the machine and gives it back as ``MINDROOM_RECOVERY_KEY`` after a re-install.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
+import click
+
 from mindroom.adapters.matrix.key_backup import RECOVERY_ENV, recovery_key
+from mindroom.cli.options import Args, Invocation, invocation, with_storage
 
 
-def add_keys_parser(
-    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
-    common: Callable[[argparse.ArgumentParser], None],
-) -> None:
-    """Register ``mindroom keys`` and its actions."""
-    keys = sub.add_parser("keys", help="the encryption key backup's recovery key")
-    actions = keys.add_subparsers(dest="action", required=True)
-    show = actions.add_parser(
-        "recovery-key", help=f"print the recovery key (keep a copy; give it back as {RECOVERY_ENV})"
-    )
-    common(show)
-    show.set_defaults(func=run_recovery_key)
+@click.group("keys", help="the encryption key backup's recovery key")
+def group() -> None:
+    """``mindroom keys``."""
 
 
-def run_recovery_key(args: argparse.Namespace) -> int:
+@with_storage
+@group.command(
+    "recovery-key", help=f"print the recovery key (keep a copy; give it back as {RECOVERY_ENV})"
+)
+def recovery_key_command(**_: object) -> Invocation:
+    """``mindroom keys recovery-key``."""
+    return invocation(run_recovery_key)
+
+
+def run_recovery_key(args: Args) -> int:
     """Print the recovery key on stdout (where it came from on stderr); 1 when there is none."""
     config_path = Path(args.config).resolve()
     storage = Path(args.storage).resolve() if args.storage else config_path.parent

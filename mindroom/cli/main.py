@@ -1,43 +1,94 @@
-"""The ``mindroom`` command: parses arguments and calls the rest. Printing happens only here."""
+"""The ``mindroom`` command: parses the command line and runs what it names. Printing happens
+only in :mod:`mindroom.cli`.
+
+The commands are Click commands in their own modules (``run``, ``chat`` and ``doctor`` in
+:mod:`mindroom.cli.run`; ``memory`` in :mod:`mindroom.cli.memory`, and so on). A module is
+imported only when its command runs or shows its help: :data:`COMMANDS` names each one's
+module and one-line help, so ``mindroom --help`` lists them all without importing any (nor
+the SDKs they use). Exit codes: what the command returns (0 on success), 2 for a command line
+Click cannot parse or a :class:`~mindroom.errors.MindroomError` (a config error, say), 3 when a
+command needs the running bot and there is none, 130 on Ctrl-C.
+"""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import contextlib
-import functools
+import importlib
+import inspect
 import json
 import logging
 import os
-import shlex
-import signal
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from mindroom.app.runlock import (
-    NOT_RUNNING_EXIT,
-    hold_run_lock,
-    release_run_lock,
-    require_running,
-)
-from mindroom.cli.appservice import add_appservice_parser
-from mindroom.cli.config import add_config_parser
-from mindroom.cli.dashboard import add_dashboard_parser
-from mindroom.cli.keys import add_keys_parser
-from mindroom.cli.maintenance import add_maintenance_parser
-from mindroom.cli.memory import add_memory_parser
-from mindroom.cli.sessions import add_sessions_parser
-from mindroom.config import Config, load_config
-from mindroom.config.load import load_dotenv_beside
-from mindroom.errors import ConfigError, MindroomError, NotRunningError
-from mindroom.invocation import invoked_as
+import click
+
+from mindroom.app.runlock import NOT_RUNNING_EXIT
+from mindroom.cli.options import Args, Invocation
+from mindroom.errors import MindroomError, NotRunningError
 
 logger = logging.getLogger("mindroom")
 
-DEFAULT_LOCAL_PORT = 8008
-DEFAULT_CONFIG = "config.yaml"
+# name: (module:attribute of the Click command, its one-line help in ``mindroom --help``)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("mindroom.cli.run:run", "run the agents"),
+    "chat": ("mindroom.cli.run:chat", "talk to the agents from the terminal (local user)"),
+    "doctor": (
+        "mindroom.cli.run:doctor",
+        "check config, homeserver, models, storage, encrypted rooms",
+    ),
+    "memory": ("mindroom.cli.memory:group", "read and edit an agent's memory"),
+    "maintenance": (
+        "mindroom.cli.maintenance:group",
+        "scheduled memory jobs (consolidation): status, run now, configure",
+    ),
+    "sessions": ("mindroom.cli.sessions:group", "list and show conversation sessions"),
+    "keys": ("mindroom.cli.keys:group", "the encryption key backup's recovery key"),
+    "appservice": (
+        "mindroom.cli.appservice:group",
+        "mindroom as the homeserver's application service",
+    ),
+    "dashboard": ("mindroom.cli.dashboard:group", "the web dashboard mindroom run serves"),
+    "config": ("mindroom.cli.config:group", "show, check and edit config.yaml"),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported when one is used: ``lazy`` maps each name to
+    ``module:attribute`` and its one-line help (what the group's own help lists)."""
+
+    def __init__(self, *args: object, lazy: dict[str, tuple[str, str]], **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.lazy)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.lazy:
+            return None
+        module, _, attribute = self.lazy[cmd_name][0].partition(":")
+        command = getattr(importlib.import_module(module), attribute)
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, short) for name, (_, short) in self.lazy.items()])
+
+
+@click.group(
+    "mindroom",
+    cls=LazyGroup,
+    lazy=COMMANDS,
+    help="AI agents in Matrix rooms.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@click.option("-v", "--verbose", is_flag=True, help="debug logging")
+def cli(verbose: bool) -> None:
+    """The ``mindroom`` group (its subcommands return an :class:`Invocation`)."""
 
 
 class JsonLogFormatter(logging.Formatter):
@@ -84,293 +135,49 @@ def _only_critical(record: logging.LogRecord) -> bool:
     return record.levelno >= logging.CRITICAL
 
 
-def _paths(args: argparse.Namespace) -> tuple[Path, Path]:
-    config_path = Path(args.config).resolve()
-    storage = Path(args.storage).resolve() if args.storage else config_path.parent
-    return config_path, storage
-
-
-async def _run(args: argparse.Namespace) -> int:
-    """Run until Ctrl-C or SIGTERM, which stop it at any point: during login, the first sync,
-    a retry's wait, or while running."""
-    main = asyncio.current_task()
-    assert main is not None
-    signalled = asyncio.Event()
-
-    def on_signal() -> None:
-        if not signalled.is_set():  # one cancel: the clean-up after it must not be cut short
-            signalled.set()
-            logger.info("stopping")
-            main.cancel()
-
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, on_signal)
-    loop.add_signal_handler(signal.SIGUSR1, log_tasks)  # what is it waiting for?
-    try:
-        await _serve(args)
-    except asyncio.CancelledError:
-        if not signalled.is_set():
-            raise
-        main.uncancel()
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
-            loop.remove_signal_handler(sig)
-    return 0
-
-
-def log_tasks() -> None:
-    """Log where every task of the running bot waits (``kill -USR1 <pid>``)."""
-    tasks = asyncio.all_tasks()
-    logger.warning("%d tasks (kill -USR1):", len(tasks))
-    for task in sorted(tasks, key=lambda t: t.get_name()):
-        frames = task.get_stack()
-        where = " <- ".join(f"{f.f_code.co_name}:{f.f_lineno}" for f in reversed(frames))
-        logger.warning("  %s: %s", task.get_name(), where or "not started")
-
-
-def same_storage_command(args: argparse.Namespace, *words: str) -> str:
-    """``mindroom WORDS`` as the person can paste it, for the config and storage of ``args``
-    (--config and --storage repeated when they are not the defaults)."""
-    parts = [invoked_as(), *words]
-    if args.config != DEFAULT_CONFIG:
-        parts += ["--config", shlex.quote(args.config)]
-    if args.storage:
-        parts += ["--storage", shlex.quote(args.storage)]
-    return " ".join(parts)
-
-
-def chat_command(args: argparse.Namespace) -> str:
-    """The ``chat`` command that reaches this run (it finds the local account in the storage)."""
-    return same_storage_command(args, "chat")
-
-
-def running_banner(config: Config, agents: list[str]) -> str:
-    """What runs where: each room with its agents, and the agents in no room (DM them)."""
-    rooms: dict[str, list[str]] = {}
-    roomless = []
-    for name in agents:
-        listed = config.agents[name].rooms if name in config.agents else []
-        for room in listed:
-            rooms.setdefault(room, []).append(name)
-        if not listed:
-            roomless.append(name)
-    parts = [f"{', '.join(names)} in #{room}" for room, names in rooms.items()]
-    if roomless:
-        parts.append(f"{', '.join(roomless)} in no room (invite to a DM, or add rooms:)")
-    return f"mindroom is running: {'; '.join(parts) or 'no agents'}. Ctrl-C stops."
-
-
-async def _serve(args: argparse.Namespace) -> None:
-    """Start everything and run until cancelled; the exit stack closes what was started."""
-    from mindroom.app.bot import Bot, BotOptions
-
-    config_path, storage = _paths(args)
-    config = load_config(config_path)
-    data_dir = storage / "mindroom_data"
-    homeserver_url = os.environ.get("MATRIX_HOMESERVER") or config.matrix.homeserver
-    shared_secret = os.environ.get("MATRIX_REGISTRATION_SHARED_SECRET") or None
-    invite: tuple[str, ...] = ()
-    pins = agent_pins(args.agents, config, local=args.local)
-    sharing = shares_agents(config, local=args.local)
-    async with contextlib.AsyncExitStack() as stack:
-        # First, before anything touches the storage; held until the process ends. Its short
-        # blocking wait is fine here: nothing else runs on the loop yet.
-        stack.callback(release_run_lock, hold_run_lock(data_dir, shared=sharing))
-        if args.local:
-            from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
-            from mindroom.adapters.matrix.local import ensure_local_user, follow_port_change
-
-            homeserver = EmbeddedHomeserver(
-                data_dir / "homeserver", port=args.port, room_version=config.matrix.room_version
-            )
-            print(f"Starting the local homeserver in {homeserver.data_dir} ...")
-            stack.push_async_callback(homeserver.stop)
-            await homeserver.start()
-            homeserver_url, shared_secret = homeserver.url, homeserver.shared_secret
-            follow_port_change(data_dir, homeserver.previous_url, homeserver_url)
-            user = await ensure_local_user(data_dir, homeserver_url, shared_secret, args.user)
-            invite = (user.user_id,)
-            print(
-                "\nLocal homeserver is up. Log in with any Matrix client:\n"
-                f"  homeserver: {user.homeserver}\n"
-                f"  user:       {user.user_id}\n"
-                f"  password:   {user.password}\n"
-                f"or talk from this machine: {chat_command(args)} 'hello'\n"
-            )
-        bot = Bot(
-            config,
-            BotOptions(
-                storage,
-                homeserver_url,
-                shared_secret,
-                invite_users=invite,
-                config_dir=config_path.parent,
-                config_path=config_path,
-                pins=pins,
-                leases=sharing,
-            ),
-        )
-        stack.push_async_callback(bot.stop)
-        ops_port = args.ops_port or config.ops.port
-        if ops_port:  # before the start: /healthz says "starting" until the accounts run
-            from mindroom.dashboard.ops import OpsServer
-
-            ops = OpsServer(bot, data_dir, config.ops.host, ops_port)
-            if await ops.start():
-                stack.push_async_callback(ops.stop)
-        await bot.start()
-        if config.dashboard.enabled and not args.no_dashboard:  # up before "running" is said
-            from mindroom.dashboard.server import Dashboard
-
-            port = args.dashboard_port or config.dashboard.port
-            dashboard = Dashboard(bot, config_path, data_dir, port)
-            if await dashboard.start():
-                stack.push_async_callback(dashboard.stop)
-                print(f"Dashboard: {dashboard.url}")
-        print(running_banner(config, list(bot.agents)))
-        await asyncio.Event().wait()  # until a signal cancels this task
-
-
-def shares_agents(config: Config, *, local: bool) -> bool:
-    """True when several ``mindroom run`` may share this config's agents (leases)."""
-    return bool(config.storage.database) and not local
-
-
-def agent_pins(given: str | None, config: Config, *, local: bool) -> tuple[str, ...]:
-    """The accounts ``--agents a,b`` pins this process to (ConfigError when it cannot)."""
-    if not given:
-        return ()
-    if not shares_agents(config, local=local):
-        raise ConfigError(
-            "--agents shares the agents between several processes: it needs storage.database "
-            "(PostgreSQL) and an external homeserver (not --local)"
-        )
-    names = tuple(dict.fromkeys(n.strip() for n in given.split(",") if n.strip()))
-    known = [*config.agents, *config.teams]  # the router goes to whoever takes it first
-    unknown = [n for n in names if n not in known]
-    if unknown or not names:
-        raise ConfigError(
-            f"--agents: no agent or team named {', '.join(unknown) or repr(given)} in the config "
-            f"(known: {', '.join(known)})"
-        )
-    return names
-
-
-async def _doctor(args: argparse.Namespace) -> int:
-    from mindroom.cli.doctor import render, run_doctor
-
-    config_path, storage = _paths(args)
-    checks = await run_doctor(config_path, storage, os.environ.get("MATRIX_HOMESERVER"))
-    print(render(checks))
-    return 0 if all(c.ok for c in checks) else 1
-
-
-async def _chat(args: argparse.Namespace) -> int:
-    from mindroom.adapters.matrix.chat import chat
-
-    _, storage = _paths(args)
-    data_dir = storage / "mindroom_data"
-    message = " ".join(args.message) if args.message else None
-    check = functools.partial(require_running, data_dir, _start_command(args))
-    if not args.verbose:  # nio's retry warnings when the homeserver goes away are noise here
-        logging.getLogger("nio").setLevel(logging.ERROR)
-    return await chat(
-        data_dir,
-        args.room,
-        message,
-        timeout=args.timeout,
-        bot_check=check,
-        start_command=_start_command(args),
-    )
-
-
-def _start_command(args: argparse.Namespace) -> str:
-    """The ``run`` command for the storage this chat uses (chat logs in as the user
-    ``run --local`` made, so that is the run it needs)."""
-    return same_storage_command(args, "run", "--local")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(prog="mindroom", description="AI agents in Matrix rooms.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--config", default=DEFAULT_CONFIG, help="config file (./config.yaml)")
-        p.add_argument("--storage", help="storage root (default: the config file's folder)")
-        # after the subcommand too (mindroom run -v); SUPPRESS keeps a -v given before it
-        p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS)
-
-    run = sub.add_parser("run", help="run the agents")
-    common(run)
-    run.add_argument("--local", action="store_true", help="start an embedded local homeserver")
-    run.add_argument(
-        "--port",
-        type=int,
-        default=None,
-        help=f"local homeserver port ({DEFAULT_LOCAL_PORT} at first; later runs keep the last one)",
-    )
-    run.add_argument("--user", default="user", help="local human account name (user)")
-    run.add_argument(
-        "--dashboard-port", type=int, default=None, help="dashboard port (dashboard.port: 8765)"
-    )
-    run.add_argument("--no-dashboard", action="store_true", help="do not serve the dashboard")
-    run.add_argument("--ops-port", type=int, default=None, help="serve /healthz and /metrics")
-    run.add_argument(
-        "--agents",
-        default=None,
-        metavar="A,B",
-        help="with storage.database: the agents this process is home to (others run them "
-        "only while it is down)",
-    )
-    run.add_argument(
-        "--log-format",
-        choices=("text", "json"),
-        default=None,
-        help="json: one JSON object per log line (MINDROOM_LOG_FORMAT)",
-    )
-    run.set_defaults(func=_run)
-
-    chat = sub.add_parser("chat", help="talk to the agents from the terminal (local user)")
-    common(chat)
-    chat.add_argument("--room", default="lobby", help="room name or alias (lobby)")
-    chat.add_argument(
-        "--timeout", type=float, default=60.0, help="seconds to wait for an answer (60)"
-    )
-    chat.add_argument("message", nargs="*", help="message to send; none opens a prompt")
-    chat.set_defaults(func=_chat)
-    doctor = sub.add_parser(
-        "doctor", help="check config, homeserver, models, storage, encrypted rooms"
-    )
-    common(doctor)
-    doctor.set_defaults(func=_doctor)
-
-    add_memory_parser(sub, common)
-    add_maintenance_parser(sub, common)
-    add_sessions_parser(sub, common)
-    add_keys_parser(sub, common)
-    add_appservice_parser(sub, common)
-    add_dashboard_parser(sub, common)
-    add_config_parser(sub)
-    return parser
+def parse_args(argv: Sequence[str]) -> Args:
+    """What a command line means, without running it (click.UsageError when it means nothing,
+    as the command would exit 2)."""
+    parsed = cli.main(list(argv), prog_name="mindroom", standalone_mode=False)
+    if not isinstance(parsed, Invocation):
+        raise click.UsageError(f"{' '.join(argv)!r} names no command to run")
+    return parsed.args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``mindroom`` console script."""
-    args = build_parser().parse_args(argv)
+    """Entry point of the ``mindroom`` console script: parse ``argv`` (default: the process's
+    arguments), run the command, return its exit code (never raises SystemExit)."""
+    try:
+        parsed = cli.main(
+            list(argv) if argv is not None else None, prog_name="mindroom", standalone_mode=False
+        )
+    except click.ClickException as exc:  # a usage error: its message, exit 2
+        exc.show()
+        return exc.exit_code
+    except click.Abort:  # Ctrl-C while parsing
+        return 130
+    if not isinstance(parsed, Invocation):  # --help: Click printed it
+        return int(parsed or 0)
+    return execute(parsed)
+
+
+def execute(invocation: Invocation) -> int:
+    """Set up logging and the environment, run the command, map mindroom's errors to exit
+    codes (the message on stderr)."""
+    args = invocation.args
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)  # progress shows up even when piped
     _setup_logging(args.verbose, getattr(args, "log_format", None))
     if isinstance(getattr(args, "config", None), str):
+        from mindroom.config.load import load_dotenv_beside
+
         # Once, before anything reads the environment: run, doctor, chat and the rest alike.
         load_dotenv_beside(Path(args.config).resolve())
     os.environ.setdefault("AGNO_TELEMETRY", "false")
     try:
-        if not asyncio.iscoroutinefunction(args.func):
-            return int(args.func(args))
-        return asyncio.run(args.func(args))
+        if inspect.iscoroutinefunction(invocation.function):
+            return int(asyncio.run(invocation.function(args)))
+        return int(invocation.function(args))
     except NotRunningError as exc:
         print(exc, file=sys.stderr)  # "mindroom is not running for ...": no second prefix
         return NOT_RUNNING_EXIT

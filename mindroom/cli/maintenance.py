@@ -8,7 +8,6 @@ so a job never runs twice at once. Printing happens here, never in the rest of t
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import signal
@@ -16,6 +15,9 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
+import click
+
+from mindroom.cli.options import Args, Invocation, invocation, with_storage
 from mindroom.config import Config, load_config
 from mindroom.config.maintenance_schema import MaintenanceConfig
 from mindroom.errors import ConfigError
@@ -30,60 +32,78 @@ logger = logging.getLogger(__name__)
 _DAEMON_GRACE_S = 10.0  # a running job's time to reach its next heartbeat at Ctrl-C / SIGTERM
 
 
-def add_maintenance_parser(sub: argparse._SubParsersAction, common) -> None:  # type: ignore[type-arg]
-    """Register ``mindroom maintenance`` and its actions."""
-    maintenance = sub.add_parser(
-        "maintenance", help="scheduled memory jobs (consolidation): status, run now, configure"
-    )
-    actions = maintenance.add_subparsers(dest="action", required=True)
-    status = actions.add_parser(
-        "status", help="each job: enabled, schedule, next due (local and UTC), last run"
-    )
-    common(status)
-    status.set_defaults(func=run_status)
-    tick = actions.add_parser("tick", help="run the jobs that are due now, then exit")
-    common(tick)
-    tick.add_argument(
-        "--job", metavar="JOB", help="run this job now, due or not (never beside a run of it)"
-    )
-    tick.set_defaults(func=run_tick)
-    config = actions.add_parser(
-        "config",
-        help="change one job's window or switch it on or off "
-        "(kept until config.yaml changes that field)",
-    )
-    common(config)
-    config.add_argument("job", help="job name (memory.maintenance.jobs)")
-    config.add_argument("--window-start", metavar="HH:MM", help="window start, or 'none'")
-    config.add_argument("--window-end", metavar="HH:MM", help="window end, or 'none'")
-    switch = config.add_mutually_exclusive_group()
-    switch.add_argument("--enable", dest="enabled", action="store_const", const=True)
-    switch.add_argument("--disable", dest="enabled", action="store_const", const=False)
-    config.add_argument("--reset", action="store_true", help="back to config.yaml's values")
-    config.add_argument(
-        "--recompute-next", action="store_true", help="due time afresh from the schedule, from now"
-    )
-    config.set_defaults(func=run_config)
-    daemon = actions.add_parser(
-        "daemon", help="tick until Ctrl-C or SIGTERM (for when the bot is not running)"
-    )
-    common(daemon)
-    daemon.add_argument(
-        "--interval-seconds",
-        type=_positive,
-        help="seconds between ticks (default memory.maintenance.tick_seconds)",
-    )
-    daemon.set_defaults(func=run_daemon)
+@click.group(
+    "maintenance", help="scheduled memory jobs (consolidation): status, run now, configure"
+)
+def group() -> None:
+    """``mindroom maintenance``."""
 
 
-def _positive(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds above 0")
-    return value
+class _Seconds(click.ParamType):
+    """A number of seconds above 0."""
+
+    name = "seconds"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if seconds <= 0:
+            self.fail(f"{value} is not a number of seconds above 0", param, ctx)
+        return seconds
 
 
-def _open(args: argparse.Namespace) -> tuple[Config, Path, Path, MaintenanceStore, tzinfo]:
+@with_storage
+@group.command("status", help="each job: enabled, schedule, next due (local and UTC), last run")
+def status(**_: object) -> Invocation:
+    """``mindroom maintenance status``."""
+    return invocation(run_status)
+
+
+@with_storage
+@group.command("tick", help="run the jobs that are due now, then exit")
+@click.option(
+    "--job", metavar="JOB", help="run this job now, due or not (never beside a run of it)"
+)
+def tick(**_: object) -> Invocation:
+    """``mindroom maintenance tick``."""
+    return invocation(run_tick)
+
+
+@with_storage
+@group.command(
+    "config",
+    help="change one job's window or switch it on or off "
+    "(kept until config.yaml changes that field)\n\n"
+    "JOB: job name (memory.maintenance.jobs)",
+)
+@click.argument("job")
+@click.option("--window-start", metavar="HH:MM", help="window start, or 'none'")
+@click.option("--window-end", metavar="HH:MM", help="window end, or 'none'")
+@click.option("--enable/--disable", "enabled", default=None, help="switch the job on or off")
+@click.option("--reset", is_flag=True, help="back to config.yaml's values")
+@click.option("--recompute-next", is_flag=True, help="due time afresh from the schedule, from now")
+def configure(**_: object) -> Invocation:
+    """``mindroom maintenance config``."""
+    return invocation(run_config)
+
+
+@with_storage
+@group.command("daemon", help="tick until Ctrl-C or SIGTERM (for when the bot is not running)")
+@click.option(
+    "--interval-seconds",
+    type=_Seconds(),
+    help="seconds between ticks (default memory.maintenance.tick_seconds)",
+)
+def daemon(**_: object) -> Invocation:
+    """``mindroom maintenance daemon``."""
+    return invocation(run_daemon)
+
+
+def _open(args: Args) -> tuple[Config, Path, Path, MaintenanceStore, tzinfo]:
     """Config, config file, storage root, the database with config.yaml's jobs applied, and
     the zone of the windows."""
     config_path = Path(args.config).resolve()
@@ -95,14 +115,14 @@ def _open(args: argparse.Namespace) -> tuple[Config, Path, Path, MaintenanceStor
     return config, config_path, storage, store, tz
 
 
-def run_status(args: argparse.Namespace) -> int:
+def run_status(args: Args) -> int:
     """``mindroom maintenance status``."""
     config, _, _, store, tz = _open(args)
     print(render_status(store, config.memory.maintenance, tz, utc_now()))
     return 0
 
 
-async def run_tick(args: argparse.Namespace) -> int:
+async def run_tick(args: Args) -> int:
     """``mindroom maintenance tick``: 1 when a run failed."""
     from mindroom.memory.registry import MemoryRegistry
 
@@ -131,7 +151,7 @@ async def run_tick(args: argparse.Namespace) -> int:
     return 1 if any(result.status == "failed" for result in results) else 0
 
 
-def run_config(args: argparse.Namespace) -> int:
+def run_config(args: Args) -> int:
     """``mindroom maintenance config JOB ...``."""
     changes: dict[str, Any] = {}
     for field in ("window_start", "window_end"):
@@ -187,7 +207,7 @@ class _ConfigFile:
         return self.config
 
 
-async def run_daemon(args: argparse.Namespace) -> int:
+async def run_daemon(args: Args) -> int:
     """``mindroom maintenance daemon``: ticks until Ctrl-C or SIGTERM, then ends cleanly."""
     from mindroom.memory.registry import MemoryRegistry
     from mindroom.tasks import TaskSupervisor

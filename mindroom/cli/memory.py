@@ -9,25 +9,27 @@ what consolidation records beside them) and are refused there with what to do in
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import datetime as dt
 import json
 from pathlib import Path
 
+import click
+
 from mindroom.app.runlock import running
-from mindroom.cli.memory_recall import add_recall_parser
+from mindroom.cli.memory_recall import add_recall_command
 from mindroom.cli.memory_structured import (
     STRUCTURED_ACTIONS,
-    add_field_arguments,
-    add_structured_parsers,
+    add_structured_commands,
     cli_access,
+    field_params,
     fields_of,
     run_person_export,
     run_person_forget,
     run_structured,
 )
 from mindroom.cli.memory_transfer import export_scope, import_scope
+from mindroom.cli.options import Args, Invocation, invocation, storage_params, with_storage
 from mindroom.config import Config, load_config
 from mindroom.errors import ConfigError, EmbedderError, MemoryStoreError
 from mindroom.memory.backend import MemoryBackend, in_engine, keeps_files
@@ -39,88 +41,132 @@ from mindroom.memory.policy.view import AgentView
 from mindroom.memory.registry import MemoryRegistry
 
 
-def add_memory_parser(sub: argparse._SubParsersAction, common) -> None:  # type: ignore[type-arg]
-    """Register ``mindroom memory`` and its actions."""
-    memory = sub.add_parser("memory", help="read and edit an agent's memory")
-    actions = memory.add_subparsers(dest="action", required=True)
+@click.group("memory", help="read and edit an agent's memory")
+def group() -> None:
+    """``mindroom memory``."""
 
-    def action(name: str, help_text: str, whose_required: bool = True) -> argparse.ArgumentParser:
-        parser = actions.add_parser(name, help=help_text)
-        common(parser)
-        whose = parser.add_mutually_exclusive_group(required=whose_required)
-        whose.add_argument("--agent", help="agent name")
-        whose.add_argument("--team", help="team name (its shared memory)")
-        parser.add_argument("--user", help="Matrix ID, for a private companion's memory")
-        parser.set_defaults(func=run_memory)
-        return parser
 
-    action("list", "list memories").add_argument("--limit", type=int, default=50)
-    search = action("search", "search memories")
-    search.add_argument("query")
-    search.add_argument("--limit", type=int, default=10)
-    add = action("add", "add a memory")
-    add.add_argument("text")
-    add.add_argument("--file", help="memory file (default MEMORY.md)")
-    add_field_arguments(add)
-    add_structured_parsers(action)
-    action("get", "show one memory").add_argument("id")
-    history = action("history", "show the history (of one memory)")
-    history.add_argument("id", nargs="?")
-    history.add_argument("--json", action="store_true", help="as audit events (ADD, UPDATE...)")
-    action("restore", "bring back a deleted or archived memory").add_argument("id")
-    action(
-        "conflicts", "list contradictions and proposed merges consolidation recorded"
-    ).add_argument("--all", action="store_true", help="settled ones too")
-    resolve = action("resolve", "settle a recorded conflict or proposed merge")
-    resolve.add_argument("conflict", help="its id (c-...), from `mindroom memory conflicts`")
-    resolve.add_argument("--keep", metavar="ID", help="keep this entry, archive the other")
-    resolve.add_argument("--keep-both", action="store_true", help="keep both as they are")
-    resolve.add_argument("--edit", metavar="TEXT", help="new text for the kept entry")
-    resolve.add_argument("--accept", action="store_true", help="apply a proposed merge")
-    action("reindex", "rebuild the search indexes (keywords, vectors) from the files")
-    export = action(
-        "export",
-        "write every memory with its id, fields and file (--user alone: everything about "
-        "that person)",
-        whose_required=False,
+def _action(
+    name: str, help_text: str, *params: click.Parameter, whose_required: bool = True
+) -> click.Command:
+    """A ``mindroom memory`` action on the memory ``--agent`` or ``--team`` (and ``--user``)
+    names, carried out by :func:`run_memory`."""
+
+    def callback(agent: str | None, team: str | None, **_: object) -> Invocation:
+        if agent and team:
+            raise click.UsageError("--agent and --team each name one memory: give one of them")
+        if whose_required and not (agent or team):
+            raise click.UsageError("one of the options --agent NAME or --team NAME is required")
+        return invocation(run_memory)
+
+    whose = [
+        click.Option(["--agent"], help="agent name"),
+        click.Option(["--team"], help="team name (its shared memory)"),
+        click.Option(["--user"], help="Matrix ID, for a private companion's memory"),
+    ]
+    command = click.Command(
+        name, callback=callback, params=[*params, *whose, *storage_params()], help=help_text
     )
-    export.add_argument("--output", type=Path, help="file to write (default: standard output)")
-    export.add_argument(
-        "--format",
-        choices=("markdown", "json"),
+    group.add_command(command)
+    return command
+
+
+def _memory_id() -> click.Argument:
+    return click.Argument(["id"])
+
+
+_action("list", "list memories", click.Option(["--limit"], type=int, default=50))
+_action(
+    "search",
+    "search memories",
+    click.Argument(["query"]),
+    click.Option(["--limit"], type=int, default=10),
+)
+_action(
+    "add",
+    "add a memory",
+    click.Argument(["text"]),
+    click.Option(["--file"], help="memory file (default MEMORY.md)"),
+    *field_params(),
+)
+add_structured_commands(_action)
+_action("get", "show one memory", _memory_id())
+_action(
+    "history",
+    "show the history (of one memory)",
+    click.Argument(["id"], required=False),
+    click.Option(["--json"], is_flag=True, help="as audit events (ADD, UPDATE...)"),
+)
+_action("restore", "bring back a deleted or archived memory", _memory_id())
+_action(
+    "conflicts",
+    "list contradictions and proposed merges consolidation recorded",
+    click.Option(["--all"], is_flag=True, help="settled ones too"),
+)
+_action(
+    "resolve",
+    "settle a recorded conflict or proposed merge\n\n"
+    "CONFLICT: its id (c-...), from `mindroom memory conflicts`",
+    click.Argument(["conflict"]),
+    click.Option(["--keep"], metavar="ID", help="keep this entry, archive the other"),
+    click.Option(["--keep-both"], is_flag=True, help="keep both as they are"),
+    click.Option(["--edit"], metavar="TEXT", help="new text for the kept entry"),
+    click.Option(["--accept"], is_flag=True, help="apply a proposed merge"),
+)
+_action("reindex", "rebuild the search indexes (keywords, vectors) from the files")
+_action(
+    "export",
+    "write every memory with its id, fields and file (--user alone: everything about that person)",
+    click.Option(
+        ["--output"],
+        type=click.Path(path_type=Path),
+        help="file to write (default: standard output)",
+    ),
+    click.Option(
+        ["--format"],
+        type=click.Choice(["markdown", "json"]),
         default="markdown",
         help="markdown (default; reads back with import) or json (also reads back)",
-    )
-    action(
-        "import",
-        "add the entries of an export (markdown or json) or any markdown file, with their "
-        "ids, fields and files (skipping what is already there)",
-    ).add_argument("file", type=Path, help="an export (markdown or json), or notes in markdown")
-    delete = action("delete", "delete one memory (the history keeps it: restore brings it back)")
-    delete.add_argument("id")
-    forget = action(
-        "forget",
-        "erase everything about one person (--user) from every store mindroom keeps",
-        whose_required=False,
-    )
-    forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    add_recall_parser(actions, common, _open)
-
-    flush = actions.add_parser("flush", help="run one memory flush cycle now")
-    common(flush)
-    flush.add_argument("--agent", help="only this agent's (or team's) sessions")
-    flush.set_defaults(func=run_flush)
-    status = actions.add_parser("flush-status", help="show the memory flush state")
-    common(status)
-    status.set_defaults(func=run_flush_status)
+    ),
+    whose_required=False,
+)
+_action(
+    "import",
+    "add the entries of an export (markdown or json) or any markdown file, with their "
+    "ids, fields and files (skipping what is already there)\n\n"
+    "FILE: an export (markdown or json), or notes in markdown",
+    click.Argument(["file"], type=click.Path(path_type=Path)),
+)
+_action("delete", "delete one memory (the history keeps it: restore brings it back)", _memory_id())
+_action(
+    "forget",
+    "erase everything about one person (--user) from every store mindroom keeps",
+    click.Option(["--yes"], is_flag=True, help="do not ask for confirmation"),
+    whose_required=False,
+)
 
 
-def _storage(args: argparse.Namespace) -> tuple[Path, Path]:
+@with_storage
+@group.command("flush", help="run one memory flush cycle now")
+@click.option("--agent", help="only this agent's (or team's) sessions")
+def flush(**_: object) -> Invocation:
+    """``mindroom memory flush``."""
+    return invocation(run_flush)
+
+
+@with_storage
+@group.command("flush-status", help="show the memory flush state")
+def flush_status(**_: object) -> Invocation:
+    """``mindroom memory flush-status``."""
+    return invocation(run_flush_status)
+
+
+def _storage(args: Args) -> tuple[Path, Path]:
     config_path = Path(args.config).resolve()
     return config_path, Path(args.storage).resolve() if args.storage else config_path.parent
 
 
-async def run_flush(args: argparse.Namespace) -> int:
+async def run_flush(args: Args) -> int:
     """``mindroom memory flush``: one cycle now, ignoring idle times; prints what it wrote."""
     from mindroom.adapters.agno.runner import AgentRuntime
     from mindroom.memory.flush.loop import FlushWorker
@@ -164,7 +210,7 @@ async def run_flush(args: argparse.Namespace) -> int:
     return 0
 
 
-async def run_flush_status(args: argparse.Namespace) -> int:
+async def run_flush_status(args: Args) -> int:
     """``mindroom memory flush-status``: the flush table of the ledger."""
     from mindroom.memory.flush.loop import read_flush_state
 
@@ -189,21 +235,21 @@ async def run_flush_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _target(args: argparse.Namespace) -> str:
+def _target(args: Args) -> str:
     """The options naming the memory an action works on (for messages)."""
     user = f" --user {args.user}" if args.user else ""
     team = getattr(args, "team", None)
     return (f"--team {team}" if team else f"--agent {args.agent}") + user
 
 
-def _whose(args: argparse.Namespace) -> str:
+def _whose(args: Args) -> str:
     """The memory an action works on, in words: ``agent 'general'`` or ``team 'crew'``."""
     team = getattr(args, "team", None)
     return f"team {team!r}" if team else f"agent {args.agent!r}"
 
 
 def _open_team(
-    args: argparse.Namespace, config: Config, storage: Path, config_path: Path
+    args: Args, config: Config, storage: Path, config_path: Path
 ) -> tuple[MemoryBackend, MemoryRegistry]:
     if args.team not in config.teams:
         known = ", ".join(config.teams) or "none"
@@ -225,7 +271,7 @@ def _open_team(
     return memory, registry
 
 
-def _open(args: argparse.Namespace) -> tuple[MemoryBackend, MemoryRegistry]:
+def _open(args: Args) -> tuple[MemoryBackend, MemoryRegistry]:
     config_path = Path(args.config).resolve()
     storage = Path(args.storage).resolve() if args.storage else config_path.parent
     config = load_config(config_path)
@@ -251,7 +297,7 @@ def _open(args: argparse.Namespace) -> tuple[MemoryBackend, MemoryRegistry]:
     return memory, registry
 
 
-def _refuse_while_running(args: argparse.Namespace, data_dir: Path) -> None:
+def _refuse_while_running(args: Args, data_dir: Path) -> None:
     """A mem0 write from here while the bot runs is refused: mem0's local store (Chroma) takes
     writes from one process only; one from the CLI left the running bot's mem0 searches failing
     ("Error finding id") until its own next write. Reads from here are harmless."""
@@ -272,7 +318,7 @@ def _line(entry_id: str, path: str, line: int, text: str) -> str:
     return f"{entry_id}  {path}:{line}  {first}{more}"
 
 
-def run_memory(args: argparse.Namespace) -> int:
+def run_memory(args: Args) -> int:
     """Carry out one ``mindroom memory`` action; prints results, returns the exit code."""
     if args.action == "export" and not args.agent and not getattr(args, "team", None):
         if not args.user:
@@ -296,7 +342,7 @@ def run_memory(args: argparse.Namespace) -> int:
         registry.close()
 
 
-def _act(args: argparse.Namespace, memory: MemoryBackend, config: Config) -> int:
+def _act(args: Args, memory: MemoryBackend, config: Config) -> int:
     if args.action == "export":
         return export_scope(memory, args.output, args.format)
     if args.action == "import":
@@ -366,7 +412,7 @@ def _mem0_line(entry_id: str, text: str) -> str:
     return f"{entry_id}  {first}{more}"
 
 
-def _conflicts(args: argparse.Namespace, memory: FileMemory) -> int:
+def _conflicts(args: Args, memory: FileMemory) -> int:
     """``mindroom memory conflicts``: each recorded pair with both texts as they are now."""
     from mindroom.memory.jobs.consolidate.records import ConsolidationRecords, db_path
     from mindroom.memory.jobs.consolidate.resolve import sides
@@ -401,7 +447,7 @@ def _conflicts(args: argparse.Namespace, memory: FileMemory) -> int:
     return 0
 
 
-def _resolve(args: argparse.Namespace, memory: FileMemory) -> int:
+def _resolve(args: Args, memory: FileMemory) -> int:
     """``mindroom memory resolve``: settle one recorded pair (see its module)."""
     from mindroom.memory.jobs.consolidate.records import ConsolidationRecords, db_path
     from mindroom.memory.jobs.consolidate.resolve import resolve
@@ -448,7 +494,7 @@ _MEM0_REFUSALS = {
 }
 
 
-def _act_mem0(args: argparse.Namespace, memory: Mem0Memory) -> int:
+def _act_mem0(args: Args, memory: Mem0Memory) -> int:
     """The actions on a mem0 scope: mem0's ids, mem0's change records."""
     if args.action in _MEM0_REFUSALS:
         why = _MEM0_REFUSALS[args.action].format(target=_target(args))
@@ -511,3 +557,6 @@ def _reindex_vectors(memory: FileMemory) -> int:
         return 1
     print(f"embedded {count} memories with {vectors.model_id}")
     return 0
+
+
+add_recall_command(group, _open)

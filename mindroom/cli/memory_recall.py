@@ -5,36 +5,42 @@ Split from :mod:`mindroom.cli.memory`, which registers it beside the other memor
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import click
+
+from mindroom.cli.options import Args, invocation, storage_params
 from mindroom.config import load_config
 from mindroom.memory.registry import MemoryRegistry
 
-Opener = Callable[[argparse.Namespace], tuple[Any, MemoryRegistry]]
+Opener = Callable[[Args], tuple[Any, MemoryRegistry]]
 
 
-def add_recall_parser(
-    actions: argparse._SubParsersAction,  # type: ignore[type-arg]
-    common: Callable[[argparse.ArgumentParser], None],
-    opener: Opener,
-) -> None:
-    """Register ``mindroom memory recall``; ``opener`` checks ``--agent``/``--user`` and opens
-    the memory as every memory action does."""
-    recall = actions.add_parser(
-        "recall", help="show the memory a new turn of the agent gets for a message"
+def add_recall_command(group: click.Group, opener: Opener) -> None:
+    """Register ``mindroom memory recall`` in ``group``; ``opener`` checks ``--agent`` and
+    ``--user`` and opens the memory as every memory action does."""
+    group.add_command(
+        click.Command(
+            "recall",
+            callback=lambda **_: invocation(partial(run_recall, opener=opener)),
+            params=[
+                click.Option(["--agent"], required=True, help="agent name"),
+                click.Option(
+                    ["--user"], help="Matrix ID: who is asking (a private companion's memory)"
+                ),
+                click.Argument(["message"]),
+                *storage_params(),
+            ],
+            help="show the memory a new turn of the agent gets for a message\n\n"
+            "MESSAGE: the message the turn answers",
+        )
     )
-    common(recall)
-    recall.add_argument("--agent", required=True, help="agent name")
-    recall.add_argument("--user", help="Matrix ID: who is asking (a private companion's memory)")
-    recall.add_argument("message", help="the message the turn answers")
-    recall.set_defaults(func=partial(run_recall, opener=opener))
 
 
-def run_recall(args: argparse.Namespace, opener: Opener) -> int:
+def run_recall(args: Args, opener: Opener) -> int:
     """``mindroom memory recall``: print exactly the memory block a new turn of the agent gets
     for the message (nothing at all when it gets none), from the files as they are now.
 

@@ -8,7 +8,6 @@ and ``--team`` apply that allowlist (``memory.allowlists``) exactly as the agent
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import sys
@@ -17,8 +16,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import click
+
 from mindroom.app.runlock import running
 from mindroom.atomic import atomic_write
+from mindroom.cli.options import Args
 from mindroom.config import Config
 from mindroom.errors import ConfigError, MemoryStoreError
 from mindroom.memory.backend import MemoryBackend, keeps_files
@@ -36,30 +38,41 @@ from mindroom.people.data import forget_person
 STRUCTURED_ACTIONS = frozenset({"set", "proposals", "confirm", "reject", "stats"})
 
 
-def add_field_arguments(parser: argparse.ArgumentParser) -> None:
+def field_params() -> list[click.Parameter]:
     """``--category``, ``--importance`` and ``--pin`` (the fields of a new entry)."""
-    parser.add_argument("--category", help="its category (memory.categories; default general)")
-    parser.add_argument("--importance", type=int, choices=range(1, 6), metavar="1-5")
-    parser.add_argument("--pin", action="store_true", help="never let it expire")
+    return [
+        click.Option(["--category"], help="its category (memory.categories; default general)"),
+        click.Option(["--importance"], type=click.IntRange(1, 5), metavar="1-5"),
+        click.Option(["--pin"], is_flag=True, help="never let it expire"),
+    ]
 
 
-def add_structured_parsers(action: Callable[[str, str], argparse.ArgumentParser]) -> None:
-    """Register ``set`` through ``memory_cli``'s ``action`` helper (``--agent``/``--team``)."""
-    change = action("set", "change a memory's fields (category, importance, pinned)")
-    change.add_argument("id")
-    change.add_argument("--category", help="new category (memory.categories)")
-    change.add_argument("--importance", type=int, choices=range(1, 6), metavar="1-5")
-    pin = change.add_mutually_exclusive_group()
-    pin.add_argument("--pin", action="store_true", default=None, help="never let it expire")
-    pin.add_argument("--unpin", dest="pin", action="store_false", help="let it expire again")
+def add_structured_commands(action: Callable[..., click.Command]) -> None:
+    """Register ``set``, ``proposals``, ``confirm``, ``reject`` and ``stats`` through
+    :mod:`mindroom.cli.memory`'s ``action`` (which adds ``--agent``/``--team``)."""
+    action(
+        "set",
+        "change a memory's fields (category, importance, pinned)",
+        click.Argument(["id"]),
+        click.Option(["--category"], help="new category (memory.categories)"),
+        click.Option(["--importance"], type=click.IntRange(1, 5), metavar="1-5"),
+        click.Option(
+            ["--pin/--unpin"],
+            default=None,
+            help="never let it expire / let it expire again",
+        ),
+    )
     action("proposals", "list changes waiting for a person's consent (or a second signal)")
-    action("confirm", "confirm a proposed change: it is written").add_argument("proposal")
-    action("reject", "reject a proposed change: nothing is written").add_argument("proposal")
-    stats = action("stats", "count what memory did, by node and operation")
-    stats.add_argument("--days", type=float, default=7, help="how far back (default 7)")
+    action("confirm", "confirm a proposed change: it is written", click.Argument(["proposal"]))
+    action("reject", "reject a proposed change: nothing is written", click.Argument(["proposal"]))
+    action(
+        "stats",
+        "count what memory did, by node and operation",
+        click.Option(["--days"], type=float, default=7, help="how far back (default 7)"),
+    )
 
 
-def cli_access(args: argparse.Namespace, config: Config) -> CategoryAccess:
+def cli_access(args: Args, config: Config) -> CategoryAccess:
     """The allowlist of the agent (or team) an action names."""
     team = getattr(args, "team", None)
     if team:
@@ -67,7 +80,7 @@ def cli_access(args: argparse.Namespace, config: Config) -> CategoryAccess:
     return CategoryAccess.of(config, args.agent)
 
 
-def fields_of(args: argparse.Namespace) -> EntryFields:
+def fields_of(args: Args) -> EntryFields:
     """The fields ``add`` was given (a MemoryStoreError names a bad one)."""
     try:
         return check_fields(
@@ -77,7 +90,7 @@ def fields_of(args: argparse.Namespace) -> EntryFields:
         raise MemoryStoreError(str(exc)) from None
 
 
-def run_structured(args: argparse.Namespace, view: AgentView) -> int:
+def run_structured(args: Args, view: AgentView) -> int:
     """Carry out a structured action; prints the result."""
     memory = view.memory
     if args.action in ("proposals", "confirm", "reject"):  # proposals of either backend
@@ -106,7 +119,7 @@ def run_structured(args: argparse.Namespace, view: AgentView) -> int:
     return 0
 
 
-def _person(args: argparse.Namespace) -> str:
+def _person(args: Args) -> str:
     user = args.user
     if not user or not user.startswith("@") or ":" not in user:
         raise ConfigError(f"--user {user!r} is not a Matrix ID like @alice:example.org")
@@ -115,9 +128,7 @@ def _person(args: argparse.Namespace) -> str:
     return str(user)
 
 
-def run_person_export(
-    args: argparse.Namespace, config: Config, storage: Path, config_dir: Path
-) -> int:
+def run_person_export(args: Args, config: Config, storage: Path, config_dir: Path) -> int:
     """``memory export --user MXID``: everything stored about one person, as markdown or
     JSON: every store of the map (:mod:`mindroom.people.data`)."""
     user = _person(args)
@@ -140,9 +151,7 @@ def run_person_export(
     return 0
 
 
-def run_person_forget(
-    args: argparse.Namespace, config: Config, storage: Path, config_dir: Path
-) -> int:
+def run_person_forget(args: Args, config: Config, storage: Path, config_dir: Path) -> int:
     """``memory forget --user MXID``: erase the person's part of every store of the map, after
     a confirmation (``--yes`` skips it; without a terminal it is required)."""
     user = _person(args)
@@ -176,7 +185,7 @@ def run_person_forget(
     return 0
 
 
-def _consent(args: argparse.Namespace, memory: MemoryBackend) -> int:
+def _consent(args: Args, memory: MemoryBackend) -> int:
     queue = ConsentQueue(memory)
     try:
         if args.action == "proposals":

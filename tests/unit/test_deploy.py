@@ -9,7 +9,8 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 
-from mindroom.cli.main import agent_pins, build_parser
+from mindroom.cli.main import parse_args
+from mindroom.cli.run import agent_pins
 from mindroom.config.load import parse_config
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -27,7 +28,7 @@ def test_the_compose_example_runs_two_processes_sharing_the_agents() -> None:
     pinned: list[str] = []
     for name in ("mindroom-a", "mindroom-b"):
         service = services[name]
-        args = build_parser().parse_args(service["command"])
+        args = parse_args(service["command"])
         assert args.command == "run"
         assert args.config == "/etc/mindroom/config.yaml"
         pinned += agent_pins(args.agents, config, local=args.local)

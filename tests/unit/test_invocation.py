@@ -30,17 +30,16 @@ def test_a_bare_name_not_on_path_falls_back_to_the_readme_command() -> None:
 
 
 def test_verbose_is_accepted_before_and_after_the_subcommand() -> None:
-    from mindroom.cli.main import build_parser
+    from mindroom.cli.main import parse_args
 
-    parser = build_parser()
-    assert parser.parse_args(["-v", "run"]).verbose
-    assert parser.parse_args(["run", "-v", "--local"]).verbose
-    assert parser.parse_args(["chat", "--verbose", "hi"]).verbose
-    assert not parser.parse_args(["run", "--local"]).verbose
+    assert parse_args(["-v", "run"]).verbose
+    assert parse_args(["run", "-v", "--local"]).verbose
+    assert parse_args(["chat", "--verbose", "hi"]).verbose
+    assert not parse_args(["run", "--local"]).verbose
 
 
 def test_the_banner_says_which_agents_are_in_which_room_and_which_in_none() -> None:
-    from mindroom.cli.main import running_banner
+    from mindroom.cli.run import running_banner
     from mindroom.config import parse_config
 
     config = parse_config(
@@ -60,12 +59,12 @@ agents:
 
 
 def test_the_banners_chat_command_carries_a_non_default_config_and_storage() -> None:
-    from mindroom.cli.main import build_parser, chat_command
+    from mindroom.cli.main import parse_args
+    from mindroom.cli.run import chat_command
 
-    parser = build_parser()
-    plain = chat_command(parser.parse_args(["run", "--local"]))
+    plain = chat_command(parse_args(["run", "--local"]))
     assert plain.endswith(" chat")
     moved = chat_command(
-        parser.parse_args(["run", "--local", "--storage", "/tmp/my data", "--config", "c.yaml"])
+        parse_args(["run", "--local", "--storage", "/tmp/my data", "--config", "c.yaml"])
     )
     assert moved.endswith(" chat --config c.yaml --storage '/tmp/my data'")

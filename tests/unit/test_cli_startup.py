@@ -1,0 +1,150 @@
+"""``mindroom --help`` imports no command module and no SDK; the command line's errors exit 2.
+
+The import checks run in a fresh Python process (this test process has imported everything).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+from mindroom.cli.main import COMMANDS, cli, main, parse_args
+
+REPO = Path(__file__).resolve().parents[2]
+HEAVY = (
+    "agno",
+    "nio",
+    "synapse",
+    "torch",
+    "sqlalchemy",
+    "mem0",
+    "aiohttp",
+    "numpy",
+    "sentence_transformers",
+)
+
+# Runs the CLI with the arguments given, then prints (last line) which heavy packages it loaded.
+PROBE = f"""
+import json, sys
+from mindroom.cli.main import main
+code = main(sys.argv[1:])
+loaded = sorted({{m.split(".")[0] for m in sys.modules}} & set({HEAVY!r}))
+cli_modules = sorted(m for m in sys.modules if m.startswith("mindroom.cli."))
+print(json.dumps({{"code": code, "loaded": loaded, "cli": cli_modules}}))
+"""
+
+
+def probe(*argv: str) -> tuple[str, dict[str, object]]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *argv],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    *output, last = done.stdout.splitlines()
+    return "\n".join(output), json.loads(last)
+
+
+def test_help_lists_every_command_without_importing_any_or_an_sdk() -> None:
+    text, result = probe("--help")
+    assert result["code"] == 0
+    for name, (_, short) in COMMANDS.items():
+        assert name in text
+        assert short.split()[0] in text
+    assert result["loaded"] == []
+    assert result["cli"] == ["mindroom.cli.main", "mindroom.cli.options"]
+
+
+def test_a_commands_help_imports_its_module_and_what_it_uses() -> None:
+    """The positive control of the test above: the probe sees a heavy import when there is one."""
+    text, result = probe("memory", "--help")
+    assert result["code"] == 0
+    assert "flush-status" in text
+    assert "mindroom.cli.memory" in result["cli"]  # type: ignore[operator]
+    assert "sqlalchemy" in result["loaded"]  # type: ignore[operator]
+
+
+def test_the_table_says_what_each_commands_own_help_says() -> None:
+    context = click.Context(cli)
+    for name, (_, short) in COMMANDS.items():
+        command = cli.get_command(context, name)
+        assert command is not None
+        assert command.name == name
+        assert (command.help or "").split("\n\n")[0] == short
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        ([], "Usage: mindroom"),
+        (["nope"], "No such command 'nope'"),
+        (["run", "--port", "x"], "'x' is not a valid integer"),
+        (["memory", "list"], "--agent NAME or --team NAME is required"),
+        (["memory", "list", "--agent", "a", "--team", "b"], "give one of them"),
+        (["memory", "set", "m-1", "--agent", "a", "--importance", "6"], "--importance"),
+        (["maintenance", "daemon", "--interval-seconds", "0"], "seconds above 0"),
+        (["config", "get"], "Missing argument 'KEY'"),
+    ],
+)
+def test_a_command_line_that_means_nothing_exits_2_and_says_why(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert said in captured.err + captured.out
+
+
+def test_help_of_any_command_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["memory", "recall", "--help"]) == 0
+    assert "MESSAGE: the message the turn answers" in capsys.readouterr().out
+
+
+def test_parsing_names_the_command_and_action_and_each_option() -> None:
+    args = parse_args(["memory", "set", "m-1", "--agent", "general", "--unpin"])
+    assert (args.command, args.action, args.id, args.agent, args.pin) == (
+        "memory",
+        "set",
+        "m-1",
+        "general",
+        False,
+    )
+    assert parse_args(["memory", "set", "m-1", "--agent", "general"]).pin is None
+    assert parse_args(["config", "add-agent", "x", "--room", "a", "--room", "b"]).room == ("a", "b")
+
+
+def _leaves(group: click.Group, path: list[str]) -> list[tuple[list[str], click.Command]]:
+    context = click.Context(group)
+    found = []
+    for name in group.list_commands(context):
+        command = group.get_command(context, name)
+        assert command is not None
+        if isinstance(command, click.Group):
+            found += _leaves(command, [*path, name])
+        else:
+            found.append(([*path, name], command))
+    return found
+
+
+def test_every_command_parses_its_options_from_the_table_down() -> None:
+    leaves = _leaves(cli, [])
+    assert len(leaves) > 30  # the positive control: the walk reaches the memory actions
+    for path, command in leaves:
+        argv = [*path]
+        for param in command.params:
+            if param.required and isinstance(param, click.Argument):
+                argv.append("x")
+            elif param.required and isinstance(param, click.Option):
+                argv += [param.opts[0], "x"]
+        if any("--team" in param.opts for param in command.params):
+            argv += ["--agent", "x"]  # the memory actions name whose memory
+        args = parse_args(argv)
+        assert [args.command, args.action] == (path + [None])[:2], argv
+        assert args.verbose is False
