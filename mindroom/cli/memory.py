@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -358,52 +359,73 @@ def _act(args: Args, memory: MemoryBackend, config: Config) -> int:
         return _act_mem0(args, memory)
     if not keeps_files(memory):
         raise MemoryStoreError(f"{args.action} is not offered by the memory of {_whose(args)}")
-    if args.action == "list":
-        entries = view.list_sync(args.limit)
-        for e in entries:
-            print(_line(e.id, e.path, e.start_line, e.text))
-        print(f"({len(entries)} memories in {memory.scope.root})")
-    elif args.action == "search":
-        hits = memory.index.search(args.query, args.limit, where=view.reading().where())
-        for hit in hits:
-            e = hit.entry
-            print(f"{hit.score:.3g}  {_line(e.id, e.path, e.start_line, e.text)}")
-        if not hits:
-            print(f"no memories match {args.query!r}")
-    elif args.action == "add":
-        e = view.add_sync(args.text, actor="cli", path=args.file, fields=fields_of(args))
-        print(f"added {_line(e.id, e.path, e.start_line, e.text)}")
-    elif args.action == "get":
-        e = view.get_sync(args.id)
-        words = f"  {render_fields(e.fields)}" if e.fields != NO_FIELDS else ""
-        print(f"{e.id}  {e.path}:{e.start_line}-{e.end_line}{words}\n{e.text}")
-    elif args.action == "history" and args.json:
-        print(json.dumps(events(memory, args.id), ensure_ascii=False, indent=2))
-    elif args.action == "history":
-        records = memory.history_of(args.id)
-        for r in records:
-            when = dt.datetime.fromtimestamp(r.time).strftime("%Y-%m-%d %H:%M:%S")
-            change = f"{r.old!r} -> {r.new!r}" if r.op == "update" else repr(r.new or r.old)
-            print(f"{when}  {r.actor:<6} {r.op:<8} {r.id}  {r.path}  {change}")
-        if not records:
-            print("no history yet")
-    elif args.action == "delete":
-        e = view.delete_sync(args.id.strip(), actor="cli")
-        print(f"deleted {_line(e.id, e.path, e.start_line, e.text)}")
-        print(f"(bring it back with: mindroom memory restore {_target(args)} {e.id})")
-    elif args.action == "restore":
-        e = memory.restore_sync(args.id, actor="cli")
-        print(f"restored {_line(e.id, e.path, e.start_line, e.text)}")
-    elif args.action == "conflicts":
-        return _conflicts(args, memory)
-    elif args.action == "resolve":
-        return _resolve(args, memory)
-    elif args.action == "reindex":
-        count = memory.index.rebuild()
-        print(f"reindexed {count} memories from {memory.scope.root}")
-        status = _reindex_vectors(memory)
-        return _reindex_shared(memory) or status
+    act = _FILE_ACTIONS.get(args.action)
+    return 0 if act is None else act(args, memory, view)
+
+
+def _list(args: Args, memory: FileMemory, view: AgentView) -> int:
+    entries = view.list_sync(args.limit)
+    for e in entries:
+        print(_line(e.id, e.path, e.start_line, e.text))
+    print(f"({len(entries)} memories in {memory.scope.root})")
     return 0
+
+
+def _search(args: Args, memory: FileMemory, view: AgentView) -> int:
+    hits = memory.index.search(args.query, args.limit, where=view.reading().where())
+    for hit in hits:
+        e = hit.entry
+        print(f"{hit.score:.3g}  {_line(e.id, e.path, e.start_line, e.text)}")
+    if not hits:
+        print(f"no memories match {args.query!r}")
+    return 0
+
+
+def _add(args: Args, _memory: FileMemory, view: AgentView) -> int:
+    e = view.add_sync(args.text, actor="cli", path=args.file, fields=fields_of(args))
+    print(f"added {_line(e.id, e.path, e.start_line, e.text)}")
+    return 0
+
+
+def _get(args: Args, _memory: FileMemory, view: AgentView) -> int:
+    e = view.get_sync(args.id)
+    words = f"  {render_fields(e.fields)}" if e.fields != NO_FIELDS else ""
+    print(f"{e.id}  {e.path}:{e.start_line}-{e.end_line}{words}\n{e.text}")
+    return 0
+
+
+def _history(args: Args, memory: FileMemory, _view: AgentView) -> int:
+    if args.json:
+        print(json.dumps(events(memory, args.id), ensure_ascii=False, indent=2))
+        return 0
+    records = memory.history_of(args.id)
+    for r in records:
+        when = dt.datetime.fromtimestamp(r.time).strftime("%Y-%m-%d %H:%M:%S")
+        change = f"{r.old!r} -> {r.new!r}" if r.op == "update" else repr(r.new or r.old)
+        print(f"{when}  {r.actor:<6} {r.op:<8} {r.id}  {r.path}  {change}")
+    if not records:
+        print("no history yet")
+    return 0
+
+
+def _delete(args: Args, _memory: FileMemory, view: AgentView) -> int:
+    e = view.delete_sync(args.id.strip(), actor="cli")
+    print(f"deleted {_line(e.id, e.path, e.start_line, e.text)}")
+    print(f"(bring it back with: mindroom memory restore {_target(args)} {e.id})")
+    return 0
+
+
+def _restore(args: Args, memory: FileMemory, _view: AgentView) -> int:
+    e = memory.restore_sync(args.id, actor="cli")
+    print(f"restored {_line(e.id, e.path, e.start_line, e.text)}")
+    return 0
+
+
+def _reindex(_args: Args, memory: FileMemory, _view: AgentView) -> int:
+    count = memory.index.rebuild()
+    print(f"reindexed {count} memories from {memory.scope.root}")
+    status = _reindex_vectors(memory)
+    return _reindex_shared(memory) or status
 
 
 def _mem0_line(entry_id: str, text: str) -> str:
@@ -499,36 +521,61 @@ def _act_mem0(args: Args, memory: Mem0Memory) -> int:
     if args.action in _MEM0_REFUSALS:
         why = _MEM0_REFUSALS[args.action].format(target=_target(args))
         raise MemoryStoreError(f"{args.action} does not apply to {_whose(args)}: {why}")
-    if args.action == "list":
-        entries = asyncio.run(memory.list(args.limit))
-        for e in entries:
-            print(_mem0_line(e.id, e.text))
-        print(f"({len(entries)} memories of {memory.scope_id} in mem0)")
-    elif args.action == "search":
-        hits = memory.search_sync(args.query, args.limit)
-        for hit in hits:
-            print(f"{hit.score:.3g}  {_mem0_line(hit.entry.id, hit.entry.text)}")
-        if not hits:
-            print(f"no memories match {args.query!r}")
-    elif args.action == "add":
-        if args.file:
-            raise MemoryStoreError("mem0 keeps no files: drop --file (the memory is one text)")
-        e = asyncio.run(memory.add(args.text, actor="cli"))
-        print(f"added {_mem0_line(e.id, e.text)}")
-    elif args.action == "get":
-        e = asyncio.run(memory.get(args.id))
-        print(f"{e.id}  mem0\n{e.text}")
-    elif args.action == "history":
-        records = memory.history_sync(args.id)
-        for r in records:
-            when = str(r.get("created_at") or "")[:19].replace("T", " ")
-            old, new = r.get("old_memory"), r.get("new_memory")
-            event = str(r.get("event"))
-            change = f"{old!r} -> {new!r}" if event == "UPDATE" else repr(new or old)
-            print(f"{when}  {event:<7} {r.get('memory_id')}  {change}")
-        if not records:
-            print("no history yet")
+    act = _MEM0_ACTIONS.get(args.action)
+    return 0 if act is None else act(args, memory)
+
+
+def _mem0_list(args: Args, memory: Mem0Memory) -> int:
+    entries = asyncio.run(memory.list(args.limit))
+    for e in entries:
+        print(_mem0_line(e.id, e.text))
+    print(f"({len(entries)} memories of {memory.scope_id} in mem0)")
     return 0
+
+
+def _mem0_search(args: Args, memory: Mem0Memory) -> int:
+    hits = memory.search_sync(args.query, args.limit)
+    for hit in hits:
+        print(f"{hit.score:.3g}  {_mem0_line(hit.entry.id, hit.entry.text)}")
+    if not hits:
+        print(f"no memories match {args.query!r}")
+    return 0
+
+
+def _mem0_add(args: Args, memory: Mem0Memory) -> int:
+    if args.file:
+        raise MemoryStoreError("mem0 keeps no files: drop --file (the memory is one text)")
+    e = asyncio.run(memory.add(args.text, actor="cli"))
+    print(f"added {_mem0_line(e.id, e.text)}")
+    return 0
+
+
+def _mem0_get(args: Args, memory: Mem0Memory) -> int:
+    e = asyncio.run(memory.get(args.id))
+    print(f"{e.id}  mem0\n{e.text}")
+    return 0
+
+
+def _mem0_history(args: Args, memory: Mem0Memory) -> int:
+    records = memory.history_sync(args.id)
+    for r in records:
+        when = str(r.get("created_at") or "")[:19].replace("T", " ")
+        old, new = r.get("old_memory"), r.get("new_memory")
+        event = str(r.get("event"))
+        change = f"{old!r} -> {new!r}" if event == "UPDATE" else repr(new or old)
+        print(f"{when}  {event:<7} {r.get('memory_id')}  {change}")
+    if not records:
+        print("no history yet")
+    return 0
+
+
+_MEM0_ACTIONS: dict[str, Callable[[Args, Mem0Memory], int]] = {
+    "list": _mem0_list,
+    "search": _mem0_search,
+    "add": _mem0_add,
+    "get": _mem0_get,
+    "history": _mem0_history,
+}
 
 
 def _reindex_shared(memory: FileMemory) -> int:
@@ -560,3 +607,18 @@ def _reindex_vectors(memory: FileMemory) -> int:
 
 
 add_recall_command(group, _open)
+
+
+# The actions on a file scope (the ones every backend shares come before, in ``_act``).
+_FILE_ACTIONS: dict[str, Callable[[Args, FileMemory, AgentView], int]] = {
+    "list": _list,
+    "search": _search,
+    "add": _add,
+    "get": _get,
+    "history": _history,
+    "delete": _delete,
+    "restore": _restore,
+    "conflicts": lambda args, memory, _view: _conflicts(args, memory),
+    "resolve": lambda args, memory, _view: _resolve(args, memory),
+    "reindex": _reindex,
+}

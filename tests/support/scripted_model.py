@@ -627,25 +627,26 @@ class _RequestHandler(BaseHTTPRequestHandler):
         except _BadRequestError as exc:
             self._send_error_json(400, str(exc))
             return
-        if self._path() in ("/v1/embeddings", "/embeddings"):
+        path = self._path()
+        if path in ("/v1/embeddings", "/embeddings"):
             self._embeddings(raw)
-            return
-        if self._path() in ("/v1/audio/transcriptions", "/audio/transcriptions"):
-            scripted = self.server.scripted
-            with scripted._lock:
-                scripted.transcription_requests.append(raw)
-                text = scripted.transcript
-            self._send_json(200, {"text": text})
-            return
-        if self._path() not in ("/v1/chat/completions", "/chat/completions"):
+        elif path in ("/v1/audio/transcriptions", "/audio/transcriptions"):
+            self._transcription(raw)
+        elif path in ("/v1/chat/completions", "/chat/completions"):
+            self._chat_completion(raw)
+        else:
             self._send_error_json(404, f"unknown path {self.path}")
-            return
+
+    def _transcription(self, raw: bytes) -> None:
+        scripted = self.server.scripted
+        with scripted._lock:
+            scripted.transcription_requests.append(raw)
+            text = scripted.transcript
+        self._send_json(200, {"text": text})
+
+    def _chat_completion(self, raw: bytes) -> None:
         try:
-            body = json.loads(raw.decode("utf-8"))
-            if not isinstance(body, dict):
-                raise _BadRequestError("request body must be a JSON object")
-            if not isinstance(body.get("messages"), list):
-                raise _BadRequestError("'messages' must be a list")
+            body = _chat_body(raw)
         except (ValueError, _BadRequestError) as exc:
             self._send_error_json(400, f"bad request: {exc}")
             return
@@ -675,17 +676,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         model = body.get("model") if isinstance(body.get("model"), str) else DEFAULT_MODEL_ID
         tool_calls = scripted._tool_call_dicts(reply)
         finish_reason = reply.finish_reason or ("tool_calls" if tool_calls else "stop")
-        usage = reply.usage
-        if usage is None:
-            prompt_tokens = _count_words(all_text(body))
-            completion_tokens = _count_words(reply.text) + sum(
-                _count_words(c["function"]["arguments"]) + 1 for c in tool_calls
-            )
-            usage = {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            }
+        usage = reply.usage if reply.usage is not None else _usage(body, reply, tool_calls)
         completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         created = int(time.time())
 
@@ -835,3 +826,26 @@ def tool_results(server: ScriptedModel) -> list[str]:
         elif results and results != seen[: len(results)]:
             seen += results
     return seen
+
+
+def _chat_body(raw: bytes) -> dict[str, Any]:
+    """A chat completion request's JSON body; ValueError or _BadRequestError when malformed."""
+    body = json.loads(raw.decode("utf-8"))
+    if not isinstance(body, dict):
+        raise _BadRequestError("request body must be a JSON object")
+    if not isinstance(body.get("messages"), list):
+        raise _BadRequestError("'messages' must be a list")
+    return body
+
+
+def _usage(body: dict[str, Any], reply: Reply, tool_calls: list[dict[str, Any]]) -> dict[str, int]:
+    """Token counts for a reply that scripts none: words, as a stand-in for tokens."""
+    prompt_tokens = _count_words(all_text(body))
+    completion_tokens = _count_words(reply.text) + sum(
+        _count_words(c["function"]["arguments"]) + 1 for c in tool_calls
+    )
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }

@@ -330,6 +330,78 @@ WORDS = [
 ]
 
 
+class _RandomEdits:
+    """Random writes to a scope's files: by the store's protocol, by hand, by an editor."""
+
+    def __init__(self, rng: random.Random, memory: FileMemory, root: Path) -> None:
+        self.rng, self.memory, self.root = rng, memory, root
+        self.files = ["MEMORY.md", "memory/2024-05-02.md", "memory/2024-05-03.md", "topics/a.md"]
+
+    def phrase(self) -> str:
+        return " ".join(self.rng.choice(WORDS) for _ in range(self.rng.randint(1, 5)))
+
+    def existing(self) -> list[str]:
+        return [relative for relative, _ in memory_files(self.root)]
+
+    def any_entry(self):  # noqa: ANN201 (a MemoryEntry or None)
+        candidates = [
+            e for r in self.existing() for e in parse_entries(read_text(self.root / r), r)
+        ]
+        return self.rng.choice(candidates) if candidates else None
+
+    def add(self) -> None:
+        text = self.phrase() + ("\n" + self.phrase() if self.rng.random() < 0.2 else "")
+        self.memory.add_sync(text, actor="r", path=self.rng.choice(self.files))
+
+    def update(self) -> bool:
+        """False (nothing done, nor checked after) when there is no entry yet."""
+        entry = self.any_entry()
+        if entry is not None:
+            self.memory.update_sync(entry.id, self.phrase(), actor="r")
+        return entry is not None
+
+    def delete(self) -> bool:
+        entry = self.any_entry()
+        if entry is not None:
+            self.memory.delete_sync(entry.id, actor="r")
+        return entry is not None
+
+    def hand(self) -> None:  # a person appends a line in place
+        path = self.root / self.rng.choice(self.files)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        line = self.rng.choice(["- ", "* ", "", "# "]) + self.phrase()
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+
+    def rewrite(self) -> None:  # an editor saves the file: shuffled lines, renamed over
+        names = self.existing()
+        if names:
+            path = self.root / self.rng.choice(names)
+            lines = read_text(path).splitlines(keepends=True)
+            self.rng.shuffle(lines)
+            atomic_write(path, "".join(lines))
+
+    def rm(self) -> None:
+        names = self.existing()
+        if names:
+            (self.root / self.rng.choice(names)).unlink()
+
+    def new(self) -> None:
+        relative = f"topics/t{self.rng.randint(0, 5)}.md"
+        self.files.append(relative)
+        write_entries(self.root, relative, [self.phrase() for _ in range(self.rng.randint(1, 4))])
+
+    def check(self) -> None:
+        """Sync the index, or search it: a hit is never stale text, never a stale line."""
+        index = self.memory.index
+        if self.rng.random() < 0.5:
+            index.sync()
+            return
+        for hit in index.search(self.rng.choice(WORDS), 10):
+            current = parse_entries(read_text(self.root / hit.entry.path), hit.entry.path)
+            assert hit.entry in current
+
+
 @pytest.mark.parametrize("seed", [7, 2024])
 def test_index_equals_rebuild_after_random_edits(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
@@ -337,63 +409,17 @@ def test_index_equals_rebuild_after_random_edits(tmp_path: Path, seed: int) -> N
     root.mkdir()
     memory = FileMemory(MemoryScope("agent_r", root, tmp_path / "state"))
     index = memory.index
-    files = ["MEMORY.md", "memory/2024-05-02.md", "memory/2024-05-03.md", "topics/a.md"]
-
-    def phrase() -> str:
-        return " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 5)))
-
-    def existing() -> list[str]:
-        return [relative for relative, _ in memory_files(root)]
-
-    def any_entry():
-        candidates = [e for r in existing() for e in parse_entries(read_text(root / r), r)]
-        return rng.choice(candidates) if candidates else None
-
+    edits = _RandomEdits(rng, memory, root)
     counts: dict[str, int] = {}
     for _ in range(200):
         op = rng.choice(
             ["add", "add", "update", "delete", "hand", "hand", "rewrite", "rm", "new", "check"]
         )
         counts[op] = counts.get(op, 0) + 1
-        if op == "add":
-            text = phrase() + ("\n" + phrase() if rng.random() < 0.2 else "")
-            memory.add_sync(text, actor="r", path=rng.choice(files))
-        elif op in ("update", "delete"):
-            entry = any_entry()
-            if entry is None:
-                continue
-            if op == "update":
-                memory.update_sync(entry.id, phrase(), actor="r")
-            else:
-                memory.delete_sync(entry.id, actor="r")
-        elif op == "hand":  # a person appends a line in place
-            path = root / rng.choice(files)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            line = rng.choice(["- ", "* ", "", "# "]) + phrase()
-            with path.open("a", encoding="utf-8") as handle:
-                handle.write(line + "\n")
-        elif op == "rewrite":  # an editor saves the file: shuffled lines, renamed over
-            names = existing()
-            if names:
-                path = root / rng.choice(names)
-                lines = read_text(path).splitlines(keepends=True)
-                rng.shuffle(lines)
-                atomic_write(path, "".join(lines))
-        elif op == "rm":
-            names = existing()
-            if names:
-                (root / rng.choice(names)).unlink()
-        elif op == "new":
-            relative = f"topics/t{rng.randint(0, 5)}.md"
-            files.append(relative)
-            write_entries(root, relative, [phrase() for _ in range(rng.randint(1, 4))])
+        if op != "check" and getattr(edits, op)() is False:
+            continue
         if op == "check" or rng.random() < 0.3:
-            if rng.random() < 0.5:
-                index.sync()
-            else:
-                for hit in index.search(rng.choice(WORDS), 10):
-                    current = parse_entries(read_text(root / hit.entry.path), hit.entry.path)
-                    assert hit.entry in current  # never stale text, never a stale line
+            edits.check()
 
     index.sync()
     fresh = MemoryIndex(tmp_path / "fresh" / "index.db", root)
