@@ -66,4 +66,4 @@ def test_only_the_atomic_helper_and_the_memory_protocol_rename_files() -> None:
         for path in PACKAGE.rglob("*.py")
         if pattern.search(path.read_text(encoding="utf-8"))
     )
-    assert writers == ["atomic.py", os.path.join("memory", "files.py")]
+    assert writers == ["atomic.py", os.path.join("memory", "files", "protocol.py")]
