@@ -178,11 +178,10 @@ def _follow_files(memory: FileMemory, weights: Weights) -> tuple[VectorIndex | N
     if weights.vector > 0:
         try:
             vectors = memory.vectors  # EmbedderError without numpy
+            if vectors is not None:  # it follows the keywords too; the embedder may fail
+                return vectors, vectors.sync_within(CATCH_UP_LIMIT)
         except EmbedderError as exc:
             report_keyword_only(f"memory {memory.scope_id}", exc)
-        else:
-            if vectors is not None:
-                return vectors, vectors.sync_within(CATCH_UP_LIMIT)
     return None, memory.index.sync_within(SEARCH_WAIT_SECONDS)
 
 
