@@ -4,11 +4,12 @@
 no I/O (the memories, the agent runtime, the flush worker, maintenance, the reloader, the task
 supervisor, the conversation state). :meth:`Bot.start` waits for the homeserver, opens the
 ledger and builds on it the parts that need it, at once and whole (:class:`Started`: the answer
-path and the intake), joins the other processes sharing the database (when there are any), logs
-every account in, prepares the rooms, then starts listening and every background task. Tasks are
-owned by its :class:`~mindroom.tasks.TaskSupervisor` (a sync loop per account, the memory
-watcher, the flush loop, the config watcher, the maintenance loop, one job per handled message).
-:meth:`Bot.stop` stops them and closes what start opened.
+path, the intake, this process's place among the others sharing the database and the
+appservice, the last two None only by configuration), logs every account in, prepares the
+rooms, then starts listening and every background task. Tasks are owned by its
+:class:`~mindroom.tasks.TaskSupervisor` (a sync loop per account, the memory watcher, the flush
+loop, the config watcher, the maintenance loop, one job per handled message). :meth:`Bot.stop`
+stops them and closes what start opened.
 
 A message's path is not here: it goes down from :mod:`mindroom.pipeline.intake` (dedupe, route,
 age policy, claim) to :mod:`mindroom.pipeline.answer` (plan, run, post) and never climbs back.
@@ -112,8 +113,8 @@ class Bot(BotPresence):
         self.reloader = ConfigReloader(self, options.config_path) if options.config_path else None
         self.tasks = TaskSupervisor()
         self.state = ConversationState(config.router.context_messages)
-        # The accounts this process runs: none before start; while it runs, the router is None
-        # when another process runs it (several processes: its lease is elsewhere).
+        # The accounts this process runs: none before start (``running`` says which). While it
+        # runs, they follow the leases: the router is None when another process runs it.
         self.router: MatrixAccount | None = None
         self.agents: dict[str, MatrixAccount] = {}
         self.room_ids: dict[str, str] = {}
