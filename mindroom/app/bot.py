@@ -4,11 +4,12 @@
 no I/O (the memories, the agent runtime, the flush worker, maintenance, the reloader, the task
 supervisor, the conversation state). :meth:`Bot.start` waits for the homeserver, opens the
 ledger and builds on it the parts that need it, at once and whole (:class:`Started`: the answer
-path and the intake), joins the other processes sharing the database (when there are any), logs
-every account in, prepares the rooms, then starts listening and every background task. Tasks are
-owned by its :class:`~mindroom.tasks.TaskSupervisor` (a sync loop per account, the memory
-watcher, the flush loop, the config watcher, the maintenance loop, one job per handled message).
-:meth:`Bot.stop` stops them and closes what start opened.
+path, the intake, this process's place among the others sharing the database and the
+appservice, the last two None only by configuration), logs every account in, prepares the
+rooms, then starts listening and every background task. Tasks are owned by its
+:class:`~mindroom.tasks.TaskSupervisor` (a sync loop per account, the memory watcher, the flush
+loop, the config watcher, the maintenance loop, one job per handled message). :meth:`Bot.stop`
+stops them and closes what start opened.
 
 A message's path is not here: it goes down from :mod:`mindroom.pipeline.intake` (dedupe, route,
 age policy, claim) to :mod:`mindroom.pipeline.answer` (plan, run, post) and never climbs back.
@@ -84,11 +85,18 @@ class BotOptions:
 @dataclass(frozen=True)
 class Started:
     """The parts built on the open ledger, made together by :meth:`Bot.start`: none is ever
-    missing while the bot runs."""
+    missing while the bot runs.
+
+    ``cluster`` and ``appservice`` are None by configuration, never for "not yet": ``cluster``
+    when this process runs alone (SQLite, or ``--local``), ``appservice`` when every account
+    syncs for itself (``matrix.mode: sync``).
+    """
 
     ledger: Ledger
     answers: Answerer  # plans, runs and posts answers (mindroom.pipeline.answer)
     intake: Intake  # every account's events go in here (mindroom.pipeline.intake)
+    cluster: Cluster | None  # several processes on one database: this one's leases
+    appservice: Appservice | None  # appservice mode: the homeserver pushes the events
 
 
 class Bot(BotPresence):
@@ -105,15 +113,11 @@ class Bot(BotPresence):
         self.reloader = ConfigReloader(self, options.config_path) if options.config_path else None
         self.tasks = TaskSupervisor()
         self.state = ConversationState(config.router.context_messages)
-        # The accounts this process runs: none before start; while it runs, the router is None
-        # when another process runs it (several processes: its lease is elsewhere).
+        # The accounts this process runs: none before start (``running`` says which). While it
+        # runs, they follow the leases: the router is None when another process runs it.
         self.router: MatrixAccount | None = None
         self.agents: dict[str, MatrixAccount] = {}
         self.room_ids: dict[str, str] = {}
-        # Chosen at start, by the config and the database: None when this process runs alone
-        # (cluster), and when every account syncs for itself (appservice, matrix.mode: sync).
-        self.cluster: Cluster | None = None
-        self.appservice: Appservice | None = None
         self.model_probed = asyncio.Event()  # set once the start-up check of the models ran
         self._watch_stop = asyncio.Event()
         self._started: Started | None = None  # the running parts: see the properties below
@@ -126,6 +130,24 @@ class Bot(BotPresence):
         if self._started is None:
             raise NotStartedError("mindroom is not running: start() it first")
         return self._started
+
+    @property
+    def running(self) -> bool:
+        """True from the end of :meth:`start`'s set-up (ledger, cluster, appservice) until
+        :meth:`stop`; before, ``/healthz`` says "starting"."""
+        return self._started is not None
+
+    @property
+    def cluster(self) -> Cluster | None:
+        """This process's leases; None when it runs alone (:class:`Started`). Refused
+        (:class:`NotStartedError`) when not running: alone or not is decided at start."""
+        return self.started.cluster
+
+    @property
+    def appservice(self) -> Appservice | None:
+        """The appservice; None in ``matrix.mode: sync`` (:class:`Started`). Refused
+        (:class:`NotStartedError`) when not running."""
+        return self.started.appservice
 
     @property
     def ledger(self) -> Ledger:
@@ -175,11 +197,12 @@ class Bot(BotPresence):
             ledger_target(self.config.storage.database, self.options.data_dir)
         )
         try:
-            self._started = self._build(ledger)
+            self._started, here = await self._build(ledger)
         except BaseException:
             await ledger.close()
             raise
-        here = await self._join_others(ledger)
+        if self.cluster is not None:  # kept from now on: logging many accounts in takes long
+            self.tasks.keep_running("leases", self.cluster.run)
         await self._log_in(here)
         # Taken before any sync loop runs: a message the catch-up sync claims from now on is
         # answered by that sync alone, never resumed as well. (Several processes: each takes
@@ -204,8 +227,10 @@ class Bot(BotPresence):
         finally:
             self.model_probed.set()
 
-    def _build(self, ledger: Ledger) -> Started:
-        """The answer path and the intake, on ``ledger``."""
+    async def _build(self, ledger: Ledger) -> tuple[Started, set[str]]:
+        """The answer path and the intake on ``ledger``, this process joined to the others
+        sharing the database (if any), the appservice (in its mode); and the accounts this
+        process runs from the start. On failure the cluster is left again."""
         answers = Answerer(
             config=lambda: self.config,
             presence=self,
@@ -223,22 +248,25 @@ class Bot(BotPresence):
             answers=answers,
             devices=self.config.matrix.mode != "appservice",  # an appservice has no devices
         )
-        return Started(ledger, answers, intake)
-
-    async def _join_others(self, ledger: Ledger) -> set[str]:
-        """Join the processes sharing the database (if any), and make the appservice (in its
-        mode); the accounts this process runs from the start."""
-        self.cluster, here = await join_cluster(
+        cluster, here = await join_cluster(
             ledger, lambda: self.config, self.options.pins, shared=self.options.leases
         )
-        if self.cluster is not None:  # kept from now on: logging many accounts in takes long
-            self.tasks.keep_running("leases", self.cluster.run)
-        if self.config.matrix.mode == "appservice":  # several processes share an inbox
-            inbox = None if self.cluster is None else ledger.inbox()
-            self.appservice = Appservice(
-                self.config.matrix.appservice, self.options.homeserver, self.options.data_dir, inbox
-            )
-        return here
+        try:
+            appservice = self._appservice(ledger, cluster)
+        except BaseException:
+            if cluster is not None:
+                await cluster.leave()
+            raise
+        return Started(ledger, answers, intake, cluster, appservice), here
+
+    def _appservice(self, ledger: Ledger, cluster: Cluster | None) -> Appservice | None:
+        """The appservice in its mode (several processes share an inbox); None otherwise."""
+        if self.config.matrix.mode != "appservice":
+            return None
+        inbox = None if cluster is None else ledger.inbox()
+        return Appservice(
+            self.config.matrix.appservice, self.options.homeserver, self.options.data_dir, inbox
+        )
 
     async def _log_in(self, here: set[str]) -> None:
         """Log in (and sync once) the accounts in ``here``, note them for the other processes,
@@ -390,10 +418,12 @@ class Bot(BotPresence):
         Safe before :meth:`start`, after a start that failed half-way, and twice.
         """
         accounts = self.local_accounts()
-        if self.cluster is not None:  # first: the other processes take over what is left
+        started = self._started
+        cluster = None if started is None else started.cluster
+        if cluster is not None:  # first: the other processes take over what is left
             await self.tasks.cancel("leases")
-        if self.appservice is not None:  # no transaction is taken while stopping
-            await self.appservice.stop()
+        if started is not None and started.appservice is not None:  # no transaction now
+            await started.appservice.stop()
         for probe in self.tasks.jobs(_MODEL_PROBE):
             probe.cancel()
             await asyncio.gather(probe, return_exceptions=True)
@@ -408,8 +438,8 @@ class Bot(BotPresence):
                 await account.close()
         await self.runtime.close()
         self.memories.close()
-        if self.cluster is not None:  # after the last answer: what is unfinished moves on
-            await self.cluster.leave()
-        if self._started is not None:
-            started, self._started = self._started, None
+        if cluster is not None:  # after the last answer: what is unfinished moves on
+            await cluster.leave()
+        if started is not None:
+            self._started = None
             await started.ledger.close()

@@ -27,7 +27,7 @@ from mindroom.dashboard.ledger_reads import ledger_rows
 from mindroom.dashboard.metrics import CONTENT_TYPE, METRICS, Gauge
 
 if TYPE_CHECKING:
-    from mindroom.dashboard.server import DashboardHost
+    from mindroom.dashboard.server import HealthHost
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 HEALTHY_SYNC_AGE_S = 3 * SYNC_TIMEOUT_MS / 1000
 
 
-def account_states(host: DashboardHost) -> list[dict[str, Any]]:
+def account_states(host: HealthHost) -> list[dict[str, Any]]:
     """Each running account (the router first) and its sync state."""
     now = time.time()
     named = [("router", host.router)] if host.router else []
@@ -53,8 +53,11 @@ def account_states(host: DashboardHost) -> list[dict[str, Any]]:
     ]
 
 
-def health(host: DashboardHost) -> tuple[bool, dict[str, Any]]:
+def health(host: HealthHost) -> tuple[bool, dict[str, Any]]:
     """Whether mindroom is healthy, and why (or why not)."""
+    if not host.running:  # its cluster and appservice are not chosen yet
+        problems = {"mindroom": "starting: no account is running yet"}
+        return False, {"status": "failing", "problems": problems, "accounts": {}}
     accounts = account_states(host)
     problems = {}
     service = host.appservice  # appservice mode: no sync loops, the homeserver pushes events
@@ -109,7 +112,7 @@ def flush_gauges(data_dir: Path, database: str | None = None) -> list[Gauge]:
 class OpsServer:
     """The health and metrics listener of one process."""
 
-    def __init__(self, host: DashboardHost, data_dir: Path, bind: str, port: int) -> None:
+    def __init__(self, host: HealthHost, data_dir: Path, bind: str, port: int) -> None:
         self.host, self.data_dir, self.bind, self.port = host, data_dir, bind, port
         self._runner: web.AppRunner | None = None
 

@@ -46,17 +46,34 @@ _ANSWERS_SHOWN = 20
 _PROBLEMS_KEPT = 50
 
 
-class DashboardHost(Protocol):
-    """What the dashboard reads of the running bot."""
+class HealthHost(Protocol):
+    """What ``/healthz`` and ``/metrics`` read of the bot, read-only; they are served from
+    before :meth:`mindroom.app.bot.Bot.start`, so ``running`` comes first: while it is False
+    the rest is not asked (``cluster`` and ``appservice`` are decided at start)."""
 
-    config: Config
-    memories: MemoryRegistry
-    runtime: AgentRuntime  # its session stores (a person's are let go before forget-me)
-    router: MatrixAccount | None
-    agents: dict[str, MatrixAccount]
-    room_ids: dict[str, str]
-    appservice: Appservice | None  # appservice mode: events come through it, not syncs
-    cluster: Cluster | None  # several processes on one database: this one's leases
+    @property
+    def running(self) -> bool: ...  # False: still starting (or stopped)
+    @property
+    def config(self) -> Config: ...
+    @property
+    def router(self) -> MatrixAccount | None: ...  # None: another process runs it
+    @property
+    def agents(self) -> dict[str, MatrixAccount]: ...
+    @property
+    def appservice(self) -> Appservice | None: ...  # None: not in appservice mode
+    @property
+    def cluster(self) -> Cluster | None: ...  # None: this process runs alone
+
+
+class DashboardHost(HealthHost, Protocol):
+    """What the dashboard reads of the running bot (served once it runs), read-only."""
+
+    @property
+    def memories(self) -> MemoryRegistry: ...
+    @property
+    def runtime(self) -> AgentRuntime: ...  # its session stores (let go before forget-me)
+    @property
+    def room_ids(self) -> dict[str, str]: ...
 
     def room_agents(self, room_id: str) -> list[str]: ...
 

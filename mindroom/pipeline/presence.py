@@ -103,8 +103,12 @@ class BotPresence:
     agents: dict[str, MatrixAccount]
     room_ids: dict[str, str]
     tasks: TaskSupervisor
-    cluster: Cluster | None
     state: ConversationState
+
+    @property
+    def cluster(self) -> Cluster | None:
+        """This process's leases; None when it runs alone (the bot provides it)."""
+        raise NotImplementedError
 
     def local_accounts(self) -> list[MatrixAccount]:
         """Every account this process runs, the router first."""

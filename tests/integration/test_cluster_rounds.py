@@ -187,7 +187,7 @@ async def test_a_stand_by_process_is_healthy_once_serving_and_says_what_it_holds
     await other.join()  # holds everything
     standby = cluster(ledger, "standby", lambda: current, ())
     assert await standby.join() == set()
-    host = SimpleNamespace(router=None, agents={}, appservice=None, cluster=standby)
+    host = SimpleNamespace(running=True, router=None, agents={}, appservice=None, cluster=standby)
     ok, body = health(host)  # type: ignore[arg-type]
     assert not ok  # still starting: the control
     standby.serve(Recorder())

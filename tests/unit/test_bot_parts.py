@@ -24,9 +24,21 @@ async def test_the_running_parts_are_refused_before_start_instead_of_being_none(
     bot = configured(tmp_path)
     assert bot.agents == {}  # the control: the configured parts are there at once
     assert bot.memories is not None
-    for name in ("ledger", "answers", "intake", "started"):
+    assert not bot.running
+    for name in ("ledger", "answers", "intake", "started", "cluster", "appservice"):
         with pytest.raises(NotStartedError):
             getattr(bot, name)
     await bot.stop()  # what `mindroom run` does when its start fails before the ledger opens
     with pytest.raises(NotStartedError):
         bot.ledger  # noqa: B018
+
+
+def test_healthz_says_starting_before_start_without_asking_what_start_decides(
+    tmp_path: Path,
+) -> None:
+    from mindroom.dashboard.ops import health
+
+    bot = configured(tmp_path)
+    ok, body = health(bot)
+    assert not ok
+    assert body["problems"] == {"mindroom": "starting: no account is running yet"}
