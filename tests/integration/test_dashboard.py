@@ -314,8 +314,8 @@ async def test_a_shorthand_value_is_shown_and_becomes_a_mapping_only_when_edited
     await wait_until(
         lambda: (
             bot.bot is not None
-            and bot.bot.config.memory.embedder is not None
-            and bot.bot.config.memory.embedder.provider == "openai"
+            and (embedder := bot.bot.config.memory_embedder) is not None
+            and embedder.provider == "openai"
         )
     )
     assert "embedder: none" not in config.read_text()
