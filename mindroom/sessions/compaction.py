@@ -95,7 +95,7 @@ class Compactor:
 
     async def current(self, base_session: str) -> tuple[str, str, int]:
         """The session ``base_session`` continues in now, what it carries, its compactions."""
-        generation, carried = await self.ledger.compaction(base_session)
+        generation, carried = await self.ledger.compactions.get(base_session)
         return compacted_id(base_session, generation), carried, generation
 
     async def prepare(
@@ -152,7 +152,7 @@ class Compactor:
         notes = await self._runtime.session_notes(agent, session_id, requester, team=False)
         carried = render_carried(summary, notes.render(), recent)
         generation += 1
-        await self.ledger.save_compaction(base_session, generation, carried)
+        await self.ledger.compactions.save(base_session, generation, carried)
         if self._compacted is not None:
             await self._compacted(agent, session_id, requester)
         logger.info(

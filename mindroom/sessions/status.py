@@ -32,9 +32,9 @@ async def gather(ledger: Ledger, record: SessionRecord) -> SessionStatus:
         compacted_id,  # compaction builds on the runtime: lazily
     )
 
-    compactions, _ = await ledger.compaction(record.session_id)
+    compactions, _ = await ledger.compactions.get(record.session_id)
     agno_session = compacted_id(record.session_id, compactions)
-    flush = await ledger.flush_entry(
+    flush = await ledger.flush.entry(
         FlushEntry(record.owner, agno_session, record.requester or None).key
     )
     return SessionStatus(record, agno_session, compactions, flush)

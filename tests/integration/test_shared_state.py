@@ -66,18 +66,18 @@ async def test_only_one_process_takes_a_dirty_session_and_a_turn_meanwhile_keeps
     two: tuple[Ledger, Ledger],
 ) -> None:
     entry = FlushEntry(agent="general", session_id="s1", requester="@alice:localhost")
-    await two[0].flush_mark_dirty(entry, 100.0)
+    await two[0].flush.mark_dirty(entry, 100.0)
     claims = [FlushClaim(f"claim{i}", 1000 + i, "boot", 101.0) for i in range(2)]
     pairs = zip(two, claims, strict=True)
-    taken = await asyncio.gather(*(ledger.flush_claim(entry.key, c) for ledger, c in pairs))
+    taken = await asyncio.gather(*(ledger.flush.claim(entry.key, c) for ledger, c in pairs))
     winners = [(t, c) for t, c in zip(taken, claims, strict=True) if t is not None]
     assert len(winners) == 1
     claimed, claim = winners[0]
     assert claimed is not None
     assert claimed.in_flight
 
-    await two[1].flush_mark_dirty(entry, 105.0, boost=True)  # a turn ends during the extraction
-    done = await two[0].flush_finish(claimed, claim.claim_id, 7, more=False, updated_at=104.0)
+    await two[1].flush.mark_dirty(entry, 105.0, boost=True)  # a turn ends during the extraction
+    done = await two[0].flush.finish(claimed, claim.claim_id, 7, more=False, updated_at=104.0)
     assert done is not None
     assert done.dirty  # the new turn still waits
     assert done.boosted
@@ -85,23 +85,23 @@ async def test_only_one_process_takes_a_dirty_session_and_a_turn_meanwhile_keeps
     assert done.first_dirty_at == 100.0  # kept from the first mark: the session stayed dirty
     assert done.dirty_revision == 2
 
-    again = await two[1].flush_claim(entry.key, claims[1])
+    again = await two[1].flush.claim(entry.key, claims[1])
     assert again is not None
-    finished = await two[1].flush_finish(again, "claim1", 9, more=False, updated_at=106.0)
+    finished = await two[1].flush.finish(again, "claim1", 9, more=False, updated_at=106.0)
     assert finished is not None
     assert not finished.dirty  # nothing new since: clean
     assert not finished.boosted
-    lost = await two[0].flush_finish(again, "claim1", 9, more=False, updated_at=106.0)
+    lost = await two[0].flush.finish(again, "claim1", 9, more=False, updated_at=106.0)
     assert lost is None  # a released claim cannot be finished twice
 
 
 async def test_curation_passes_are_shared_and_stop_at_the_limit(two: tuple[Ledger, Ledger]) -> None:
     taken = await asyncio.gather(
-        *(two[i % 2].flush_curation_pass("scope", "2026-11-25", 3) for i in range(8))
+        *(two[i % 2].curation.take_pass("scope", "2026-11-25", 3) for i in range(8))
     )
     assert sum(taken) == 3
-    assert await two[0].flush_curation_pass("scope", "2026-11-26", 3)  # a new day starts over
-    assert not await two[0].flush_curation_pass("other", "2026-11-26", 0)
+    assert await two[0].curation.take_pass("scope", "2026-11-26", 3)  # a new day starts over
+    assert not await two[0].curation.take_pass("other", "2026-11-26", 0)
 
 
 async def test_reply_parts_positions_and_sessions_round_trip(two: tuple[Ledger, Ledger]) -> None:
@@ -121,9 +121,9 @@ async def test_reply_parts_positions_and_sessions_round_trip(two: tuple[Ledger, 
     assert await b.new_session("!room", None) == 2
     both = await asyncio.gather(a.new_session("!room", "$t"), b.new_session("!room", "$t"))
     assert sorted(both) == [1, 2]  # two !new at once: two generations, none lost
-    await a.save_compaction("base", 1, "carried")
-    await b.save_compaction("base", 2, "carried again")
-    assert await a.compaction("base") == (2, "carried again")
+    await a.compactions.save("base", 1, "carried")
+    await b.compactions.save("base", 2, "carried again")
+    assert await a.compactions.get("base") == (2, "carried again")
 
     fresh = SessionRecord("k", "general", "", "!room", "", "thread", "base", "base")
     started = await a.sessions.begin(fresh, 1000.0, lambda record: None)

@@ -39,10 +39,10 @@ async def test_marking_dirty_stores_what_the_pure_mark_dirty_computes(
     bot, _ = ledgers
     expected = ENTRY
     for now in (10.0, 20.0, 30.0):
-        await bot.flush_mark_dirty(ENTRY, now)
+        await bot.flush.mark_dirty(ENTRY, now)
         expected = mark_dirty(expected, now)
 
-    assert await bot.flush_entry(ENTRY.key) == expected
+    assert await bot.flush.entry(ENTRY.key) == expected
     assert (expected.dirty_revision, expected.first_dirty_at, expected.last_seen_at) == (3, 10, 30)
 
 
@@ -50,26 +50,26 @@ async def test_only_one_of_two_connections_claims_a_dirty_session(
     ledgers: tuple[Ledger, Ledger],
 ) -> None:
     bot, cli = ledgers
-    await bot.flush_mark_dirty(ENTRY, 10.0)
+    await bot.flush.mark_dirty(ENTRY, 10.0)
 
-    won = await bot.flush_claim(ENTRY.key, claim("a"))
-    lost = await cli.flush_claim(ENTRY.key, claim("b"))
+    won = await bot.flush.claim(ENTRY.key, claim("a"))
+    lost = await cli.flush.claim(ENTRY.key, claim("b"))
 
     assert won is not None
     assert won.in_flight
     assert lost is None
-    assert [(key, c.claim_id) for key, c in await cli.flush_claims()] == [(ENTRY.key, "a")]
+    assert [(key, c.claim_id) for key, c in await cli.flush.claims()] == [(ENTRY.key, "a")]
 
 
 async def test_a_clean_session_cannot_be_claimed(ledgers: tuple[Ledger, Ledger]) -> None:
     bot, _ = ledgers
-    await bot.flush_mark_dirty(ENTRY, 10.0)
-    claimed = await bot.flush_claim(ENTRY.key, claim("a"))
+    await bot.flush.mark_dirty(ENTRY, 10.0)
+    claimed = await bot.flush.claim(ENTRY.key, claim("a"))
     assert claimed is not None
-    await bot.flush_finish(claimed, "a", cursor=4, more=False, updated_at=11.0)
+    await bot.flush.finish(claimed, "a", cursor=4, more=False, updated_at=11.0)
 
-    assert await bot.flush_claim(ENTRY.key, claim("b")) is None
-    done = await bot.flush_entry(ENTRY.key)
+    assert await bot.flush.claim(ENTRY.key, claim("b")) is None
+    done = await bot.flush.entry(ENTRY.key)
     assert done is not None
     assert (done.dirty, done.in_flight, done.cursor) == (False, False, 4)
 
@@ -78,12 +78,12 @@ async def test_a_turn_finishing_during_a_flush_keeps_the_session_dirty(
     ledgers: tuple[Ledger, Ledger],
 ) -> None:
     bot, cli = ledgers
-    await bot.flush_mark_dirty(ENTRY, 10.0)
-    claimed = await cli.flush_claim(ENTRY.key, claim("a"))
+    await bot.flush.mark_dirty(ENTRY, 10.0)
+    claimed = await cli.flush.claim(ENTRY.key, claim("a"))
     assert claimed is not None
 
-    await bot.flush_mark_dirty(ENTRY, 12.0)  # the bot marks it while the CLI extracts
-    done = await cli.flush_finish(claimed, "a", cursor=2, more=False, updated_at=11.0)
+    await bot.flush.mark_dirty(ENTRY, 12.0)  # the bot marks it while the CLI extracts
+    done = await cli.flush.finish(claimed, "a", cursor=2, more=False, updated_at=11.0)
 
     assert done is not None
     assert (done.dirty, done.cursor, done.dirty_revision) == (True, 2, 2)
@@ -91,16 +91,16 @@ async def test_a_turn_finishing_during_a_flush_keeps_the_session_dirty(
 
 async def test_a_lost_claim_neither_finishes_nor_backs_off(ledgers: tuple[Ledger, Ledger]) -> None:
     bot, cli = ledgers
-    await bot.flush_mark_dirty(ENTRY, 10.0)
-    stale = await bot.flush_claim(ENTRY.key, claim("old"))
+    await bot.flush.mark_dirty(ENTRY, 10.0)
+    stale = await bot.flush.claim(ENTRY.key, claim("old"))
     assert stale is not None
-    assert await cli.flush_clear_claim(ENTRY.key, "old")  # its owner was found dead
-    fresh = await cli.flush_claim(ENTRY.key, claim("new"))
+    assert await cli.flush.clear_claim(ENTRY.key, "old")  # its owner was found dead
+    fresh = await cli.flush.claim(ENTRY.key, claim("new"))
     assert fresh is not None
 
-    assert await bot.flush_finish(stale, "old", cursor=9, more=False, updated_at=1.0) is None
-    assert not await bot.flush_back_off(replace(stale, failures=5), "old")
-    done = await cli.flush_finish(fresh, "new", cursor=2, more=False, updated_at=1.0)
+    assert await bot.flush.finish(stale, "old", cursor=9, more=False, updated_at=1.0) is None
+    assert not await bot.flush.back_off(replace(stale, failures=5), "old")
+    done = await cli.flush.finish(fresh, "new", cursor=2, more=False, updated_at=1.0)
     assert done is not None
     assert (done.cursor, done.failures) == (2, 0)
 
@@ -109,14 +109,16 @@ async def test_importing_the_old_file_keeps_rows_already_in_the_table_and_drops_
     ledgers: tuple[Ledger, Ledger],
 ) -> None:
     bot, _ = ledgers
-    await bot.flush_mark_dirty(ENTRY, 10.0)
+    await bot.flush.mark_dirty(ENTRY, 10.0)
     other = FlushEntry("general", "s2", dirty=True, cursor=6, in_flight=True, failures=1)
 
-    added = await bot.flush_import([replace(ENTRY, cursor=99), other], {"scope|2026-01-01": 1})
+    added = await bot.flush.import_state(
+        [replace(ENTRY, cursor=99), other], {"scope|2026-01-01": 1}
+    )
 
     assert added == 1
-    assert (await bot.flush_entry(ENTRY.key)).cursor == 0  # type: ignore[union-attr]
-    assert await bot.flush_entry(other.key) == replace(other, in_flight=False)
+    assert (await bot.flush.entry(ENTRY.key)).cursor == 0  # type: ignore[union-attr]
+    assert await bot.flush.entry(other.key) == replace(other, in_flight=False)
 
 
 async def test_curation_passes_are_capped_per_scope_and_day_across_connections(
@@ -124,29 +126,29 @@ async def test_curation_passes_are_capped_per_scope_and_day_across_connections(
 ) -> None:
     bot, cli = ledgers
 
-    taken = [await led.flush_curation_pass("general", "2026-11-22", 2) for led in (bot, cli, bot)]
+    taken = [await led.curation.take_pass("general", "2026-11-22", 2) for led in (bot, cli, bot)]
 
     assert taken == [True, True, False]
-    assert await bot.flush_curation_pass("coder", "2026-11-22", 2)  # another scope
-    assert await bot.flush_curation_pass("general", "2026-11-23", 2)  # the next day
-    assert not await bot.flush_curation_pass("general", "2026-11-23", 0)
+    assert await bot.curation.take_pass("coder", "2026-11-22", 2)  # another scope
+    assert await bot.curation.take_pass("general", "2026-11-23", 2)  # the next day
+    assert not await bot.curation.take_pass("general", "2026-11-23", 0)
 
 
 async def test_forgetting_spares_an_entry_marked_since_it_was_read(
     ledgers: tuple[Ledger, Ledger],
 ) -> None:
     bot, cli = ledgers
-    await bot.flush_mark_dirty(ENTRY, 10.0)
-    claimed = await bot.flush_claim(ENTRY.key, claim("a"))
+    await bot.flush.mark_dirty(ENTRY, 10.0)
+    claimed = await bot.flush.claim(ENTRY.key, claim("a"))
     assert claimed is not None
-    read = await bot.flush_finish(claimed, "a", cursor=2, more=False, updated_at=1.0)
+    read = await bot.flush.finish(claimed, "a", cursor=2, more=False, updated_at=1.0)
     assert read is not None
 
-    await cli.flush_mark_dirty(ENTRY, 20.0)  # a turn after the stale check read it
-    assert await bot.flush_forget([read]) == 0
-    assert await bot.flush_entry(ENTRY.key) is not None
+    await cli.flush.mark_dirty(ENTRY, 20.0)  # a turn after the stale check read it
+    assert await bot.flush.forget([read]) == 0
+    assert await bot.flush.entry(ENTRY.key) is not None
 
     other = FlushEntry("general", "s9")
-    await bot.flush_import([other], {})
-    assert await bot.flush_forget([other]) == 1  # positive control: a clean, unmarked one goes
-    assert await bot.flush_entry(other.key) is None
+    await bot.flush.import_state([other], {})
+    assert await bot.flush.forget([other]) == 1  # positive control: a clean, unmarked one goes
+    assert await bot.flush.entry(other.key) is None

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import pytest_asyncio
 
-import mindroom.store.ledger
+import mindroom.store.ledger_tables
 from mindroom.store.ledger import Ledger, PendingEvent
 
 ROOM = "!lobby:localhost"
@@ -34,7 +34,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock()
-    monkeypatch.setattr(mindroom.store.ledger, "time", SimpleNamespace(time=fake.time))
+    monkeypatch.setattr(mindroom.store.ledger_tables, "time", SimpleNamespace(time=fake.time))
     return fake
 
 

@@ -98,7 +98,7 @@ async def migrate_legacy_state(ledger: Ledger, data_dir: Path) -> None:
     if not await asyncio.to_thread(legacy.exists):
         return
     entries, passes = await asyncio.to_thread(load_legacy_state, legacy)
-    added = await ledger.flush_import(entries, passes)
+    added = await ledger.flush.import_state(entries, passes)
     with contextlib.suppress(FileNotFoundError):  # another process moved it first
         await asyncio.to_thread(legacy.replace, legacy.with_name(legacy.name + ".migrated"))
     logger.info("moved %d flush entries from %s into the ledger", added, legacy.name)
@@ -109,7 +109,7 @@ async def read_flush_state(data_dir: Path, database: str | None = None) -> list[
     ledger = await Ledger.open(ledger_target(database, data_dir))
     try:
         await migrate_legacy_state(ledger, data_dir)
-        return await ledger.flush_entries()
+        return await ledger.flush.entries()
     finally:
         await ledger.close()
 
@@ -242,7 +242,7 @@ class FlushWorker:
     async def _recover(self, ledger: Ledger) -> None:
         """Clear claims whose process is gone (a crash) or that outlived their bound."""
         now = time.time()
-        for key, claim in await ledger.flush_claims():
+        for key, claim in await ledger.flush.claims():
             dead = claim_is_dead(
                 claim,
                 now,
@@ -250,18 +250,18 @@ class FlushWorker:
                 max_age=self._claim_ttl(),
                 shared=self.config.storage.database is not None,
             )
-            if dead and await ledger.flush_clear_claim(key, claim.claim_id):
+            if dead and await ledger.flush.clear_claim(key, claim.claim_id):
                 logger.info("cleared a flush claim of %s left by process %d", key, claim.pid)
 
     async def entries(self, agent: str | None = None) -> list[FlushEntry]:
         """The flush state: every session (of one agent or team) the ledger tracks."""
         async with self._state() as ledger:
-            return await ledger.flush_entries(agent)
+            return await ledger.flush.entries(agent)
 
     async def entry(self, key: str) -> FlushEntry | None:
         """One session's flush state, by :attr:`FlushEntry.key`."""
         async with self._state() as ledger:
-            return await ledger.flush_entry(key)
+            return await ledger.flush.entry(key)
 
     # -- marks from the reply path (one small ledger write, never an extraction) ---------------
 
@@ -275,7 +275,7 @@ class FlushWorker:
         if not self.settings.enabled and not mem0:
             return
         async with self._state() as ledger:
-            await ledger.flush_mark_dirty(entry, time.time(), boost=mem0)
+            await ledger.flush.mark_dirty(entry, time.time(), boost=mem0)
         self._wake.set()
 
     async def prompted(self, owner: str, session_id: str) -> None:
@@ -284,12 +284,12 @@ class FlushWorker:
             return
         async with self._state() as ledger:
             boosted = boost_others(
-                await ledger.flush_entries(owner),
+                await ledger.flush.entries(owner),
                 owner,
                 session_id,
                 self.settings.max_cross_session_reprioritize,
             )
-            if boosted and await ledger.flush_boost([e.key for e in boosted]):
+            if boosted and await ledger.flush.boost([e.key for e in boosted]):
                 self._wake.set()
 
     async def flush_now(self, owner: str, session_id: str, requester: str | None) -> int:
@@ -302,7 +302,7 @@ class FlushWorker:
         """
         async with self._state() as ledger:
             entry = FlushEntry(owner, session_id, requester)
-            await ledger.flush_mark_dirty(entry, time.time(), boost=True)
+            await ledger.flush.mark_dirty(entry, time.time(), boost=True)
         self._wake.set()
         return 0
 
@@ -372,10 +372,10 @@ class FlushWorker:
         now = time.time()
         async with self._state() as ledger:
             await self._recover(ledger)
-            entries = await ledger.flush_entries(agent)
+            entries = await ledger.flush.entries(agent)
             stale = [e for e in entries if is_stale(e, now, self.settings)]
             if stale:
-                await ledger.flush_forget(stale)
+                await ledger.flush.forget(stale)
         if leave_mem0:
             entries = [e for e in entries if not extracted_by_mem0(self.config, e)]
         if force:
@@ -401,7 +401,7 @@ class FlushWorker:
         if not keeps_files(memory):  # mem0 keeps its own memories: no curation
             return []
         async with self._state() as ledger:
-            allowed = await ledger.flush_curation_pass(
+            allowed = await ledger.curation.take_pass(
                 memory.scope_id, today(), curation.max_passes_per_day
             )
         if not allowed:
@@ -467,7 +467,7 @@ class FlushWorker:
         """
         claim = FlushClaim(uuid.uuid4().hex, os.getpid(), self._boot, time.time())
         async with self._state() as ledger:
-            claimed = await ledger.flush_claim(entry.key, claim)
+            claimed = await ledger.flush.claim(entry.key, claim)
         if claimed is None:
             return None
         try:
@@ -475,12 +475,12 @@ class FlushWorker:
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):  # free it for the next run at once
                 async with self._state() as ledger:
-                    await ledger.flush_clear_claim(claimed.key, claim.claim_id)
+                    await ledger.flush.clear_claim(claimed.key, claim.claim_id)
             raise
         except Exception as exc:  # timeouts, model failures, unreadable answers back off
             failed = backoff(claimed, time.time(), self.settings)
             async with self._state() as ledger:
-                await ledger.flush_back_off(failed, claim.claim_id)
+                await ledger.flush.back_off(failed, claim.claim_id)
             reason = (
                 "timed out" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
             )
@@ -509,7 +509,7 @@ class FlushWorker:
             written = await self._write_facts(memory, claimed, chunk)
         more = memory is not None and cursor < len(lines)
         async with self._state() as ledger:
-            done = await ledger.flush_finish(claimed, claim_id, cursor, more, updated_at)
+            done = await ledger.flush.finish(claimed, claim_id, cursor, more, updated_at)
         if done is None:  # the claim outlived its bound and was cleared; the next run redoes it
             logger.warning("a flush of a %s session outlived its claim", claimed.agent)
             return FlushResult(claimed, tuple(written), len(chunk), "claim expired")
