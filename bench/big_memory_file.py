@@ -1,4 +1,4 @@
-"""A big daily memory file (issue 30.11): how long the first listing and the first search take.
+"""A big daily memory file: how long the first listing and the first search take.
 
 Generates ``memory/2026-11-01.md`` of realistic mindroom entries (``--mb``, default 24: about
 160,000 entries) in a fresh workspace, opens the file memory as the bot does, and times

@@ -1,4 +1,4 @@
-"""The dashboard's pages with a big memory (issue 18): how long each takes to render.
+"""The dashboard's pages with a big memory: how long each takes to render.
 
 One scope holds ``--entries`` entries (a tenth in MEMORY.md, the rest in daily files of 300,
 random words of a Zipf-like vocabulary as ``bench/memory_search.py`` writes them) and a

@@ -1,4 +1,4 @@
-"""``mindroom memory import`` of a big export (issue 30.11): how long 3,000 entries take.
+"""``mindroom memory import`` of a big export: how long 3,000 entries take.
 
 Writes a synthetic export in the markdown export format (``# Memories of agent_general``, a
 ``## <file>`` heading per file, mindroom entries with random fields: category, importance, a

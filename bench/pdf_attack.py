@@ -1,4 +1,4 @@
-"""The PDF attack (issue 30.10): another person's reply time while crafted PDFs are being read.
+"""The PDF attack: another person's reply time while crafted PDFs are being read.
 
 Starts its own Synapse on loopback and the scripted model (answering instantly), runs mindroom
 as a real process with ``general`` in one room, and measures Bob's reply time (his message

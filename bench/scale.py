@@ -13,7 +13,7 @@ process with ``--agents`` agents spread over rooms of ten, and measures:
 
     python bench/scale.py [--agents 200] [--threads 500]
 
-Then two processes against one (issue 19.3), in each mode on one PostgreSQL and a Synapse of
+Then two processes against one, in each mode on one PostgreSQL and a Synapse of
 their own: the replies per second of the same ``--threads`` burst answered by one
 ``mindroom run`` holding every agent, then by two pinned to half the agents each
 (``--agents``; in appservice mode both listen on the registration's one port). The CPU each

@@ -1,4 +1,4 @@
-"""Past conversations as a memory source (issue 16.7): what indexing costs a reply, and search.
+"""Past conversations as a memory source: what indexing costs a reply, and search.
 
 In one process, with the scripted model answering at once (so the figures are mindroom's own
 work: recall, Agno, the model over HTTP, session writes):

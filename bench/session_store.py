@@ -1,6 +1,6 @@
 """Saving and loading an Agno session: a SQLite file against PostgreSQL, in one run.
 
-Seed 003 (section 15) asks a session save or load under 100 ms. This starts its own
+A session save or load should take under 100 ms. This starts its own
 PostgreSQL (Debian's binaries, a throwaway cluster) and times, through mindroom's own session
 stores (the ones turns use), what the end of a turn saves (``upsert_run`` of its run, then
 ``upsert_session``) and ``get_session`` (the session with its runs) of a conversation of

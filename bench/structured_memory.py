@@ -1,4 +1,4 @@
-"""Structured memory at 10k entries (issue 15): ``memory_query`` in bullets, relations, the
+"""Structured memory at 10k entries: ``memory_query`` in bullets, relations, the
 writing validator.
 
 Writes a scope of ``--entries`` entries (daily files of about 300 entries, plus MEMORY.md) whose

@@ -1,4 +1,4 @@
-"""What hiding deleted facts from past conversations costs (issue 30.6).
+"""What hiding deleted facts from past conversations costs.
 
 Writes a history of ``--records`` records (one in ``--delete-every`` a deletion) and a
 transcript of ``--messages`` messages in a fresh scope, then times

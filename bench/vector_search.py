@@ -18,7 +18,7 @@ the real all-MiniLM-L6-v2:
 
     python bench/vector_search.py [--sizes 1000 10000 100000] [--queries 60] [--threads N]
 
-Targets (issue 12): search median <= 25 ms at 100k entries including the query embedding;
+Targets: search median <= 25 ms at 100k entries including the query embedding;
 re-embedding 1,000 changed entries <= 10 s.
 """
 
