@@ -131,7 +131,7 @@ def run_pass(plant: Plant, storage: Path, embedder: str, max_calls: int, now: dt
         config = consolidation_config(server.base_url, embedder, max_calls)
         memory = FileMemory(
             MemoryScope("agent_bench", root, state),
-            shared_embedder(config.memory.embedder, storage),
+            shared_embedder(config.memory_embedder, storage),
         )
         try:
             embed_seconds = None
@@ -343,7 +343,7 @@ def catch_up(
         settings = config.memory.maintenance.consolidation
         memory = FileMemory(
             MemoryScope("agent_bench", root, state),
-            shared_embedder(config.memory.embedder, storage),
+            shared_embedder(config.memory_embedder, storage),
         )
         try:
             for week in range(weeks):

@@ -131,7 +131,7 @@ def validator_rate(data: Path, conversations: int) -> tuple[float, int, Counter[
 
     from mindroom.adapters.agno.extraction import extract_facts
     from mindroom.adapters.agno.models import build_model
-    from mindroom.config.schema import ModelConfig
+    from mindroom.config.models_schema import OpenAIModel
     from mindroom.memory.extraction import ChatLine
     from tests.support.scripted_model import ScriptedModel
 
@@ -141,7 +141,7 @@ def validator_rate(data: Path, conversations: int) -> tuple[float, int, Counter[
         server.set_handler(extract)
         model = build_model(
             "bench",
-            ModelConfig(
+            OpenAIModel(
                 provider="openai", id="scripted", base_url=server.base_url, api_key="bench"
             ),
         )

@@ -193,7 +193,7 @@ def test_the_default_embedder_reaches_the_memory_config_or_says_it_is_not_built(
         with pytest.raises(SystemExit, match="embedder support is not built yet"):
             locomo.bench_config("default")
     # keyword-only means no embedder, also once the product has one (the seam must say so)
-    embedder = getattr(locomo.bench_config("none").memory, "embedder", None)
+    embedder = locomo.bench_config("none").memory_embedder
     assert embedder is None or embedder.provider == "none"
 
 
