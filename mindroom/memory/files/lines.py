@@ -42,3 +42,16 @@ def masked_lines(text: str, relative: str, hide: Hide | None) -> list[str]:
             for n in range(e.start_line, e.end_line):
                 lines[n] = ""
     return lines
+
+
+def numbered_window(name: str, all_lines: list[str], from_line: int, lines: int, cap: int) -> str:
+    """``lines`` (at most ``cap``) of ``all_lines`` from line ``from_line``, numbered, headed by
+    ``name`` and the span shown, with how many lines follow: what a memory read returns."""
+    start = max(1, from_line)
+    count = max(1, min(lines, cap))
+    chosen = all_lines[start - 1 : start - 1 + count]
+    body = "\n".join(f"{n:>5}  {line}" for n, line in enumerate(chosen, start))
+    rest = len(all_lines) - (start - 1 + len(chosen))
+    more = f"\n({rest} more lines after this)" if rest > 0 else ""
+    span = f"lines {start}-{start + len(chosen) - 1} of {len(all_lines)}"
+    return f"{name} ({span}):\n{body}{more}"

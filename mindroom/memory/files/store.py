@@ -40,7 +40,13 @@ from mindroom.memory.files.fields import (
 from mindroom.memory.files.hand_edits import record_hand_edits
 from mindroom.memory.files.history import History, HistoryRecord
 from mindroom.memory.files.intents import Intents
-from mindroom.memory.files.lines import Hide, file_lines, hidden_lines, masked_lines
+from mindroom.memory.files.lines import (
+    Hide,
+    file_lines,
+    hidden_lines,
+    masked_lines,
+    numbered_window,
+)
 from mindroom.memory.files.markdown import (
     ENTRY_ID_RE,
     MemoryEntry,
@@ -534,14 +540,7 @@ class FileMemory:
         if not target.is_file():
             raise MemoryStoreError(f"no memory file {relative!r}")
         all_lines = masked_lines(read_text(target, relative), relative, hide)
-        start = max(1, from_line)
-        count = max(1, min(lines, MAX_READ_LINES))
-        chosen = all_lines[start - 1 : start - 1 + count]
-        body = "\n".join(f"{n:>5}  {line}" for n, line in enumerate(chosen, start))
-        rest = len(all_lines) - (start - 1 + len(chosen))
-        more = f"\n({rest} more lines after this)" if rest > 0 else ""
-        span = f"lines {start}-{start + len(chosen) - 1} of {len(all_lines)}"
-        return f"{relative} ({span}):\n{body}{more}"
+        return numbered_window(relative, all_lines, from_line, lines, MAX_READ_LINES)
 
     def head(
         self, relative: str, max_lines: int, *, hide: Hide | None = None

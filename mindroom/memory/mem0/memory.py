@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.backend import ENGINE, threaded
 from mindroom.memory.extraction import ChatLine
+from mindroom.memory.files.lines import numbered_window
 from mindroom.memory.files.markdown import MemoryEntry, normalize_text, parse_entries
 from mindroom.memory.mem0.engine import WriteRefused
 from mindroom.memory.mem0.ops import OpLog
@@ -300,14 +301,7 @@ class Mem0Memory:
                 "(this memory as markdown) or search"
             )
         all_lines = self.export_markdown().rstrip("\n").split("\n")
-        start = max(1, from_line)
-        count = max(1, min(lines, MAX_READ_LINES))
-        chosen = all_lines[start - 1 : start - 1 + count]
-        body = "\n".join(f"{n:>5}  {line}" for n, line in enumerate(chosen, start))
-        rest = len(all_lines) - (start - 1 + len(chosen))
-        more = f"\n({rest} more lines after this)" if rest > 0 else ""
-        span = f"lines {start}-{start + len(chosen) - 1} of {len(all_lines)}"
-        return f"{ENTRYPOINT} ({span}):\n{body}{more}"
+        return numbered_window(ENTRYPOINT, all_lines, from_line, lines, MAX_READ_LINES)
 
     # -- beyond the contract ------------------------------------------------------------------
 
