@@ -20,6 +20,7 @@ from typing import Any
 
 from mindroom.config import Config, parse_config
 from mindroom.memory.jobs.maintenance.runner import JobContext
+from mindroom.memory.jobs.maintenance.store import MaintenanceStore
 
 
 @dataclass
@@ -50,6 +51,19 @@ def maintenance_config(jobs: dict[str, dict[str, Any]], **settings: Any) -> Conf
 
 
 EVERY_HOUR = {"cadence": "interval", "interval_minutes": 60}
+
+
+def write_config(folder: Path, jobs: dict[str, object], **settings: object) -> Path:
+    """A config.yaml (JSON is YAML) with these maintenance jobs; the defaults stay as they are
+    unless ``jobs`` names them."""
+    maintenance = {"timezone": "Europe/Berlin", **settings, "jobs": jobs}
+    path = folder / "config.yaml"
+    path.write_text(json.dumps({"memory": {"maintenance": maintenance}}))
+    return path
+
+
+def store_of(folder: Path) -> MaintenanceStore:
+    return MaintenanceStore(folder / "mindroom_data" / "maintenance.db")
 
 
 @dataclass

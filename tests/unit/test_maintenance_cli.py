@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -14,25 +10,9 @@ import pytest
 
 from mindroom.cli.main import main
 from mindroom.memory.jobs.maintenance.runner import JOB_TYPES
-from mindroom.memory.jobs.maintenance.store import MaintenanceStore
-from tests.support.harness import REPO
-from tests.support.maintenance import EVERY_HOUR, CountingJob
-from tests.support.waiting import wait_until_sync
+from tests.support.maintenance import EVERY_HOUR, CountingJob, store_of, write_config
 
 BERLIN = ZoneInfo("Europe/Berlin")
-
-
-def write_config(folder: Path, jobs: dict[str, object], **settings: object) -> Path:
-    """A config.yaml (JSON is YAML) with these maintenance jobs; the defaults stay as they are
-    unless ``jobs`` names them."""
-    maintenance = {"timezone": "Europe/Berlin", **settings, "jobs": jobs}
-    path = folder / "config.yaml"
-    path.write_text(json.dumps({"memory": {"maintenance": maintenance}}))
-    return path
-
-
-def store_of(folder: Path) -> MaintenanceStore:
-    return MaintenanceStore(folder / "mindroom_data" / "maintenance.db")
 
 
 @pytest.fixture
@@ -192,51 +172,3 @@ def test_tick_job_refuses_an_unknown_job_and_runs_nothing(
 
     assert "no maintenance job 'hourlly' (jobs: " in capsys.readouterr().out
     assert counting.runs == []
-
-
-DAEMON = (
-    "import sys, tests.support.maintenance as support; support.register_gated_job(); "
-    "from mindroom.cli.main import main; sys.exit(main(sys.argv[1:]))"
-)
-
-
-def test_the_daemon_ticks_and_a_sigterm_ends_its_running_job_and_the_daemon_cleanly(
-    tmp_path: Path,
-) -> None:
-    config = write_config(tmp_path, {"hourly": EVERY_HOUR})
-    log = (tmp_path / "daemon.log").open("w")
-    daemon = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            DAEMON,
-            "maintenance",
-            "daemon",
-            "--config",
-            str(config),
-            "--interval-seconds",
-            "5",
-        ],
-        cwd=REPO,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        wait_until_sync(
-            lambda: (tmp_path / "ran.txt").exists()
-        )  # the run is open, waiting for release
-        daemon.send_signal(signal.SIGTERM)
-        assert daemon.wait(30) == 0
-    finally:
-        if daemon.poll() is None:
-            daemon.kill()
-        log.close()
-    output = (tmp_path / "daemon.log").read_text()
-    assert "maintenance daemon" in output
-    [run] = store_of(tmp_path).runs("hourly")
-    assert run.status == "failed"
-    assert "stopping" in (run.error_message or "")
-    job = store_of(tmp_path).job("hourly")
-    assert job is not None
-    assert job.lease_owner is None  # released: the bot or the next daemon runs it at once

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import subprocess
 import sys
 import threading
 from datetime import UTC, datetime, timedelta
@@ -20,7 +18,6 @@ from mindroom.memory.jobs.maintenance.runner import (
     MaintenanceRunner,
 )
 from mindroom.memory.jobs.maintenance.store import MaintenanceStore
-from tests.support.harness import REPO
 from tests.support.maintenance import (
     EVERY_HOUR,
     T0,
@@ -28,7 +25,6 @@ from tests.support.maintenance import (
     FakeClock,
     maintenance_config,
 )
-from tests.support.waiting import wait_until_sync
 
 
 @pytest.fixture
@@ -195,37 +191,6 @@ def _wait_for_one(threads: list[threading.Thread]) -> threading.Thread | None:
                 return thread
         threads[0].join(0.01)
     return None
-
-
-def test_two_runner_processes_run_a_due_job_exactly_once(tmp_path: Path) -> None:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    now = (T0 + timedelta(minutes=5)).isoformat()
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "tests.support.maintenance", str(tmp_path), now],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
-    # seeded by whichever starts first; due at once (an interval job without a window)
-    (tmp_path / "go").touch()
-    ran = tmp_path / "ran.txt"
-    wait_until_sync(lambda: ran.exists() and any(p.poll() is not None for p in processes))
-    assert ran.read_text() == "every_hour\n"  # the run is open, the other process is done
-    (tmp_path / "release").touch()
-    outputs = []
-    for process in processes:
-        out, err = process.communicate(timeout=60)
-        assert process.returncode == 0, err
-        outputs.extend(json.loads(out.strip().splitlines()[-1]))
-    assert sorted(status for _, status, _ in outputs) == ["completed", "skipped"]
-    assert ran.read_text() == "every_hour\n"
-    store = MaintenanceStore(tmp_path / "maintenance.db")
-    assert [run.status for run in store.runs("every_hour")] == ["completed"]
 
 
 @pytest.mark.asyncio

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 import threading
 import time
 from collections.abc import Iterator
@@ -18,8 +14,6 @@ from mindroom.memory.files.markdown import ENTRY_ID_RE, hand_id, parse_entries
 from mindroom.memory.files.protocol import file_lock, read_text
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.scope import MemoryScope, confined_path
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -478,61 +472,6 @@ def test_eight_threads_adding_concurrently_lose_and_duplicate_nothing(
     assert len(memory.history_of()) == 200
     memory.index.sync()
     assert memory.index.count() == 200
-
-
-WORKER = textwrap.dedent(
-    """
-    import sys, time
-    from pathlib import Path
-    from mindroom.memory.scope import MemoryScope
-    from mindroom.memory.files.store import FileMemory
-
-    root, state, worker = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
-    memory = FileMemory(MemoryScope("agent_test", root, state))
-    (state.parent / f"ready-{worker}").touch()
-    deadline = time.monotonic() + 30
-    while not (state.parent / "go").exists() and time.monotonic() < deadline:
-        time.sleep(0.002)
-    for n in range(25):
-        memory.add_sync(f"process {worker} fact {n}", actor=f"p{worker}")
-    memory.close()
-    """
-)
-
-
-def test_four_processes_adding_concurrently_lose_and_duplicate_nothing(
-    scope: MemoryScope, tmp_path: Path
-) -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(scope.root), str(scope.state_dir), str(w)],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        for w in range(4)
-    ]
-    deadline = time.monotonic() + 30
-    while not all((tmp_path / f"ready-{w}").exists() for w in range(4)):
-        assert time.monotonic() < deadline, "workers did not start"
-        assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
-        time.sleep(0.005)
-    (tmp_path / "go").touch()
-    results = [p.communicate(timeout=60) for p in procs]
-
-    assert [p.returncode for p in procs] == [0, 0, 0, 0], results
-    entries = parse_entries(read_text(scope.entrypoint), "MEMORY.md")
-    expected = {f"process {w} fact {n}" for w in range(4) for n in range(25)}
-    assert len(entries) == 100
-    assert {e.text for e in entries} == expected
-    memory = FileMemory(scope)
-    try:
-        assert len(memory.history_of()) == 100
-        assert len(memory.list_sync(limit=1000)) == 100
-    finally:
-        memory.close()
 
 
 def test_a_hand_edit_between_two_adds_survives(memory: FileMemory) -> None:

@@ -25,7 +25,7 @@ from mindroom.errors import MemoryStoreError
 from mindroom.memory.files import protocol as files
 from mindroom.memory.files import store as store_module
 from mindroom.memory.files.markdown import parse_entries
-from mindroom.memory.files.protocol import file_lock
+from mindroom.memory.files.protocol import file_lock, read_text
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.scope import MemoryScope
 from tests.support.waiting import wait_until_sync
@@ -409,3 +409,58 @@ def test_a_writer_killed_before_the_file_change_leaves_no_fact_and_its_record_is
     assert [r.op for r in records] == ["add", "abort"]
     assert records[0].id == records[1].id
     assert list((scope.state_dir / "intents").iterdir()) == []
+
+
+WORKER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from mindroom.memory.scope import MemoryScope
+    from mindroom.memory.files.store import FileMemory
+
+    root, state, worker = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+    memory = FileMemory(MemoryScope("agent_test", root, state))
+    (state.parent / f"ready-{worker}").touch()
+    deadline = time.monotonic() + 30
+    while not (state.parent / "go").exists() and time.monotonic() < deadline:
+        time.sleep(0.002)
+    for n in range(25):
+        memory.add_sync(f"process {worker} fact {n}", actor=f"p{worker}")
+    memory.close()
+    """
+)
+
+
+def test_four_processes_adding_concurrently_lose_and_duplicate_nothing(
+    scope: MemoryScope, tmp_path: Path
+) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(scope.root), str(scope.state_dir), str(w)],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for w in range(4)
+    ]
+    deadline = time.monotonic() + 30
+    while not all((tmp_path / f"ready-{w}").exists() for w in range(4)):
+        assert time.monotonic() < deadline, "workers did not start"
+        assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
+        time.sleep(0.005)
+    (tmp_path / "go").touch()
+    results = [p.communicate(timeout=60) for p in procs]
+
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], results
+    entries = parse_entries(read_text(scope.entrypoint), "MEMORY.md")
+    expected = {f"process {w} fact {n}" for w in range(4) for n in range(25)}
+    assert len(entries) == 100
+    assert {e.text for e in entries} == expected
+    memory = FileMemory(scope)
+    try:
+        assert len(memory.history_of()) == 100
+        assert len(memory.list_sync(limit=1000)) == 100
+    finally:
+        memory.close()
