@@ -58,17 +58,21 @@ SLOW = {
 # them, directly or through another (``bot``, ``human``, ``model``, ``dashboard`` ...), is an
 # integration test; tests/unit holds none of those.
 SERVER_FIXTURES = frozenset({"synapse", "model_server", "postgres", "ledger_target"})
+# The fixture that loads a real neural model (the bundled embedder, once a session): its tests are
+# integration tests too, and tests/unit loads no model (tests/unit/conftest.py).
+MODEL_FIXTURES = frozenset({"local_embedder"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark ``slow`` from :data:`SLOW`, ``integration`` (and ``synapse``) from the fixtures a
-    test uses and the folder it is in; a test in tests/unit that needs a server stops the run."""
+    test uses and the folder it is in; a test in tests/unit that needs a server or a model
+    stops the run."""
     misplaced = []
     for item in items:
         name = getattr(item, "originalname", item.name)
         if name in SLOW.get(item.path.name, ()):
             item.add_marker(pytest.mark.slow)
-        servers = SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        servers = (SERVER_FIXTURES | MODEL_FIXTURES).intersection(getattr(item, "fixturenames", ()))
         if "synapse" in servers:
             item.add_marker(pytest.mark.synapse)
         if servers or item.path.parent.name == "integration":
@@ -77,7 +81,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             misplaced.append(f"  {item.nodeid}: {', '.join(sorted(servers))}")
     if misplaced:
         raise pytest.UsageError(
-            "tests in tests/unit that need a server (move them to tests/integration):\n"
+            "tests in tests/unit that need a server or a model (move them to tests/integration):\n"
             + "\n".join(misplaced)
         )
 
