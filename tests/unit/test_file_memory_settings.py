@@ -119,7 +119,7 @@ def test_the_canonical_folder_wins_when_both_hold_memory(storage: Path) -> None:
 
 
 def test_max_entrypoint_lines_caps_memory_md_in_a_turns_recall(storage: Path) -> None:
-    config = config_of("memory:\n  file:\n    max_entrypoint_lines: 3\n")
+    config = config_of("memory:\n  embedder: none\n  file:\n    max_entrypoint_lines: 3\n")
     for registry in opened(config, storage):
         memory = registry.for_agent("general")
         assert memory is not None
@@ -133,6 +133,7 @@ def test_max_entrypoint_lines_caps_memory_md_in_a_turns_recall(storage: Path) ->
     assert '[... 5 more lines not shown: read them with memory_get("MEMORY.md", 4, 5)]' in block
 
 
+KEYWORDS = "memory:\n  embedder: none\n"  # keyword-only search: no model in a unit test
 PRIVATE = "  mind:\n    private: {per: user, template_dir: tpl}\n"
 
 
@@ -142,7 +143,7 @@ def test_a_template_without_memory_files_scaffolds_only_what_it_holds(
     template = tmp_path / "tpl"
     template.mkdir()
     (template / "SOUL.md").write_text("# Who I am\n")
-    for registry in opened(config_of(extra_agent=PRIVATE), storage):
+    for registry in opened(config_of(KEYWORDS, extra_agent=PRIVATE), storage):
         memory = registry.for_agent("mind", ALICE)
         assert memory is not None
         assert memory.list_sync() == []

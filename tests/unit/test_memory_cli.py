@@ -3,41 +3,27 @@
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
-from mindroom.cli.main import main
 from mindroom.memory.files.markdown import parse_entries
 from mindroom.memory.files.protocol import read_text
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.scope import agent_scope
+from tests.support.memory_cli import MemoryCli, copy_config, memory_cli, root_of
 
-REPO = Path(__file__).resolve().parents[2]
 ID = re.compile(r"m-[0-9a-f]{8}")
 
 
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
-    path = tmp_path / "config.yaml"
-    shutil.copy(REPO / "config.yaml", path)
-    shutil.copytree(REPO / "mind_template", tmp_path / "mind_template")
-    return path
+    return copy_config(tmp_path)
 
 
 @pytest.fixture
-def cli(config: Path, capsys: pytest.CaptureFixture[str]):
-    def run(action: str, *args: str, agent: str = "general") -> tuple[int, str, str]:
-        code = main(["memory", action, "--config", str(config), "--agent", agent, *args])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
-
-
-def root_of(config: Path, agent: str = "general") -> Path:
-    return config.parent / "agents" / agent / "workspace"
+def cli(config: Path, capsys: pytest.CaptureFixture[str]) -> MemoryCli:
+    return memory_cli(config, capsys)
 
 
 def entries(config: Path, relative: str = "MEMORY.md"):
@@ -145,60 +131,6 @@ def test_history_and_restore_after_a_deletion(cli, config: Path) -> None:
 
 def test_history_of_a_fresh_memory_says_so(cli) -> None:
     assert cli("history") == (0, "no history yet\n", "")
-
-
-def test_reindex_counts_every_entry_and_restores_search_after_the_db_is_lost(
-    cli, config: Path
-) -> None:
-    cli("add", "kiwi fact")
-    cli("add", "mango fact", "--file", "topics/fruit.md")
-    (root_of(config) / "memory").mkdir()
-    (root_of(config) / "memory" / "2024-05-03.md").write_text("# Today\n- hand kiwi\n")
-    state = config.parent / "mindroom_data" / "memory" / "agent_general"
-    for db in state.glob("index.db*"):
-        db.unlink()
-
-    code, out, _ = cli("reindex")
-
-    assert code == 0
-    assert out == (
-        f"reindexed 3 memories from {root_of(config)}\n"
-        "embedded 3 memories with sentence-transformers/all-MiniLM-L6-v2\n"
-    )
-    code, out, _ = cli("search", "kiwi")
-    assert len(out.splitlines()) == 2
-
-
-def test_reindex_rebuilds_the_vector_index_like_the_incremental_one(
-    cli, config: Path, local_embedder
-) -> None:
-    cli("add", "Alice prefers oolong tea")
-    cli("add", "The garage door sticks", "--file", "topics/house.md")
-    scope = agent_scope(config.parent, "general")
-    incremental = FileMemory(scope, local_embedder)
-    try:
-        assert incremental.vectors is not None
-        incremental.vectors.sync()
-        (root_of(config) / "topics" / "house.md").write_text("- The garage door squeaks\n")
-        expected = incremental.vectors.snapshot()  # follows the hand edit
-    finally:
-        incremental.close()
-
-    code, out, _ = cli("reindex")
-
-    assert code == 0
-    assert out.endswith("embedded 2 memories with sentence-transformers/all-MiniLM-L6-v2\n")
-    rebuilt = FileMemory(scope, local_embedder)
-    try:
-        assert rebuilt.vectors is not None
-        assert rebuilt.vectors.sync() == 0  # every vector is in the rebuilt index
-        found = rebuilt.vectors.snapshot()
-    finally:
-        rebuilt.close()
-    assert [row[2] for row in found] == ["Alice prefers oolong tea", "The garage door squeaks"]
-    assert [row[:5] for row in found] == [row[:5] for row in expected]
-    for new, old in zip(found, expected, strict=True):
-        assert new[5].tolist() == pytest.approx(old[5].tolist(), abs=1e-5)
 
 
 def test_reindex_with_an_embedder_that_cannot_load_says_so_and_fails(cli, config: Path) -> None:

@@ -27,6 +27,8 @@ BOB = "@bob:example.org"
 def config(tmp_path: Path) -> Path:
     path = tmp_path / "config.yaml"
     shutil.copy(REPO / "config.yaml", path)
+    with path.open("a") as config_file:  # keyword-only search: a unit test loads no model
+        config_file.write("memory:\n  embedder: none\n")
     shutil.copytree(REPO / "mind_template", tmp_path / "mind_template")
     return path
 

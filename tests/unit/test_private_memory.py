@@ -395,6 +395,7 @@ BOB = "@bob:example.org"
 
 PRIVATE_CONFIG = """
 models: {default: {id: x}}
+memory: {embedder: none}
 agents:
   mind:
     private: {per: user, template_dir: tpl}

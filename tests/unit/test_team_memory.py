@@ -392,6 +392,7 @@ def test_consistent_copies_need_no_repair_and_record_none(
 SHARED_CONFIG = "models: {default: {id: x}}\nagents: {a: {}, b: {}}\n"
 MIXED_CONFIG = """
 models: {default: {id: x}}
+memory: {embedder: none}
 agents:
   a: {}
   mind:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.conftest import SERVER_FIXTURES
+from tests.conftest import MODEL_FIXTURES, SERVER_FIXTURES
 
 UNIT = Path(__file__).resolve().parent
 
@@ -38,7 +38,10 @@ def _asks_for_a_server(node: ast.AST) -> bool:
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
         and node.func.attr == "getfixturevalue"
-        and any(isinstance(a, ast.Constant) and a.value in SERVER_FIXTURES for a in node.args)
+        and any(
+            isinstance(a, ast.Constant) and a.value in SERVER_FIXTURES | MODEL_FIXTURES
+            for a in node.args
+        )
     )
 
 
