@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from mindroom.cli.options import Args, Invocation, invocation, with_storage
+from mindroom.cli.options import Args, Invocation, invocation, switch, with_storage
 from mindroom.config import Config, load_config
 from mindroom.config.maintenance_schema import MaintenanceConfig
 from mindroom.errors import ConfigError
@@ -83,12 +83,14 @@ def tick(**_: object) -> Invocation:
 @click.argument("job")
 @click.option("--window-start", metavar="HH:MM", help="window start, or 'none'")
 @click.option("--window-end", metavar="HH:MM", help="window end, or 'none'")
-@click.option("--enable/--disable", "enabled", default=None, help="switch the job on or off")
 @click.option("--reset", is_flag=True, help="back to config.yaml's values")
 @click.option("--recompute-next", is_flag=True, help="due time afresh from the schedule, from now")
 def configure(**_: object) -> Invocation:
     """``mindroom maintenance config``."""
     return invocation(run_config)
+
+
+configure.params.extend(switch("--enable", "--disable", "enabled", "switch the job on or off"))
 
 
 @with_storage

@@ -20,7 +20,7 @@ import click
 
 from mindroom.app.runlock import running
 from mindroom.atomic import atomic_write
-from mindroom.cli.options import Args
+from mindroom.cli.options import Args, switch
 from mindroom.config import Config
 from mindroom.errors import ConfigError, MemoryStoreError
 from mindroom.memory.backend import MemoryBackend, keeps_files
@@ -56,11 +56,7 @@ def add_structured_commands(action: Callable[..., click.Command]) -> None:
         click.Argument(["id"]),
         click.Option(["--category"], help="new category (memory.categories)"),
         click.Option(["--importance"], type=click.IntRange(1, 5), metavar="1-5"),
-        click.Option(
-            ["--pin/--unpin"],
-            default=None,
-            help="never let it expire / let it expire again",
-        ),
+        *switch("--pin", "--unpin", "pin", "never let it expire / let it expire again"),
     )
     action("proposals", "list changes waiting for a person's consent (or a second signal)")
     action("confirm", "confirm a proposed change: it is written", click.Argument(["proposal"]))

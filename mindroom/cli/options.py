@@ -78,3 +78,24 @@ def args_of(ctx: click.Context) -> Args:
 def invocation(function: Callable[[Args], Any]) -> Invocation:
     """What the command being parsed returns: ``function`` with the parsed arguments."""
     return Invocation(function, args_of(click.get_current_context()))
+
+
+def switch(on: str, off: str, dest: str, help: str) -> list[click.Option]:
+    """``--on`` / ``--off`` that set ``dest`` to True / False (None when neither is given); both
+    on one command line is a usage error (exit 2), as it was before Click, never "the last one
+    wins"."""
+
+    def given(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+        ctx.params.setdefault(dest, None)
+        if not value:
+            return
+        if ctx.params[dest] is not None:
+            raise click.UsageError(f"{on} and {off} exclude each other: give one", ctx=ctx)
+        ctx.params[dest] = param.name == "_on"
+
+    return [
+        click.Option([on, "_on"], is_flag=True, expose_value=False, callback=given, help=help),
+        click.Option(
+            [off, "_off"], is_flag=True, expose_value=False, callback=given, help=f"not {on}"
+        ),
+    ]

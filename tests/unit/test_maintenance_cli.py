@@ -100,6 +100,23 @@ def test_config_disable_enable_and_reset(
     assert job.overrides == {}
 
 
+def test_config_refuses_enable_and_disable_together_and_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path, {})
+    args = ["--config", str(config)]
+    for both in (["--enable", "--disable"], ["--disable", "--enable"]):
+        code = main(["maintenance", "config", "consolidation_weekly", *both, *args])
+        assert code == 2
+        assert "--enable and --disable exclude each other" in capsys.readouterr().err
+    assert store_of(tmp_path).job("consolidation_weekly") is None  # never even opened
+    # the control: one of them alone is applied
+    assert main(["maintenance", "config", "consolidation_weekly", "--disable", *args]) == 0
+    job = store_of(tmp_path).job("consolidation_weekly")
+    assert job is not None
+    assert not job.enabled
+
+
 def test_config_refuses_an_unknown_job_a_bad_time_and_nothing_to_do(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -160,6 +160,19 @@ def test_writes_refused_by_the_store_exit_with_code_1(cli, config: Path) -> None
     assert not (config.parent / "agents" / "escape.md").exists()
 
 
+def test_set_refuses_pin_and_unpin_together_and_changes_nothing(cli) -> None:
+    _, out, _ = cli("add", "a fact to pin")
+    [entry_id] = ID.findall(out)
+    for both in (["--pin", "--unpin"], ["--unpin", "--pin"]):
+        code, _, err = cli("set", entry_id, *both)
+        assert code == 2
+        assert "--pin and --unpin exclude each other" in err
+    assert "pinned" not in cli("get", entry_id)[1]
+    # the control: one of them alone is applied
+    assert cli("set", entry_id, "--pin")[0] == 0
+    assert "pinned" in cli("get", entry_id)[1]
+
+
 def test_unknown_agent_exits_2_and_names_the_agent(cli) -> None:
     code, out, err = cli("list", agent="nobody")
     assert code == 2
