@@ -110,7 +110,7 @@ def _complete_once(base: str, api_key: str, model_id: str) -> None:
     )
     try:
         with urllib.request.urlopen(request, timeout=COMPLETION_TIMEOUT_S) as response:
-            answer = json.loads(response.read() or b"null")
+            raw = response.read()
     except urllib.error.HTTPError as exc:  # before URLError: it is one
         body = exc.read().decode("utf-8", "replace").strip()
         raise _NoCompletion(f"Error code: {exc.code} - {body[:300] or exc.reason}") from None
@@ -118,6 +118,8 @@ def _complete_once(base: str, api_key: str, model_id: str) -> None:
         raise _NoCompletion(f"Connection error: {exc.reason}") from None
     except OSError as exc:  # timed out or cut off while answering
         raise _NoCompletion(f"Connection error: {exc}") from None
+    try:
+        answer = json.loads(raw or b"null")
     except ValueError:
         raise _NoCompletion(f"{base}/chat/completions did not answer with JSON") from None
     if not isinstance(answer, dict) or "choices" not in answer:
