@@ -27,8 +27,8 @@ from mindroom.errors import AlreadyRunningError, NotRunningError
 
 RUN_LOCK_NAME = "run.lock"
 # How long a starting run waits for the lock: long enough to outlast a chat's test of it (which
-# holds it shared for microseconds), short enough to refuse at once when a bot holds it.
-START_WAIT_S = 2.0
+# holds it for microseconds), short enough that a second run is refused within a second.
+START_WAIT_S = 0.5
 # ``mindroom chat``'s exit code when no run is there to answer (1: no answer in time, 2: errors)
 NOT_RUNNING_EXIT = 3
 

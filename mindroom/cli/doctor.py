@@ -54,6 +54,16 @@ def _local_url(storage: Path, local: bool) -> str | None:
     return saved[0][0] if saved else None
 
 
+async def _model_and_memory_checks(config: Config, config_dir: Path) -> list[Check]:
+    """Every model (one tiny completion each) and memory search, asked in parallel; then
+    mem0, which reuses the embedders' findings."""
+    models, embedders = await asyncio.gather(
+        asyncio.gather(*(check_model(n, m) for n, m in config.models.items())),
+        embedder_checks(config, config_dir),
+    )
+    return [*models, *embedders.values(), *check_mem0(config, config_dir, embedders)]
+
+
 async def run_doctor(config_path: Path, storage: Path, homeserver: str | None) -> list[Check]:
     """Every check, in order."""
     try:
@@ -65,13 +75,15 @@ async def run_doctor(config_path: Path, storage: Path, homeserver: str | None) -
     local_secret = (storage / "mindroom_data" / "homeserver" / CONFIG_FILE).exists()
     url = homeserver or _local_url(storage, local_secret)
     url = url or (config.matrix.homeserver if config else "http://localhost:8008")
-    server_checks = await check_homeserver(url.rstrip("/"), local_secret)
-    checks += server_checks
+    # The homeserver, the models and the embedders are asked at once: the doctor waits for
+    # the slowest of them, not for their sum.
+    probes = [check_homeserver(url.rstrip("/"), local_secret)]
     if config is not None:
-        checks += await asyncio.gather(*(check_model(n, m) for n, m in config.models.items()))
-        embedders = await embedder_checks(config, config_path.parent)
-        checks += embedders.values()
-        checks += check_mem0(config, config_path.parent, embedders)
+        probes.append(_model_and_memory_checks(config, config_path.parent))
+    server_checks, *found = await asyncio.gather(*probes)
+    checks += server_checks
+    for more in found:
+        checks += more
     checks.append(check_storage(storage))
     if config is not None:
         data_dir = storage / "mindroom_data"

@@ -103,9 +103,11 @@ def running_banner(config: Config, agents: list[str]) -> str:
 
 
 async def _serve(args: Args) -> None:
-    """Start everything and run until cancelled; the exit stack closes what was started."""
-    from mindroom.app.bot import Bot, BotOptions
+    """Start everything and run until cancelled; the exit stack closes what was started.
 
+    The config is read and the run lock taken before the bot's modules (and the SDKs they use)
+    are imported, so that a config error or a second run on the same storage is reported in a
+    fraction of a second rather than after seconds of imports."""
     config_path, storage = _paths(args)
     config = load_config(config_path)
     data_dir = storage / "mindroom_data"
@@ -118,6 +120,8 @@ async def _serve(args: Args) -> None:
         # First, before anything touches the storage; held until the process ends. Its short
         # blocking wait is fine here: nothing else runs on the loop yet.
         stack.callback(release_run_lock, hold_run_lock(data_dir, shared=sharing))
+        from mindroom.app.bot import Bot, BotOptions
+
         if args.local:
             from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
             from mindroom.adapters.matrix.local import ensure_local_user, follow_port_change

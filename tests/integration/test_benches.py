@@ -84,13 +84,13 @@ def locomo(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     return importlib.import_module("locomo")
 
 
-def run_bench(script: str, *args: str, cwd: Path) -> list[str]:
+def run_bench(script: str, *args: str, cwd: Path, timeout: float = 60) -> list[str]:
     done = subprocess.run(
         [sys.executable, str(REPO / "bench" / script), *args],
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=timeout,
         check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -282,6 +282,24 @@ def test_e2ee_latency_bench_compares_an_encrypted_dm_with_a_plain_one(tmp_path: 
     assert re.search(r"unencrypted DM +median +[\d.]+ ms .*\(n=2\)", text)
     assert re.search(r"encrypted DM +median +[\d.]+ ms .*\(n=2\)", text)
     assert re.fullmatch(r"added_median_ms=-?\d+\.\d", lines[-1])
+
+
+@pytest.mark.timeout(300)  # eight fresh mindroom processes: slow on a busy machine
+def test_cli_latency_bench_times_each_command_of_the_given_tree_and_ends_with_its_line(
+    tmp_path: Path,
+) -> None:
+    """One repetition of each command; the bench itself checks each one's exit code and
+    message (a config error, a refused second run), so its figures measure those paths."""
+    lines = run_bench(
+        "cli_latency.py", "--repeat", "1", "--tree", str(REPO), cwd=tmp_path, timeout=280
+    )
+    text = "\n".join(lines)
+    assert f"mindroom from {REPO}" in text
+    for case in ("mindroom --help", "config error", "second run refused", "mindroom doctor"):
+        assert re.search(rf"{case} +cpu median +\d+ ms .*\(n=1\)", text), case
+    assert re.fullmatch(
+        r"cli_help_ms=\d+ config_error_ms=\d+ second_run_ms=\d+ doctor_ms=\d+", lines[-1]
+    ), lines[-1]
 
 
 def test_dashboard_pages_bench_times_every_page_over_a_big_scope(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""``mindroom --help`` imports no command module and no SDK; the command line's errors exit 2.
+"""``mindroom --help``, a config error and a second run's refusal import no SDK (``--help`` no
+command module either); the command line's errors exit 2.
 
 The import checks run in a fresh Python process (this test process has imported everything).
 """
@@ -6,6 +7,7 @@ The import checks run in a fresh Python process (this test process has imported 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +15,7 @@ from pathlib import Path
 import click
 import pytest
 
+from mindroom.app.runlock import hold_run_lock, release_run_lock
 from mindroom.cli.main import COMMANDS, cli, main, parse_args
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,7 +42,17 @@ print(json.dumps({{"code": code, "loaded": loaded, "cli": cli_modules}}))
 """
 
 
+# Imports the CLI's entry module and prints (last line) which heavy packages that loaded.
+IMPORT_ONLY = f"""
+import json, sys
+import mindroom.cli.main
+print(json.dumps(sorted({{m.split(".")[0] for m in sys.modules}} & set({HEAVY!r}))))
+"""
+
+
 def probe(*argv: str) -> tuple[str, dict[str, object]]:
+    """Run the CLI with ``argv`` in a fresh process: its output (stdout and stderr) and what
+    it returned and loaded."""
     done = subprocess.run(
         [sys.executable, "-c", PROBE, *argv],
         capture_output=True,
@@ -50,7 +63,7 @@ def probe(*argv: str) -> tuple[str, dict[str, object]]:
     )
     assert done.returncode == 0, done.stderr
     *output, last = done.stdout.splitlines()
-    return "\n".join(output), json.loads(last)
+    return "\n".join([*output, done.stderr]), json.loads(last)
 
 
 def test_help_lists_every_command_without_importing_any_or_an_sdk() -> None:
@@ -61,6 +74,50 @@ def test_help_lists_every_command_without_importing_any_or_an_sdk() -> None:
         assert short.split()[0] in text
     assert result["loaded"] == []
     assert result["cli"] == ["mindroom.cli.main", "mindroom.cli.options"]
+
+
+def test_importing_the_cli_loads_no_sdk() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORT_ONLY],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == []
+
+
+CONFIG = """\
+models:
+  default: {provider: openai, id: m, base_url: "http://127.0.0.1:9/v1", api_key: none}
+agents:
+  general: {display_name: General, role: helps, rooms: [lobby]}
+matrix: {homeserver: "http://127.0.0.1:9"}
+"""
+
+
+def test_a_config_error_is_reported_before_any_sdk_is_imported(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG.replace("role:", "rolle:"))
+    text, result = probe("run", "--config", str(config), "--storage", str(tmp_path))
+    assert result["code"] == 2
+    assert "agents.general.rolle (line 4): unknown key" in text, text
+    assert result["loaded"] == []
+
+
+def test_a_second_run_is_refused_before_any_sdk_is_imported(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG)
+    lock = hold_run_lock(tmp_path / "mindroom_data")  # as a running `mindroom run` holds it
+    try:
+        text, result = probe("run", "--config", str(config), "--storage", str(tmp_path))
+    finally:
+        release_run_lock(lock)
+    assert result["code"] == 2
+    assert f"already running for {tmp_path.resolve()} (pid {os.getpid()}" in text, text
+    assert result["loaded"] == []
 
 
 def test_a_commands_help_imports_its_module_and_what_it_uses() -> None:

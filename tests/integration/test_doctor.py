@@ -163,3 +163,33 @@ def test_the_fix_follows_the_failure_a_refused_key_a_missing_model_or_no_server(
     assert "running?" in model_fix("default", default, "Connection error.")
     for reason in ("401", "not found", "Connection error."):
         assert "doctor" in model_fix("default", default, reason)  # each ends the same way
+
+
+@pytest.mark.asyncio
+async def test_the_doctors_model_request_names_a_refused_key_and_a_missing_model(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    """The doctor's one-token completion, against the scripted server: a 401 and a 404 get the
+    fix for their cause, an answer passes."""
+    from mindroom.adapters.agno.probe import check_model
+    from mindroom.config import parse_config
+
+    config = parse_config(config_text(model.base_url, {"general": {}}), "config.yaml")
+    default = config.models["default"]
+    model.push(Reply(status=401, error_message="Incorrect API key provided"))
+    refused = await check_model("default", default)
+    model.push(Reply(status=404, error_message="model 'x' not found"))
+    missing = await check_model("default", default)
+    model.push(Reply(text="pong"))
+    answered = await check_model("default", default)
+
+    assert not refused.ok
+    assert "Error code: 401" in refused.detail
+    assert "Incorrect API key provided" in refused.detail
+    assert "refused the key: check models.default.api_key" in refused.fix
+    assert not missing.ok
+    assert "check models.default.id" in missing.fix
+    assert answered.ok, answered
+    assert answered.detail.endswith("answers")
+    assert model.requests[-1]["max_tokens"] == 1
+    assert model.requests[-1]["messages"] == [{"role": "user", "content": "ping"}]

@@ -8,10 +8,13 @@ HTTP connection pool.
 
 from __future__ import annotations
 
-from agno.models.base import Model
+from typing import TYPE_CHECKING
 
 from mindroom.config.schema import ServedModel
 from mindroom.errors import ConfigError
+
+if TYPE_CHECKING:  # Agno is imported when a model is built: the doctor only describes them
+    from agno.models.base import Model
 
 OLLAMA_DEFAULT_URL = "http://localhost:11434/v1"
 

@@ -5,10 +5,12 @@ start-up warning and the error notice of an agent's or a team's answer)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
+import urllib.error
+import urllib.request
 from pathlib import Path
-
-from openai import APIConnectionError, APIStatusError, AsyncOpenAI
 
 from mindroom.adapters.agno.models import OLLAMA_DEFAULT_URL, describe_model
 from mindroom.adapters.embeddings.probe import warm_up_embedders, warn_unusable_embedders
@@ -20,6 +22,7 @@ from mindroom.invocation import README_COMMAND
 logger = logging.getLogger(__name__)
 
 REACH_TIMEOUT_S = 5.0
+COMPLETION_TIMEOUT_S = 15.0  # a local server may load the model on its first request
 _DEFAULT_URLS = {
     "openai": "https://api.openai.com/v1",
     "ollama": OLLAMA_DEFAULT_URL,
@@ -73,17 +76,54 @@ async def check_model(name: str, model: AnyModel) -> Check:
     if model.provider == "anthropic":
         return Check(f"model {name}", True, "anthropic: not checked (needs a paid request)")
     base = model.base_url or ("http://localhost:11434/v1" if model.provider == "ollama" else None)
-    client = AsyncOpenAI(base_url=base, api_key=model.api_key or "none", timeout=15, max_retries=0)
+    key = model.api_key or "none"
     try:
-        await client.chat.completions.create(
-            model=model.id, messages=[{"role": "user", "content": "ping"}], max_tokens=1
-        )
+        # No base_url: where the SDK sends it (OPENAI_BASE_URL, else OpenAI's API).
+        url = (base or os.environ.get("OPENAI_BASE_URL") or endpoint(model)).rstrip("/")
+        await asyncio.to_thread(_complete_once, url, key, model.id)
         return Check(f"model {name}", True, f"{model.id} at {base or 'api.openai.com'} answers")
     except Exception as exc:  # every failure is a finding
         fix = model_fix(name, model, exc)
         return Check(f"model {name}", False, f"{model.id} at {base}: {exc}", fix)
-    finally:
-        await client.close()
+
+
+class _NoCompletion(Exception):
+    """Why the doctor's tiny completion request failed (its text goes into the finding)."""
+
+
+def _complete_once(base: str, api_key: str, model_id: str) -> None:
+    """One chat completion of one token from ``base`` (the request the model SDK makes for a
+    turn, ``POST {base}/chat/completions`` with the key as a bearer token); raises _NoCompletion
+    saying why there was none.
+
+    Plain HTTP from the standard library: importing the model SDK costs more CPU than all the
+    doctor's other checks, and the doctor runs no turn. A refusal reads as the SDK's does
+    (``Error code: 401 - <body>``), so :func:`model_fix` finds the same cause in it.
+    """
+    request = urllib.request.Request(
+        f"{base}/chat/completions",
+        data=json.dumps(
+            {"model": model_id, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
+        ).encode("utf-8"),
+        headers={"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=COMPLETION_TIMEOUT_S) as response:
+            raw = response.read()
+    except urllib.error.HTTPError as exc:  # before URLError: it is one
+        body = exc.read().decode("utf-8", "replace").strip()
+        raise _NoCompletion(f"Error code: {exc.code} - {body[:300] or exc.reason}") from None
+    except urllib.error.URLError as exc:  # refused, no such host, timed out while connecting
+        raise _NoCompletion(f"Connection error: {exc.reason}") from None
+    except OSError as exc:  # timed out or cut off while answering
+        raise _NoCompletion(f"Connection error: {exc}") from None
+    try:
+        answer = json.loads(raw or b"null")
+    except ValueError:
+        raise _NoCompletion(f"{base}/chat/completions did not answer with JSON") from None
+    if not isinstance(answer, dict) or "choices" not in answer:
+        raise _NoCompletion(f"{base}/chat/completions did not answer with a chat completion")
 
 
 async def _unreachable(model: ServedModel) -> str | None:
@@ -94,6 +134,8 @@ async def _unreachable(model: ServedModel) -> str | None:
     """
     if model.provider == "anthropic":
         return None  # not an OpenAI-compatible endpoint; the doctor does not check it either
+    from openai import APIConnectionError, APIStatusError, AsyncOpenAI  # the bot imported it
+
     client = AsyncOpenAI(
         base_url=endpoint(model),
         api_key=model.api_key or "none",
