@@ -165,6 +165,18 @@ class AgentConfig(_Strict):
         default=None,
         description="stream answers (a message, then edits); unset: `defaults.streaming`",
     )
+    stream_first_send_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        description="seconds a streamed answer runs before its message is sent; unset: "
+        "`defaults.stream_first_send_seconds`",
+    )
+    stream_edit_interval_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        description="least seconds between a streamed message's edits; unset: "
+        "`defaults.stream_edit_interval_seconds`",
+    )
     status_reactions: bool | None = Field(
         default=None,
         description="show work as reactions on the message answered; unset: "
@@ -229,6 +241,18 @@ class DefaultsConfig(_Strict):
     markdown: bool = Field(default=True, description="agents write markdown (rendered in the room)")
     streaming: bool = Field(
         default=True, description="agents stream answers (a message, then edits)"
+    )
+    stream_first_send_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        description="seconds a streamed answer runs before its message is sent (an answer "
+        "finished sooner is posted once, never edited)",
+    )
+    stream_edit_interval_seconds: float = Field(
+        default=1.5,
+        ge=0,
+        description="least seconds between a streamed message's edits (the final edit is sent "
+        "at once)",
     )
     # a reaction on the person's message: ⏳ while an agent works on it (then removed), ⚠️ when
     # it failed
@@ -706,6 +730,17 @@ class Config(_Strict):
         """Whether agent ``name`` streams its answers (message, then edits)."""
         streaming = self.agents[name].streaming
         return self.defaults.streaming if streaming is None else streaming
+
+    def agent_stream_pacing(self, name: str) -> tuple[float, float]:
+        """How agent ``name``'s streamed answers are paced: seconds before the first send, and
+        the least seconds between edits."""
+        own = self.agents.get(name)
+        first = own.stream_first_send_seconds if own else None
+        interval = own.stream_edit_interval_seconds if own else None
+        return (
+            self.defaults.stream_first_send_seconds if first is None else first,
+            self.defaults.stream_edit_interval_seconds if interval is None else interval,
+        )
 
     def agent_status_reactions(self, name: str) -> bool:
         """Whether agent ``name`` shows its work as reactions on the message it answers."""

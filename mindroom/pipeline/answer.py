@@ -26,7 +26,7 @@ from mindroom.adapters.matrix.events import (
     message_source,
     named_agents,
 )
-from mindroom.adapters.matrix.reply import ReplyWriter
+from mindroom.adapters.matrix.reply import ReplyWriter, StreamPacing
 from mindroom.adapters.matrix.send import notice_content
 from mindroom.app.running import Running
 from mindroom.cluster.leases import handover_key
@@ -303,6 +303,7 @@ class Answerer:
             agent=plan.agent,
             posted=self._ledger,  # a resumed answer edits what an earlier run posted
             mentions=lambda text: self._meant(plan, account.user_id, text),
+            pacing=StreamPacing(*self._config().agent_stream_pacing(plan.agent)),
         )
         if plan.thread_root == message.event_id:  # a new thread: we know everyone in it
             self._state.set_thread_senders(

@@ -16,8 +16,9 @@ async def test_a_streamed_answer_is_live_until_its_final_edit_and_pings_only_the
     bot: BotHarness, human: Human, model: ScriptedModel
 ) -> None:
     room = unique("live")
+    pace = {"stream_first_send_seconds": 0.2, "stream_edit_interval_seconds": 0.5}
     room_id = await bot.start_in_room(
-        config_text(model.base_url, {"general": {"rooms": [room]}}), room, human
+        config_text(model.base_url, {"general": {"rooms": [room], **pace}}), room, human
     )
     assert bot.bot is not None
     agent = bot.bot.agents["general"].user_id
@@ -33,7 +34,7 @@ async def test_a_streamed_answer_is_live_until_its_final_edit_and_pings_only_the
     edits = human.edits_of(reply["event_id"])
 
     assert LIVE_MARKER in reply["first_content"]  # clients show it as live, not "(edited)"
-    assert len(edits) >= 2
+    assert len(edits) >= 3  # edits in progress at the agent's own pace, then the final one
     assert all(LIVE_MARKER in e["content"]["m.new_content"] for e in edits[:-1])
     assert LIVE_MARKER not in edits[-1]["content"]["m.new_content"]  # the final edit ends it
     assert LIVE_MARKER not in edits[-1]["content"]

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 from pathlib import Path
 
 import pytest
 
-from mindroom.adapters.matrix.reply import FIRST_POST_DELAY_S, INTERRUPTED_NOTE, ReplyWriter
+from mindroom.adapters.matrix.reply import INTERRUPTED_NOTE, ReplyWriter, StreamPacing
 from mindroom.adapters.matrix.send import IN_PROGRESS_MARKER
 from mindroom.store.ledger import Ledger
 from tests.integration.test_exactly_once import (
@@ -163,6 +162,7 @@ async def test_a_post_whose_event_id_was_never_recorded_is_found_and_edited_not_
     account = bot.bot.agents["general"]
     asked = await human.send(room_id, "root", msgtype="m.notice")  # the bot answers no notice
     ledger = await Ledger.open(tmp_path / "ledger.db")
+    now = [0.0]  # a clock the test moves: no waiting for the first send
     try:
         first = ReplyWriter(
             account,
@@ -171,9 +171,11 @@ async def test_a_post_whose_event_id_was_never_recorded_is_found_and_edited_not_
             reply_to=asked,
             agent="general",
             posted=DiesBeforeRecording(ledger),
+            pacing=StreamPacing(first_send_s=1.0),
+            clock=lambda: now[0],
         )
         await first.update("the first words")  # starts the clock, posts nothing yet
-        await asyncio.sleep(FIRST_POST_DELAY_S + 0.05)  # past it, the next update posts
+        now[0] += 1.0  # past the first send's wait: the next update posts
         with pytest.raises(CrashAfterSend):
             await first.update("the first words of a long answer")
         assert await ledger.reply_parts(asked, "general") == {0: None}

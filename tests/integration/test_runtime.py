@@ -102,8 +102,9 @@ async def test_streaming_sends_one_message_then_edits_it_to_the_full_text(
     bot: BotHarness, human: Human, model: ScriptedModel
 ) -> None:
     room = unique("solo")
+    pace = {"stream_first_send_seconds": 0.2, "stream_edit_interval_seconds": 0.5}
     room_id = await bot.start_in_room(
-        config_text(model.base_url, {"general": {"rooms": [room]}}), room, human
+        config_text(model.base_url, {"general": {"rooms": [room]}}, defaults=pace), room, human
     )
     full = " ".join(f"word{i}" for i in range(60))
     model.push(Reply(text=full, chunks=8, chunk_delay=0.4))
@@ -116,7 +117,9 @@ async def test_streaming_sends_one_message_then_edits_it_to_the_full_text(
     assert len(reply["first_content"]["body"]) < len(full)
     assert reply["content"]["body"] == full
     edits = human.edits_of(reply["event_id"])
-    assert len(edits) >= 2  # progress edits, then the final one
+    # progress edits at the pace of `defaults` (1.2 s and 2.8 s at the default pace), then the
+    # final one
+    assert len(edits) >= 3
     assert edits[-1]["content"]["m.new_content"]["body"] == full
     assert not edits[-1]["content"]["m.new_content"]["body"].endswith(IN_PROGRESS_MARKER)
     assert len(human.posted(room_id, bot.bot.agents["general"].user_id)) == 1

@@ -1,11 +1,13 @@
 """Publishing one agent answer: one message, edited in place while it streams, split when long.
 
-A streamed answer is sent as a message once it has taken a moment (a quick answer is posted
-once, whole), then edited (``m.replace``) at a
-throttled cadence: quickly at first, then at most about once a second. Streamed bodies carry an
-in-progress marker; the final edit carries the whole text without it. An answer longer than one
-event is split at paragraph boundaries into several messages, each finished before the next
-starts.
+A streamed answer is paced (:class:`StreamPacing`, :class:`EditPacer`): its message is sent
+once it has streamed for a moment (about a second: an answer done by then is posted once, whole,
+and never edited), then edited (``m.replace``) at most once per interval (1.5 s by default), so
+clients that show every edit as a message of its own stay readable. Streamed bodies carry an
+in-progress marker; the final edit carries the whole text without it and is sent at once, so it
+is always the last edit. The pace is judged when text arrives: a stream that pauses shows its
+latest text at the next chunk or at the end. An answer longer than one event is split at
+paragraph boundaries into several messages, each finished before the next starts.
 
 A reply is resumable after a crash (``kill -9`` mid-stream): each part's message is recorded
 durably (:class:`PostedParts`, the ledger) before and right after it is posted, so a resumed
@@ -30,6 +32,7 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from mindroom.adapters.matrix.client import MatrixAccount
@@ -41,13 +44,54 @@ from mindroom.adapters.matrix.send import (
     split_message,
 )
 
-EDIT_INTERVALS_S: Sequence[float] = (0.25, 0.5, 1.0)
-FIRST_POST_DELAY_S = 0.3
-"""A quick answer is posted once, finished: streaming starts only for answers that take a while."""
 INTERRUPTED_NOTE = "*(interrupted)*"
 """Ends a message whose answer was cut short, in place of the in-progress marker."""
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StreamPacing:
+    """How often a streamed answer is shown (``defaults.stream_first_send_seconds`` and
+    ``defaults.stream_edit_interval_seconds``, or an agent's own)."""
+
+    first_send_s: float = 1.0
+    """Seconds from the first streamed text to the first message: a quicker answer is posted
+    once, finished."""
+    edit_interval_s: float = 1.5
+    """The least time between a message's sends (its post, then each in-progress edit)."""
+
+
+class EditPacer:
+    """Decides when the text streaming into one message is shown; it does no I/O.
+
+    ``clock`` gives monotonic seconds (injectable: a test drives time itself).
+    """
+
+    def __init__(self, pacing: StreamPacing, clock: Callable[[], float] = time.monotonic) -> None:
+        self.pacing = pacing
+        self.clock = clock
+        self._started: float | None = None
+        self._last_sent: float | None = None  # None: the message is not sent yet
+
+    def start(self) -> None:
+        """Text arrived: the stream's clock starts at its first text (later calls do nothing)."""
+        if self._started is None:
+            self._started = self.clock()
+
+    def due(self) -> bool:
+        """Whether the text so far may be sent now: the first message once the stream has run
+        ``first_send_s``, then an edit once ``edit_interval_s`` has passed since the last send."""
+        now = self.clock()
+        if self._started is None:
+            self._started = now
+        if self._last_sent is None:
+            return now - self._started >= self.pacing.first_send_s
+        return now - self._last_sent >= self.pacing.edit_interval_s
+
+    def sent(self) -> None:
+        """The message was just sent (posted or edited): the next edit waits an interval."""
+        self._last_sent = self.clock()
 
 
 class PostedParts(Protocol):
@@ -83,6 +127,8 @@ class ReplyWriter:
         posted: PostedParts | None = None,
         limit: int = MAX_BODY_CHARS,
         mentions: Callable[[str], Sequence[str]] | None = None,
+        pacing: StreamPacing | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.account = account
         self.room_id = room_id
@@ -99,9 +145,7 @@ class ReplyWriter:
         self._frozen_chars = 0  # text before this offset is in finished parts
         self._done_parts = 0
         self._shown = ""  # what the current part shows now
-        self._edits = 0
-        self._last_sent = 0.0
-        self._first_chunk: float | None = None
+        self._pacer = EditPacer(pacing or StreamPacing(), clock)
 
     def _txn(self, *key: object) -> str:
         material = "|".join(str(k) for k in (self.reply_to, self.agent, *key))
@@ -148,7 +192,6 @@ class ReplyWriter:
         )
         pinged.update(meant)
         await self.account.send(self.room_id, content, self._txn("edit", index, body, self._run))
-        self._edits += 1
 
     async def _put(self, body: str) -> None:
         """Show ``body`` in the current part: post it if the part has no message yet, else edit."""
@@ -159,18 +202,14 @@ class ReplyWriter:
             if event_id is None:  # never posted, or posted without its ID being recorded
                 event_id = await self._post(index, body)
             self.event_ids.append(event_id)
-            self._edits = 0
             if index in earlier:  # an earlier run's message: it shows that run's text
                 await self._edit(body)
         elif body != self._shown:
             await self._edit(body)
         else:
             return
-        self._shown, self._last_sent = body, time.monotonic()
-
-    def _due(self) -> bool:
-        interval = EDIT_INTERVALS_S[min(self._edits, len(EDIT_INTERVALS_S) - 1)]
-        return time.monotonic() - self._last_sent >= interval
+        self._shown = body
+        self._pacer.sent()
 
     async def _show(self, text: str, *, final: bool) -> None:
         """Bring the messages up to ``text``, the whole answer so far."""
@@ -183,19 +222,15 @@ class ReplyWriter:
         last = parts[-1]
         if not last.strip():
             return
-        if final:
+        if final:  # at once, whatever the pace: the final text is always the last edit
             await self._put(last)
-        elif len(self.event_ids) == self._done_parts:
-            first = self._first_chunk or time.monotonic()
-            if self._done_parts or time.monotonic() - first >= FIRST_POST_DELAY_S:
-                await self._put(last + IN_PROGRESS_MARKER)
-        elif self._due():
+        elif self._pacer.due() or (self._done_parts and len(self.event_ids) == self._done_parts):
+            # (a part after the first continues a message already shown: it is posted at once)
             await self._put(last + IN_PROGRESS_MARKER)
 
     async def update(self, text: str) -> None:
-        """The answer so far (streaming): posted or edited when the throttle allows."""
-        if self._first_chunk is None:
-            self._first_chunk = time.monotonic()
+        """The answer so far (streaming): posted or edited when the pace allows."""
+        self._pacer.start()
         await self._show(text, final=False)
 
     async def finish(self, text: str) -> None:
