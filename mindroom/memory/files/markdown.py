@@ -666,7 +666,8 @@ def append_new_entry(
     """``document`` with a new mindroom entry where new memories go: at the end of the section
     :data:`NEW_MEMORIES_MARKER` opens, else at the end of the file, after a new
     ``## Notes`` heading (and the marker) when the file would otherwise end under an unrelated
-    heading (see the module docstring). Raises ValueError as :func:`append_entry` does."""
+    heading (see the module docstring). Each placement is taken only if every other entry reads
+    as before (the last one always does). Raises ValueError as :func:`append_entry` does."""
     rendered = render_entry(entry_id, text, fields)
     bom, body = _strip_bom(document)
     lines = _split_lines(body)
@@ -678,18 +679,20 @@ def append_new_entry(
     spans = [part for part in parts if isinstance(part, _Span)]
     where = _new_memories_end(contents, parts, spans)
     if where is not None and where < len(lines):
-        placed = _insert(lines, where, rendered, blocks)
+        placed = _insert(lines, where, [rendered, [*rendered, ""]], blocks)
         if placed is not None:
             return bom + "".join(placed)
     eol = _document_eol(lines)
-    if body and not body.endswith("\n"):
-        body += eol
-    if where is None:
-        heading = _new_section_heading(contents, spans)
-        if heading is not None:
-            lead = [""] if contents and contents[-1].strip() else []
-            rendered = [*lead, heading, NEW_MEMORIES_MARKER, *rendered]
-    return bom + body + "".join(line + eol for line in rendered)
+    if lines and _eol_of(lines[-1]) is None:
+        lines = [*lines[:-1], lines[-1] + eol]
+    heading = _new_section_heading(contents, spans) if where is None else None
+    if heading is not None:
+        lead = [""] if contents and contents[-1].strip() else []
+        sectioned = [*lead, heading, NEW_MEMORIES_MARKER, *rendered]
+        placed = _insert(lines, len(lines), [sectioned], blocks)
+        if placed is not None:
+            return bom + "".join(placed)
+    return bom + "".join(lines) + "".join(line + eol for line in rendered)
 
 
 def without_guidance(document: str) -> list[str | None]:
@@ -724,13 +727,12 @@ def _new_memories_end(
     not blank), None when the document has no marker. The section runs from the first marker
     (a line of a comment holding the marker's words) to the next heading of its own heading's
     level or above (any heading when the marker stands under none)."""
-    marker = next(
+    marker = next(  # the first line of the comment that holds it
         (
-            index
+            span.start
             for span in spans
             if span.kind == "comment"
-            for index in range(span.start, span.end + 1)
-            if _is_marker(contents[index])
+            and any(_is_marker(line) for line in contents[span.start : span.end + 1])
         ),
         None,
     )
@@ -770,17 +772,17 @@ def _new_section_heading(contents: list[str], spans: list[_Span]) -> str | None:
 
 
 def _insert(
-    lines: list[str], where: int, rendered: list[str], blocks: list[_Block]
+    lines: list[str], where: int, forms: list[list[str]], blocks: list[_Block]
 ) -> list[str] | None:
-    """``lines`` with an entry's ``rendered`` lines before line ``where`` (an empty line after
-    them when needed to keep the next line apart); None when neither reads back as the entry
-    with every other entry as it was."""
-    eol = _eol_of(lines[where - 1]) if where else None
-    eol = eol or _document_eol(lines)
-    wanted = _parse([line + "\n" for line in rendered], "")[0].entry
+    """``lines`` with the first of ``forms`` (lines without endings that hold one new entry, its
+    first line the last marker line) before line ``where`` that reads back as that entry with
+    every other entry (``blocks``) as it was; None when none does."""
+    eol = (_eol_of(lines[where - 1]) if where else None) or _document_eol(lines)
     others = [(b.entry.id, b.entry.text, b.entry.fields) for b in blocks]
-    for pad in ((), ("",)):
-        result = [*lines[:where], *(line + eol for line in (*rendered, *pad)), *lines[where:]]
+    for form in forms:
+        start = next(n for n in range(len(form) - 1, -1, -1) if _ENTRY_LINE_RE.match(form[n]))
+        wanted = _parse([line + "\n" for line in form[start:]], "")[0].entry
+        result = [*lines[:where], *(line + eol for line in form), *lines[where:]]
         found = [block.entry for block in _parse(result, "")]
         new = [(e.text, e.fields) for e in found if e.id == wanted.id]
         rest = [(e.id, e.text, e.fields) for e in found if e.id != wanted.id]
