@@ -82,10 +82,13 @@ def test_add_appends_after_existing_text_without_touching_it(memory: FileMemory)
     assert raw.startswith(HAND_FILE.encode())
     # the file had no final newline: one is added (the document's \n); it ends under an
     # unrelated heading ("## Later"), so a section for new memories is started, then the entry
-    assert raw[len(HAND_FILE) :] == (
-        "\n\n## Notes\n<!-- mindroom: new memories below -->\n"
-        f"- new fact <!-- {entry.id} created={entry.fields.created} -->\n"
-    ).encode()
+    assert (
+        raw[len(HAND_FILE) :]
+        == (
+            "\n\n## Notes\n<!-- mindroom: new memories below -->\n"
+            f"- new fact <!-- {entry.id} created={entry.fields.created} -->\n"
+        ).encode()
+    )
 
 
 def test_get_returns_the_entry_as_it_is_in_the_file(memory: FileMemory) -> None:
