@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 import re
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from mindroom.memory.files.archive import archive_entry_sync
 from mindroom.memory.files.lines import HIDDEN, head_of, masked_lines
 from mindroom.memory.files.markdown import (
     NEW_MEMORIES_MARKER,
@@ -19,6 +23,8 @@ from mindroom.memory.files.markdown import (
     render_entry,
     without_guidance,
 )
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.scope import MemoryScope
 from tests.support.harness import REPO
 
 PATH = "MEMORY.md"
@@ -184,6 +190,42 @@ def test_the_template_has_a_section_for_new_memories() -> None:
     written = append_new_entry(template, "m-00000001", "Alice likes tea")
     assert written.startswith(template)  # its section is the last one: nothing is inserted
     assert sections(written) == [("Alice likes tea", "## Notes")]
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Iterator[FileMemory]:
+    root = tmp_path / "workspace"
+    root.mkdir()
+    opened = FileMemory(MemoryScope("agent_test", root, tmp_path / "state"))
+    yield opened
+    opened.close()
+
+
+def test_the_store_adds_and_restores_into_the_section_for_new_memories(
+    memory: FileMemory,
+) -> None:
+    document = f"# Me\n\n## Notes\n{NEW_MEMORIES_MARKER}\n\n## Later\n- b\n"
+    memory.scope.entrypoint.write_text(document, encoding="utf-8")
+
+    added = memory.add_sync("a fact", actor="agent")
+    memory.append_unique_sync("another fact", actor="flush", path="MEMORY.md")
+    expected = [("a fact", "## Notes"), ("another fact", "## Notes"), ("b", "## Later")]
+    assert sections(memory.scope.entrypoint.read_text(encoding="utf-8")) == expected
+
+    memory.delete_sync(added.id, actor="agent")
+    memory.restore_sync(added.id, actor="person")
+    expected = [("another fact", "## Notes"), ("a fact", "## Notes"), ("b", "## Later")]
+    assert sections(memory.scope.entrypoint.read_text(encoding="utf-8")) == expected
+
+    # archived (the archive file keeps its own order) and restored: into the section again
+    other = memory.find(memory.entries_of("MEMORY.md")[0].id)
+    moved = archive_entry_sync(
+        memory, other, into=None, why="test", actor="consolidation", today=dt.date(2026, 1, 2)
+    )
+    assert moved
+    memory.restore_sync(other.id, actor="person")
+    expected = [("a fact", "## Notes"), ("another fact", "## Notes"), ("b", "## Later")]
+    assert sections(memory.scope.entrypoint.read_text(encoding="utf-8")) == expected
 
 
 PIECES = [
