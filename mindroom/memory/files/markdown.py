@@ -669,6 +669,7 @@ def append_new_entry(
     heading (see the module docstring). Each placement is taken only if every other entry reads
     as before (the last one always does). Raises ValueError as :func:`append_entry` does."""
     rendered = render_entry(entry_id, text, fields)
+    wanted = _parse([line + "\n" for line in rendered], "")[0].entry
     bom, body = _strip_bom(document)
     lines = _split_lines(body)
     contents = [_content(line) for line in lines]
@@ -679,7 +680,7 @@ def append_new_entry(
     spans = [part for part in parts if isinstance(part, _Span)]
     where = _new_memories_end(contents, parts, spans)
     if where is not None and where < len(lines):
-        placed = _insert(lines, where, [rendered, [*rendered, ""]], blocks)
+        placed = _insert(lines, where, [rendered, [*rendered, ""]], wanted, blocks)
         if placed is not None:
             return bom + "".join(placed)
     eol = _document_eol(lines)
@@ -689,7 +690,7 @@ def append_new_entry(
     if heading is not None:
         lead = [""] if contents and contents[-1].strip() else []
         sectioned = [*lead, heading, NEW_MEMORIES_MARKER, *rendered]
-        placed = _insert(lines, len(lines), [sectioned], blocks)
+        placed = _insert(lines, len(lines), [sectioned], wanted, blocks)
         if placed is not None:
             return bom + "".join(placed)
     return bom + "".join(lines) + "".join(line + eol for line in rendered)
@@ -772,16 +773,14 @@ def _new_section_heading(contents: list[str], spans: list[_Span]) -> str | None:
 
 
 def _insert(
-    lines: list[str], where: int, forms: list[list[str]], blocks: list[_Block]
+    lines: list[str], where: int, forms: list[list[str]], wanted: MemoryEntry, blocks: list[_Block]
 ) -> list[str] | None:
-    """``lines`` with the first of ``forms`` (lines without endings that hold one new entry, its
-    first line the last marker line) before line ``where`` that reads back as that entry with
-    every other entry (``blocks``) as it was; None when none does."""
+    """``lines`` with the first of ``forms`` (lines without endings, holding the new entry
+    ``wanted``) before line ``where`` that reads back with ``wanted`` and every other entry
+    (``blocks``) as it was; None when none does."""
     eol = (_eol_of(lines[where - 1]) if where else None) or _document_eol(lines)
     others = [(b.entry.id, b.entry.text, b.entry.fields) for b in blocks]
     for form in forms:
-        start = next(n for n in range(len(form) - 1, -1, -1) if _ENTRY_LINE_RE.match(form[n]))
-        wanted = _parse([line + "\n" for line in form[start:]], "")[0].entry
         result = [*lines[:where], *(line + eol for line in form), *lines[where:]]
         found = [block.entry for block in _parse(result, "")]
         new = [(e.text, e.fields) for e in found if e.id == wanted.id]
