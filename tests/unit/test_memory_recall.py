@@ -198,6 +198,27 @@ def test_long_memory_md_is_capped_with_a_marker_and_a_correct_memory_get_hint(
     assert "more lines after this" not in rest  # the hint reads exactly what was left out
 
 
+def test_memory_md_guidance_is_not_recalled_and_the_hint_reads_on_from_the_file_s_line(
+    memory: FileMemory,
+) -> None:
+    guidance = "<!--\nGuidance for the person who edits this file.\n-->\n"
+    facts = "".join(f"- fact number {n}\n" for n in range(1, 31))
+    write(memory, "MEMORY.md", f"# About Alice\n\n{guidance}\n{facts}")
+    assert "Guidance for the person" in memory.scope.entrypoint.read_text()  # the control
+
+    block = recall(memory, max_entrypoint_lines=10)
+
+    assert "Guidance for the person" not in block
+    assert "<!--" not in block
+    assert "### Long-term memory: MEMORY.md\n# About Alice\n\n- fact number 1\n" in block
+    # 2 lines of the file and 8 facts shown; the hint reads from the 9th fact's line in the file
+    marker = '[... 22 more lines not shown: read them with memory_get("MEMORY.md", 15, 22)]'
+    assert f"- fact number 8\n{marker}" in block
+    rest = memory.read_file_sync("MEMORY.md", 15, 22)
+    assert rest.splitlines()[1].endswith("- fact number 9")
+    assert "more lines after this" not in rest
+
+
 def test_memory_md_of_exactly_the_cap_has_no_marker(memory: FileMemory) -> None:
     write(memory, "MEMORY.md", "".join(f"- fact {n}\n" for n in range(1, 11)))
     block = recall(memory, max_entrypoint_lines=10)

@@ -80,10 +80,14 @@ def test_add_appends_after_existing_text_without_touching_it(memory: FileMemory)
 
     raw = memory.scope.entrypoint.read_bytes()
     assert raw.startswith(HAND_FILE.encode())
-    # the file had no final newline: one is added (the document's \n), then the entry
+    # the file had no final newline: one is added (the document's \n); it ends under an
+    # unrelated heading ("## Later"), so a section for new memories is started, then the entry
     assert (
         raw[len(HAND_FILE) :]
-        == f"\n- new fact <!-- {entry.id} created={entry.fields.created} -->\n".encode()
+        == (
+            "\n\n## Notes\n<!-- mindroom: new memories below -->\n"
+            f"- new fact <!-- {entry.id} created={entry.fields.created} -->\n"
+        ).encode()
     )
 
 

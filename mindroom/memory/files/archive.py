@@ -38,7 +38,13 @@ from typing import TYPE_CHECKING, TypeVar
 
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.files.history import HistoryRecord
-from mindroom.memory.files.markdown import MemoryEntry, append_entry, parse_entries, remove_entry
+from mindroom.memory.files.markdown import (
+    MemoryEntry,
+    append_entry,
+    append_new_entry,
+    parse_entries,
+    remove_entry,
+)
 from mindroom.memory.files.protocol import file_lock, read_text
 from mindroom.memory.policy.consent import KEPT
 from mindroom.memory.scope import ENTRYPOINT, confined_path
@@ -116,11 +122,13 @@ def _without(document: str, relative: str, entry: MemoryEntry) -> str | None:
 
 
 def _append(document: str, entry: MemoryEntry, note: str | None) -> str | None:
-    """``document`` with ``entry`` (and a note line) at its end; None when its id is there."""
+    """``document`` with ``entry``: with a note line after it at its end (into the archive),
+    without one where new memories go (back into its file); None when its id is there."""
     if any(e.id == entry.id for e in parse_entries(document, "")):
         return None
-    added = append_entry(document, entry.id, entry.text, entry.fields)
-    return added + note + "\n" if note else added
+    if note is None:
+        return append_new_entry(document, entry.id, entry.text, entry.fields)
+    return append_entry(document, entry.id, entry.text, entry.fields) + note + "\n"
 
 
 def _live(memory: FileMemory) -> set[tuple[str, str]]:

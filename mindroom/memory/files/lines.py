@@ -1,14 +1,19 @@
-"""A memory file's lines as readers see them, with the entries a reader may not read masked.
+"""A memory file's lines as a model reads them: without guidance for people, and with the
+entries a reader may not read masked.
 
 Pure functions, no I/O. Lines are counted the way entries count them (only ``\\n`` ends a
 line), so line numbers here are the ones :mod:`mindroom.memory.files.markdown` gives entries.
+Every path that shows a memory file's lines to a model (the memory block's ``MEMORY.md``, a
+memory read) reads them here, so HTML comments that are not part of an entry (a template's
+guidance, see :func:`~mindroom.memory.files.markdown.without_guidance`) never reach it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from mindroom.memory.files.markdown import MemoryEntry, parse_entries
+from mindroom.memory.files.markdown import MemoryEntry, parse_entries, without_guidance
 
 Hide = Callable[[MemoryEntry], bool]  # which entries a reader may not see
 HIDDEN = "(a memory you may not read here)"
@@ -31,9 +36,10 @@ def hidden_lines(text: str, relative: str, hide: Hide) -> set[int]:
 
 
 def masked_lines(text: str, relative: str, hide: Hide | None) -> list[str]:
-    """The lines of ``text``, a hidden entry's first line read as :data:`HIDDEN` and its
-    other lines empty (so line numbers stay those of the file)."""
-    lines = file_lines(text)
+    """The lines of ``text`` as a model reads them, numbered as in the file: guidance for
+    people reads as empty lines, a hidden entry's first line as :data:`HIDDEN` and its other
+    lines empty."""
+    lines = ["" if line is None else line for line in without_guidance(text)]
     if hide is None:
         return lines
     for e in parse_entries(text, relative):
@@ -42,6 +48,33 @@ def masked_lines(text: str, relative: str, hide: Hide | None) -> list[str]:
             for n in range(e.start_line, e.end_line):
                 lines[n] = ""
     return lines
+
+
+@dataclass(frozen=True)
+class FileHead:
+    """The first lines of a memory file as a model reads them (see :func:`head_of`)."""
+
+    lines: list[tuple[int, str]]  # (line number in the file, text), in order
+    readable: int  # how many lines the model may read in the whole file
+    total: int  # the file's line count
+
+
+def head_of(text: str, relative: str, max_lines: int, hide: Hide | None = None) -> FileHead:
+    """The first ``max_lines`` lines of ``text`` a model may read, with their numbers: without
+    guidance for people (and without the empty line a removed comment would leave doubled) and
+    without the lines of entries ``hide`` is True for."""
+    hidden = hidden_lines(text, relative, hide) if hide is not None else set()
+    kept: list[tuple[int, str]] = []
+    dropped = False  # a guidance line was left out right before this one
+    for n, line in enumerate(without_guidance(text), 1):
+        if line is None:
+            dropped = True
+            continue
+        doubled = dropped and not line.strip() and (not kept or not kept[-1][1].strip())
+        dropped = False
+        if n not in hidden and not doubled:
+            kept.append((n, line))
+    return FileHead(kept[:max_lines], len(kept), len(file_lines(text)))
 
 
 def numbered_window(name: str, all_lines: list[str], from_line: int, lines: int, cap: int) -> str:

@@ -65,6 +65,25 @@ Guarantees
       it had no bullet; its id becomes ``hand_id(path, new_text)``. Only when no hand-written
       form reads back as exactly the new text in that place (in practice: a text containing
       ``-->`` below an unclosed ``<!--``) it becomes a mindroom entry ``m-`` + the old id's hex.
+
+Where new memories go
+    :func:`append_new_entry` (what every writer of a new memory uses: the agents' tools, the
+    flush, the CLI, consolidation) puts an entry at the end of the section a comment line
+    ``<!-- mindroom: new memories below -->`` opens (the words may have more around them, in a
+    comment of one line or several): after that section's last line that is not blank, before
+    the next heading of the level of the marker's own heading or above. A file without the
+    marker gets it at its end, as :func:`append_entry` does, unless that would put it under an
+    unrelated heading: when the file ends in a section (not under its title alone, nor under a
+    section titled ``Notes``), a ``## Notes`` heading and the marker are appended first, once;
+    either way it only adds lines, every other line keeps its bytes. :func:`append_entry` always
+    appends at the very end (the archive file keeps its own order).
+
+What a model reads
+    An HTML comment that is not part of an entry is for people (a template's guidance, the
+    marker above): :func:`without_guidance` takes it out of a file's lines, on one line or
+    several, and out of headings; every path that shows a memory file to a model reads the file
+    through it. Entry id markers, and comments a person wrote inside an entry's text, stay: they
+    are part of the entry. A ``<!--`` inside a fenced code block is code, not a comment.
 """
 
 from __future__ import annotations
@@ -238,6 +257,15 @@ class _Block:
     prefix: str  # a bullet's marker with its indentation; else the first line's indentation
 
 
+@dataclass(frozen=True)
+class _Span:
+    """Lines that hold no entry."""
+
+    kind: str  # "heading", "rule" (also a heading's underline), "comment" or "front"
+    start: int  # the index of its first line
+    end: int  # the index of its last line
+
+
 def _strip_bom(document: str) -> tuple[str, str]:
     if document.startswith(_BOM):
         return _BOM, document[1:]
@@ -338,10 +366,17 @@ def _parse(lines: list[str], path: str) -> list[_Block]:
 def _blocks(contents: list[str], path: str) -> Iterator[_Block]:
     """The blocks of a document's lines (without their endings), in order, as they are found:
     a reader that needs only the first few stops early (a big file's listing)."""
+    return (part for part in _layout(contents, path) if isinstance(part, _Block))
+
+
+def _layout(contents: list[str], path: str) -> Iterator[_Block | _Span]:
+    """Every block and every span of lines that holds no entry, in order: together they cover
+    every line that is not blank."""
     index = 0
     if contents and _FRONT_OPEN_RE.match(contents[0]):
         end = _closing_line(contents, 0, _FRONT_CLOSE_RE)
         if end is not None:
+            yield _Span("front", 0, end)
             index = end + 1
     while index < len(contents):
         if not contents[index].strip():
@@ -350,15 +385,14 @@ def _blocks(contents: list[str], path: str) -> Iterator[_Block]:
         for read in _BLOCK_READERS:
             found = read(contents, index, path)
             if found is not None:
-                block, index = found
-                if block is not None:
-                    yield block
+                part, index = found
+                yield part
                 break
 
 
 # A block reader: at line ``index`` (not blank), None if the block there is not its kind, else
-# the block (None: lines that hold no entry, e.g. a heading) and the index after it.
-_Read = tuple[_Block | None, int] | None
+# the block (or the span of lines that hold no entry, e.g. a heading) and the index after it.
+_Read = tuple[_Block | _Span, int] | None
 
 
 def _entry_block(contents: list[str], index: int, path: str) -> _Read:
@@ -390,15 +424,17 @@ def _code_block(contents: list[str], index: int, path: str) -> _Read:
 def _structure(contents: list[str], index: int, _path: str) -> _Read:
     """A heading, a rule or a heading's underline: no entry."""
     line = contents[index]
-    if _HEADING_RE.match(line) or _RULE_RE.match(line) or _UNDERLINE_RE.match(line):
-        return None, index + 1
+    if _HEADING_RE.match(line):
+        return _Span("heading", index, index), index + 1
+    if _RULE_RE.match(line) or _UNDERLINE_RE.match(line):
+        return _Span("rule", index, index), index + 1
     return None
 
 
 def _comment(contents: list[str], index: int, _path: str) -> _Read:
     """An HTML comment, on one line or several: no entry."""
     end = _comment_end(contents, index)
-    return None if end is None else (None, end + 1)
+    return None if end is None else (_Span("comment", index, end), end + 1)
 
 
 def _bullet_block(contents: list[str], index: int, path: str) -> _Read:
@@ -613,4 +649,142 @@ def last_heading(document: str) -> str | None:
     for index in range(len(contents) - 1, -1, -1):
         if index not in inside and _HEADING_RE.match(contents[index]):
             return contents[index].strip()
+    return None
+
+
+# -- where new memories go; what a model reads -------------------------------------------------
+
+NEW_MEMORIES_MARKER = "<!-- mindroom: new memories below -->"
+NEW_MEMORIES_TITLE = "Notes"  # the heading mindroom starts a section of new memories with
+_MARKER_WORDS = "mindroom: new memories below"
+_INLINE_COMMENT_RE = re.compile(r"<!--.*?-->")
+
+
+def append_new_entry(
+    document: str, entry_id: str, text: str, fields: EntryFields = NO_FIELDS
+) -> str:
+    """``document`` with a new mindroom entry where new memories go: at the end of the section
+    :data:`NEW_MEMORIES_MARKER` opens, else at the end of the file, after a new
+    ``## Notes`` heading (and the marker) when the file would otherwise end under an unrelated
+    heading (see the module docstring). Each placement is taken only if every other entry reads
+    as before (the last one always does). Raises ValueError as :func:`append_entry` does."""
+    rendered = render_entry(entry_id, text, fields)
+    wanted = _parse([line + "\n" for line in rendered], "")[0].entry
+    bom, body = _strip_bom(document)
+    lines = _split_lines(body)
+    contents = [_content(line) for line in lines]
+    parts = list(_layout(contents, ""))
+    blocks = [part for part in parts if isinstance(part, _Block)]
+    if any(block.entry.id == entry_id for block in blocks):
+        raise ValueError(f"entry id {entry_id} is already in the document")
+    spans = [part for part in parts if isinstance(part, _Span)]
+    where = _new_memories_end(contents, parts, spans)
+    if where is not None and where < len(lines):
+        placed = _insert(lines, where, [rendered, [*rendered, ""]], wanted, blocks)
+        if placed is not None:
+            return bom + "".join(placed)
+    eol = _document_eol(lines)
+    if lines and _eol_of(lines[-1]) is None:
+        lines = [*lines[:-1], lines[-1] + eol]
+    heading = _new_section_heading(contents, spans) if where is None else None
+    if heading is not None:
+        lead = [""] if contents and contents[-1].strip() else []
+        sectioned = [*lead, heading, NEW_MEMORIES_MARKER, *rendered]
+        placed = _insert(lines, len(lines), [sectioned], wanted, blocks)
+        if placed is not None:
+            return bom + "".join(placed)
+    return bom + "".join(lines) + "".join(line + eol for line in rendered)
+
+
+def without_guidance(document: str) -> list[str | None]:
+    """The lines of ``document`` (without their endings) as a model may read them: None for
+    every line of an HTML comment that is not part of an entry (guidance for people, like a
+    template's notes, on one line or several), and a heading without its comments. An entry's
+    lines are as they are: its id marker, and a comment a person wrote inside its text, are
+    part of it (a model that updates the entry must not drop them)."""
+    contents = [_content(line) for line in _split_lines(_strip_bom(document)[1])]
+    shown: list[str | None] = list(contents)
+    for part in _layout(contents, ""):
+        if isinstance(part, _Span) and part.kind == "comment":
+            shown[part.start : part.end + 1] = [None] * (part.end + 1 - part.start)
+        elif isinstance(part, _Span) and part.kind == "heading":
+            shown[part.start] = _INLINE_COMMENT_RE.sub("", contents[part.start]).rstrip()
+    return shown
+
+
+def _is_marker(line: str) -> bool:
+    """Whether a comment's line holds the marker's words (a template may say more around them)."""
+    return _MARKER_WORDS in " ".join(line.split()).casefold()
+
+
+def _heading_level(line: str) -> int:
+    return len(line.strip().split(maxsplit=1)[0])
+
+
+def _new_memories_end(
+    contents: list[str], parts: list[_Block | _Span], spans: list[_Span]
+) -> int | None:
+    """The index of the line after the section of new memories (after its last line that is
+    not blank), None when the document has no marker. The section runs from the first marker
+    (a line of a comment holding the marker's words) to the next heading of its own heading's
+    level or above (any heading when the marker stands under none)."""
+    marker = next(  # the first line of the comment that holds it
+        (
+            span.start
+            for span in spans
+            if span.kind == "comment"
+            and any(_is_marker(line) for line in contents[span.start : span.end + 1])
+        ),
+        None,
+    )
+    if marker is None:
+        return None
+    above = [s for s in spans if s.kind == "heading" and s.start < marker]
+    level = _heading_level(contents[above[-1].start]) if above else 6
+    stop = next(
+        (
+            s.start
+            for s in spans
+            if s.kind == "heading"
+            and s.start > marker
+            and _heading_level(contents[s.start]) <= level
+        ),
+        len(contents),
+    )
+    starts = (p.entry.start_line - 1 if isinstance(p, _Block) else p.start for p in parts)
+    ends = (p.entry.end_line - 1 if isinstance(p, _Block) else p.end for p in parts)
+    last = max(end for start, end in zip(starts, ends, strict=True) if marker <= start < stop)
+    return last + 1
+
+
+def _new_section_heading(contents: list[str], spans: list[_Span]) -> str | None:
+    """The heading to start a section of new memories with at the end of a document that has
+    none; None when its end is a fine place as it is: no headings, or only the document's
+    title (its one level-1 heading, first), or a section titled :data:`NEW_MEMORIES_TITLE`."""
+    headings = [contents[s.start] for s in spans if s.kind == "heading"]
+    if not headings:
+        return None
+    levels = [_heading_level(h) for h in headings]
+    titled = levels[0] == 1 and levels.count(1) == 1
+    last = headings[-1].strip().lstrip("#").strip()
+    if (titled and len(headings) == 1) or last.casefold() == NEW_MEMORIES_TITLE.casefold():
+        return None
+    return "#" * (2 if titled else min(levels)) + " " + NEW_MEMORIES_TITLE
+
+
+def _insert(
+    lines: list[str], where: int, forms: list[list[str]], wanted: MemoryEntry, blocks: list[_Block]
+) -> list[str] | None:
+    """``lines`` with the first of ``forms`` (lines without endings, holding the new entry
+    ``wanted``) before line ``where`` that reads back with ``wanted`` and every other entry
+    (``blocks``) as it was; None when none does."""
+    eol = (_eol_of(lines[where - 1]) if where else None) or _document_eol(lines)
+    others = [(b.entry.id, b.entry.text, b.entry.fields) for b in blocks]
+    for form in forms:
+        result = [*lines[:where], *(line + eol for line in form), *lines[where:]]
+        found = [block.entry for block in _parse(result, "")]
+        new = [(e.text, e.fields) for e in found if e.id == wanted.id]
+        rest = [(e.id, e.text, e.fields) for e in found if e.id != wanted.id]
+        if new == [(wanted.text, wanted.fields)] and rest == others:
+            return result
     return None

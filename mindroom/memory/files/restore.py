@@ -15,7 +15,7 @@ from mindroom.memory.files.fields import EntryFields, parse_fields, render_field
 from mindroom.memory.files.history import HistoryRecord
 from mindroom.memory.files.markdown import (
     MemoryEntry,
-    append_entry,
+    append_new_entry,
     new_entry_id,
     parse_entries,
     replace_entry,
@@ -80,7 +80,7 @@ def _from_history(memory: FileMemory, entry_id: str, actor: str) -> MemoryEntry:
     def edit(doc: str) -> str | None:
         if any(e.id == new_id for e in parse_entries(doc, relative)):
             return None
-        return append_entry(doc, new_id, deleted.old or "", fields)
+        return append_new_entry(doc, new_id, deleted.old or "", fields)
 
     _, new = memory.write(relative, edit, record, consent=KEPT)  # stored before
     return _written(new, relative, new_id)

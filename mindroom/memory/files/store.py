@@ -40,17 +40,11 @@ from mindroom.memory.files.fields import (
 from mindroom.memory.files.hand_edits import record_hand_edits
 from mindroom.memory.files.history import History, HistoryRecord
 from mindroom.memory.files.intents import Intents
-from mindroom.memory.files.lines import (
-    Hide,
-    file_lines,
-    hidden_lines,
-    masked_lines,
-    numbered_window,
-)
+from mindroom.memory.files.lines import FileHead, Hide, head_of, masked_lines, numbered_window
 from mindroom.memory.files.markdown import (
     ENTRY_ID_RE,
     MemoryEntry,
-    append_entry,
+    append_new_entry,
     hand_id,
     hand_lines,
     iter_entries,
@@ -320,7 +314,7 @@ class FileMemory:
         def edit(doc: str) -> str | None:
             if _entry(parse_entries(doc, relative), entry_id) is not None:
                 return None
-            return append_entry(doc, entry_id, text, fields)
+            return append_new_entry(doc, entry_id, text, fields)
 
         _, new = self._write(relative, edit, record, consent)
         return _found(new, relative, entry_id)
@@ -344,7 +338,9 @@ class FileMemory:
 
         def edit(doc: str) -> str | None:
             existing = {_same(e.text) for e in parse_entries(doc, relative)}
-            return None if _same(text) in existing else append_entry(doc, entry_id, text, fields)
+            return (
+                None if _same(text) in existing else append_new_entry(doc, entry_id, text, fields)
+            )
 
         def record() -> HistoryRecord:
             return self.history.append(
@@ -542,25 +538,20 @@ class FileMemory:
         all_lines = masked_lines(read_text(target, relative), relative, hide)
         return numbered_window(relative, all_lines, from_line, lines, MAX_READ_LINES)
 
-    def head(
-        self, relative: str, max_lines: int, *, hide: Hide | None = None
-    ) -> tuple[list[str], int]:
-        """The first ``max_lines`` lines of a file and its total line count ([] when missing),
-        without the lines of entries ``hide`` is True for.
+    def head(self, relative: str, max_lines: int, *, hide: Hide | None = None) -> FileHead:
+        """The first ``max_lines`` lines of a file as a model reads them, numbered
+        (:func:`~mindroom.memory.files.lines.head_of`: no guidance for people, no lines of
+        entries ``hide`` is True for); empty when the file is missing.
 
         A file that cannot be read is skipped (logged once) and reads as missing.
         """
         try:
             target, relative = confined_path(self.scope.root, relative)
             text = read_text(target, relative)
-            lines = file_lines(text)
-            if hide is not None:
-                hidden = hidden_lines(text, relative, hide)
-                lines = [line for n, line in enumerate(lines, 1) if n not in hidden]
         except MemoryStoreError as exc:
             skip_unreadable(self.scope, relative, exc)
-            return [], 0
-        return lines[:max_lines], len(lines)
+            return FileHead([], 0, 0)
+        return head_of(text, relative, max_lines, hide)
 
     def history_of(self, entry_id: str | None = None) -> list[HistoryRecord]:
         """History records (of one entry when given)."""

@@ -230,19 +230,22 @@ def _entries_section(
 
 def _entrypoint_section(memory: FileMemory, max_lines: int, budget: int, view: AgentView) -> str:
     """``MEMORY.md``'s first lines, as many as ``max_lines`` and ``budget`` characters allow,
-    with a marker naming the lines left out; entries the view may not read are left out."""
-    lines, total = memory.head(ENTRYPOINT, max_lines, hide=view.hidden)
-    if not any(line.strip() for line in lines):
+    with a marker naming the lines left out; entries the view may not read are left out, and
+    so is guidance for people (HTML comments, see :mod:`mindroom.memory.files.lines`)."""
+    head = memory.head(ENTRYPOINT, max_lines, hide=view.hidden)
+    lines = head.lines
+    if not any(line.strip() for _, line in lines):
         return ""
     title = f"### Long-term memory: {ENTRYPOINT}"
 
-    def render(shown: list[str]) -> str:
-        body = "\n".join([title, *shown])
-        if total > len(shown):
-            left = total - len(shown)
+    def render(shown: list[tuple[int, str]]) -> str:
+        body = "\n".join([title, *(line for _, line in shown)])
+        left = head.readable - len(shown)
+        if left > 0:  # the read starts after the last line shown and runs to the file's end
+            start = shown[-1][0] + 1 if shown else 1
             body += (
                 f"\n[... {left} more lines not shown: read them with "
-                f'memory_get("{ENTRYPOINT}", {len(shown) + 1}, {left})]'
+                f'memory_get("{ENTRYPOINT}", {start}, {head.total - start + 1})]'
             )
         return body
 

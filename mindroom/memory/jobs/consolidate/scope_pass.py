@@ -47,7 +47,12 @@ from mindroom.memory.files.archive import (
 from mindroom.memory.files.dates import daily_date
 from mindroom.memory.files.fields import merged_fields
 from mindroom.memory.files.history import HistoryRecord
-from mindroom.memory.files.markdown import MemoryEntry, append_entry, new_entry_id, parse_entries
+from mindroom.memory.files.markdown import (
+    MemoryEntry,
+    append_new_entry,
+    new_entry_id,
+    parse_entries,
+)
 from mindroom.memory.jobs.consolidate.judge import Pair, PairJudge, Verdict
 from mindroom.memory.jobs.consolidate.pairs import (
     Candidate,
@@ -315,7 +320,9 @@ class ScopePass:
             ids = {e.id for e in parse_entries(document, keep.path)}
             if keep.id not in ids:
                 return None
-            return append_entry(document, merged_id, text, merged_fields(keep.fields, drop.fields))
+            return append_new_entry(
+                document, merged_id, text, merged_fields(keep.fields, drop.fields)
+            )
 
         # the synthesis is a model's text: the store holds it back when it is sensitive
         old, new = self.memory.write(keep.path, add, record, consent=WriteConsent.model())
