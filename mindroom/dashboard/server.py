@@ -23,7 +23,6 @@ from aiohttp import web
 
 from mindroom.adapters.matrix.appservice import Appservice
 from mindroom.adapters.matrix.client import MatrixAccount
-from mindroom.atomic import atomic_write
 from mindroom.cluster.share import Cluster
 from mindroom.config.schema import Config
 from mindroom.dashboard import pages
@@ -31,7 +30,7 @@ from mindroom.dashboard.access import LOOPBACK, Access, dashboard_token, dashboa
 from mindroom.dashboard.ledger_reads import ledger_rows
 from mindroom.dashboard.memory_pages import add_memory_routes
 from mindroom.dashboard.ops import account_states
-from mindroom.dashboard.person import PORT_FILE
+from mindroom.dashboard.person import forget_port, record_port
 from mindroom.dashboard.person_pages import add_person_routes
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.redact import redact_text
@@ -44,6 +43,7 @@ logger = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
 _ANSWERS_SHOWN = 20
 _PROBLEMS_KEPT = 50
+PORTS_TRIED = 20  # a taken port: the next free one of this many after it
 
 
 class HealthHost(Protocol):
@@ -126,35 +126,56 @@ class Dashboard:
         return app
 
     async def start(self) -> bool:
-        """Listen on 127.0.0.1; False (logged) when the port is taken: the bot runs on."""
+        """Listen on 127.0.0.1, on the configured port or, when that is taken, the first free
+        one of the next :data:`PORTS_TRIED` (said in the log; :attr:`port` and :attr:`url` are
+        then the one it listens on). False (logged) when all are taken: the bot runs on."""
         runner = web.AppRunner(self.app(), access_log=None)
         await runner.setup()
-        try:
-            await web.TCPSite(runner, LOOPBACK, self.port).start()
-        except OSError as exc:
+        wanted, problem = self.port, ""
+        for port in range(wanted, min(wanted + PORTS_TRIED, 65535) + 1):
+            site = web.TCPSite(runner, LOOPBACK, port)
+            try:
+                await site.start()
+            except OSError as exc:
+                await site.stop()  # not listening: only its registration goes
+                problem = problem or exc.strerror or str(exc)
+                continue
+            self.port = port
+            break
+        else:
             await runner.cleanup()
             logger.warning(
-                "the dashboard cannot listen on %s:%d (%s); set dashboard.port or run with "
-                "--dashboard-port",
+                "the dashboard cannot listen on %s:%d nor the next %d ports (%s); set "
+                "dashboard.port or run with --dashboard-port",
                 LOOPBACK,
-                self.port,
-                exc.strerror,
+                wanted,
+                PORTS_TRIED,
+                problem,
             )
             return False
+        self.access.listening_on(self.port)
         self._runner = runner
-        atomic_write(self.data_dir / PORT_FILE, f"{self.port}\n")  # for !memory's links
+        record_port(self.data_dir, self.port)  # for `dashboard url` and !memory's links
         logging.getLogger("mindroom").addHandler(self.problems)
-        logger.info(
-            "dashboard on http://%s:%d/ (`mindroom dashboard url` prints its address)",
-            LOOPBACK,
-            self.port,
-        )
+        if self.port != wanted:
+            logger.warning(
+                "port %d is taken; the dashboard is on %d (`mindroom dashboard url` prints "
+                "its address)",
+                wanted,
+                self.port,
+            )
+        else:
+            logger.info(
+                "dashboard on http://%s:%d/ (`mindroom dashboard url` prints its address)",
+                LOOPBACK,
+                self.port,
+            )
         return True
 
     async def stop(self) -> None:
         logging.getLogger("mindroom").removeHandler(self.problems)
         if self._runner is not None:
-            (self.data_dir / PORT_FILE).unlink(missing_ok=True)
+            forget_port(self.data_dir)
             await self._runner.cleanup()
             self._runner = None
 
