@@ -27,15 +27,23 @@ def url(**_: object) -> Invocation:
 
 
 def run_url(args: Args) -> int:
-    """Print the URL (the token is made when there is none yet, so a later run uses it): the
-    running dashboard's port, else ``--port``, else the config's."""
+    """Print the URL (the token is made when there is none yet, so a later run uses it):
+    ``--port``, else the running dashboard's (checked live: a stale record of a stopped or
+    crashed run is ignored), else the config's, said on stderr not to be served now."""
     config_path = Path(args.config).resolve()
     storage = Path(args.storage).resolve() if args.storage else config_path.parent
     config = load_config(config_path)  # ConfigError: "mindroom: ..." and exit 2
     data_dir = storage / "mindroom_data"
     token = dashboard_token(data_dir)
-    # the port of a running dashboard (which --dashboard-port may have moved), else the config's
-    print(dashboard_url(args.port or running_port(data_dir) or config.dashboard.port, token))
+    # the port of a running dashboard (--dashboard-port or a taken port moved it), else the config's
+    running = None if args.port else running_port(data_dir)
+    print(dashboard_url(args.port or running or config.dashboard.port, token))
+    if not args.port and running is None and config.dashboard.enabled:
+        print(
+            "(no dashboard runs on this storage now: mindroom run serves it here, or on the "
+            "next free port when this one is taken)",
+            file=sys.stderr,
+        )
     if not config.dashboard.enabled:
         print(
             "(dashboard.enabled is false in the config: mindroom run does not serve it)",

@@ -86,8 +86,9 @@ def chat_command(args: Args) -> str:
     return same_storage_command(args, "chat")
 
 
-def running_banner(config: Config, agents: list[str]) -> str:
-    """What runs where: each room with its agents, and the agents in no room (DM them)."""
+def running_banner(config: Config, agents: list[str], dashboard: str | None = None) -> str:
+    """What runs where: each room with its agents, the agents in no room (DM them), and the
+    dashboard's address (None: not served)."""
     rooms: dict[str, list[str]] = {}
     roomless = []
     for name in agents:
@@ -99,7 +100,8 @@ def running_banner(config: Config, agents: list[str]) -> str:
     parts = [f"{', '.join(names)} in #{room}" for room, names in rooms.items()]
     if roomless:
         parts.append(f"{', '.join(roomless)} in no room (invite to a DM, or add rooms:)")
-    return f"mindroom is running: {'; '.join(parts) or 'no agents'}. Ctrl-C stops."
+    where = f" Dashboard: {dashboard}." if dashboard else ""
+    return f"mindroom is running: {'; '.join(parts) or 'no agents'}.{where} Ctrl-C stops."
 
 
 async def _serve(args: Args) -> None:
@@ -165,15 +167,19 @@ async def _serve(args: Args) -> None:
             if await ops.start():
                 stack.push_async_callback(ops.stop)
         await bot.start()
+        url = None
         if config.dashboard.enabled and not args.no_dashboard:  # up before "running" is said
             from mindroom.dashboard.server import Dashboard
 
             port = args.dashboard_port or config.dashboard.port
             dashboard = Dashboard(bot, config_path, data_dir, port)
-            if await dashboard.start():
+            if await dashboard.start():  # on the next free port when this one is taken
                 stack.push_async_callback(dashboard.stop)
-                print(f"Dashboard: {dashboard.url}")
-        print(running_banner(config, list(bot.agents)))
+                url = dashboard.url
+                if dashboard.port != port:
+                    print(f"Port {port} is taken; the dashboard is on {dashboard.port}.")
+                print(f"Dashboard: {url}")
+        print(running_banner(config, list(bot.agents), url))
         await asyncio.Event().wait()  # until a signal cancels this task
 
 

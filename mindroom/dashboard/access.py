@@ -92,9 +92,14 @@ class Access:
 
     def __init__(self, token: str, port: int, public_url: str | None = None) -> None:
         self.token = token
-        self.port = port
         self.csrf = _derived(token, "csrf")
         self.public = urlsplit(public_url) if public_url else None
+        self.listening_on(port)
+
+    def listening_on(self, port: int) -> None:
+        """The port the dashboard listens on (its own origin), once it is known: a taken
+        configured port moves it to the next free one."""
+        self.port = port
         self.origins = {f"http://{host}:{port}" for host in _LOCAL_HOSTS}
         if self.public is not None:
             self.origins.add(f"{self.public.scheme}://{self.public.netloc}")

@@ -52,6 +52,13 @@ def _private_query(ref: scopes.ScopeRef) -> str:
     return f"?private={_SHOWN}" if ref.kind == scopes.PRIVATE else ""
 
 
+def _find_scope(dash: Dashboard, scope_id: str) -> scopes.ScopeRef | None:
+    """The scope ``scope_id``, a private one labelled with its person's Matrix ID (blocking)."""
+    config = dash.host.config
+    people = scopes.people(dash.data_dir, config.storage.database)
+    return scopes.find_scope(config, dash.data_dir.parent, scope_id, people)
+
+
 class _Scope:
     """The scope a request names, opened."""
 
@@ -63,7 +70,7 @@ class _Scope:
     async def of(cls, dash: Dashboard, request: web.Request) -> _Scope:
         config, storage = dash.host.config, dash.data_dir.parent
         scope_id = request.match_info["scope"]
-        ref = await asyncio.to_thread(scopes.find_scope, config, storage, scope_id)
+        ref = await asyncio.to_thread(_find_scope, dash, scope_id)
         if ref is None:
             raise web.HTTPNotFound(text=f"no memory scope {scope_id!r}")
         try:

@@ -7,6 +7,7 @@ from, and is saved by :mod:`mindroom.dashboard.forms`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -68,6 +69,7 @@ class FormSpec:
     base: str
     fields: Sequence[Field]
     removes: str = ""  # an agent's or team's name: a delete form after the form
+    note: str = ""  # a line above the form
 
 
 def _form_page(
@@ -92,6 +94,7 @@ def _form_page(
         digest=doc.digest,
         rows=field_rows(doc, spec.base, spec.fields, errors, submitted),
         removes=spec.removes,
+        note=spec.note,
     )
 
 
@@ -300,17 +303,30 @@ def entity_handlers(kind: str) -> tuple[Any, Any, Any]:
 
 # -- memory settings ------------------------------------------------------------------------------
 
-_MEMORY = FormSpec(
-    "Memory settings", "/memory/settings", "/memory/settings", "memory", MEMORY_FIELDS
-)
+
+def _memory_spec(dash: Dashboard) -> FormSpec:
+    """The memory settings form, saying which embedder is in effect and what the default is
+    here, in the words ``mindroom doctor`` uses (the default depends on whether the embeddings
+    extra is installed)."""
+    from mindroom.adapters.embeddings.select import embedder_in_force
+
+    default = embedder_in_force(None).split(" (", 1)[0]
+    fields = [
+        dataclasses.replace(f, hint=default) if f.key == "embedder.provider" else f
+        for f in MEMORY_FIELDS
+    ]
+    note = f"Memory search in effect: {embedder_in_force(dash.host.config.memory_embedder)}."
+    return FormSpec(
+        "Memory settings", "/memory/settings", "/memory/settings", "memory", fields, note=note
+    )
 
 
 async def memory_page(dash: Dashboard, request: web.Request) -> web.Response:
-    return _form_page(dash, request, _MEMORY)
+    return _form_page(dash, request, _memory_spec(dash))
 
 
 async def save_memory(dash: Dashboard, request: web.Request) -> web.Response:
-    return await _save(dash, request, _MEMORY)
+    return await _save(dash, request, _memory_spec(dash))
 
 
 def binder(dash: Dashboard) -> Any:

@@ -14,17 +14,22 @@ memories; the admin's token opens nothing under ``/me``.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
+import os
+import socket
 import time
 from pathlib import Path
 from urllib.parse import urlencode
 
+from mindroom.atomic import atomic_write
 from mindroom.config.schema import DashboardConfig
 
 LINK_TTL_S = 15 * 60
 SESSION_TTL_S = 12 * 3600
-PORT_FILE = "dashboard-port"  # written while a dashboard listens: the port it listens on
+# Written while a dashboard listens: "<port> <pid>" (the port it listens on, its process's id).
+PORT_FILE = "dashboard-port"
 
 
 def _sign(token: str, purpose: str, user_id: str, expires: int) -> str:
@@ -32,12 +37,50 @@ def _sign(token: str, purpose: str, user_id: str, expires: int) -> str:
     return hmac.new(token.encode(), message, hashlib.sha256).hexdigest()
 
 
+def record_port(data_dir: Path, port: int) -> None:
+    """Say that this process's dashboard listens on ``port`` (until :func:`forget_port`)."""
+    atomic_write(data_dir / PORT_FILE, f"{port} {os.getpid()}\n")
+
+
+def forget_port(data_dir: Path) -> None:
+    """This process's dashboard stopped listening: its record goes (another's stays)."""
+    path = data_dir / PORT_FILE
+    with contextlib.suppress(OSError, ValueError):
+        if int(path.read_text(encoding="utf-8").split()[1]) == os.getpid():
+            path.unlink()
+
+
 def running_port(data_dir: Path) -> int | None:
-    """The port of the dashboard running on this storage, if one is."""
+    """The port of the dashboard running on this storage, if one is: the recorded port, when
+    the process that recorded it is alive and something listens there (a crash leaves the
+    record behind; it is then stale and ignored)."""
     try:
-        return int((data_dir / PORT_FILE).read_text(encoding="utf-8").strip())
-    except (OSError, ValueError):
+        fields = (data_dir / PORT_FILE).read_text(encoding="utf-8").split()
+        port = int(fields[0])
+        pid = int(fields[1]) if len(fields) > 1 else None  # a record of an older version
+    except (OSError, ValueError, IndexError):
         return None
+    if pid is not None and not _alive(pid):
+        return None
+    return port if _listening(port) else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def _listening(port: int) -> bool:
+    from mindroom.dashboard.access import LOOPBACK
+
+    with socket.socket() as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex((LOOPBACK, port)) == 0
 
 
 def person_link(

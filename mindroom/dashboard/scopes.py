@@ -54,9 +54,13 @@ class ScopeRef:
     backend: str = "file"
 
 
-def list_scopes(config: Config, storage: Path) -> list[ScopeRef]:
+def list_scopes(
+    config: Config, storage: Path, people: dict[str, str] | None = None
+) -> list[ScopeRef]:
     """Every scope with a memory (files or mem0): shared agents, teams, then the private ones
-    on disk."""
+    on disk, each private one labelled with its person's Matrix ID when ``people`` (see
+    :func:`people`) knows it, else with its folder key."""
+    people = people or {}
     found = []
     for name, settings in config.agents.items():
         backend = config.agent_memory_backend(name)
@@ -77,7 +81,8 @@ def list_scopes(config: Config, storage: Path) -> list[ScopeRef]:
         for scope, agent in private_scopes(storage, config, kept_in):
             # the person's folder is the first below private_instances/ (its key)
             person = scope.root.relative_to(storage / PRIVATE_DIR).parts[0]
-            label = f"{agent or scope.scope_id.rsplit('__', 1)[0]} with {person}"
+            companion = agent or scope.scope_id.rsplit("__", 1)[0]
+            label = f"{companion} with {people.get(person, person)}"
             found.append(
                 ScopeRef(
                     scope.scope_id, PRIVATE, label, agent=agent, person=person, backend=kept_in
@@ -117,8 +122,10 @@ def _private_mem0(
     return None
 
 
-def find_scope(config: Config, storage: Path, scope_id: str) -> ScopeRef | None:
-    return next((s for s in list_scopes(config, storage) if s.id == scope_id), None)
+def find_scope(
+    config: Config, storage: Path, scope_id: str, people: dict[str, str] | None = None
+) -> ScopeRef | None:
+    return next((s for s in list_scopes(config, storage, people) if s.id == scope_id), None)
 
 
 def entries(memory: Browsed, query: str, limit: int) -> list[tuple[MemoryEntry, float | None]]:

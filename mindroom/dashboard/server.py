@@ -23,7 +23,6 @@ from aiohttp import web
 
 from mindroom.adapters.matrix.appservice import Appservice
 from mindroom.adapters.matrix.client import MatrixAccount
-from mindroom.atomic import atomic_write
 from mindroom.cluster.share import Cluster
 from mindroom.config.schema import Config
 from mindroom.dashboard import pages
@@ -31,7 +30,7 @@ from mindroom.dashboard.access import LOOPBACK, Access, dashboard_token, dashboa
 from mindroom.dashboard.ledger_reads import ledger_rows
 from mindroom.dashboard.memory_pages import add_memory_routes
 from mindroom.dashboard.ops import account_states
-from mindroom.dashboard.person import PORT_FILE
+from mindroom.dashboard.person import forget_port, record_port
 from mindroom.dashboard.person_pages import add_person_routes
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.redact import redact_text
@@ -44,6 +43,7 @@ logger = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
 _ANSWERS_SHOWN = 20
 _PROBLEMS_KEPT = 50
+PORTS_TRIED = 20  # a taken port: the next free one of this many after it
 
 
 class HealthHost(Protocol):
@@ -76,6 +76,29 @@ class DashboardHost(HealthHost, Protocol):
     def room_ids(self) -> dict[str, str]: ...
 
     def room_agents(self, room_id: str) -> list[str]: ...
+
+
+DM_LABEL = "DM with "
+
+
+def room_labels(host: DashboardHost) -> dict[str, str]:
+    """A readable name for each room the accounts here are in: its name in the config, or for
+    a direct chat (one person and one of mindroom's accounts) "DM with" the person's display
+    name and Matrix ID; other rooms are left out (shown by their ID)."""
+    accounts = [a for a in (host.router, *host.agents.values()) if a is not None]
+    own = {a.user_id for a in accounts}
+    labels = {room_id: name for name, room_id in host.room_ids.items()}
+    for account in accounts:
+        for room_id in account.joined_rooms() - labels.keys():
+            members = account.room_members(room_id) | {account.user_id}
+            people = members - own
+            if len(people) != 1 or len(members & own) != 1:
+                continue
+            [person] = people
+            shown = account.display_name(room_id, person)
+            who = f"{shown} ({person})" if shown and shown != person else person
+            labels[room_id] = f"{DM_LABEL}{who}"
+    return labels
 
 
 class _Problems(logging.Handler):
@@ -126,35 +149,56 @@ class Dashboard:
         return app
 
     async def start(self) -> bool:
-        """Listen on 127.0.0.1; False (logged) when the port is taken: the bot runs on."""
+        """Listen on 127.0.0.1, on the configured port or, when that is taken, the first free
+        one of the next :data:`PORTS_TRIED` (said in the log; :attr:`port` and :attr:`url` are
+        then the one it listens on). False (logged) when all are taken: the bot runs on."""
         runner = web.AppRunner(self.app(), access_log=None)
         await runner.setup()
-        try:
-            await web.TCPSite(runner, LOOPBACK, self.port).start()
-        except OSError as exc:
+        wanted, problem = self.port, ""
+        for port in range(wanted, min(wanted + PORTS_TRIED, 65535) + 1):
+            site = web.TCPSite(runner, LOOPBACK, port)
+            try:
+                await site.start()
+            except OSError as exc:
+                await site.stop()  # not listening: only its registration goes
+                problem = problem or exc.strerror or str(exc)
+                continue
+            self.port = port
+            break
+        else:
             await runner.cleanup()
             logger.warning(
-                "the dashboard cannot listen on %s:%d (%s); set dashboard.port or run with "
-                "--dashboard-port",
+                "the dashboard cannot listen on %s:%d nor the next %d ports (%s); set "
+                "dashboard.port or run with --dashboard-port",
                 LOOPBACK,
-                self.port,
-                exc.strerror,
+                wanted,
+                PORTS_TRIED,
+                problem,
             )
             return False
+        self.access.listening_on(self.port)
         self._runner = runner
-        atomic_write(self.data_dir / PORT_FILE, f"{self.port}\n")  # for !memory's links
+        record_port(self.data_dir, self.port)  # for `dashboard url` and !memory's links
         logging.getLogger("mindroom").addHandler(self.problems)
-        logger.info(
-            "dashboard on http://%s:%d/ (`mindroom dashboard url` prints its address)",
-            LOOPBACK,
-            self.port,
-        )
+        if self.port != wanted:
+            logger.warning(
+                "port %d is taken; the dashboard is on %d (`mindroom dashboard url` prints "
+                "its address)",
+                wanted,
+                self.port,
+            )
+        else:
+            logger.info(
+                "dashboard on http://%s:%d/ (`mindroom dashboard url` prints its address)",
+                LOOPBACK,
+                self.port,
+            )
         return True
 
     async def stop(self) -> None:
         logging.getLogger("mindroom").removeHandler(self.problems)
         if self._runner is not None:
-            (self.data_dir / PORT_FILE).unlink(missing_ok=True)
+            forget_port(self.data_dir)
             await self._runner.cleanup()
             self._runner = None
 
@@ -184,52 +228,45 @@ class Dashboard:
     async def status(self) -> dict[str, Any]:
         """Accounts and their sync state, rooms, the last answers, the latest problems."""
         accounts = account_states(self.host)
+        names = room_labels(self.host)  # read on the loop: the accounts' sync changes them
+        configured = set(self.host.room_ids.values())
         rooms = [
             {"name": name, "room_id": room_id, "agents": self.host.room_agents(room_id)}
             for name, room_id in sorted(self.host.room_ids.items())
+        ] + [
+            {"name": name, "room_id": room_id, "agents": self.host.room_agents(room_id)}
+            for room_id, name in sorted(names.items(), key=lambda item: item[1])
+            if room_id not in configured and name.startswith(DM_LABEL)
         ]
         return {
             "accounts": accounts,
             "rooms": rooms,
-            "answers": await asyncio.to_thread(self._answers),  # the ledger, off the loop
+            "answers": await asyncio.to_thread(self._answers, names),  # the ledger, off the loop
             "problems": list(self.problems.records),
         }
 
-    def _answers(self) -> list[dict[str, Any]]:
-        """The last handled messages: who asked where, which agents answered (the
-        conversations active in that room while it was answered), the outcome and the time
-        from claim to done."""
+    def _answers(self, names: dict[str, str]) -> list[dict[str, Any]]:
+        """The last handled messages: who asked where, who answered (as the ledger recorded
+        it when the answer finished), the outcome and the time from claim to done."""
         database = self.host.config.storage.database
         [rows] = ledger_rows(
             self.data_dir,
             (
-                "SELECT room_id, responders, source, status, claimed_at, done_at FROM handled"
-                " ORDER BY claimed_at DESC LIMIT ?",
+                "SELECT room_id, responders, source, status, claimed_at, done_at, answered_by"
+                " FROM handled ORDER BY claimed_at DESC LIMIT ?",
                 (_ANSWERS_SHOWN,),
             ),
             database=database,
         )
-        since = min((r[4] for r in rows), default=0.0) - 1
-        [active] = ledger_rows(
-            self.data_dir,
-            (
-                "SELECT owner, room_id, last_active_at FROM conversation_sessions"
-                " WHERE last_active_at >= ?",
-                (since,),
-            ),
-            database=database,
-        )
-        names = {room_id: name for name, room_id in self.host.room_ids.items()}
         found = []
-        for room_id, responders, source, status, claimed, done in rows:
-            until = (done or time.time()) + 2  # the book is written just after the answer
-            owners = sorted({o for o, r, at in active if r == room_id and claimed <= at <= until})
+        for room_id, responders, source, status, claimed, done, answered_by in rows:
             found.append(
                 {
                     "when": time.strftime("%H:%M:%S", time.localtime(claimed)),
                     "room": names.get(room_id, room_id),
                     "sender": (json.loads(source) or {}).get("sender", ""),
-                    "responders": json.loads(responders) or owners,
+                    # rows finished before answered_by was recorded: whom a hand-off named
+                    "responders": json.loads(answered_by or responders),
                     "status": status,
                     "latency_ms": None if done is None else round((done - claimed) * 1000),
                 }

@@ -18,7 +18,7 @@ MEMORY_FIELDS: list[Field] = [
         "Embedder provider",
         "choice",
         _EMBEDDERS,
-        "bundled local model",
+        "the bundled local model or keyword-only",  # the page says which (pages._memory_spec)
         shorthand=True,
     ),
     Field("embedder.config.model", "Embedder model", hint="the provider's default"),

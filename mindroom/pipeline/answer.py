@@ -107,16 +107,18 @@ class Answerer:
         row is filed under (:mod:`mindroom.app.running`).
         """
         status, started = "done", time.monotonic()
+        answered: tuple[str, ...] = ()
         try:
             with self.running.leading(lead):
                 if route.command:
                     await self._run_command(message)
+                    answered = (lead,) if lead else ()
                 else:
                     responders = route.responders
                     if route.ask_router and len(responders) > 1:  # one: chosen already
                         responders = (await self._choose(message, responders),)
                     handed_over = key is not None and key != message.event_id
-                    ok = await self._answer_all(
+                    ok, answered = await self._answer_all(
                         message, route, responders, requester, lead, handed_over
                     )
                     status = "done" if ok else "failed"
@@ -125,7 +127,7 @@ class Answerer:
         except Exception:  # the edge of one message: log it, keep the bot running
             status = "failed"
             logger.exception("handling %s in %s failed", message.event_id, message.room_id)
-        await self._ledger.finish(key or message.event_id, status)
+        await self._ledger.finish(key or message.event_id, status, answered)
         METRICS.reply(status, time.monotonic() - started)
 
     async def _answer_all(
@@ -136,9 +138,11 @@ class Answerer:
         requester: str,
         lead: str | None,
         handed_over: bool = False,
-    ) -> bool:
-        """Every responder answers, concurrently; True when all of them did. (A message
-        resumed here skips the answers it handed over to other processes before.)"""
+    ) -> tuple[bool, tuple[str, ...]]:
+        """Every responder answers, concurrently: whether all of them did, and who answered
+        here (an ad-hoc team as its members joined with " + "; a failed answer counts, the
+        ledger row's status says how it went). (A message resumed here skips the answers it
+        handed over to other processes before.)"""
         config = self._config()
         agents = tuple(r for r in responders if r in config.agents)
         answers: list[tuple[str, TeamSpec | None]]
@@ -165,7 +169,8 @@ class Answerer:
                 group.create_task(self._answer_guarded(name, message, route, requester, team, lead))
                 for name, team in answers
             ]
-        return all(task.result() for task in tasks)
+        who = tuple(" + ".join(team.members) if team else name for name, team in answers)
+        return all(task.result() for task in tasks), who
 
     async def _answer_guarded(
         self,

@@ -6,7 +6,8 @@ that several processes share (:mod:`mindroom.store.database`), holds:
 * ``handled``: every triggering event mindroom decided to answer, claimed *before* the reply is
   produced and marked done after it was sent. A restart (clean or ``kill -9``) finds claimed but
   unfinished events and answers them again; ``reply_parts`` makes that answer edit what the
-  earlier run posted instead of posting twice.
+  earlier run posted instead of posting twice. A finished row says who answered
+  (``answered_by``: the dashboard's "Answered by").
 * ``sync_tokens``: each account's last processed sync (or shared inbox,
 :mod:`mindroom.cluster.inbox`)
   position, so messages that arrived while the bot was down are delivered after a restart.
@@ -123,9 +124,11 @@ class Ledger:
         """:meth:`Handled.is_handled`."""
         return await self.handled.is_handled(event_id)
 
-    async def finish(self, event_id: str, status: str = "done") -> None:
+    async def finish(
+        self, event_id: str, status: str = "done", answered_by: tuple[str, ...] = ()
+    ) -> None:
         """:meth:`Handled.finish`."""
-        await self.handled.finish(event_id, status)
+        await self.handled.finish(event_id, status, answered_by)
 
     async def pending(self, newer_than: float) -> list[PendingEvent]:
         """:meth:`Handled.pending`."""

@@ -138,8 +138,15 @@ CREATE TABLE IF NOT EXISTS inbox_head (
 INSERT INTO inbox_head (id, seq) VALUES (1, 0) ON CONFLICT (id) DO NOTHING;
 """
 
+# Who answered a handled message (a JSON list of agent and team names, or of an ad-hoc team's
+# members joined with " + "), written when it is finished; NULL for rows from before.
+ANSWERED_BY = """
+ALTER TABLE handled ADD COLUMN answered_by TEXT;
+"""
+
 MIGRATIONS = (
     Migration(1, statements(SCHEMA)),
     Migration(2, statements(SHARDS)),
     Migration(3, statements(INBOX)),
+    Migration(4, statements(ANSWERED_BY)),
 )

@@ -84,11 +84,14 @@ class Handled(Table):
             return await cursor.fetchone() is not None
 
     @whole
-    async def finish(self, event_id: str, status: str = "done") -> None:
-        """Mark ``event_id`` answered (or ``skipped``/``failed``)."""
+    async def finish(
+        self, event_id: str, status: str = "done", answered_by: tuple[str, ...] = ()
+    ) -> None:
+        """Mark ``event_id`` answered (or ``skipped``/``failed``), by ``answered_by`` (the
+        agents and teams whose answers were posted)."""
         await self._db.execute(
-            "UPDATE handled SET status = ?, done_at = ? WHERE event_id = ?",
-            (status, time.time(), event_id),
+            "UPDATE handled SET status = ?, done_at = ?, answered_by = ? WHERE event_id = ?",
+            (status, time.time(), json.dumps(list(answered_by)), event_id),
         )
         await self._db.commit()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -193,6 +194,12 @@ async def test_mentioning_two_agents_gets_one_team_answer(
         if relation(e).get("event_id") == asked
     ]
     assert len(answers) == 1
+    ledger = sqlite3.connect(bot.storage / "mindroom_data" / "ledger.db")
+    [(answered_by,)] = ledger.execute(
+        "SELECT answered_by FROM handled WHERE event_id = ?", (asked,)
+    ).fetchall()
+    ledger.close()
+    assert json.loads(answered_by) == ["general + coder"]  # the dashboard's "Answered by"
 
 
 def mirror(storage: Path, member: str) -> Path:

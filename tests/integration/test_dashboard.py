@@ -7,6 +7,7 @@ and removing an agent, and no secret on any page. (The browser tests are in
 from __future__ import annotations
 
 import re
+import signal
 import socket
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 
 from mindroom.cli.main import main
 from mindroom.dashboard.access import COOKIE, TOKEN_FILE
+from mindroom.dashboard.person import PORT_FILE
 from mindroom.dashboard.server import Dashboard
 from tests.support.dashboard import SECRET, form_of, signed_in, start_dashboard
 from tests.support.harness import BotHarness, BotProcess, Human, config_text
@@ -279,11 +281,56 @@ async def test_mindroom_run_serves_the_dashboard_and_prints_its_url(
         page = await opened.text()
     await bot_process.stop()
 
-    assert f"Dashboard: {url}" in (bot_process.storage / "bot.log").read_text()
+    log = (bot_process.storage / "bot.log").read_text()
+    assert f"Dashboard: {url}" in log
+    banner = next(line for line in log.splitlines() if "mindroom is running" in line)
+    assert f"Dashboard: {url}." in banner  # the free port is the one asked for
+    assert "is taken" not in log
     assert opened.status == 200
     assert "Accounts" in page
     with socket.socket() as sock:  # stopped with the bot
         assert sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+@pytest.mark.asyncio
+async def test_a_taken_dashboard_port_moves_it_to_the_next_free_one_and_dashboard_url_finds_it(
+    bot_process: BotProcess, model: ScriptedModel, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bot_process.storage.mkdir(parents=True, exist_ok=True)
+    config = bot_process.storage / "config.yaml"
+    config.write_text(config_text(model.base_url, {"general": {"rooms": []}}))
+    with socket.socket() as taken:  # another program listens on the port asked for
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        bot_process.run_options = ("--dashboard-port", str(port))
+        bot_process.start()
+        await bot_process.wait_running()
+        log = (bot_process.storage / "bot.log").read_text()
+        moved = re.search(rf"port {port} is taken; the dashboard is on (\d+)", log)
+        assert moved is not None, log[-2000:]
+        served = int(moved.group(1))
+        assert port < served <= port + 20
+        banner = next(line for line in log.splitlines() if "mindroom is running" in line)
+        assert f"http://127.0.0.1:{served}/?token=" in banner
+
+        assert main(["dashboard", "url", "--config", str(config)]) == 0
+        url = capsys.readouterr().out.strip()
+        assert url.startswith(f"http://127.0.0.1:{served}/?token=")
+        jar = aiohttp.CookieJar(unsafe=True)
+        async with aiohttp.ClientSession(cookie_jar=jar) as session:
+            opened = await session.get(url)
+            assert opened.status == 200
+            assert "Accounts" in await opened.text()
+
+        # killed: its record of the port stays behind, but names a dead process
+        await bot_process.stop(signal.SIGKILL)
+        assert (bot_process.storage / "mindroom_data" / PORT_FILE).exists()
+        assert main(["dashboard", "url", "--config", str(config)]) == 0
+        after = capsys.readouterr()
+        assert f":{served}/" not in after.out  # no dead URL
+        assert after.out.startswith("http://127.0.0.1:8765/?token=")  # the config's
+        assert "no dashboard runs on this storage now" in after.err
 
 
 @pytest.mark.asyncio

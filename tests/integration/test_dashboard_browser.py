@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,10 +20,14 @@ import pytest
 import pytest_asyncio
 from PIL import Image
 
+from mindroom.adapters.embeddings.local import BUNDLED_ID, bundled_model_path
+from mindroom.adapters.embeddings.probe import check_embedder
 from mindroom.dashboard.person import person_link
 from mindroom.dashboard.server import Dashboard
 from mindroom.memory.files.store import FileMemory
-from tests.support.harness import BotHarness, write_entries
+from mindroom.memory.private import requester_key
+from tests.support.harness import BotHarness, Human, joined, write_entries
+from tests.support.scripted_model import ScriptedModel, last_user_text
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
@@ -175,3 +180,106 @@ async def test_a_persons_link_opens_their_memory_in_the_browser(
     await shot(p, "me")
     field = p.locator("input[name=text]")  # type: ignore[attr-defined]
     assert await field.input_value() == "Alice grows tomatoes on the balcony"
+
+
+async def cells(page: object, selector: str) -> list[list[str]]:
+    """The text of each row's cells of the table rows ``selector`` finds."""
+    return await page.eval_on_selector_all(  # type: ignore[attr-defined,no-any-return]
+        selector, "rows => rows.map(r => Array.from(r.cells).map(c => c.textContent.trim()))"
+    )
+
+
+async def test_the_pages_name_dms_who_answered_and_whose_memory_and_say_none_yet(
+    bot: BotHarness, human: Human, model: ScriptedModel, dashboard: Dashboard, page: object
+) -> None:
+    p: object = page
+    assert bot.bot is not None
+    model.set_handler(lambda request: f"echo: {last_user_text(request)}")
+    dms = {}
+    for agent in ("general", "mind"):  # a shared agent and a private companion, each in a DM
+        user = bot.bot.agents[agent].user_id
+        created = await human.client.room_create(invite=[user], is_direct=True)
+        await human.wait_for(joined(user, created.room_id))
+        dms[agent] = created.room_id
+    for text in ("hello", "and again"):  # the earlier answer of a DM is the one that went blank
+        told = await human.send(dms["general"], text)
+        await human.wait_for_reply(dms["general"], told)
+    told = await human.send(dms["mind"], "I grow tomatoes")
+    await human.wait_for_reply(dms["mind"], told)
+    memory = bot.bot.memories.for_agent("mind", requester=human.user_id)
+    assert isinstance(memory, FileMemory)
+    memory.add_sync("Grows tomatoes", actor="test")  # what the companion would have noted
+    await wait_until(
+        lambda: (
+            len(rows := ledger_answers(dashboard)) == 3
+            and all(status == "done" for _, status in rows)
+        ),
+        timeout=30,
+    )
+
+    await p.goto(dashboard.url)  # type: ignore[attr-defined]
+    await p.wait_for_selector("#answers tr >> text=DM with")  # type: ignore[attr-defined]
+    await shot(p, "status-dms")
+    answers = await cells(p, "#answers tr")
+    assert len(answers) == 3, answers
+    dm_name = f"DM with {human.user_id.split(':')[0][1:]} ({human.user_id})"
+    for _, room, sender, _, status, _ in answers:
+        assert (room, sender, status) == (dm_name, human.user_id, "done")  # no room ID shown
+    # every answer says who gave it, the earlier one of a DM too
+    assert sorted(row[3] for row in answers) == ["general", "general", "mind"]
+    listed = await cells(p, "#rooms tr")
+    # (the session's agent accounts are in other people's DMs too, from earlier tests)
+    assert {row[1] for row in listed if row[0] == dm_name} == set(dms.values())
+    accounts = await cells(p, "#accounts tr")
+    assert "none yet" not in {row[0] for row in accounts}  # the control: a table with rows
+
+    # a private memory is titled with its person's Matrix ID, not the folder's hash
+    await p.goto(f"http://127.0.0.1:{dashboard.port}/memory")  # type: ignore[attr-defined]
+    await shot(p, "memory-index")
+    [private] = await cells(p, "table:nth-of-type(2) tbody tr")
+    assert private == ["mind", human.user_id]
+    runs = await cells(p, "table:nth-of-type(3) tbody tr")
+    assert runs == [["none yet"]]  # no maintenance run yet
+    shared = await cells(p, "table:nth-of-type(1) tbody tr")
+    assert ["general", "agent", "agent_general"] in shared  # the control: rows, no "none yet"
+    await p.click('td a:text-is("mind")')  # type: ignore[attr-defined]
+    heading = await p.text_content("h1")  # type: ignore[attr-defined]
+    assert heading == f"Memory: mind with {human.user_id}"
+    shown = await p.inner_text("body")  # type: ignore[attr-defined]
+    assert requester_key(human.user_id) not in shown  # (its URL carries the folder key)
+    assert human.user_id in shown  # the banner names the person too
+    assert "Grows tomatoes" not in await p.content()  # type: ignore[attr-defined]
+    await shot(p, "memory-private-gated")
+    await p.click("text=I have a reason")  # type: ignore[attr-defined]
+    assert await p.text_content("h1") == heading  # type: ignore[attr-defined]
+    await shot(p, "memory-private")
+    assert "Grows tomatoes" in await p.content()  # type: ignore[attr-defined]
+    conflicts = await cells(p, "table:nth-of-type(3) tbody tr")
+    assert conflicts == [["none yet"]]
+
+    # the memory settings say which embedder is in effect as mindroom doctor does
+    await p.goto(f"http://127.0.0.1:{dashboard.port}/memory/settings")  # type: ignore[attr-defined]
+    await shot(p, "memory-settings-embedder")
+    config = bot.bot.config
+    doctor = check_embedder(config.memory_embedder, ["memory.embedder"], bot.storage)
+    note = await p.text_content("#note")  # type: ignore[attr-defined]
+    assert note == f"Memory search in effect: {doctor.detail}."
+    assert note == "Memory search in effect: keyword-only (memory.embedder: none)."
+    unset = check_embedder(None, ["memory.embedder"], bot.storage)  # what the default is here
+    default = await p.text_content(  # type: ignore[attr-defined]
+        "#f-embedder\\.provider option[value='']"
+    )
+    if bundled_model_path() is None:
+        assert default == "(default: keyword-only)"
+        assert unset.detail.startswith("keyword-only")
+    else:
+        assert default == f"(default: the bundled local model {BUNDLED_ID})"
+        assert unset.detail.startswith(f"keywords and vectors: {BUNDLED_ID}")
+
+
+def ledger_answers(dashboard: Dashboard) -> list[tuple[str, str]]:
+    """(answered_by, status) of every handled row, as the ledger has them now."""
+    rows = sqlite3.connect(dashboard.data_dir / "ledger.db").execute(
+        "SELECT answered_by, status FROM handled"
+    )
+    return [(str(answered_by), str(status)) for answered_by, status in rows]

@@ -30,6 +30,7 @@ from mindroom.adapters.embeddings.remote import OpenAICompatibleEmbedder
 from mindroom.adapters.embeddings.select import (
     build_embedder,
     effective_embedder,
+    embedder_in_force,
     report_keyword_only,
     shared_embedder,
 )
@@ -75,10 +76,8 @@ def check_embedder(
     """
     name = "memory search" if keys[0] == "memory.embedder" else f"memory search ({keys[0]})"
     effective = effective_embedder(config)
-    if effective is None:
-        extra = f"for semantic search, install mindroom[embeddings]: {install_command()}"
-        detail = f"keyword-only ({extra})" if config is None else f"keyword-only ({keys[0]}: none)"
-        return Check(name, True, detail)
+    if effective is None:  # in the words the dashboard's memory settings use too
+        return Check(name, True, embedder_in_force(config, keys[0]))
     embedder = build_embedder(effective, base_dir)
     fix = f"fix {keys[0]} in config.yaml, or set it to none for keyword-only search"
     missing = missing_modules() if isinstance(embedder, SentenceTransformerEmbedder) else []

@@ -19,8 +19,12 @@ import threading
 from pathlib import Path
 
 from mindroom.adapters.embeddings import Embedder
-from mindroom.adapters.embeddings.install import EmbedderInstalling
-from mindroom.adapters.embeddings.local import SentenceTransformerEmbedder, bundled_model_path
+from mindroom.adapters.embeddings.install import EmbedderInstalling, install_command
+from mindroom.adapters.embeddings.local import (
+    BUNDLED_ID,
+    SentenceTransformerEmbedder,
+    bundled_model_path,
+)
 from mindroom.adapters.embeddings.remote import OpenAICompatibleEmbedder
 from mindroom.config.schema import EmbedderConfig
 from mindroom.errors import EmbedderError
@@ -35,6 +39,23 @@ def effective_embedder(config: EmbedderConfig | None) -> EmbedderConfig | None:
     if config is None:
         return DEFAULT if bundled_model_path() is not None else None
     return None if config.provider == "none" else config
+
+
+def embedder_in_force(config: EmbedderConfig | None, key: str = "memory.embedder") -> str:
+    """Which embedder memory search uses for ``config`` (the value of ``key``) and why, in one
+    line: what ``mindroom doctor`` and the dashboard's memory settings both say. (Whether a
+    configured embedder actually works is the doctor's probe, not this.)"""
+    effective = effective_embedder(config)
+    if effective is None and config is None:
+        extra = f"for semantic search, install mindroom[embeddings]: {install_command()}"
+        return f"keyword-only ({extra})"
+    if effective is None:
+        return f"keyword-only ({key}: none)"
+    if config is None:
+        why = f"{key} is unset; the embeddings extra is installed"
+        return f"the bundled local model {BUNDLED_ID} ({why})"
+    model = effective.config.model
+    return f"{effective.provider}{f' {model}' if model else ''} (set in {key})"
 
 
 def build_embedder(config: EmbedderConfig, base_dir: Path) -> Embedder:

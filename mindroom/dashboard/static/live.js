@@ -4,6 +4,16 @@ function cell(text) { const td = document.createElement("td"); td.textContent = 
 function fill(id, rows) {
   const body = document.getElementById(id);
   if (!body) return;
+  if (rows.length === 0) {  // an empty table says so
+    const td = cell("none yet");
+    td.className = "muted";
+    td.colSpan = body.parentElement.querySelectorAll("th").length;
+    const tr = document.createElement("tr");
+    tr.className = "none-yet";
+    tr.appendChild(td);
+    body.replaceChildren(tr);
+    return;
+  }
   body.replaceChildren(...rows.map((cells) => {
     const tr = document.createElement("tr");
     cells.forEach((c) => tr.appendChild(cell(c)));
@@ -19,7 +29,7 @@ async function refresh() {
     fill("accounts", s.accounts.map((a) => [a.name, a.user_id, a.device_id || "",
       a.problem ? `failing: ${a.problem}` : `synced ${ago(a.synced_ago_s)}`, String(a.rooms)]));
     fill("rooms", s.rooms.map((r) => [r.name, r.room_id, r.agents.join(", ")]));
-    fill("answers", s.answers.map((a) => [a.when, a.room, a.sender, a.responders.join(", "), a.status,
+    fill("answers", s.answers.map((a) => [a.when, a.room, a.sender, a.responders.join(", ") || "—", a.status,
       a.latency_ms === null ? "" : `${a.latency_ms} ms`]));
     fill("problems", s.problems.map((p) => [p.when, p.level, p.logger, p.message]));
     const stamp = document.getElementById("updated");
