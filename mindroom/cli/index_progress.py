@@ -41,7 +41,7 @@ class ProgressBar:
     def __call__(self, done: int, total: int) -> None:
         filled = BAR * done // total if total else BAR
         line = (
-            f"indexing {total} entries for {self.scope_id}: "
+            f"indexing {total} {'entry' if total == 1 else 'entries'} for {self.scope_id}: "
             f"[{'#' * filled}{' ' * (BAR - filled)}] {done}/{total}"
         )
         if self.live:
