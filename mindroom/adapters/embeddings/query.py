@@ -78,6 +78,27 @@ def query_encoder(folder: Path) -> QueryEncoder | None:
     return QueryEncoder(folder, config, max_length)
 
 
+def _mapped(path: Path) -> dict[str, npt.NDArray[Any]]:
+    """The tensors of a safetensors file. float32 ones are views of the file mapped into
+    memory (a query reads a few rows of the 47 MB word embeddings, not all 90 MB); a file
+    with other float types is read whole by safetensors."""
+    with path.open("rb") as handle:
+        size = int.from_bytes(handle.read(8), "little")
+        header = json.loads(handle.read(size))
+    tensors = {k: v for k, v in header.items() if k != "__metadata__"}
+    if any(v["dtype"] != "F32" for v in tensors.values() if v["dtype"][0] in "FB"):
+        from safetensors.numpy import load_file
+
+        return dict(load_file(str(path)))
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + size)
+    return {
+        name: data[start:end].view(np.float32).reshape(info["shape"])
+        for name, info in tensors.items()
+        if info["dtype"] == "F32"
+        for start, end in [info["data_offsets"]]
+    }
+
+
 class QueryEncoder:
     """The BERT of one model folder in numpy; loads on first use. Thread-safe."""
 
@@ -94,10 +115,9 @@ class QueryEncoder:
     def _load(self) -> tuple[dict[str, _Matrix], Any]:
         with self._lock:
             if self._weights is None:
-                from safetensors.numpy import load_file
                 from tokenizers import Tokenizer
 
-                weights = load_file(str(self.folder / "model.safetensors"))
+                weights = _mapped(self.folder / "model.safetensors")
                 tokenizer = Tokenizer.from_file(str(self.folder / "tokenizer.json"))
                 tokenizer.no_padding()
                 tokenizer.enable_truncation(self.max_length)
