@@ -248,13 +248,17 @@ def test_a_query_embedded_without_torch_equals_the_models_own_vector(
 
     expected = local_embedder.embed(texts)
     found = encoder.encode(texts)
-    by_embedder = local_embedder.embed_queries(texts)
+    # an embedder that has not loaded the model embeds queries the numpy way; a loaded one
+    # with the model it has
+    by_fresh = SentenceTransformerEmbedder(base_dir=Path.cwd()).embed_queries(texts)
+    by_loaded = local_embedder.embed_queries(texts)
 
     assert found.shape == expected.shape == (4, 384)
     assert found.dtype == np.float32
     np.testing.assert_allclose(found, expected, atol=1e-5)
     assert np.min(np.sum(found * expected, axis=1)) > 0.99999
-    np.testing.assert_array_equal(by_embedder, found)  # the embedder's query path is this one
+    np.testing.assert_array_equal(by_fresh, found)
+    np.testing.assert_array_equal(by_loaded, expected)
 
 
 def test_a_model_that_is_not_a_mean_pooled_bert_has_no_numpy_query_path(tmp_path: Path) -> None:

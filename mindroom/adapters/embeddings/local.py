@@ -206,10 +206,12 @@ class SentenceTransformerEmbedder:
         self._load()
 
     def embed_queries(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """Search queries' vectors: through :mod:`mindroom.adapters.embeddings.query` (numpy,
-        no torch) when the model is a plain BERT it can run, else as :meth:`embed`. Entries
-        are never embedded this way (see that module)."""
-        encoder = self._numpy_encoder()
+        """Search queries' vectors: as :meth:`embed` once the model is loaded (the running bot
+        loads it at start-up), else through :mod:`mindroom.adapters.embeddings.query` (numpy,
+        no torch) when the model is a plain BERT it can run, so a process that only reads
+        (``mindroom memory recall``) never loads torch. The two agree to float32 rounding.
+        Entries are never embedded the numpy way (see that module)."""
+        encoder = self._numpy_encoder() if self._loaded is None else None
         if encoder is not None and texts:
             try:
                 return encoder.encode(list(texts))

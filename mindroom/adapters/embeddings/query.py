@@ -10,7 +10,10 @@ and computes the same function: BERT (absolute positions, exact GELU), mean pool
 tokens, unit length. It agrees with the torch model to float32 rounding (cosine above
 0.99999, checked on the bundled model by ``tests/integration/test_embedders.py``), so a query
 embedded here ranks the stored entries as one embedded by torch does, up to ties that close.
-The running bot uses it too, so a query's vector never depends on what a process has loaded.
+A process that has the torch model loaded anyway (the running bot, after its start-up warm-up)
+embeds queries with it instead: numpy's BLAS runs these small products on every core, and
+on a busy machine its threads fight (3 s a query at load 16, against 0.26 s on one thread);
+``mindroom memory recall`` sets one BLAS thread before numpy loads.
 
 Only models that are exactly that shape are taken (:func:`query_encoder` returns None for any
 other, and the caller loads sentence-transformers): a ``BertModel`` whose ``modules.json`` is
