@@ -50,8 +50,9 @@ def scope(tmp_path: Path) -> Path:
     return config
 
 
-def recall(config: Path, message: str) -> tuple[str, str, list[str]]:
-    """stdout, stderr and the heavy packages loaded of one ``memory recall`` process."""
+def recall(config: Path, message: str, action: str = "recall") -> tuple[str, str, list[str]]:
+    """stdout, stderr and the heavy packages loaded of one ``memory recall`` (or ``action``)
+    process."""
     out = config.parent / "probe.json"
     out.unlink(missing_ok=True)
     done = subprocess.run(
@@ -60,7 +61,7 @@ def recall(config: Path, message: str) -> tuple[str, str, list[str]]:
             "-c",
             PROBE,
             "memory",
-            "recall",
+            action,
             "--agent",
             "general",
             message,
@@ -112,6 +113,12 @@ def test_recall_builds_the_indexes_once_and_later_processes_embed_nothing(scope:
     assert "sentence_transformers" not in second_loaded
     assert "sqlalchemy" not in second_loaded
     assert stored_vectors(scope) == 32
+
+    # memory search ranks by keywords: it reads the keyword index and loads no embedder
+    search_out, search_err, search_loaded = recall(scope, "violin", "search")
+    assert "Alice plays the violin (note 1.0)" in search_out
+    assert "indexing" not in search_err
+    assert search_loaded == []
 
     # an edit between calls: only the changed entry is embedded again
     daily = scope.parent / "agents" / "general" / "workspace" / "memory" / "2026-03-02.md"
