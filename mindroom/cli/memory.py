@@ -272,10 +272,12 @@ def _open_team(
     return memory, registry
 
 
-def _open(args: Args) -> tuple[MemoryBackend, MemoryRegistry]:
+def _open(args: Args, config: Config | None = None) -> tuple[MemoryBackend, MemoryRegistry]:
+    """The memory ``args`` name and its registry (``config``: the config file, when the
+    caller has read it already)."""
     config_path = Path(args.config).resolve()
     storage = Path(args.storage).resolve() if args.storage else config_path.parent
-    config = load_config(config_path)
+    config = config or load_config(config_path)
     if args.user and (not args.user.startswith("@") or ":" not in args.user):
         raise ConfigError(f"--user {args.user!r} is not a Matrix ID like @alice:example.org")
     if getattr(args, "team", None):

@@ -12,11 +12,13 @@ from typing import Any
 
 import click
 
+from mindroom.cli.index_progress import build_search_indexes, quiet_blas
 from mindroom.cli.options import Args, invocation, storage_params
-from mindroom.config import load_config
+from mindroom.config import Config, load_config
 from mindroom.memory.registry import MemoryRegistry
 
-Opener = Callable[[Args], tuple[Any, MemoryRegistry]]
+# opens the memory of ``--agent`` and ``--user`` from the config already read
+Opener = Callable[[Args, Config], tuple[Any, MemoryRegistry]]
 
 
 def add_recall_command(group: click.Group, opener: Opener) -> None:
@@ -50,6 +52,8 @@ def run_recall(args: Args, opener: Opener) -> int:
     """
     from mindroom.memory.search.recall import agent_recall
 
+    quiet_blas()
+
     config_path = Path(args.config).resolve()
     storage = Path(args.storage).resolve() if args.storage else config_path.parent
     config = load_config(config_path)
@@ -57,8 +61,11 @@ def run_recall(args: Args, opener: Opener) -> int:
         # no memory of its own, but the memory of its teams is still recalled
         registry = MemoryRegistry(config, storage, config_path.parent)
     else:
-        _, registry = opener(args)  # checks the agent and --user like every memory action
+        _, registry = opener(args, config)  # checks the agent and --user like every memory action
     try:
+        memories = [registry.for_agent(args.agent, args.user)]
+        memories += [registry.for_team(config.teams[t].agents) for t in config.teams_of(args.agent)]
+        build_search_indexes(memories)  # the first call embeds here, with a bar on stderr
         _, block = agent_recall(
             registry.config, registry, args.agent, args.message, args.user, count=False
         )

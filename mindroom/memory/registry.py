@@ -39,6 +39,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mindroom.adapters.embeddings import Embedder
 from mindroom.adapters.embeddings.select import shared_embedder
@@ -61,7 +62,9 @@ from mindroom.memory.search.hybrid import Weights
 from mindroom.memory.search.pg_search import SEARCH_LOCK_KEY, PgSearch
 from mindroom.memory.search.session_source import close_all as close_session_indexes
 from mindroom.memory.team import TeamMemory
-from mindroom.store.database import SyncDatabase
+
+if TYPE_CHECKING:  # SQLAlchemy loads only with memory.search.index: postgresql
+    from mindroom.store.database import SyncDatabase
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +121,8 @@ class MemoryRegistry:
         with self._lock:
             if self._search_index is not None and self._search_index[0] == url:
                 return self._search_index[1]
+            from mindroom.store.database import SyncDatabase
+
             db = SyncDatabase(url, SEARCH_LOCK_KEY)
             try:
                 PgSearch.prepare(db)

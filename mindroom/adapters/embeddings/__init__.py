@@ -65,3 +65,11 @@ def unit_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
 
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+
+
+def embed_queries(embedder: Embedder, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+    """Search queries' vectors: the embedder's own query path when it has one (the local model
+    embeds a query without loading torch, see :mod:`mindroom.adapters.embeddings.query`), else
+    :meth:`Embedder.embed`."""
+    method = getattr(embedder, "embed_queries", None)
+    return method(texts) if method is not None else embedder.embed(texts)

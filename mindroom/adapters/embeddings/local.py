@@ -26,6 +26,7 @@ no longer equal a rebuilt one; so the model runs in float32.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -38,6 +39,10 @@ from mindroom.errors import EmbedderError
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+    from mindroom.adapters.embeddings.query import QueryEncoder
+
+logger = logging.getLogger(__name__)
 
 BUNDLED_ID = f"sentence-transformers/{DEFAULT_MODEL}"
 _BUNDLED_NAMES = frozenset({DEFAULT_MODEL, BUNDLED_ID})
@@ -133,6 +138,8 @@ class SentenceTransformerEmbedder:
         self._loaded: Any = None
         self._threads = 1
         self._failure: str | None = None
+        self._query_encoder: QueryEncoder | None = None
+        self._encoder_looked_for = False
         self._load_lock = threading.Lock()
         # one encode at a time: the model already uses every core, two would only thrash
         self._run_lock = threading.Lock()
@@ -197,6 +204,36 @@ class SentenceTransformerEmbedder:
         """Load the model now (it otherwise loads on the first :meth:`embed`); installs
         nothing."""
         self._load()
+
+    def embed_queries(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Search queries' vectors: as :meth:`embed` once the model is loaded (the running bot
+        loads it at start-up), else through :mod:`mindroom.adapters.embeddings.query` (numpy,
+        no torch) when the model is a plain BERT it can run, so a process that only reads
+        (``mindroom memory recall``) never loads torch. The two agree to float32 rounding.
+        Entries are never embedded the numpy way (see that module)."""
+        encoder = self._numpy_encoder() if self._loaded is None else None
+        if encoder is not None and texts:
+            try:
+                return encoder.encode(list(texts))
+            except Exception as exc:  # a damaged folder or a missing package: torch then
+                logger.debug("the numpy query encoder failed, loading the model: %s", exc)
+                self._query_encoder = None
+        return self.embed(texts)
+
+    def _numpy_encoder(self) -> QueryEncoder | None:
+        with self._load_lock:
+            if not self._encoder_looked_for:
+                self._encoder_looked_for = True
+                if self.dimensions is None and self._failure is None:
+                    try:
+                        source, _ = resolve_model(self.model, self.base_dir)
+                    except EmbedderError:
+                        source = ""
+                    if isinstance(source, Path):
+                        from mindroom.adapters.embeddings.query import query_encoder
+
+                        self._query_encoder = query_encoder(source)
+            return self._query_encoder
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         model = self._load(first_use=True)

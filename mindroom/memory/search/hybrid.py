@@ -55,6 +55,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mindroom.adapters.embeddings import embed_queries
 from mindroom.adapters.embeddings.select import report_keyword_only
 from mindroom.errors import EmbedderError
 from mindroom.memory.files.markdown import MemoryEntry
@@ -281,7 +282,7 @@ def _shared_search(
         if vectors is None:
             return keyword, None
         own = vectors.vector_of(entry_id) if entry_id is not None else None
-        probe = own if own is not None else vectors.embedder.embed([query])[0]
+        probe = own if own is not None else embed_queries(vectors.embedder, [query])[0]
         return keyword, shared.vector(probe, pool, exclude_paths=exclude_paths, where=where)
     except EmbedderError:
         return None  # the local halves say it (keyword-only) as they always do

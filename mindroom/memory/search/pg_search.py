@@ -37,10 +37,12 @@ from mindroom.memory.files.markdown import MemoryEntry
 from mindroom.memory.policy.filters import LIVE, Where
 from mindroom.memory.search.index import IndexMark, MemoryIndex, SearchHit, entry_of
 from mindroom.memory.search.query import MAX_TERMS, words
-from mindroom.store.database import SyncConnection, SyncDatabase
 
 if TYPE_CHECKING:  # numpy comes with the vectors: a keyword-only install has none
     from mindroom.memory.search.vectors import VectorIndex
+
+    # SQLAlchemy (1.5 s to import) loads only where a PostgreSQL index is configured
+    from mindroom.store.database import SyncConnection, SyncDatabase
 
 SEARCH_LOCK_KEY = 0x6D656D73  # "mems": the advisory lock of this table's writes
 SCHEMA = (

@@ -46,14 +46,14 @@ import hashlib
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
-from mindroom.adapters.embeddings import Embedder
+from mindroom.adapters.embeddings import Embedder, embed_queries
 from mindroom.adapters.embeddings.scoring import Scorer, half_precision_scorer
 from mindroom.errors import EmbedderError
 from mindroom.memory.files.markdown import MemoryEntry
@@ -72,6 +72,7 @@ CHUNK = 256  # texts embedded and stored per step: progress survives an interrup
 HALF_FROM = 20_000  # from this many entries, candidates come from a float16 copy (see scoring)
 _LOOKUP = 500  # hashes per stored-vector lookup (below SQLite's variable limit)
 _Matrix = npt.NDArray[np.float32]
+Progress = Callable[[int, int], None]  # (texts embedded so far, texts to embed)
 
 
 def content_hash(text: str) -> bytes:
@@ -171,10 +172,15 @@ class VectorIndex:
                 found[key] = vector
         return found
 
-    def _embed(self, wanted: dict[bytes, str]) -> dict[bytes, _Matrix]:
-        """Embed ``wanted`` (hash -> text) in chunks, storing each chunk as it is done."""
+    def _embed(
+        self, wanted: dict[bytes, str], progress: Progress | None = None
+    ) -> dict[bytes, _Matrix]:
+        """Embed ``wanted`` (hash -> text) in chunks, storing each chunk as it is done;
+        ``progress`` is told (done, total) before the first chunk and after each."""
         made: dict[bytes, _Matrix] = {}
         items = list(wanted.items())
+        if progress is not None and items:
+            progress(0, len(items))
         for start in range(0, len(items), CHUNK):
             chunk = items[start : start + CHUNK]
             vectors = self.embedder.embed([text for _, text in chunk])
@@ -196,6 +202,8 @@ class VectorIndex:
                     [(self.model_id, key, row.tobytes()) for key, row in pairs],
                 )
             made.update(pairs)
+            if progress is not None:
+                progress(len(made), len(items))
         return made
 
     def _prune(self) -> None:
@@ -218,13 +226,14 @@ class VectorIndex:
 
     # -- following the keyword index ------------------------------------------------------
 
-    def sync(self) -> int:
+    def sync(self, progress: Progress | None = None) -> int:
         """Follow the files and embed every entry text that has no vector; returns how many
-        texts were embedded. Raises :class:`EmbedderError` if the embedder fails (what was
-        embedded before the failure is kept)."""
+        texts were embedded (``progress``: told (done, total) as they are). Raises
+        :class:`EmbedderError` if the embedder fails (what was embedded before the failure is
+        kept)."""
         self.index.sync()
         with self._lock:
-            return self._follow() or 0
+            return self._follow(progress=progress) or 0
 
     def sync_within(self, limit: int) -> bool:
         """Follow the files now if that embeds at most ``limit`` texts and no other thread is
@@ -258,7 +267,7 @@ class VectorIndex:
 
         threading.Thread(target=run, name="vectors-catch-up", daemon=True).start()
 
-    def _follow(self, limit: int | None = None) -> int | None:
+    def _follow(self, limit: int | None = None, progress: Progress | None = None) -> int | None:
         """Take in the keyword index's changes, embedding the texts that have no vector; None
         (nothing changed) when that would be more than ``limit`` texts."""
         changes = self.index.changes(self._mark)
@@ -284,7 +293,7 @@ class VectorIndex:
         embedded = len([key for key in texts if key not in known])
         if limit is not None and embedded > limit:
             return None
-        known.update(self._embed({k: t for k, t in texts.items() if k not in known}))
+        known.update(self._embed({k: t for k, t in texts.items() if k not in known}, progress))
         files = {} if changes.full else dict(before)
         width = self._dims or 0
         for path, entries in changes.files.items():
@@ -353,7 +362,7 @@ class VectorIndex:
         if not synced:
             self.sync()
         if vector is None:
-            [vector] = self.embedder.embed([query])
+            [vector] = embed_queries(self.embedder, [query])
         with self._lock:
             matrix, scorer, rows, spans = self._joined()
         if not rows:
