@@ -3,17 +3,20 @@
 Only ``openai`` (any OpenAI-compatible server), ``ollama`` (through its OpenAI-compatible
 ``/v1`` endpoint, so no extra package is needed) and ``anthropic`` (needs the ``anthropic``
 package) are known. Model objects are built once per configured model and shared: they hold the
-HTTP connection pool.
+HTTP connection pool, whose requests go through
+:class:`~mindroom.adapters.agno.failures.RecordingTransport` (a failed turn is classified by
+the HTTP status its last request got).
 """
 
 from __future__ import annotations
 
 from agno.models.base import Model
 
+from mindroom.adapters.agno.failures import OLLAMA_DEFAULT_URL, recording_http_client
 from mindroom.config.schema import ServedModel
 from mindroom.errors import ConfigError
 
-OLLAMA_DEFAULT_URL = "http://localhost:11434/v1"
+__all__ = ["OLLAMA_DEFAULT_URL", "build_model", "describe_model"]
 
 
 def describe_model(name: str, config: ServedModel) -> str:
@@ -36,6 +39,8 @@ def build_model(name: str, config: ServedModel) -> Model:
             temperature=config.temperature,
             timeout=config.timeout_seconds,
             max_retries=config.max_retries,
+            # its outcomes are recorded, so a failed turn is classified by the HTTP status
+            http_client=recording_http_client(name),
         )
     if config.provider == "anthropic":
         try:

@@ -10,58 +10,48 @@ from pathlib import Path
 
 from openai import APIConnectionError, APIStatusError, AsyncOpenAI
 
-from mindroom.adapters.agno.models import OLLAMA_DEFAULT_URL, describe_model
+from mindroom.adapters.agno.failures import Failure, classify_model_failure, endpoint
+from mindroom.adapters.agno.models import describe_model
 from mindroom.adapters.embeddings.probe import warm_up_embedders, warn_unusable_embedders
 from mindroom.checks import Check
 from mindroom.config.models_schema import AnyModel, LocalEmbedderModel
 from mindroom.config.schema import Config, ServedModel
-from mindroom.invocation import README_COMMAND
 
 logger = logging.getLogger(__name__)
 
 REACH_TIMEOUT_S = 5.0
-_DEFAULT_URLS = {
-    "openai": "https://api.openai.com/v1",
-    "ollama": OLLAMA_DEFAULT_URL,
-    "anthropic": "https://api.anthropic.com",
-}
+
+__all__ = ["check_model", "endpoint", "model_failed", "model_fix", "warn_at_start"]
 
 
-def endpoint(model: ServedModel) -> str:
-    """Where requests for ``model`` go."""
-    return (model.base_url or _DEFAULT_URLS[model.provider]).rstrip("/")
+def model_fix(name: str, model: ServedModel, reason: Failure = None) -> str:
+    """What to do when model ``name`` failed with ``reason`` (an exception, an HTTP status, the
+    error text; None: nothing answered): the doctor, the start-up warning and the error notice
+    in the room all say this (:func:`~mindroom.adapters.agno.failures.classify_model_failure`)."""
+    return classify_model_failure(reason, name, model).fix
 
 
-_KEY_REFUSED = ("401", "403", "api key", "api_key", "unauthorized", "authentication")
-_NO_SUCH_MODEL = ("404", "not found", "does not exist", "no such model", "unknown model")
-
-
-def model_fix(name: str, model: ServedModel, reason: object = "") -> str:
-    """What to do when model ``name`` failed (for ``reason``, when known): the doctor, the
-    start-up warning and the error notice in the room all say this."""
-    settings = (
-        "(base_url, api_key, id; or OPENAI_BASE_URL, OPENAI_API_KEY, MINDROOM_MODEL, also read "
-        f"from a .env file beside it), then run {README_COMMAND} doctor"
-    )
-    why = str(reason).lower()
-    if any(word in why for word in _KEY_REFUSED):
-        first = f"the server at {endpoint(model)} refused the key: check models.{name}.api_key"
-    elif any(word in why for word in _NO_SUCH_MODEL):
-        first = f"the server at {endpoint(model)} has no model {model.id!r}: check models.{name}.id"
-    else:
-        first = f"is the model server at {endpoint(model)} running? Check models.{name}"
-    return f"{first} in config.yaml {settings}"
-
-
-def model_failed(name: str, model: ServedModel, reason: object, actor: str = "") -> str:
+def model_failed(
+    name: str,
+    model: ServedModel,
+    reason: object,
+    actor: str = "",
+    outcome: BaseException | int | None = None,
+) -> str:
     """The notice when model ``name`` failed: what failed, why, and :func:`model_fix`.
 
     ``actor`` names the team or team member whose model it is, when not the answering agent's.
+    ``outcome`` is what the model's last request got (an HTTP status or a transport exception,
+    :class:`~mindroom.adapters.agno.failures.ModelCalls`): it classifies the failure when
+    known, else ``reason`` does.
     """
     what = f"model {describe_model(name, model)}"
     what = f"{actor} ({what})" if actor else what
     why = str(reason).strip().rstrip(".")  # "Connection error." is one sentence, not two dots
-    return f"{what} failed: {why}. Fix: {model_fix(name, model, why)}"
+    cause: Failure = outcome
+    if cause is None:
+        cause = reason if isinstance(reason, BaseException) else why
+    return f"{what} failed: {why}. Fix: {model_fix(name, model, cause)}"
 
 
 async def check_model(name: str, model: AnyModel) -> Check:
@@ -79,7 +69,7 @@ async def check_model(name: str, model: AnyModel) -> Check:
             model=model.id, messages=[{"role": "user", "content": "ping"}], max_tokens=1
         )
         return Check(f"model {name}", True, f"{model.id} at {base or 'api.openai.com'} answers")
-    except Exception as exc:  # every failure is a finding
+    except Exception as exc:  # every failure is a finding, classified as a turn's would be
         fix = model_fix(name, model, exc)
         return Check(f"model {name}", False, f"{model.id} at {base}: {exc}", fix)
     finally:
