@@ -91,6 +91,10 @@ class AgentRuntime(SessionWork):
         self._stores.capacity = private_instance_limit(config.memory.max_open_private_instances)
         self._config = config
 
+    def forget_models(self) -> None:
+        """Build every model again at its next use (the environment they read changed)."""
+        self._models.clear()
+
     def _model(self, key: str) -> Model:
         if key not in self._models:
             self._models[key] = build_model(key, self._config.chat_model(key))
