@@ -118,7 +118,7 @@ async def warn_unreachable_models(config: Config) -> None:
                     name,
                     endpoint(model),
                     error,
-                    model_fix(name, model),
+                    model_fix(name, model, error),
                 )
     except Exception:  # a probe failing must not look like a model failing, nor stop start-up
         logger.exception("checking the models' endpoints failed")
