@@ -110,7 +110,11 @@ class Bot(BotPresence):
         self.runtime = AgentRuntime(config, options.data_dir, self.memories)
         self.flush = FlushWorker(config, self.runtime, self.memories, options.data_dir)
         self.maintenance = MaintenanceLoop(lambda: self.config, options.storage, self.memories)
-        self.reloader = ConfigReloader(self, options.config_path) if options.config_path else None
+        self.reloader = (
+            ConfigReloader(self, options.config_path, options.data_dir)
+            if options.config_path
+            else None
+        )
         self.tasks = TaskSupervisor()
         self.state = ConversationState(config.router.context_messages)
         # The accounts this process runs: none before start (``running`` says which). While it
@@ -313,6 +317,7 @@ class Bot(BotPresence):
             self.cluster.serve(SharedAccounts(self))
         if self.reloader is not None:
             reloader = self.reloader
+            await reloader.publish_environment()  # for the doctor, before the banner
             self.tasks.keep_running("config-watch", lambda: reloader.watch(self._watch_stop))
 
     def listen(self, account: MatrixAccount) -> None:
@@ -374,6 +379,11 @@ class Bot(BotPresence):
         """Refuse (ConfigError naming the key) a path of ``config`` that leads out of its
         folder on this disk, through a symlink."""
         self.memories.check_paths(config)
+
+    def environment_changed(self) -> None:
+        """The ``.env`` changed at a reload: the model clients, which read the environment
+        when built, are built again at their next turn."""
+        self.runtime.forget_models()
 
     def set_config(self, config: Config) -> None:
         """Use ``config`` from now on (hot reload); running turns finish as they were."""

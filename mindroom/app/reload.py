@@ -1,6 +1,9 @@
 """Hot reload of config.yaml, and ``!config`` in chat.
 
-The config file is watched (watchfiles, debounced). A change is validated first: an invalid
+The config file and the ``.env`` beside it are watched (watchfiles, debounced); a reload reads
+both (:mod:`mindroom.config.environment`: a variable set in the shell that started mindroom
+still wins over the file, one that came from the file takes its new value or goes away with
+it). A change is validated first: an invalid
 file leaves the running config in place, and the error (file, key path, message) is logged and
 shown by ``!config status``. A valid change is applied as a diff:
 
@@ -42,6 +45,12 @@ from watchfiles import awatch
 
 from mindroom.adapters.matrix.accounts import set_display_name
 from mindroom.adapters.matrix.client import MatrixAccount
+from mindroom.config.environment import (
+    EnvironmentChange,
+    apply_environment,
+    reread_dotenv,
+    write_running_environment,
+)
 from mindroom.config.load import load_config
 from mindroom.config.schema import Config
 from mindroom.config.store import ConfigDocument, edit_config, parse_value
@@ -85,6 +94,9 @@ class ReloadTarget(Protocol):
 
     def set_config(self, config: Config) -> None:
         """Use ``config`` from now on."""
+
+    def environment_changed(self) -> None:
+        """The environment changed (the ``.env`` file): rebuild what read it (model clients)."""
 
     async def start_member(self, name: str, display_name: str) -> MatrixAccount:
         """Log in an added member's account, not listening yet; leaves nothing open on failure."""
@@ -138,9 +150,10 @@ class ConfigReloader:
     applied switch; ``applied`` counts applied reloads.
     """
 
-    def __init__(self, bot: ReloadTarget, path: Path) -> None:
+    def __init__(self, bot: ReloadTarget, path: Path, data_dir: Path | None = None) -> None:
         self.bot = bot
         self.path = path
+        self.data_dir = data_dir  # where the environment in use is published for the doctor
         self.error: str | None = None
         self.invalid = False
         self.problems: list[str] = []
@@ -148,10 +161,12 @@ class ConfigReloader:
         self._lock = asyncio.Lock()
 
     async def reload(self) -> ConfigDiff | None:
-        """Read, validate and apply the file now; None when it was not applied (error kept)."""
+        """Read ``.env`` and the config file again, validate and apply them now; None when
+        they were not applied (error kept)."""
         async with self._lock:
             try:
-                new = await asyncio.to_thread(load_config, self.path)
+                change = await asyncio.to_thread(reread_dotenv, self.path)
+                new = await asyncio.to_thread(load_config, self.path, change.environment)
                 self.bot.check_paths(new)  # a symlink out of the storage root, say
             except ConfigError as exc:
                 self.error, self.invalid = str(exc), True
@@ -162,6 +177,7 @@ class ConfigReloader:
             was_invalid = self.invalid
             if diff.empty and not self.problems:
                 self.error, self.invalid = None, False
+                await self._apply_environment(change)
                 if was_invalid:
                     logger.info("config is valid again; applied (no change to the running config)")
                 return diff
@@ -175,6 +191,7 @@ class ConfigReloader:
             self.error, self.invalid = None, False
             for key in start_only_changes(old, new):
                 logger.warning("%s changed: it takes effect at the next start", key)
+            await self._apply_environment(change)
             self.bot.set_config(new)
             self.problems = await self._finish(started, diff, old, new)
             self.applied += 1
@@ -187,6 +204,24 @@ class ConfigReloader:
                 ", ".join(diff.rooms_added) or "-",
             )
             return diff
+
+    async def _apply_environment(self, change: EnvironmentChange) -> None:
+        """Make the ``.env`` just read the process's environment (the shell's variables are
+        never touched) and publish what is in use."""
+        if change.changed:
+            apply_environment(self.path, change)
+            self.bot.environment_changed()
+            logger.info(".env changed (%s): applied", ", ".join(change.changed))
+        await self.publish_environment()
+
+    async def publish_environment(self) -> None:
+        """Write the environment in use for ``mindroom doctor`` (secrets only as hashes)."""
+        if self.data_dir is None:
+            return
+        try:
+            await asyncio.to_thread(write_running_environment, self.path, self.data_dir)
+        except OSError:  # the doctor then compares nothing; the bot runs on
+            logger.exception("writing the environment in use to %s failed", self.data_dir)
 
     async def _start_members(self, names: tuple[str, ...], new: Config) -> list[MatrixAccount]:
         """Log in every added member, or none: on a failure the started ones are closed."""
@@ -251,12 +286,13 @@ class ConfigReloader:
                 await account.leave(room_id)
 
     async def watch(self, stop: asyncio.Event) -> None:
-        """Reload on every change of the file until ``stop`` is set."""
-        name = self.path.name
+        """Reload on every change of the file, or of the ``.env`` beside it, until ``stop`` is
+        set."""
+        names = {self.path.name, ".env"}
         armed = False
         async for changes in awatch(
             self.path.parent,
-            watch_filter=lambda _change, changed: Path(changed).name == name,
+            watch_filter=lambda _change, changed: Path(changed).name in names,
             debounce=DEBOUNCE_MS,
             stop_event=stop,
             recursive=False,

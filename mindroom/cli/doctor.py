@@ -27,7 +27,9 @@ from mindroom.adapters.matrix.local import local_user_store
 from mindroom.adapters.matrix.login_checks import check_logins
 from mindroom.adapters.matrix.probe import check_homeserver
 from mindroom.adapters.matrix.synapse_config import CONFIG_FILE
+from mindroom.app.runlock import running
 from mindroom.checks import Check
+from mindroom.config.environment import environment_differences, read_running_environment
 from mindroom.config.load import load_config
 from mindroom.config.schema import Config
 from mindroom.errors import ConfigError
@@ -44,6 +46,40 @@ def check_storage(storage: Path) -> Check:
         return Check("storage", True, f"{folder} is writable")
     except OSError as exc:
         return Check("storage", False, f"{folder}: {exc.strerror}", "fix permissions or --storage")
+
+
+def check_running_environment(data_dir: Path) -> Check | None:
+    """Whether the running bot uses the values config.yaml and its ``.env`` give now (None: no
+    bot runs for this storage, or it published nothing). The bot writes what it uses at start
+    and at every reload; this process's environment is the shell's plus the ``.env`` it read."""
+    holder = running(data_dir)
+    published = read_running_environment(data_dir)
+    if holder is None or published is None or published.get("pid") != holder.pid:
+        return None
+    differences = environment_differences(published)
+    if not differences:
+        return Check(
+            "running bot",
+            True,
+            f"mindroom (pid {holder.pid}) uses the values config.yaml and .env give",
+        )
+    listed = "; ".join(d.describe() for d in differences)
+    fix = (
+        "it takes the files' values at its next reload (when config.yaml or .env is saved; "
+        "a config that does not validate keeps the old ones), or restart it"
+    )
+    if any(d.origin == "shell" for d in differences):
+        fix = (
+            "a value from the shell that started it wins over .env and never changes while it "
+            "runs: restart it without that variable, or with the new value"
+        )
+    return Check(
+        "running bot",
+        True,
+        f"the running mindroom (pid {holder.pid}) uses {listed}",
+        fix,
+        warning=True,
+    )
 
 
 def _local_url(storage: Path, local: bool) -> str | None:
@@ -85,6 +121,8 @@ async def run_doctor(config_path: Path, storage: Path, homeserver: str | None) -
     for more in found:
         checks += more
     checks.append(check_storage(storage))
+    if (in_use := check_running_environment(storage / "mindroom_data")) is not None:
+        checks.append(in_use)
     if config is not None:
         data_dir = storage / "mindroom_data"
         checks += check_key_backup(data_dir, config.account_names, config.matrix.key_backup)

@@ -23,15 +23,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dotenv import load_dotenv
 from pydantic import ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
+from mindroom.config.environment import load_dotenv_beside
 from mindroom.config.models_schema import is_union_tag
 from mindroom.config.schema import DEPRECATIONS, Config
 from mindroom.errors import ConfigError
+
+__all__ = ["expand_env", "load_config", "load_dotenv_beside", "parse_config"]
 
 logger = logging.getLogger("mindroom.config")
 
@@ -133,19 +135,6 @@ def parse_config(text: str, where: str, env: Mapping[str, str] | None = None) ->
     for message in deprecations:
         logger.warning("%s: %s", where, message)
     return config
-
-
-def load_dotenv_beside(config_path: Path) -> bool:
-    """Read the ``.env`` file next to ``config_path`` into the environment, if there is one.
-
-    Variables already set in the environment win: the file only fills in what is missing, so
-    ``OPENAI_API_KEY=... mindroom run`` still overrides it. Returns whether a file was read.
-    """
-    dotenv = config_path.parent / ".env"
-    if not dotenv.is_file():
-        return False
-    load_dotenv(dotenv, override=False)
-    return True
 
 
 def load_config(path: Path, env: Mapping[str, str] | None = None) -> Config:

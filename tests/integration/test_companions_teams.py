@@ -266,7 +266,7 @@ async def test_a_team_whose_model_fails_says_how_to_fix_that_model(
     assert notice["content"]["msgtype"] == "m.notice"
     assert "invalid api key" in notice["content"]["body"]
     broken = load_config(bot.storage / "config.yaml").models["broken"]
-    fix = model_fix("broken", broken, "invalid api key")
+    fix = model_fix("broken", broken, 401)  # the status of the refused request
     assert fix in notice["content"]["body"]
 
 
@@ -296,7 +296,7 @@ async def test_a_team_whose_member_model_fails_says_how_to_fix_that_model(
     assert "coder in team Crew" in notice["content"]["body"]
     assert "invalid api key" in notice["content"]["body"]
     broken = load_config(bot.storage / "config.yaml").models["broken"]
-    fix = model_fix("broken", broken, "invalid api key")
+    fix = model_fix("broken", broken, 401)  # the status of the refused request
     assert fix in notice["content"]["body"]
 
 

@@ -193,3 +193,32 @@ async def test_the_doctors_model_request_names_a_refused_key_and_a_missing_model
     assert answered.detail.endswith("answers")
     assert model.requests[-1]["max_tokens"] == 1
     assert model.requests[-1]["messages"] == [{"role": "user", "content": "ping"}]
+
+
+@pytest.mark.asyncio
+async def test_a_refused_key_reads_the_same_in_the_room_and_in_the_doctor(
+    bot: BotHarness, human: Human, model: ScriptedModel, synapse
+) -> None:
+    # The server's words say nothing of keys: the HTTP status classifies the failure
+    refused = Reply(status=401, error_message="denied", retryable=False)
+    room = unique("keys")
+    room_id = await bot.start_in_room(
+        config_text(model.base_url, {"general": {"rooms": [room]}}), room, human
+    )
+    model.push(refused)
+
+    asked = await human.send(room_id, "hello")
+    notice = (await human.wait_for_reply(room_id, asked))["content"]
+    assert notice["msgtype"] == "m.notice"
+    assert "failed: denied. Fix: " in notice["body"]
+    assert "(HTTP 401) refused the key: check models.default.api_key" in notice["body"]
+
+    model.push(refused)
+    config = bot.storage / "config.yaml"
+    checks = {c.name: c for c in await run_doctor(config, bot.storage, synapse.url)}
+    assert not checks["model default"].ok
+    assert notice["body"].endswith(f"Fix: {checks['model default'].fix}")  # word for word
+    # control: the same server answering, the doctor finds the model fine
+    model.push(Reply(text="pong"))
+    checks = {c.name: c for c in await run_doctor(config, bot.storage, synapse.url)}
+    assert checks["model default"].ok

@@ -3,20 +3,23 @@
 Only ``openai`` (any OpenAI-compatible server), ``ollama`` (through its OpenAI-compatible
 ``/v1`` endpoint, so no extra package is needed) and ``anthropic`` (needs the ``anthropic``
 package) are known. Model objects are built once per configured model and shared: they hold the
-HTTP connection pool.
+HTTP connection pool, whose requests go through
+:class:`~mindroom.adapters.agno.recording.RecordingTransport` (a failed turn is classified by
+the HTTP status its last request got).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mindroom.adapters.agno.failures import OLLAMA_DEFAULT_URL
 from mindroom.config.schema import ServedModel
 from mindroom.errors import ConfigError
 
 if TYPE_CHECKING:  # Agno is imported when a model is built: the doctor only describes them
     from agno.models.base import Model
 
-OLLAMA_DEFAULT_URL = "http://localhost:11434/v1"
+__all__ = ["OLLAMA_DEFAULT_URL", "build_model", "describe_model"]
 
 
 def describe_model(name: str, config: ServedModel) -> str:
@@ -30,6 +33,8 @@ def build_model(name: str, config: ServedModel) -> Model:
     if config.provider in ("openai", "ollama"):
         from agno.models.openai import OpenAIChat, OpenAILike
 
+        from mindroom.adapters.agno.recording import recording_http_client
+
         base_url = config.base_url or (OLLAMA_DEFAULT_URL if config.provider == "ollama" else None)
         cls = OpenAILike if base_url else OpenAIChat
         return cls(
@@ -39,6 +44,8 @@ def build_model(name: str, config: ServedModel) -> Model:
             temperature=config.temperature,
             timeout=config.timeout_seconds,
             max_retries=config.max_retries,
+            # its outcomes are recorded, so a failed turn is classified by the HTTP status
+            http_client=recording_http_client(name),
         )
     if config.provider == "anthropic":
         try:

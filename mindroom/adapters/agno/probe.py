@@ -12,59 +12,49 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from mindroom.adapters.agno.models import OLLAMA_DEFAULT_URL, describe_model
+from mindroom.adapters.agno.failures import Failure, classify_model_failure, endpoint
+from mindroom.adapters.agno.models import describe_model
 from mindroom.adapters.embeddings.probe import warm_up_embedders, warn_unusable_embedders
 from mindroom.checks import Check
 from mindroom.config.models_schema import AnyModel, LocalEmbedderModel
 from mindroom.config.schema import Config, ServedModel
-from mindroom.invocation import README_COMMAND
 
 logger = logging.getLogger(__name__)
 
 REACH_TIMEOUT_S = 5.0
 COMPLETION_TIMEOUT_S = 15.0  # a local server may load the model on its first request
-_DEFAULT_URLS = {
-    "openai": "https://api.openai.com/v1",
-    "ollama": OLLAMA_DEFAULT_URL,
-    "anthropic": "https://api.anthropic.com",
-}
+
+__all__ = ["check_model", "endpoint", "model_failed", "model_fix", "warn_at_start"]
 
 
-def endpoint(model: ServedModel) -> str:
-    """Where requests for ``model`` go."""
-    return (model.base_url or _DEFAULT_URLS[model.provider]).rstrip("/")
+def model_fix(name: str, model: ServedModel, reason: Failure = None) -> str:
+    """What to do when model ``name`` failed with ``reason`` (an exception, an HTTP status, the
+    error text; None: nothing answered): the doctor, the start-up warning and the error notice
+    in the room all say this (:func:`~mindroom.adapters.agno.failures.classify_model_failure`)."""
+    return classify_model_failure(reason, name, model).fix
 
 
-_KEY_REFUSED = ("401", "403", "api key", "api_key", "unauthorized", "authentication")
-_NO_SUCH_MODEL = ("404", "not found", "does not exist", "no such model", "unknown model")
-
-
-def model_fix(name: str, model: ServedModel, reason: object = "") -> str:
-    """What to do when model ``name`` failed (for ``reason``, when known): the doctor, the
-    start-up warning and the error notice in the room all say this."""
-    settings = (
-        "(base_url, api_key, id; or OPENAI_BASE_URL, OPENAI_API_KEY, MINDROOM_MODEL, also read "
-        f"from a .env file beside it), then run {README_COMMAND} doctor"
-    )
-    why = str(reason).lower()
-    if any(word in why for word in _KEY_REFUSED):
-        first = f"the server at {endpoint(model)} refused the key: check models.{name}.api_key"
-    elif any(word in why for word in _NO_SUCH_MODEL):
-        first = f"the server at {endpoint(model)} has no model {model.id!r}: check models.{name}.id"
-    else:
-        first = f"is the model server at {endpoint(model)} running? Check models.{name}"
-    return f"{first} in config.yaml {settings}"
-
-
-def model_failed(name: str, model: ServedModel, reason: object, actor: str = "") -> str:
+def model_failed(
+    name: str,
+    model: ServedModel,
+    reason: object,
+    actor: str = "",
+    outcome: BaseException | int | None = None,
+) -> str:
     """The notice when model ``name`` failed: what failed, why, and :func:`model_fix`.
 
     ``actor`` names the team or team member whose model it is, when not the answering agent's.
+    ``outcome`` is what the model's last request got (an HTTP status or a transport exception,
+    :class:`~mindroom.adapters.agno.failures.ModelCalls`): it classifies the failure when
+    known, else ``reason`` does.
     """
     what = f"model {describe_model(name, model)}"
     what = f"{actor} ({what})" if actor else what
     why = str(reason).strip().rstrip(".")  # "Connection error." is one sentence, not two dots
-    return f"{what} failed: {why}. Fix: {model_fix(name, model, why)}"
+    cause: Failure = outcome
+    if cause is None:
+        cause = reason if isinstance(reason, BaseException) else why
+    return f"{what} failed: {why}. Fix: {model_fix(name, model, cause)}"
 
 
 async def check_model(name: str, model: AnyModel) -> Check:
@@ -82,13 +72,18 @@ async def check_model(name: str, model: AnyModel) -> Check:
         url = (base or os.environ.get("OPENAI_BASE_URL") or endpoint(model)).rstrip("/")
         await asyncio.to_thread(_complete_once, url, key, model.id)
         return Check(f"model {name}", True, f"{model.id} at {base or 'api.openai.com'} answers")
-    except Exception as exc:  # every failure is a finding
+    except Exception as exc:  # every failure is a finding, classified as a turn's would be
         fix = model_fix(name, model, exc)
         return Check(f"model {name}", False, f"{model.id} at {base}: {exc}", fix)
 
 
 class _NoCompletion(Exception):
-    """Why the doctor's tiny completion request failed (its text goes into the finding)."""
+    """Why the doctor's tiny completion request failed (its text goes into the finding; the
+    HTTP status, when there was one, classifies it as a turn's failure would be)."""
+
+    def __init__(self, text: str, status_code: int | None = None) -> None:
+        super().__init__(text)
+        self.status_code = status_code
 
 
 def _complete_once(base: str, api_key: str, model_id: str) -> None:
@@ -113,10 +108,14 @@ def _complete_once(base: str, api_key: str, model_id: str) -> None:
             raw = response.read()
     except urllib.error.HTTPError as exc:  # before URLError: it is one
         body = exc.read().decode("utf-8", "replace").strip()
-        raise _NoCompletion(f"Error code: {exc.code} - {body[:300] or exc.reason}") from None
+        text = f"Error code: {exc.code} - {body[:300] or exc.reason}"
+        raise _NoCompletion(text, exc.code) from None
     except urllib.error.URLError as exc:  # refused, no such host, timed out while connecting
-        raise _NoCompletion(f"Connection error: {exc.reason}") from None
-    except OSError as exc:  # timed out or cut off while answering
+        reason = exc.reason if isinstance(exc.reason, TimeoutError) else None
+        raise _NoCompletion(f"Connection error: {exc.reason}") from reason  # a timeout says so
+    except TimeoutError as exc:  # no answer in time
+        raise _NoCompletion(f"Timed out after {COMPLETION_TIMEOUT_S:g} s") from exc
+    except OSError as exc:  # cut off while answering
         raise _NoCompletion(f"Connection error: {exc}") from None
     try:
         answer = json.loads(raw or b"null")
@@ -170,7 +169,7 @@ async def warn_unreachable_models(config: Config) -> None:
                     name,
                     endpoint(model),
                     error,
-                    model_fix(name, model),
+                    model_fix(name, model, error),
                 )
     except Exception:  # a probe failing must not look like a model failing, nor stop start-up
         logger.exception("checking the models' endpoints failed")

@@ -29,6 +29,7 @@ from agno.run.base import RunStatus
 from agno.team import Team
 from agno.team.mode import TeamMode
 
+from mindroom.adapters.agno.failures import ModelCalls, recording_model_calls
 from mindroom.adapters.agno.memory_toolset import AgnoTool, MemoryToolsets, recall_contract
 from mindroom.adapters.agno.models import build_model, describe_model
 from mindroom.adapters.agno.probe import model_failed
@@ -89,6 +90,10 @@ class AgentRuntime(SessionWork):
         self._learning_machines.clear()
         self._stores.capacity = private_instance_limit(config.memory.max_open_private_instances)
         self._config = config
+
+    def forget_models(self) -> None:
+        """Build every model again at its next use (the environment they read changed)."""
+        self._models.clear()
 
     def _model(self, key: str) -> Model:
         if key not in self._models:
@@ -263,9 +268,17 @@ class AgentRuntime(SessionWork):
         With ``on_text`` the answer streams: it is called with the whole text so far after each
         chunk. Turns of one session run one at a time, so its history stays coherent.
         """
+        with recording_model_calls() as calls:
+            return await self._agent_turn(request, on_text, calls)
+
+    async def _agent_turn(
+        self,
+        request: TurnRequest,
+        on_text: Callable[[str], Awaitable[None]] | None,
+        calls: ModelCalls,
+    ) -> TurnResult:
         model_key = self._config.agent_model(request.agent)
-        model_cfg = self._config.chat_model(model_key)
-        model_desc = describe_model(model_key, model_cfg)
+        model_desc = describe_model(model_key, self._config.chat_model(model_key))
         progress = _Progress()
         try:
             with (
@@ -294,7 +307,9 @@ class AgentRuntime(SessionWork):
             )
         except Exception as exc:  # an edge: any failure becomes a notice, never a crash
             usage = TurnUsage.of(progress.metrics, model_key)
-            return self._failed(request.agent, model_key, progress.text, exc, usage)
+            return self._failed(
+                request.agent, model_key, progress.text, exc, usage, calls.last_failure(model_key)
+            )
         usage = TurnUsage.of(progress.metrics, model_key)
         if not progress.text.strip():
             return TurnResult("", f"model {model_desc} returned an empty answer", usage)
@@ -328,9 +343,16 @@ class AgentRuntime(SessionWork):
             logger.warning("repaired the stored history of session %s: %s", session_id, report)
 
     def _failed(
-        self, agent: str, model_key: str, text: str, exc: Exception, usage: TurnUsage
+        self,
+        agent: str,
+        model_key: str,
+        text: str,
+        exc: Exception,
+        usage: TurnUsage,
+        outcome: BaseException | int | None = None,
     ) -> TurnResult:
-        """The result of a turn of ``agent`` that failed with ``exc`` (logged here)."""
+        """The result of a turn of ``agent`` that failed with ``exc`` (logged here); ``outcome``
+        is what the model's last request got, which classifies the failure when known."""
         model_cfg = self._config.chat_model(model_key)
         overflow = is_context_overflow(exc)
         model_error = isinstance(exc, ModelError)
@@ -350,7 +372,8 @@ class AgentRuntime(SessionWork):
             )
         else:
             logger.exception("turn of agent %s failed", agent, exc_info=exc)
-        return TurnResult(text, model_failed(model_key, model_cfg, exc), usage, overflow)
+        notice = model_failed(model_key, model_cfg, exc, outcome=outcome)
+        return TurnResult(text, notice, usage, overflow)
 
     async def run_team_turn(self, spec: TeamSpec, request: TurnRequest) -> TurnResult:
         """Answer ``request`` as a team; see :meth:`_team_turn`."""
@@ -359,17 +382,20 @@ class AgentRuntime(SessionWork):
             tool_turn(
                 turn_key(request, spec.name), request.session_id, request.user_id, request.people
             ),
+            recording_model_calls() as calls,
         ):
-            return await self._team_turn(spec, request)
+            return await self._team_turn(spec, request, calls)
 
-    async def _team_turn(self, spec: TeamSpec, request: TurnRequest) -> TurnResult:
+    async def _team_turn(
+        self, spec: TeamSpec, request: TurnRequest, calls: ModelCalls
+    ) -> TurnResult:
         """Answer ``request`` as a team (Agno Team): one answer, written by the leader.
 
         ``coordinate``: the leader delegates to the members it picks and writes the answer.
         ``collaborate``: every member answers, then the leader writes one synthesis.
         Team turns are not streamed; the answer is published whole.
         """
-        team_failed = partial(model_failed, spec.model, self._config.chat_model(spec.model))
+        team_failed = partial(self._team_failed, spec, calls)
         try:
             async with self._lock(request.session_id):
                 await self._repair(
@@ -443,13 +469,18 @@ class AgentRuntime(SessionWork):
                 return TurnResult("", resource_error)
             return TurnResult("", team_failed(reason, f"team {spec.display_name}"))
         text = output.content if isinstance(output.content, str) else str(output.content or "")
-        if failed_member := self._failed_member(spec, output.member_responses):
+        if failed_member := self._failed_member(spec, output.member_responses, calls):
             # The leader may still write an answer around the failure: it is posted, then the
             # notice with the failing member's model and its fix.
             return TurnResult(text, failed_member)
         if not text.strip():
             return TurnResult("", f"team {spec.display_name} returned an empty answer")
         return TurnResult(text)
+
+    def _team_failed(self, spec: TeamSpec, calls: ModelCalls, reason: object, actor: str) -> str:
+        """The notice when the model of team ``spec``'s leader failed with ``reason``."""
+        model = self._config.chat_model(spec.model)
+        return model_failed(spec.model, model, reason, actor, calls.last_failure(spec.model))
 
     async def _team_members(
         self, spec: TeamSpec, request: TurnRequest
@@ -484,7 +515,9 @@ class AgentRuntime(SessionWork):
                 )
         return members, member_blocks
 
-    def _failed_member(self, spec: TeamSpec, runs: Sequence[object]) -> str | None:
+    def _failed_member(
+        self, spec: TeamSpec, runs: Sequence[object], calls: ModelCalls
+    ) -> str | None:
         """The notice for the first member whose model failed in a team run, if one did."""
         for run in runs:
             name = getattr(run, "agent_id", None)
@@ -495,7 +528,8 @@ class AgentRuntime(SessionWork):
             METRICS.model_error(key)
             logger.warning("model %s failed for %s in team %s: %s", key, name, spec.name, reason)
             actor = f"{name} in team {spec.display_name}"
-            return model_failed(key, self._config.chat_model(key), reason, actor)
+            model = self._config.chat_model(key)
+            return model_failed(key, model, reason, actor, calls.last_failure(key))
         return None
 
     def model(self, key: str) -> Model:
