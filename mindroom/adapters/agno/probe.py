@@ -1,14 +1,17 @@
 """Probing configured models: one tiny completion (``mindroom doctor``) or a reachability check
 at start-up, and the one text that says what to do when a model fails (in the doctor, the
-start-up warning and the error notice of an agent's or a team's answer)."""
+start-up warning and the error notice of an agent's or a team's answer).
+
+The ``openai`` package (about a second of CPU to import) is imported by the probes, not with
+this module: the bot imports this module at start-up, and runs the probes once it is up.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 from pathlib import Path
-
-from openai import APIConnectionError, APIStatusError, AsyncOpenAI
 
 from mindroom.adapters.agno.models import OLLAMA_DEFAULT_URL, describe_model
 from mindroom.adapters.embeddings.probe import warm_up_embedders, warn_unusable_embedders
@@ -72,6 +75,8 @@ async def check_model(name: str, model: AnyModel) -> Check:
         return Check(f"model {name}", True, f"a {model.kind} model: checked by {used}")
     if model.provider == "anthropic":
         return Check(f"model {name}", True, "anthropic: not checked (needs a paid request)")
+    from openai import AsyncOpenAI
+
     base = model.base_url or ("http://localhost:11434/v1" if model.provider == "ollama" else None)
     client = AsyncOpenAI(base_url=base, api_key=model.api_key or "none", timeout=15, max_retries=0)
     try:
@@ -94,6 +99,8 @@ async def _unreachable(model: ServedModel) -> str | None:
     """
     if model.provider == "anthropic":
         return None  # not an OpenAI-compatible endpoint; the doctor does not check it either
+    from openai import APIConnectionError, APIStatusError, AsyncOpenAI
+
     client = AsyncOpenAI(
         base_url=endpoint(model),
         api_key=model.api_key or "none",
@@ -119,6 +126,8 @@ async def warn_unreachable_models(config: Config) -> None:
     """
     try:
         names = [n for n, m in config.models.items() if m.kind == "chat"]
+        if names:  # in a thread: the loop keeps answering while the SDK is imported
+            await asyncio.to_thread(importlib.import_module, "openai")
         errors = await asyncio.gather(*(_unreachable(config.chat_model(n)) for n in names))
         for name, error in zip(names, errors, strict=True):
             if error is not None:
@@ -137,7 +146,10 @@ async def warn_unreachable_models(config: Config) -> None:
 async def warn_at_start(config: Config, config_dir: Path) -> None:
     """The start-up checks, in the background: unreachable models, embedders that cannot work;
     then the local embedders are loaded, so the first turn does not wait for them."""
-    await asyncio.gather(
-        warn_unreachable_models(config), warn_unusable_embedders(config, config_dir)
-    )
-    await warm_up_embedders(config, config_dir)  # after the checks: a bad one is said first
+
+    async def embedders() -> None:
+        await warn_unusable_embedders(config, config_dir)
+        await warm_up_embedders(config, config_dir)  # after the check: a bad one is said first
+
+    # apart from the models' check, whose SDK import takes a second the warm-up need not wait
+    await asyncio.gather(warn_unreachable_models(config), embedders())
