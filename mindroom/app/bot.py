@@ -194,7 +194,8 @@ class Bot(BotPresence):
         An unreachable homeserver is waited for (each attempt logged); cancel to give up.
         """
         self.memories.check_paths()  # a symlink out of the storage root: say so before anything
-        # In the background, so a slow or absent model server never delays start-up.
+        # In the background, so a slow or absent model server never delays start-up; from the
+        # start, so that a local embedder is loaded (in a thread) before the first turn needs it.
         self.tasks.spawn(self._probe_models(), _MODEL_PROBE)
         await wait_for_homeserver(self.options.homeserver)
         ledger = await Ledger.open(
@@ -275,16 +276,16 @@ class Bot(BotPresence):
     async def _log_in(self, here: set[str]) -> None:
         """Log in (and sync once) the accounts in ``here``, note them for the other processes,
         prepare the rooms and answer the invites the first sync found."""
-        if ROUTER in here:
-            self.router = await self._login(ROUTER, "Router")
         members: dict[str, AgentConfig | TeamConfig] = {**self.config.agents, **self.config.teams}
+        names = {name: member.display_name or title(name) for name, member in members.items()}
+        if ROUTER in here:
+            names = {ROUTER: "Router", **names}
+        # all at once, the router too: each login is a few requests that wait on the homeserver
         accounts = await asyncio.gather(
-            *(
-                self._login(name, member.display_name or title(name))
-                for name, member in members.items()
-                if name in here
-            )
+            *(self._login(name, shown) for name, shown in names.items() if name in here)
         )
+        if accounts and accounts[0].name == ROUTER:
+            self.router, *accounts = accounts
         self.agents = {account.name: account for account in accounts}
         everyone = self.local_accounts()
         await asyncio.gather(*(account.first_sync() for account in everyone))

@@ -11,6 +11,7 @@ import os
 import shlex
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -19,6 +20,9 @@ from mindroom.cli.options import DEFAULT_CONFIG, Args, Invocation, invocation, w
 from mindroom.config import Config, load_config
 from mindroom.errors import ConfigError
 from mindroom.invocation import invoked_as
+
+if TYPE_CHECKING:
+    from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
 
 logger = logging.getLogger("mindroom")
 
@@ -107,9 +111,11 @@ def running_banner(config: Config, agents: list[str], dashboard: str | None = No
 async def _serve(args: Args) -> None:
     """Start everything and run until cancelled; the exit stack closes what was started.
 
-    The config is read and the run lock taken before the bot's modules (and the SDKs they use)
-    are imported, so that a config error or a second run on the same storage is reported in a
-    fraction of a second rather than after seconds of imports."""
+    The config is read and the run lock taken before anything heavy is imported, so that a
+    config error or a second run on the same storage is reported in a fraction of a second
+    rather than after seconds of imports; with ``--local`` the homeserver is launched next, so
+    that it starts up in its own process while this one imports the bot's modules (seconds of
+    CPU each, on two cores at once)."""
     config_path, storage = _paths(args)
     config = load_config(config_path)
     data_dir = storage / "mindroom_data"
@@ -122,18 +128,24 @@ async def _serve(args: Args) -> None:
         # First, before anything touches the storage; held until the process ends. Its short
         # blocking wait is fine here: nothing else runs on the loop yet.
         stack.callback(release_run_lock, hold_run_lock(data_dir, shared=sharing))
+        homeserver = await _launch_homeserver(args, config, data_dir, stack) if args.local else None
+        # Blocking the loop while the homeserver boots is fine: nothing else runs on it yet.
+        from mindroom.adapters.embeddings.probe import warm_up_embedders
         from mindroom.app.bot import Bot, BotOptions
 
-        if args.local:
-            from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
+        # A local embedder (seconds of CPU) loads in a thread from now on, while the homeserver
+        # boots, so that the first turn after the banner does not wait for it; the bot's own
+        # start-up check finds it loaded.
+        warm_up = asyncio.create_task(warm_up_embedders(config, config_path.parent))
+        stack.push_async_callback(_cancel, warm_up)
+
+        dashboard_wanted = config.dashboard.enabled and not args.no_dashboard
+        if dashboard_wanted:
+            from mindroom.dashboard.server import Dashboard
+        if homeserver is not None:
             from mindroom.adapters.matrix.local import ensure_local_user, follow_port_change
 
-            homeserver = EmbeddedHomeserver(
-                data_dir / "homeserver", port=args.port, room_version=config.matrix.room_version
-            )
-            print(f"Starting the local homeserver in {homeserver.data_dir} ...")
-            stack.push_async_callback(homeserver.stop)
-            await homeserver.start()
+            await homeserver.wait_ready()
             homeserver_url, shared_secret = homeserver.url, homeserver.shared_secret
             follow_port_change(data_dir, homeserver.previous_url, homeserver_url)
             user = await ensure_local_user(data_dir, homeserver_url, shared_secret, args.user)
@@ -168,9 +180,7 @@ async def _serve(args: Args) -> None:
                 stack.push_async_callback(ops.stop)
         await bot.start()
         url = None
-        if config.dashboard.enabled and not args.no_dashboard:  # up before "running" is said
-            from mindroom.dashboard.server import Dashboard
-
+        if dashboard_wanted:  # up before "running" is said
             port = args.dashboard_port or config.dashboard.port
             dashboard = Dashboard(bot, config_path, data_dir, port)
             if await dashboard.start():  # on the next free port when this one is taken
@@ -181,6 +191,27 @@ async def _serve(args: Args) -> None:
                 print(f"Dashboard: {url}")
         print(running_banner(config, list(bot.agents), url))
         await asyncio.Event().wait()  # until a signal cancels this task
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def _launch_homeserver(
+    args: Args, config: Config, data_dir: Path, stack: contextlib.AsyncExitStack
+) -> EmbeddedHomeserver:
+    """The embedded homeserver of ``--local``, launched (not yet answering) and stopped by
+    ``stack``."""
+    from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
+
+    homeserver = EmbeddedHomeserver(
+        data_dir / "homeserver", port=args.port, room_version=config.matrix.room_version
+    )
+    print(f"Starting the local homeserver in {homeserver.data_dir} ...")
+    stack.push_async_callback(homeserver.stop)
+    await homeserver.launch()
+    return homeserver
 
 
 def shares_agents(config: Config, *, local: bool) -> bool:

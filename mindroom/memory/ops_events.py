@@ -8,15 +8,21 @@ its *status* (``ok``, ``error``, ``skipped``), and where it applies the memory i
 and the best similarity. ``mindroom memory stats`` counts them by node and op, which answers
 "what changed and when" without reading logs.
 
-Emitting never fails the operation it describes: an error here is logged and dropped.
+Emitting never fails the operation it describes: an error here is logged and dropped. Each
+write opens, commits and closes the scope's database (tens of milliseconds on a busy disk): a
+caller on a reply's path collects the events instead (:func:`collected_events`) and writes
+them beside the reply (:func:`write_collected`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from mindroom.memory.backend import MemoryBackend, keeps_files
@@ -87,11 +93,38 @@ class EventLog:
         return [(str(r["node"]), str(r["op"]), str(r["status"]), int(r["n"])) for r in rows]
 
 
+Collected = list[tuple[MemoryBackend, tuple[OpEvent, ...]]]
+_collected: ContextVar[Collected | None] = ContextVar("mindroom_ops_events", default=None)
+
+
+@contextlib.contextmanager
+def collected_events() -> Iterator[Collected]:
+    """In this block :func:`emit` keeps the events in the list it yields instead of writing
+    them, for :func:`write_collected` later (work the block runs with ``asyncio.to_thread``
+    is collected too: the thread runs in a copy of this context)."""
+    found: Collected = []
+    token = _collected.set(found)
+    try:
+        yield found
+    finally:
+        _collected.reset(token)
+
+
+def write_collected(found: Collected) -> None:
+    """Write what :func:`collected_events` kept (never raises)."""
+    for memory, events in found:
+        emit(memory, *events)
+
+
 def emit(memory: MemoryBackend, *events: OpEvent) -> None:
     """Record ``events`` for ``memory`` (file memory only; never raises). The database is
     opened for the call and closed: a person's memory closed to free descriptors must not
-    keep one open here."""
+    keep one open here. Inside :func:`collected_events` they are kept for later instead."""
     if not events or not keeps_files(memory):
+        return
+    collecting = _collected.get()
+    if collecting is not None:
+        collecting.append((memory, events))
         return
     try:
         log = EventLog(memory)

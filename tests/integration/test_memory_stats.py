@@ -18,7 +18,7 @@ from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.policy.view import AgentView
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.search.recall import RecallSettings, build_recall
-from tests.support.harness import config_text
+from tests.support.harness import BotHarness, Human, config_text, unique, write_entries
 from tests.support.scripted_model import ScriptedModel
 
 
@@ -105,3 +105,22 @@ def test_cli_lists_confirms_and_rejects_proposals(
     daily = (tmp_path / "agents" / "general" / "workspace" / "memory" / "2026-11-25.md").read_text()
     assert "Alice moved to Lyon" in daily
     assert "Ali" not in daily.replace("Alice", "")
+
+
+@pytest.mark.asyncio
+async def test_a_turns_recall_is_counted_though_written_beside_the_reply(
+    bot: BotHarness, human: Human, model: ScriptedModel, capsys: pytest.CaptureFixture[str]
+) -> None:
+    room = unique("stats")
+    config = config_text(model.base_url, {"general": {"rooms": [room]}})
+    write_entries(bot.storage / "agents" / "general" / "workspace", "MEMORY.md", ["Bob has bees"])
+    room_id = await bot.start_in_room(config, room, human)
+    model.push("They are fine.")
+    asked = await human.send(room_id, "how are the bees of Bob?")
+    reply = await human.wait_for_reply(room_id, asked)
+    assert reply["content"]["body"] == "They are fine."
+    assert "Bob has bees" in str(model.requests[-1])  # the positive control: recall ran
+    await bot.stop()  # waits for the events recall left to write
+    code, out = _cli(bot.storage / "config.yaml", capsys, "stats")
+    rows = {tuple(line.split()[:2]): line.split()[2:5] for line in out.splitlines()[1:]}
+    assert (code, rows.get(("context", "search"))) == (0, ["1", "0", "0"]), out

@@ -1,10 +1,16 @@
 """Probing configured models: one tiny completion (``mindroom doctor``) or a reachability check
 at start-up, and the one text that says what to do when a model fails (in the doctor, the
-start-up warning and the error notice of an agent's or a team's answer)."""
+start-up warning and the error notice of an agent's or a team's answer).
+
+The ``openai`` package (about a second of CPU to import) is not imported with this module: the
+doctor's completion is plain HTTP, and the start-up check imports it in a thread once the bot
+is up.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import logging
 import os
@@ -160,6 +166,8 @@ async def warn_unreachable_models(config: Config) -> None:
     """
     try:
         names = [n for n, m in config.models.items() if m.kind == "chat"]
+        if names:  # in a thread: the loop keeps answering while the SDK is imported
+            await asyncio.to_thread(importlib.import_module, "openai")
         errors = await asyncio.gather(*(_unreachable(config.chat_model(n)) for n in names))
         for name, error in zip(names, errors, strict=True):
             if error is not None:
@@ -178,7 +186,10 @@ async def warn_unreachable_models(config: Config) -> None:
 async def warn_at_start(config: Config, config_dir: Path) -> None:
     """The start-up checks, in the background: unreachable models, embedders that cannot work;
     then the local embedders are loaded, so the first turn does not wait for them."""
-    await asyncio.gather(
-        warn_unreachable_models(config), warn_unusable_embedders(config, config_dir)
-    )
-    await warm_up_embedders(config, config_dir)  # after the checks: a bad one is said first
+
+    async def embedders() -> None:
+        await warn_unusable_embedders(config, config_dir)
+        await warm_up_embedders(config, config_dir)  # after the check: a bad one is said first
+
+    # apart from the models' check, whose SDK import takes a second the warm-up need not wait
+    await asyncio.gather(warn_unreachable_models(config), embedders())

@@ -48,6 +48,7 @@ from mindroom.config.schema import Config
 from mindroom.dashboard.metrics import METRICS
 from mindroom.errors import ModelError
 from mindroom.memory.backend import MemoryBackend
+from mindroom.memory.ops_events import Collected, collected_events, write_collected
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.search.recall import agent_recall, recall_block
 from mindroom.memory.tools import tool_turn
@@ -79,6 +80,7 @@ class AgentRuntime(SessionWork):
         self._toolsets = MemoryToolsets()
         self._active = 0
         self._idle = asyncio.Event()
+        self._event_writes: set[asyncio.Task[None]] = set()  # recall's events, being written
         self._idle.set()
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
@@ -204,13 +206,16 @@ class AgentRuntime(SessionWork):
     ) -> str:
         """A team leader's recall of ``memory`` in ``thread``: what team ``team`` of
         ``members`` may read."""
-        return await asyncio.to_thread(
-            partial(recall_block, reader=team, members=members, thread=thread),
-            self._config,
-            memory,
-            text,
-            label,
-        )
+        with collected_events() as events:
+            block = await asyncio.to_thread(
+                partial(recall_block, reader=team, members=members, thread=thread),
+                self._config,
+                memory,
+                text,
+                label,
+            )
+        self._write_events(events)
+        return block
 
     async def _recall(
         self,
@@ -225,16 +230,30 @@ class AgentRuntime(SessionWork):
         shows)."""
         if self.memories is None:
             return None, ""
-        return await asyncio.to_thread(
-            agent_recall,
-            self._config,
-            self.memories,
-            agent,
-            text,
-            requester,
-            private_recall=private_recall,
-            thread=thread,
+        with collected_events() as events:
+            found = await asyncio.to_thread(
+                agent_recall,
+                self._config,
+                self.memories,
+                agent,
+                text,
+                requester,
+                private_recall=private_recall,
+                thread=thread,
+            )
+        self._write_events(events)
+        return found
+
+    def _write_events(self, events: Collected) -> None:
+        """Write recall's operational events beside the turn, not before it (each is a
+        database opened, committed and closed); :meth:`close` waits for them."""
+        if not events:
+            return
+        task = asyncio.get_running_loop().create_task(
+            asyncio.to_thread(write_collected, events), name="memory events"
         )
+        self._event_writes.add(task)
+        task.add_done_callback(self._event_writes.discard)
 
     @contextlib.contextmanager
     def _turn(self) -> Iterator[None]:
@@ -542,7 +561,9 @@ class AgentRuntime(SessionWork):
         self._stores.forget_under(folder)
 
     async def close(self) -> None:
-        """Release database connections."""
+        """Write what recall left to write, then release database connections."""
+        if self._event_writes:
+            await asyncio.gather(*self._event_writes, return_exceptions=True)
         await self._stores.close()
 
 

@@ -9,7 +9,10 @@ What it does:
   run, and reuses them afterwards (the registration shared secret, the signing key and the
   database survive restarts; only the listener's host and port are rewritten when they change);
 - starts ``python -m synapse.app.homeserver`` in its own session, waits until
-  ``/_matrix/client/versions`` answers, and stops it again (SIGTERM, then SIGKILL);
+  ``/_matrix/client/versions`` answers, and stops it again (SIGTERM, then SIGKILL); starting
+  and waiting are apart (:meth:`EmbeddedHomeserver.launch`,
+  :meth:`EmbeddedHomeserver.wait_ready`), so a caller can do its own start-up while Synapse
+  does its own;
 - kills a Synapse left running by a crashed earlier run on the same data directory;
 - registers users through the shared-secret admin API (:func:`register_with_shared_secret`,
   which also works against any other Synapse whose shared secret you know).
@@ -26,8 +29,9 @@ What it does not do: TLS, federation, e-mail, TURN, workers, PostgreSQL, or anyt
 it fit to expose beyond loopback (registration is open, rate limits are effectively off). It
 does not upgrade or validate configs written by other tools beyond the keys it manages.
 
-Synapse and PyYAML are imported only when a server is started (PyYAML in this process, Synapse
-only in the child), so importing this module is cheap. A server must be started and stopped
+Synapse, PyYAML and aiohttp are imported only when a server is started (PyYAML and aiohttp in
+this process, Synapse only in the child), so importing this module is cheap and ``mindroom run
+--local`` launches Synapse before it imports anything heavy. A server must be started and stopped
 from the same event loop.
 """
 
@@ -45,8 +49,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-import aiohttp
-
 from mindroom.adapters.matrix.registration import register_with_shared_secret
 from mindroom.adapters.matrix.synapse_config import (
     CONFIG_FILE,
@@ -61,7 +63,6 @@ from mindroom.adapters.matrix.synapse_config import (
     write_private,
 )
 from mindroom.adapters.matrix.synapse_process import (
-    POLL_INTERVAL,
     STOP_TIMEOUT,
     connect_host,
     file_size,
@@ -94,6 +95,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_PORT = 8008
 
 _TAIL_LINES = 30
+# Until Synapse listens, a poll is a refused connection: cheap enough to ask often.
+_READY_POLL_S = 0.02
 
 
 class EmbeddedHomeserver:
@@ -124,6 +127,9 @@ class EmbeddedHomeserver:
         self._shared_secret: str | None = None
         self._pid_file = self._data_dir / PID_FILE
         self._process: asyncio.subprocess.Process | None = None
+        self._launched_at = 0.0  # monotonic time of the last launch()
+        self._log_offsets: dict[Path, int] = {}  # the logs' sizes before it: what is new since
+        self._ready = False  # the launched process answered
 
     # -- properties -------------------------------------------------------------------------
 
@@ -191,10 +197,22 @@ class EmbeddedHomeserver:
         await self.stop()
 
     async def start(self, timeout: float = 60.0) -> None:  # noqa: ASYNC109 - public API
-        """Write or update the config, start Synapse and wait until it answers.
+        """Write or update the config, start Synapse and wait until it answers
+        (:meth:`launch`, then :meth:`wait_ready`).
 
         Raises :class:`HomeserverError` (with the end of the logs) if Synapse is not installed,
         exits, or does not answer within ``timeout`` seconds. Does nothing if already running.
+        """
+        await self.launch()
+        await self.wait_ready(timeout)
+
+    async def launch(self) -> None:
+        """Write or update the config and start the Synapse process, without waiting for it
+        to answer: it spends a few seconds importing itself and opening its database, which
+        the caller can spend on its own start-up. :meth:`wait_ready` waits for it.
+
+        Raises :class:`HomeserverError` if Synapse is not installed or the port is taken.
+        Does nothing if already running.
         """
         if self.running:
             return
@@ -204,7 +222,8 @@ class EmbeddedHomeserver:
                 f"({sys.executable}); install it with `pip install matrix-synapse` "
                 "or point mindroom at an existing homeserver."
             )
-        began = time.monotonic()
+        self._launched_at = time.monotonic()
+        self._ready = False
         self._data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         with contextlib.suppress(OSError):
             os.chmod(self._data_dir, 0o700)
@@ -219,18 +238,30 @@ class EmbeddedHomeserver:
                 f"homeserver in {self._data_dir} saves its port in {self.config_file}."
             )
 
-        log_offsets = {p: file_size(p) for p in (self.log_file, self.stdout_file)}
+        self._log_offsets = {p: file_size(p) for p in (self.log_file, self.stdout_file)}
         await self._spawn()
+
+    async def wait_ready(self, timeout: float = 60.0) -> None:  # noqa: ASYNC109 - public API
+        """Wait until the Synapse :meth:`launch` started answers (at once when it did).
+
+        Raises :class:`HomeserverError` (with the end of the logs) if it exits or does not
+        answer within ``timeout`` seconds; then, and when cancelled, it is stopped.
+        """
+        if self._ready and self.running:
+            return
+        if self._process is None:
+            raise HomeserverError("The homeserver was not launched: launch() it first.")
         try:
-            await self._wait_until_ready(timeout, log_offsets)
+            await self._wait_until_ready(timeout, self._log_offsets)
         except BaseException:
             await self.stop()
             raise
+        self._ready = True
         logger.info(
             "Homeserver %s ready at %s in %.1f s (data in %s)",
             self._server_name,
             self.url,
-            time.monotonic() - began,
+            time.monotonic() - self._launched_at,
             self._data_dir,
         )
 
@@ -261,6 +292,7 @@ class EmbeddedHomeserver:
             raise
         finally:
             self._process = None
+            self._ready = False
             remove_pid_file(self._pid_file, process.pid)
         logger.info("Homeserver (pid %d) stopped", process.pid)
 
@@ -343,6 +375,8 @@ class EmbeddedHomeserver:
         logger.debug("Started synapse (pid %d) for %s", self._process.pid, self._data_dir)
 
     async def _wait_until_ready(self, limit: float, log_offsets: dict[Path, int]) -> None:
+        import aiohttp  # not at the top: launch() comes before the HTTP stack is imported
+
         process = self._process
         assert process is not None
         loop = asyncio.get_running_loop()
@@ -365,7 +399,7 @@ class EmbeddedHomeserver:
                         f"Synapse did not answer on {versions} within {limit:.0f} s."
                         + self._log_tails(log_offsets)
                     )
-                await asyncio.sleep(POLL_INTERVAL)
+                await asyncio.sleep(_READY_POLL_S)
 
     def _log_tails(self, offsets: dict[Path, int]) -> str:
         parts = []

@@ -10,7 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from mindroom.adapters.matrix.accounts import CredentialStore, agent_credentials, login_account
+from mindroom.adapters.matrix.accounts import (
+    CredentialStore,
+    agent_credentials,
+    login_account,
+    set_display_name,
+)
 
 DEFAULT_LOCAL_USER = "user"
 
@@ -37,8 +42,8 @@ async def ensure_local_user(
     client = await login_account(
         homeserver, username, store, device_name="mindroom chat", shared_secret=shared_secret
     )
-    try:
-        await client.set_displayname(username.title())
+    try:  # set only when it differs: a new name is a membership event in each of its rooms
+        await set_display_name(client, username.title())
     finally:
         await client.close()
     creds = store.get(homeserver, username)

@@ -16,11 +16,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-from typing import Any
-
-import aiohttp
+from typing import TYPE_CHECKING, Any
 
 from mindroom.errors import HomeserverError
+
+if TYPE_CHECKING:
+    import aiohttp
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,8 @@ async def register_with_shared_secret(
     Raises :class:`HomeserverError` with ``errcode`` set from the server's answer, e.g.
     ``M_USER_IN_USE`` when the user already exists.
     """
+    import aiohttp  # here: ``run --local`` launches Synapse before importing the HTTP stack
+
     endpoint = homeserver_url.rstrip("/") + "/_synapse/admin/v1/register"
     timeout = aiohttp.ClientTimeout(total=30)
     try:

@@ -88,7 +88,9 @@ def _existing_config(
     """The config at ``config_path`` for ``server_name``, listening on ``host`` and the port
     ``choose_port`` picks: (the config, the port, whether anything in it changed)."""
     try:
-        loaded = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+        # libyaml's loader when PyYAML has it: read on every start, before Synapse is launched
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        loaded = yaml.load(config_path.read_text(encoding="utf-8"), Loader=loader)
     except (OSError, yaml.YAMLError) as exc:
         raise HomeserverError(f"Cannot read {config_path}: {exc}") from exc
     if not isinstance(loaded, dict):
