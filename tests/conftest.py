@@ -130,6 +130,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         _start_loading_the_local_embedder()
 
 
+@pytest.hookimpl(tryfirst=True, wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    """A test that uses :func:`local_embedder` starts once the model has loaded: the load (a
+    minute or more on a loaded machine, with every worker importing torch) is not charged to
+    the first test's timeout, whose timer pytest-timeout starts inside this wrapper. Waiting is
+    bounded: after 10 minutes the test runs, and its timeout speaks."""
+    if "local_embedder" in getattr(item, "fixturenames", ()):
+        concurrent.futures.wait([_start_loading_the_local_embedder()], timeout=600)
+    return (yield)
+
+
 @pytest.fixture
 def local_embedder() -> Embedder:
     """The bundled all-MiniLM-L6-v2, loaded once per process (importing torch and loading take
