@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import shutil
 import tempfile
@@ -58,7 +59,7 @@ SLOW = {
 # them, directly or through another (``bot``, ``human``, ``model``, ``dashboard`` ...), is an
 # integration test; tests/unit holds none of those.
 SERVER_FIXTURES = frozenset({"synapse", "model_server", "postgres", "ledger_target"})
-# The fixture that loads a real neural model (the bundled embedder, once a session): its tests are
+# The fixture that loads a real neural model (the bundled embedder, once a process): its tests are
 # integration tests too, and tests/unit loads no model (tests/unit/conftest.py).
 MODEL_FIXTURES = frozenset({"local_embedder"})
 
@@ -102,16 +103,56 @@ def synapse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedHomese
         loop.close()
 
 
-@pytest.fixture(scope="session")
-def local_embedder() -> Embedder:
-    """The bundled all-MiniLM-L6-v2, loaded once for the whole session (loading takes ~7 s).
-
-    The same process-wide instance the product uses for an unconfigured ``memory.embedder``.
-    """
+def _load_local_embedder() -> Embedder | None:
     embedder = shared_embedder(None, Path.cwd())
+    if embedder is not None:
+        embedder.embed(["load the model"])
+    return embedder
+
+
+_local_embedder = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="embedder-load")
+_local_embedder_loaded: concurrent.futures.Future[Embedder | None] | None = None
+
+
+def _start_loading_the_local_embedder() -> concurrent.futures.Future[Embedder | None]:
+    global _local_embedder_loaded
+    if _local_embedder_loaded is None:
+        _local_embedder_loaded = _local_embedder.submit(_load_local_embedder)
+    return _local_embedder_loaded
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """When a collected test uses :func:`local_embedder`, start loading it now, beside the tests
+    that come first (each worker of ``-n`` collects every test and loads its own)."""
+    if session.config.option.collectonly:
+        return
+    if any("local_embedder" in getattr(item, "fixturenames", ()) for item in session.items):
+        _start_loading_the_local_embedder()
+
+
+@pytest.hookimpl(tryfirst=True, wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    """A test that uses :func:`local_embedder` starts once the model has loaded: the load (a
+    minute or more on a loaded machine, with every worker importing torch) is not charged to
+    the first test's timeout, whose timer pytest-timeout starts inside this wrapper. Waiting is
+    bounded: after 10 minutes the test runs, and its timeout speaks."""
+    if "local_embedder" in getattr(item, "fixturenames", ()):
+        concurrent.futures.wait([_start_loading_the_local_embedder()], timeout=600)
+    return (yield)
+
+
+@pytest.fixture
+def local_embedder() -> Embedder:
+    """The bundled all-MiniLM-L6-v2, loaded once per process (importing torch and loading take
+    ~7 s of CPU). The same process-wide instance the product uses for an unconfigured
+    ``memory.embedder``.
+
+    It loads in a thread of its own: a test whose timeout ends the wait fails alone, and can
+    neither leave torch half-imported nor the failure cached for the tests after it.
+    """
+    embedder = _start_loading_the_local_embedder().result()
     if embedder is None:
         pytest.fail("mindroom[embeddings] is not installed; the README's test command installs it")
-    embedder.embed(["load the model"])
     return embedder
 
 

@@ -3,7 +3,9 @@ character and time limits, a few at a time, so a crafted PDF can neither stall t
 read forever, and the person is told when their file was cut or refused.
 
 Real Synapse, the real bot in this process (its reading processes are this process's
-children, observed in /proc), the scripted model. The defaults are used (20 s, 50 pages).
+children, observed in /proc), the scripted model. The default page limit (50) is used; the
+time limit (``media.read_seconds``) is 10 s instead of the default 20 s: a crafted PDF keeps a
+core busy until it is refused, while a normal PDF of 60 pages is read in well under a second.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def notice_of(event: dict) -> str:
 async def test_a_slow_pdf_is_refused_and_a_long_one_cut_each_with_a_notice_saying_why(
     bot: BotHarness, human: Human, model: ScriptedModel
 ) -> None:
-    room_id = await dm_with(bot, human, model)
+    room_id = await dm_with(bot, human, model, read_seconds=10)
     slow = await send_file(
         human, room_id, "m.file", slow_pdf(pages=40), "application/pdf", "crafted.pdf"
     )
@@ -91,7 +93,7 @@ async def test_a_slow_pdf_is_refused_and_a_long_one_cut_each_with_a_notice_sayin
     assert "only its first 50 of 60 pages" in long_request  # the model is told too
     assert answered["content"]["body"].startswith("echo:")
     assert "I could not read **crafted.pdf**" in notice_of(refused)
-    assert "took longer than 20 seconds" in notice_of(refused)
+    assert "took longer than 10 seconds" in notice_of(refused)
     # the control: a normal PDF is read whole, answered, with no notice
     assert control["content"]["msgtype"] == "m.text"
     assert "Invoice total 4711 EUR" in all_text(model.requests[-1])
@@ -104,7 +106,10 @@ async def test_another_person_is_answered_while_crafted_pdfs_are_being_read(
     model.set_handler(lambda request: f"echo: {last_user_text(request)}")
     room = unique("lobby")
     agents = {"general": {"rooms": [room], "streaming": False}}
-    room_id = await bot.start_in_room(config_text(model.base_url, agents), room, human)
+    # six crafted PDFs, two read at once for 10 s each: readers run for 30 s, a wide margin
+    # for Bob's answer to come while they do
+    text = config_text(model.base_url, agents, media={"read_seconds": 10})
+    room_id = await bot.start_in_room(text, room, human)
     bob = await Human.create(synapse)
     try:
         await bob.join(room_id)
@@ -125,4 +130,4 @@ async def test_another_person_is_answered_while_crafted_pdfs_are_being_read(
     assert reply["content"]["body"].endswith(": what is on the agenda today?")
     assert still_reading, "the reply came only after the crafted PDFs were read"
     assert 1 <= len(still_reading) <= 2  # at most two at once; the others queue
-    assert "took longer than 20 seconds" in notice_of(first)
+    assert "took longer than 10 seconds" in notice_of(first)

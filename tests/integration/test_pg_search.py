@@ -22,8 +22,8 @@ from mindroom.memory.policy.filters import MemoryFilter
 from mindroom.memory.scope import MemoryScope
 from mindroom.memory.search.pg_search import PgSearch
 from mindroom.store.database import SyncDatabase
+from tests.integration.test_hybrid import FACTS
 from tests.support.postgres import PostgresServer
-from tests.unit.test_hybrid import FACTS
 
 SEEDED = WriteConsent.confirmed()  # test data stands for facts stored with consent
 

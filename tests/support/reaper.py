@@ -8,6 +8,10 @@ carries ``MINDROOM_TEST_SESSION=<token>`` in its environment, and a small watchd
 of its own waits for the pytest process to end (end of file on a pipe only pytest holds) and
 then stops every process with that tag: SIGTERM, then SIGKILL after 5 s.
 
+Under pytest-xdist (``-n``) every worker is a session of its own: it tags the processes it
+starts with a token and a watchdog of its own, while the workers themselves carry the
+controller's tag, so a killed controller takes its workers, and each worker its children.
+
 Linux (``/proc``) only; elsewhere the watchdog finds nothing. Standard library only. Used as a
 plugin: ``tests/conftest.py`` imports :func:`pytest_configure`; ``-p tests.support.reaper``
 loads it into a pytest run of other files.
