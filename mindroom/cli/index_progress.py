@@ -23,8 +23,7 @@ import sys
 from typing import TextIO
 
 from mindroom.errors import EmbedderError
-from mindroom.memory.backend import MemoryBackend
-from mindroom.memory.files.store import FileMemory
+from mindroom.memory.backend import MemoryBackend, keeps_files
 
 BAR = 20
 
@@ -63,7 +62,7 @@ def build_search_indexes(memories: list[MemoryBackend | None], stream: TextIO | 
     stream = stream or sys.stderr
     embedded = 0
     for memory in memories:
-        if not isinstance(memory, FileMemory):
+        if not keeps_files(memory):
             continue
         memory.prepare()
         weights = memory.search_weights
