@@ -121,21 +121,17 @@ def _start_loading_the_local_embedder() -> concurrent.futures.Future[Embedder | 
     return _local_embedder_loaded
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """When a collected test uses :func:`local_embedder`, start loading it now, beside the tests
-    that come first (each worker of ``-n`` collects every test and loads its own)."""
-    if session.config.option.collectonly:
-        return
-    if any("local_embedder" in getattr(item, "fixturenames", ()) for item in session.items):
-        _start_loading_the_local_embedder()
-
-
 @pytest.hookimpl(tryfirst=True, wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
     """A test that uses :func:`local_embedder` starts once the model has loaded: the load (a
     minute or more on a loaded machine, with every worker importing torch) is not charged to
     the first test's timeout, whose timer pytest-timeout starts inside this wrapper. Waiting is
-    bounded: after 10 minutes the test runs, and its timeout speaks."""
+    bounded: after 10 minutes the test runs, and its timeout speaks.
+
+    The load starts here, when the first such test is due, never earlier beside other tests:
+    a thread importing torch while a test runs changes ``sys.modules`` under whatever iterates
+    it (the warnings machinery does, between tests: "dictionary changed size during
+    iteration")."""
     if "local_embedder" in getattr(item, "fixturenames", ()):
         concurrent.futures.wait([_start_loading_the_local_embedder()], timeout=600)
     return (yield)

@@ -185,7 +185,7 @@ async def test_a_bot_on_postgresql_keeps_its_state_there_and_answers_once_across
     assert bot.bot is not None
     dash = await start_dashboard(bot)
     try:
-        answers = await asyncio.to_thread(dash._answers)  # the status page's, from PostgreSQL
+        answers = await asyncio.to_thread(dash._answers, {})  # the status page's, from PostgreSQL
         async with signed_in(dash) as admin:  # its maintenance runs come from there too
             memory_page = await admin.get("/memory")
     finally:
