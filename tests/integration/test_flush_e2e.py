@@ -175,6 +175,7 @@ async def test_a_long_thread_is_compacted_without_waiting_for_the_flush_and_lose
             model.base_url,
             {"general": {"rooms": [room]}},
             memory={
+                "embedder": "none",  # keyword-only: the test is about compaction and the flush
                 "auto_flush": {"enabled": True, "idle_seconds": 3600},
                 "compaction": {"threshold": 0.8, "keep_recent_messages": 2},
             },

@@ -191,6 +191,15 @@ def cli(storage: Path, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[
     return code, out + err
 
 
+def databases(found: dict[str, list[str]]) -> dict[str, set[str]]:
+    """Where each mark was found, by database: a SQLite file's ``-wal``, ``-shm`` and
+    ``-journal`` files count as the file itself."""
+    return {
+        mark: {re.sub(r"-(?:wal|shm|journal)$", "", path) for path in paths}
+        for mark, paths in found.items()
+    }
+
+
 @pytest.mark.synapse
 @pytest.mark.asyncio
 async def test_forget_me_erases_every_byte_of_one_person_that_export_showed_and_nothing_else(
@@ -245,7 +254,9 @@ async def test_forget_me_erases_every_byte_of_one_person_that_export_showed_and_
     after_alice = byte_search(storage, alice_marks)
     after_bob = byte_search(storage, bob_marks)
     assert not any(after_alice.values()), after_alice
-    assert after_bob == before_bob  # Bob's data, to the file, is untouched
+    # Bob's data, to the database, is untouched (the erase's checkpoint may move his rows from a
+    # database's write-ahead log into the database itself: the same store, another file)
+    assert databases(after_bob) == databases(before_bob)
     assert not (storage / "private_instances" / requester_key(alice.user_id)).exists()
 
 
