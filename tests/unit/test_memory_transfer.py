@@ -7,19 +7,16 @@ write path.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-from mindroom.cli.main import main
 from mindroom.cli.memory_transfer import import_texts
 from mindroom.memory.files.markdown import parse_entries
 from mindroom.memory.files.protocol import read_text
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.scope import agent_scope
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.memory_cli import MemoryCli, copy_config, memory_cli, root_of
 
 # texts a person or mindroom may have stored: several lines, markdown, markers, unicode
 TEXTS = [
@@ -32,24 +29,12 @@ TEXTS = [
 
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
-    path = tmp_path / "config.yaml"
-    shutil.copy(REPO / "config.yaml", path)
-    shutil.copytree(REPO / "mind_template", tmp_path / "mind_template")
-    return path
+    return copy_config(tmp_path)
 
 
 @pytest.fixture
-def cli(config: Path, capsys: pytest.CaptureFixture[str]):
-    def run(action: str, *args: str, agent: str = "general") -> tuple[int, str, str]:
-        code = main(["memory", action, "--config", str(config), "--agent", agent, *args])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
-
-
-def root_of(config: Path, agent: str = "general") -> Path:
-    return config.parent / "agents" / agent / "workspace"
+def cli(config: Path, capsys: pytest.CaptureFixture[str]) -> MemoryCli:
+    return memory_cli(config, capsys)
 
 
 def fill(config: Path) -> list[str]:
