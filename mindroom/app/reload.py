@@ -176,10 +176,11 @@ class ConfigReloader:
             diff = diff_configs(old, new)
             was_invalid = self.invalid
             if diff.empty and not self.problems:
-                self.error, self.invalid = None, False
                 await self._apply_environment(change)
                 if was_invalid:
                     logger.info("config is valid again; applied (no change to the running config)")
+                # cleared last: whoever sees the error gone sees the reload done and logged
+                self.error, self.invalid = None, False
                 return diff
             try:
                 added = () if self.bot.leased else diff.added
