@@ -199,6 +199,8 @@ async def share_and_fail_over(
     assert two.proc is not None
     pid_one, pid_two = one.proc.pid, two.proc.pid
     await wait_holders(url, {"router": pid_one})  # the first process started took the router
+    # each pinned agent in its process: the second process takes beta's lease only once it runs
+    await wait_holders(url, {"alpha": pid_one, "beta": pid_two})
     room_id = await human.join(f"#{room}:{synapse.server_name}")
 
     to_alpha = await human.send(room_id, "@alpha one")
