@@ -311,6 +311,7 @@ class Bot(BotPresence):
             ),
         )
         self.flush.owns = lambda entry: self.runs(flushed_by(entry, self.config))
+        self.flush.audience = self.session_audience  # what a flush writes: where it was told
         self.tasks.keep_running("memory-flush", self.flush.run)
         self.maintenance.active = lambda: self.runs(ROUTER)
         self.maintenance.start(self.tasks, wake_after=self.flush)  # ticks in the background

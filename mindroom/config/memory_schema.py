@@ -373,6 +373,13 @@ class MemoryConfig(_Strict):
     # the memory tools agents get: "all" (add/search/list/... and memory_query) or "query"
     # (memory_query alone; memory is then written by the flush)
     tools: Literal["all", "query"] = "all"
+    # where an entry may be recalled (mindroom.memory.policy.audience)
+    audience: Literal["strict", "room", "shared"] = Field(
+        default="strict",
+        description="where a memory may be recalled: `strict` only in rooms whose readers "
+        "could all read where it was learned; `room` also in the room it was learned in, "
+        "whoever reads it now; `shared` everywhere the agent answers",
+    )
     # TTL, run by the maintenance job of type "lifecycle" (mindroom.memory.jobs.lifecycle)
     lifecycle: LifecycleConfig = Field(default_factory=LifecycleConfig)
     relations: RelationsConfig = Field(default_factory=RelationsConfig)

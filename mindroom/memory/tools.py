@@ -31,7 +31,9 @@ from mindroom.memory.files.fields import EntryFields, check_fields, render_field
 from mindroom.memory.files.markdown import MemoryEntry
 from mindroom.memory.mem0.memory import MEM0_PATH
 from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.audience import AudiencePolicy
 from mindroom.memory.policy.consent import ConsentPending, Person, WriteConsent
+from mindroom.memory.policy.gate import RoomAudience
 from mindroom.memory.policy.view import AgentView
 from mindroom.memory.search.relations import RelationSettings
 from mindroom.redact import redact_text
@@ -152,6 +154,8 @@ class ScopeTools:
         access: CategoryAccess | None = None,
         relations: RelationSettings | None = None,
         sessions: bool = False,
+        room: RoomAudience | None = None,
+        policy: AudiencePolicy = "strict",
     ) -> None:
         self.memory = memory
         self.actor = actor
@@ -161,6 +165,8 @@ class ScopeTools:
             count=True,
             relations=relations,
             sessions=sessions,
+            room=room,
+            policy=policy,
         )
 
     async def add(

@@ -86,7 +86,9 @@ class Answerer:
         )  # files read at once: the others queue (mindroom.pipeline.file_text)
         memories = runtime.memories
         self._transcripts = (
-            TranscriptIndexer(config, runtime, memories) if memories is not None else None
+            TranscriptIndexer(config, runtime, memories, presence.session_audience)
+            if memories is not None
+            else None
         )
         compactor = Compactor(config, ledger, runtime, flush, self._compacted)
         self.sessions = SessionKeeper(config, ledger, compactor, self._session_ended)
@@ -299,6 +301,7 @@ class Answerer:
             query=message.body or (message.attachment.name if message.attachment else ""),
             images=given.images,
             people=self._people(plan.room_id, message.sender),
+            room=plan.audience,
         )
         writer = ReplyWriter(
             account,

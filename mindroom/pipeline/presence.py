@@ -23,6 +23,7 @@ from mindroom.config.schema import ROUTER, AgentConfig, Config, TeamConfig
 from mindroom.memory.policy.gate import RoomAudience
 from mindroom.pipeline.conversation import ConversationState
 from mindroom.pipeline.routing import Route, RouteKind, route_message
+from mindroom.pipeline.turns import room_of_session
 from mindroom.tasks import TaskSupervisor
 
 REQUESTER_KEY = "mindroom_requester"
@@ -61,6 +62,10 @@ class Presence(Protocol):
 
     def audience(self, room_id: str, person: str) -> RoomAudience:
         """Who can read ``room_id``: only ``person`` (and mindroom's accounts), or others."""
+        ...
+
+    def session_audience(self, session_id: str, requester: str | None) -> RoomAudience | None:
+        """Who can read the room of ``session_id`` now (None: no account here is in it)."""
         ...
 
     def display_name(self, room_id: str, user_id: str) -> str | None:
@@ -201,12 +206,31 @@ class BotPresence:
     def audience(self, room_id: str, person: str) -> RoomAudience:
         """Who can read ``room_id``, as the accounts in it last synced: only ``person`` when an
         account finds it a closed room of that person and mindroom's accounts alone
-        (:meth:`MatrixAccount.only_with`); otherwise (or when no account here is in the room)
-        others may."""
+        (:meth:`MatrixAccount.only_with`); otherwise its people (joined or invited), and
+        whether nobody else can read it (closed, as every account here in it finds it; a room
+        no account here is in counts as open)."""
         own = self.own_user_ids()
-        if any(a.only_with(room_id, person, own) for a in self.local_accounts_in(room_id)):
-            return RoomAudience.private_to(person)
-        return RoomAudience.shared(self.room_humans(room_id))
+        accounts = self.local_accounts_in(room_id)
+        if any(a.only_with(room_id, person, own) for a in accounts):
+            return RoomAudience.private_to(person, room_id)
+        seen = [found for a in accounts if (found := a.readers(room_id)) is not None]
+        if not seen:
+            return RoomAudience.shared(self.room_humans(room_id), room_id=room_id)
+        present = frozenset().union(*(found[0] for found in seen))
+        return RoomAudience.shared(
+            humans(set(present), own),
+            closed=all(found[1] for found in seen),  # every account must find it closed
+            room_id=room_id,
+            encrypted=any(found[2] for found in seen),
+            name=next((found[3] for found in seen if found[3]), None),
+        )
+
+    def session_audience(self, session_id: str, requester: str | None) -> RoomAudience | None:
+        """Who can read the room of ``session_id`` now; None when no account here is in it."""
+        room_id = room_of_session(session_id)
+        if room_id is None or not self.local_accounts_in(room_id):
+            return None
+        return self.audience(room_id, requester or "")
 
     def display_name(self, room_id: str, user_id: str) -> str | None:
         """``user_id``'s display name in ``room_id``, as an account in the room saw it."""

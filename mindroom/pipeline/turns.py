@@ -85,6 +85,18 @@ def session_id_for(agent: str, room_id: str, thread_root: str | None, generation
     return f"{base}#{generation}" if generation else base
 
 
+def room_of_session(session_id: str) -> str | None:
+    """The room of a session id made by :func:`session_id_for` (and :func:`private_session_id`);
+    None when it is not one."""
+    _, sep, rest = session_id.partition(":")
+    if not sep or not rest.startswith("!"):
+        return None
+    # a room id is "!opaque:server"; a thread root ("$..."), a generation ("#n") or a person
+    # ("@key") may follow, none of which a server name contains
+    end = min((i for i in (rest.find(":$"), rest.find("#"), rest.find("@")) if i > 0), default=-1)
+    return rest if end < 0 else rest[:end]
+
+
 def private_session_id(base: str, requester: str) -> str:
     """The session of one person in a private conversation (see the module docstring)."""
     return f"{base}@{requester_key(requester)}"
@@ -105,6 +117,9 @@ class TurnPlan:
     private_recall: bool  # the requester's private memory may enter the prompt and tools
     streaming: bool
     group: bool = False  # other people are in the room: every message says who wrote it
+    # who can read the room now: what memory the turn may show there, and the audience of
+    # what it writes (mindroom.memory.policy.audience)
+    audience: RoomAudience | None = None
 
     @property
     def owner(self) -> str:
@@ -214,4 +229,5 @@ def plan_turn(
         private_recall=recall,
         streaming=team is None and config.agent_streaming(agent),
         group=bool(set(room_humans) - {requester}),
+        audience=audience,
     )

@@ -22,6 +22,8 @@ from mindroom.adapters.agno.runner import AgentRuntime
 from mindroom.config.schema import Config
 from mindroom.memory.backend import keeps_files
 from mindroom.memory.files.store import FileMemory
+from mindroom.memory.policy.audience import AudienceBook, word_for
+from mindroom.memory.policy.gate import RoomAudience
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.search.session_source import index_transcript
 
@@ -35,11 +37,16 @@ class TranscriptIndexer:
     """Delta-syncs conversations into their scopes' session indexes (see the module)."""
 
     def __init__(
-        self, config: Callable[[], Config], runtime: AgentRuntime, memories: MemoryRegistry
+        self,
+        config: Callable[[], Config],
+        runtime: AgentRuntime,
+        memories: MemoryRegistry,
+        audience: Callable[[str, str | None], RoomAudience | None] = lambda s, r: None,
     ) -> None:
         self._config = config
         self._runtime = runtime
         self._memories = memories
+        self._audience = audience  # who can read a session's room now (None: not known)
         self._waiting: dict[str, int] = {}  # session -> turns since its last sync (this run)
 
     def _scope(
@@ -87,6 +94,12 @@ class TranscriptIndexer:
         messages = await self._runtime.session_transcript(
             owner, session_id, requester, team=bool(members)
         )
+        room = self._audience(session_id, requester)
+        word = (
+            await asyncio.to_thread(word_for, room, AudienceBook(memory.scope.state_dir))
+            if room is not None
+            else None
+        )
         added = await asyncio.to_thread(
             index_transcript,
             memory,
@@ -94,6 +107,7 @@ class TranscriptIndexer:
             messages,
             min_new=1,
             final=final,
+            audience=word,
         )
         if added:
             logger.debug("indexed %d lines of session %s in %s", added, session_id, memory.scope_id)

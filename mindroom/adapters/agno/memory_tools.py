@@ -16,6 +16,8 @@ from agno.tools import Toolkit
 
 from mindroom.memory.backend import MemoryBackend
 from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.audience import AudiencePolicy
+from mindroom.memory.policy.gate import RoomAudience
 from mindroom.memory.search.relations import RelationSettings
 from mindroom.memory.tools import ScopeTools
 
@@ -30,8 +32,10 @@ class MemoryTools(Toolkit):
         access: CategoryAccess | None = None,
         relations: RelationSettings | None = None,
         sessions: bool = False,
+        room: RoomAudience | None = None,
+        policy: AudiencePolicy = "strict",
     ) -> None:
-        self.calls = ScopeTools(memory, actor, access, relations, sessions)
+        self.calls = ScopeTools(memory, actor, access, relations, sessions, room, policy)
         self.memory = memory
         self.view = self.calls.view  # every call goes through the agent's view
         super().__init__(

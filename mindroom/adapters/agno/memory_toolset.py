@@ -19,6 +19,8 @@ from mindroom.adapters.agno.query_tool import memory_query_function
 from mindroom.config.schema import Config
 from mindroom.memory.backend import MemoryBackend, keeps_files
 from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.gate import RoomAudience
+from mindroom.memory.policy.view import AgentView
 from mindroom.memory.search.relations import RelationSettings
 from mindroom.memory.search.structured_query import Asker
 
@@ -43,6 +45,11 @@ def recall_contract(tools: str) -> str:
 AgnoTool = Toolkit | Callable[..., Any] | Function | dict[Any, Any]
 
 
+def _settings(view: AgentView) -> tuple[object, ...]:
+    """What a cached toolkit's view was made with (a change makes a new one)."""
+    return (view.memory, view.access, view.relations, view.sessions, view.room, view.policy)
+
+
 class MemoryToolsets:
     """The memory tools of each agent's turns, with a bounded cache of toolkits."""
 
@@ -58,22 +65,28 @@ class MemoryToolsets:
         requester: str | None,
         members: Sequence[str] | None = None,
         keep: int = 64,
+        room: RoomAudience | None = None,
     ) -> list[AgnoTool]:
         """The tools of a turn of agent (or team of ``members``) ``name`` on ``memory`` for
-        ``requester``; ``keep`` toolkits stay cached."""
+        ``requester``, answering in ``room`` (what its reads may show and its writes' audience;
+        None: no room); ``keep`` toolkits stay cached."""
         access = CategoryAccess.for_owner(config, name, members)
         relations = RelationSettings.of(config.memory.relations)
-        key = f"{name}|{memory.scope_id}"
+        key = f"{name}|{memory.scope_id}|{room.room_id if room else ''}"
         sessions = config.memory.sessions_source
-        wanted = (memory, access, relations, sessions)
+        policy = config.memory.audience
+        wanted = (memory, access, relations, sessions, room, policy)
         toolkit = self._toolkits.pop(key, None)
         view = toolkit.view if toolkit else None
-        if (
-            toolkit is None
-            or view is None
-            or (view.memory, view.access, view.relations, view.sessions) != wanted
-        ):
-            toolkit = MemoryTools(memory, access=access, relations=relations, sessions=sessions)
+        if toolkit is None or view is None or _settings(view) != wanted:
+            toolkit = MemoryTools(
+                memory,
+                access=access,
+                relations=relations,
+                sessions=sessions,
+                room=room,
+                policy=policy,
+            )
         self._toolkits[key] = toolkit  # most recent last
         while len(self._toolkits) > keep:
             del self._toolkits[next(iter(self._toolkits))]

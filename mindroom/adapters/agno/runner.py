@@ -49,6 +49,7 @@ from mindroom.dashboard.metrics import METRICS
 from mindroom.errors import ModelError
 from mindroom.memory.backend import MemoryBackend
 from mindroom.memory.ops_events import Collected, collected_events, write_collected
+from mindroom.memory.policy.gate import RoomAudience
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.search.recall import agent_recall, recall_block
 from mindroom.memory.tools import tool_turn
@@ -151,12 +152,14 @@ class AgentRuntime(SessionWork):
         recall: str = "",
         requester: str | None = None,
         private_recall: bool = True,
+        room: RoomAudience | None = None,
     ) -> Agent:
         """The Agno agent for configured agent ``name`` (built fresh, cheap).
 
         ``memory`` gives it the memory tools, ``recall`` is this turn's memory block,
-        ``requester`` picks a private companion's session and learning stores, and
-        ``private_recall`` False keeps the companion's learning out of the turn.
+        ``requester`` picks a private companion's session and learning stores,
+        ``private_recall`` False keeps the companion's learning out of the turn, and ``room``
+        is where it answers (what its memory tools may show; None: no room).
         """
         cfg = self._config.agents[name]
         return Agent(
@@ -170,7 +173,7 @@ class AgentRuntime(SessionWork):
             add_history_to_context=True,
             num_history_runs=self._config.agent_history_runs(name),
             add_datetime_to_context=True,
-            tools=self._memory_tools(name, memory, requester),
+            tools=self._memory_tools(name, memory, requester, room=room),
             additional_context=recall or None,
             learning=self._learning(name, requester, private_recall),
             telemetry=False,
@@ -186,13 +189,21 @@ class AgentRuntime(SessionWork):
         memory: MemoryBackend | None,
         requester: str | None,
         members: Sequence[str] | None = None,
+        *,
+        room: RoomAudience | None = None,
     ) -> list[AgnoTool] | None:
         """The memory tools of a turn (see :mod:`mindroom.adapters.agno.memory_toolset`)."""
         if memory is None:
             return None
         keep = len(self._config.agents) + 2 * self._stores.capacity
         return self._toolsets.for_turn(
-            self._config, name, memory, requester=requester, members=members, keep=keep
+            self._config,
+            name,
+            memory,
+            requester=requester,
+            members=members,
+            keep=keep,
+            room=room,
         )
 
     async def _recall_block(
@@ -203,12 +214,13 @@ class AgentRuntime(SessionWork):
         team: str,
         members: Sequence[str],
         thread: str,
+        room: RoomAudience | None = None,
     ) -> str:
         """A team leader's recall of ``memory`` in ``thread``: what team ``team`` of
-        ``members`` may read."""
+        ``members`` may read and ``room`` may show."""
         with collected_events() as events:
             block = await asyncio.to_thread(
-                partial(recall_block, reader=team, members=members, thread=thread),
+                partial(recall_block, reader=team, members=members, thread=thread, room=room),
                 self._config,
                 memory,
                 text,
@@ -224,6 +236,7 @@ class AgentRuntime(SessionWork):
         requester: str | None = None,
         private_recall: bool = True,
         thread: str | None = None,
+        room: RoomAudience | None = None,
     ) -> tuple[MemoryBackend | None, str]:
         """The agent's memory for this requester, and its recall plus its teams' recall
         (:func:`mindroom.memory.search.recall.agent_recall`, which ``mindroom memory recall``
@@ -240,6 +253,7 @@ class AgentRuntime(SessionWork):
                 requester,
                 private_recall=private_recall,
                 thread=thread,
+                room=room,
             )
         self._write_events(events)
         return found
@@ -342,12 +356,13 @@ class AgentRuntime(SessionWork):
             request.user_id,
             request.private_recall,
             request.session_id,
+            request.room,
         )
         if request.carried:
             recall = f"{recall}\n\n{request.carried}".strip()
         recall = with_speaker(recall, request.speaker)
         return self.build_agent(
-            request.agent, memory, recall, request.user_id, request.private_recall
+            request.agent, memory, recall, request.user_id, request.private_recall, request.room
         )
 
     async def _repair(self, db: AsyncBaseDb, session_id: str, model_key: str, team: bool) -> None:
@@ -439,6 +454,7 @@ class AgentRuntime(SessionWork):
                             spec.name,
                             spec.members,
                             request.session_id,
+                            request.room,
                         )
                     )
                 blocks.extend(member_blocks)
@@ -459,7 +475,9 @@ class AgentRuntime(SessionWork):
                         "\n\n".join(b for b in blocks if b), request.speaker
                     )
                     or None,
-                    tools=self._memory_tools(spec.name, team_memory, request.user_id, spec.members),
+                    tools=self._memory_tools(
+                        spec.name, team_memory, request.user_id, spec.members, room=request.room
+                    ),
                     telemetry=False,
                 )
                 output = await team.arun(
@@ -515,9 +533,12 @@ class AgentRuntime(SessionWork):
                 request.user_id,
                 request.private_recall,
                 request.session_id,
+                request.room,
             )
             members.append(
-                self.build_agent(name, memory, recall, request.user_id, request.private_recall)
+                self.build_agent(
+                    name, memory, recall, request.user_id, request.private_recall, request.room
+                )
             )
             reads = self._config.memory.team_reads_member_memory
             if reads and memory is not None and self._config.agents[name].private is None:
@@ -530,6 +551,7 @@ class AgentRuntime(SessionWork):
                         spec.name,
                         spec.members,
                         request.session_id,
+                        request.room,
                     )
                 )
         return members, member_blocks

@@ -10,6 +10,7 @@ import hashlib
 from dataclasses import dataclass
 
 from mindroom.memory.policy.consent import Person
+from mindroom.memory.policy.gate import RoomAudience
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,9 @@ class TurnRequest:
     images: tuple[bytes, ...] = ()  # images sent with the message (to a vision model)
     # the room's people, with display names: whom a fact the tools write is about (consent)
     people: tuple[Person, ...] = ()
+    # who can read the room the answer is shown in: what memory may show there, and the
+    # audience of what the tools write (None: no room, e.g. the CLI)
+    room: RoomAudience | None = None
 
     @property
     def recall_query(self) -> str:

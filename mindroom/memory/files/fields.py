@@ -26,6 +26,12 @@ Keys (every one optional; what is not written takes its default):
     the day a soft-deleted entry is removed for good.
 ``created``, ``updated``
     days (``YYYY-MM-DD``) the entry was written and last changed.
+``audience``
+    who could read the conversation it was learned in (:mod:`mindroom.memory.policy.audience`):
+    ``public`` (a room anyone can join or read), ``dm:@person:server`` (that person's direct
+    chat) or ``room:<8 hex digits>`` (a closed room; its readers then are in the scope's
+    ``audiences.json``). Default: the scope's (everyone the agent talks to, in a shared
+    agent's memory; the person, in their private memory).
 
 A word that is not one of these, or a value that does not parse (``importance=high``), is
 kept as written when the entry is rewritten and otherwise ignored (the default applies), so a
@@ -47,7 +53,18 @@ CATEGORY_RE = re.compile(r"[a-z][a-z0-9_-]{0,39}")
 # one word of the marker: no whitespace, and never "<" or ">" (so never "<!--" or "-->")
 FIELD_WORD = r"[^\s<>]+"
 _DAILY_RE = re.compile(r"(?:^|/)memory/\d{4}-\d{2}-\d{2}\.md$")
-_ORDER = ("category", "importance", "pinned", "type", "state", "purge", "created", "updated")
+AUDIENCE_RE = re.compile(r"public|dm:@[^\s<>:]+:[^\s<>]+|room:[0-9a-f]{8}")
+_ORDER = (
+    "category",
+    "importance",
+    "pinned",
+    "type",
+    "state",
+    "purge",
+    "created",
+    "updated",
+    "audience",
+)
 
 
 @dataclass(frozen=True)
@@ -62,6 +79,7 @@ class EntryFields:
     purge: dt.date | None = None
     created: dt.date | None = None
     updated: dt.date | None = None
+    audience: str | None = None
     extra: tuple[str, ...] = field(default=())  # words not understood, kept verbatim
 
     @property
@@ -132,6 +150,7 @@ def parse_fields(words: str) -> EntryFields:
         purge=_date(values.get("purge")),
         created=_date(values.get("created")),
         updated=_date(values.get("updated")),
+        audience=values.get("audience"),
         extra=tuple(extra),
     )
 
@@ -152,6 +171,8 @@ def _valid(key: str, value: str) -> bool:
         return value in ENTRY_TYPES
     if key == "state":
         return value in STATES
+    if key == "audience":
+        return AUDIENCE_RE.fullmatch(value) is not None
     return key in ("purge", "created", "updated") and _date(value) is not None
 
 
@@ -185,6 +206,10 @@ def check_fields(fields: EntryFields) -> EntryFields:
         raise ValueError(f"type must be one of {', '.join(ENTRY_TYPES)}, not {fields.type!r}")
     if fields.state is not None and fields.state not in STATES:
         raise ValueError(f"state must be one of {', '.join(STATES)}, not {fields.state!r}")
+    if fields.audience is not None and not AUDIENCE_RE.fullmatch(fields.audience):
+        raise ValueError(
+            f"audience {fields.audience!r} is not one: public, dm:@person:server or room:<key>"
+        )
     for word in fields.extra:
         if not re.fullmatch(FIELD_WORD, word):
             raise ValueError(f"{word!r} cannot be written in a marker")

@@ -58,6 +58,7 @@ from mindroom.memory.files.facts import (
     the_person,
     writable_categories,
 )
+from mindroom.memory.files.fields import EntryFields
 from mindroom.memory.files.store import FileMemory, today
 from mindroom.memory.files.tombstones import deleted_from, states_deleted_fact
 from mindroom.memory.flush.state import (
@@ -77,7 +78,9 @@ from mindroom.memory.flush.state import (
 )
 from mindroom.memory.jobs.insights import after_flush
 from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.audience import AudienceBook, narrower
 from mindroom.memory.policy.consent import KEPT, ConsentPending, WriteConsent
+from mindroom.memory.policy.gate import RoomAudience
 from mindroom.memory.policy.view import AgentView
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.search.relations import RelationSettings
@@ -181,6 +184,9 @@ class FlushWorker:
         self._threads = Threads()  # mem0 extractions: they outlive a timeout or a cancel
         self.on_cycle: Callable[[], object] | None = None  # after each loop cycle (maintenance)
         self.owns: Callable[[FlushEntry], bool] = lambda entry: True  # this process's accounts
+        # who can read a session's room now (session id, requester; None: not known here,
+        # e.g. the CLI): the audience of what its flush writes and of what the extraction sees
+        self.audience: Callable[[str, str | None], RoomAudience | None] = lambda s, r: None
 
     @property
     def settings(self):  # noqa: ANN201 - AutoFlushConfig, looked up live (hot reload)
@@ -410,8 +416,14 @@ class FlushWorker:
             memory, CategoryAccess.for_owner(self.config, entry.agent, entry.team or None)
         )  # curation sees what the agent may
         entries = await view.list(500)
-        daily = [e.text for e in entries if e.path.startswith("memory/")][:200]
+        dailies = [e for e in entries if e.path.startswith("memory/")][:200]
+        daily = [e.text for e in dailies]
         long_term = [e.text for e in entries if e.path == "MEMORY.md"]
+        # a promoted copy keeps its source's audience; the model's own words, shown every
+        # daily fact, are kept only where all of them could be shown
+        book = AudienceBook(memory.scope.state_dir)
+        sources = {" ".join(e.text.split()).casefold(): e.fields.audience for e in dailies}
+        together = await asyncio.to_thread(narrower, list(sources.values()), book)
         if not daily:
             return []
         try:
@@ -432,11 +444,17 @@ class FlushWorker:
         stored = {" ".join(text.split()).casefold() for text in daily}
         for fact in facts:
             # a copy of a daily fact adds nothing new; other words are the model's own
-            copied = " ".join(fact.split()).casefold() in stored
+            normal = " ".join(fact.split()).casefold()
+            copied = normal in stored
             consent = KEPT if copied else WriteConsent.model()
+            audience = sources[normal] if copied else together
             try:
                 added = await asyncio.to_thread(
-                    partial(view.append_unique_sync, consent=consent),
+                    partial(
+                        view.append_unique_sync,
+                        consent=consent,
+                        fields=EntryFields(audience=audience),
+                    ),
                     fact,
                     actor="curation",
                     path="MEMORY.md",
@@ -452,6 +470,19 @@ class FlushWorker:
         if promoted:
             logger.info("curation promoted %d facts into %s", len(promoted), memory.scope_id)
         return promoted
+
+    def _room(self, claimed: FlushEntry, chunk: Sequence[ChatLine]) -> RoomAudience:
+        """Who can read the conversation being flushed: its room as the bot sees it now, else
+        (the CLI's flush, a room left) a closed room of the people who spoke in the chunk, the
+        narrowest it can have been (what is learned from it is recalled only where all of
+        them, and nobody else, read)."""
+        room = self.audience(claimed.session_id, claimed.requester)
+        if room is not None:
+            return room
+        speakers = frozenset(line.user_id for line in chunk if line.role == "user" and line.user_id)
+        if len(speakers) == 1:
+            return RoomAudience.private_to(next(iter(speakers)))
+        return RoomAudience.shared(speakers, closed=True)
 
     def _memory(self, entry: FlushEntry) -> MemoryBackend | None:
         if entry.team:
@@ -547,7 +578,13 @@ class FlushWorker:
             return []
         access = CategoryAccess.for_owner(self.config, claimed.agent, claimed.team or None)
         relations = RelationSettings.of(self.config.memory.relations)
-        view = AgentView(memory, access, relations=relations)
+        view = AgentView(
+            memory,
+            access,
+            relations=relations,
+            room=self._room(claimed, chunk),
+            policy=self.config.memory.audience,
+        )
         access.writable(None)  # an allowlist without the default category: nothing fits
         known = await asyncio.to_thread(
             known_snippets, view, chunk, settings.include_memory_context

@@ -135,27 +135,36 @@ class CategoryAccess:
                 raise self._refuse(name, "read")
         return wanted
 
-    def reader(self, deliberate: Iterable[str] = (), requester: str | None = None) -> Reader:
+    def reader(
+        self,
+        deliberate: Iterable[str] = (),
+        requester: str | None = None,
+        audiences: frozenset[str] | None = None,
+    ) -> Reader:
         """This access as the read gate's :class:`~mindroom.memory.policy.gate.Reader`, with the
-        types a read asks for on purpose (``deliberate``)."""
+        types a read asks for on purpose (``deliberate``) and the audience words of the room
+        the text is shown in (``audiences``; None: not shown in a room)."""
         return Reader(
             owner=self.owner,
             categories=self.allowed,
             default_category=self.default,
             deliberate=frozenset(deliberate),
             requester=requester,
+            audiences=audiences,
         )
 
     def only(
         self,
         requested: Iterable[str] | None = None,
         deliberate: Iterable[str] = (),
+        audiences: frozenset[str] | None = None,
         **conditions: object,
     ) -> MemoryFilter:
         """The store filter of a read (the gate's, :meth:`Reader.filter`): ``requested``
-        categories (checked), the types asked for on purpose, and ``conditions``
-        (:class:`MemoryFilter` fields)."""
-        return self.reader(deliberate).filter(categories=self.readable(requested), **conditions)
+        categories (checked), the types asked for on purpose, the room's audience words, and
+        ``conditions`` (:class:`MemoryFilter` fields)."""
+        reader = self.reader(deliberate, audiences=audiences)
+        return reader.filter(categories=self.readable(requested), **conditions)
 
     def sees(self, entry: MemoryEntry) -> bool:
         """Whether this agent may read ``entry`` (its category is granted)."""

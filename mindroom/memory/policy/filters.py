@@ -48,6 +48,7 @@ class MemoryFilter:
     soft_deleted: bool = False  # True: only soft-deleted entries; False: only live ones
     ids: frozenset[str] | None = None
     hand_written: bool = False
+    audiences: frozenset[str] | None = None  # audience words ('' for none written) to keep
 
     def where(self) -> Where:
         """This filter as SQL over the index (see :mod:`mindroom.memory.search.index`)."""
@@ -80,6 +81,8 @@ class MemoryFilter:
             among("type", self.types)
         if self.exclude_types:
             among("type", self.exclude_types, negate=True)
+        if self.audiences is not None:
+            among("audience", self.audiences)
         if self.ids is not None:
             marks = ", ".join("?" * len(self.ids))
             inside = f"entry_id IN ({marks})" if self.ids else _NONE
@@ -98,6 +101,8 @@ class MemoryFilter:
         if self.types is not None and kind not in self.types:
             return False
         if kind in self.exclude_types:
+            return False
+        if self.audiences is not None and (fields.audience or "") not in self.audiences:
             return False
         if self.ids is not None:
             return entry.id in self.ids or (self.hand_written and entry.hand_written)

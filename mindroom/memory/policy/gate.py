@@ -27,11 +27,12 @@ Where a person's **private** memory may be used at all is decided once per turn,
 accounts) can read the answer. A turn that may not use it gets no private memory at all: no
 recall, no tools, no delta header, no learning.
 
-Designed to grow: a next step would give every entry the audience it was learned in,
-and :func:`may_read` an ``audience: RoomAudience`` argument (the room the text would be shown
-in), granting an entry only where the room's readers are all within the entry's audience.
-:class:`RoomAudience` is the value that argument will take; today it says only whether one
-person alone can read the room.
+**audience**: where the text would be shown. A read in a room carries the audience words
+that room may show (:attr:`Reader.audiences`, from
+:func:`mindroom.memory.policy.audience.allowed_words`): an entry is shown only when its
+``audience`` word is among them, that is when everyone who can read the room could read the
+conversation it was learned in. A read outside any room (the CLI, the dashboard, a person's
+own page) has no such condition.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class StoredEntry:
     category: str | None  # None: none written (the default category)
     type: str  # the entry's type, its file's default applied
     state: EntryState
+    audience: str = ""  # its audience word ('': none written, the scope's default)
 
     @classmethod
     def of(cls, entry: MemoryEntry, state: EntryState | None = None) -> StoredEntry:
@@ -71,20 +73,22 @@ class StoredEntry:
         fields = entry.fields
         if state is None:
             state = EntryState.EXPIRED if fields.soft_deleted else EntryState.LIVE
-        return cls(fields.category, fields.type_in(entry.path), state)
+        return cls(fields.category, fields.type_in(entry.path), state, fields.audience or "")
 
 
 @dataclass(frozen=True)
 class Reader:
     """Who reads: an agent or team (``owner``; None: a person with their files), the
     categories the config of the moment grants it (None: every one), the types this read
-    asked for on purpose, and the person the turn is for."""
+    asked for on purpose, the person the turn is for, and the audience words of the room the
+    text would be shown in (None: not shown in a room)."""
 
     owner: str | None
     categories: frozenset[str] | None
     default_category: str = DEFAULT_CATEGORY
     deliberate: frozenset[str] = frozenset()  # e.g. {"procedural"}: asked for by name
     requester: str | None = None
+    audiences: frozenset[str] | None = None  # the words the room may show; None: no room
 
     @property
     def types(self) -> frozenset[str]:
@@ -95,7 +99,10 @@ class Reader:
         """:func:`may_read` as the store's filter (live entries of granted categories and
         types), narrowed by ``conditions`` (:class:`MemoryFilter` fields)."""
         base = MemoryFilter(
-            categories=self.categories, default_category=self.default_category, types=self.types
+            categories=self.categories,
+            default_category=self.default_category,
+            types=self.types,
+            audiences=self.audiences,
         )
         return replace(base, **conditions)  # type: ignore[arg-type]
 
@@ -107,6 +114,8 @@ def may_read(reader: Reader, entry: StoredEntry) -> bool:
     category = entry.category or reader.default_category
     if reader.categories is not None and category not in reader.categories:
         return False
+    if reader.audiences is not None and entry.audience not in reader.audiences:
+        return False
     return entry.type in reader.types
 
 
@@ -117,25 +126,39 @@ def readable(reader: Reader, entries: list[MemoryEntry]) -> list[MemoryEntry]:
 
 @dataclass(frozen=True)
 class RoomAudience:
-    """Who can read a room's messages, as far as memory access needs to know.
+    """Who can read a room's messages now, as far as memory access needs to know.
 
-    ``only_person`` is the one person who, with mindroom's own accounts, is all that can read
-    the room (joined or invited members, and nobody can read it from outside); None: other
-    people can, or it is not known. The room's kind and readers would be added here.
+    ``readers``: the people joined or invited (not mindroom's accounts). ``closed``: nobody
+    else can read it (it is invite-only and its history is not readable from outside), so
+    ``readers`` are all its readers; an open room can be read by anyone. ``only_person``: the
+    one person who, with mindroom's accounts, is all that can read it (their DM); None: others
+    can, or it is not known.
     """
 
     only_person: str | None = None
-    readers: frozenset[str] = field(default=frozenset())  # reserved: the room's people
+    readers: frozenset[str] = field(default=frozenset())
+    closed: bool = False
+    room_id: str | None = None
+    encrypted: bool = False
+    name: str | None = None
 
     @classmethod
-    def private_to(cls, person: str) -> RoomAudience:
+    def private_to(cls, person: str, room_id: str | None = None) -> RoomAudience:
         """A room only ``person`` (and mindroom's accounts) can read: their DM."""
-        return cls(only_person=person, readers=frozenset({person}))
+        return cls(only_person=person, readers=frozenset({person}), closed=True, room_id=room_id)
 
     @classmethod
-    def shared(cls, readers: frozenset[str] = frozenset()) -> RoomAudience:
-        """A room other people can read (or one whose readers are not known)."""
-        return cls(only_person=None, readers=readers)
+    def shared(
+        cls,
+        readers: frozenset[str] = frozenset(),
+        *,
+        closed: bool = False,
+        room_id: str | None = None,
+        encrypted: bool = False,
+        name: str | None = None,
+    ) -> RoomAudience:
+        """A room other people can read (or one whose readers are not known: not closed)."""
+        return cls(None, readers, closed, room_id, encrypted, name)
 
 
 def private_memory_allowed(person: str, audience: RoomAudience) -> bool:

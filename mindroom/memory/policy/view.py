@@ -16,6 +16,10 @@ and what a read returns passes the gate again before it is shown. Conversational
 ``memory_query`` naming ``procedural``, a read by id). Soft-deleted entries (expired by TTL)
 are never read; ``mindroom memory restore`` brings them back.
 
+A view made for a room (``room``, the room the text is shown in, with the deployment's
+``memory.audience`` policy) reads only what that room may show
+(:mod:`mindroom.memory.policy.audience`), and what it writes carries the room's audience.
+
 The access is taken from the config each time a view is made (every turn), so a reload
 takes effect at the next turn. An agent's view (``count``) also notes what it reads (for TTL)
 and records its operations (``hotpath`` events); a view with ``relations`` links what it
@@ -25,6 +29,7 @@ writes to its neighbours (:mod:`mindroom.memory.search.relations`).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import TypeVar
 
 from mindroom.errors import MemoryStoreError
@@ -36,9 +41,10 @@ from mindroom.memory.files.writing import check_procedural
 from mindroom.memory.jobs.consolidate.records import ConsolidationRecords, db_path
 from mindroom.memory.ops_events import OpEvent, emit
 from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.audience import AudienceBook, AudiencePolicy, allowed_words, word_for
 from mindroom.memory.policy.consent import WriteConsent
 from mindroom.memory.policy.filters import MemoryFilter
-from mindroom.memory.policy.gate import Reader, StoredEntry, may_read, readable
+from mindroom.memory.policy.gate import Reader, RoomAudience, StoredEntry, may_read, readable
 from mindroom.memory.search.index import SearchHit
 from mindroom.memory.search.relations import RelationSettings, link_entry
 from mindroom.memory.search.session_source import (
@@ -79,12 +85,44 @@ class AgentView:
         count: bool = False,
         relations: RelationSettings | None = None,
         sessions: bool = False,
+        room: RoomAudience | None = None,
+        policy: AudiencePolicy = "strict",
     ) -> None:
         self.memory = memory
         self.access = access
         self.count = count  # an agent's reads: note them (TTL keeps what is used)
         self.relations = relations  # link what this view writes to its neighbours
         self.sessions = sessions  # past conversations are a source (memory.sources)
+        self.room = room  # the room the text is shown in (None: the CLI, the dashboard)
+        self.policy = policy
+
+    @property
+    def book(self) -> AudienceBook | None:
+        """The scope's audiences (None: a memory that keeps no files)."""
+        return AudienceBook(self.memory.scope.state_dir) if keeps_files(self.memory) else None
+
+    @property
+    def audiences(self) -> frozenset[str] | None:
+        """The audience words this view's room may show (None: no condition), read now."""
+        book = self.book
+        if self.room is None or book is None:
+            return None
+        return allowed_words(self.room, self.policy, book)
+
+    @property
+    def conversations(self) -> frozenset[str] | None:
+        """The audience words of the past conversations this view's room may show: as
+        :attr:`audiences`, but a conversation whose audience was never recorded is shown in no
+        room (it has no scope default: its words were said somewhere)."""
+        words = self.audiences
+        return None if words is None else words - {""}
+
+    def told_here(self, fields: EntryFields) -> EntryFields:
+        """``fields`` with the audience of this view's room, unless they name one."""
+        book = self.book
+        if self.room is None or book is None or fields.audience is not None:
+            return fields
+        return replace(fields, audience=word_for(self.room, book))
 
     def _linked(self, entry: MemoryEntry | None, actor: str) -> MemoryEntry | None:
         if entry is not None and self.relations and keeps_files(self.memory):
@@ -114,8 +152,9 @@ class AgentView:
         return self.memory.scope_id
 
     def reader(self, deliberate: frozenset[str] = frozenset()) -> Reader:
-        """This view as the read gate's reader (the allowlist of the config of the moment)."""
-        return self.access.reader(deliberate)
+        """This view as the read gate's reader (the allowlist of the config of the moment, the
+        audience of the room)."""
+        return self.access.reader(deliberate, audiences=self.audiences)
 
     @property
     def catching_up(self) -> bool:
@@ -181,7 +220,13 @@ class AgentView:
                 )
             return self.memory.add_sync(text, actor=actor, op_key=op_key, consent=consent)
         added = self.memory.add_sync(
-            text, actor=actor, path=path, op_key=op_key, fields=fields, run=run, consent=consent
+            text,
+            actor=actor,
+            path=path,
+            op_key=op_key,
+            fields=self.told_here(fields),
+            run=run,
+            consent=consent,
         )
         self.event("create", added)
         self._linked(added, actor)
@@ -202,7 +247,7 @@ class AgentView:
         if not keeps_files(self.memory):
             raise MemoryStoreError("the mem0 backend keeps no files")
         return self.memory.append_unique_sync(
-            text, actor=actor, path=path, fields=fields, run=run, consent=consent
+            text, actor=actor, path=path, fields=self.told_here(fields), run=run, consent=consent
         )
 
     def search_sync(self, query: str, limit: int = 5) -> list[SearchHit]:
@@ -213,7 +258,8 @@ class AgentView:
         hits = self.noted(self.shown(self.memory.search_sync(query, limit, only)))
         self.event("search", hits[0].entry if hits else None, hits[0].score if hits else None)
         if self.sessions:
-            hits = merged(hits, search_sessions(self.memory, query, limit), limit)
+            found = search_sessions(self.memory, query, limit, self.conversations)
+            hits = merged(hits, found, limit)
         return hits
 
     def list_sync(self, limit: int = 50) -> list[MemoryEntry]:
@@ -264,7 +310,7 @@ class AgentView:
                     f"{path!r} is a past conversation, and past conversations are not a memory "
                     "source here (memory.sources: [memory, sessions] makes them one)"
                 )
-            return read_transcript(self.memory, path, from_line, lines)
+            return read_transcript(self.memory, path, from_line, lines, self.conversations)
         return self.memory.read_file_sync(path, from_line, lines, hide=self.hidden)
 
     def _repeat(self, op_key: str | None) -> bool:

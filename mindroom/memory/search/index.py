@@ -56,8 +56,8 @@ from mindroom.store.wal import use_wal
 logger = logging.getLogger(__name__)
 
 # the version of _SCHEMA: an index written with another one is rebuilt (2: the dates column,
-# 3: the entry's fields)
-SCHEMA_VERSION = 3
+# 3: the entry's fields, 4: its audience)
+SCHEMA_VERSION = 4
 _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, signature TEXT NOT NULL)",
     # fields: the marker's words; category ('' when none is written), importance, pinned,
@@ -68,7 +68,7 @@ _SCHEMA = [
         text, dates, path UNINDEXED, entry_id UNINDEXED, start_line UNINDEXED,
         end_line UNINDEXED, fields UNINDEXED, category UNINDEXED, importance UNINDEXED,
         pinned UNINDEXED, type UNINDEXED, state UNINDEXED, updated UNINDEXED,
-        tokenize = 'porter unicode61'
+        audience UNINDEXED, tokenize = 'porter unicode61'
     )""",
 ]
 # a search waits this long for the index to follow the files, then searches what is indexed
@@ -187,6 +187,7 @@ def _row(relative: str, entry: MemoryEntry) -> tuple[object, ...]:
         fields.type_in(relative),
         fields.state or "active",
         day.isoformat() if day else "",
+        fields.audience or "",
     )
 
 
@@ -328,8 +329,8 @@ class MemoryIndex:
         rows = [_row(relative, e) for e in entries]
         insert = (
             "INSERT INTO entries (text, dates, path, entry_id, start_line, end_line, fields,"
-            " category, importance, pinned, type, state, updated)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " category, importance, pinned, type, state, updated, audience)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )
         for start in range(0, len(rows), CHUNK_ROWS):
             with self._lock, self._db as db:

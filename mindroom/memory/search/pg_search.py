@@ -58,6 +58,8 @@ SCHEMA = (
         PRIMARY KEY (scope, path, start_line)
     )""",
     "CREATE INDEX IF NOT EXISTS memory_search_terms ON memory_search USING gin (terms)",
+    # the entry's audience word ('' when none is written), added after the table's first form
+    "ALTER TABLE memory_search ADD COLUMN IF NOT EXISTS audience TEXT NOT NULL DEFAULT ''",
     # what each file's rows were copied from: a process (re)starting copies only what changed
     """CREATE TABLE IF NOT EXISTS memory_search_files (
         scope TEXT NOT NULL, path TEXT NOT NULL, digest TEXT NOT NULL,
@@ -66,7 +68,7 @@ SCHEMA = (
 )
 _COLUMNS = (
     "scope, path, start_line, end_line, entry_id, text, dates, fields, category, importance,"
-    " pinned, type, state, updated, model, embedding"
+    " pinned, type, state, updated, model, embedding, audience"
 )
 _ENTRY = "text, path, entry_id, start_line, end_line, fields"
 
@@ -169,7 +171,7 @@ class PgSearch:
         model = self.vectors.model_id if self.vectors is not None and vector else None
         db.execute(
             f"INSERT INTO memory_search ({_COLUMNS}) VALUES"
-            " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS vector))"
+            " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS vector), ?)"
             " ON CONFLICT (scope, path, start_line) DO NOTHING",
             (
                 self.scope_id,
@@ -188,6 +190,7 @@ class PgSearch:
                 day.isoformat() if day else "",
                 model,
                 json.dumps(vector) if vector else None,
+                fields.audience or "",
             ),
         )
 

@@ -44,6 +44,8 @@ from mindroom.memory.mem0 import Mem0Memory
 from mindroom.memory.mem0.memory import MEM0_PATH
 from mindroom.memory.ops_events import OpEvent, emit
 from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.audience import AudiencePolicy
+from mindroom.memory.policy.gate import RoomAudience
 from mindroom.memory.policy.view import AgentView
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.scope import ENTRYPOINT
@@ -268,10 +270,13 @@ def build_recall(
     thread: str | None = None,
     relations: RelationSettings | None = None,
     sessions: bool = False,
+    room: RoomAudience | None = None,
+    policy: AudiencePolicy = "strict",
 ) -> str:
     """The recall block of ``memory`` for a turn answering ``query`` ('' when it is empty),
-    of what ``access`` (default: every category) may read; in ``thread`` it starts with what
-    changed since the thread's last turn (:mod:`mindroom.memory.search.delta`).
+    of what ``access`` (default: every category) may read and ``room`` (the room the answer
+    is shown in, under ``policy``; None: no room) may show; in ``thread`` it starts with
+    what changed since the thread's last turn (:mod:`mindroom.memory.search.delta`).
 
     With ``count`` the entries it shows are counted as retrieved (consolidation looks at
     entries recalled often) and the thread's revision moves on; a preview (``mindroom memory
@@ -279,7 +284,13 @@ def build_recall(
     """
     memory.prepare()
     now = now or dt.datetime.now()
-    view = AgentView(memory, access or CategoryAccess.everything(), relations=relations)
+    view = AgentView(
+        memory,
+        access or CategoryAccess.everything(),
+        relations=relations,
+        room=room,
+        policy=policy,
+    )
     header = _delta(memory, thread, view, count) if thread else ""
     recent, older = _relevant(memory, query, settings, now, view)
     always = _always(memory, view)
@@ -321,7 +332,7 @@ def build_recall(
         logger.exception("recall of %s: open conflicts not read", memory.scope_id)
         conflicts_text = ""
     entrypoint = _entrypoint_section(memory, settings.max_entrypoint_lines, budget[0], view)
-    past_text = recall_section(memory, query, budget) if sessions else ""
+    past_text = recall_section(memory, query, budget, view.conversations) if sessions else ""
     sections = (
         entrypoint,
         always_text,
@@ -444,10 +455,12 @@ def recall_block(
     reader: str | None = None,
     members: Sequence[str] | None = None,
     thread: str | None = None,
+    room: RoomAudience | None = None,
 ) -> str:
     """The recall block of ``memory`` for ``text`` with ``config``'s settings, of what agent
-    ``reader`` (a team, with its ``members``) may read (None: every category); a failure is
-    logged and recalls nothing (recall must never cost the answer)."""
+    ``reader`` (a team, with its ``members``) may read (None: every category) and ``room``
+    (where the answer is shown; None: no room) may show; a failure is logged and recalls
+    nothing (recall must never cost the answer)."""
     settings = RecallSettings.of(config.memory.file)
     access = CategoryAccess.for_owner(config, reader, members)
     try:
@@ -466,6 +479,8 @@ def recall_block(
             thread=thread,
             relations=RelationSettings.of(config.memory.relations),
             sessions=config.memory.sessions_source,
+            room=room,
+            policy=config.memory.audience,
         )
     except Exception:
         logger.exception("recall of %s failed", memory.scope_id)
@@ -483,10 +498,11 @@ def agent_recall(
     now: dt.datetime | None = None,
     count: bool = True,
     thread: str | None = None,
+    room: RoomAudience | None = None,
 ) -> tuple[MemoryBackend | None, str]:
     """The memory of ``agent`` for ``requester`` and what a new turn answering ``text`` in
     ``thread`` recalls: its own memory's block and each of its teams' (blocking: run it in a
-    thread).
+    thread), of what ``room`` (where the answer is shown; None: no room) may show.
 
     Without ``private_recall`` a private agent gets neither: its answer may be read by
     people other than the requester (see :mod:`mindroom.pipeline.turns`).
@@ -495,7 +511,18 @@ def agent_recall(
         return None, ""
     memory = memories.for_agent(agent, requester)
     blocks = (
-        [recall_block(config, memory, text, now=now, count=count, reader=agent, thread=thread)]
+        [
+            recall_block(
+                config,
+                memory,
+                text,
+                now=now,
+                count=count,
+                reader=agent,
+                thread=thread,
+                room=room,
+            )
+        ]
         if memory is not None
         else []
     )
@@ -513,6 +540,7 @@ def agent_recall(
                     count=count,
                     reader=agent,
                     thread=thread,
+                    room=room,
                 )
             )
     return memory, "\n\n".join(b for b in blocks if b)

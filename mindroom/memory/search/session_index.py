@@ -32,11 +32,13 @@ from mindroom.memory.search.index import SearchHit
 from mindroom.memory.search.query import fts_query, parse_query
 from mindroom.store.wal import open_database
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the sessions' audience
 _SCHEMA = [
-    # messages: the cursor (messages given, kept or not); lines: the transcript's length
+    # messages: the cursor (messages given, kept or not); lines: the transcript's length;
+    # audience: who could read the conversation (mindroom.memory.policy.audience; '' unknown)
     "CREATE TABLE sessions (id INTEGER PRIMARY KEY, session_id TEXT NOT NULL UNIQUE,"
-    " name TEXT NOT NULL UNIQUE, messages INTEGER NOT NULL, lines INTEGER NOT NULL)",
+    " name TEXT NOT NULL UNIQUE, messages INTEGER NOT NULL, lines INTEGER NOT NULL,"
+    " audience TEXT NOT NULL DEFAULT '')",
     "CREATE TABLE lines (session INTEGER NOT NULL, line INTEGER NOT NULL, json TEXT NOT NULL,"
     " PRIMARY KEY (session, line)) WITHOUT ROWID",
     "CREATE TABLE spans (id INTEGER PRIMARY KEY, session INTEGER NOT NULL,"
@@ -144,6 +146,15 @@ def span_id(session_id: str, start_line: int) -> str:
     return "s-" + hashlib.sha256(data).hexdigest()[:8]
 
 
+def _among(audiences: frozenset[str] | None) -> tuple[str, list[str]]:
+    """The SQL condition (`` AND s.audience IN (...)``) keeping the sessions of ``audiences``."""
+    if audiences is None:
+        return "", []
+    if not audiences:
+        return " AND 1 = 0", []
+    return f" AND s.audience IN ({', '.join('?' * len(audiences))})", sorted(audiences)
+
+
 def _span_row(lines: Sequence[str]) -> tuple[str, str]:
     """The text and dates columns of a span of transcript lines (dates: the local days the
     messages were written, then the dates written in them)."""
@@ -244,13 +255,25 @@ class SessionIndex:
         rows = self._all("SELECT messages FROM sessions WHERE session_id = ?", session_id)
         return int(rows[0][0]) if rows else 0
 
-    def append(self, session_id: str, messages: Sequence[TranscriptMessage], *, start: int) -> int:
+    def append(
+        self,
+        session_id: str,
+        messages: Sequence[TranscriptMessage],
+        *,
+        start: int,
+        audience: str | None = None,
+    ) -> int:
         """Index those of the session's messages ``start``.. (``messages``) that follow the
         cursor; returns how many transcript lines were added (user and assistant messages with
         text). The same range twice adds nothing. Raises ValueError when ``start`` is past the
-        cursor: a transcript with a silent gap would misread the conversation."""
+        cursor: a transcript with a silent gap would misread the conversation. ``audience``:
+        the conversation's audience word, when given."""
         name = session_name(session_id)
         with self._writing() as db:
+            if audience is not None:
+                db.execute(
+                    "UPDATE sessions SET audience = ? WHERE session_id = ?", (audience, session_id)
+                )
             row = db.execute(
                 "SELECT id, messages, lines FROM sessions WHERE session_id = ?", (session_id,)
             ).fetchone()
@@ -265,9 +288,9 @@ class SessionIndex:
                 return 0
             if key is None:
                 (key,) = db.execute(
-                    "INSERT INTO sessions (session_id, name, messages, lines)"
-                    " VALUES (?, ?, 0, 0) RETURNING id",
-                    (session_id, name),
+                    "INSERT INTO sessions (session_id, name, messages, lines, audience)"
+                    " VALUES (?, ?, 0, 0, ?) RETURNING id",
+                    (session_id, name, audience or ""),
                 ).fetchone()
             kept = [line for line in map(transcript_line, fresh) if line is not None]
             db.executemany(
@@ -283,20 +306,33 @@ class SessionIndex:
         return len(kept)
 
     def search(
-        self, query: str, limit: int = 5, *, now: dt.datetime | None = None
+        self,
+        query: str,
+        limit: int = 5,
+        *,
+        now: dt.datetime | None = None,
+        audiences: frozenset[str] | None = None,
     ) -> list[SearchHit]:
         """The best ``limit`` spans for ``query`` (its words ORed, its dates against the days
-        the messages were written; ``now`` resolves "yesterday"), scores in [0, 1)."""
+        the messages were written; ``now`` resolves "yesterday"), scores in [0, 1), of the
+        conversations whose audience word is among ``audiences`` (None: every one)."""
         terms = parse_query(query, now)
         if not terms or limit <= 0:
             return []
+        among, words = _among(audiences)
+        scoped = (  # the sessions' audience, when the read has one
+            " JOIN spans AS q ON q.id = span_text.rowid JOIN sessions AS s ON s.id = q.session"
+            if audiences is not None
+            else ""
+        )
         rows = self._all(
             "SELECT s.session_id, s.name, p.start_line, p.end_line, hit.text, hit.rank"
-            " FROM (SELECT rowid, text, bm25(span_text) AS rank FROM span_text"
-            "  WHERE span_text MATCH ? ORDER BY rank LIMIT ?) AS hit"
-            " JOIN spans AS p ON p.id = hit.rowid JOIN sessions AS s ON s.id = p.session"
+            " FROM (SELECT span_text.rowid AS rowid, text, bm25(span_text) AS rank"
+            f"  FROM span_text{scoped} WHERE span_text MATCH ?{among} ORDER BY rank LIMIT ?)"
+            " AS hit JOIN spans AS p ON p.id = hit.rowid JOIN sessions AS s ON s.id = p.session"
             " ORDER BY hit.rank",
             fts_query(terms),
+            *words,
             limit,
         )
         hits = []
@@ -307,18 +343,28 @@ class SessionIndex:
             hits.append(SearchHit(entry, strength / (1 + strength)))
         return hits
 
-    def read(self, path: str, from_line: int = 1, lines: int = 100) -> str:
+    def read(
+        self,
+        path: str,
+        from_line: int = 1,
+        lines: int = 100,
+        audiences: frozenset[str] | None = None,
+    ) -> str:
         """Numbered lines ``from_line``.. of a transcript, as ``FileMemory.read_file_sync``
-        reads a memory file. Raises MemoryStoreError for a path of no indexed session."""
+        reads a memory file. Raises MemoryStoreError for a path of no indexed session, or of
+        one whose audience word is not among ``audiences`` (None: every one), alike."""
         name = path[len(TRANSCRIPT_DIR) + 1 : -len(".jsonl")] if is_transcript_path(path) else ""
         start = max(1, from_line)
         count = max(1, min(lines, MAX_READ_LINES))
+        among, words = _among(audiences)
         rows = self._all(  # one query: the lines and their count agree
             "SELECT s.lines, l.json FROM sessions AS s LEFT JOIN lines AS l"
-            " ON l.session = s.id AND l.line BETWEEN ? AND ? WHERE s.name = ? ORDER BY l.line",
+            " ON l.session = s.id AND l.line BETWEEN ? AND ?"
+            f" WHERE s.name = ?{among} ORDER BY l.line",
             start,
             start + count - 1,
             name,
+            *words,
         )
         if not rows:
             raise MemoryStoreError(f"no session transcript {path!r}")

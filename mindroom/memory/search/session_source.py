@@ -82,29 +82,35 @@ def index_transcript(
     *,
     min_new: int,
     final: bool = False,
+    audience: str | None = None,
 ) -> int:
     """Add the messages of ``session_id`` past the index's cursor, when at least ``min_new``
-    wait (or any do and the session ended: ``final``); returns how many lines were added."""
+    wait (or any do and the session ended: ``final``); returns how many lines were added.
+    ``audience``: who could read the conversation (its audience word), kept with it."""
     index = _index(memory, create=True)
     assert index is not None
     cursor = index.indexed(session_id)
     waiting = len(messages) - cursor
     if waiting <= 0 or (waiting < min_new and not final):
         return 0
-    return index.append(session_id, messages[cursor:], start=cursor)
+    return index.append(session_id, messages[cursor:], start=cursor, audience=audience)
 
 
-def search_sessions(memory: FileMemory, query: str, limit: int) -> list[SearchHit]:
-    """The best ``limit`` stretches of the scope's past conversations for ``query``; none
-    that states a fact deleted from the scope (:mod:`mindroom.memory.files.tombstones`)."""
+def search_sessions(
+    memory: FileMemory, query: str, limit: int, audiences: frozenset[str] | None = None
+) -> list[SearchHit]:
+    """The best ``limit`` stretches of the scope's past conversations for ``query``, of
+    conversations whose audience is among ``audiences`` (the words the room it is shown in
+    may show; None: every one); none that states a fact deleted from the scope
+    (:mod:`mindroom.memory.files.tombstones`)."""
     index = _index(memory, create=False)
     if index is None or limit <= 0:
         return []
     deleted = deleted_from(memory.history)
     if not deleted:
-        return index.search(query, limit)
+        return index.search(query, limit, audiences=audiences)
     # the hidden ones leave room for the next best
-    hits = index.search(query, limit + HIDDEN_SLACK)
+    hits = index.search(query, limit + HIDDEN_SLACK, audiences=audiences)
     kept = [hit for hit in hits if not states_deleted_fact(hit.entry.text, deleted)]
     if len(kept) < len(hits):
         logger.info(
@@ -115,13 +121,20 @@ def search_sessions(memory: FileMemory, query: str, limit: int) -> list[SearchHi
     return kept[:limit]
 
 
-def read_transcript(memory: FileMemory, path: str, from_line: int, lines: int) -> str:
-    """Numbered lines of a past conversation of the scope, as ``memory_get`` reads files; a
-    line that states a fact deleted from the scope reads as :data:`HIDDEN_LINE`."""
+def read_transcript(
+    memory: FileMemory,
+    path: str,
+    from_line: int,
+    lines: int,
+    audiences: frozenset[str] | None = None,
+) -> str:
+    """Numbered lines of a past conversation of the scope, as ``memory_get`` reads files
+    (only one whose audience is among ``audiences``: None, every one); a line that states a
+    fact deleted from the scope reads as :data:`HIDDEN_LINE`."""
     index = _index(memory, create=False)
     if index is None:
         raise MemoryStoreError(f"no session transcript {path!r}")
-    text = index.read(path, from_line, lines)
+    text = index.read(path, from_line, lines, audiences)
     deleted = deleted_from(memory.history)
     if not deleted:
         return text
@@ -166,11 +179,15 @@ def relevant(hit: SearchHit, terms: list[str]) -> bool:
     return held >= RECALL_MIN_TERMS and held >= RECALL_MIN_SHARE * len(terms)
 
 
-def recall_section(memory: FileMemory, query: str, budget: list[int]) -> str:
-    """The "Past conversations" section of a turn's recall ('' when none is relevant enough);
-    ``budget`` (a one-item list) is the characters left, and is spent."""
+def recall_section(
+    memory: FileMemory, query: str, budget: list[int], audiences: frozenset[str] | None = None
+) -> str:
+    """The "Past conversations" section of a turn's recall ('' when none is relevant enough),
+    of the conversations whose audience is among ``audiences`` (None: every one); ``budget``
+    (a one-item list) is the characters left, and is spent."""
     terms = [term.lower() for term in query_terms(query)]
-    found = [h for h in search_sessions(memory, query, RECALL_HITS) if relevant(h, terms)]
+    hits = search_sessions(memory, query, RECALL_HITS, audiences)
+    found = [h for h in hits if relevant(h, terms)]
     title = "### Past conversations (read more with memory_get)"
     return budgeted_section(title, (_recall_line(hit) for hit in found), budget)
 

@@ -150,6 +150,7 @@ def _filter(view: AgentView, memory: FileMemory, request: QueryRequest) -> Memor
     return view.access.only(
         sorted(categories) if categories is not None else None,
         DELIBERATE if procedural else (),
+        view.audiences,
         pinned=filters.pinned,
         importance_min=filters.importance_min,
         importance_max=filters.importance_max,

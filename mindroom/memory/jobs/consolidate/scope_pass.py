@@ -34,7 +34,7 @@ import datetime as dt
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from mindroom.config.maintenance_schema import ConsolidationConfig
@@ -45,7 +45,7 @@ from mindroom.memory.files.archive import (
     restore_archived_sync,
 )
 from mindroom.memory.files.dates import daily_date
-from mindroom.memory.files.fields import merged_fields
+from mindroom.memory.files.fields import EntryFields, merged_fields
 from mindroom.memory.files.history import HistoryRecord
 from mindroom.memory.files.markdown import (
     MemoryEntry,
@@ -69,6 +69,7 @@ from mindroom.memory.jobs.consolidate.signals import (
     normal_form,
     words,
 )
+from mindroom.memory.policy.audience import AudienceBook, narrower
 from mindroom.memory.policy.consent import KEPT, ConsentPending, WriteConsent
 from mindroom.memory.scope import ENTRYPOINT
 
@@ -131,6 +132,7 @@ class ScopePass:
         now: dt.datetime,
     ) -> None:
         self.memory = memory
+        self.book = AudienceBook(memory.scope.state_dir)  # where its entries were learned
         self.settings = settings
         self.judge = judge
         self.fingerprints = fingerprints
@@ -316,13 +318,15 @@ class ScopePass:
                 meta={"sources": sources, "how": how},
             )
 
+        # a merge is shown only where both of its sources could be
+        audience = narrower([keep.fields.audience, drop.fields.audience], self.book)
+
         def add(document: str) -> str | None:
             ids = {e.id for e in parse_entries(document, keep.path)}
             if keep.id not in ids:
                 return None
-            return append_new_entry(
-                document, merged_id, text, merged_fields(keep.fields, drop.fields)
-            )
+            fields = merged_fields(keep.fields, drop.fields)
+            return append_new_entry(document, merged_id, text, replace(fields, audience=audience))
 
         # the synthesis is a model's text: the store holds it back when it is sensitive
         old, new = self.memory.write(keep.path, add, record, consent=WriteConsent.model())
@@ -445,7 +449,13 @@ class ScopePass:
                 continue
             try:
                 # a copy of a fact stored before: it adds nothing that needs consent
-                added = self.memory.add_sync(entry.text, actor=ACTOR, path=ENTRYPOINT, consent=KEPT)
+                added = self.memory.add_sync(
+                    entry.text,
+                    actor=ACTOR,
+                    path=ENTRYPOINT,
+                    consent=KEPT,
+                    fields=EntryFields(audience=entry.fields.audience),  # where it was learned
+                )
             except MemoryStoreError as exc:
                 logger.warning(
                     "consolidation of %s: promotion failed: %s", self.memory.scope_id, exc
