@@ -192,7 +192,13 @@ class AgentRuntime(SessionWork):
             return None
         keep = len(self._config.agents) + 2 * self._stores.capacity
         return self._toolsets.for_turn(
-            self._config, name, memory, requester=requester, members=members, keep=keep
+            self._config,
+            name,
+            memory,
+            requester=requester,
+            members=members,
+            keep=keep,
+            registry=self.memories,
         )
 
     async def _recall_block(
