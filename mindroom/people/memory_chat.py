@@ -457,8 +457,9 @@ def remember(
     consent = WriteConsent("person", Person(sender), others)
     try:
         entry = memory.add_sync(stored, actor=sender, consent=consent)
-    except ConsentPending as held:
-        return f"Not stored yet: {held}."
+    except ConsentPending as held:  # "not stored yet: ... waits for ..."
+        said = str(held)
+        return f"{said[:1].upper()}{said[1:]}."
     except MemoryStoreError as exc:
         return f"Not stored: {exc}."
     return f"Remembered (`{entry.id}`, {learned_where(owner, memory, entry)})."
