@@ -11,7 +11,7 @@ import pytest
 
 from mindroom.memory.files.store import FileMemory
 from tests.support.harness import BotHarness, Human, config_text, joined, unique
-from tests.support.scripted_model import ScriptedModel
+from tests.support.scripted_model import Reply, ScriptedModel, ToolCall
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 
@@ -99,6 +99,10 @@ async def test_list_pages_in_the_dm_and_only_counts_in_a_group_room(
     first = await _ask(alice, dm, "!memory list")
     second = await _ask(alice, dm, "!memory list 2")
     in_lobby = await _ask(alice, lobby, "!memory list")
+    model.push(Reply(tool_calls=[ToolCall("memories_about_me", {})]))
+    model.push("Here is what I know about you.")
+    await _ask(alice, dm, "What do you know about me?")
+    tool_results = [m for m in model.requests[1]["messages"] if m["role"] == "tool"]
 
     shown_first = set(re.findall(r"`(m-[0-9a-f]{8})`", first))
     shown_second = set(re.findall(r"`(m-[0-9a-f]{8})`", second))
@@ -115,6 +119,8 @@ async def test_list_pages_in_the_dm_and_only_counts_in_a_group_room(
     assert "13 things" in in_lobby
     assert "direct message" in in_lobby
     assert "fact number" not in in_lobby
+    # the agent's own answer to the question lists the same entries, with the same tool
+    assert set(re.findall(r"`(m-[0-9a-f]{8})`", tool_results[0]["content"])) == set(ids)
     assert "m-" not in in_lobby
 
 

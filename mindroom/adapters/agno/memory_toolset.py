@@ -92,7 +92,8 @@ class MemoryToolsets:
             )
             asker = Asker(agent=name, user_id=requester, owners=owners)
             tools.append(memory_query_function(toolkit.view, asker))
-        if registry is not None and requester is not None:
+        everything = config.memory.tools == "all" or not keeps_files(memory)
+        if everything and registry is not None and requester is not None:
             tools.append(about_me_tool(config, registry, name, memory, requester))
         return tools
 
