@@ -55,6 +55,8 @@ FORGET_TTL_S = 3600.0  # a pending forget waits an hour for its confirmation
 UNDO_S = 86400.0  # a confirmed forget can be undone for a day
 SHOWN_CHARS = 300  # an entry's text is cut here in a listing
 MAX_WORDS_CHARS = 500  # longer forget input is not searched for
+MAX_FACT_CHARS = 2000  # a longer remember is refused
+FORGET_SHOWN = 50  # a forget's listing names this many entries, and how many more
 ACTIONS = ("list", "forget", "undo", "remember")
 ONLY_IN_DM = "send `!memory list` in a direct message with me to read them (they are personal)"
 NOTHING = "I remember nothing about {who} here."
@@ -308,7 +310,9 @@ async def _forget(
     record = await forgets.offer(sender, subject, entries, room_id, FORGET_TTL_S)
     minutes = int(FORGET_TTL_S // 60)
     lines = [f"**I would forget {len(found)} thing{'s' if len(found) != 1 else ''} about {who}**"]
-    lines += [_line(i, text=in_dm) for i in found]
+    lines += [_line(i, text=in_dm) for i in found[:FORGET_SHOWN]]
+    if len(found) > FORGET_SHOWN:
+        lines.append(f"- and {len(found) - FORGET_SHOWN} more")
     lines += [
         "",
         f"Nothing is deleted yet: react ✅ to this message or send `!memory forget confirm` "
@@ -446,6 +450,8 @@ def remember(
     text = " ".join(text.split())
     if not text:
         return "Use `!memory remember TEXT`: I store it as something about you."
+    if len(text) > MAX_FACT_CHARS:
+        return f"That is too long to remember as one fact (over {MAX_FACT_CHARS} characters)."
     here = _memories(config, registry, owners, sender)
     if len(here) != 1:
         if not here:
