@@ -29,7 +29,7 @@ A person is their Matrix ID; their private folder is ``private_instances/<reques
   derived from the session stores, so erasing drops it (the next sync rebuilds it from the
   redacted transcripts).
 * ``ledger``: the ledger's rows keyed by the person (their conversations, flush state, the
-  appservice inbox's copies of their events).
+  appservice inbox's copies of their events, their ``!memory forget`` requests).
 * ``maintenance_runs``: a maintenance run's summary or stats naming one of the person's private
   scopes (their folder key).
 * ``dashboard_sessions``: a ``/me`` session is a signed cookie held by the browser; the server
