@@ -165,3 +165,15 @@ def test_a_group_room_gets_a_count_and_no_text(config: Config, registry: MemoryR
     said = memory_chat.list_text(config, registry, ["general"], ALICE, "", in_dm=False)
     assert said.startswith("I remember 3 things about you here")
     assert "fact" not in said
+
+
+@pytest.mark.asyncio
+async def test_forget_me_erases_a_persons_forget_requests(ledger: Ledger, tmp_path: Path) -> None:
+    from mindroom.people.data import Person as Whose
+    from mindroom.people.data import delete_owned_rows
+
+    await ledger.forgets.offer(ALICE, ALICE, [("general", "s", "m-1")], ROOM, 60)
+    await ledger.forgets.offer(BOB, BOB, [("general", "s", "m-2")], ROOM, 60)
+    assert delete_owned_rows(tmp_path / "ledger.db", Whose(ALICE)) == 1
+    assert await ledger.forgets.get(ALICE, "pending") is None
+    assert await ledger.forgets.get(BOB, "pending") is not None  # the control: Bob's stays
