@@ -68,6 +68,8 @@ async def test_forget_deletes_only_after_confirmation_and_undo_brings_it_back(
     again = await _ask(alice, dm, "!memory forget confirm")
     undone = await _ask(alice, dm, "!memory undo")
     after_undo = _live(bot)
+    remembered = await _ask(alice, dm, "!memory remember I live in Lyon")  # hers: at once
+    listed_after = await _ask(alice, dm, "!memory list")
 
     assert bees.id in listed
     assert "keeps bees in the garden" in listed
@@ -83,6 +85,9 @@ async def test_forget_deletes_only_after_confirmation_and_undo_brings_it_back(
     actors = [(r.op, r.actor) for r in memory.history_of(bees.id)]
     assert ("delete", alice.user_id) in actors  # the person, not a tool or the CLI
     assert ("restore", alice.user_id) in actors
+    assert remembered.startswith("Remembered")
+    assert f"{alice.user_id}: I live in Lyon" in _live(bot).values()
+    assert "I live in Lyon" in listed_after
 
 
 async def test_list_pages_in_the_dm_and_only_counts_in_a_group_room(
