@@ -29,7 +29,7 @@ A person is their Matrix ID; their private folder is ``private_instances/<reques
   derived from the session stores, so erasing drops it (the next sync rebuilds it from the
   redacted transcripts).
 * ``ledger``: the ledger's rows keyed by the person (their conversations, flush state, the
-  appservice inbox's copies of their events).
+  appservice inbox's copies of their events, their ``!memory forget`` requests).
 * ``maintenance_runs``: a maintenance run's summary or stats naming one of the person's private
   scopes (their folder key).
 * ``dashboard_sessions``: a ``/me`` session is a signed cookie held by the browser; the server
@@ -85,6 +85,7 @@ DELETED = "[deleted by the person]"  # what replaces a fact a person deleted, in
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 MIN_LINE = 12  # a shorter line of a person's words is too common to be redacted by itself
 OWNER_COLUMNS = frozenset({"user_id", "requester", "sender"})  # a column naming a row's person
+LIVE_LIMIT = 1_000_000  # every live entry of a scope (:func:`entries_about`)
 _TEXT_READ_LIMIT = 50_000_000  # a file bigger than this is named in the export, not inlined
 
 
@@ -703,20 +704,43 @@ def learn(ctx: MapContext, person: Person) -> None:
     (the messages of their runs), the sessions they spoke in and their shared entries."""
     if ctx.learned:
         return
-    for path in _shared_session_files(ctx):
-        rows = [r for found in owned_rows(path, person).values() for r in found]
-        words, spoke_in = _said(rows, person)
-        ctx.words |= words
-        ctx.sessions |= spoke_in
-        ctx.common |= _others_lines(path, person)
-    url = _pg(ctx)
-    if url:
-        _pg_learn(ctx, person, url)
+    _learn_said(ctx, person, common=True)
     for memory in _shared_memories(ctx):
         entries = _shared_part(ctx, person, memory)
         if entries:
             ctx.entries[memory.scope_id] = entries
     ctx.learned = True
+
+
+def _learn_said(ctx: MapContext, person: Person, *, common: bool) -> None:
+    """The person's words and the sessions they spoke in, from the shared session stores;
+    with ``common``, the lines other people wrote too (what redaction must leave alone)."""
+    for path in _shared_session_files(ctx):
+        rows = [r for found in owned_rows(path, person).values() for r in found]
+        words, spoke_in = _said(rows, person)
+        ctx.words |= words
+        ctx.sessions |= spoke_in
+        if common:
+            ctx.common |= _others_lines(path, person)
+    url = _pg(ctx)
+    if url:
+        _pg_learn(ctx, person, url)
+
+
+def entries_about(
+    config: Config, storage: Path, registry: MemoryRegistry, user_id: str, memory: Any
+) -> list[Any]:
+    """The live entries of ``memory`` (either backend) that are about ``user_id``, by the
+    map's own rule: in a private scope of theirs, every entry; in someone else's, none; in a
+    shared scope, those the ``shared_memory`` store counts as theirs (:func:`_shared_part`).
+    ``!memory list`` and ``forget`` and the agents' listing tool ask this (blocking)."""
+    live = list(memory.list_sync(LIVE_LIMIT))
+    key = memory.scope.person_key
+    if key is not None:
+        return live if key == requester_key(user_id) else []
+    ctx, person = _context(config, storage, registry), Person(user_id)
+    _learn_said(ctx, person, common=False)
+    return _shared_part(ctx, person, memory, live)
 
 
 def _redacted(ctx: MapContext, person: Person) -> set[str]:
@@ -813,20 +837,24 @@ def _index_erase(ctx: MapContext, person: Person) -> int:
     return removed
 
 
-def _shared_part(ctx: MapContext, person: Person, memory: Any) -> list[Any]:
+def _shared_part(
+    ctx: MapContext, person: Person, memory: Any, entries: Iterable[Any] | None = None
+) -> list[Any]:
     """The entries of a shared memory that are the person's: naming them, holding their words,
-    or written in a conversation they spoke in (the history's ``run``)."""
+    or written in a conversation they spoke in (the history's ``run``). Among ``entries``
+    when given (e.g. the live ones), else every entry of the files and archive."""
     from mindroom.memory.policy.audit import every_entry
 
     runs_of: dict[str, set[str]] = {}
-    for record in memory.history_of():
+    history = getattr(memory, "history_of", None)  # mem0 records no conversation
+    for record in history() if history is not None else []:
         run = (record.meta or {}).get("run")
         if run:
             runs_of.setdefault(record.id, set()).add(str(run))
     needle = person.user_id.casefold()
     words = [w.casefold() for w in ctx.words if len(w.strip()) >= 4]
     found = []
-    for entry in every_entry(memory):
+    for entry in every_entry(memory) if entries is None else entries:
         text = entry.text.casefold()
         if (
             needle in text

@@ -21,21 +21,31 @@ from mindroom.authorization import is_authorized
 from mindroom.config.schema import Config
 from mindroom.dashboard.person import person_link
 from mindroom.errors import MatrixError
+from mindroom.memory.policy.consent import Person
 from mindroom.memory.policy.consent_chat import memory_command
+from mindroom.memory.policy.gate import RoomAudience
 from mindroom.memory.registry import MemoryRegistry
+from mindroom.people import memory_chat
 from mindroom.pipeline import commands
 from mindroom.pipeline.notices import room_voice
 from mindroom.sessions.keeper import SessionKeeper
 from mindroom.sessions.status import gather, status_text
+from mindroom.store.ledger_tables import MemoryForgets
 
 logger = logging.getLogger(__name__)
 
 
 class SessionLedger(Protocol):
-    """Where ``!new`` starts a fresh session."""
+    """Where ``!new`` starts a fresh session, and ``!memory forget`` waits for its
+    confirmation."""
 
     async def new_session(self, room_id: str, thread_root: str | None) -> int:
         """Start a fresh conversation in the room or thread; returns the new generation."""
+        ...
+
+    @property
+    def forgets(self) -> MemoryForgets:
+        """Pending and confirmed ``!memory forget`` requests."""
         ...
 
 
@@ -106,6 +116,10 @@ class CommandHost(Protocol):
         """Every account mindroom runs, in any process."""
         ...
 
+    def audience(self, room_id: str, person: str) -> RoomAudience:
+        """Who can read ``room_id`` now (see :class:`~mindroom.pipeline.presence.Presence`)."""
+        ...
+
 
 async def run_command(bot: CommandHost, message: IncomingMessage) -> None:
     """Answer the command in ``message``, in its thread, from the router (or a DM's agent)."""
@@ -119,6 +133,7 @@ async def run_command(bot: CommandHost, message: IncomingMessage) -> None:
         return
     members = [*bot.config.agents, *bot.config.teams]
     user_ids = {name: user for name in members if (user := bot.user_of(name))}
+    said = None  # a !memory answer (it may list a pending forget)
     if command.name == "help":
         text = commands.help_text(bot.config, room_agents, user_ids)
     elif command.name == "agents":
@@ -129,17 +144,8 @@ async def run_command(bot: CommandHost, message: IncomingMessage) -> None:
     elif command.name in ("compact", "status"):
         text = await session_command(bot, bot.answers.sessions, message, command)
     elif command.name == "memory":
-        # what waits for a person's consent names personal details: listed only to them alone
-        in_dm = account.only_with(message.room_id, message.sender, bot.own_user_ids())
-        text = await asyncio.to_thread(
-            partial(memory_command, in_dm=in_dm),
-            bot.config,
-            bot.memories,
-            room_agents,
-            message.sender,
-            command.argument,
-        )
-        text = _with_memory_link(bot, account, message, command.argument, text)
+        said = await _memory(bot, account, message, command.argument, room_agents)
+        text = said.text
     elif command.name == "config":
         if bot.reloader is None:
             text = "This bot was started without a config file to watch."
@@ -148,15 +154,61 @@ async def run_command(bot: CommandHost, message: IncomingMessage) -> None:
             text = await bot.reloader.chat(command.argument, admin)
     else:
         text = commands.unknown_text(command)
-    await _answer(account, message, command.name, text)
+    event_id = await _answer(account, message, command.name, text)
+    await memory_chat.record_prompt(bot.ledger.forgets, said, event_id)
 
 
-async def _answer(account: MatrixAccount, message: IncomingMessage, name: str, text: str) -> None:
-    """Post ``text`` as the answer to the command ``message``; when the homeserver refuses it
-    (too large, say), a short notice says so instead of silence."""
+async def _memory(
+    bot: CommandHost,
+    account: MatrixAccount,
+    message: IncomingMessage,
+    argument: str,
+    room_agents: Sequence[str],
+) -> memory_chat.ChatAnswer:
+    """``!memory ...``: what is known about a person and what waits for their consent; the
+    texts are shown only to them alone (:meth:`MatrixAccount.only_with`)."""
+    in_dm = account.only_with(message.room_id, message.sender, bot.own_user_ids())
+    if memory_chat.is_action(argument):
+        return await memory_chat.answer(
+            bot.config,
+            bot.memories,
+            bot.ledger.forgets,
+            room_agents,
+            message.sender,
+            argument,
+            room_id=message.room_id,
+            in_dm=in_dm,
+            people=_people(bot, account, message),
+            room=bot.audience(message.room_id, message.sender),
+        )
+    text = await asyncio.to_thread(
+        partial(memory_command, in_dm=in_dm),
+        bot.config,
+        bot.memories,
+        room_agents,
+        message.sender,
+        argument,
+    )
+    return memory_chat.ChatAnswer(_with_memory_link(bot, account, message, argument, text))
+
+
+def _people(bot: CommandHost, account: MatrixAccount, message: IncomingMessage) -> list[Person]:
+    """The people of the message's room (not mindroom's accounts), with their names there."""
+    members = account.room_members(message.room_id) - bot.own_user_ids()
+    return [
+        Person(user_id, account.display_name(message.room_id, user_id))
+        for user_id in sorted(members | {message.sender})
+    ]
+
+
+async def _answer(
+    account: MatrixAccount, message: IncomingMessage, name: str, text: str
+) -> str | None:
+    """Post ``text`` as the answer to the command ``message``; its event ID. When the
+    homeserver refuses it (too large, say), a short notice says so instead of silence (None)."""
     content = notice_content(text, thread_root=message.thread_root, reply_to=message.event_id)
     try:
-        await account.send(message.room_id, content, f"mindroom-command-{message.event_id}")
+        return await account.send(message.room_id, content, f"mindroom-command-{message.event_id}")
     except MatrixError as exc:
         logger.warning("the answer to !%s (%s) was refused: %s", name[:40], message.event_id, exc)
         refused = notice_content(
@@ -166,6 +218,7 @@ async def _answer(account: MatrixAccount, message: IncomingMessage, name: str, t
             reply_to=message.event_id,
         )
         await account.send(message.room_id, refused, f"mindroom-command-refused-{message.event_id}")
+        return None
 
 
 def _with_memory_link(

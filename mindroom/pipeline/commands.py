@@ -80,6 +80,11 @@ def help_text(config: Config, room_agents: Sequence[str], user_ids: Mapping[str,
         "(optionally saying what the summary must keep)",
         "- `!status`: this conversation's session: age, turns, tokens, compactions, memory flush",
         "- `!config status`: is the config file valid; admins: `!config get|set KEY [VALUE]`",
+        "- `!memory list [PAGE]`: what the agents here remember about you (the texts in a "
+        "direct message only)",
+        "- `!memory forget WORDS`: forget what I remember about you with those words, once you "
+        "confirm (react ✅ or `!memory forget confirm`); `!memory undo` brings it back for a day",
+        "- `!memory remember TEXT`: remember a fact about you now",
         "- `!memory pending`: memory changes waiting for your confirmation; "
         "`!memory confirm ID` or `!memory reject ID` answers one",
         "- `!memory link` (in a direct message): a link to read, correct, delete and download "

@@ -16,6 +16,8 @@ that several processes share (:mod:`mindroom.store.database`), holds:
   its event ID right after, so a resumed reply edits what an earlier run posted.
 * ``session_generations``: bumped by ``!new`` to start a fresh conversation in a room or thread.
 * ``compactions``: long threads continue in a new session carrying a summary of the old one.
+* ``memory_forgets``: a person's ``!memory forget`` waiting for their confirmation, and their
+  last confirmed one (``!memory undo`` restores it for a day); entry ids only, no text.
 * ``flush_sessions`` and ``flush_curation``: the memory flush's control state (which sessions
   are dirty, how far they were extracted, who is extracting one now). Every process (the bot,
   ``mindroom memory flush``) works on these rows with atomic statements, so two of them never
@@ -43,14 +45,16 @@ from mindroom.store.ledger_tables import (
     Compactions,
     FlushCuration,
     FlushSessions,
+    ForgetRecord,
     Handled,
+    MemoryForgets,
     PendingEvent,
     ReplyParts,
     SessionGenerations,
     SyncTokens,
 )
 
-__all__ = ["LEDGER_FILE", "Ledger", "PendingEvent", "ledger_target"]
+__all__ = ["LEDGER_FILE", "ForgetRecord", "Ledger", "PendingEvent", "ledger_target"]
 
 LEDGER_FILE = "ledger.db"
 
@@ -81,6 +85,7 @@ class Ledger:
         self.replies = ReplyParts(db, self._writes)
         self.flush = FlushSessions(db, self._writes)
         self.curation = FlushCuration(db, self._writes)
+        self.forgets = MemoryForgets(db, self._writes)  # ``!memory forget`` and ``undo``
 
     @classmethod
     async def open(cls, target: Path | str) -> Ledger:

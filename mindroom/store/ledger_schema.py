@@ -144,9 +144,30 @@ ANSWERED_BY = """
 ALTER TABLE handled ADD COLUMN answered_by TEXT;
 """
 
+# ``!memory forget``: the entries a person asked to forget, waiting for their confirmation
+# (``pending``, until ``expires_at``), and their last confirmed forget, which ``!memory undo``
+# restores (``done``, until ``expires_at``). One row of each per requester; ``entries`` is a
+# JSON list of ``[owner, scope, entry id]`` (ids only: the texts stay in the memory files).
+# ``prompt_event_id`` is the message that listed them (a reaction to it confirms).
+MEMORY_FORGETS = """
+CREATE TABLE IF NOT EXISTS memory_forgets (
+    requester       TEXT NOT NULL,
+    state           TEXT NOT NULL,
+    subject         TEXT NOT NULL,
+    entries         TEXT NOT NULL,
+    room_id         TEXT NOT NULL,
+    prompt_event_id TEXT,
+    created_at      DOUBLE PRECISION NOT NULL,
+    expires_at      DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (requester, state)
+);
+CREATE INDEX IF NOT EXISTS memory_forgets_prompt ON memory_forgets (prompt_event_id);
+"""
+
 MIGRATIONS = (
     Migration(1, statements(SCHEMA)),
     Migration(2, statements(SHARDS)),
     Migration(3, statements(INBOX)),
     Migration(4, statements(ANSWERED_BY)),
+    Migration(5, statements(MEMORY_FORGETS)),
 )

@@ -486,3 +486,151 @@ def _flush_entry(row: Any) -> FlushEntry:
         next_attempt_at=float(column["next_attempt_at"]),
         boosted=bool(column["boosted"]),
     )
+
+
+@dataclass(frozen=True)
+class ForgetRecord:
+    """A person's ``!memory forget``: ``pending`` (waiting for their confirmation) or ``done``
+    (confirmed; ``!memory undo`` restores it), until ``expires_at``.
+
+    ``entries`` are ``(owner, scope, entry id)``: the agent or team whose memory holds the entry,
+    that memory's scope, and the entry. ``requester`` asked; ``subject`` is whom the entries are
+    about (the requester, or the person an admin named)."""
+
+    requester: str
+    state: str
+    subject: str
+    entries: tuple[tuple[str, str, str], ...]
+    room_id: str
+    prompt_event_id: str | None
+    created_at: float
+    expires_at: float
+
+
+class MemoryForgets(Table):
+    """``memory_forgets``: each requester's pending ``!memory forget`` and last confirmed one."""
+
+    _COLUMNS = (
+        "requester, state, subject, entries, room_id, prompt_event_id, created_at, expires_at"
+    )
+
+    @whole
+    async def offer(
+        self,
+        requester: str,
+        subject: str,
+        entries: list[tuple[str, str, str]],
+        room_id: str,
+        ttl: float,
+        now: float | None = None,
+    ) -> ForgetRecord:
+        """Record ``entries`` as ``requester``'s pending forget for ``ttl`` seconds, replacing
+        their previous pending one."""
+        now = time.time() if now is None else now
+        await self._db.execute(
+            "INSERT INTO memory_forgets (requester, state, subject, entries, room_id,"
+            " prompt_event_id, created_at, expires_at) VALUES (?, 'pending', ?, ?, ?, NULL, ?, ?)"
+            " ON CONFLICT (requester, state) DO UPDATE SET subject = excluded.subject,"
+            " entries = excluded.entries, room_id = excluded.room_id, prompt_event_id = NULL,"
+            " created_at = excluded.created_at, expires_at = excluded.expires_at",
+            (requester, subject, json.dumps(entries), room_id, now, now + ttl),
+        )
+        await self._db.commit()
+        items = tuple((owner, scope, entry) for owner, scope, entry in entries)
+        return ForgetRecord(requester, "pending", subject, items, room_id, None, now, now + ttl)
+
+    @whole
+    async def set_prompt(self, requester: str, created_at: float, event_id: str) -> bool:
+        """Record the message that listed ``requester``'s pending forget (made at
+        ``created_at``: a newer one is left alone); False when it is no longer pending."""
+        cursor = await self._db.execute(
+            "UPDATE memory_forgets SET prompt_event_id = ?"
+            " WHERE requester = ? AND state = 'pending' AND created_at = ?",
+            (event_id, requester, created_at),
+        )
+        await self._db.commit()
+        return cursor.rowcount == 1
+
+    async def get(
+        self, requester: str, state: str, now: float | None = None
+    ) -> ForgetRecord | None:
+        """``requester``'s ``pending`` or ``done`` forget, unless it expired."""
+        now = time.time() if now is None else now
+        async with self._db.query(
+            f"SELECT {self._COLUMNS} FROM memory_forgets"
+            " WHERE requester = ? AND state = ? AND expires_at > ?",
+            (requester, state, now),
+        ) as cursor:
+            row = await cursor.fetchone()
+        return _forget_record(row) if row else None
+
+    async def by_prompt(self, event_id: str, now: float | None = None) -> ForgetRecord | None:
+        """The pending forget the message ``event_id`` listed, unless it expired or was
+        replaced."""
+        now = time.time() if now is None else now
+        async with self._db.query(
+            f"SELECT {self._COLUMNS} FROM memory_forgets"
+            " WHERE prompt_event_id = ? AND state = 'pending' AND expires_at > ?",
+            (event_id, now),
+        ) as cursor:
+            row = await cursor.fetchone()
+        return _forget_record(row) if row else None
+
+    @whole
+    async def confirm(
+        self, record: ForgetRecord, undo_for: float, now: float | None = None
+    ) -> bool:
+        """Make the pending ``record`` its requester's last confirmed forget (restorable for
+        ``undo_for`` seconds); False when it is no longer pending (confirmed meanwhile,
+        replaced or expired): one confirmation wins."""
+        now = time.time() if now is None else now
+        cursor = await self._db.execute(
+            "DELETE FROM memory_forgets WHERE requester = ? AND state = 'pending'"
+            " AND created_at = ? AND expires_at > ?",
+            (record.requester, record.created_at, now),
+        )
+        if cursor.rowcount != 1:
+            await self._db.commit()
+            return False
+        await self._db.execute(
+            "INSERT INTO memory_forgets (requester, state, subject, entries, room_id,"
+            " prompt_event_id, created_at, expires_at) VALUES (?, 'done', ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (requester, state) DO UPDATE SET subject = excluded.subject,"
+            " entries = excluded.entries, room_id = excluded.room_id,"
+            " prompt_event_id = excluded.prompt_event_id, created_at = excluded.created_at,"
+            " expires_at = excluded.expires_at",
+            (
+                record.requester,
+                record.subject,
+                json.dumps([list(e) for e in record.entries]),
+                record.room_id,
+                record.prompt_event_id,
+                now,
+                now + undo_for,
+            ),
+        )
+        await self._db.commit()
+        return True
+
+    @whole
+    async def take_done(self, record: ForgetRecord) -> bool:
+        """Remove the confirmed ``record`` to undo it; False when another undo took it."""
+        cursor = await self._db.execute(
+            "DELETE FROM memory_forgets WHERE requester = ? AND state = 'done' AND created_at = ?",
+            (record.requester, record.created_at),
+        )
+        await self._db.commit()
+        return cursor.rowcount == 1
+
+
+def _forget_record(row: Any) -> ForgetRecord:
+    return ForgetRecord(
+        requester=str(row.requester),
+        state=str(row.state),
+        subject=str(row.subject),
+        entries=tuple((str(o), str(s), str(i)) for o, s, i in json.loads(row.entries)),
+        room_id=str(row.room_id),
+        prompt_event_id=None if row.prompt_event_id is None else str(row.prompt_event_id),
+        created_at=float(row.created_at),
+        expires_at=float(row.expires_at),
+    )

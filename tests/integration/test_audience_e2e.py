@@ -46,9 +46,7 @@ def extract_and_answer(request: dict[str, Any]) -> Reply | str:
 def turn_requests(model: ScriptedModel, words: str) -> list[dict[str, Any]]:
     """The requests of the turns that answered a message containing ``words``."""
     return [
-        r
-        for r in model.requests
-        if words in last_user_text(r) and EXTRACTION not in system_text(r)
+        r for r in model.requests if words in last_user_text(r) and EXTRACTION not in system_text(r)
     ]
 
 
@@ -82,7 +80,9 @@ async def test_a_fact_told_in_a_dm_is_recalled_there_and_never_for_someone_else_
 
         told = await alice.send(dm, f"REMEMBER: Alice salary is {SALARY}")
         await alice.wait_for_reply(dm, told, timeout=40)
-        said = await bob.send(lobby, f"@general REMEMBER: lobby plant is {PLANT}", mention=[general])
+        said = await bob.send(
+            lobby, f"@general REMEMBER: lobby plant is {PLANT}", mention=[general]
+        )
         await bob.wait_for_reply(lobby, said, timeout=40)
         ledger = bot.storage / "mindroom_data" / "ledger.db"
         await wait_until_ledger_idle(ledger, time.monotonic() + 30)
@@ -90,7 +90,8 @@ async def test_a_fact_told_in_a_dm_is_recalled_there_and_never_for_someone_else_
         memory = bot.bot.memories.for_agent("general")
         assert memory is not None
         stored = "".join(p.read_text() for p in memory.scope.root.rglob("*.md"))
-        assert SALARY in stored and PLANT in stored  # both facts are in general's memory
+        assert SALARY in stored  # both facts are in general's memory
+        assert PLANT in stored
 
         asked = await bob.send(lobby, "@general salary plant REMEMBER?", mention=[general])
         await bob.wait_for_reply(lobby, asked, timeout=40)

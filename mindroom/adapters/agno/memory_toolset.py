@@ -8,7 +8,8 @@ never read once and kept.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from agno.tools import Toolkit
@@ -21,8 +22,11 @@ from mindroom.memory.backend import MemoryBackend, keeps_files
 from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.policy.gate import RoomAudience
 from mindroom.memory.policy.view import AgentView
+from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.search.relations import RelationSettings
 from mindroom.memory.search.structured_query import Asker
+from mindroom.memory.tools import guard
+from mindroom.people.memory_chat import about_me_text
 
 
 def recall_contract(tools: str) -> str:
@@ -65,11 +69,13 @@ class MemoryToolsets:
         requester: str | None,
         members: Sequence[str] | None = None,
         keep: int = 64,
+        registry: MemoryRegistry | None = None,
         room: RoomAudience | None = None,
     ) -> list[AgnoTool]:
         """The tools of a turn of agent (or team of ``members``) ``name`` on ``memory`` for
         ``requester``, answering in ``room`` (what its reads may show and its writes' audience;
-        None: no room); ``keep`` toolkits stay cached."""
+        None: no room); ``keep`` toolkits stay cached. With the ``registry``, the requester's
+        own entries can be listed (``memories_about_me``)."""
         access = CategoryAccess.for_owner(config, name, members)
         relations = RelationSettings.of(config.memory.relations)
         key = f"{name}|{memory.scope_id}|{room.room_id if room else ''}"
@@ -99,4 +105,28 @@ class MemoryToolsets:
             )
             asker = Asker(agent=name, user_id=requester, owners=owners)
             tools.append(memory_query_function(toolkit.view, asker))
+        everything = config.memory.tools == "all" or not keeps_files(memory)
+        if everything and registry is not None and requester is not None:
+            tools.append(about_me_tool(config, registry, name, toolkit.view, requester))
         return tools
+
+
+def about_me_tool(
+    config: Config, registry: MemoryRegistry, owner: str, view: AgentView, requester: str
+) -> Callable[[], Awaitable[str]]:
+    """The ``memories_about_me`` tool: what the turn's memory holds about the person asking,
+    as ``!memory list`` finds it, of what the turn's room may show (``view``, the turn's view:
+    :func:`mindroom.people.memory_chat.about_me_text`)."""
+
+    async def memories_about_me() -> str:
+        """List everything you remember about the user you are talking to, with each entry's
+        id, date and where it was learned. Use it when they ask what you know about them."""
+
+        async def act() -> str:
+            return await asyncio.to_thread(
+                about_me_text, config, registry, owner, view.memory, requester, view
+            )
+
+        return await guard(act)
+
+    return memories_about_me

@@ -204,6 +204,7 @@ class AgentRuntime(SessionWork):
             members=members,
             keep=keep,
             room=room,
+            registry=self.memories,
         )
 
     async def _recall_block(

@@ -291,17 +291,22 @@ def narrower(
 
 
 def describe(word: str | None, book: AudienceBook, owner: str | None = None) -> str:
-    """Where an entry was learned, for a person (``!memory list``, the dashboard)."""
+    """Where an entry was learned, for a person (``!memory list``, the dashboard): "learned in
+    ...", or how an entry without an audience came to be."""
     if word is None:
-        return "your private memory" if owner else "written by hand (everyone the agent talks to)"
+        if owner:
+            return f"kept for {owner} alone"
+        return "added by hand or from the command line (shown wherever the agent answers)"
     if word == PUBLIC:
-        return "a room anyone can read"
+        return "learned in a room anyone can read"
     if word.startswith("dm:"):
-        return f"a direct chat with {word[3:]}"
+        return f"learned in a direct chat with {word[3:]}"
     told = book.resolve(word)
     if told is None:
-        return "a room no longer known (shown nowhere until its audience is set)"
+        return (
+            f"learned in a room no longer known ({word}: shown nowhere until its audience is set)"
+        )
     what = "an encrypted room" if told.kind == "encrypted" else "a closed room"
     label = told.name or told.room_id or "unnamed"
     people = ", ".join(sorted(told.readers)) or "nobody"
-    return f"{what} ({label}; readers: {people})"
+    return f"learned in {what} ({label}; readers then: {people})"

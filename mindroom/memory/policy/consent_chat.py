@@ -22,6 +22,11 @@ from mindroom.memory.policy.consent import ConsentQueue
 from mindroom.memory.registry import MemoryRegistry
 
 USAGE = "Use `!memory pending`, `!memory confirm ID` or `!memory reject ID`."
+# an unknown word also hears of the commands that read and correct memory (mindroom.people)
+WORDS = (
+    f"{USAGE[:-1]}; `!memory list`, `!memory forget WORDS`, `!memory undo` or "
+    "`!memory remember TEXT`."
+)
 MAX_PROPOSAL_ID_CHARS = 64  # ids are "p-" and 8 hex digits; longer input is not looked up
 ONLY_IN_DM = (
     "I list what waits for your confirmation only in a direct message with me (it names "
@@ -67,7 +72,7 @@ def memory_command(
             return ONLY_IN_DM
         return _pending(config, registry, agents, sender, admins)
     if action not in ("confirm", "reject") or not rest.strip():
-        return USAGE
+        return WORDS if action not in ("confirm", "reject") else USAGE
     proposal_id = rest.strip()
     if len(proposal_id) > MAX_PROPOSAL_ID_CHARS:  # never echoed: it could be anything
         return (
