@@ -40,9 +40,11 @@ from mindroom.cluster.accounts import SharedAccounts
 from mindroom.cluster.share import Cluster, flushed_by, join_cluster
 from mindroom.config.schema import ROUTER, AgentConfig, Config, TeamConfig
 from mindroom.errors import MindroomError
+from mindroom.memory.backend import keeps_files
 from mindroom.memory.files.watch import watch_memory_files
 from mindroom.memory.flush.loop import FlushWorker
 from mindroom.memory.jobs.maintenance.loop import MaintenanceLoop
+from mindroom.memory.policy.audience import backfill
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.pipeline.answer import Answerer
 from mindroom.pipeline.command_runner import run_command
@@ -312,6 +314,7 @@ class Bot(BotPresence):
         )
         self.flush.owns = lambda entry: self.runs(flushed_by(entry, self.config))
         self.flush.audience = self.session_audience  # what a flush writes: where it was told
+        self.spawn(asyncio.to_thread(self._backfill_audiences), "audience-backfill")
         self.tasks.keep_running("memory-flush", self.flush.run)
         self.maintenance.active = lambda: self.runs(ROUTER)
         self.maintenance.start(self.tasks, wake_after=self.flush)  # ticks in the background
@@ -422,6 +425,29 @@ class Bot(BotPresence):
         self.intake.resume(unfinished, lead)
 
     # -- shutdown -----------------------------------------------------------------------------
+
+    def _backfill_audiences(self) -> None:
+        """Give the entries the flush and the tools wrote before audiences were recorded the
+        audience of the room they were learned in, as the rooms are now (blocking; once per
+        start, idle after the first)."""
+        shared = {n for n, agent in self.config.agents.items() if agent.private is None}
+        owners = [("agent", n) for n in shared if self.runs(n)]
+        owners += [
+            ("team", n)
+            for n, team in self.config.teams.items()
+            if self.runs(n) and set(team.agents) <= shared
+        ]
+        for kind, name in owners:
+            if kind == "agent":
+                memory = self.memories.for_agent(name)
+            else:
+                memory = self.memories.for_team(list(self.config.teams[name].agents))
+            if memory is None or not keeps_files(memory):
+                continue
+            try:
+                backfill(memory, lambda run: self.session_audience(run, None), actor="audience")
+            except Exception:  # an old entry keeps its default; the next start tries again
+                logger.exception("audiences of %s were not filled in", memory.scope_id)
 
     async def stop(self) -> None:
         """Stop listening, let in-flight replies finish (briefly), then close everything.

@@ -51,13 +51,16 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
 from mindroom.atomic import atomic_write
 from mindroom.errors import MemoryStoreError
+from mindroom.memory.files.restore import set_fields_sync
+from mindroom.memory.files.store import FileMemory
+from mindroom.memory.policy.filters import MemoryFilter
 from mindroom.memory.policy.gate import RoomAudience
 
 logger = logging.getLogger(__name__)
@@ -310,3 +313,43 @@ def describe(word: str | None, book: AudienceBook, owner: str | None = None) -> 
     label = told.name or told.room_id or "unnamed"
     people = ", ".join(sorted(told.readers)) or "nobody"
     return f"learned in {what} ({label}; readers then: {people})"
+
+
+def backfill(
+    memory: FileMemory, room_of_run: Callable[[str], RoomAudience | None], *, actor: str
+) -> int:
+    """Give the audience of the room they were learned in to the entries mindroom wrote from a
+    conversation before audiences were recorded (their history names the conversation, its
+    ``run``); returns how many were given one (blocking). An entry whose conversation's room
+    is not known now, or that a person wrote, keeps the scope's default."""
+    runs: dict[str, str] = {}
+    for record in memory.history_of():
+        run = (record.meta or {}).get("run")
+        if record.op == "add" and record.id and isinstance(run, str) and run:
+            runs.setdefault(record.id, run)
+    if not runs:
+        return 0
+    book = AudienceBook(memory.scope.state_dir)
+    rooms: dict[str, RoomAudience | None] = {}
+    given = 0
+    for entry in memory.list_sync(100_000, MemoryFilter()):
+        run = runs.get(entry.id)
+        if entry.fields.audience is not None or run is None:
+            continue
+        if run not in rooms:
+            rooms[run] = room_of_run(run)
+        room = rooms[run]
+        if room is None:
+            continue
+        fields = replace(entry.fields, audience=word_for(room, book))
+        try:
+            set_fields_sync(memory, entry.id, fields, actor=actor)
+        except MemoryStoreError as exc:  # changed meanwhile: the next start tries again
+            logger.info("audience of %s in %s not set: %s", entry.id, memory.scope_id, exc)
+            continue
+        given += 1
+    if given:
+        logger.info(
+            "%s: %d entries given the audience they were learned in", memory.scope_id, given
+        )
+    return given
