@@ -25,6 +25,7 @@ from mindroom.memory.policy.consent_chat import memory_command
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.pipeline import commands
 from mindroom.pipeline.notices import room_voice
+from mindroom.pipeline.prompts import PromptDesk
 from mindroom.sessions.keeper import SessionKeeper
 from mindroom.sessions.status import gather, status_text
 
@@ -92,6 +93,11 @@ class CommandHost(Protocol):
     @property
     def memories(self) -> MemoryRegistry:
         """The memories (``!memory`` answers consent proposals)."""
+        ...
+
+    @property
+    def prompts(self) -> PromptDesk:
+        """Questions put to one person that a reaction answers (``!memory forget``'s)."""
         ...
 
     def room_agents(self, room_id: str) -> Sequence[str]:

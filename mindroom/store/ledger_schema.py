@@ -144,9 +144,31 @@ ANSWERED_BY = """
 ALTER TABLE handled ADD COLUMN answered_by TEXT;
 """
 
+# The messages mindroom posted that a person answers with a reaction (mindroom.store.prompts):
+# the message's event, its room and the account that posted it, the person who may answer
+# (or an admin), what it asks (``kind``) about what (``ref``), and the answer once given. A
+# (kind, ref, person) is offered once.
+PROMPTS = """
+CREATE TABLE IF NOT EXISTS prompts (
+    event_id    TEXT PRIMARY KEY,
+    room_id     TEXT NOT NULL,
+    account     TEXT NOT NULL,
+    person      TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    ref         TEXT NOT NULL,
+    created_at  DOUBLE PRECISION NOT NULL,
+    answer      TEXT,
+    answered_by TEXT,
+    answered_at DOUBLE PRECISION
+);
+CREATE UNIQUE INDEX IF NOT EXISTS prompts_offered ON prompts (kind, ref, person);
+"""
+
 MIGRATIONS = (
     Migration(1, statements(SCHEMA)),
     Migration(2, statements(SHARDS)),
     Migration(3, statements(INBOX)),
     Migration(4, statements(ANSWERED_BY)),
+    Migration(5, ()),  # reserved: taken by the chat memory commands' table on their branch
+    Migration(6, statements(PROMPTS)),
 )
