@@ -62,9 +62,7 @@ def _is_offer(room_id: str, agent: str, text: str):  # noqa: ANN202
 
 
 def _offers(person: Human, room_id: str, agent: str) -> list[Event]:
-    return [
-        m for m in person.messages(room_id, agent) if OFFER in m["content"].get("body", "")
-    ]
+    return [m for m in person.messages(room_id, agent) if OFFER in m["content"].get("body", "")]
 
 
 def _reaction(event_id: str, key: str) -> dict[str, object]:
@@ -194,7 +192,10 @@ async def test_a_cross_reaction_drops_the_proposal_and_other_reactions_do_nothin
 
 
 async def test_an_encrypted_reaction_in_an_encrypted_dm_confirms(
-    bot: BotHarness, model: ScriptedModel, synapse, tmp_path: Path  # noqa: ANN001
+    bot: BotHarness,
+    model: ScriptedModel,
+    synapse,
+    tmp_path: Path,  # noqa: ANN001
 ) -> None:
     alice = await Human.create(synapse, keys=tmp_path / "keys")
     try:
