@@ -81,7 +81,8 @@ def help_text(config: Config, room_agents: Sequence[str], user_ids: Mapping[str,
         "- `!status`: this conversation's session: age, turns, tokens, compactions, memory flush",
         "- `!config status`: is the config file valid; admins: `!config get|set KEY [VALUE]`",
         "- `!memory pending`: memory changes waiting for your confirmation; "
-        "`!memory confirm ID` or `!memory reject ID` answers one",
+        "`!memory confirm ID` or `!memory reject ID` answers one (or react ✅ / ❌ to its "
+        "offer in your direct chat with the agent)",
         "- `!memory link` (in a direct message): a link to read, correct, delete and download "
         "what the companions remember about you",
     ]
