@@ -1,4 +1,5 @@
-"""Consent proposals offered to their person, in their direct chat, answered by a reaction.
+"""Consent proposals and open conflicts offered to their person, in their direct chat,
+answered by a reaction.
 
 A fact about a person that needs their consent waits as a proposal
 (:mod:`mindroom.memory.policy.consent`). :class:`ConsentOffers` finds, for each agent this
@@ -7,7 +8,9 @@ mindroom's accounts alone: :meth:`MatrixAccount.only_with`, the one check for wh
 for one person), and offers there every pending proposal of that agent's memory about that
 person, one message each (:func:`~mindroom.memory.policy.consent_chat.offer_text`), once
 (:class:`~mindroom.pipeline.prompts.PromptDesk` records it). A ✅ confirms and a ❌ rejects
-it, as ``!memory confirm ID`` / ``!memory reject ID`` do.
+it, as ``!memory confirm ID`` / ``!memory reject ID`` do. The open conflicts consolidation
+recorded about that person are offered the same way
+(:mod:`mindroom.memory.jobs.consolidate.offers`): ✅ keeps the newer entry, ❌ keeps both.
 
 Never in a group room: a proposal names a personal detail. A person with no direct chat with
 the agent is not offered it (mindroom opens no room by itself); ``!memory pending`` in any
@@ -29,6 +32,8 @@ from typing import Protocol
 from mindroom.adapters.matrix.client import MatrixAccount
 from mindroom.config.schema import Config
 from mindroom.errors import MatrixError
+from mindroom.memory.jobs.consolidate.offers import conflicts_to_offer
+from mindroom.memory.policy.consent import Person
 from mindroom.memory.policy.consent_chat import offer_text, proposals_to_offer
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.pipeline.prompts import PromptDesk
@@ -36,7 +41,8 @@ from mindroom.pipeline.prompts import PromptDesk
 logger = logging.getLogger(__name__)
 
 OFFER_EVERY_S = 60.0
-CONSENT = "consent"  # the prompts' kind (mindroom.pipeline.prompts.PROMPT_HANDLERS)
+CONSENT = "consent"  # the prompts' kinds (mindroom.pipeline.prompts.PROMPT_HANDLERS)
+CONFLICT = "conflict"
 
 
 class OfferHost(Protocol):
@@ -63,6 +69,10 @@ class OfferHost(Protocol):
 
     def room_humans(self, room_id: str) -> frozenset[str]:
         """The people joined to ``room_id``."""
+        ...
+
+    def display_name(self, room_id: str, user_id: str) -> str | None:
+        """``user_id``'s display name in ``room_id``."""
         ...
 
 
@@ -108,19 +118,24 @@ class ConsentOffers:
         return found
 
     async def offer_all(self) -> int:
-        """Offer every pending proposal not offered yet; how many were posted."""
+        """Offer every pending proposal and open conflict not offered yet; how many were
+        posted."""
         host, posted = self._host, 0
         for agent, account, room_id, person in self.direct_chats():
             waiting = await asyncio.to_thread(
                 proposals_to_offer, host.config, host.memories, agent, person
             )
-            for proposal in waiting:
+            questions = [(CONSENT, p.id, offer_text(p)) for p in waiting]
+            who = Person(person, host.display_name(room_id, person))
+            conflicts = await asyncio.to_thread(
+                conflicts_to_offer, host.config, host.memories, agent, who
+            )
+            questions += [(CONFLICT, c.id, text) for c, text in conflicts]
+            for kind, ref, text in questions:
                 try:
-                    sent = await self._desk.offer(
-                        account, room_id, person, CONSENT, proposal.id, offer_text(proposal)
-                    )
+                    sent = await self._desk.offer(account, room_id, person, kind, ref, text)
                 except MatrixError as exc:
-                    logger.warning("cannot offer %s in %s: %s", proposal.id, room_id, exc)
+                    logger.warning("cannot offer %s %s in %s: %s", kind, ref, room_id, exc)
                     continue
                 posted += sent is not None
         return posted

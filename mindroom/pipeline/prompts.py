@@ -34,6 +34,7 @@ from mindroom.adapters.matrix.send import notice_content
 from mindroom.authorization import is_authorized
 from mindroom.config.schema import Config
 from mindroom.errors import MatrixError
+from mindroom.memory.jobs.consolidate.offers import answer_conflict
 from mindroom.memory.policy.consent_chat import answer_offer
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.store.ledger import Ledger
@@ -96,8 +97,25 @@ async def answer_consent(host: PromptHost, prompt: Prompt, yes: bool, actor: str
     )
 
 
+async def answer_conflict_prompt(host: PromptHost, prompt: Prompt, yes: bool, actor: str) -> str:
+    """An open conflict (``ref``: its ID, in the memory of the account that asked) settled:
+    yes keeps the newer entry, no keeps both."""
+    return await asyncio.to_thread(
+        lambda: answer_conflict(
+            host.config,
+            host.memories,
+            prompt.account,
+            prompt.person,
+            prompt.ref,
+            keep_newer=yes,
+            actor=actor,
+        )
+    )
+
+
 PROMPT_HANDLERS: dict[str, PromptHandler] = {
     "consent": answer_consent,
+    "conflict": answer_conflict_prompt,
 }
 """Every kind of prompt, and what answers it."""
 

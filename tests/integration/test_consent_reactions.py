@@ -1,7 +1,8 @@
 """Consent by reaction, end to end: a proposal about Alice is offered to her in her direct chat
 with the agent (never in the group room she also talks in), one message for it; her ✅ stores
 it, her ❌ drops it, and anyone else's reaction does nothing. In an encrypted direct chat too,
-where her client encrypts the reaction."""
+where her client encrypts the reaction. An open conflict about her is offered the same way
+(✅ keeps the newer entry), and one about Bob is not offered to her."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import nio
 import pytest
 
 from mindroom.memory.files.markdown import parse_entries
+from mindroom.memory.jobs.consolidate.records import ConsolidationRecords, db_path
 from mindroom.memory.policy.consent import ConsentQueue
 from tests.support.harness import (
     BotHarness,
@@ -23,6 +25,7 @@ from tests.support.harness import (
     joined,
     relation,
     unique,
+    write_entries,
 )
 from tests.support.scripted_model import Reply, ScriptedModel, ToolCall
 
@@ -225,3 +228,71 @@ async def test_an_encrypted_reaction_in_an_encrypted_dm_confirms(
     assert offer.get("mindroom_test_decrypted")  # the offer itself went encrypted
     assert answered == "Stored: Alice lives in Porto"
     assert "Alice lives in Porto" in _memory(bot)
+
+
+def _record_conflict(bot: BotHarness, first: str, second: str) -> str:
+    """Record ``first`` and ``second`` (entries of ``general``'s MEMORY.md) as an open
+    conflict, as consolidation's judge does; its ID."""
+    assert bot.bot is not None
+    memory = bot.bot.memories.for_agent("general")
+    assert memory is not None
+    path = bot.storage / "agents" / "general" / "workspace" / "MEMORY.md"
+    ids = {e.text: e.id for e in parse_entries(path.read_text(), "MEMORY.md")}
+    records = ConsolidationRecords(db_path(memory.scope.state_dir))
+    try:
+        meta = {
+            "a": {"id": ids[first], "text": first},
+            "b": {"id": ids[second], "text": second},
+        }
+        conflict = records.record("conflict", ids[first], ids[second], "one city at a time", meta)
+        assert conflict is not None
+        return conflict.id
+    finally:
+        records.close()
+
+
+async def test_an_open_conflict_about_alice_is_offered_in_her_dm_and_her_check_keeps_the_newer(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    alice = human
+    await alice.client.set_displayname("Alice")
+    await bot.start(config_text(model.base_url, {"general": {"rooms": []}}))
+    assert bot.bot is not None
+    agent = bot.bot.agents["general"].user_id
+    lines = [
+        "Alice lives in Lyon",
+        "Alice lives in Porto",
+        "Bob lives in Rome",
+        "Bob lives in Oslo",
+    ]
+    write_entries(bot.storage / "agents" / "general" / "workspace", "MEMORY.md", lines)
+    hers = _record_conflict(bot, "Alice lives in Lyon", "Alice lives in Porto")
+    bobs = _record_conflict(bot, "Bob lives in Rome", "Bob lives in Oslo")
+    dm = await alice.client.room_create(invite=[agent], is_direct=True)
+    assert isinstance(dm, nio.RoomCreateResponse)
+    await alice.wait_for(joined(agent, dm.room_id))
+
+    model.push("Hello Alice.")
+    said = await alice.send(dm.room_id, "hello")
+    await alice.wait_for_reply(dm.room_id, said, timeout=30)
+    offer = await alice.wait_for(
+        lambda e: (
+            e["room_id"] == dm.room_id
+            and e.get("sender") == agent
+            and hers in e.get("content", {}).get("body", "")
+        ),
+        30,
+    )
+    await _react(alice, dm.room_id, offer["event_id"], "✅")
+    answered = await _answer_to(alice, dm.room_id, agent, offer["event_id"])
+    await alice.fence(dm.room_id)
+    bodies = [m["content"].get("body", "") for m in alice.messages(dm.room_id, agent)]
+
+    body = offer["content"]["body"]
+    assert "> Alice lives in Lyon" in body
+    assert "> Alice lives in Porto (newer)" in body
+    assert not any(bobs in b or "Rome" in b for b in bodies)  # Bob's is not hers to settle
+    assert answered.startswith("Kept: Alice lives in Porto")
+    assert "Alice lives in Lyon" not in _memory(bot)
+    assert "Alice lives in Porto" in _memory(bot)
+    assert "Bob lives in Rome" in _memory(bot)

@@ -3,12 +3,16 @@ ledger's record of each question (offered once, answered once, kept across a res
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import pytest
 
 from mindroom.adapters.matrix.events import parse_reaction
 from mindroom.memory.files.fields import EntryFields
+from mindroom.memory.files.markdown import MemoryEntry
+from mindroom.memory.jobs.consolidate.offers import newer_first
+from mindroom.memory.jobs.consolidate.resolve import Side
 from mindroom.memory.policy.consent import Proposal
 from mindroom.memory.policy.consent_chat import offer_text
 from mindroom.pipeline.prompts import PROMPT_HANDLERS, may_answer, reaction_answer
@@ -136,3 +140,17 @@ async def test_a_prompt_is_offered_once_and_answered_once_across_a_restart(
         assert (answered.room_id, answered.account, answered.kind) == ("!dm", "general", "consent")
     finally:
         await ledger.close()
+
+
+def _side(entry_id: str, text: str, updated: dt.date | None) -> Side:
+    entry = MemoryEntry(entry_id, text, "MEMORY.md", 1, 1, EntryFields(updated=updated))
+    return Side(entry_id, text, entry)
+
+
+def test_the_newer_of_a_conflict_is_the_later_dated_and_else_the_second() -> None:
+    lyon = _side("m-1", "Alice lives in Lyon", dt.date(2026, 3, 1))
+    porto = _side("m-2", "Alice lives in Porto", dt.date(2026, 1, 1))
+    assert newer_first(lyon, porto) == (lyon, porto)
+    assert newer_first(porto, lyon) == (lyon, porto)
+    undated = _side("h-1", "Alice lives in Lyon", None), _side("h-2", "Alice lives in Rome", None)
+    assert newer_first(*undated) == (undated[1], undated[0])
