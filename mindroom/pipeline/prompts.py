@@ -76,6 +76,11 @@ class PromptHost(Protocol):
         """The memories."""
         ...
 
+    @property
+    def ledger(self) -> Ledger:
+        """The ledger (a handler's own control state may live there)."""
+        ...
+
 
 PromptHandler = Callable[[PromptHost, Prompt, bool, str], Awaitable[str]]
 """Answers one kind of prompt: ``(bot, prompt, yes, answered_by)`` -> what it did."""

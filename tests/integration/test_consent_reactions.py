@@ -296,3 +296,35 @@ async def test_an_open_conflict_about_alice_is_offered_in_her_dm_and_her_check_k
     assert "Alice lives in Lyon" not in _memory(bot)
     assert "Alice lives in Porto" in _memory(bot)
     assert "Bob lives in Rome" in _memory(bot)
+
+
+async def test_a_restart_neither_offers_again_nor_forgets_the_question(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    alice = human
+    await alice.client.set_displayname("Alice")
+    await bot.start(config_text(model.base_url, {"general": {"rooms": []}}))
+    assert bot.bot is not None
+    agent = bot.bot.agents["general"].user_id
+    dm = await alice.client.room_create(invite=[agent], is_direct=True)
+    assert isinstance(dm, nio.RoomCreateResponse)
+    await alice.wait_for(joined(agent, dm.room_id))
+    model.push(Reply(tool_calls=[ToolCall("add_memory", {"text": "Alice lives in Nantes"})]))
+    model.push("I will ask you first.")
+    said = await alice.send(dm.room_id, "I live in Nantes, remember that")
+    await alice.wait_for_reply(dm.room_id, said, timeout=30)
+    offer = await alice.wait_for(_is_offer(dm.room_id, agent, "Alice lives in Nantes"), 30)
+
+    await bot.stop()
+    await bot.start()  # the same storage: the question is in the ledger
+    model.push("Welcome back.")
+    again = await alice.send(dm.room_id, "hello again")  # a turn: the offers are looked at
+    await alice.wait_for_reply(dm.room_id, again, timeout=30)
+    await _react(alice, dm.room_id, offer["event_id"], "✅")
+    answered = await _answer_to(alice, dm.room_id, agent, offer["event_id"])
+    await alice.fence(dm.room_id)
+    offers = _offers(alice, dm.room_id, agent)
+
+    assert [o["event_id"] for o in offers] == [offer["event_id"]]  # not offered again
+    assert answered == "Stored: Alice lives in Nantes"  # answered after the restart
+    assert "Alice lives in Nantes" in _memory(bot)
