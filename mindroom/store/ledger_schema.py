@@ -146,14 +146,15 @@ ALTER TABLE handled ADD COLUMN answered_by TEXT;
 
 # The messages mindroom posted that a person answers with a reaction (mindroom.store.prompts):
 # the message's event, its room and the account that posted it, the person who may answer
-# (or an admin), what it asks (``kind``) about what (``ref``), and the answer once given. A
-# (kind, ref, person) is offered once.
+# (``user_id``; or an admin), what it asks (``kind``) about what (``ref``), and the answer once
+# given. A (kind, ref, person) is offered once. Keyed by the person's ID in ``user_id``, so
+# their data's export and erasure (mindroom.people.data) find the rows.
 PROMPTS = """
 CREATE TABLE IF NOT EXISTS prompts (
     event_id    TEXT PRIMARY KEY,
     room_id     TEXT NOT NULL,
     account     TEXT NOT NULL,
-    person      TEXT NOT NULL,
+    user_id     TEXT NOT NULL,
     kind        TEXT NOT NULL,
     ref         TEXT NOT NULL,
     created_at  DOUBLE PRECISION NOT NULL,
@@ -161,7 +162,7 @@ CREATE TABLE IF NOT EXISTS prompts (
     answered_by TEXT,
     answered_at DOUBLE PRECISION
 );
-CREATE UNIQUE INDEX IF NOT EXISTS prompts_offered ON prompts (kind, ref, person);
+CREATE UNIQUE INDEX IF NOT EXISTS prompts_offered ON prompts (kind, ref, user_id);
 """
 
 MIGRATIONS = (

@@ -37,7 +37,7 @@ class Prompt:
     answered_by: str | None = None
 
 
-_COLUMNS = "event_id, room_id, account, person, kind, ref, created_at, answer, answered_by"
+_COLUMNS = "event_id, room_id, account, user_id, kind, ref, created_at, answer, answered_by"
 
 
 def _prompt(row: Any) -> Prompt:
@@ -45,7 +45,7 @@ def _prompt(row: Any) -> Prompt:
         event_id=str(row.event_id),
         room_id=str(row.room_id),
         account=str(row.account),
-        person=str(row.person),
+        person=str(row.user_id),
         kind=str(row.kind),
         ref=str(row.ref),
         created_at=float(row.created_at),
@@ -64,7 +64,7 @@ class Prompts(Table):
         """Record that ``event_id`` asks ``person`` about ``kind`` ``ref``; False when that
         question was recorded before (the earlier one stands)."""
         cursor = await self._db.execute(
-            "INSERT INTO prompts (event_id, room_id, account, person, kind, ref, created_at)"
+            "INSERT INTO prompts (event_id, room_id, account, user_id, kind, ref, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             (event_id, room_id, account, person, kind, ref, time.time()),
         )
@@ -82,7 +82,7 @@ class Prompts(Table):
     async def offered(self, kind: str, ref: str, person: str) -> Prompt | None:
         """The prompt that asked ``person`` about ``kind`` ``ref``, if one did."""
         async with self._db.query(
-            f"SELECT {_COLUMNS} FROM prompts WHERE kind = ? AND ref = ? AND person = ?",
+            f"SELECT {_COLUMNS} FROM prompts WHERE kind = ? AND ref = ? AND user_id = ?",
             (kind, ref, person),
         ) as cursor:
             row = await cursor.fetchone()

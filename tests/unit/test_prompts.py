@@ -15,6 +15,8 @@ from mindroom.memory.jobs.consolidate.offers import newer_first
 from mindroom.memory.jobs.consolidate.resolve import Side
 from mindroom.memory.policy.consent import Proposal
 from mindroom.memory.policy.consent_chat import offer_text
+from mindroom.people.data import Person as Whose
+from mindroom.people.data import owned_rows
 from mindroom.pipeline.prompts import PROMPT_HANDLERS, may_answer, reaction_answer
 from mindroom.store.ledger import Ledger
 from mindroom.store.prompts import Prompt
@@ -154,3 +156,17 @@ def test_the_newer_of_a_conflict_is_the_later_dated_and_else_the_second() -> Non
     assert newer_first(porto, lyon) == (lyon, porto)
     undated = _side("h-1", "Alice lives in Lyon", None), _side("h-2", "Alice lives in Rome", None)
     assert newer_first(*undated) == (undated[1], undated[0])
+
+
+@pytest.mark.asyncio
+async def test_a_persons_prompts_are_part_of_their_data(tmp_path: Path) -> None:
+    ledger = await Ledger.open(tmp_path / "ledger.db")
+    try:
+        await ledger.prompts.add("$a", "!dm", "general", ALICE, "consent", "p-1")
+        await ledger.prompts.add("$b", "!dm2", "general", BOB, "consent", "p-2")
+    finally:
+        await ledger.close()
+
+    hers = owned_rows(tmp_path / "ledger.db", Whose(ALICE))
+
+    assert [row["event_id"] for row in hers["prompts"]] == ["$a"]  # found, Bob's left out
