@@ -19,6 +19,7 @@ import datetime as dt
 
 from mindroom.config.schema import Config
 from mindroom.errors import MemoryStoreError
+from mindroom.memory.backend import keeps_files
 from mindroom.memory.files.markdown import MemoryEntry
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.jobs.consolidate.records import Conflict, ConsolidationRecords, db_path
@@ -34,7 +35,7 @@ def _file_memory(
     if agent not in config.agents:
         return None
     memory = registry.for_agent(agent, person)
-    return memory if isinstance(memory, FileMemory) else None
+    return memory if keeps_files(memory) else None
 
 
 def _when(entry: MemoryEntry) -> dt.date:
