@@ -48,9 +48,11 @@ from mindroom.memory.policy.audience import backfill
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.pipeline.answer import Answerer
 from mindroom.pipeline.command_runner import run_command
+from mindroom.pipeline.consent_offers import ConsentOffers
 from mindroom.pipeline.conversation import ConversationState
 from mindroom.pipeline.intake import Intake
 from mindroom.pipeline.presence import BotPresence, title
+from mindroom.pipeline.prompts import PromptDesk
 from mindroom.store.ledger import Ledger, ledger_target
 from mindroom.tasks import TaskSupervisor
 
@@ -99,6 +101,8 @@ class Started:
     intake: Intake  # every account's events go in here (mindroom.pipeline.intake)
     cluster: Cluster | None  # several processes on one database: this one's leases
     appservice: Appservice | None  # appservice mode: the homeserver pushes the events
+    prompts: PromptDesk  # questions to one person, answered by a reaction (pipeline.prompts)
+    offers: ConsentOffers  # consent proposals offered in their person's direct chat
 
 
 class Bot(BotPresence):
@@ -164,6 +168,12 @@ class Bot(BotPresence):
     def answers(self) -> Answerer:
         """The answer path (:class:`NotStartedError` when not running)."""
         return self.started.answers
+
+    @property
+    def prompts(self) -> PromptDesk:
+        """Questions put to one person, answered by a reaction (:class:`NotStartedError` when
+        not running)."""
+        return self.started.prompts
 
     @property
     def intake(self) -> Intake:
@@ -247,13 +257,17 @@ class Bot(BotPresence):
             flush=self.flush,
             run_command=functools.partial(run_command, self),
         )
+        prompts = PromptDesk(self, ledger)
+        offers = ConsentOffers(self, prompts)
         intake = Intake(
             config=lambda: self.config,
             presence=self,
             state=self.state,
             ledger=ledger,
             answers=answers,
+            prompts=prompts,
             devices=self.config.matrix.mode != "appservice",  # an appservice has no devices
+            handled=offers.wake,
         )
         cluster, here = await join_cluster(
             ledger, lambda: self.config, self.options.pins, shared=self.options.leases
@@ -264,7 +278,7 @@ class Bot(BotPresence):
             if cluster is not None:
                 await cluster.leave()
             raise
-        return Started(ledger, answers, intake, cluster, appservice), here
+        return Started(ledger, answers, intake, cluster, appservice, prompts, offers), here
 
     def _appservice(self, ledger: Ledger, cluster: Cluster | None) -> Appservice | None:
         """The appservice in its mode (several processes share an inbox); None otherwise."""
@@ -316,6 +330,7 @@ class Bot(BotPresence):
         self.flush.audience = self.session_audience  # what a flush writes: where it was told
         self.spawn(asyncio.to_thread(self._backfill_audiences), "audience-backfill")
         self.tasks.keep_running("memory-flush", self.flush.run)
+        self.tasks.keep_running("consent-offers", self.started.offers.run)
         self.maintenance.active = lambda: self.runs(ROUTER)
         self.maintenance.start(self.tasks, wake_after=self.flush)  # ticks in the background
         if self.cluster is not None:
@@ -329,7 +344,9 @@ class Bot(BotPresence):
         """Deliver ``account``'s events to the intake from its saved sync position on (the sync
         loop restarted on failure)."""
         intake, ledger = self.intake, self.ledger
-        account.listen(intake.on_message, intake.on_invite, intake.on_undecryptable)
+        account.listen(
+            intake.on_message, intake.on_invite, intake.on_undecryptable, intake.on_reaction
+        )
         if self.appservice is not None:  # no sync loop: the transactions feed it
             return
 

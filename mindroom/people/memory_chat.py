@@ -365,6 +365,19 @@ async def record_prompt(
         await forgets.set_prompt(said.forget.requester, said.forget.created_at, event_id)
 
 
+async def cancel_forget(
+    config: Config, forgets: MemoryForgets, person: str, prompt_event_id: str
+) -> str:
+    """The pending forget the message ``prompt_event_id`` listed, dropped by ``person`` (a ❌
+    reaction): nothing is deleted. Anyone else, or nothing pending: the same answer."""
+    record = await forgets.by_prompt(prompt_event_id)
+    if record is None or not _may_decide(config, record, person):
+        return "Nothing is waiting for your confirmation to be forgotten."
+    if not await forgets.cancel(record):
+        return "Nothing is waiting for your confirmation to be forgotten."
+    return "Nothing was forgotten: that request is dropped."
+
+
 def _may_decide(config: Config, record: ForgetRecord, person: str) -> bool:
     """The requester, the person the entries are about, or an admin."""
     admins = config.authorization.admins

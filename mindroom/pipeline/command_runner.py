@@ -28,9 +28,11 @@ from mindroom.memory.registry import MemoryRegistry
 from mindroom.people import memory_chat
 from mindroom.pipeline import commands
 from mindroom.pipeline.notices import room_voice
+from mindroom.pipeline.prompts import PromptDesk
 from mindroom.sessions.keeper import SessionKeeper
 from mindroom.sessions.status import gather, status_text
 from mindroom.store.ledger_tables import MemoryForgets
+from mindroom.store.prompts import Prompts
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +48,11 @@ class SessionLedger(Protocol):
     @property
     def forgets(self) -> MemoryForgets:
         """Pending and confirmed ``!memory forget`` requests."""
+        ...
+
+    @property
+    def prompts(self) -> Prompts:
+        """The questions a reaction answers (a forget's listing is one)."""
         ...
 
 
@@ -104,6 +111,11 @@ class CommandHost(Protocol):
         """The memories (``!memory`` answers consent proposals)."""
         ...
 
+    @property
+    def prompts(self) -> PromptDesk:
+        """Questions put to one person that a reaction answers (``!memory forget``'s)."""
+        ...
+
     def room_agents(self, room_id: str) -> Sequence[str]:
         """Agents and teams joined to ``room_id``, in config order."""
         ...
@@ -155,7 +167,25 @@ async def run_command(bot: CommandHost, message: IncomingMessage) -> None:
     else:
         text = commands.unknown_text(command)
     event_id = await _answer(account, message, command.name, text)
+    await _listed(bot, account, message, said, event_id)
+
+
+async def _listed(
+    bot: CommandHost,
+    account: MatrixAccount,
+    message: IncomingMessage,
+    said: memory_chat.ChatAnswer | None,
+    event_id: str | None,
+) -> None:
+    """Record the message (``event_id``) that listed a pending forget: ``!memory forget
+    confirm`` and a ✅ (or ❌) reaction to it answer it (:mod:`mindroom.pipeline.prompts`)."""
+    if said is None or said.forget is None or event_id is None:
+        return
     await memory_chat.record_prompt(bot.ledger.forgets, said, event_id)
+    ref = f"{said.forget.requester}@{said.forget.created_at}"
+    await bot.ledger.prompts.add(
+        event_id, message.room_id, account.name, message.sender, "forget", ref
+    )
 
 
 async def _memory(

@@ -86,7 +86,8 @@ def help_text(config: Config, room_agents: Sequence[str], user_ids: Mapping[str,
         "confirm (react ✅ or `!memory forget confirm`); `!memory undo` brings it back for a day",
         "- `!memory remember TEXT`: remember a fact about you now",
         "- `!memory pending`: memory changes waiting for your confirmation; "
-        "`!memory confirm ID` or `!memory reject ID` answers one",
+        "`!memory confirm ID` or `!memory reject ID` answers one (or react ✅ / ❌ to its "
+        "offer in your direct chat with the agent)",
         "- `!memory link` (in a direct message): a link to read, correct, delete and download "
         "what the companions remember about you",
     ]

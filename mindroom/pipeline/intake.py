@@ -16,9 +16,11 @@ The path of a message starts here and goes down, never back up:
 6. The job: :meth:`mindroom.pipeline.answer.Answerer.handle` (plan the turns, run them, post),
    or the notice for a malformed event or an absent agent (:mod:`mindroom.pipeline.notices`).
 
-Beside messages: invites (accepted from mindroom's own accounts and allowed users, declined
-otherwise), events no key reached (the "could not decrypt, send it again" notice path), and
-the position each account's sync reached (saved for the next start, unless its lease left).
+Beside messages: reactions (the answers to the questions mindroom put to one person:
+:mod:`mindroom.pipeline.prompts`), invites (accepted from mindroom's own accounts and allowed
+users, declined otherwise), events no key reached (the "could not decrypt, send it again"
+notice path), and the position each account's sync reached (saved for the next start, unless
+its lease left).
 Unfinished messages of a previous run, and rows taken over from another process, re-enter at
 step 6 through :meth:`Intake.resume`.
 
@@ -35,7 +37,7 @@ from typing import Any
 
 from mindroom.adapters.matrix.client import MatrixAccount, Undecryptable
 from mindroom.adapters.matrix.crypto import E2E_AVAILABLE
-from mindroom.adapters.matrix.events import IncomingMessage, message_source
+from mindroom.adapters.matrix.events import IncomingMessage, IncomingReaction, message_source
 from mindroom.authorization import is_authorized
 from mindroom.config.schema import Config
 from mindroom.errors import MatrixError
@@ -51,6 +53,7 @@ from mindroom.pipeline.notices import (
     worth_asking,
 )
 from mindroom.pipeline.presence import ROUTE_KEY, BotPresence, resumed_requester
+from mindroom.pipeline.prompts import PromptDesk
 from mindroom.pipeline.routing import Route, RouteKind
 from mindroom.store.ledger import Ledger, PendingEvent
 
@@ -86,13 +89,17 @@ class Intake:
         state: ConversationState,
         ledger: Ledger,
         answers: Answerer,
+        prompts: PromptDesk,
         devices: bool,
+        handled: Callable[[], None] = lambda: None,
     ) -> None:
         self._config = config  # read at every use: a hot reload applies at the next event
         self._presence = presence
         self._state = state
         self._ledger = ledger
         self._answers = answers
+        self._prompts = prompts
+        self._handled = handled  # told after each job (a turn may have filed a proposal)
         self._devices = devices  # False in appservice mode: no device ever gets a room key
 
     # -- messages ------------------------------------------------------------------------------
@@ -191,7 +198,13 @@ class Intake:
             return self._tell_malformed(message)
         if route.kind is RouteKind.MENTIONED_ABSENT:
             return self._tell_absent(message, route)
-        return self._answers.handle(message, route, requester, key, lead)
+        return self._then_handled(self._answers.handle(message, route, requester, key, lead))
+
+    async def _then_handled(self, job: Coroutine[Any, Any, None]) -> None:
+        try:
+            await job
+        finally:
+            self._handled()
 
     def _voice(self, room_id: str) -> MatrixAccount | None:
         """The router if it is in the room, else the room's agent (see :func:`room_voice`)."""
@@ -215,6 +228,12 @@ class Intake:
     async def on_synced(self, account: MatrixAccount, token: str) -> None:
         """``account``'s sync delivered its events up to ``token``: saved for the next start."""
         await save_sync_position(self._ledger, self._presence.runs, account, token)
+
+    # -- reactions -----------------------------------------------------------------------------
+
+    async def on_reaction(self, account: MatrixAccount, reaction: IncomingReaction) -> None:
+        """A reaction ``account`` heard: maybe the answer to a question it asked someone."""
+        await self._prompts.on_reaction(account, reaction)
 
     # -- invites -------------------------------------------------------------------------------
 

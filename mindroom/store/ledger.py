@@ -14,6 +14,8 @@ that several processes share (:mod:`mindroom.store.database`), holds:
 * ``reply_parts``: the message each part of a reply was posted as, keyed by the triggering event,
   the agent and the part's index; a row is written before the part is sent and completed with
   its event ID right after, so a resumed reply edits what an earlier run posted.
+* ``prompts``: the questions posted to one person that a reaction answers
+  (:mod:`mindroom.store.prompts`).
 * ``session_generations``: bumped by ``!new`` to start a fresh conversation in a room or thread.
 * ``compactions``: long threads continue in a new session carrying a summary of the old one.
 * ``memory_forgets``: a person's ``!memory forget`` waiting for their confirmation, and their
@@ -53,6 +55,7 @@ from mindroom.store.ledger_tables import (
     SessionGenerations,
     SyncTokens,
 )
+from mindroom.store.prompts import Prompts
 
 __all__ = ["LEDGER_FILE", "ForgetRecord", "Ledger", "PendingEvent", "ledger_target"]
 
@@ -86,6 +89,7 @@ class Ledger:
         self.flush = FlushSessions(db, self._writes)
         self.curation = FlushCuration(db, self._writes)
         self.forgets = MemoryForgets(db, self._writes)  # ``!memory forget`` and ``undo``
+        self.prompts = Prompts(db, self._writes)  # questions a person answers by reacting
 
     @classmethod
     async def open(cls, target: Path | str) -> Ledger:

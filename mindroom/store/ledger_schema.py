@@ -164,10 +164,32 @@ CREATE TABLE IF NOT EXISTS memory_forgets (
 CREATE INDEX IF NOT EXISTS memory_forgets_prompt ON memory_forgets (prompt_event_id);
 """
 
+# The messages mindroom posted that a person answers with a reaction (mindroom.store.prompts):
+# the message's event, its room and the account that posted it, the person who may answer
+# (``user_id``; or an admin), what it asks (``kind``) about what (``ref``), and the answer once
+# given. A (kind, ref, person) is offered once. Keyed by the person's ID in ``user_id``, so
+# their data's export and erasure (mindroom.people.data) find the rows.
+PROMPTS = """
+CREATE TABLE IF NOT EXISTS prompts (
+    event_id    TEXT PRIMARY KEY,
+    room_id     TEXT NOT NULL,
+    account     TEXT NOT NULL,
+    user_id     TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    ref         TEXT NOT NULL,
+    created_at  DOUBLE PRECISION NOT NULL,
+    answer      TEXT,
+    answered_by TEXT,
+    answered_at DOUBLE PRECISION
+);
+CREATE UNIQUE INDEX IF NOT EXISTS prompts_offered ON prompts (kind, ref, user_id);
+"""
+
 MIGRATIONS = (
     Migration(1, statements(SCHEMA)),
     Migration(2, statements(SHARDS)),
     Migration(3, statements(INBOX)),
     Migration(4, statements(ANSWERED_BY)),
     Migration(5, statements(MEMORY_FORGETS)),
+    Migration(6, statements(PROMPTS)),
 )

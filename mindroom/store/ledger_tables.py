@@ -613,6 +613,18 @@ class MemoryForgets(Table):
         return True
 
     @whole
+    async def cancel(self, record: ForgetRecord) -> bool:
+        """Drop the pending ``record`` (its person said no); False when it is no longer
+        pending (confirmed, replaced or expired meanwhile)."""
+        cursor = await self._db.execute(
+            "DELETE FROM memory_forgets WHERE requester = ? AND state = 'pending'"
+            " AND created_at = ?",
+            (record.requester, record.created_at),
+        )
+        await self._db.commit()
+        return cursor.rowcount == 1
+
+    @whole
     async def take_done(self, record: ForgetRecord) -> bool:
         """Remove the confirmed ``record`` to undo it; False when another undo took it."""
         cursor = await self._db.execute(

@@ -10,7 +10,7 @@ import nio
 import pytest
 
 from mindroom.memory.files.store import FileMemory
-from tests.support.harness import BotHarness, Human, config_text, joined, unique
+from tests.support.harness import BotHarness, Human, config_text, joined, relation, unique
 from tests.support.scripted_model import Reply, ScriptedModel, ToolCall
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
@@ -186,3 +186,55 @@ async def test_a_pending_forget_survives_a_restart_and_deletes_nothing_until_con
     assert bees.id in after_restart  # the restart deleted nothing
     assert confirmed.startswith("Forgot 1 thing.")  # and lost nothing: the confirm still works
     assert bees.id not in _live(bot)
+
+
+async def _react(person: Human, room_id: str, event_id: str, key: str) -> None:
+    content = {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}}
+    sent = await person.client.room_send(room_id, "m.reaction", content)
+    assert isinstance(sent, nio.RoomSendResponse), sent
+
+
+async def _answer_to(person: Human, room_id: str, prompt_id: str) -> str:
+    """The body of the agent's reply to the message ``prompt_id``."""
+    answer = await person.wait_for(
+        lambda e: (
+            e["room_id"] == room_id
+            and e.get("type") == "m.room.message"
+            and (relation(e).get("m.in_reply_to") or {}).get("event_id") == prompt_id
+        ),
+        timeout=30,
+    )
+    return str(answer["content"]["body"])
+
+
+async def test_a_check_mark_on_the_forget_listing_confirms_it_and_a_cross_drops_it(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    alice = human
+    _, dm = await _start(bot, model, alice)
+    memory = _shared(bot)
+    bees = memory.add_sync(f"{alice.user_id} keeps bees in the garden", actor="test")
+    tea = memory.add_sync(f"{alice.user_id} likes green tea", actor="test")
+
+    asked = await alice.send(dm, "!memory forget tea")
+    listing = await alice.wait_for_reply(dm, asked, timeout=30)
+    await _react(alice, dm, listing["event_id"], "❌")
+    dropped = await _answer_to(alice, dm, listing["event_id"])
+    after_cross = _live(bot)
+    nothing = await _ask(alice, dm, "!memory forget confirm")  # the request is gone
+
+    asked = await alice.send(dm, "!memory forget bees")
+    listing = await alice.wait_for_reply(dm, asked, timeout=30)
+    before_check = _live(bot)
+    await _react(alice, dm, listing["event_id"], "✅")
+    confirmed = await _answer_to(alice, dm, listing["event_id"])
+    after_check = _live(bot)
+
+    assert dropped.startswith("Nothing was forgotten")
+    assert tea.id in after_cross
+    assert nothing == "Nothing is waiting for your confirmation to be forgotten."
+    assert bees.id in before_check  # listed, not yet confirmed: nothing deleted
+    assert confirmed.startswith("Forgot 1 thing.")
+    assert bees.id not in after_check  # the ✅ deleted it...
+    assert tea.id in after_check  # ...and only it
+    assert ("delete", alice.user_id) in [(r.op, r.actor) for r in memory.history_of(bees.id)]

@@ -20,7 +20,13 @@ import nio
 from nio.api import MessageDirection, RelationshipType
 
 from mindroom.adapters.matrix.crypto import keep_keys
-from mindroom.adapters.matrix.events import Attachment, IncomingMessage, parse_message
+from mindroom.adapters.matrix.events import (
+    Attachment,
+    IncomingMessage,
+    IncomingReaction,
+    parse_message,
+    parse_reaction,
+)
 from mindroom.adapters.matrix.key_backup import KeyBackup
 from mindroom.adapters.matrix.media import download
 from mindroom.errors import ClaimError, MatrixError
@@ -31,6 +37,7 @@ logger = logging.getLogger(__name__)
 MessageHandler = Callable[["MatrixAccount", IncomingMessage], Awaitable[None]]
 InviteHandler = Callable[["MatrixAccount", str, str], Awaitable[None]]
 EncryptedHandler = Callable[["MatrixAccount", "Undecryptable"], Awaitable[None]]
+ReactionHandler = Callable[["MatrixAccount", IncomingReaction], Awaitable[None]]
 SyncedHandler = Callable[["MatrixAccount", str], Awaitable[None]]
 
 SYNC_TIMEOUT_MS = 30_000
@@ -134,6 +141,7 @@ class MatrixAccount:
         self._on_message: MessageHandler | None = None
         self._on_invite: InviteHandler | None = None
         self._on_encrypted: EncryptedHandler | None = None
+        self._on_reaction: ReactionHandler | None = None
         self._stopping = False
         self._sync_filter: str | dict[str, Any] = _SYNC_FILTER
         # Rooms joined through this process: the client only learns of them at its next sync.
@@ -245,18 +253,22 @@ class MatrixAccount:
         on_message: MessageHandler,
         on_invite: InviteHandler,
         on_encrypted: EncryptedHandler | None = None,
+        on_reaction: ReactionHandler | None = None,
     ) -> None:
-        """Deliver messages, invites and encrypted events heard from now on to these callbacks.
+        """Deliver messages, invites, reactions and encrypted events heard from now on to these
+        callbacks.
 
-        Encrypted messages arrive decrypted, as messages; ``on_encrypted`` hears the events
-        that could not be decrypted (after the account asked the sender's devices for the key).
+        Encrypted messages and reactions arrive decrypted, as messages and reactions;
+        ``on_encrypted`` hears the events that could not be decrypted (after the account asked
+        the sender's devices for the key).
         """
         self._on_message, self._on_invite = on_message, on_invite
-        self._on_encrypted = on_encrypted
+        self._on_encrypted, self._on_reaction = on_encrypted, on_reaction
         # nio hands a message its schema refuses (a client's bug) on as a BadEvent: read as
         # far as it can be, so its sender hears what was wrong instead of silence
         self.client.add_event_callback(self._message_event, (nio.RoomMessage, nio.BadEvent))
         self.client.add_event_callback(self._invite_event, nio.InviteMemberEvent)
+        self.client.add_event_callback(self._reaction_event, nio.ReactionEvent)
         self.client.add_event_callback(
             self._encrypted_event, (nio.MegolmEvent, nio.UnknownEncryptedEvent)
         )
@@ -286,8 +298,12 @@ class MatrixAccount:
     async def _encrypted_event(self, room: nio.MatrixRoom, event: nio.Event) -> None:
         if self._on_encrypted is None or event.sender == self.user_id:
             return
-        if isinstance(decrypted := await self._from_backup(room.room_id, event), nio.RoomMessage):
+        decrypted = await self._from_backup(room.room_id, event)
+        if isinstance(decrypted, nio.RoomMessage):
             await self._message_event(room, decrypted)
+            return
+        if isinstance(decrypted, nio.ReactionEvent):
+            await self._reaction_event(room, decrypted)
             return
         try:
             if isinstance(event, nio.MegolmEvent) and self.client.olm is not None:
@@ -336,6 +352,19 @@ class MatrixAccount:
                 raise
             if not self._stopping:  # requests cut short by shutdown are expected
                 self.log.exception("handling event %s in %s failed", event.event_id, room.room_id)
+
+    async def _reaction_event(self, room: nio.MatrixRoom, event: nio.Event) -> None:
+        if self._on_reaction is None or event.sender == self.user_id:
+            return
+        try:
+            reaction = parse_reaction(room.room_id, event.source)
+            if reaction is not None:
+                await self._on_reaction(self, reaction)
+        except Exception:
+            if not self._stopping:
+                self.log.exception(
+                    "handling reaction %s in %s failed", event.event_id, room.room_id
+                )
 
     async def _invite_event(self, room: nio.MatrixRoom, event: nio.InviteMemberEvent) -> None:
         if (
@@ -438,6 +467,8 @@ class MatrixAccount:
                 event = self.client.decrypt_event(event)
         if isinstance(event, nio.RoomMessage | nio.BadEvent):
             await self._message_event(room, event)
+        elif isinstance(event, nio.ReactionEvent):
+            await self._reaction_event(room, event)
         elif isinstance(event, nio.MegolmEvent | nio.UnknownEncryptedEvent):
             await self._encrypted_event(room, event)
 

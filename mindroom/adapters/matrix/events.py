@@ -185,6 +185,38 @@ def parse_message(room_id: str, source: Mapping[str, Any]) -> IncomingMessage | 
     )
 
 
+@dataclass(frozen=True)
+class IncomingReaction:
+    """An ``m.reaction``: ``sender`` annotated ``reacts_to`` with ``key`` (an emoji, usually)."""
+
+    event_id: str
+    room_id: str
+    sender: str
+    reacts_to: str
+    key: str
+    timestamp_ms: int = 0
+
+
+def parse_reaction(room_id: str, source: Mapping[str, Any]) -> IncomingReaction | None:
+    """Parse an ``m.reaction`` event (an ``m.annotation`` of another event); None otherwise."""
+    if source.get("type") != "m.reaction":
+        return None
+    relates = _mapping(_mapping(source.get("content")).get("m.relates_to"))
+    target, key = relates.get("event_id"), relates.get("key")
+    if relates.get("rel_type") != "m.annotation" or not isinstance(target, str):
+        return None
+    if not isinstance(key, str):
+        return None
+    return IncomingReaction(
+        event_id=str(source.get("event_id", "")),
+        room_id=room_id,
+        sender=str(source.get("sender", "")),
+        reacts_to=target,
+        key=key,
+        timestamp_ms=_int(source.get("origin_server_ts")),
+    )
+
+
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 

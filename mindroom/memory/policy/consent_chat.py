@@ -9,6 +9,12 @@ so its existence is not told either. The list (``!memory pending``) names what i
 a person, so it is answered only in a direct chat with them (``in_dm``, which the caller
 judges from the room); elsewhere it says to ask there, and a decision made elsewhere is
 answered without the proposal's text.
+
+A proposal is also *offered* to its person, in their direct chat with the agent whose memory
+holds it, as a message of its own (:func:`offer_text`) that a reaction answers
+(:mod:`mindroom.pipeline.prompts` posts it and hears the reaction; :func:`proposals_to_offer`
+and :func:`answer_offer` are its memory side): the same decision as ``!memory confirm`` /
+``!memory reject``, through :meth:`ConsentQueue.decide`.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from collections.abc import Sequence
 from mindroom.config.schema import Config
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.backend import MemoryBackend
-from mindroom.memory.policy.consent import ConsentQueue
+from mindroom.memory.policy.consent import PROPOSAL_DAYS, ConsentQueue, Proposal
 from mindroom.memory.registry import MemoryRegistry
 
 USAGE = "Use `!memory pending`, `!memory confirm ID` or `!memory reject ID`."
@@ -118,3 +124,64 @@ def _pending(
     if not lines:
         return "Nothing is waiting for your confirmation."
     return "\n".join(["**Waiting for your confirmation**", *lines, "", USAGE])
+
+
+def proposals_to_offer(
+    config: Config, registry: MemoryRegistry, agent: str, person: str
+) -> list[Proposal]:
+    """The pending proposals in ``agent``'s memory (as ``person`` reaches it) that are about
+    ``person``: the ones to offer in their direct chat with ``agent``. Those only an admin may
+    answer (about nobody known) are not offered to anyone (blocking)."""
+    if agent not in config.agents:
+        return []
+    memory = registry.for_agent(agent, person)
+    if memory is None:
+        return []
+    queue = ConsentQueue(memory)
+    try:
+        return queue.waiting_for(person)  # no admins: only what is about the person
+    finally:
+        queue.close()
+
+
+def offer_text(proposal: Proposal) -> str:
+    """The message that offers ``proposal`` to its person (in their direct chat)."""
+    field = proposal.field.replace("_", " ")
+    return (
+        f"I was asked to remember this about you, and your {field} is a personal detail, "
+        f"so I store it only if you agree:\n\n> {proposal.text}\n\n"
+        f"React ✅ to store it or ❌ to drop it (or send `!memory confirm {proposal.id}` "
+        f"or `!memory reject {proposal.id}`). Unanswered, it is dropped in {PROPOSAL_DAYS} days."
+    )
+
+
+def answer_offer(
+    config: Config,
+    registry: MemoryRegistry,
+    agent: str,
+    person: str,
+    proposal_id: str,
+    *,
+    confirm: bool,
+    actor: str,
+) -> str:
+    """``actor`` (the person, or an admin) answered the offer of ``proposal_id`` in
+    ``agent``'s memory about ``person``: confirmed (stored) or rejected, as ``!memory
+    confirm`` / ``reject`` would; what happened, in a sentence (blocking)."""
+    memory = registry.for_agent(agent, person) if agent in config.agents else None
+    if memory is None:
+        return f"No proposal {proposal_id!r} is waiting for you."
+    queue = ConsentQueue(memory)
+    try:
+        proposal, _ = queue.decide(
+            proposal_id,
+            confirm=confirm,
+            actor=actor,
+            user_id=actor,
+            admins=config.authorization.admins,
+        )
+    except MemoryStoreError as exc:
+        return f"Nothing done: {exc}."
+    finally:
+        queue.close()
+    return f"Stored: {proposal.text}" if confirm else f"Not stored: {proposal.text}"

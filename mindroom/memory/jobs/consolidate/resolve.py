@@ -11,7 +11,8 @@ Three ways, as the consolidation RFC has them:
 
 A proposed merge (kind ``merge``) can also be accepted as proposed (its text into the entry it
 names as kept). Every change goes through the memory's write protocol and history, actor
-``cli``; ``mindroom memory restore`` brings back what left. Blocking: call it from a thread.
+``cli`` (or the person who settled it in chat); ``mindroom memory restore`` brings back what
+left. Blocking: call it from a thread.
 """
 
 from __future__ import annotations
@@ -51,15 +52,17 @@ def sides(memory: FileMemory, conflict: Conflict) -> tuple[Side, Side]:
     return found[0], found[1]
 
 
-def _leave(memory: FileMemory, side: Side, kept: str, conflict: Conflict, today: dt.date) -> str:
+def _leave(
+    memory: FileMemory, side: Side, kept: str, conflict: Conflict, today: dt.date, actor: str
+) -> str:
     """Take ``side`` out of live memory; what was done."""
     if side.now is None:
         return f"{side.id} was already gone"
     if side.now.hand_written:
-        memory.delete_sync(side.id, actor="cli")
+        memory.delete_sync(side.id, actor=actor)
         return f"{side.id} deleted (restore brings it back)"
     why = f"{conflict.kind} {conflict.id} settled: kept {kept}"
-    if not archive_entry_sync(memory, side.now, into=kept, why=why, actor="cli", today=today):
+    if not archive_entry_sync(memory, side.now, into=kept, why=why, actor=actor, today=today):
         raise MemoryStoreError(f"{side.id} changed while it was being archived; run it again")
     return f"{side.id} archived"
 
@@ -74,6 +77,7 @@ def resolve(
     text: str | None = None,
     accept: bool = False,
     today: dt.date | None = None,
+    actor: str = "cli",
 ) -> str:
     """Settle ``conflict_id`` one way (see the module docstring); returns what was done.
 
@@ -115,8 +119,8 @@ def resolve(
             )
         kept_id, done = kept.id, f"kept {kept.id}"
         if text is not None and text.strip() != kept.now.text:
-            kept_id = memory.update_sync(kept.id, text, actor="cli").id  # h- ids follow text
+            kept_id = memory.update_sync(kept.id, text, actor=actor).id  # h- ids follow text
             done = f"{kept_id} now says {text.strip()!r}"
-        done += "; " + _leave(memory, other, kept_id, conflict, today)
+        done += "; " + _leave(memory, other, kept_id, conflict, today, actor)
     records.resolve(conflict.id, done)
     return done

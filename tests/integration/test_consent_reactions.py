@@ -1,0 +1,330 @@
+"""Consent by reaction, end to end: a proposal about Alice is offered to her in her direct chat
+with the agent (never in the group room she also talks in), one message for it; her ✅ stores
+it, her ❌ drops it, and anyone else's reaction does nothing. In an encrypted direct chat too,
+where her client encrypts the reaction. An open conflict about her is offered the same way
+(✅ keeps the newer entry), and one about Bob is not offered to her."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from pathlib import Path
+
+import nio
+import pytest
+
+from mindroom.memory.files.markdown import parse_entries
+from mindroom.memory.jobs.consolidate.records import ConsolidationRecords, db_path
+from mindroom.memory.policy.consent import ConsentQueue
+from tests.support.harness import (
+    BotHarness,
+    Human,
+    client_api,
+    config_text,
+    encrypted_dm,
+    joined,
+    relation,
+    unique,
+    write_entries,
+)
+from tests.support.scripted_model import Reply, ScriptedModel, ToolCall
+
+pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
+
+Event = dict
+
+OFFER = "React ✅ to store it"
+
+
+def _memory(bot: BotHarness) -> list[str]:
+    path = bot.storage / "agents" / "general" / "workspace" / "MEMORY.md"
+    text = path.read_text() if path.exists() else ""
+    return [e.text for e in parse_entries(text, "MEMORY.md")]
+
+
+def _status(bot: BotHarness, proposal_id: str) -> str | None:
+    assert bot.bot is not None
+    memory = bot.bot.memories.for_agent("general")
+    assert memory is not None
+    queue = ConsentQueue(memory)
+    try:
+        found = queue.get(proposal_id)
+        return None if found is None else found.status
+    finally:
+        queue.close()
+
+
+def _is_offer(room_id: str, agent: str, text: str):  # noqa: ANN202
+    return lambda e: (
+        e["room_id"] == room_id
+        and e.get("type") == "m.room.message"
+        and e.get("sender") == agent
+        and OFFER in e["content"].get("body", "")
+        and text in e["content"].get("body", "")
+    )
+
+
+def _offers(person: Human, room_id: str, agent: str) -> list[Event]:
+    return [m for m in person.messages(room_id, agent) if OFFER in m["content"].get("body", "")]
+
+
+def _reaction(event_id: str, key: str) -> dict[str, object]:
+    return {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}}
+
+
+async def _react(person: Human, room_id: str, event_id: str, key: str) -> str:
+    sent = await person.client.room_send(room_id, "m.reaction", _reaction(event_id, key))
+    assert isinstance(sent, nio.RoomSendResponse), sent
+    return sent.event_id
+
+
+async def _answer_to(person: Human, room_id: str, agent: str, prompt_id: str) -> str:
+    """The body of the agent's reply to the prompt ``prompt_id``."""
+    answer = await person.wait_for(
+        lambda e: (
+            e["room_id"] == room_id
+            and e.get("type") == "m.room.message"
+            and e.get("sender") == agent
+            and (relation(e).get("m.in_reply_to") or {}).get("event_id") == prompt_id
+        ),
+        timeout=30,
+    )
+    return str(answer["content"]["body"])
+
+
+def _replies_to(person: Human, room_id: str, agent: str, prompt_id: str) -> list[Event]:
+    return [
+        m
+        for m in person.messages(room_id, agent)
+        if (relation(m).get("m.in_reply_to") or {}).get("event_id") == prompt_id
+    ]
+
+
+async def test_a_proposal_about_alice_is_offered_in_her_dm_only_and_only_her_check_stores_it(
+    bot: BotHarness,
+    human: Human,
+    model: ScriptedModel,
+    synapse,  # noqa: ANN001
+) -> None:
+    alice = human
+    await alice.client.set_displayname("Alice")
+    room = unique("offers")
+    room_id = await bot.start_in_room(
+        config_text(model.base_url, {"general": {"rooms": [room]}}), room, alice
+    )
+    assert bot.bot is not None
+    agent = bot.bot.agents["general"].user_id
+    bob = await Human.create(synapse)
+    try:
+        await bob.client.set_displayname("Bob")
+        await bob.join(room_id)
+        await alice.wait_for(joined(bob.user_id, room_id))
+        dm = await alice.client.room_create(invite=[agent], is_direct=True)
+        assert isinstance(dm, nio.RoomCreateResponse)
+        await alice.wait_for(joined(agent, dm.room_id))
+
+        model.push(Reply(tool_calls=[ToolCall("add_memory", {"text": "Alice lives in Lyon"})]))
+        model.push("Noted, once Alice confirms.")
+        said = await bob.send(room_id, "Alice lives in Lyon, remember that", mention=[agent])
+        # the control: Alice's client sees what the agent says in the group room
+        group_reply = await alice.wait_for_reply(room_id, said, timeout=30)
+        offer = await alice.wait_for(_is_offer(dm.room_id, agent, "Alice lives in Lyon"), 30)
+        await alice.fence(room_id)
+        in_group = [m["content"].get("body", "") for m in alice.messages(room_id, agent)]
+        [proposal_id] = re.findall(r"`!memory confirm (p-[0-9a-f]+)`", offer["content"]["body"])
+        assert "Alice lives in Lyon" not in _memory(bot)  # it waits
+
+        # Bob, let into the DM, reacts ✅ to Alice's offer: not his to answer
+        invited = await alice.client.room_invite(dm.room_id, bob.user_id)
+        assert isinstance(invited, nio.RoomInviteResponse), invited
+        await bob.join(dm.room_id)
+        await alice.wait_for(joined(bob.user_id, dm.room_id))
+        await _react(bob, dm.room_id, offer["event_id"], "✅")
+        await _react(alice, dm.room_id, offer["event_id"], "✅")  # the control: hers does
+        answered = await _answer_to(alice, dm.room_id, agent, offer["event_id"])
+        await _react(alice, dm.room_id, offer["event_id"], "❌")  # answered once: no effect
+        await alice.fence(dm.room_id)
+        prompt = await bot.bot.ledger.prompts.get(offer["event_id"])
+        offers_in_dm = _offers(alice, dm.room_id, agent)
+        replies = _replies_to(alice, dm.room_id, agent, offer["event_id"])
+    finally:
+        await bob.close()
+
+    assert group_reply["content"]["body"] == "Noted, once Alice confirms."
+    assert "Noted, once Alice confirms." in in_group  # seen there ...
+    assert not any(OFFER in body or proposal_id in body for body in in_group)  # ... no offer
+    assert "> Alice lives in Lyon" in offer["content"]["body"]
+    assert offer["content"]["msgtype"] == "m.notice"
+    assert [o["event_id"] for o in offers_in_dm] == [offer["event_id"]]  # one message, once
+    assert answered == "Stored: Alice lives in Lyon"
+    assert prompt is not None
+    assert (prompt.answer, prompt.answered_by) == ("yes", alice.user_id)  # not Bob's
+    assert len(replies) == 1  # the late ❌ changed nothing
+    assert "Alice lives in Lyon" in _memory(bot)
+    assert _status(bot, proposal_id) == "applied"
+
+
+async def test_a_cross_reaction_drops_the_proposal_and_other_reactions_do_nothing(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    alice = human
+    await alice.client.set_displayname("Alice")
+    await bot.start(config_text(model.base_url, {"general": {"rooms": []}}))
+    assert bot.bot is not None
+    agent = bot.bot.agents["general"].user_id
+    dm = await alice.client.room_create(invite=[agent], is_direct=True)
+    assert isinstance(dm, nio.RoomCreateResponse)
+    await alice.wait_for(joined(agent, dm.room_id))
+
+    model.push(Reply(tool_calls=[ToolCall("add_memory", {"text": "Alice goes by Ali"})]))
+    model.push("I will ask you first.")
+    said = await alice.send(dm.room_id, "I go by Ali, remember that")
+    await alice.wait_for_reply(dm.room_id, said, timeout=30)
+    offer = await alice.wait_for(_is_offer(dm.room_id, agent, "Alice goes by Ali"), 30)
+    [proposal_id] = re.findall(r"`!memory reject (p-[0-9a-f]+)`", offer["content"]["body"])
+    await _react(alice, dm.room_id, offer["event_id"], "🎉")  # neither yes nor no
+    await _react(alice, dm.room_id, offer["event_id"], "✖️")  # a no
+    answered = await _answer_to(alice, dm.room_id, agent, offer["event_id"])
+    await alice.fence(dm.room_id)
+    replies = _replies_to(alice, dm.room_id, agent, offer["event_id"])
+
+    assert answered == "Not stored: Alice goes by Ali"
+    assert len(replies) == 1  # the 🎉 was not an answer
+    assert _status(bot, proposal_id) == "rejected"
+    assert not any("Ali" in text for text in _memory(bot))
+
+
+async def test_an_encrypted_reaction_in_an_encrypted_dm_confirms(
+    bot: BotHarness,
+    model: ScriptedModel,
+    synapse,
+    tmp_path: Path,  # noqa: ANN001
+) -> None:
+    alice = await Human.create(synapse, keys=tmp_path / "keys")
+    try:
+        await alice.client.set_displayname("Alice")
+        await bot.start(config_text(model.base_url, {"general": {"rooms": []}}))
+        assert bot.bot is not None
+        agent = bot.bot.agents["general"].user_id
+        dm = await encrypted_dm(alice, agent)
+
+        model.push(Reply(tool_calls=[ToolCall("add_memory", {"text": "Alice lives in Porto"})]))
+        model.push("I will ask you first.")
+        said = await alice.send(dm, "I live in Porto, remember that")  # encrypted by her client
+        await alice.wait_for_reply(dm, said, timeout=40)
+        offer = await alice.wait_for(_is_offer(dm, agent, "Alice lives in Porto"), 30)
+        # as Element does (nio sends reactions in the clear): the reaction encrypted
+        kind, content = alice.client.encrypt(dm, "m.reaction", _reaction(offer["event_id"], "✅"))
+        assert kind == "m.room.encrypted"
+        txn = secrets.token_hex(8)
+        sent = await client_api(
+            alice.client, "PUT", f"/_matrix/client/v3/rooms/{dm}/send/{kind}/{txn}", content
+        )
+        assert "event_id" in sent, sent
+        answered = await _answer_to(alice, dm, agent, offer["event_id"])
+    finally:
+        await alice.close()
+
+    assert offer.get("mindroom_test_decrypted")  # the offer itself went encrypted
+    assert answered == "Stored: Alice lives in Porto"
+    assert "Alice lives in Porto" in _memory(bot)
+
+
+def _record_conflict(bot: BotHarness, first: str, second: str) -> str:
+    """Record ``first`` and ``second`` (entries of ``general``'s MEMORY.md) as an open
+    conflict, as consolidation's judge does; its ID."""
+    assert bot.bot is not None
+    memory = bot.bot.memories.for_agent("general")
+    assert memory is not None
+    path = bot.storage / "agents" / "general" / "workspace" / "MEMORY.md"
+    ids = {e.text: e.id for e in parse_entries(path.read_text(), "MEMORY.md")}
+    records = ConsolidationRecords(db_path(memory.scope.state_dir))
+    try:
+        meta = {
+            "a": {"id": ids[first], "text": first},
+            "b": {"id": ids[second], "text": second},
+        }
+        conflict = records.record("conflict", ids[first], ids[second], "one city at a time", meta)
+        assert conflict is not None
+        return conflict.id
+    finally:
+        records.close()
+
+
+async def test_an_open_conflict_about_alice_is_offered_in_her_dm_and_her_check_keeps_the_newer(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    alice = human
+    await alice.client.set_displayname("Alice")
+    await bot.start(config_text(model.base_url, {"general": {"rooms": []}}))
+    assert bot.bot is not None
+    agent = bot.bot.agents["general"].user_id
+    lines = [
+        "Alice lives in Lyon",
+        "Alice lives in Porto",
+        "Bob lives in Rome",
+        "Bob lives in Oslo",
+    ]
+    write_entries(bot.storage / "agents" / "general" / "workspace", "MEMORY.md", lines)
+    hers = _record_conflict(bot, "Alice lives in Lyon", "Alice lives in Porto")
+    bobs = _record_conflict(bot, "Bob lives in Rome", "Bob lives in Oslo")
+    dm = await alice.client.room_create(invite=[agent], is_direct=True)
+    assert isinstance(dm, nio.RoomCreateResponse)
+    await alice.wait_for(joined(agent, dm.room_id))
+
+    model.push("Hello Alice.")
+    said = await alice.send(dm.room_id, "hello")
+    await alice.wait_for_reply(dm.room_id, said, timeout=30)
+    offer = await alice.wait_for(
+        lambda e: (
+            e["room_id"] == dm.room_id
+            and e.get("sender") == agent
+            and hers in e.get("content", {}).get("body", "")
+        ),
+        30,
+    )
+    await _react(alice, dm.room_id, offer["event_id"], "✅")
+    answered = await _answer_to(alice, dm.room_id, agent, offer["event_id"])
+    await alice.fence(dm.room_id)
+    bodies = [m["content"].get("body", "") for m in alice.messages(dm.room_id, agent)]
+
+    body = offer["content"]["body"]
+    assert "> Alice lives in Lyon" in body
+    assert "> Alice lives in Porto (newer)" in body
+    assert not any(bobs in b or "Rome" in b for b in bodies)  # Bob's is not hers to settle
+    assert answered.startswith("Kept: Alice lives in Porto")
+    assert "Alice lives in Lyon" not in _memory(bot)
+    assert "Alice lives in Porto" in _memory(bot)
+    assert "Bob lives in Rome" in _memory(bot)
+
+
+async def test_a_restart_neither_offers_again_nor_forgets_the_question(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> None:
+    alice = human
+    await alice.client.set_displayname("Alice")
+    await bot.start(config_text(model.base_url, {"general": {"rooms": []}}))
+    assert bot.bot is not None
+    agent = bot.bot.agents["general"].user_id
+    dm = await alice.client.room_create(invite=[agent], is_direct=True)
+    assert isinstance(dm, nio.RoomCreateResponse)
+    await alice.wait_for(joined(agent, dm.room_id))
+    model.push(Reply(tool_calls=[ToolCall("add_memory", {"text": "Alice lives in Nantes"})]))
+    model.push("I will ask you first.")
+    said = await alice.send(dm.room_id, "I live in Nantes, remember that")
+    await alice.wait_for_reply(dm.room_id, said, timeout=30)
+    offer = await alice.wait_for(_is_offer(dm.room_id, agent, "Alice lives in Nantes"), 30)
+
+    await bot.stop()
+    await bot.start()  # the same storage: the question is in the ledger
+    model.push("Welcome back.")
+    again = await alice.send(dm.room_id, "hello again")  # a turn: the offers are looked at
+    await alice.wait_for_reply(dm.room_id, again, timeout=30)
+    await _react(alice, dm.room_id, offer["event_id"], "✅")
+    answered = await _answer_to(alice, dm.room_id, agent, offer["event_id"])
+    await alice.fence(dm.room_id)
+    offers = _offers(alice, dm.room_id, agent)
+
+    assert [o["event_id"] for o in offers] == [offer["event_id"]]  # not offered again
+    assert answered == "Stored: Alice lives in Nantes"  # answered after the restart
+    assert "Alice lives in Nantes" in _memory(bot)
