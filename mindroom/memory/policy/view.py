@@ -18,7 +18,8 @@ are never read; ``mindroom memory restore`` brings them back.
 
 A view made for a room (``room``, the room the text is shown in, with the deployment's
 ``memory.audience`` policy) reads only what that room may show
-(:mod:`mindroom.memory.policy.audience`), and what it writes carries the room's audience.
+(:mod:`mindroom.memory.policy.audience`), and what it writes carries the room's audience (an
+update narrows the entry's to the room's: its new words were told there).
 
 The access is taken from the config each time a view is made (every turn), so a reload
 takes effect at the next turn. An agent's view (``count``) also notes what it reads (for TTL)
@@ -36,12 +37,19 @@ from mindroom.errors import MemoryStoreError
 from mindroom.memory.backend import MemoryBackend, keeps_files, threaded
 from mindroom.memory.files.fields import NO_FIELDS, EntryFields
 from mindroom.memory.files.markdown import MemoryEntry
+from mindroom.memory.files.restore import set_fields_sync
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.files.writing import check_procedural
 from mindroom.memory.jobs.consolidate.records import ConsolidationRecords, db_path
 from mindroom.memory.ops_events import OpEvent, emit
 from mindroom.memory.policy.access import CategoryAccess
-from mindroom.memory.policy.audience import AudienceBook, AudiencePolicy, allowed_words, word_for
+from mindroom.memory.policy.audience import (
+    AudienceBook,
+    AudiencePolicy,
+    allowed_words,
+    narrower,
+    word_for,
+)
 from mindroom.memory.policy.consent import WriteConsent
 from mindroom.memory.policy.filters import MemoryFilter
 from mindroom.memory.policy.gate import Reader, RoomAudience, StoredEntry, may_read, readable
@@ -281,16 +289,31 @@ class AgentView:
         op_key: str | None = None,
         consent: WriteConsent | None = None,
     ) -> MemoryEntry:
-        """Replace the text of an entry this agent may read (its fields stay); the store
+        """Replace the text of an entry this agent may read (its fields stay, but for its
+        audience, which narrows to this view's room's: the new text was told there); the store
         checks the new text for consent."""
         if not self._repeat(op_key):
             self._visible(self.memory.get_sync(entry_id), "change")
         updated = self.memory.update_sync(
             entry_id, text, actor=actor, op_key=op_key, consent=consent
         )
+        updated = self._narrowed(updated, actor)
         self.event("update", updated)
         self._linked(updated, actor)
         return updated
+
+    def _narrowed(self, entry: MemoryEntry, actor: str) -> MemoryEntry:
+        """``entry`` (just changed in this view's room) with the narrower of its audience and
+        the room's: its new words were told here."""
+        book = self.book
+        if self.room is None or book is None or not keeps_files(self.memory):
+            return entry
+        word = narrower([entry.fields.audience, word_for(self.room, book)], book)
+        if word == entry.fields.audience:
+            return entry
+        return set_fields_sync(
+            self.memory, entry.id, replace(entry.fields, audience=word), actor=actor
+        )
 
     def delete_sync(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
         """Remove an entry this agent may read (the history keeps it)."""
