@@ -130,14 +130,10 @@ async def _serve(args: Args) -> None:
         stack.callback(release_run_lock, hold_run_lock(data_dir, shared=sharing))
         homeserver = await _launch_homeserver(args, config, data_dir, stack) if args.local else None
         # Blocking the loop while the homeserver boots is fine: nothing else runs on it yet.
-        from mindroom.adapters.embeddings.probe import warm_up_embedders
+        # The bot's start-up checks (the models' endpoints, loading a local embedder: seconds of
+        # CPU in threads) begin once its accounts run (Bot.start), not now: on two cores they
+        # would take the CPU and the interpreter from the imports and logins before the banner.
         from mindroom.app.bot import Bot, BotOptions
-
-        # A local embedder (seconds of CPU) loads in a thread from now on, while the homeserver
-        # boots, so that the first turn after the banner does not wait for it; the bot's own
-        # start-up check finds it loaded.
-        warm_up = asyncio.create_task(warm_up_embedders(config, config_path.parent))
-        stack.push_async_callback(_cancel, warm_up)
 
         dashboard_wanted = config.dashboard.enabled and not args.no_dashboard
         if dashboard_wanted:
@@ -191,11 +187,6 @@ async def _serve(args: Args) -> None:
                 print(f"Dashboard: {url}")
         print(running_banner(config, list(bot.agents), url))
         await asyncio.Event().wait()  # until a signal cancels this task
-
-
-async def _cancel(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
 
 
 async def _launch_homeserver(

@@ -31,6 +31,7 @@ def wait_for_line(log: Path, text: str, proc: subprocess.Popen[bytes], timeout: 
     raise AssertionError(f"{text!r} not printed within {timeout} s:\n{log.read_text()}")
 
 
+@pytest.mark.timeout(180)  # the start (up to 90 s on a loaded machine), then a chat (60)
 def test_local_default_runs_and_the_terminal_chat_gets_an_answer(
     tmp_path: Path, model: ScriptedModel
 ) -> None:
@@ -52,8 +53,9 @@ def test_local_default_runs_and_the_terminal_chat_gets_an_answer(
         assert "password:" in printed
         assert "homeserver: http://127.0.0.1:" in printed
 
+        # the first turn may wait for the local embedder, which starts loading at the banner
         chat = subprocess.run(
-            [sys.executable, "-m", "mindroom", "chat", "--timeout", "30", "@general hi there"],
+            [sys.executable, "-m", "mindroom", "chat", "--timeout", "60", "@general hi there"],
             cwd=tmp_path,
             env=env,
             capture_output=True,
