@@ -17,12 +17,12 @@ import click
 
 from mindroom.app.runlock import hold_run_lock, release_run_lock, require_running
 from mindroom.cli.options import DEFAULT_CONFIG, Args, Invocation, invocation, with_storage
-from mindroom.config import Config, load_config
 from mindroom.errors import ConfigError
 from mindroom.invocation import invoked_as
 
 if TYPE_CHECKING:
     from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
+    from mindroom.config import Config
 
 logger = logging.getLogger("mindroom")
 
@@ -115,20 +115,21 @@ async def _serve(args: Args) -> None:
     config error or a second run on the same storage is reported in a fraction of a second
     rather than after seconds of imports; with ``--local`` the homeserver is launched next, so
     that it starts up in its own process while this one imports the bot's modules (seconds of
-    CPU each, on two cores at once)."""
+    CPU each, on two cores at once). On a restart of ``--local`` (the homeserver's config is
+    there) it is launched even before the config is read: its boot is the longest step."""
     config_path, storage = _paths(args)
-    config = load_config(config_path)
     data_dir = storage / "mindroom_data"
-    homeserver_url = os.environ.get("MATRIX_HOMESERVER") or config.matrix.homeserver
-    shared_secret = os.environ.get("MATRIX_REGISTRATION_SHARED_SECRET") or None
-    invite: tuple[str, ...] = ()
-    pins = agent_pins(args.agents, config, local=args.local)
-    sharing = shares_agents(config, local=args.local)
     async with contextlib.AsyncExitStack() as stack:
-        # First, before anything touches the storage; held until the process ends. Its short
-        # blocking wait is fine here: nothing else runs on the loop yet.
-        stack.callback(release_run_lock, hold_run_lock(data_dir, shared=sharing))
-        homeserver = await _launch_homeserver(args, config, data_dir, stack) if args.local else None
+        early = await _launch_early(args, data_dir, stack)  # a restart of --local
+        from mindroom.config import load_config
+
+        config = load_config(config_path)  # a mistake stops that homeserver, still importing
+        homeserver_url = os.environ.get("MATRIX_HOMESERVER") or config.matrix.homeserver
+        shared_secret = os.environ.get("MATRIX_REGISTRATION_SHARED_SECRET") or None
+        invite: tuple[str, ...] = ()
+        pins = agent_pins(args.agents, config, local=args.local)
+        sharing = shares_agents(config, local=args.local)
+        homeserver = await _settle_homeserver(args, config, data_dir, stack, early, sharing)
         # Blocking the loop while the homeserver boots is fine: nothing else runs on it yet.
         # The bot's start-up checks (the models' endpoints, loading a local embedder: seconds of
         # CPU in threads) begin once its accounts run (Bot.start), not now: on two cores they
@@ -189,15 +190,67 @@ async def _serve(args: Args) -> None:
         await asyncio.Event().wait()  # until a signal cancels this task
 
 
+async def _launch_early(
+    args: Args, data_dir: Path, stack: contextlib.AsyncExitStack
+) -> EmbeddedHomeserver | None:
+    """On a restart of ``--local`` (its homeserver's config is there): take the run lock and
+    launch the homeserver before the config is read, as its boot is the longest step of the
+    start; its room version is checked once the config is read (:func:`_settle_homeserver`).
+    None otherwise: nothing done."""
+    if not (args.local and _homeserver_configured(data_dir)):
+        return None
+    # First, before anything touches the storage; held until the process ends. Its short
+    # blocking wait is fine here: nothing else runs on the loop yet. (--local is never shared.)
+    stack.callback(release_run_lock, hold_run_lock(data_dir, shared=False))
+    return await _launch_homeserver(args, None, data_dir, stack)
+
+
+async def _settle_homeserver(
+    args: Args,
+    config: Config,
+    data_dir: Path,
+    stack: contextlib.AsyncExitStack,
+    early: EmbeddedHomeserver | None,
+    sharing: bool,
+) -> EmbeddedHomeserver | None:
+    """With the config read: the run lock taken (unless :func:`_launch_early` took it) and,
+    with ``--local``, the homeserver launched with the config's room version (the early one
+    relaunched when that version changed since the last run)."""
+    if early is None:
+        stack.callback(release_run_lock, hold_run_lock(data_dir, shared=sharing))
+        if not args.local:
+            return None
+        return await _launch_homeserver(args, config.matrix.room_version, data_dir, stack)
+    if early.room_version == config.matrix.room_version:
+        return early
+    await early.stop()
+    homeserver = await _launch_homeserver(args, config.matrix.room_version, data_dir, stack)
+    # the accounts are saved under the address from before the early launch (--port 0 picks
+    # a new port at each launch)
+    homeserver.previous_url = early.previous_url or early.url
+    return homeserver
+
+
+def _homeserver_dir(data_dir: Path) -> Path:
+    return data_dir / "homeserver"
+
+
+def _homeserver_configured(data_dir: Path) -> bool:
+    """Whether the embedded homeserver ran on this storage before (its config is there)."""
+    from mindroom.adapters.matrix.homeserver import CONFIG_FILE
+
+    return (_homeserver_dir(data_dir) / CONFIG_FILE).exists()
+
+
 async def _launch_homeserver(
-    args: Args, config: Config, data_dir: Path, stack: contextlib.AsyncExitStack
+    args: Args, room_version: str | None, data_dir: Path, stack: contextlib.AsyncExitStack
 ) -> EmbeddedHomeserver:
     """The embedded homeserver of ``--local``, launched (not yet answering) and stopped by
-    ``stack``."""
+    ``stack``; ``room_version`` None keeps the one its config has."""
     from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
 
     homeserver = EmbeddedHomeserver(
-        data_dir / "homeserver", port=args.port, room_version=config.matrix.room_version
+        _homeserver_dir(data_dir), port=args.port, room_version=room_version
     )
     print(f"Starting the local homeserver in {homeserver.data_dir} ...")
     stack.push_async_callback(homeserver.stop)
