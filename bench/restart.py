@@ -11,8 +11,9 @@ Runs mindroom as a person does, in a fresh storage folder holding a copy of the 
 Each run is timed from starting the process to the banner line ("mindroom is running: ...")
 on its output; then it is stopped with SIGINT and must exit with code 0. Printed per run: the
 time, when each step's line appeared (homeserver launched, homeserver ready, accounts running,
-dashboard up), and the CPU seconds mindroom and its Synapse child had used by the banner (the
-figures to compare on a busy machine, where wall times mostly measure the other load).
+dashboard up), and the CPU seconds mindroom and its Synapse child had used by the banner and
+by each step (the figures to compare on a busy machine, where wall times mostly measure the
+other load; the differences between steps are each phase's CPU).
 
 Nothing reaches the network: the model's ``base_url`` (``OPENAI_BASE_URL``) is a closed port
 on loopback, the homeserver and the dashboard listen on free loopback ports, and the local
@@ -84,6 +85,8 @@ class Run:
 
     kind: str
     steps: dict[str, float] = field(default_factory=dict)
+    # CPU seconds (mindroom, its Synapse) used when each step's line appeared
+    step_cpu: dict[str, tuple[float, float]] = field(default_factory=dict)
     mindroom_cpu: float = 0.0
     synapse_cpu: float = 0.0
     stop_s: float = 0.0
@@ -94,10 +97,12 @@ class Run:
 
     def describe(self) -> str:
         steps = "  ".join(f"{name} {at:5.2f}" for name, at in self.steps.items())
+        cpu = "  ".join(f"{name} {m:4.2f}/{s:4.2f}" for name, (m, s) in self.step_cpu.items())
         return (
             f"{self.kind:<5} {self.banner_ms:7.0f} ms   cpu: mindroom {self.mindroom_cpu:4.2f} s, "
             f"synapse {self.synapse_cpu:4.2f} s   stop {self.stop_s:4.2f} s\n"
-            f"        steps (s): {steps}"
+            f"        steps (s): {steps}\n"
+            f"        cpu by then (s, mindroom/synapse): {cpu}"
         )
 
 
@@ -166,6 +171,10 @@ def start_once(storage: Storage, kind: str, timeout: float) -> Run:
             for marker, name in STEPS:
                 if marker in line and name not in run.steps:
                     run.steps[name] = time.monotonic() - began
+                    run.step_cpu[name] = (
+                        cpu_seconds(proc.pid),
+                        sum(cpu_seconds(c) for c in children(proc.pid)),
+                    )
                     if name == "banner":
                         run.mindroom_cpu = cpu_seconds(proc.pid)
                         run.synapse_cpu = sum(cpu_seconds(c) for c in children(proc.pid))

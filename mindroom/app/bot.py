@@ -206,9 +206,6 @@ class Bot(BotPresence):
         An unreachable homeserver is waited for (each attempt logged); cancel to give up.
         """
         self.memories.check_paths()  # a symlink out of the storage root: say so before anything
-        # In the background, so a slow or absent model server never delays start-up; from the
-        # start, so that a local embedder is loaded (in a thread) before the first turn needs it.
-        self.tasks.spawn(self._probe_models(), _MODEL_PROBE)
         await wait_for_homeserver(self.options.homeserver)
         ledger = await Ledger.open(
             ledger_target(self.config.storage.database, self.options.data_dir)
@@ -231,6 +228,11 @@ class Bot(BotPresence):
             self.listen(account)
         await self._run_in_background()
         self.resume_rows(unfinished)
+        # In the background, so a slow or absent model server never delays anything; only now,
+        # so that its work (the model SDK's import, loading a local embedder: seconds of CPU in
+        # threads) does not slow the logins down. A turn that comes before the embedder is
+        # loaded waits for it (keyword-only if it cannot load).
+        self.tasks.spawn(self._probe_models(), _MODEL_PROBE)
         logger.info(
             "agents started on %s: %d agents in %d rooms",
             self.options.homeserver,

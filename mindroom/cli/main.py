@@ -169,7 +169,7 @@ def execute(invocation: Invocation) -> int:
         sys.stdout.reconfigure(line_buffering=True)  # progress shows up even when piped
     _setup_logging(args.verbose, getattr(args, "log_format", None))
     if isinstance(getattr(args, "config", None), str):
-        from mindroom.config.load import load_dotenv_beside
+        from mindroom.config.environment import load_dotenv_beside
 
         # Once, before anything reads the environment: run, doctor, chat and the rest alike.
         load_dotenv_beside(Path(args.config).resolve())

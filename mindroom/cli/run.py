@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import logging
 import os
 import shlex
@@ -17,12 +18,12 @@ import click
 
 from mindroom.app.runlock import hold_run_lock, release_run_lock, require_running
 from mindroom.cli.options import DEFAULT_CONFIG, Args, Invocation, invocation, with_storage
-from mindroom.config import Config, load_config
 from mindroom.errors import ConfigError
 from mindroom.invocation import invoked_as
 
 if TYPE_CHECKING:
     from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
+    from mindroom.config import Config
 
 logger = logging.getLogger("mindroom")
 
@@ -115,33 +116,38 @@ async def _serve(args: Args) -> None:
     config error or a second run on the same storage is reported in a fraction of a second
     rather than after seconds of imports; with ``--local`` the homeserver is launched next, so
     that it starts up in its own process while this one imports the bot's modules (seconds of
-    CPU each, on two cores at once)."""
+    CPU each, on two cores at once). On a restart of ``--local`` (the homeserver's config is
+    there) it is launched even before the config is read: its boot is the longest step."""
     config_path, storage = _paths(args)
-    config = load_config(config_path)
     data_dir = storage / "mindroom_data"
-    homeserver_url = os.environ.get("MATRIX_HOMESERVER") or config.matrix.homeserver
-    shared_secret = os.environ.get("MATRIX_REGISTRATION_SHARED_SECRET") or None
-    invite: tuple[str, ...] = ()
-    pins = agent_pins(args.agents, config, local=args.local)
-    sharing = shares_agents(config, local=args.local)
     async with contextlib.AsyncExitStack() as stack:
-        # First, before anything touches the storage; held until the process ends. Its short
-        # blocking wait is fine here: nothing else runs on the loop yet.
-        stack.callback(release_run_lock, hold_run_lock(data_dir, shared=sharing))
-        homeserver = await _launch_homeserver(args, config, data_dir, stack) if args.local else None
-        # Blocking the loop while the homeserver boots is fine: nothing else runs on it yet.
-        from mindroom.adapters.embeddings.probe import warm_up_embedders
-        from mindroom.app.bot import Bot, BotOptions
+        early = await _launch_early(args, data_dir, stack)  # a restart of --local
+        # The config and the bot's modules make a few hundred thousand objects that live as
+        # long as the process: the cyclic collector's passes over them while they are made
+        # are a tenth of the imports' CPU, for nothing. Off until they are made, then frozen
+        # (never scanned again); on again at the end in any case.
+        gc.disable()
+        stack.callback(gc.enable)
+        from mindroom.config import load_config
 
-        # A local embedder (seconds of CPU) loads in a thread from now on, while the homeserver
-        # boots, so that the first turn after the banner does not wait for it; the bot's own
-        # start-up check finds it loaded.
-        warm_up = asyncio.create_task(warm_up_embedders(config, config_path.parent))
-        stack.push_async_callback(_cancel, warm_up)
+        config = load_config(config_path)  # a mistake stops that homeserver, still importing
+        homeserver_url = os.environ.get("MATRIX_HOMESERVER") or config.matrix.homeserver
+        shared_secret = os.environ.get("MATRIX_REGISTRATION_SHARED_SECRET") or None
+        invite: tuple[str, ...] = ()
+        pins = agent_pins(args.agents, config, local=args.local)
+        sharing = shares_agents(config, local=args.local)
+        homeserver = await _settle_homeserver(args, config, data_dir, stack, early, sharing)
+        # Blocking the loop while the homeserver boots is fine: nothing else runs on it yet.
+        # The bot's start-up checks (the models' endpoints, loading a local embedder: seconds of
+        # CPU in threads) begin once its accounts run (Bot.start), not now: on two cores they
+        # would take the CPU and the interpreter from the imports and logins before the banner.
+        from mindroom.app.bot import Bot, BotOptions
 
         dashboard_wanted = config.dashboard.enabled and not args.no_dashboard
         if dashboard_wanted:
             from mindroom.dashboard.server import Dashboard
+        gc.freeze()
+        gc.enable()
         if homeserver is not None:
             from mindroom.adapters.matrix.local import ensure_local_user, follow_port_change
 
@@ -193,20 +199,67 @@ async def _serve(args: Args) -> None:
         await asyncio.Event().wait()  # until a signal cancels this task
 
 
-async def _cancel(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+async def _launch_early(
+    args: Args, data_dir: Path, stack: contextlib.AsyncExitStack
+) -> EmbeddedHomeserver | None:
+    """On a restart of ``--local`` (its homeserver's config is there): take the run lock and
+    launch the homeserver before the config is read, as its boot is the longest step of the
+    start; its room version is checked once the config is read (:func:`_settle_homeserver`).
+    None otherwise: nothing done."""
+    if not (args.local and _homeserver_configured(data_dir)):
+        return None
+    # First, before anything touches the storage; held until the process ends. Its short
+    # blocking wait is fine here: nothing else runs on the loop yet. (--local is never shared.)
+    stack.callback(release_run_lock, hold_run_lock(data_dir, shared=False))
+    return await _launch_homeserver(args, None, data_dir, stack)
+
+
+async def _settle_homeserver(
+    args: Args,
+    config: Config,
+    data_dir: Path,
+    stack: contextlib.AsyncExitStack,
+    early: EmbeddedHomeserver | None,
+    sharing: bool,
+) -> EmbeddedHomeserver | None:
+    """With the config read: the run lock taken (unless :func:`_launch_early` took it) and,
+    with ``--local``, the homeserver launched with the config's room version (the early one
+    relaunched when that version changed since the last run)."""
+    if early is None:
+        stack.callback(release_run_lock, hold_run_lock(data_dir, shared=sharing))
+        if not args.local:
+            return None
+        return await _launch_homeserver(args, config.matrix.room_version, data_dir, stack)
+    if early.room_version == config.matrix.room_version:
+        return early
+    await early.stop()
+    homeserver = await _launch_homeserver(args, config.matrix.room_version, data_dir, stack)
+    # the accounts are saved under the address from before the early launch (--port 0 picks
+    # a new port at each launch)
+    homeserver.previous_url = early.previous_url or early.url
+    return homeserver
+
+
+def _homeserver_dir(data_dir: Path) -> Path:
+    return data_dir / "homeserver"
+
+
+def _homeserver_configured(data_dir: Path) -> bool:
+    """Whether the embedded homeserver ran on this storage before (its config is there)."""
+    from mindroom.adapters.matrix.homeserver import CONFIG_FILE
+
+    return (_homeserver_dir(data_dir) / CONFIG_FILE).exists()
 
 
 async def _launch_homeserver(
-    args: Args, config: Config, data_dir: Path, stack: contextlib.AsyncExitStack
+    args: Args, room_version: str | None, data_dir: Path, stack: contextlib.AsyncExitStack
 ) -> EmbeddedHomeserver:
     """The embedded homeserver of ``--local``, launched (not yet answering) and stopped by
-    ``stack``."""
+    ``stack``; ``room_version`` None keeps the one its config has."""
     from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
 
     homeserver = EmbeddedHomeserver(
-        data_dir / "homeserver", port=args.port, room_version=config.matrix.room_version
+        _homeserver_dir(data_dir), port=args.port, room_version=room_version
     )
     print(f"Starting the local homeserver in {homeserver.data_dir} ...")
     stack.push_async_callback(homeserver.stop)

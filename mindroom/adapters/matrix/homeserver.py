@@ -121,6 +121,7 @@ class EmbeddedHomeserver:
         self._host = host
         self._server_name = server_name
         self._room_version = room_version
+        self._config_room_version: str | None = None  # its config's, known once launched
         self._app_services = app_services  # appservice registration files it loads
         self._port: int | None = port if port else None
         self.previous_url: str | None = None  # set by start() when the port changed
@@ -157,6 +158,12 @@ class EmbeddedHomeserver:
     def server_name(self) -> str:
         """The Matrix server name: user ids are ``@name:<server_name>``."""
         return self._server_name
+
+    @property
+    def room_version(self) -> str | None:
+        """The default room version its config sets (None: Synapse's own default); known once
+        launched."""
+        return self._config_room_version
 
     @property
     def port(self) -> int:
@@ -332,6 +339,8 @@ class EmbeddedHomeserver:
         )
         self._port = port
         self._shared_secret = str(config["registration_shared_secret"])
+        version = config.get("default_room_version")
+        self._config_room_version = None if version is None else str(version)
         return config
 
     def _choose_port(self, existing: int | None) -> int:
