@@ -58,6 +58,7 @@ from typing import Literal
 
 from mindroom.atomic import atomic_write
 from mindroom.errors import MemoryStoreError
+from mindroom.memory.files.fields import AUDIENCE_RE
 from mindroom.memory.policy.gate import RoomAudience
 
 logger = logging.getLogger(__name__)
@@ -310,3 +311,30 @@ def describe(word: str | None, book: AudienceBook, owner: str | None = None) -> 
     label = told.name or told.room_id or "unnamed"
     people = ", ".join(sorted(told.readers)) or "nobody"
     return f"learned in {what} ({label}; readers then: {people})"
+
+
+DEFAULT_WORD = "default"  # what a person writes to take an entry's audience word away
+
+
+def chosen(value: str, book: AudienceBook, owner: str | None = None) -> str | None:
+    """The audience word a person chose (``memory set --audience``, the dashboard): ``public``,
+    ``dm:@person:server``, a ``room:<key>`` the scope recorded, or ``default`` (None: no word,
+    the scope's default). ValueError says what is accepted, with the rooms recorded."""
+    text = value.strip()
+    if text == DEFAULT_WORD:
+        return None
+    if text == PUBLIC or (text.startswith("dm:") and AUDIENCE_RE.fullmatch(text)):
+        return text
+    rooms = book.rooms()
+    if text in rooms:
+        return text
+    known = "; ".join(f"{key}: {describe(key, book, owner)}" for key in sorted(rooms))
+    what = (
+        f"no room {text!r} is recorded in {book.path}"
+        if text.startswith("room:")
+        else f"{text!r} is not an audience"
+    )
+    raise ValueError(
+        f"{what}: give public, dm:@person:server, default (the scope's) or a recorded room "
+        f"({known or 'none recorded yet'})"
+    )
