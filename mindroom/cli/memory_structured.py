@@ -29,13 +29,14 @@ from mindroom.memory.files.restore import set_fields_sync
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.ops_events import EventLog
 from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.audience import AudienceBook, chosen, describe
 from mindroom.memory.policy.audit import export_markdown, person_export
 from mindroom.memory.policy.consent import ConsentQueue
 from mindroom.memory.policy.view import AgentView
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.people.data import forget_person
 
-STRUCTURED_ACTIONS = frozenset({"set", "proposals", "confirm", "reject", "stats"})
+STRUCTURED_ACTIONS = frozenset({"set", "audiences", "proposals", "confirm", "reject", "stats"})
 
 
 def field_params() -> list[click.Parameter]:
@@ -48,7 +49,7 @@ def field_params() -> list[click.Parameter]:
 
 
 def add_structured_commands(action: Callable[..., click.Command]) -> None:
-    """Register ``set``, ``proposals``, ``confirm``, ``reject`` and ``stats`` through
+    """Register ``set``, ``audiences``, ``proposals``, ``confirm``, ``reject`` and ``stats`` through
     :mod:`mindroom.cli.memory`'s ``action`` (which adds ``--agent``/``--team``)."""
     action(
         "set",
@@ -57,7 +58,14 @@ def add_structured_commands(action: Callable[..., click.Command]) -> None:
         click.Option(["--category"], help="new category (memory.categories)"),
         click.Option(["--importance"], type=click.IntRange(1, 5), metavar="1-5"),
         *switch("--pin", "--unpin", "pin", "never let it expire / let it expire again"),
+        click.Option(
+            ["--audience"],
+            metavar="WHO",
+            help="where it may be recalled: public, dm:@person:server, a room:<key> of "
+            "`memory audiences`, or default (the scope's)",
+        ),
     )
+    action("audiences", "list the closed rooms this memory's entries were learned in")
     action("proposals", "list changes waiting for a person's consent (or a second signal)")
     action("confirm", "confirm a proposed change: it is written", click.Argument(["proposal"]))
     action("reject", "reject a proposed change: nothing is written", click.Argument(["proposal"]))
@@ -95,6 +103,14 @@ def run_structured(args: Args, view: AgentView) -> int:
         raise MemoryStoreError(f"`{args.action}` is for file memory; this one uses mem0")
     if args.action == "stats":
         return _stats(memory, args.days)
+    book = AudienceBook(memory.scope.state_dir)
+    if args.action == "audiences":
+        return _audiences(book)
+    return _set(args, view, memory, book)
+
+
+def _set(args: Args, view: AgentView, memory: FileMemory, book: AudienceBook) -> int:
+    """``memory set ID``: the fields given, checked, written; nothing when one is bad."""
     entry = view.get_sync(args.id)
     changes: dict[str, object] = {}
     if args.category is not None:
@@ -103,8 +119,15 @@ def run_structured(args: Args, view: AgentView) -> int:
         changes["importance"] = args.importance
     if args.pin is not None:
         changes["pinned"] = args.pin
+    if args.audience is not None:
+        try:
+            changes["audience"] = chosen(args.audience, book, args.user)
+        except ValueError as exc:
+            raise MemoryStoreError(str(exc)) from None
     if not changes:
-        raise MemoryStoreError("nothing to change: give --category, --importance, --pin or --unpin")
+        raise MemoryStoreError(
+            "nothing to change: give --category, --importance, --pin, --unpin or --audience"
+        )
     try:
         fields = check_fields(replace(entry.fields, **changes))  # type: ignore[arg-type]
     except ValueError as exc:
@@ -112,6 +135,22 @@ def run_structured(args: Args, view: AgentView) -> int:
     done = set_fields_sync(memory, entry.id, fields, actor="cli")
     words = render_fields(done.fields) if done.fields != NO_FIELDS else "(no fields)"
     print(f"{done.id}  {done.path}:{done.start_line}  {words}")
+    if "audience" in changes:
+        print(f"  {describe(done.fields.audience, book, args.user)}")
+    return 0
+
+
+def _audiences(book: AudienceBook) -> int:
+    """The closed rooms recorded in the scope's ``audiences.json``: key, kind, room, name and
+    the readers it had."""
+    rooms = book.rooms()
+    for key, told in sorted(rooms.items()):
+        readers = ", ".join(sorted(told.readers)) or "(nobody)"
+        print(
+            f"{key}  {told.kind:<9} {told.room_id or '-'}  {told.name or '-'}  readers: {readers}"
+        )
+    if not rooms:
+        print(f"no rooms recorded (in {book.path})")
     return 0
 
 

@@ -1,4 +1,5 @@
-"""The memory browser: scopes, search, entries (read, edit, delete, restore, history), the
+"""The memory browser: scopes, search, entries (read, edit, delete, restore, history, where
+each was learned and the audience it may be recalled for), the
 flush state of the sessions writing into a scope, its conflicts and consent proposals, and the
 maintenance runs.
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,9 +27,12 @@ from aiohttp import web
 from mindroom.dashboard import scopes
 from mindroom.dashboard.pages import page
 from mindroom.errors import MemoryStoreError
+from mindroom.memory.backend import keeps_files
+from mindroom.memory.files.restore import set_fields_sync
 from mindroom.memory.jobs.maintenance.loop import schedule_target
 from mindroom.memory.jobs.maintenance.store import MaintenanceStore
 from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.audience import DEFAULT_WORD, PUBLIC, AudienceBook, chosen, describe
 from mindroom.memory.policy.consent import WriteConsent
 from mindroom.memory.policy.view import AgentView
 
@@ -96,6 +101,49 @@ class _Scope:
         """The page of a private scope the admin has not chosen to look at yet."""
         return self.page("memory_gated.html", f"Memory: {self.ref.label}", gate=gate)
 
+    @property
+    def owner(self) -> str | None:
+        """Whose memory a private scope is (its entries without an audience are theirs)."""
+        return self.ref.label if self.ref.kind == scopes.PRIVATE else None
+
+    def book(self) -> AudienceBook | None:
+        """The scope's recorded rooms (None: mem0 records no audience)."""
+        return AudienceBook(self.memory.scope.state_dir) if keeps_files(self.memory) else None
+
+    def learned(self, words: list[str | None]) -> list[str]:
+        """Where entries with audience ``words`` were learned, for a person (blocking)."""
+        book = self.book()
+        return ["" if book is None else describe(w, book, self.owner) for w in words]
+
+    def audience_choices(self) -> list[dict[str, str]]:
+        """What the audience form offers: the scope's default, public, each recorded room
+        (blocking; a direct chat is typed as ``dm:@person:server``)."""
+        book = self.book()
+        if book is None:
+            return []
+        found = [
+            {"value": DEFAULT_WORD, "label": describe(None, book, self.owner)},
+            {"value": PUBLIC, "label": describe(PUBLIC, book)},
+        ]
+        rooms = book.rooms()
+        found += [{"value": key, "label": describe(key, book)} for key in sorted(rooms)]
+        return found
+
+    def set_audience(self, entry_id: str, value: str) -> str:
+        """Give entry ``entry_id`` the audience a person chose; its id (blocking)."""
+        book = self.book()
+        if book is None or not keeps_files(self.memory):
+            raise MemoryStoreError("mem0 records no audience: only file memory has one")
+        try:
+            word = chosen(value, book, self.owner)
+        except ValueError as exc:
+            raise MemoryStoreError(str(exc)) from None
+        entry = self.view.get_sync(entry_id)
+        done = set_fields_sync(
+            self.memory, entry.id, replace(entry.fields, audience=word), actor=ACTOR
+        )
+        return done.id
+
 
 async def index_page(dash: Dashboard, request: web.Request) -> web.Response:
     config, storage = dash.host.config, dash.data_dir.parent
@@ -156,15 +204,17 @@ async def scope_page(dash: Dashboard, request: web.Request) -> web.Response:
         asyncio.to_thread(scopes.proposals, scope.memory),
     )
     private = _private_query(scope.ref)
+    learned = await asyncio.to_thread(scope.learned, [e.fields.audience for e, _ in found])
     entries = [
         {
             "url": scope_url(scope.ref, "/e/" + quote(entry.id, safe="")) + private,
             "id": entry.id,
             "text": entry.text,
             "path": entry.path,
+            "learned": where,
             "score": "" if score is None else f"{score:.2f}",
         }
-        for entry, score in found
+        for (entry, score), where in zip(found, learned, strict=True)
     ]
     flush_rows = [
         {
@@ -207,6 +257,7 @@ def _entry_page(
     problem: str = "",
     text: str | None = None,
     status: int = 200,
+    where: tuple[str, list[dict[str, str]]] = ("", []),
 ) -> web.Response:
     rows = [
         {"when": _when(r.time), "op": r.op, "actor": r.actor, "old": r.old, "new": r.new}
@@ -224,7 +275,21 @@ def _entry_page(
         mem0=scope.ref.backend == "mem0",
         text=(entry.text if text is None else text) if entry is not None else "",
         history=rows,
+        learned=where[0],
+        audience=(entry.fields.audience or DEFAULT_WORD) if entry is not None else "",
+        choices=where[1],
     )
+
+
+async def _where(scope: _Scope, entry: Any) -> tuple[str, list[dict[str, str]]]:
+    """Where ``entry`` was learned, and the audiences the form offers."""
+    if entry is None:
+        return "", []
+
+    def read() -> tuple[str, list[dict[str, str]]]:
+        return scope.learned([entry.fields.audience])[0], scope.audience_choices()
+
+    return await asyncio.to_thread(read)
 
 
 async def entry_page(dash: Dashboard, request: web.Request) -> web.Response:
@@ -238,7 +303,8 @@ async def entry_page(dash: Dashboard, request: web.Request) -> web.Response:
     history = await asyncio.to_thread(scopes.entry_history, scope.memory, entry_id, text)
     if entry is None and not history:
         raise web.HTTPNotFound(text=f"no entry {entry_id!r} in {scope.ref.label}")
-    return _entry_page(scope, entry_id, entry, history, gate)
+    where = await _where(scope, entry)
+    return _entry_page(scope, entry_id, entry, history, gate, where=where)
 
 
 async def _change(dash: Dashboard, request: web.Request, what: str) -> web.Response:
@@ -263,6 +329,9 @@ async def _change(dash: Dashboard, request: web.Request, what: str) -> web.Respo
         elif what == "delete":
             await asyncio.to_thread(scope.view.delete_sync, entry_id, actor=ACTOR)
             target = entry_id
+        elif what == "audience":
+            value = form.get("audience", "")
+            target = await asyncio.to_thread(scope.set_audience, entry_id, value)
         else:
             restored = await asyncio.to_thread(scopes.restore, scope.memory, entry_id, actor=ACTOR)
             target = restored.id
@@ -270,8 +339,17 @@ async def _change(dash: Dashboard, request: web.Request, what: str) -> web.Respo
         entry = await asyncio.to_thread(scopes.lookup, scope.memory, entry_id)
         current = entry.text if entry else None
         history = await asyncio.to_thread(scopes.entry_history, scope.memory, entry_id, current)
+        where = await _where(scope, entry)
         return _entry_page(
-            scope, entry_id, entry, history, NO_BANNER, str(exc), form.get("text"), status=422
+            scope,
+            entry_id,
+            entry,
+            history,
+            NO_BANNER,
+            str(exc),
+            form.get("text"),
+            status=422,
+            where=where,
         )
     raise web.HTTPSeeOther(scope_url(scope.ref, f"/e/{quote(target, safe='')}") + private)
 
@@ -282,6 +360,10 @@ async def save_entry(dash: Dashboard, request: web.Request) -> web.Response:
 
 async def delete_entry(dash: Dashboard, request: web.Request) -> web.Response:
     return await _change(dash, request, "delete")
+
+
+async def set_entry_audience(dash: Dashboard, request: web.Request) -> web.Response:
+    return await _change(dash, request, "audience")
 
 
 async def restore_entry(dash: Dashboard, request: web.Request) -> web.Response:
@@ -318,4 +400,5 @@ def add_memory_routes(app: web.Application, bind: Any) -> None:
     app.router.add_get("/memory/s/{scope}/e/{entry}", bind(entry_page))
     app.router.add_post("/memory/s/{scope}/e/{entry}", bind(save_entry))
     app.router.add_post("/memory/s/{scope}/e/{entry}/delete", bind(delete_entry))
+    app.router.add_post("/memory/s/{scope}/e/{entry}/audience", bind(set_entry_audience))
     app.router.add_post("/memory/s/{scope}/e/{entry}/restore", bind(restore_entry))

@@ -21,7 +21,10 @@ A person is their Matrix ID; their private folder is ``private_instances/<reques
   words, and the lines of theirs mem0 keeps (it is shown ``<matrix id>: text``).
 * ``shared_memory``: in shared agents' and teams' memories, the entries that name the person's
   Matrix ID or were written in a conversation where the person spoke (the history's ``run``),
-  with their history records, consent proposals, insights and events about them.
+  with their history records, consent proposals, insights and events about them, and the
+  closed rooms of the scope's ``audiences.json`` that count them among their readers (export
+  shows those rooms; erase takes the person's ID out of them, which only narrows where the
+  entries learned there may be recalled).
 * ``shared_sessions``: the shared agents' and teams' Agno session stores (transcripts) and
   learning stores: the runs the person started, and their words wherever else they were copied
   in those stores (a compaction summary, another run's reply).
@@ -896,16 +899,34 @@ def _shared_export(ctx: MapContext, person: Person) -> Any:
             indexed = person_pg.rows_naming(url, _is_search, ids)
             if indexed:
                 state["postgresql"] = indexed
-        if entries or state:
+        rooms = _audiences_naming(memory, person)
+        if entries or state or rooms:
             out.append(
                 {
                     "scope": memory.scope_id,
                     "entries": [entry_data(e) for e in entries],
                     "history": [r.__dict__ for r in memory.history_of() if r.id in ids],
                     "records": state,
+                    "audiences": rooms,
                 }
             )
     return out
+
+
+def _audiences_naming(memory: Any, person: Person) -> dict[str, dict[str, Any]]:
+    """The closed rooms of a scope's ``audiences.json`` the person was a reader of."""
+    from mindroom.memory.policy.audience import AudienceBook
+
+    return {
+        key: {
+            "room": told.room_id,
+            "kind": told.kind,
+            "name": told.name,
+            "readers": sorted(told.readers),
+        }
+        for key, told in AudienceBook(memory.scope.state_dir).rooms().items()
+        if person.user_id in told.readers
+    }
 
 
 def _shared_list(ctx: MapContext, person: Person) -> list[str]:
@@ -914,12 +935,14 @@ def _shared_list(ctx: MapContext, person: Person) -> list[str]:
 
 def _shared_erase(ctx: MapContext, person: Person) -> int:
     from mindroom.memory.files.forget import erase_entries
+    from mindroom.memory.policy.audience import AudienceBook
 
     learn(ctx, person)
     removed = 0
     for memory in _shared_memories(ctx):
         entries = ctx.entries.get(memory.scope_id, [])
         removed += erase_entries(memory, entries)
+        removed += AudienceBook(memory.scope.state_dir).drop_reader(person.user_id)
         for path in _state_dbs(memory):
             removed += delete_owned_rows(path, person)
             removed += delete_rows_naming(path, sorted({e.id for e in entries}))
@@ -1190,7 +1213,8 @@ STORES: tuple[PersonStore, ...] = (
     PersonStore(
         "shared_memory",
         "shared agents' and teams' memory entries about or from the person, with their history, "
-        "indexes, vectors, consent proposals, insights, deltas, relations and events",
+        "indexes, vectors, consent proposals, insights, deltas, relations and events, and the "
+        "recorded rooms (audiences.json) they were a reader of",
         (
             "agents/*/workspace/**",
             "mindroom_data/memory/**",
@@ -1211,6 +1235,7 @@ STORES: tuple[PersonStore, ...] = (
             "mindroom.memory.ops_events",
             "mindroom.memory.jobs.consolidate.records",
             "mindroom.memory.jobs.consolidate.fingerprints",
+            "mindroom.memory.policy.audience",
         ),
         _shared_list,
         _shared_export,

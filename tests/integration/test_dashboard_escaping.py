@@ -16,7 +16,9 @@ import pytest
 from mindroom.dashboard.person import person_link
 from mindroom.dashboard.scopes import PRIVATE, list_scopes
 from mindroom.dashboard.server import Dashboard
+from mindroom.memory.files.fields import EntryFields
 from mindroom.memory.files.store import FileMemory
+from mindroom.memory.policy.audience import AudienceBook, Told
 from tests.support.dashboard import signed_in, start_dashboard
 from tests.support.harness import BotHarness, config_text
 from tests.support.scripted_model import ScriptedModel
@@ -79,12 +81,15 @@ async def test_memory_text_and_names_are_escaped_on_every_page(
     shared.update_sync(edited.id, f"{EVIL} again", actor="test")  # the history shows both
     gone = shared.add_sync(f"{EVIL} gone", actor="test")
     shared.delete_sync(gone.id, actor="test")
+    room = Told(False, frozenset({PERSON, "@bob:localhost"}), "private", "!r:localhost", EVIL)
+    key = AudienceBook(shared.scope.state_dir).record(room)  # a room's name, where learned
+    learned = shared.add_sync("learned in a room", actor="test", fields=EntryFields(audience=key))
     private = bot.bot.memories.for_agent("mind", requester=PERSON)
     assert isinstance(private, FileMemory)
     private.add_sync(f"{EVIL} private", actor="test")
     dash = await start_dashboard(bot)
     try:
-        pages = await _admin_pages(dash, kept.id, edited.id)
+        pages = await _admin_pages(dash, kept.id, edited.id, learned.id)
         for where, (page, text) in pages.items():
             assert_shown_escaped(page, where, text)
         person = await _person_pages(dash)  # its forms need its name intact in their fields
@@ -94,10 +99,12 @@ async def test_memory_text_and_names_are_escaped_on_every_page(
     finally:
         await dash.stop()
 
-    assert len(pages) == 13  # the control: every page was opened
+    assert len(pages) == 14  # the control: every page was opened
 
 
-async def _admin_pages(dash: Dashboard, kept: str, edited: str) -> dict[str, tuple[str, str]]:
+async def _admin_pages(
+    dash: Dashboard, kept: str, edited: str, learned: str
+) -> dict[str, tuple[str, str]]:
     scopes = list_scopes(dash.host.config, dash.data_dir.parent)
     shared = quote(next(s.id for s in scopes if s.agent == "general"), safe="")
     private = quote(next(s.id for s in scopes if s.kind == PRIVATE), safe="")
@@ -111,6 +118,8 @@ async def _admin_pages(dash: Dashboard, kept: str, edited: str) -> dict[str, tup
             ("entry", f"/memory/s/{shared}/e/{quote(kept, safe='')}", EVIL),  # a textarea
             ("edited entry's history", f"/memory/s/{shared}/e/{quote(edited, safe='')}", EVIL),
             ("deleted", f"/memory/s/{shared}/deleted", f"{EVIL} gone"),
+            # where it was learned: the room's name and a reader's ID, shown and offered
+            ("where learned", f"/memory/s/{shared}/e/{quote(learned, safe='')}", EVIL),
             ("private scope", f"/memory/s/{private}?private=shown", f"{EVIL} private"),
         ):
             answer = await admin.get(url)

@@ -15,7 +15,9 @@ import pytest
 
 from mindroom.dashboard.server import Dashboard
 from mindroom.memory.files.store import FileMemory
+from mindroom.memory.policy.audience import AudienceBook, Told
 from mindroom.memory.private import requester_key
+from mindroom.memory.scope import agent_scope
 from tests.support.dashboard import form_of, signed_in, start_dashboard
 from tests.support.harness import BotHarness, Human, config_text, write_entries
 from tests.support.scripted_model import ScriptedModel
@@ -109,6 +111,49 @@ async def test_an_emptied_entry_is_refused_with_a_reason_and_the_file_is_untouch
     assert refused.status == 422
     assert "needs some text" in await refused.text()
     assert memory_file.read_text() == "- Keep me\n"
+
+
+async def test_each_entry_says_where_it_was_learned_and_its_audience_is_set_on_its_page(
+    bot: BotHarness, dashboard: Dashboard, browser: aiohttp.ClientSession
+) -> None:
+    memory_file = write_entries(workspace(bot), "MEMORY.md", ["Alice and Bob plan a trip"])
+    book = AudienceBook(agent_scope(bot.storage, "general").state_dir)
+    readers = frozenset({"@alice:localhost", "@bob:localhost"})
+    key = book.record(Told(False, readers, "private", "!plans:localhost", "Trip plans"))
+    listed = await (await browser.get(SCOPE)).text()
+    assert "added by hand or from the command line" in listed  # no audience: the default
+    [href] = entry_links(listed).values()
+    page = await (await browser.get(href)).text()
+    assert "added by hand or from the command line" in page
+    assert f'<option value="{key}">' in page  # the recorded room is offered
+    audience_form = page[page.index('/audience"') - 200 :]
+
+    # an unknown room: refused with the rooms it could name, the file untouched
+    refused = await browser.post(
+        f"{href}/audience", data={**form_of(audience_form), "audience": "room:00000000"}
+    )
+    assert refused.status == 422
+    said = await refused.text()
+    assert "no room &#39;room:00000000&#39; is recorded" in said
+    assert key in said
+    assert memory_file.read_text() == "- Alice and Bob plan a trip\n"
+
+    chosen = await browser.post(
+        f"{href}/audience", data={**form_of(audience_form), "audience": key}
+    )
+    assert chosen.status == 200
+    assert f"audience={key}" in memory_file.read_text()
+    shown = "learned in a closed room (Trip plans; readers then: @alice:localhost, @bob:localhost)"
+    assert shown in await chosen.text()
+    assert shown in await (await browser.get(SCOPE)).text()
+
+    page = await chosen.text()
+    again = await browser.post(
+        f"{str(chosen.url.path)}/audience", data={**form_of(page), "audience": "default"}
+    )
+    assert again.status == 200
+    assert "audience=" not in memory_file.read_text()
+    assert "Alice and Bob plan a trip" in memory_file.read_text()
 
 
 async def test_a_private_scope_is_listed_apart_and_shown_only_when_the_admin_says_so(

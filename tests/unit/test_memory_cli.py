@@ -10,6 +10,7 @@ import pytest
 from mindroom.memory.files.markdown import parse_entries
 from mindroom.memory.files.protocol import read_text
 from mindroom.memory.files.store import FileMemory
+from mindroom.memory.policy.audience import AudienceBook, Told
 from mindroom.memory.scope import agent_scope
 from tests.support.memory_cli import MemoryCli, copy_config, memory_cli, root_of
 
@@ -211,3 +212,75 @@ def test_storage_option_puts_the_memory_elsewhere(cli, tmp_path: Path, config: P
     written = storage / "agents" / "general" / "workspace" / "MEMORY.md"
     assert "stored elsewhere" in written.read_text()
     assert not root_of(config).exists()
+
+
+def _recorded_room(config: Path) -> str:
+    """A closed room of Alice and Bob, recorded in general's audiences.json: its key."""
+    book = AudienceBook(agent_scope(config.parent, "general").state_dir)
+    told = Told(
+        open=False,
+        readers=frozenset({"@alice:localhost", "@bob:localhost"}),
+        kind="private",
+        room_id="!plans:localhost",
+        name="Plans",
+    )
+    return book.record(told)
+
+
+def test_set_audience_writes_each_value_and_default_takes_the_word_away(cli, config: Path) -> None:
+    key = _recorded_room(config)
+    _, out, _ = cli("add", "Alice and Bob plan a trip")
+    [entry_id] = ID.findall(out)
+    assert "audience=" not in cli("get", entry_id)[1]  # the CLI writes none (the default)
+    for value, shown in [
+        ("public", "a room anyone can read"),
+        ("dm:@alice:localhost", "direct chat with @alice:localhost"),
+        (key, "Plans; readers then: @alice:localhost, @bob:localhost"),
+    ]:
+        code, out, _ = cli("set", entry_id, "--audience", value)
+        assert code == 0, out
+        assert f"audience={value}" in out
+        assert shown in out
+        assert f"audience={value}" in cli("get", entry_id)[1]
+        [entry] = [e for e in entries(config) if e.id == entry_id]
+        assert entry.fields.audience == value
+    code, out, _ = cli("set", entry_id, "--audience", "default")
+    assert code == 0
+    assert "audience=" not in cli("get", entry_id)[1]
+    [entry] = [e for e in entries(config) if e.id == entry_id]
+    assert entry.fields.audience is None
+
+
+def test_set_audience_refuses_an_unknown_room_or_word_and_changes_nothing(
+    cli, config: Path
+) -> None:
+    key = _recorded_room(config)
+    _, out, _ = cli("add", "a fact told in a closed room", "--importance", "4")
+    [entry_id] = ID.findall(out)
+    assert cli("set", entry_id, "--audience", "dm:@alice:localhost")[0] == 0
+    before = read_text(root_of(config) / "MEMORY.md")
+    for bad in ["room:00000000", "everyone", "dm:alice", "room:../x", ""]:
+        code, out, _ = cli("set", entry_id, "--audience", bad, "--importance", "5")
+        assert code == 1, (bad, out)
+        assert out.startswith("mindroom memory: ")
+        assert "public, dm:@person:server, default" in out
+        assert key in out  # the rooms it could have named
+        assert "Plans" in out
+        assert read_text(root_of(config) / "MEMORY.md") == before
+    # the control: a recorded key is accepted (with the other field)
+    code, out, _ = cli("set", entry_id, "--audience", key, "--importance", "5")
+    assert code == 0, out
+    assert "importance=5" in out
+    assert f"audience={key}" in out
+
+
+def test_audiences_lists_the_rooms_recorded(cli, config: Path) -> None:
+    code, out, _ = cli("audiences")
+    assert code == 0
+    assert out.startswith("no rooms recorded")
+    key = _recorded_room(config)
+    code, out, _ = cli("audiences")
+    assert code == 0
+    assert out.splitlines() == [
+        f"{key}  private   !plans:localhost  Plans  readers: @alice:localhost, @bob:localhost"
+    ]

@@ -16,7 +16,7 @@ PACKAGE = Path(mindroom.__file__).parent
 # how a module opens a store of its own
 OPENS_A_STORE = re.compile(
     r"open_database\(|open_store\(|sqlite3\.connect\(|SqliteDb\b|create_async_engine\(|sqlite_engine\("
-    r"|\.jsonl\b|aiosqlite\.connect\(|history_db_path"
+    r"|\.jsonl\b|aiosqlite\.connect\(|history_db_path|audiences\.json\""
 )
 
 
@@ -36,6 +36,7 @@ def test_every_module_that_opens_a_store_is_in_the_map_of_a_persons_data() -> No
     opening = modules_opening_stores()
     assert opening  # the scan finds the stores it is there to find (positive control)
     assert "mindroom.memory.policy.consent" in opening
+    assert "mindroom.memory.policy.audience" in opening  # audiences.json: readers' IDs
     unregistered = sorted(opening - claimed - set(NOT_PERSONAL))
     assert not unregistered, (
         f"modules that open a store the map of a person's data does not know: {unregistered}; "

@@ -58,6 +58,7 @@ from typing import Literal
 
 from mindroom.atomic import atomic_write
 from mindroom.errors import MemoryStoreError
+from mindroom.memory.files.fields import AUDIENCE_RE
 from mindroom.memory.files.restore import set_fields_sync
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.policy.filters import MemoryFilter
@@ -353,3 +354,30 @@ def backfill(
             "%s: %d entries given the audience they were learned in", memory.scope_id, given
         )
     return given
+
+
+DEFAULT_WORD = "default"  # what a person writes to take an entry's audience word away
+
+
+def chosen(value: str, book: AudienceBook, owner: str | None = None) -> str | None:
+    """The audience word a person chose (``memory set --audience``, the dashboard): ``public``,
+    ``dm:@person:server``, a ``room:<key>`` the scope recorded, or ``default`` (None: no word,
+    the scope's default). ValueError says what is accepted, with the rooms recorded."""
+    text = value.strip()
+    if text == DEFAULT_WORD:
+        return None
+    if text == PUBLIC or (text.startswith("dm:") and AUDIENCE_RE.fullmatch(text)):
+        return text
+    rooms = book.rooms()
+    if text in rooms:
+        return text
+    known = "; ".join(f"{key}: {describe(key, book, owner)}" for key in sorted(rooms))
+    what = (
+        f"no room {text!r} is recorded in {book.path}"
+        if text.startswith("room:")
+        else f"{text!r} is not an audience"
+    )
+    raise ValueError(
+        f"{what}: give public, dm:@person:server, default (the scope's) or a recorded room "
+        f"({known or 'none recorded yet'})"
+    )
