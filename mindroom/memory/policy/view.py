@@ -291,13 +291,14 @@ class AgentView:
     ) -> MemoryEntry:
         """Replace the text of an entry this agent may read (its fields stay, but for its
         audience, which narrows to this view's room's: the new text was told there); the store
-        checks the new text for consent."""
+        checks the new text for consent. The audience narrows first, so the new words are never
+        shown wider, not even while an update waits for consent (it stays narrowed then)."""
         if not self._repeat(op_key):
-            self._visible(self.memory.get_sync(entry_id), "change")
+            current = self._visible(self.memory.get_sync(entry_id), "change")
+            entry_id = self._narrowed(current, actor).id  # a hand-written line gets an m- id
         updated = self.memory.update_sync(
             entry_id, text, actor=actor, op_key=op_key, consent=consent
         )
-        updated = self._narrowed(updated, actor)
         self.event("update", updated)
         self._linked(updated, actor)
         return updated
