@@ -9,6 +9,7 @@ from agno.learn import LearningMachine
 
 from mindroom.adapters.agno.runner import AgentRuntime, TurnRequest
 from mindroom.config import parse_config
+from mindroom.memory.policy.gate import RoomAudience
 from mindroom.memory.registry import MemoryRegistry
 from tests.support.harness import config_text
 from tests.support.scripted_model import ScriptedModel
@@ -32,6 +33,12 @@ async def test_learning_agent_gets_a_learning_machine_with_its_own_store(
     try:
         assert isinstance(runtime.build_agent("student").learning, LearningMachine)
         assert runtime.build_agent("plain").learning is None
+        # learning keeps no audience: it joins a turn only where the person alone reads it
+        group = RoomAudience.shared(frozenset({"@u:localhost", "@v:localhost"}), closed=True)
+        dm = RoomAudience.private_to("@u:localhost")
+        assert runtime.build_agent("student", requester="@u:localhost", room=group).learning is None
+        in_dm = runtime.build_agent("student", requester="@u:localhost", room=dm)
+        assert isinstance(in_dm.learning, LearningMachine)
         result = await runtime.run_turn(TurnRequest("student", "s1", "@u:localhost", "hi"))
         assert result.ok, result.error
         assert (tmp_path / "agents" / "student" / "learning" / "student.db").exists()

@@ -49,7 +49,7 @@ from mindroom.dashboard.metrics import METRICS
 from mindroom.errors import ModelError
 from mindroom.memory.backend import MemoryBackend
 from mindroom.memory.ops_events import Collected, collected_events, write_collected
-from mindroom.memory.policy.gate import RoomAudience
+from mindroom.memory.policy.gate import RoomAudience, private_memory_allowed
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.search.recall import agent_recall, recall_block
 from mindroom.memory.tools import tool_turn
@@ -124,6 +124,8 @@ class AgentRuntime(SessionWork):
         if self._config.agent_learning(name) is None:
             return None
         if self._config.agents[name].private is None:
+            if not private_recall:  # a shared agent's learning, too, only where one reads
+                return None
             if name not in self._learning_machines:
                 path = self._storage / "agents" / name / "learning" / f"{name}.db"
                 self._learning_machines[name] = self._learning_machine(name, path, False)
@@ -175,9 +177,19 @@ class AgentRuntime(SessionWork):
             add_datetime_to_context=True,
             tools=self._memory_tools(name, memory, requester, room=room),
             additional_context=recall or None,
-            learning=self._learning(name, requester, private_recall),
+            learning=self._learning(
+                name, requester, private_recall and self._alone(requester, room)
+            ),
             telemetry=False,
         )
+
+    def _alone(self, requester: str | None, room: RoomAudience | None) -> bool:
+        """Whether Agno's learning may join a turn in ``room``: it keeps no audience, so what it
+        learned of a person comes into a turn (and it learns) only where nobody but
+        ``requester`` reads the answer, unless ``memory.audience`` is ``shared``."""
+        if room is None or self._config.memory.audience == "shared":
+            return True
+        return requester is not None and private_memory_allowed(requester, room)
 
     def _contract(self, memory: MemoryBackend | None) -> list[str]:
         """The recall contract of a turn with memory (see memory_toolset)."""
