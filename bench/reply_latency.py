@@ -7,6 +7,10 @@ as a real process, and measures in one run:
 * reply: a human sends a message, the agent's whole reply arrives at the human.
 
 A reply needs two hops (human -> bot, bot -> human), so the floor is about 2x the round trip.
+The human who receives the reply is the client who receives the raw round trip, and the two are
+measured alternately while the bot runs, so both see the same homeserver under the same load;
+each measurement starts once the bot's read receipt for the previous question arrived (the
+last request of its reply path), so none starts under the tail of the previous reply.
 
     python bench/reply_latency.py [--messages 50]
 """
@@ -41,14 +45,20 @@ async def round_trips(sender: Human, receiver: Human, room_id: str, n: int) -> l
     return times
 
 
-async def replies(human: Human, room_id: str, agent_id: str, n: int) -> list[float]:
+async def replies(human: Human, room_id: str, agent_id: str, n: int, first: int = 0) -> list[float]:
     times = []
-    for i in range(n):
+    for i in range(first, first + n):
         start = time.perf_counter()
         event_id = await human.send(room_id, f"question {i}")
         reply = await human.wait_for_reply(room_id, event_id, timeout=30)
         assert reply["sender"] == agent_id
         times.append(time.perf_counter() - start)
+        await human.wait_for(  # the bot is done with it: the next measurement starts clean
+            lambda e, q=event_id: (
+                e.get("type") == "m.receipt" and e["event_id"] == q and e["sender"] == agent_id
+            ),
+            timeout=30,
+        )
     return times
 
 
@@ -73,9 +83,6 @@ async def main(n: int) -> None:
             created = await alice.client.room_create(preset=nio.RoomPreset.public_chat)
             raw_room = created.room_id
             await bob.join(raw_room)
-            await round_trips(alice, bob, raw_room, 5)  # warm-up
-            raw = await round_trips(alice, bob, raw_room, n)
-
             bot.storage.mkdir(parents=True)
             (bot.storage / "config.yaml").write_text(
                 config_text(model.base_url, {"general": {"rooms": ["bench"]}})
@@ -84,8 +91,12 @@ async def main(n: int) -> None:
             await bot.wait_running()
             room_id = await alice.join(f"#bench:{homeserver.server_name}")
             agent_id = f"@mindroom_general:{homeserver.server_name}"
-            await replies(alice, room_id, agent_id, 5)  # warm-up
-            reply = await replies(alice, room_id, agent_id, n)
+            await round_trips(bob, alice, raw_room, 5)  # warm-up
+            await replies(alice, room_id, agent_id, 5)
+            raw, reply = [], []
+            for i in range(n):  # alternately: alice receives both, under the same conditions
+                raw += await round_trips(bob, alice, raw_room, 1)
+                reply += await replies(alice, room_id, agent_id, 1, first=5 + i)
         finally:
             if bot.proc is not None:
                 await bot.stop()

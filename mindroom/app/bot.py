@@ -486,6 +486,8 @@ class Bot(BotPresence):
             await asyncio.gather(probe, return_exceptions=True)
         for account in accounts:
             account.stop()
+        if started is not None:
+            started.intake.stop()  # the sync positions not saved yet: now
         self._watch_stop.set()
         self.flush.stop()
         await self.maintenance.stop(_SHUTDOWN_GRACE_S)  # a running job ends between scopes

@@ -17,6 +17,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 from mindroom.adapters.agno.router import choose_or_fall_back
 from mindroom.adapters.agno.runner import AgentRuntime, TurnRequest, TurnResult
@@ -57,6 +58,15 @@ CORRUPT_NOTICE = (
     "ℹ️ The stored history of this conversation could not be read: it continues in a fresh "
     "session. What mattered is kept in memory."
 )
+
+
+async def _post_early(writer: ReplyWriter, text: str) -> None:
+    """Post the finished answer before the turn's bookkeeping (Agno's session save). A failure
+    is logged only: the turn's end posts it again (:meth:`Answerer._turn`), and says why."""
+    try:
+        await writer.finish(text)
+    except Exception:
+        logger.warning("cannot post the answer to %s yet", writer.reply_to, exc_info=True)
 
 
 class Answerer:
@@ -360,7 +370,7 @@ class Answerer:
             request, book_session, result = await self._recover(
                 plan, request, book_session, result, writer, account
             )
-        if result.text.strip():
+        if result.text.strip():  # posted already when streamed (unless it grew since)
             await writer.finish(result.text)
         return request, book_session, result
 
@@ -415,8 +425,10 @@ class Answerer:
     async def _run(self, plan: TurnPlan, request: TurnRequest, writer: ReplyWriter) -> TurnResult:
         if plan.team is not None:
             return await self._runtime.run_team_turn(plan.team, request)
+        if not plan.streaming:
+            return await self._runtime.run_turn(request)
         return await self._runtime.run_turn(
-            request, on_text=writer.update if plan.streaming else None
+            request, on_text=writer.update, on_done=partial(_post_early, writer)
         )
 
     async def _recover(

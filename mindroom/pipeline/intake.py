@@ -30,6 +30,8 @@ open and hands it every account's events.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -58,6 +60,9 @@ from mindroom.pipeline.routing import Route, RouteKind
 from mindroom.store.ledger import Ledger, PendingEvent
 
 logger = logging.getLogger(__name__)
+
+SYNC_POSITION_DELAY_S = 1.0
+"""How long a sync position waits before it is saved (with the other accounts' since)."""
 
 
 def message_age(message: IncomingMessage, now: float | None = None) -> float:
@@ -101,6 +106,10 @@ class Intake:
         self._prompts = prompts
         self._handled = handled  # told after each job (a turn may have filed a proposal)
         self._devices = devices  # False in appservice mode: no device ever gets a room key
+        self._positions: dict[str, tuple[MatrixAccount, str]] = {}  # synced, not saved yet
+        self._saved: set[str] = set()  # accounts whose position this run saved once
+        self._saving: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
 
     # -- messages ------------------------------------------------------------------------------
 
@@ -226,8 +235,36 @@ class Intake:
         await tell_absent(self._ledger, self._voice(message.room_id), message, absent)
 
     async def on_synced(self, account: MatrixAccount, token: str) -> None:
-        """``account``'s sync delivered its events up to ``token``: saved for the next start."""
-        await save_sync_position(self._ledger, self._presence.runs, account, token)
+        """``account``'s sync delivered its events up to ``token``: saved for the next start.
+
+        An account's first position of a run is saved at once; later ones a moment later
+        (:data:`SYNC_POSITION_DELAY_S`), the latest of each account together, so no save waits
+        on the ledger's one connection in front of the claim and the turn of the message the
+        sync brought. A position saved late only makes a restart after a crash hear again what
+        the ledger has claimed already; :meth:`stop` saves the last ones at once.
+        """
+        if account.user_id not in self._saved:
+            self._saved.add(account.user_id)
+            await save_sync_position(self._ledger, self._presence.runs, account, token)
+            return
+        if not self._presence.runs(account.name):  # as it synced (checked again when saved)
+            return
+        self._positions[account.user_id] = (account, token)
+        if self._saving is None or self._saving.done():
+            self._saving = self._presence.spawn(self._save_positions(), "sync-positions")
+
+    async def _save_positions(self) -> None:
+        while self._positions:
+            if not self._stopping.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), SYNC_POSITION_DELAY_S)
+            positions, self._positions = self._positions, {}
+            for account, token in positions.values():
+                await save_sync_position(self._ledger, self._presence.runs, account, token)
+
+    def stop(self) -> None:
+        """Shutting down: the positions not saved yet are saved now (not a moment later)."""
+        self._stopping.set()
 
     # -- reactions -----------------------------------------------------------------------------
 

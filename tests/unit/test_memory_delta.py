@@ -129,3 +129,30 @@ def test_two_turns_racing_on_one_thread_surface_a_change_once(
         second.close()
     assert others == [1]  # the other turn showed it
     assert mine.bullets == []  # and this one, which lost the race, does not again
+
+
+def test_a_threads_revisions_stay_open_with_the_memory_and_close_with_it(
+    memory: FileMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn's recall reuses the scope's open ``deltas.db`` (no open and close per turn); a
+    file deleted since is opened again, and closing the memory closes it."""
+    opened: list[Path] = []
+    real_open = delta_module.open_store
+    monkeypatch.setattr(
+        delta_module,
+        "open_store",
+        lambda path, schema: opened.append(path) or real_open(path, schema),
+    )
+    _recall(memory, "t1")
+    _recall(memory, "t2")
+    _recall(memory, "t1")
+    assert len(opened) == 1  # one connection for every turn
+    kept = delta_module.thread_revisions(memory)
+    (memory.scope.state_dir / "deltas.db").unlink()  # control state: may be deleted
+    memory.add_sync("Bob joined the team", actor="flush")
+    assert HEAD not in _recall(memory, "t1")  # a new file: the thread starts over
+    reopened = delta_module.thread_revisions(memory)
+    assert reopened is not kept
+    memory.close()
+    with pytest.raises(Exception, match="closed"):
+        reopened.take("t1", AgentView(memory, CategoryAccess.everything()))

@@ -307,20 +307,26 @@ class AgentRuntime(SessionWork):
         return lock
 
     async def run_turn(
-        self, request: TurnRequest, on_text: Callable[[str], Awaitable[None]] | None = None
+        self,
+        request: TurnRequest,
+        on_text: Callable[[str], Awaitable[None]] | None = None,
+        on_done: Callable[[str], Awaitable[None]] | None = None,
     ) -> TurnResult:
         """Answer ``request``; a failing model yields an error result, never an exception.
 
         With ``on_text`` the answer streams: it is called with the whole text so far after each
-        chunk. Turns of one session run one at a time, so its history stays coherent.
+        chunk, and ``on_done`` with the whole answer as soon as the model finished it, before
+        Agno stores the session and waits for its background work (so the answer can be
+        posted first). Turns of one session run one at a time, so its history stays coherent.
         """
         with recording_model_calls() as calls:
-            return await self._agent_turn(request, on_text, calls)
+            return await self._agent_turn(request, on_text, on_done, calls)
 
     async def _agent_turn(
         self,
         request: TurnRequest,
         on_text: Callable[[str], Awaitable[None]] | None,
+        on_done: Callable[[str], Awaitable[None]] | None,
         calls: ModelCalls,
     ) -> TurnResult:
         model_key = self._config.agent_model(request.agent)
@@ -343,7 +349,7 @@ class AgentRuntime(SessionWork):
                     if on_text is None:
                         await _answer_whole(agent, request, progress)
                     else:
-                        await _answer_streamed(agent, request, progress, on_text)
+                        await _answer_streamed(agent, request, progress, on_text, on_done)
         except asyncio.CancelledError:
             raise
         except CorruptSessionError as exc:
@@ -631,14 +637,17 @@ async def _answer_streamed(
     request: TurnRequest,
     progress: _Progress,
     on_text: Callable[[str], Awaitable[None]],
+    on_done: Callable[[str], Awaitable[None]] | None = None,
 ) -> None:
     """Run ``agent`` on ``request``, calling ``on_text`` with the whole text so far after each
-    chunk."""
+    chunk, and ``on_done`` with the whole answer once the model finished it (Agno says so
+    before it stores the session)."""
     async for event in agent.arun(
         request.text,
         session_id=request.session_id,
         user_id=request.user_id,
         stream=True,
+        stream_events=on_done is not None,  # for run_content_completed
         images=[Image(content=data) for data in request.images] or None,
         yield_run_output=True,  # the last item: the run, with its usage
     ):
@@ -647,6 +656,8 @@ async def _answer_streamed(
             progress.metrics = getattr(event, "metrics", None)
         if kind == RunEvent.run_error:
             raise ModelError(str(event.content or "unknown error").strip())
+        if kind == RunEvent.run_content_completed and on_done and progress.text.strip():
+            await on_done(progress.text)
         chunk = event.content if kind == RunEvent.run_content else None
         if isinstance(chunk, str) and chunk:
             progress.text += chunk

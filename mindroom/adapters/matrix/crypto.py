@@ -26,6 +26,7 @@ login) cannot publish them and says so in the log.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 import os
@@ -63,11 +64,30 @@ def store_file(store_path: Path, user_id: str, device_id: str) -> Path:
     return store_path / f"{user_id}_{device_id}.db"
 
 
+@functools.cache
+def _key_store() -> type[Any]:
+    """nio's key store, minus a write per sync: nio saves the rooms a sync found encrypted
+    after every sync, with a SQLite transaction on the event loop even when there are none
+    (most syncs), which held up the handling of the message that sync brought. (Built on
+    first use: nio has no store without the e2e extra.)"""
+
+    class KeyStore(nio.store.DefaultStore):  # type: ignore[misc,name-defined]
+        def save_encrypted_rooms(self, rooms: Any) -> None:
+            if rooms:
+                super().save_encrypted_rooms(rooms)
+
+    return KeyStore
+
+
 def client_config(pickle_key: str | None, **options: Any) -> nio.AsyncClientConfig:
     """A client config: encrypting (with ``pickle_key``) when the e2e extra is installed."""
     if E2E_AVAILABLE and pickle_key:
         return nio.AsyncClientConfig(
-            encryption_enabled=True, pickle_key=pickle_key, store_sync_tokens=False, **options
+            encryption_enabled=True,
+            pickle_key=pickle_key,
+            store_sync_tokens=False,
+            store=_key_store(),
+            **options,
         )
     return nio.AsyncClientConfig(encryption_enabled=False, **options)
 

@@ -146,6 +146,8 @@ class ReplyWriter:
         self._done_parts = 0
         self._shown = ""  # what the current part shows now
         self._pacer = EditPacer(pacing or StreamPacing(), clock)
+        self._finished: str | None = None  # the text :meth:`finish` last showed
+        self._first_begun: asyncio.Task[None] | None = None  # see :meth:`_begin_first`
 
     def _txn(self, *key: object) -> str:
         material = "|".join(str(k) for k in (self.reply_to, self.agent, *key))
@@ -161,6 +163,12 @@ class ReplyWriter:
     def _meant(self, body: str) -> list[str]:
         return list(self.mentions(body.removesuffix(IN_PROGRESS_MARKER))) if self.mentions else []
 
+    async def _begin_first(self) -> None:
+        """The ledger's part of the first post, done while the answer still streams: the
+        earlier run's parts read, and part 0 recorded as begun unless an earlier run did."""
+        if self._posted is not None and 0 not in await self._earlier_parts():
+            await self._posted.begin_reply_part(self.reply_to, self.agent, 0)
+
     async def _post(self, index: int, body: str) -> str:
         """Post part ``index``, recorded before the send (a crash mid-send is known) and after."""
         meant = self._meant(body)
@@ -172,7 +180,9 @@ class ReplyWriter:
             mentions=meant,
             live=body.endswith(IN_PROGRESS_MARKER),
         )
-        if self._posted:
+        if index == 0 and self._first_begun is not None:
+            await self._first_begun  # begun while the answer streamed
+        elif self._posted:
             await self._posted.begin_reply_part(self.reply_to, self.agent, index)
         event_id = await self.account.send(self.room_id, content, self._txn("post", index))
         if self._posted:
@@ -197,6 +207,8 @@ class ReplyWriter:
         """Show ``body`` in the current part: post it if the part has no message yet, else edit."""
         if len(self.event_ids) == self._done_parts:
             index = self._done_parts
+            if index == 0 and self._first_begun is not None:
+                await self._first_begun  # read the earlier parts too
             earlier = await self._earlier_parts()
             event_id = earlier.get(index)
             if event_id is None:  # never posted, or posted without its ID being recorded
@@ -229,7 +241,12 @@ class ReplyWriter:
             await self._put(last + IN_PROGRESS_MARKER)
 
     async def update(self, text: str) -> None:
-        """The answer so far (streaming): posted or edited when the pace allows."""
+        """The answer so far (streaming): posted or edited when the pace allows. Its first
+        call starts the ledger's part of the first post, so the post waits for none of it."""
+        if self._first_begun is None and self._posted is not None and text.strip():
+            self._first_begun = asyncio.create_task(self._begin_first(), name="reply part 0")
+            # its failure is raised where the post awaits it; a post never made needs none
+            self._first_begun.add_done_callback(lambda t: t.cancelled() or t.exception())
         self._pacer.start()
         await self._show(text, final=False)
 
@@ -237,9 +254,12 @@ class ReplyWriter:
         """The whole answer: every part shows its final text, without the marker.
 
         Messages an earlier run posted for parts this answer does not have (a resumed answer
-        can be shorter) are redacted.
+        can be shorter) are redacted. Finishing again with the same text does nothing.
         """
+        if text == self._finished:
+            return
         await self._show(text, final=True)
+        self._finished = text
         for index, event_id in sorted((await self._earlier_parts()).items()):
             if index >= len(self.event_ids) and event_id is not None:
                 await self.account.redact(self.room_id, event_id, "superseded by the resumed reply")

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from dataclasses import replace as _replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mindroom.adapters.embeddings.install import vectors_need_numpy
 from mindroom.errors import MemoryStoreError
@@ -98,6 +98,10 @@ class FileMemory:
         self.search_db: SyncDatabase | None = None  # memory.search.index, set by the registry
         self._pg_search: PgSearch | None = None
         self.history = History(scope.state_dir / "history.jsonl", self._locks)
+        # other handles kept open for this scope by the code that reads it (search's thread
+        # revisions): each is closed with the memory (see :meth:`held`)
+        self._kept: dict[str, Any] = {}
+        self._kept_lock = threading.Lock()
         self.index.observer = self._hand_edits
         clean_temp_files(scope.root, self._locks)  # a crashed writer's leftovers
         self._intents = Intents(scope, self._locks, self.history, self._entries)
@@ -116,8 +120,25 @@ class FileMemory:
     def _locks(self) -> Path:
         return self.scope.state_dir / "locks"
 
+    def held(self, key: str, fresh: Callable[[Any], bool], open_: Callable[[], _T]) -> _T:
+        """The handle kept open for this scope under ``key``: opened by ``open_`` on first use,
+        and again when ``fresh`` says the one kept is stale (which is then closed). Each has a
+        ``close()``; :meth:`close` closes them all."""
+        with self._kept_lock:
+            kept = self._kept.get(key)
+            if kept is not None and fresh(kept):
+                return kept  # type: ignore[no-any-return]
+            if kept is not None:
+                kept.close()
+            handle = self._kept[key] = open_()
+            return handle
+
     def close(self) -> None:
-        """Close the indexes."""
+        """Close the indexes (and the handles :meth:`held` kept)."""
+        with self._kept_lock:
+            held, self._kept = list(self._kept.values()), {}
+        for handle in held:
+            handle.close()
         self.index.close()
         with self._vectors_lock:
             if self._vectors is not None:

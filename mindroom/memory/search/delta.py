@@ -26,10 +26,14 @@ thread one turn without a header.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
+import threading
 import time
+import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -161,19 +165,40 @@ def _bullets(memory: FileMemory, records: list[HistoryRecord], view: AgentView) 
 
 
 class ThreadRevisions:
-    """The revisions of one scope's threads (``deltas.db``)."""
+    """The revisions of one scope's threads (``deltas.db``); one thread at a time uses it."""
 
     def __init__(self, memory: FileMemory) -> None:
-        self.memory = memory
-        self._db: sqlite3.Connection = open_store(
-            memory.scope.state_dir / "deltas.db", THREAD_REVISIONS
-        )
+        self._memory = weakref.ref(memory)  # kept open per memory: never keeps it alive
+        self._path = memory.scope.state_dir / "deltas.db"
+        self._db: sqlite3.Connection = open_store(self._path, THREAD_REVISIONS)
+        self._inode = self._path.stat().st_ino
+        self._lock = threading.Lock()
+
+    @property
+    def memory(self) -> FileMemory:
+        memory = self._memory()
+        if memory is None:
+            raise RuntimeError("the memory of these thread revisions is gone")
+        return memory
 
     def close(self) -> None:
-        self._db.close()
+        with self._lock:  # not under a take running in another thread
+            self._db.close()
+
+    def current(self) -> bool:
+        """Whether the file this connection opened is still the scope's ``deltas.db`` (not
+        deleted or replaced since)."""
+        try:
+            return self._path.stat().st_ino == self._inode
+        except OSError:
+            return False
 
     def take(self, thread_id: str, view: AgentView, *, advance: bool = True) -> Delta:
         """What ``thread_id`` has not seen yet; with ``advance`` it counts as seen now."""
+        with self._lock:
+            return self._take(thread_id, view, advance)
+
+    def _take(self, thread_id: str, view: AgentView, advance: bool) -> Delta:
         row = self._db.execute(
             "SELECT rev, offset FROM thread_revisions WHERE thread_id = ?", (thread_id,)
         ).fetchone()
@@ -202,3 +227,28 @@ class ThreadRevisions:
             if not moved:  # another turn of this thread took these changes: shown once
                 return Delta(rev, new_rev, [])
         return Delta(rev, new_rev, bullets)
+
+
+def thread_revisions(memory: FileMemory) -> ThreadRevisions:
+    """``memory``'s thread revisions, kept open while the memory is (closed with it): a turn's
+    recall does not open, migrate-check and close ``deltas.db`` (a close checkpoints its WAL)
+    each time. A file deleted or replaced since is opened again."""
+    return memory.held(
+        "thread-revisions", lambda kept: kept.current(), lambda: ThreadRevisions(memory)
+    )
+
+
+@contextlib.contextmanager
+def revisions_of(memory: FileMemory) -> Iterator[ThreadRevisions]:
+    """The thread revisions a turn reads: a shared scope's kept open
+    (:func:`thread_revisions`); a person's private scope's opened for the turn and closed
+    after, as many of those are open at once within the descriptor budget of
+    :mod:`mindroom.app.resources`."""
+    if memory.scope.person_key is None:
+        yield thread_revisions(memory)
+        return
+    revisions = ThreadRevisions(memory)
+    try:
+        yield revisions
+    finally:
+        revisions.close()

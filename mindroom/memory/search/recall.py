@@ -50,7 +50,7 @@ from mindroom.memory.policy.view import AgentView
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.scope import ENTRYPOINT
 from mindroom.memory.search.budget import budgeted_section
-from mindroom.memory.search.delta import ThreadRevisions
+from mindroom.memory.search.delta import revisions_of
 from mindroom.memory.search.hybrid import hybrid_search
 from mindroom.memory.search.index import SearchHit
 from mindroom.memory.search.relations import RelationSettings, boosted, related_entries
@@ -358,11 +358,8 @@ def _delta(memory: FileMemory, thread: str, view: AgentView, advance: bool) -> s
     """The delta header of ``thread`` ('' when nothing changed it may see); never fails a
     recall."""
     try:
-        revisions = ThreadRevisions(memory)
-        try:
+        with revisions_of(memory) as revisions:
             return revisions.take(thread, view, advance=advance).render()
-        finally:
-            revisions.close()
     except Exception:
         logger.exception("recall of %s: the delta header was not read", memory.scope_id)
         return ""
