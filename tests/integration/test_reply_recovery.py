@@ -11,13 +11,13 @@ import pytest
 from mindroom.adapters.matrix.reply import INTERRUPTED_NOTE, ReplyWriter, StreamPacing
 from mindroom.adapters.matrix.send import IN_PROGRESS_MARKER
 from mindroom.store.ledger import Ledger
-from tests.integration.test_exactly_once import (
+from tests.integration.test_reload import write
+from tests.support.exactly_once import (
     answers_to,
     restart,
     start_process,
     wait_until_answered,
 )
-from tests.integration.test_reload import write
 from tests.support.harness import (
     BotHarness,
     BotProcess,
