@@ -47,7 +47,7 @@ SLOW = {
         "test_messages_older_than_the_catch_up_window_are_skipped_with_a_log_line",
     },
     "test_catch_up_backlog.py": {"test_a_backlog_larger_than_one_sync_is_answered_in_full"},
-    "test_flush_e2e.py": {
+    "test_flush_restart.py": {
         "test_killed_during_extraction_the_session_is_flushed_once_after_restart"
     },
     "test_local.py": {"test_local_default_runs_and_the_terminal_chat_gets_an_answer"},
