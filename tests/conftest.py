@@ -41,13 +41,13 @@ for _var in (
 # marked here, not in their files, so the list is one place to keep current; test_ci.py checks
 # every name still exists. `pytest -m "not slow"` skips them while working; CI runs everything.
 SLOW = {
-    "test_exactly_once.py": {
-        "test_a_backlog_larger_than_one_sync_is_answered_in_full",
+    "test_exactly_once.py": {"test_kill_9_between_receipt_and_reply_answers_once_after_restart"},
+    "test_catch_up.py": {
         "test_messages_sent_while_down_are_answered_once",
         "test_messages_older_than_the_catch_up_window_are_skipped_with_a_log_line",
-        "test_kill_9_between_receipt_and_reply_answers_once_after_restart",
     },
-    "test_flush_e2e.py": {
+    "test_catch_up_backlog.py": {"test_a_backlog_larger_than_one_sync_is_answered_in_full"},
+    "test_flush_restart.py": {
         "test_killed_during_extraction_the_session_is_flushed_once_after_restart"
     },
     "test_local.py": {"test_local_default_runs_and_the_terminal_chat_gets_an_answer"},

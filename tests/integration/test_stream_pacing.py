@@ -8,7 +8,7 @@ import pytest
 
 from mindroom.adapters.matrix.reply import ReplyWriter, StreamPacing
 from mindroom.adapters.matrix.send import IN_PROGRESS_MARKER
-from tests.integration.test_exactly_once import answers_to
+from tests.support.exactly_once import answers_to
 from tests.support.harness import BotHarness, Event, Human, config_text, relation, unique
 from tests.support.scripted_model import Reply, ScriptedModel
 

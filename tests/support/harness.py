@@ -84,10 +84,16 @@ class Human:
 
     @classmethod
     async def create(
-        cls, homeserver: EmbeddedHomeserver, name: str | None = None, *, keys: Path | None = None
+        cls,
+        homeserver: EmbeddedHomeserver,
+        name: str | None = None,
+        *,
+        keys: Path | None = None,
+        sync: bool = True,
     ) -> Human:
         """Register a fresh account, log in and start syncing; with ``keys`` (a folder for
-        the key store) the client encrypts, as Element does."""
+        the key store) the client encrypts, as Element does. With ``sync=False`` it only sends
+        (it sees no events: another person in the room watches for the answers)."""
         username = name or unique("human")
         await homeserver.register_user(username, "secret-pw")
         if keys is not None:
@@ -101,6 +107,8 @@ class Human:
         response = await client.login("secret-pw")
         assert isinstance(response, nio.LoginResponse), response
         human = cls(client)
+        if not sync:
+            return human
         await client.sync(timeout=0)
         client.add_event_callback(human._record, nio.Event)
         client.add_ephemeral_callback(human._record_typing, nio.TypingNoticeEvent)

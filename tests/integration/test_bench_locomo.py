@@ -11,8 +11,6 @@ import asyncio
 import importlib
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -20,8 +18,7 @@ import pytest
 
 from mindroom.config.schema import MemoryConfig
 from mindroom.memory.files.protocol import read_text
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.benches import REPO, run_bench
 
 SAMPLE = {
     "sample_id": "tiny-1",
@@ -82,19 +79,6 @@ def data(tmp_path: Path) -> Path:
 def locomo(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     monkeypatch.syspath_prepend(str(REPO / "bench"))
     return importlib.import_module("locomo")
-
-
-def run_bench(script: str, *args: str, cwd: Path, timeout: float = 60) -> list[str]:
-    done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / script), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.splitlines()
 
 
 def test_locomo_retrieval_scores_recall_as_the_fraction_of_evidence_found(
@@ -212,28 +196,6 @@ def test_a_turn_counts_as_injected_only_when_its_whole_entry_is_in_the_block(
     assert recall_gate.counts([{"D1:1"}, set(), {"D1:2", "D1:3"}]) == "injected=2/3 hits=3"
 
 
-def test_memory_search_hybrid_table_follows_the_keyword_one_and_re_embeds_the_changed(
-    tmp_path: Path,
-) -> None:
-    """``--hybrid`` leaves the keyword table as it was and adds its own, one row per size; the
-    bench itself asserts that the update embedded exactly the changed entries."""
-    args = ["--sizes", "40", "--queries", "5", "--hybrid"]
-    lines = run_bench("memory_search.py", *args, cwd=tmp_path)
-    header = ["entries", "build", "index", "med", "index", "p95", "scan", "med", "scan", "p95"]
-    assert lines[0].split() == [*header, "scan/index"]
-    assert lines[2] == "target: index median under 10 ms at 100k entries"
-    assert lines[3] == "hybrid: sentence-transformers/all-MiniLM-L6-v2"
-    assert lines[4].startswith("load average before: ")
-    number = r"\d+\.\d+"
-    assert re.fullmatch(
-        rf" +40 +{number}s +{number}s +{number}ms +{number}ms +{number}ms +{number}ms"
-        rf" +{number}x +{number}s +{number}s",
-        lines[6],
-    ), lines[6]
-    assert lines[7].startswith("load average after: ")
-    assert lines[8].startswith("targets: hybrid median <= 25 ms at 100k")
-
-
 def test_structured_memory_bench_times_memory_query_against_the_store_search(
     data: Path, tmp_path: Path
 ) -> None:
@@ -256,94 +218,6 @@ def test_structured_memory_bench_times_memory_query_against_the_store_search(
         r"memory_query_bullets_p50_ms=\d+\.\d edge_ms=\d+\.\d\d validator_pass=[01]\.\d\d",
         lines[-1],
     ), lines[-1]
-
-
-def test_session_index_bench_times_replies_with_and_without_the_source(tmp_path: Path) -> None:
-    """The bench runs real turns and a real index on a small scale and ends with its line."""
-    args = ["--sessions", "2", "--turns", "8", "--indexed", "30", "--queries", "10"]
-    lines = run_bench("session_index.py", *args, cwd=tmp_path)
-    text = "\n".join(lines)
-    assert "reply: 8 turns in 2 conversations, threshold 4 messages" in text
-    syncs = re.search(r"one delta sync: median [\d.]+ ms \((\d+) syncs\)", text)
-    assert syncs is not None
-    assert int(syncs.group(1)) > 0  # the source was on: the index was written
-    found = re.search(r"10 queries \((\d+) found a conversation\)", text)
-    assert found is not None
-    assert int(found.group(1)) > 0
-    assert re.fullmatch(r"reply_overhead_ms=-?\d+\.\d\d search_p50_ms=\d+\.\d\d", lines[-1])
-
-
-@pytest.mark.slow
-def test_e2ee_latency_bench_compares_an_encrypted_dm_with_a_plain_one(tmp_path: Path) -> None:
-    """The bench runs its own Synapse and bot, checks every answer's encryption, and ends
-    with its line (a small run: the figures need the default size)."""
-    lines = run_bench("e2ee_latency.py", "--messages", "2", cwd=tmp_path)
-    text = "\n".join(lines)
-    assert re.search(r"unencrypted DM +median +[\d.]+ ms .*\(n=2\)", text)
-    assert re.search(r"encrypted DM +median +[\d.]+ ms .*\(n=2\)", text)
-    assert re.fullmatch(r"added_median_ms=-?\d+\.\d", lines[-1])
-
-
-@pytest.mark.timeout(300)  # eight fresh mindroom processes: slow on a busy machine
-def test_cli_latency_bench_times_each_command_of_the_given_tree_and_ends_with_its_line(
-    tmp_path: Path,
-) -> None:
-    """One repetition of each command; the bench itself checks each one's exit code and
-    message (a config error, a refused second run), so its figures measure those paths."""
-    lines = run_bench(
-        "cli_latency.py", "--repeat", "1", "--tree", str(REPO), cwd=tmp_path, timeout=280
-    )
-    text = "\n".join(lines)
-    assert f"mindroom from {REPO}" in text
-    for case in ("mindroom --help", "config error", "second run refused", "mindroom doctor"):
-        assert re.search(rf"{case} +cpu median +\d+ ms .*\(n=1\)", text), case
-    assert re.fullmatch(
-        r"cli_help_ms=\d+ config_error_ms=\d+ second_run_ms=\d+ doctor_ms=\d+", lines[-1]
-    ), lines[-1]
-
-
-def test_dashboard_pages_bench_times_every_page_over_a_big_scope(tmp_path: Path) -> None:
-    """A small run (the figures need the default 10k entries)."""
-    lines = run_bench("dashboard_pages.py", "--entries", "600", "--rounds", "3", cwd=tmp_path)
-    text = "\n".join(lines)
-    assert "600 entries and 600 history records" in text
-    for page in ("scope listing", "scope search", "entry + history", "memory settings"):
-        assert re.search(rf"{re.escape(page)} +p50 +[\d.]+ ms", text), page
-    assert re.fullmatch(r"max_page_p50_ms=\d+\.\d", lines[-1])
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(600)  # four Synapses and two PostgreSQL: over 120 s on a busy machine
-def test_scale_bench_compares_both_modes_and_two_processes_with_one(tmp_path: Path) -> None:
-    """A small run of ``bench/scale.py``: four Synapses, two PostgreSQL, and the line it ends
-    with (the figures need the default size)."""
-    done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "scale.py"), "--agents", "4", "--threads", "8"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=540,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = done.stdout.splitlines()
-    text = done.stdout
-    assert re.search(r"one process +[\d.]+ replies/s; CPU cores used: mindroom [\d.]+", text)
-    assert re.search(
-        r"two processes +[\d.]+ replies/s; CPU cores used: mindroom 1 [\d.]+, "
-        r"mindroom 2 [\d.]+",
-        text,
-    )
-    for mode in ("clientserver", "appservice"):  # two processes against one, in each mode
-        assert f"8 threads at once, {mode} mode on PostgreSQL: one process vs two" in text
-    assert text.count("bottleneck: ") == 4
-    per_reply = r"mindroom CPU per reply: one process [\d.]+ ms, two processes [\d.]+ ms"
-    assert len(re.findall(per_reply, text)) == 2
-    assert re.fullmatch(
-        r"appservice_startup_s=\d+\.\d clientserver_startup_s=\d+\.\d "
-        r"two_process_speedup=\d+\.\d\dx",
-        lines[-1],
-    )
 
 
 def test_locomo_retrieval_with_the_postgresql_index_prints_its_scores_beside_the_local_ones(
