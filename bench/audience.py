@@ -33,6 +33,8 @@ so neither run changes what the other sees.
 
     python bench/audience.py [--facts 200] [--seed 11]
 
+Search is by keywords alone (``memory.embedder: none``), as in the tests.
+
 The output ends with the lines (the last is the contract)::
 
     shared: leaks=N recalled_where_allowed=F
@@ -179,10 +181,12 @@ class Fact:
 
 def make_facts(count: int, rng: random.Random) -> list[Fact]:
     """``count`` facts spread over every (memory, room) pair and every writer; their words
-    overlap (a small vocabulary), their ``zq...`` word is unique."""
+    overlap (a small vocabulary; the facts one memory is told in one round, one in each room,
+    differ only in it), their ``zq...`` word is unique."""
     places = [(AGENT, room) for room in ROOMS] + [(TEAM, room) for room in ROOMS]
     places += [(COMPANION, room) for room in ROOMS if len(room.members) == 1]
     seen: set[str] = set()
+    topics: dict[tuple[str, int], str] = {}  # the words of a round's facts
     facts = []
     for n in range(count):
         owner, room = places[n % len(places)]
@@ -191,10 +195,14 @@ def make_facts(count: int, rng: random.Random) -> list[Fact]:
         while not token or token in seen:
             token = "zq" + "".join(rng.choice("bcdfghjklmnprstvwxz") for _ in range(6))
         seen.add(token)
-        text = (
-            f"The {rng.choice(ADJECTIVES)} {rng.choice(THINGS)} code at the "
-            f"{rng.choice(PLACES)} is {token}"
+        # the facts one memory is told in one round say the same but for their word: a read
+        # for one finds the others, told in other rooms, each one the room may not show
+        topic = topics.setdefault(
+            (owner, n // len(places)),
+            f"{rng.choice(ADJECTIVES)} {rng.choice(THINGS)} code at the {rng.choice(PLACES)} "
+            f"for vo{''.join(rng.choice('aeiou') for _ in range(5))}",
         )
+        text = f"The {topic} is {token}"
         speaker = sorted(room.members)[n % len(room.members)]
         facts.append(Fact(token, text, owner, room, speaker, writer))
     return facts
@@ -399,7 +407,8 @@ async def plant(bench: Bench, facts: list[Fact], token_of: dict[str, Fact]) -> N
         await write(bench, fact, n, conversations)
         for agent, room, person in threads_of(fact):
             _, block = bench.recall(agent, room, person, "hello", thread_id(agent, room, person))
-            header = block.split("\n\n")[1] if HEADER in block else ""
+            # the header of each block (the agent's, each of its teams')
+            header = "\n".join(p for p in block.split("\n\n") if p.startswith(HEADER))
             bench.check("delta header", header, room, person, token_of)
     for fact in facts:  # the ids the tools gave them (a conversation has none)
         if fact.writer != "conversation":
