@@ -18,8 +18,9 @@ leader's ``recall_block``; with past conversations as a source), the memory tool
 (``search_memories``, ``list_memories``, ``get_memory`` of every planted id, ``memory_get``
 of every memory file and transcript, page by page) and ``memory_query``, each over the
 turn's tools (``MemoryToolsets.for_turn``); and the delta header of a thread in every room,
-read after each fact is planted. A turn of the companion where its person's private memory
-may not be used gets no memory (``private_memory_allowed``), as in the runtime.
+read after each fact is planted (those recalls count, so each thread's revision moves on). A
+turn of the companion where its person's private memory may not be used gets no memory
+(``private_memory_allowed``), as in the runtime: its reads are counted, and show nothing.
 
 A fact is allowed in a room when everyone who can read that room could read the room it was
 told in (worked out here from the rooms' members and join rules, not with the product's
