@@ -541,6 +541,7 @@ def main() -> None:
         print(f"# {path:18} {bench.reads[path]:7} {bench.shown[path]:21} {bench.leaks[path]:7}")
     for line in bench.leaked:
         print(f"# leak: {line}")
+    print(f"# recall asked with a fact's words where it is allowed: {pairs} (fact, room) pairs")
     print(
         f"shared: leaks={sum(today_bench.leaks.values())} "
         f"recalled_where_allowed={share(shared_hits, shared_pairs):.3f}"
