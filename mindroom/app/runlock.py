@@ -28,7 +28,7 @@ from mindroom.errors import AlreadyRunningError, NotRunningError
 RUN_LOCK_NAME = "run.lock"
 # How long a starting run waits for the lock: long enough to outlast a chat's test of it (which
 # holds it for microseconds), short enough that a second run is refused within a second.
-START_WAIT_S = 0.5
+START_WAIT_S = 0.2
 # ``mindroom chat``'s exit code when no run is there to answer (1: no answer in time, 2: errors)
 NOT_RUNNING_EXIT = 3
 
