@@ -108,7 +108,7 @@ async def main(n: int) -> None:
     print(describe("raw round trip", raw))
     print(describe("agent reply", reply))
     ratio = statistics.median(reply) / statistics.median(raw)
-    print(f"reply / round trip     {ratio:.2f}x   (floor about 2x; target at most 3x)")
+    print(f"reply / round trip     {ratio:.2f}x   (floor about 2x; target at most 2.2x)")
 
 
 if __name__ == "__main__":
