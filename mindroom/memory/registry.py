@@ -207,6 +207,14 @@ class MemoryRegistry:
             return None
         return private_instance(self.storage, agent, requester, per=private.per, root=private.root)
 
+    def existing_for_agent(self, agent: str, requester: str) -> MemoryBackend | None:
+        """As :meth:`for_agent`, but None for a private companion ``requester`` never talked to
+        (opening it would make their folder: a look for what waits must not)."""
+        instance = self.private_instance(agent, requester)
+        if instance is not None and not instance.instance_dir.exists():
+            return None
+        return self.for_agent(agent, requester)
+
     def for_agent(self, agent: str, requester: str | None = None) -> MemoryBackend | None:
         """The memory agent ``agent`` uses when ``requester`` talks to it (None: no memory).
 

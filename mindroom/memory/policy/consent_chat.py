@@ -134,7 +134,7 @@ def proposals_to_offer(
     answer (about nobody known) are not offered to anyone (blocking)."""
     if agent not in config.agents:
         return []
-    memory = registry.for_agent(agent, person)
+    memory = registry.existing_for_agent(agent, person)  # never a folder made by looking
     if memory is None:
         return []
     queue = ConsentQueue(memory)

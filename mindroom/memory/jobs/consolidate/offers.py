@@ -34,7 +34,7 @@ def _file_memory(
 ) -> FileMemory | None:
     if agent not in config.agents:
         return None
-    memory = registry.for_agent(agent, person)
+    memory = registry.existing_for_agent(agent, person)  # never a folder made by looking
     return memory if keeps_files(memory) else None
 
 
