@@ -29,6 +29,7 @@ from tests.support.harness import (
     Human,
     answers,
     config_text,
+    joined,
     unique,
 )
 from tests.support.postgres import PostgresServer
@@ -202,6 +203,9 @@ async def share_and_fail_over(
     # each pinned agent in its process: the second process takes beta's lease only once it runs
     await wait_holders(url, {"alpha": pid_one, "beta": pid_two})
     room_id = await human.join(f"#{room}:{synapse.server_name}")
+    for agent in ("alpha", "beta"):  # in the room before the messages, in every process's view
+        user = f"@mindroom_{agent}:{synapse.server_name}"
+        await human.wait_for(joined(user, room_id), timeout=30)
 
     to_alpha = await human.send(room_id, "@alpha one")
     to_beta = await human.send(room_id, "@beta two")

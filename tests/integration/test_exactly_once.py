@@ -19,6 +19,7 @@ from tests.support.harness import (
     unique,
 )
 from tests.support.scripted_model import Reply, ScriptedModel, last_user_text
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 
@@ -54,6 +55,8 @@ async def test_republishing_an_answer_with_the_same_key_posts_nothing_new(
     room_id = await human.join(f"#{room}:localhost")
     account = bot.bot.agents["general"]
     root = await human.send(room_id, "root", msgtype="m.notice")  # the bot answers no notice
+    # the account sends only to rooms its client has synced (as when it answers a message)
+    await wait_until(lambda: room_id in account.client.rooms, "the account synced the room")
 
     first = ReplyWriter(account, room_id, thread_root=root, reply_to=root, agent="general")
     await first.finish("the one answer")
