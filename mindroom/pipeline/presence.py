@@ -223,6 +223,7 @@ class BotPresence:
             room_id=room_id,
             encrypted=any(found[2] for found in seen),
             name=next((found[3] for found in seen if found[3]), None),
+            rules_known=any(found[4] for found in seen),
         )
 
     def session_audience(self, session_id: str, requester: str | None) -> RoomAudience | None:

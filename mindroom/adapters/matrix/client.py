@@ -192,10 +192,11 @@ class MatrixAccount:
         present = set(room.users) | set(room.invited_users)
         return closed_room_of(user_id, ours, present, rules.get(room_id, {}))
 
-    def readers(self, room_id: str) -> tuple[frozenset[str], bool, bool, str | None] | None:
+    def readers(self, room_id: str) -> tuple[frozenset[str], bool, bool, str | None, bool] | None:
         """Who can read ``room_id`` as this account last synced it: its members joined or
         invited, whether nobody else can (invite-only, history not readable from outside),
-        whether it is encrypted, and its name; None when this account is not in it."""
+        whether it is encrypted, its name, and whether its state said both rules; None when
+        this account is not in it."""
         room = self.client.rooms.get(room_id)
         if room is None:
             return None
@@ -206,7 +207,8 @@ class MatrixAccount:
             and known.get("history_visibility") in CLOSED_HISTORY
         )
         present = frozenset(room.users) | frozenset(room.invited_users)
-        return present, closed, bool(room.encrypted), room.name
+        seen = "join_rule" in known and "history_visibility" in known
+        return present, closed, bool(room.encrypted), room.name, seen
 
     def display_name(self, room_id: str, user_id: str) -> str | None:
         """``user_id``'s display name in ``room_id`` as this account last saw it."""

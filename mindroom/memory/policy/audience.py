@@ -211,8 +211,9 @@ def _told(value: object) -> Told | None:
 
 
 def told_in(room: RoomAudience) -> Told:
-    """The audience of what is said in ``room`` now."""
-    if not room.closed:
+    """The audience of what is said in ``room`` now. A room whose rules were never seen is
+    taken as closed to its people (the narrowest it can be), never as public."""
+    if not room.closed and room.rules_known:
         return Told(open=True, readers=room.readers, kind="public", room_id=room.room_id)
     if room.only_person is not None or len(room.readers) == 1:
         return Told(open=False, readers=room.readers, kind="dm", room_id=room.room_id)

@@ -141,6 +141,10 @@ class RoomAudience:
     room_id: str | None = None
     encrypted: bool = False
     name: str | None = None
+    # False: the room's join rule and history visibility were never seen. Read as open (it
+    # shows only what anyone may read), while what is learned there is kept for its people
+    # alone (mindroom.memory.policy.audience.told_in): unknown is never the wider answer.
+    rules_known: bool = True
 
     @classmethod
     def private_to(cls, person: str, room_id: str | None = None) -> RoomAudience:
@@ -156,9 +160,10 @@ class RoomAudience:
         room_id: str | None = None,
         encrypted: bool = False,
         name: str | None = None,
+        rules_known: bool = True,
     ) -> RoomAudience:
         """A room other people can read (or one whose readers are not known: not closed)."""
-        return cls(None, readers, closed, room_id, encrypted, name)
+        return cls(None, readers, closed, room_id, encrypted, name, rules_known)
 
 
 def private_memory_allowed(person: str, audience: RoomAudience) -> bool:
