@@ -28,6 +28,7 @@ from tests.support.harness import (
     unique,
 )
 from tests.support.scripted_model import Reply, ScriptedModel
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 
@@ -161,6 +162,8 @@ async def test_a_post_whose_event_id_was_never_recorded_is_found_and_edited_not_
     )
     account = bot.bot.agents["general"]
     asked = await human.send(room_id, "root", msgtype="m.notice")  # the bot answers no notice
+    # the account sends only to rooms its client has synced (as when it answers a message)
+    await wait_until(lambda: room_id in account.client.rooms, "the account synced the room")
     ledger = await Ledger.open(tmp_path / "ledger.db")
     now = [0.0]  # a clock the test moves: no waiting for the first send
     try:

@@ -11,6 +11,7 @@ from mindroom.adapters.matrix.send import IN_PROGRESS_MARKER
 from tests.support.exactly_once import answers_to
 from tests.support.harness import BotHarness, Event, Human, config_text, relation, unique
 from tests.support.scripted_model import Reply, ScriptedModel
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 
@@ -82,9 +83,12 @@ async def test_a_writer_on_a_fake_clock_posts_and_edits_exactly_as_paced(
         config_text(model.base_url, {"general": {"rooms": [room]}}), room, human
     )
     asked = await human.send(room_id, "root", msgtype="m.notice")  # the bot answers no notice
+    account = bot.bot.agents["general"]
+    # the account sends only to rooms its client has synced (as when it answers a message)
+    await wait_until(lambda: room_id in account.client.rooms, "the account synced the room")
     now = [0.0]
     writer = ReplyWriter(
-        bot.bot.agents["general"],
+        account,
         room_id,
         thread_root=asked,
         reply_to=asked,
