@@ -170,6 +170,54 @@ def test_a_file_mid_save_by_an_in_place_editor_is_not_taken_as_the_truth(
     assert FACT_ID.search(lines[40])
 
 
+@pytest.mark.parametrize("leases", [True, False], ids=["leases", "control_without_leases"])
+def test_an_in_place_editor_pausing_past_the_quiet_wait_is_waited_for_while_the_file_is_open(
+    memory: FileMemory, monkeypatch: pytest.MonkeyPatch, leases: bool
+) -> None:
+    """The quiet wait alone cannot see an editor that pauses mid-save (a slow disk, a loaded
+    machine); the file being open for writing can. The control, with the kernel's answer taken
+    away, shows the test would see the save cut."""
+    if not leases:
+        monkeypatch.setattr(files, "_open_for_writing", lambda fd: False)
+    path = memory.scope.entrypoint
+    full = "".join(f"- line {n}\n" for n in range(40))
+    path.write_text(full, encoding="utf-8")
+    quiet_reads: list[bool] = []  # reads of the file once quiet: whether each was settled
+    real_read = files._read_version
+
+    def read(real: Path, name: str) -> object:
+        quiet = time.time_ns() - os.stat(real).st_mtime_ns >= QUIET * 1e9  # before the read
+        version = real_read(real, name)
+        if quiet:
+            quiet_reads.append(version.settled)
+        return version
+
+    monkeypatch.setattr(files, "_read_version", read)
+    handle = path.open("w", encoding="utf-8")  # an editor starts saving: truncated...
+    handle.write(full[:100])
+    handle.flush()  # ... the first chunk is on disk, and the editor stalls
+    result: list[object] = []
+    worker = threading.Thread(target=lambda: result.append(memory.add_sync("x", actor="tool")))
+    worker.start()
+    try:
+        # mindroom has looked at the stalled file after the quiet wait
+        wait_until_sync(lambda: bool(quiet_reads) or not worker.is_alive(), timeout=30)
+        handle.write(full[100:])
+    finally:
+        handle.close()
+    worker.join(30)
+
+    assert result, "the write did not finish"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if leases:
+        assert quiet_reads[0] is False  # quiet, but open: not taken as the truth
+        assert lines[:40] == full.splitlines()  # the whole save, nothing cut
+        assert FACT_ID.search(lines[40])
+    else:
+        assert quiet_reads == [True]  # the control: quiet alone let mindroom write...
+        assert lines[:40] != full.splitlines()  # ... and the rest of the save was lost
+
+
 def save_once_at(monkeypatch: pytest.MonkeyPatch, name: str, path: Path, line: str) -> None:
     """Make a person save ``path`` (rename-style) just before mindroom's first call of ``name``."""
     real = getattr(files, name)

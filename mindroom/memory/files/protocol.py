@@ -10,9 +10,10 @@ daily files, topic files) goes through :func:`edit_file`, which applies a pure e
 2. **Read a stable version.** Read the bytes and ``fstat`` the open file before and after the
    read; the version counts only if nothing moved (same size, mtime and ctime, and the path
    still names that inode) *and* the file has been quiet for :data:`QUIET_SECONDS` (its mtime
-   is that old) -- unless it is exactly the version mindroom itself wrote last. A file an
-   in-place editor is saving (truncate, then write in chunks) keeps moving, so its half-written
-   state is never taken as the truth; mindroom waits and reads again.
+   is that old) -- unless it is exactly the version mindroom itself wrote last -- *and*, where
+   the kernel can tell (Linux leases), nobody has it open for writing. A file an in-place
+   editor is saving (truncate, then write in chunks) keeps moving or stays open, so its
+   half-written state is never taken as the truth; mindroom waits and reads again.
 3. **Edit.** Apply the edit to that text and remember the SHA-256 of the bytes it saw.
 4. **Swap, then check what was swapped out.** The new text goes to a fsynced temp file
    (:mod:`mindroom.atomic`), which is *exchanged* with the file in one atomic step
@@ -33,8 +34,9 @@ daily files, topic files) goes through :func:`edit_file`, which applies a pure e
 Callers get ``(old, new)``: the text the edit was applied to and the text written, and build
 their answer from ``new`` itself, never from a re-read that a later writer could have changed.
 
-What this cannot see: an in-place editor that pauses longer than :data:`QUIET_SECONDS` in the
-middle of writing one save. Leftover temp files of a crashed writer are removed by
+What this cannot see: where leases are not available (not Linux, a file another user owns, a
+filesystem without them), an in-place editor that pauses longer than :data:`QUIET_SECONDS` in
+the middle of writing one save. Leftover temp files of a crashed writer are removed by
 :func:`clean_temp_files` when a scope is opened (only names of :data:`mindroom.atomic.TEMP_NAME_RE`,
 and only while holding the target's lock, so a live writer's temp file is never touched).
 """
@@ -44,10 +46,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import hashlib
 import logging
 import os
 import secrets
+import signal
 import stat
 import threading
 import time
@@ -171,6 +175,31 @@ def _open_regular(path: Path, name: str) -> int:
     return fd
 
 
+_F_SETLEASE = getattr(fcntl, "F_SETLEASE", None)
+_F_SETSIG = getattr(fcntl, "F_SETSIG", None)
+
+
+def _open_for_writing(fd: int) -> bool:
+    """Whether anyone has the file of ``fd`` (opened read-only) open for writing: an in-place
+    editor between its truncate and its close. Asked with a read lease, which the kernel grants
+    only when nobody has the file open for writing, and given back at once. False where the
+    kernel cannot say (no leases, a file another user owns): the quiet wait alone decides then.
+
+    While the lease is held (microseconds) an opener for writing waits for its release, and
+    the kernel signals the holder: the signal is set to SIGURG, which is ignored by default,
+    rather than SIGIO, which would end the process.
+    """
+    if _F_SETLEASE is None or _F_SETSIG is None:
+        return False
+    try:
+        fcntl.fcntl(fd, _F_SETSIG, signal.SIGURG)
+        fcntl.fcntl(fd, _F_SETLEASE, fcntl.F_RDLCK)
+    except OSError as exc:
+        return exc.errno in (errno.EAGAIN, errno.EBUSY)
+    fcntl.fcntl(fd, _F_SETLEASE, fcntl.F_UNLCK)
+    return False
+
+
 def _read_all(fd: int) -> bytes:
     chunks = []
     while chunk := os.read(fd, 1 << 20):
@@ -197,6 +226,7 @@ def _read_version(path: Path, name: str) -> _Version:
         before = os.fstat(fd)
         data = _read_all(fd)
         after = os.fstat(fd)
+        writing = _open_for_writing(fd)
     finally:
         os.close(fd)
     try:
@@ -210,7 +240,8 @@ def _read_version(path: Path, name: str) -> _Version:
         ours = _written.get(str(path)) == _key(after)
     last_change = max(after.st_mtime_ns, after.st_ctime_ns)
     quiet = ours or time.time_ns() - last_change >= QUIET_SECONDS * 1e9
-    return _Version(data, hashlib.sha256(data).hexdigest(), True, quiet and not moved)
+    settled = quiet and not moved and not writing
+    return _Version(data, hashlib.sha256(data).hexdigest(), True, settled)
 
 
 def _digest(path: Path) -> str | None:
@@ -329,7 +360,8 @@ def edit_file(
                     return old, new
             if time.monotonic() >= deadline:
                 raise MemoryStoreError(
-                    f"{name} kept changing while mindroom tried to write it; try again"
+                    f"{name} kept changing (or stayed open for writing) while mindroom "
+                    "tried to write it; try again"
                 )
             time.sleep(_POLL_SECONDS)
 
