@@ -164,7 +164,7 @@ class Intake:
             return False
         source = message_source(message)
         if await self._ledger.claim(message.event_id, message.room_id, (), source, lead=lead):
-            await self._ledger.finish(message.event_id, "skipped")
+            # said before it is recorded: whoever sees the ledger's "skipped" finds the reason
             logger.info(
                 "skipping %s from %s in %s: %.0f s old, beyond catch_up_seconds (%.0f)",
                 message.event_id,
@@ -173,6 +173,7 @@ class Intake:
                 age_s,
                 limit,
             )
+            await self._ledger.finish(message.event_id, "skipped")
         return True
 
     def resume(
