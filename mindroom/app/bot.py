@@ -217,6 +217,8 @@ class Bot(BotPresence):
             raise
         if self.cluster is not None:  # kept from now on: logging many accounts in takes long
             self.tasks.keep_running("leases", self.cluster.run)
+        if self.appservice is not None:  # up before the joins are pushed (held until listen)
+            await self.appservice.serve()
         await self._log_in(here)
         # Taken before any sync loop runs: a message the catch-up sync claims from now on is
         # answered by that sync alone, never resumed as well. (Several processes: each takes

@@ -255,6 +255,27 @@ async def test_a_message_sent_while_mindroom_was_down_is_answered_once_after_the
     assert len(replies) == 1  # answered once
 
 
+def refused_pushes(service: Service) -> int:
+    """How many times the homeserver found the endpoint closed when it pushed a transaction
+    (its log; a refused push puts the service in the homeserver's doubling back-off)."""
+    log = service.homeserver.log_file.read_text(errors="replace")
+    return sum(1 for line in log.splitlines() if "push_bulk" in line and "refused" in line)
+
+
+async def test_the_homeserver_never_finds_the_endpoint_closed_while_mindroom_starts(
+    as_bot: BotHarness, person: Human, model: ScriptedModel, service: Service
+) -> None:
+    before = refused_pushes(service)
+    # the start creates the room and joins it: the homeserver pushes those joins at once
+    room_id = await in_room_answering(as_bot, person, model, service, "Up.", "are you there")
+    assert refused_pushes(service) == before  # listening before the first join
+
+    # the control: a push while mindroom is down is refused, and the count sees it
+    await as_bot.stop()
+    await person.send(room_id, "@general nobody home")
+    await wait_until(lambda: refused_pushes(service) > before, "a refused push in the log")
+
+
 async def test_the_registration_names_the_tokens_and_namespace_and_keeps_its_tokens(
     tmp_path: Path,
 ) -> None:

@@ -310,11 +310,16 @@ class TransactionServer:
         self,
         settings: AppserviceConfig,
         tokens: AppserviceTokens,
-        receive: Receiver,
+        receive: Receiver | None = None,
         *,
         shared: bool = False,
     ) -> None:
         self.settings, self.tokens, self.receive = settings, tokens, receive
+        # transactions wait for a receiver (:meth:`open`); :meth:`stop` sends them back
+        self._open = asyncio.Event()
+        if receive is not None:
+            self._open.set()
+        self._stopping = False
         self.shared = shared  # several processes listen on the one port (SO_REUSEPORT)
         # this run's finished transactions: a resend is acknowledged without feeding it again.
         # Not kept across runs: a homeserver may number from 1 again after its restart, and a
@@ -353,7 +358,10 @@ class TransactionServer:
         events = body.get("events") if isinstance(body, dict) else None
         if not isinstance(events, list):
             return self._error(400, "M_BAD_JSON", "a transaction needs an events list")
+        await self._open.wait()
         async with self._lock:
+            if self._stopping or self.receive is None:
+                return self._error(503, "M_UNKNOWN", "mindroom is stopping; send it again")
             if txn in self._done:
                 return web.json_response({})  # a retry of one handled: nothing again
             try:
@@ -398,7 +406,14 @@ class TransactionServer:
             service_url(self.settings),
         )
 
+    def open(self, receive: Receiver) -> None:
+        """Hand transactions to ``receive`` from now on, those held meanwhile first."""
+        self.receive = receive
+        self._open.set()
+
     async def stop(self) -> None:
+        self._stopping = True
+        self._open.set()  # a held transaction is sent back, to come again
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -445,6 +460,18 @@ class Appservice:
         account.strict = True
         return account
 
+    async def serve(self) -> TransactionServer:
+        """Listen on the endpoint before the accounts log in and join their rooms: the
+        homeserver pushes their joins at once, and a push it finds refused puts the service in
+        its back-off (seconds, doubling) however soon mindroom listens. What arrives is held
+        until :meth:`listen` names the accounts. Once is enough (:meth:`listen` calls it too)."""
+        if self.server is None:
+            shared = self.tail is not None  # the processes share the port
+            server = TransactionServer(self.settings, self.tokens, shared=shared)
+            await server.start()
+            self.server = server
+        return self.server
+
     async def listen(self, accounts: Accounts) -> InboxTail | None:
         """Take the homeserver's transactions for ``accounts``: handed to them at once, or
         with a shared inbox appended there, and the tail returned (to run) hands them on."""
@@ -452,10 +479,8 @@ class Appservice:
         receive: Receiver = feed.deliver
         if self.tail is not None:
             self.tail.feed, receive = feed, self.tail.receive
-        shared = self.tail is not None  # the processes share the port
-        self.server = TransactionServer(self.settings, self.tokens, receive, shared=shared)
-        await self.server.start()
-        await self.ping()
+        (await self.serve()).open(receive)
+        await self.ping()  # and what the homeserver kept while mindroom was down comes now
         return self.tail
 
     async def ping(self) -> None:
