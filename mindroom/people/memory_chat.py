@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -407,32 +407,7 @@ async def confirm_forget(
         return nothing
     if not await forgets.confirm(record, UNDO_S):
         return nothing  # confirmed meanwhile (a command and a reaction), or replaced
-    deleted, failed = await asyncio.to_thread(_delete, config, registry, record, person)
-    lines = [f"Forgot {len(deleted)} thing{'s' if len(deleted) != 1 else ''}."]
-    if in_dm:
-        lines += [f"- `{entry_id}`: {text}" for entry_id, text in deleted]
-    if failed:
-        lines.append(f"Not found any more (changed or deleted meanwhile): {', '.join(failed)}.")
-    lines.append("`!memory undo` brings it back (for a day).")
-    return "\n".join(lines)
-
-
-def _delete(
-    config: Config, registry: MemoryRegistry, record: ForgetRecord, actor: str
-) -> tuple[list[tuple[str, str]], list[str]]:
-    """Delete the entries of ``record`` as ``actor`` (blocking)."""
-    deleted, failed = [], []
-    for owner, scope_id, entry_id in record.entries:
-        memory = _reopen(config, registry, owner, record.subject, scope_id)
-        try:
-            if memory is None:
-                raise MemoryStoreError(f"the memory of {owner} is not there any more")
-            entry = memory.delete_sync(entry_id, actor=actor)
-            deleted.append((entry.id, entry.text))
-        except MemoryStoreError as exc:
-            logger.info("memory forget: %s in %s not deleted: %s", entry_id, scope_id, exc)
-            failed.append(entry_id)
-    return deleted, failed
+    return await asyncio.to_thread(_carry_out, _FORGET, config, registry, record, person, in_dm)
 
 
 def _reopen(
@@ -456,32 +431,72 @@ async def undo_forget(
     record = await forgets.get(person, "done")
     if record is None or not await forgets.take_done(record):
         return "There is no forget of yours to undo (only the last one, for a day)."
-    restored, failed = await asyncio.to_thread(_restore, config, registry, record, person)
-    lines = [f"Restored {len(restored)} thing{'s' if len(restored) != 1 else ''}."]
-    if in_dm:
-        lines += [f"- `{entry_id}`: {text}" for entry_id, text in restored]
-    if failed:
-        lines.append(f"Could not be restored: {', '.join(failed)}.")
-    return "\n".join(lines)
+    return await asyncio.to_thread(_carry_out, _UNDO, config, registry, record, person, in_dm)
 
 
-def _restore(
-    config: Config, registry: MemoryRegistry, record: ForgetRecord, actor: str
-) -> tuple[list[tuple[str, str]], list[str]]:
-    restored, failed = [], []
+def _delete_entry(memory: MemoryBackend, entry_id: str, actor: str) -> MemoryEntry:
+    return memory.delete_sync(entry_id, actor=actor)
+
+
+def _restore_entry(memory: MemoryBackend, entry_id: str, actor: str) -> MemoryEntry:
+    if not keeps_files(memory):
+        raise MemoryStoreError("mem0 cannot restore a deleted memory")
+    return memory.restore_sync(entry_id, actor=actor)
+
+
+@dataclass(frozen=True)
+class _Change:
+    """What a confirmed forget does to its entries (:data:`_FORGET`), or its undo
+    (:data:`_UNDO`): how each entry is changed, and how the log and the answer say it."""
+
+    change: Callable[[MemoryBackend, str, str], MemoryEntry]
+    log: str  # a failure's log message: entry id, scope id, why
+    done: str  # the answer's first word, before how many entries it changed
+    failed: str  # names the entries it could not change
+    closing: str | None = None  # the answer's last line
+
+
+_FORGET = _Change(
+    _delete_entry,
+    "memory forget: %s in %s not deleted: %s",
+    "Forgot",
+    "Not found any more (changed or deleted meanwhile)",
+    "`!memory undo` brings it back (for a day).",
+)
+_UNDO = _Change(
+    _restore_entry, "memory undo: %s in %s not restored: %s", "Restored", "Could not be restored"
+)
+
+
+def _carry_out(
+    how: _Change,
+    config: Config,
+    registry: MemoryRegistry,
+    record: ForgetRecord,
+    actor: str,
+    in_dm: bool,
+) -> str:
+    """Change the entries of ``record`` as ``actor`` the way ``how`` says, and answer what
+    was done, texts only when ``in_dm`` (blocking)."""
+    changed, failed = [], []
     for owner, scope_id, entry_id in record.entries:
         memory = _reopen(config, registry, owner, record.subject, scope_id)
         try:
             if memory is None:
                 raise MemoryStoreError(f"the memory of {owner} is not there any more")
-            if not keeps_files(memory):
-                raise MemoryStoreError("mem0 cannot restore a deleted memory")
-            entry = memory.restore_sync(entry_id, actor=actor)
-            restored.append((entry.id, entry.text))
+            entry = how.change(memory, entry_id, actor)
+            changed.append((entry.id, entry.text))
         except MemoryStoreError as exc:
-            logger.info("memory undo: %s in %s not restored: %s", entry_id, scope_id, exc)
+            logger.info(how.log, entry_id, scope_id, exc)
             failed.append(entry_id)
-    return restored, failed
+    lines = [f"{how.done} {len(changed)} thing{'s' if len(changed) != 1 else ''}."]
+    if in_dm:
+        lines += [f"- `{entry_id}`: {text}" for entry_id, text in changed]
+    if failed:
+        lines.append(f"{how.failed}: {', '.join(failed)}.")
+    if how.closing is not None:
+        lines.append(how.closing)
+    return "\n".join(lines)
 
 
 def remember(

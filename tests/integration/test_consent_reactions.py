@@ -9,9 +9,11 @@ from __future__ import annotations
 import re
 import secrets
 from pathlib import Path
+from typing import NamedTuple
 
 import nio
 import pytest
+import pytest_asyncio
 
 from mindroom.memory.files.markdown import parse_entries
 from mindroom.memory.jobs.consolidate.records import ConsolidationRecords, db_path
@@ -34,6 +36,37 @@ pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 Event = dict
 
 OFFER = "React ✅ to store it"
+
+
+class AliceDm(NamedTuple):
+    """Alice (display name "Alice"), the account of ``general``, and her direct chat with it."""
+
+    alice: Human
+    agent: str
+    room_id: str
+
+
+async def _start_general(bot: BotHarness, model: ScriptedModel) -> str:
+    """Start ``general`` (a shared agent, in no room); its account's user ID."""
+    await bot.start(config_text(model.base_url, {"general": {"rooms": []}}))
+    assert bot.bot is not None
+    return bot.bot.agents["general"].user_id
+
+
+async def _open_dm(person: Human, agent: str) -> str:
+    """A direct chat ``person`` opens with ``agent``, once ``agent`` joined it."""
+    dm = await person.client.room_create(invite=[agent], is_direct=True)
+    assert isinstance(dm, nio.RoomCreateResponse)
+    await person.wait_for(joined(agent, dm.room_id))
+    return dm.room_id
+
+
+@pytest_asyncio.fixture
+async def alice_dm(bot: BotHarness, human: Human, model: ScriptedModel) -> AliceDm:
+    """``general`` started, and Alice's direct chat with it."""
+    await human.client.set_displayname("Alice")
+    agent = await _start_general(bot, model)
+    return AliceDm(human, agent, await _open_dm(human, agent))
 
 
 def _memory(bot: BotHarness) -> list[str]:
@@ -62,6 +95,25 @@ def _is_offer(room_id: str, agent: str, text: str):  # noqa: ANN202
         and OFFER in e["content"].get("body", "")
         and text in e["content"].get("body", "")
     )
+
+
+async def _offered(
+    person: Human,
+    room_id: str,
+    agent: str,
+    model: ScriptedModel,
+    fact: str,
+    message: str,
+    timeout: float = 30,
+) -> Event:
+    """The offer of ``fact`` in ``room_id``, after ``person`` said ``message`` there and the
+    model added ``fact`` to memory (it waits for the person's consent); ``timeout`` for the
+    turn's reply."""
+    model.push(Reply(tool_calls=[ToolCall("add_memory", {"text": fact})]))
+    model.push("I will ask you first.")
+    said = await person.send(room_id, message)
+    await person.wait_for_reply(room_id, said, timeout=timeout)
+    return await person.wait_for(_is_offer(room_id, agent, fact), 30)
 
 
 def _offers(person: Human, room_id: str, agent: str) -> list[Event]:
@@ -119,34 +171,32 @@ async def test_a_proposal_about_alice_is_offered_in_her_dm_only_and_only_her_che
         await bob.client.set_displayname("Bob")
         await bob.join(room_id)
         await alice.wait_for(joined(bob.user_id, room_id))
-        dm = await alice.client.room_create(invite=[agent], is_direct=True)
-        assert isinstance(dm, nio.RoomCreateResponse)
-        await alice.wait_for(joined(agent, dm.room_id))
+        dm = await _open_dm(alice, agent)
 
         model.push(Reply(tool_calls=[ToolCall("add_memory", {"text": "Alice lives in Lyon"})]))
         model.push("Noted, once Alice confirms.")
         said = await bob.send(room_id, "Alice lives in Lyon, remember that", mention=[agent])
         # the control: Alice's client sees what the agent says in the group room
         group_reply = await alice.wait_for_reply(room_id, said, timeout=30)
-        offer = await alice.wait_for(_is_offer(dm.room_id, agent, "Alice lives in Lyon"), 30)
+        offer = await alice.wait_for(_is_offer(dm, agent, "Alice lives in Lyon"), 30)
         await alice.fence(room_id)
         in_group = [m["content"].get("body", "") for m in alice.messages(room_id, agent)]
         [proposal_id] = re.findall(r"`!memory confirm (p-[0-9a-f]+)`", offer["content"]["body"])
         assert "Alice lives in Lyon" not in _memory(bot)  # it waits
 
         # Bob, let into the DM, reacts ✅ to Alice's offer: not his to answer
-        invited = await alice.client.room_invite(dm.room_id, bob.user_id)
+        invited = await alice.client.room_invite(dm, bob.user_id)
         assert isinstance(invited, nio.RoomInviteResponse), invited
-        await bob.join(dm.room_id)
-        await alice.wait_for(joined(bob.user_id, dm.room_id))
-        await _react(bob, dm.room_id, offer["event_id"], "✅")
-        await _react(alice, dm.room_id, offer["event_id"], "✅")  # the control: hers does
-        answered = await _answer_to(alice, dm.room_id, agent, offer["event_id"])
-        await _react(alice, dm.room_id, offer["event_id"], "❌")  # answered once: no effect
-        await alice.fence(dm.room_id)
+        await bob.join(dm)
+        await alice.wait_for(joined(bob.user_id, dm))
+        await _react(bob, dm, offer["event_id"], "✅")
+        await _react(alice, dm, offer["event_id"], "✅")  # the control: hers does
+        answered = await _answer_to(alice, dm, agent, offer["event_id"])
+        await _react(alice, dm, offer["event_id"], "❌")  # answered once: no effect
+        await alice.fence(dm)
         prompt = await bot.bot.ledger.prompts.get(offer["event_id"])
-        offers_in_dm = _offers(alice, dm.room_id, agent)
-        replies = _replies_to(alice, dm.room_id, agent, offer["event_id"])
+        offers_in_dm = _offers(alice, dm, agent)
+        replies = _replies_to(alice, dm, agent, offer["event_id"])
     finally:
         await bob.close()
 
@@ -165,28 +215,17 @@ async def test_a_proposal_about_alice_is_offered_in_her_dm_only_and_only_her_che
 
 
 async def test_a_cross_reaction_drops_the_proposal_and_other_reactions_do_nothing(
-    bot: BotHarness, human: Human, model: ScriptedModel
+    bot: BotHarness, alice_dm: AliceDm, model: ScriptedModel
 ) -> None:
-    alice = human
-    await alice.client.set_displayname("Alice")
-    await bot.start(config_text(model.base_url, {"general": {"rooms": []}}))
-    assert bot.bot is not None
-    agent = bot.bot.agents["general"].user_id
-    dm = await alice.client.room_create(invite=[agent], is_direct=True)
-    assert isinstance(dm, nio.RoomCreateResponse)
-    await alice.wait_for(joined(agent, dm.room_id))
-
-    model.push(Reply(tool_calls=[ToolCall("add_memory", {"text": "Alice goes by Ali"})]))
-    model.push("I will ask you first.")
-    said = await alice.send(dm.room_id, "I go by Ali, remember that")
-    await alice.wait_for_reply(dm.room_id, said, timeout=30)
-    offer = await alice.wait_for(_is_offer(dm.room_id, agent, "Alice goes by Ali"), 30)
+    alice, agent, dm = alice_dm
+    fact = "Alice goes by Ali"
+    offer = await _offered(alice, dm, agent, model, fact, "I go by Ali, remember that")
     [proposal_id] = re.findall(r"`!memory reject (p-[0-9a-f]+)`", offer["content"]["body"])
-    await _react(alice, dm.room_id, offer["event_id"], "🎉")  # neither yes nor no
-    await _react(alice, dm.room_id, offer["event_id"], "✖️")  # a no
-    answered = await _answer_to(alice, dm.room_id, agent, offer["event_id"])
-    await alice.fence(dm.room_id)
-    replies = _replies_to(alice, dm.room_id, agent, offer["event_id"])
+    await _react(alice, dm, offer["event_id"], "🎉")  # neither yes nor no
+    await _react(alice, dm, offer["event_id"], "✖️")  # a no
+    answered = await _answer_to(alice, dm, agent, offer["event_id"])
+    await alice.fence(dm)
+    replies = _replies_to(alice, dm, agent, offer["event_id"])
 
     assert answered == "Not stored: Alice goes by Ali"
     assert len(replies) == 1  # the 🎉 was not an answer
@@ -203,16 +242,11 @@ async def test_an_encrypted_reaction_in_an_encrypted_dm_confirms(
     alice = await Human.create(synapse, keys=tmp_path / "keys")
     try:
         await alice.client.set_displayname("Alice")
-        await bot.start(config_text(model.base_url, {"general": {"rooms": []}}))
-        assert bot.bot is not None
-        agent = bot.bot.agents["general"].user_id
+        agent = await _start_general(bot, model)
         dm = await encrypted_dm(alice, agent)
 
-        model.push(Reply(tool_calls=[ToolCall("add_memory", {"text": "Alice lives in Porto"})]))
-        model.push("I will ask you first.")
-        said = await alice.send(dm, "I live in Porto, remember that")  # encrypted by her client
-        await alice.wait_for_reply(dm, said, timeout=40)
-        offer = await alice.wait_for(_is_offer(dm, agent, "Alice lives in Porto"), 30)
+        said = "I live in Porto, remember that"  # encrypted by her client
+        offer = await _offered(alice, dm, agent, model, "Alice lives in Porto", said, timeout=40)
         # as Element does (nio sends reactions in the clear): the reaction encrypted
         kind, content = alice.client.encrypt(dm, "m.reaction", _reaction(offer["event_id"], "✅"))
         assert kind == "m.room.encrypted"
@@ -252,13 +286,9 @@ def _record_conflict(bot: BotHarness, first: str, second: str) -> str:
 
 
 async def test_an_open_conflict_about_alice_is_offered_in_her_dm_and_her_check_keeps_the_newer(
-    bot: BotHarness, human: Human, model: ScriptedModel
+    bot: BotHarness, alice_dm: AliceDm, model: ScriptedModel
 ) -> None:
-    alice = human
-    await alice.client.set_displayname("Alice")
-    await bot.start(config_text(model.base_url, {"general": {"rooms": []}}))
-    assert bot.bot is not None
-    agent = bot.bot.agents["general"].user_id
+    alice, agent, dm = alice_dm
     lines = [
         "Alice lives in Lyon",
         "Alice lives in Porto",
@@ -268,25 +298,22 @@ async def test_an_open_conflict_about_alice_is_offered_in_her_dm_and_her_check_k
     write_entries(bot.storage / "agents" / "general" / "workspace", "MEMORY.md", lines)
     hers = _record_conflict(bot, "Alice lives in Lyon", "Alice lives in Porto")
     bobs = _record_conflict(bot, "Bob lives in Rome", "Bob lives in Oslo")
-    dm = await alice.client.room_create(invite=[agent], is_direct=True)
-    assert isinstance(dm, nio.RoomCreateResponse)
-    await alice.wait_for(joined(agent, dm.room_id))
 
     model.push("Hello Alice.")
-    said = await alice.send(dm.room_id, "hello")
-    await alice.wait_for_reply(dm.room_id, said, timeout=30)
+    said = await alice.send(dm, "hello")
+    await alice.wait_for_reply(dm, said, timeout=30)
     offer = await alice.wait_for(
         lambda e: (
-            e["room_id"] == dm.room_id
+            e["room_id"] == dm
             and e.get("sender") == agent
             and hers in e.get("content", {}).get("body", "")
         ),
         30,
     )
-    await _react(alice, dm.room_id, offer["event_id"], "✅")
-    answered = await _answer_to(alice, dm.room_id, agent, offer["event_id"])
-    await alice.fence(dm.room_id)
-    bodies = [m["content"].get("body", "") for m in alice.messages(dm.room_id, agent)]
+    await _react(alice, dm, offer["event_id"], "✅")
+    answered = await _answer_to(alice, dm, agent, offer["event_id"])
+    await alice.fence(dm)
+    bodies = [m["content"].get("body", "") for m in alice.messages(dm, agent)]
 
     body = offer["content"]["body"]
     assert "> Alice lives in Lyon" in body
@@ -299,31 +326,21 @@ async def test_an_open_conflict_about_alice_is_offered_in_her_dm_and_her_check_k
 
 
 async def test_a_restart_neither_offers_again_nor_forgets_the_question(
-    bot: BotHarness, human: Human, model: ScriptedModel
+    bot: BotHarness, alice_dm: AliceDm, model: ScriptedModel
 ) -> None:
-    alice = human
-    await alice.client.set_displayname("Alice")
-    await bot.start(config_text(model.base_url, {"general": {"rooms": []}}))
-    assert bot.bot is not None
-    agent = bot.bot.agents["general"].user_id
-    dm = await alice.client.room_create(invite=[agent], is_direct=True)
-    assert isinstance(dm, nio.RoomCreateResponse)
-    await alice.wait_for(joined(agent, dm.room_id))
-    model.push(Reply(tool_calls=[ToolCall("add_memory", {"text": "Alice lives in Nantes"})]))
-    model.push("I will ask you first.")
-    said = await alice.send(dm.room_id, "I live in Nantes, remember that")
-    await alice.wait_for_reply(dm.room_id, said, timeout=30)
-    offer = await alice.wait_for(_is_offer(dm.room_id, agent, "Alice lives in Nantes"), 30)
+    alice, agent, dm = alice_dm
+    fact = "Alice lives in Nantes"
+    offer = await _offered(alice, dm, agent, model, fact, "I live in Nantes, remember that")
 
     await bot.stop()
     await bot.start()  # the same storage: the question is in the ledger
     model.push("Welcome back.")
-    again = await alice.send(dm.room_id, "hello again")  # a turn: the offers are looked at
-    await alice.wait_for_reply(dm.room_id, again, timeout=30)
-    await _react(alice, dm.room_id, offer["event_id"], "✅")
-    answered = await _answer_to(alice, dm.room_id, agent, offer["event_id"])
-    await alice.fence(dm.room_id)
-    offers = _offers(alice, dm.room_id, agent)
+    again = await alice.send(dm, "hello again")  # a turn: the offers are looked at
+    await alice.wait_for_reply(dm, again, timeout=30)
+    await _react(alice, dm, offer["event_id"], "✅")
+    answered = await _answer_to(alice, dm, agent, offer["event_id"])
+    await alice.fence(dm)
+    offers = _offers(alice, dm, agent)
 
     assert [o["event_id"] for o in offers] == [offer["event_id"]]  # not offered again
     assert answered == "Stored: Alice lives in Nantes"  # answered after the restart

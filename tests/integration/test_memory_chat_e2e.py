@@ -10,16 +10,20 @@ import nio
 import pytest
 
 from mindroom.memory.files.store import FileMemory
-from tests.support.harness import BotHarness, Human, config_text, joined, relation, unique
+from tests.support.harness import BotHarness, Event, Human, config_text, joined, relation, unique
 from tests.support.scripted_model import Reply, ScriptedModel, ToolCall
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 
 
-async def _ask(person: Human, room_id: str, text: str) -> str:
+async def _reply(person: Human, room_id: str, text: str) -> Event:
+    """The agent's reply to ``text``, sent by ``person`` in ``room_id``."""
     asked = await person.send(room_id, text)
-    answer = await person.wait_for_reply(room_id, asked, timeout=30)
-    return str(answer["content"]["body"])
+    return await person.wait_for_reply(room_id, asked, timeout=30)
+
+
+async def _ask(person: Human, room_id: str, text: str) -> str:
+    return str((await _reply(person, room_id, text))["content"]["body"])
 
 
 async def _start(bot: BotHarness, model: ScriptedModel, alice: Human) -> tuple[str, str]:
@@ -216,15 +220,13 @@ async def test_a_check_mark_on_the_forget_listing_confirms_it_and_a_cross_drops_
     bees = memory.add_sync(f"{alice.user_id} keeps bees in the garden", actor="test")
     tea = memory.add_sync(f"{alice.user_id} likes green tea", actor="test")
 
-    asked = await alice.send(dm, "!memory forget tea")
-    listing = await alice.wait_for_reply(dm, asked, timeout=30)
+    listing = await _reply(alice, dm, "!memory forget tea")
     await _react(alice, dm, listing["event_id"], "❌")
     dropped = await _answer_to(alice, dm, listing["event_id"])
     after_cross = _live(bot)
     nothing = await _ask(alice, dm, "!memory forget confirm")  # the request is gone
 
-    asked = await alice.send(dm, "!memory forget bees")
-    listing = await alice.wait_for_reply(dm, asked, timeout=30)
+    listing = await _reply(alice, dm, "!memory forget bees")
     before_check = _live(bot)
     await _react(alice, dm, listing["event_id"], "✅")
     confirmed = await _answer_to(alice, dm, listing["event_id"])
