@@ -450,7 +450,7 @@ class Bot(BotPresence):
     def _backfill_audiences(self) -> None:
         """Give the entries the flush and the tools wrote before audiences were recorded the
         audience of the room they were learned in, as the rooms are now (blocking; once per
-        start, idle after the first)."""
+        start, and a scope left with nothing to give reads no history again)."""
         shared = {n for n, agent in self.config.agents.items() if agent.private is None}
         owners = [("agent", n) for n in shared if self.runs(n)]
         owners += [

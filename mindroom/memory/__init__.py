@@ -7,7 +7,8 @@ source of truth, structured fields included (they live in each entry's marker, s
 nothing (it is rebuilt from the files), and no code path trusts the index over the files. So
 are the other tables there: ``vectors.db`` and ``relations.db`` (derived), and
 ``consolidation.db`` (retrievals, conflicts), ``deltas.db`` (threads' revisions),
-``consent.db`` (pending proposals) and ``events.db`` (operational counts), control state that
-can be reset without losing a memory.
+``consent.db`` (pending proposals), ``events.db`` (operational counts) and
+``audience-backfill.json`` (whether old entries still wait for an audience), control state
+that can be reset without losing a memory.
 This package never imports Matrix or Agno code.
 """

@@ -215,6 +215,18 @@ class MemoryRegistry:
             return None
         return self.for_agent(agent, requester)
 
+    def state_dir_of(self, agent: str, requester: str) -> Path | None:
+        """Where :meth:`existing_for_agent` keeps its state (the proposals, the consolidation
+        records), opening and making nothing; None where it is None."""
+        if self.config.agent_memory_backend(agent) == "none":
+            return None
+        instance = self.private_instance(agent, requester)
+        if instance is None:
+            return agent_scope(self.storage, agent, self.file_root()).state_dir
+        if not instance.instance_dir.exists():
+            return None
+        return instance.memory_scope().state_dir
+
     def for_agent(self, agent: str, requester: str | None = None) -> MemoryBackend | None:
         """The memory agent ``agent`` uses when ``requester`` talks to it (None: no memory).
 

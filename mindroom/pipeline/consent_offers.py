@@ -18,7 +18,9 @@ direct chat with mindroom lists it, and the commands answer it anywhere.
 
 It looks after every handled message (a turn may have filed a proposal: :meth:`wake`) and
 every :data:`OFFER_EVERY_S` seconds (the memory flush, the CLI and the dashboard file them
-too, and a direct chat may have been opened since).
+too, and a direct chat may have been opened since); each time only in the memories whose
+proposals or consolidation records changed since they were last offered (:class:`Looks`), so
+a turn in Alice's direct chat opens none of the other people's private memories.
 """
 
 from __future__ import annotations
@@ -26,14 +28,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from mindroom.adapters.matrix.client import MatrixAccount
 from mindroom.config.schema import Config
 from mindroom.errors import MatrixError
 from mindroom.memory.jobs.consolidate.offers import conflicts_to_offer
+from mindroom.memory.jobs.consolidate.records import db_path as records_db
 from mindroom.memory.policy.consent import Person
+from mindroom.memory.policy.consent import db_path as proposals_db
 from mindroom.memory.policy.consent_chat import offer_text, proposals_to_offer
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.pipeline.prompts import PromptDesk
@@ -43,6 +50,76 @@ logger = logging.getLogger(__name__)
 OFFER_EVERY_S = 60.0
 CONSENT = "consent"  # the prompts' kinds (mindroom.pipeline.prompts.PROMPT_HANDLERS)
 CONFLICT = "conflict"
+RACY_NS = 2_000_000_000  # a file written this recently may change again within its time's grain
+
+Stamp = tuple[tuple[int, int, int] | None, ...]
+
+
+def records_stamp(state_dir: Path) -> Stamp:
+    """The files a scope keeps its proposals and consolidation records in (each with its
+    write-ahead log) as ``(mtime, size, inode)``; None for one that is missing."""
+    found: list[tuple[int, int, int] | None] = []
+    for db in (proposals_db(state_dir), records_db(state_dir)):
+        for path in (db, db.with_name(db.name + "-wal")):
+            try:
+                stat = path.stat()
+            except FileNotFoundError:
+                found.append(None)
+                continue
+            found.append((stat.st_mtime_ns, stat.st_size, stat.st_ino))
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """What waits for ``who`` in ``agent``'s memory: ``(kind, ref, text)`` of each question."""
+
+    agent: str
+    who: Person
+    questions: list[tuple[str, str, str]]
+    seen: tuple[object, ...] | None  # remembered once all are offered (None: look again)
+
+
+class Looks:
+    """What waits for each person (proposals, open conflicts) in an agent's memory as they
+    reach it, looked at again only when the files it is kept in changed since a look whose
+    questions were all offered, or the person's display name did: a memory where nothing was
+    filed since is not opened. A file written in the last :data:`RACY_NS` is looked at again
+    next time (a write within its time's grain would not show)."""
+
+    def __init__(self, racy_ns: int = RACY_NS) -> None:
+        self._racy_ns = racy_ns
+        self._seen: dict[tuple[str, str], tuple[object, ...]] = {}
+
+    def waiting(
+        self, config: Config, memories: MemoryRegistry, agent: str, who: Person
+    ) -> Waiting | None:
+        """The questions for ``who`` in ``agent``'s memory; None when nothing changed since
+        they were offered, or nothing was ever filed there (blocking)."""
+        if agent not in config.agents:  # a team keeps no memory of its own
+            return None
+        state = memories.state_dir_of(agent, who.user_id)
+        if state is None:
+            return None
+        stamp = records_stamp(state)
+        if all(part is None for part in stamp):  # nothing filed there, ever
+            return None
+        seen = (state, who.name, stamp)
+        if self._seen.get((agent, who.user_id)) == seen:
+            return None
+        proposals = proposals_to_offer(config, memories, agent, who.user_id)
+        questions = [(CONSENT, p.id, offer_text(p)) for p in proposals]
+        conflicts = conflicts_to_offer(config, memories, agent, who)
+        questions += [(CONFLICT, c.id, text) for c, text in conflicts]
+        now = time.time_ns()
+        racy = any(part is not None and now - part[0] < self._racy_ns for part in stamp)
+        return Waiting(agent, who, questions, None if racy else seen)
+
+    def offered(self, waiting: Waiting) -> None:
+        """Every question of ``waiting`` was offered (now or before): not looked at again
+        until its files change."""
+        if waiting.seen is not None:
+            self._seen[(waiting.agent, waiting.who.user_id)] = waiting.seen
 
 
 class OfferHost(Protocol):
@@ -83,6 +160,7 @@ class ConsentOffers:
         self._host = host
         self._desk = desk
         self._wake = asyncio.Event()
+        self.looks = Looks()
 
     def wake(self) -> None:
         """Look soon (a turn just ended: it may have filed a proposal)."""
@@ -122,20 +200,21 @@ class ConsentOffers:
         posted."""
         host, posted = self._host, 0
         for agent, account, room_id, person in self.direct_chats():
-            waiting = await asyncio.to_thread(
-                proposals_to_offer, host.config, host.memories, agent, person
-            )
-            questions = [(CONSENT, p.id, offer_text(p)) for p in waiting]
             who = Person(person, host.display_name(room_id, person))
-            conflicts = await asyncio.to_thread(
-                conflicts_to_offer, host.config, host.memories, agent, who
+            waiting = await asyncio.to_thread(
+                self.looks.waiting, host.config, host.memories, agent, who
             )
-            questions += [(CONFLICT, c.id, text) for c, text in conflicts]
-            for kind, ref, text in questions:
+            if waiting is None:
+                continue
+            failed = False
+            for kind, ref, text in waiting.questions:
                 try:
                     sent = await self._desk.offer(account, room_id, person, kind, ref, text)
                 except MatrixError as exc:
                     logger.warning("cannot offer %s %s in %s: %s", kind, ref, room_id, exc)
+                    failed = True
                     continue
                 posted += sent is not None
+            if not failed:
+                self.looks.offered(waiting)
         return posted

@@ -70,6 +70,7 @@ AudiencePolicy = Literal["strict", "room", "shared"]
 POLICIES: tuple[AudiencePolicy, ...] = ("strict", "room", "shared")
 PUBLIC = "public"
 BOOK_NAME = "audiences.json"
+BACKFILL_MARK = "audience-backfill.json"  # {"done": ..., "left": ...}: see backfill()
 KEEP_READ = 256  # books whose last reading is kept
 _lock = threading.Lock()
 _read: dict[Path, tuple[tuple[int, int, int], dict[str, Told]]] = {}
@@ -323,17 +324,55 @@ def backfill(
     """Give the audience of the room they were learned in to the entries mindroom wrote from a
     conversation before audiences were recorded (their history names the conversation, its
     ``run``); returns how many were given one (blocking). An entry whose conversation's room
-    is not known now, or that a person wrote, keeps the scope's default."""
+    is not known now, or that a person wrote, keeps the scope's default.
+
+    Once a pass leaves nothing to give (every such entry has its audience), the scope's
+    :data:`BACKFILL_MARK` says so and a later pass reads no history: what mindroom writes
+    now always carries its audience. A pass that left some (a room not known now, an entry
+    changed meanwhile) records that, and the next pass tries them again."""
+    mark = memory.scope.state_dir / BACKFILL_MARK
+    if _backfill_done(mark):
+        return 0
+    given, left = _backfill(memory, room_of_run, actor=actor)
+    try:
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(mark, json.dumps({"done": not left, "left": left}) + "\n")
+    except OSError as exc:  # the next start reads the history again
+        logger.warning("cannot write %s: %s", mark, exc)
+    if given:
+        logger.info(
+            "%s: %d entries given the audience they were learned in", memory.scope_id, given
+        )
+    return given
+
+
+def _backfill_done(mark: Path) -> bool:
+    """Whether ``mark`` says a past pass left nothing to give (unreadable: not done)."""
+    try:
+        recorded = json.loads(mark.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError) as exc:
+        logger.warning("%s is unreadable (%s): audiences are filled in again", mark, exc)
+        return False
+    return isinstance(recorded, dict) and recorded.get("done") is True
+
+
+def _backfill(
+    memory: FileMemory, room_of_run: Callable[[str], RoomAudience | None], *, actor: str
+) -> tuple[int, int]:
+    """One pass of :func:`backfill`: how many entries were given an audience, how many
+    could not be given one now."""
     runs: dict[str, str] = {}
     for record in memory.history_of():
         run = (record.meta or {}).get("run")
         if record.op == "add" and record.id and isinstance(run, str) and run:
             runs.setdefault(record.id, run)
     if not runs:
-        return 0
+        return 0, 0
     book = AudienceBook(memory.scope.state_dir)
     rooms: dict[str, RoomAudience | None] = {}
-    given = 0
+    given = left = 0
     for entry in memory.list_sync(100_000, MemoryFilter()):
         run = runs.get(entry.id)
         if entry.fields.audience is not None or run is None:
@@ -341,20 +380,18 @@ def backfill(
         if run not in rooms:
             rooms[run] = room_of_run(run)
         room = rooms[run]
-        if room is None:
+        if room is None:  # not known now: the next start tries again
+            left += 1
             continue
         fields = replace(entry.fields, audience=word_for(room, book))
         try:
             set_fields_sync(memory, entry.id, fields, actor=actor)
         except MemoryStoreError as exc:  # changed meanwhile: the next start tries again
             logger.info("audience of %s in %s not set: %s", entry.id, memory.scope_id, exc)
+            left += 1
             continue
         given += 1
-    if given:
-        logger.info(
-            "%s: %d entries given the audience they were learned in", memory.scope_id, given
-        )
-    return given
+    return given, left
 
 
 DEFAULT_WORD = "default"  # what a person writes to take an entry's audience word away

@@ -66,6 +66,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mindroom.authorization import is_authorized
@@ -326,6 +327,11 @@ def file_proposals(memory: MemoryBackend, held: Sequence[HeldBack]) -> ConsentPe
         queue.close()
 
 
+def db_path(state_dir: Path) -> Path:
+    """A scope's proposals (in its state folder)."""
+    return state_dir / "consent.db"
+
+
 class ConsentQueue:
     """The proposals of one scope, of either backend: they live in the scope's state folder
     (``memory.scope.state_dir``), and a confirmed one is written through that scope's own
@@ -333,7 +339,7 @@ class ConsentQueue:
 
     def __init__(self, memory: MemoryBackend) -> None:
         self.memory = memory
-        self._db: sqlite3.Connection = open_store(memory.scope.state_dir / "consent.db", CONSENT)
+        self._db: sqlite3.Connection = open_store(db_path(memory.scope.state_dir), CONSENT)
         self._lock = threading.Lock()
 
     def close(self) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from mindroom.config.schema import Config
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.backend import MemoryBackend
-from mindroom.memory.policy.consent import PROPOSAL_DAYS, ConsentQueue, Proposal
+from mindroom.memory.policy.consent import PROPOSAL_DAYS, ConsentQueue, Proposal, db_path
 from mindroom.memory.registry import MemoryRegistry
 
 USAGE = "Use `!memory pending`, `!memory confirm ID` or `!memory reject ID`."
@@ -135,7 +135,7 @@ def proposals_to_offer(
     if agent not in config.agents:
         return []
     memory = registry.existing_for_agent(agent, person)  # never a folder made by looking
-    if memory is None:
+    if memory is None or not db_path(memory.scope.state_dir).exists():  # nor a database
         return []
     queue = ConsentQueue(memory)
     try:
