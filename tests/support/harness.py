@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import itertools
 import json
 import os
@@ -16,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -437,9 +438,33 @@ class BotHarness:
 
     async def stop(self) -> None:
         if self.bot is not None:
-            await self.bot.stop()
+            with stack_dump_after(STOP_DUMP_S, "Bot.stop"):
+                await self.bot.stop()
             self.credentials.collect(self.storage, keys=True)
             self.bot = None
+
+
+STOP_DUMP_S = 60.0  # a stop this slow is a hang: say where everything waits
+
+
+def _dump_tasks(what: str) -> None:
+    print(f"--- {what} still running after {STOP_DUMP_S:.0f} s; its tasks:", file=sys.stderr)
+    for task in asyncio.all_tasks():
+        print(f"task {task.get_name()}:", file=sys.stderr)
+        task.print_stack(file=sys.stderr)
+
+
+@contextlib.contextmanager
+def stack_dump_after(seconds: float, what: str) -> Iterator[None]:
+    """Write every thread's and task's stack to stderr (the test's report) if the block is
+    still running after ``seconds``: a teardown that hangs says where, not just "timeout"."""
+    handle = asyncio.get_running_loop().call_later(seconds, _dump_tasks, what)
+    faulthandler.dump_traceback_later(seconds, exit=False)
+    try:
+        yield
+    finally:
+        handle.cancel()
+        faulthandler.cancel_dump_traceback_later()
 
 
 async def settle(human: Human, room_id: str, storage: Path, timeout: float = 30.0) -> Event:
