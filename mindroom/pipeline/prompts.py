@@ -87,26 +87,28 @@ PromptHandler = Callable[[PromptHost, Prompt, bool, str], Awaitable[str]]
 """Answers one kind of prompt: ``(bot, prompt, yes, answered_by)`` -> what it did."""
 
 
-def _about_a_memory(answer: Callable[..., str], yes_means: str) -> PromptHandler:
-    """The handler of a kind of prompt about something in the memory of the account that asked
-    (``ref``: its ID): ``answer`` (blocking: run off the event loop) given the config, the
-    memories, that account, the prompt's person, ``ref`` and who answered (``actor``), the
-    answer as its keyword ``yes_means``."""
-
-    async def handler(host: PromptHost, prompt: Prompt, yes: bool, actor: str) -> str:
-        asked = (host.config, host.memories, prompt.account, prompt.person, prompt.ref)
-        return await asyncio.to_thread(answer, *asked, actor=actor, **{yes_means: yes})
-
-    return handler
+async def answer_consent(host: PromptHost, prompt: Prompt, yes: bool, actor: str) -> str:
+    """A consent proposal (``ref``: its ID, in the memory of the account that asked)
+    confirmed or rejected, as ``!memory confirm`` / ``!memory reject`` would."""
+    config, memories, account, person, ref = _asked(host, prompt)
+    return await asyncio.to_thread(
+        answer_offer, config, memories, account, person, ref, confirm=yes, actor=actor
+    )
 
 
-answer_consent = _about_a_memory(answer_offer, "confirm")
-"""A consent proposal (``ref``: its ID, in the memory of the account that asked) confirmed or
-rejected, as ``!memory confirm`` / ``!memory reject`` would."""
+async def answer_conflict_prompt(host: PromptHost, prompt: Prompt, yes: bool, actor: str) -> str:
+    """An open conflict (``ref``: its ID, in the memory of the account that asked) settled:
+    yes keeps the newer entry, no keeps both."""
+    config, memories, account, person, ref = _asked(host, prompt)
+    return await asyncio.to_thread(
+        answer_conflict, config, memories, account, person, ref, keep_newer=yes, actor=actor
+    )
 
-answer_conflict_prompt = _about_a_memory(answer_conflict, "keep_newer")
-"""An open conflict (``ref``: its ID, in the memory of the account that asked) settled: yes
-keeps the newer entry, no keeps both."""
+
+def _asked(host: PromptHost, prompt: Prompt) -> tuple[Config, MemoryRegistry, str, str, str]:
+    """What a question about a memory names: the config, the memories, the account that
+    asked, the person asked and the thing asked about (its ID)."""
+    return host.config, host.memories, prompt.account, prompt.person, prompt.ref
 
 
 async def answer_forget(host: PromptHost, prompt: Prompt, yes: bool, actor: str) -> str:
