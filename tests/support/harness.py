@@ -459,7 +459,7 @@ def stack_dump_after(seconds: float, what: str) -> Iterator[None]:
     """Write every thread's and task's stack to stderr (the test's report) if the block is
     still running after ``seconds``: a teardown that hangs says where, not just "timeout"."""
     handle = asyncio.get_running_loop().call_later(seconds, _dump_tasks, what)
-    faulthandler.dump_traceback_later(seconds, exit=False)
+    faulthandler.dump_traceback_later(seconds, exit=False, file=sys.__stderr__)  # fd 2
     try:
         yield
     finally:
