@@ -20,13 +20,39 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 RESTART_FIRST_S = 1.0
 RESTART_MAX_S = 60.0
 _HEALTHY_S = 300.0  # a service that ran this long before failing starts its back-off afresh
+_CANCEL_AGAIN_S = 1.0  # a task still running this long after a cancel is cancelled again
+
+
+async def within(awaitable: Awaitable[T], seconds: float | None) -> T:
+    """``await awaitable``, raising TimeoutError after ``seconds`` (None: no limit).
+
+    What ``asyncio.wait_for`` does, without its flaw on Python 3.11: there, a cancellation
+    that arrives as the awaited thing finishes is swallowed, so a loop around it runs on after
+    its task was cancelled, and a shutdown waiting for that task hangs.
+    """
+    async with asyncio.timeout(seconds):
+        return await awaitable
+
+
+async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
+    """Cancel ``task`` and wait until it ended, cancelling it again each second while it runs
+    on (code that swallowed a cancellation is not left running, and nothing waits forever)."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=_CANCEL_AGAIN_S)
+        if not task.done():
+            logger.warning("%s ran on after it was cancelled; cancelling it again", task.get_name())
+    with contextlib.suppress(BaseException):
+        task.result()
 
 
 class TaskSupervisor:
@@ -66,8 +92,7 @@ class TaskSupervisor:
         """Stop service ``name`` (if running) and wait for it to end."""
         task = self._services.pop(name, None)
         if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            await cancel_and_wait(task)
 
     def running(self, name: str) -> bool:
         """True while service ``name`` is running (or waiting to restart)."""
@@ -99,12 +124,14 @@ class TaskSupervisor:
     # -- shutdown -----------------------------------------------------------------------------
 
     async def stop(self, grace_s: float) -> None:
-        """Cancel every service, let jobs finish for ``grace_s``, cancel the rest, await all."""
+        """Cancel every service, let jobs finish for ``grace_s``, cancel the rest, await all.
+
+        A job spawned meanwhile (a turn finishing spawns the indexing of its session) is
+        waited for too, within the same grace: none is left running once this returns."""
         for name in list(self._services):
             await self.cancel(name)
-        if self._jobs:
-            _, pending = await asyncio.wait(set(self._jobs), timeout=grace_s)
+        deadline = time.monotonic() + grace_s
+        while jobs := [task for task in self._jobs if not task.done()]:
+            _, pending = await asyncio.wait(jobs, timeout=max(deadline - time.monotonic(), 0))
             for task in pending:
-                task.cancel()
-            with contextlib.suppress(Exception):
-                await asyncio.gather(*pending, return_exceptions=True)
+                await cancel_and_wait(task)

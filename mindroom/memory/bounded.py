@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from mindroom.errors import MemoryStoreError
+from mindroom.tasks import within
 
 _T = TypeVar("_T")
 
@@ -29,7 +30,7 @@ async def bounded(function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
     """Run ``function`` in a worker thread; MemoryStoreError if it takes over CALL_SECONDS
     (the thread itself cannot be stopped; the caller gets its answer, an error, in time)."""
     try:
-        return await asyncio.wait_for(
+        return await within(
             asyncio.to_thread(_no_stop_iteration, function, *args, **kwargs), CALL_SECONDS
         )
     except TimeoutError:
@@ -56,7 +57,7 @@ class Threads:
         future = asyncio.ensure_future(asyncio.to_thread(function, *args))
         self._running.add(future)
         future.add_done_callback(self._finished)
-        return await asyncio.wait_for(asyncio.shield(future), timeout)
+        return await within(asyncio.shield(future), timeout)
 
     def _finished(self, future: asyncio.Future[Any]) -> None:
         self._running.discard(future)

@@ -44,6 +44,7 @@ from mindroom.memory.policy.consent import db_path as proposals_db
 from mindroom.memory.policy.consent_chat import offer_text, proposals_to_offer
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.pipeline.prompts import PromptDesk
+from mindroom.tasks import within
 
 logger = logging.getLogger(__name__)
 
@@ -174,7 +175,7 @@ class ConsentOffers:
             except Exception:  # the loop's edge: the next round tries again
                 logger.exception("offering consent proposals failed")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), OFFER_EVERY_S)
+                await within(self._wake.wait(), OFFER_EVERY_S)
             self._wake.clear()
 
     def direct_chats(self) -> list[tuple[str, MatrixAccount, str, str]]:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from mindroom.errors import MindroomError
+from mindroom.tasks import within
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ async def text_of_pdf(data: bytes, limits: ReadLimits, slots: ReadSlots, name: s
             raise FileRefused("no reader could be started (see the bot's log)") from exc
         logger.debug("reading %s in process %d", name, process.pid)
         try:
-            out, err = await asyncio.wait_for(process.communicate(data), limits.seconds)
+            out, err = await within(process.communicate(data), limits.seconds)
         except TimeoutError:
             logger.warning(
                 "reading %s took over %g s: process %d killed", name, limits.seconds, process.pid

@@ -58,6 +58,7 @@ from mindroom.pipeline.presence import ROUTE_KEY, BotPresence, resumed_requester
 from mindroom.pipeline.prompts import PromptDesk
 from mindroom.pipeline.routing import Route, RouteKind
 from mindroom.store.ledger import Ledger, PendingEvent
+from mindroom.tasks import within
 
 logger = logging.getLogger(__name__)
 
@@ -258,7 +259,7 @@ class Intake:
         while self._positions:
             if not self._stopping.is_set():
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), SYNC_POSITION_DELAY_S)
+                    await within(self._stopping.wait(), SYNC_POSITION_DELAY_S)
             positions, self._positions = self._positions, {}
             for account, token in positions.values():
                 await save_sync_position(self._ledger, self._presence.runs, account, token)

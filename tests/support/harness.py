@@ -29,6 +29,7 @@ from mindroom.adapters.matrix.send import IN_PROGRESS_MARKER
 from mindroom.app.bot import Bot, BotOptions
 from mindroom.config import parse_config
 from mindroom.store.ledger import Ledger
+from mindroom.tasks import cancel_and_wait
 
 Event = dict[str, Any]
 _names = itertools.count(1)
@@ -276,8 +277,7 @@ class Human:
 
     async def close(self) -> None:
         if self._sync:
-            self._sync.cancel()
-            await asyncio.gather(self._sync, return_exceptions=True)
+            await cancel_and_wait(self._sync)
         await self.client.close()
 
 

@@ -44,6 +44,8 @@ from pathlib import Path
 
 import pytest
 
+import mindroom
+
 PACKAGE = Path(__file__).resolve().parents[2] / "mindroom"
 
 
@@ -332,3 +334,15 @@ def test_routing_is_pure() -> None:
     routing = PACKAGE / "pipeline" / "routing.py"
     roots = {name.split(".")[0] for name, _ in imports(routing, "mindroom.pipeline.routing")}
     assert roots.isdisjoint({"asyncio", "aiohttp", "sqlite3", "aiosqlite", *OWNERS})
+
+
+def test_no_asyncio_wait_for_in_the_product() -> None:
+    """Python 3.11's ``asyncio.wait_for`` can swallow a cancellation (see ``tasks.within``)."""
+    root = Path(mindroom.__file__).parent
+    found = [
+        f"{path.relative_to(root)}:{number}"
+        for path in sorted(root.rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "asyncio.wait_for(" in line
+    ]
+    assert found == []

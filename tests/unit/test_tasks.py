@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import sys
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -93,3 +96,93 @@ async def test_stop_cancels_jobs_that_outlive_the_grace_period() -> None:
     await supervisor.stop(grace_s=0.05)
     assert cancelled.is_set()
     assert supervisor.jobs() == []
+
+
+async def test_stop_waits_for_the_jobs_a_job_spawns_while_stop_waits() -> None:
+    """A turn finishing during shutdown spawns its follow-up (indexing its session): stop
+    waits for that one too, within the grace, instead of returning while it still runs (it
+    would then run on past the close of what it uses)."""
+    supervisor = TaskSupervisor()
+    release, proceed = asyncio.Event(), asyncio.Event()
+    done: list[str] = []
+
+    async def follow_up() -> None:
+        await proceed.wait()
+        done.append("follow-up")
+
+    async def turn() -> None:
+        await release.wait()
+        supervisor.spawn(follow_up(), "index-session:s")
+        done.append("turn")
+
+    supervisor.spawn(turn(), "handle:$turn")
+    stopping = asyncio.create_task(supervisor.stop(grace_s=30))
+    await asyncio.sleep(0)  # one round: the turn waits for its release, stop waits for the turn
+    release.set()
+    await wait_until(lambda: done == ["turn"] and supervisor.jobs("index-session"))
+    assert not stopping.done()  # the follow-up is running: stop is still waiting for it
+    proceed.set()
+    await stopping
+    assert done == ["turn", "follow-up"]
+    assert supervisor.jobs() == []  # and it returned once the follow-up finished
+
+
+async def _loop_until_cancelled(
+    wait: Callable[[asyncio.Event], Awaitable[None]], yields: int
+) -> bool:
+    """A background loop that waits for a wake-up with a timeout, cancelled ``yields`` loop
+    rounds after its wake-up came (the moment a shutdown meets a handled message): True if the
+    cancel ended it."""
+    wake, waiting = asyncio.Event(), asyncio.Event()
+
+    async def loop() -> None:
+        while True:
+            wake.clear()
+            waiting.set()  # and on, without a pause, into the wait
+            with contextlib.suppress(TimeoutError):
+                await wait(wake)
+
+    task = asyncio.create_task(loop())
+    await waiting.wait()  # it is suspended in its wait now
+    wake.set()
+    for _ in range(yields):
+        await asyncio.sleep(0)  # the wait's inner future completes meanwhile...
+    task.cancel()  # ...and the cancel arrives
+    done, _ = await asyncio.wait({task}, timeout=1)
+    if not done:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    return bool(done)
+
+
+MOMENTS = range(4)  # how many loop rounds after the wake-up the cancel comes
+
+
+async def test_within_ends_a_loop_cancelled_whenever_its_wait_finishes() -> None:
+    ended = [await _loop_until_cancelled(lambda w: tasks.within(w.wait(), 60), n) for n in MOMENTS]
+    assert ended == [True] * len(MOMENTS)
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="wait_for was mended in Python 3.12")
+async def test_the_control_asyncio_wait_for_swallows_that_cancel_at_some_moment() -> None:
+    ended = [
+        await _loop_until_cancelled(lambda w: asyncio.wait_for(w.wait(), 60), n) for n in MOMENTS
+    ]
+    assert False in ended
+
+
+async def test_cancel_and_wait_cancels_again_a_task_that_swallowed_the_first_cancel() -> None:
+    swallowed: list[int] = []
+
+    async def stubborn() -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            swallowed.append(1)  # carries on, as code with the wait_for flaw did
+        await asyncio.Event().wait()
+
+    task = asyncio.create_task(stubborn(), name="stubborn")
+    await asyncio.sleep(0)
+    await tasks.cancel_and_wait(task)
+    assert swallowed == [1]  # the first cancel was swallowed...
+    assert task.cancelled()  # ...and the second one ended it

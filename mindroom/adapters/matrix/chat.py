@@ -35,6 +35,7 @@ from mindroom.adapters.matrix.send import IN_PROGRESS_MARKER, message_content
 from mindroom.app.runlock import NOT_RUNNING_EXIT
 from mindroom.errors import MatrixError, NotRunningError
 from mindroom.invocation import README_COMMAND, invoked_as
+from mindroom.tasks import within
 
 QUIET_AFTER_REPLY_S = 3.0
 PROBE_TIMEOUT_S = 5.0
@@ -224,7 +225,7 @@ async def _send_and_wait(
 ) -> int:
     answers.sent(await _send(client, room_id, message_content(message)))
     try:
-        out(await asyncio.wait_for(answers.queue.get(), timeout))
+        out(await within(answers.queue.get(), timeout))
     except TimeoutError:
         out(f"(no answer within {timeout:.0f} s: {_NOT_RUNNING})")
         return 1
@@ -365,7 +366,7 @@ async def _drain(
     deadline = None if limit is None else loop.time() + limit
     while True:
         try:
-            out(await asyncio.wait_for(answers.queue.get(), quiet))
+            out(await within(answers.queue.get(), quiet))
         except TimeoutError:
             if not answers.streaming or (deadline is not None and loop.time() > deadline):
                 return

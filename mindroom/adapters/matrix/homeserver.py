@@ -74,6 +74,7 @@ from mindroom.adapters.matrix.synapse_process import (
     remove_pid_file,
 )
 from mindroom.errors import HomeserverError
+from mindroom.tasks import within
 
 __all__ = [
     "CONFIG_FILE",
@@ -282,7 +283,7 @@ class EmbeddedHomeserver:
                 with contextlib.suppress(ProcessLookupError):
                     process.send_signal(signal.SIGTERM)
                 try:
-                    await asyncio.wait_for(process.wait(), STOP_TIMEOUT)
+                    await within(process.wait(), STOP_TIMEOUT)
                 except TimeoutError:
                     logger.warning(
                         "Homeserver (pid %d) ignored SIGTERM for %.0f s; killing it",

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mindroom.cluster.inbox import KEPT_S, Inbox
+from mindroom.tasks import within
 
 if TYPE_CHECKING:
     from mindroom.adapters.matrix.appservice import TransactionFeed
@@ -77,7 +78,7 @@ class InboxTail:
                 self._wake.clear()
                 await self.step()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), POLL_S)
+                    await within(self._wake.wait(), POLL_S)
         finally:
             with contextlib.suppress(Exception):
                 await self._save(force=True)

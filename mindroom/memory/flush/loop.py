@@ -85,6 +85,7 @@ from mindroom.memory.policy.view import AgentView
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.search.relations import RelationSettings
 from mindroom.store.ledger import Ledger, ledger_target
+from mindroom.tasks import within
 
 logger = logging.getLogger(__name__)
 
@@ -321,7 +322,7 @@ class FlushWorker:
         try:
             while not self._stop.is_set():
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.settings.flush_interval_seconds)
+                    await within(self._wake.wait(), self.settings.flush_interval_seconds)
                 self._wake.clear()
                 if self._stop.is_set() or not (self.settings.enabled or uses_mem0(self.config)):
                     continue
@@ -364,7 +365,7 @@ class FlushWorker:
     async def _yield_to_replies(self) -> None:
         """Let running replies go first, for a bounded time: a busy bot must still flush."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.runtime.wait_idle(), YIELD_TO_REPLIES_SECONDS)
+            await within(self.runtime.wait_idle(), YIELD_TO_REPLIES_SECONDS)
 
     async def cycle(
         self, *, force: bool = False, agent: str | None = None, leave_mem0: bool = False
@@ -427,7 +428,7 @@ class FlushWorker:
         if not daily:
             return []
         try:
-            facts = await asyncio.wait_for(
+            facts = await within(
                 self.runtime.curate(
                     flush_model(self.config, entry),
                     daily,
@@ -590,7 +591,7 @@ class FlushWorker:
             known_snippets, view, chunk, settings.include_memory_context
         )
         model = flush_model(self.config, claimed)
-        facts = await asyncio.wait_for(
+        facts = await within(
             self.runtime.extract(
                 model,
                 chunk,

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from mindroom.config.schema import Config
 from mindroom.memory.jobs.maintenance.runner import Clock, MaintenanceRunner, utc_now
 from mindroom.memory.jobs.maintenance.store import MaintenanceStore
+from mindroom.tasks import within
 
 if TYPE_CHECKING:
     from mindroom.memory.registry import MemoryRegistry
@@ -112,7 +113,7 @@ class MaintenanceLoop:
                 until_due = (self.next_due - self.clock()).total_seconds()
                 wait = min(wait, max(_MIN_WAIT_S, until_due))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), wait)
+                await within(self._wake.wait(), wait)
             self._wake.clear()
 
     async def _tick(self) -> None:
