@@ -25,7 +25,14 @@ from tests.support.harness import (
     unique,
     wait_until_ledger_idle,
 )
-from tests.support.scripted_model import Reply, ScriptedModel, all_text, last_user_text, system_text
+from tests.support.scripted_model import (
+    Reply,
+    ScriptedModel,
+    ToolCall,
+    all_text,
+    last_user_text,
+    system_text,
+)
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
@@ -118,6 +125,22 @@ async def test_a_fact_told_in_a_dm_is_recalled_there_and_never_for_someone_else_
     assert all(SALARY not in all_text(r) for r in lobby_flush)  # ...never a DM fact
 
 
+def extract_search_and_answer(request: dict[str, Any]) -> Reply | str:
+    """As :func:`extract_and_answer`, and a "question" turn first searches its memory with the
+    tools for "salary" and for "plant" (the tools' view of memory, beside the recall)."""
+    if "question" in last_user_text(request) and EXTRACTION not in system_text(request):
+        if request["messages"][-1]["role"] != "tool":
+            searches = [ToolCall("search_memories", {"query": q}) for q in ("salary", "plant")]
+            return Reply(tool_calls=searches)
+        return "ok"
+    return extract_and_answer(request)
+
+
+def tool_results(request: dict[str, Any]) -> str:
+    """What the tools returned to a turn."""
+    return "\n".join(str(m["content"]) for m in request["messages"] if m["role"] == "tool")
+
+
 def memory_section(policy: str) -> dict[str, Any]:
     """A memory section with the flush on (forced by the tests, never by idleness), past
     conversations recalled too, and the audience policy ``policy``."""
@@ -158,9 +181,9 @@ async def test_a_hot_reload_of_the_audience_policy_applies_to_the_next_turn(
     """``memory.audience`` edited in config.yaml while mindroom runs: under ``shared`` Bob's
     next lobby turn gets Alice's DM fact, under ``strict`` (before, and after switching back)
     it does not; the lobby fact is recalled in every turn (the control), and the bot is the
-    same one throughout (no restart)."""
+    same one throughout (no restart). The memory tools follow the policy too."""
     alice, room = human, unique("lobby")
-    model.set_handler(extract_and_answer)
+    model.set_handler(extract_search_and_answer)
     doc = json.loads(config_text(model.base_url, {"general": {"rooms": [room]}}))
     doc["memory"] = memory_section("strict")
     bob = await Human.create(synapse)
@@ -208,6 +231,8 @@ async def test_a_hot_reload_of_the_audience_policy_applies_to_the_next_turn(
     assert all(turns.values())
     for step in ("one", "two", "three"):
         assert PLANT in recalled(turns[step][-1])  # the control: the lobby fact, every turn
+        assert PLANT in tool_results(turns[step][-1])  # and the tools find it
+    assert SALARY in tool_results(turns["two"][-1])  # shared: the tools find the DM fact too
     assert SALARY not in all_text(turns["one"][-1])  # strict: not Alice's DM fact
     assert SALARY in recalled(turns["two"][-1])  # shared, at the next turn: everything
     assert SALARY not in all_text(turns["three"][-1])  # strict again: gone again
