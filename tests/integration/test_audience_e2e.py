@@ -260,14 +260,17 @@ def companion_play(request: dict[str, Any]) -> Reply | str:
     return "ok"
 
 
+@pytest.mark.parametrize("policy", ["strict", "shared"])
 async def test_a_companion_handed_a_lobby_conversation_keeps_alices_private_memory_out(
-    bot: BotHarness, human: Human, model: ScriptedModel, synapse: Any
+    bot: BotHarness, human: Human, model: ScriptedModel, synapse: Any, policy: str
 ) -> None:
-    """Audiences strict: Alice's DM with the private companion ``mind`` puts her code word in
-    her private memory (stamped with her DM's audience). In the lobby Bob reads, ``mind`` runs
-    without it however it got there: ``general`` handing Alice's question to it, handing
-    Bob's, or Alice naming it. In her DM it is recalled (the control), and ``mind`` did run in
-    the lobby each time (the other control)."""
+    """Alice's DM with the private companion ``mind`` puts her code word in her private
+    memory (stamped with her DM's audience). In the lobby Bob reads, ``mind`` runs without it
+    however it got there: ``general`` handing Alice's question to it, handing Bob's, or Alice
+    naming it. In her DM it is recalled (the control), and ``mind`` did run in the lobby each
+    time (the other control). Under ``strict`` the entry's audience keeps it out as well; under
+    ``shared`` (no audience condition) the private memory stays out all the same: it is used
+    only where nobody but its person reads."""
     alice, room = human, unique("lobby")
     model.set_handler(companion_play)
     doc = json.loads(
@@ -279,7 +282,7 @@ async def test_a_companion_handed_a_lobby_conversation_keeps_alices_private_memo
             },
         )
     )
-    doc["memory"] = memory_section("strict")
+    doc["memory"] = memory_section(policy)
     bob = await Human.create(synapse)
     lobby_answers: list[str] = []
     try:
@@ -332,7 +335,7 @@ async def test_a_companion_handed_a_lobby_conversation_keeps_alices_private_memo
     assert len(mind_turns) >= 3  # the control: mind ran for each of the three
     assert all(answer.startswith("I know: nothing") for answer in lobby_answers)
     for request in in_lobby:  # no turn in the lobby, of either agent, saw the code word
-        assert CODE_WORD not in all_text(request)
+        assert EXTRACTION in system_text(request) or CODE_WORD not in all_text(request)
     dm_turn = turn_requests(model, "what do you know about the code word?")[-1]
     assert MIND_ROLE in system_text(dm_turn)
     assert CODE_WORD in recalled(dm_turn)  # the control: in her DM it is recalled
