@@ -3,7 +3,9 @@
 Alice tells the shared agent ``general`` her salary in her DM; the flush turns it into
 ``general``'s memory. Bob asks ``general`` in the lobby: neither the fact nor Alice's DM words
 (past conversations) reach the model for him, while a fact told in the lobby does (the
-positive control), and Alice's own question in her DM gets her fact. Real Synapse, real
+positive control), and Alice's own question in her DM gets her fact. A hot reload of
+``memory.audience`` applies at the next turn, and a private companion brought into the lobby
+(handed the conversation, or named) runs without Alice's private memory. Real Synapse, real
 files and Agno; the scripted model extracts ``REMEMBER:`` lines and records every request.
 """
 
@@ -142,8 +144,8 @@ def tool_results(request: dict[str, Any]) -> str:
 
 
 def memory_section(policy: str) -> dict[str, Any]:
-    """A memory section with the flush on (forced by the tests, never by idleness), past
-    conversations recalled too, and the audience policy ``policy``."""
+    """A memory section with the flush on (its idle wait far beyond a test: the tests force
+    it), past conversations recalled too, and the audience policy ``policy``."""
     return {
         "audience": policy,
         "auto_flush": {"enabled": True, "idle_seconds": 3600},
