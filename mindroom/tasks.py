@@ -99,15 +99,11 @@ class TaskSupervisor:
     # -- shutdown -----------------------------------------------------------------------------
 
     async def stop(self, grace_s: float) -> None:
-        """Cancel every service, let jobs finish for ``grace_s``, cancel the rest, await all.
-
-        A job spawned meanwhile (a turn finishing spawns the indexing of its session) is
-        waited for too, within the same grace: none is left running once this returns."""
+        """Cancel every service, let jobs finish for ``grace_s``, cancel the rest, await all."""
         for name in list(self._services):
             await self.cancel(name)
-        deadline = time.monotonic() + grace_s
-        while jobs := [task for task in self._jobs if not task.done()]:
-            _, pending = await asyncio.wait(jobs, timeout=max(deadline - time.monotonic(), 0))
+        if self._jobs:
+            _, pending = await asyncio.wait(set(self._jobs), timeout=grace_s)
             for task in pending:
                 task.cancel()
             with contextlib.suppress(Exception):

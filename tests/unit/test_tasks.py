@@ -93,32 +93,3 @@ async def test_stop_cancels_jobs_that_outlive_the_grace_period() -> None:
     await supervisor.stop(grace_s=0.05)
     assert cancelled.is_set()
     assert supervisor.jobs() == []
-
-
-async def test_stop_waits_for_the_jobs_a_job_spawns_while_stop_waits() -> None:
-    """A turn finishing during shutdown spawns its follow-up (indexing its session): stop
-    waits for that one too, within the grace, instead of returning while it still runs (it
-    would then run on past the close of what it uses)."""
-    supervisor = TaskSupervisor()
-    release, proceed = asyncio.Event(), asyncio.Event()
-    done: list[str] = []
-
-    async def follow_up() -> None:
-        await proceed.wait()
-        done.append("follow-up")
-
-    async def turn() -> None:
-        await release.wait()
-        supervisor.spawn(follow_up(), "index-session:s")
-        done.append("turn")
-
-    supervisor.spawn(turn(), "handle:$turn")
-    stopping = asyncio.create_task(supervisor.stop(grace_s=30))
-    await asyncio.sleep(0)  # one round: the turn waits for its release, stop waits for the turn
-    release.set()
-    await wait_until(lambda: done == ["turn"] and supervisor.jobs("index-session"))
-    assert not stopping.done()  # the follow-up is running: stop is still waiting for it
-    proceed.set()
-    await stopping
-    assert done == ["turn", "follow-up"]
-    assert supervisor.jobs() == []  # and it returned once the follow-up finished
