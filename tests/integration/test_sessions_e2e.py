@@ -16,6 +16,7 @@ from nio import RoomCreateResponse
 from mindroom.cli.main import main
 from mindroom.memory.search.session_index import SessionIndex, transcript_path
 from tests.integration.test_flush_e2e import daily, is_extraction
+from tests.support.exactly_once import wait_until_answered
 from tests.support.harness import (
     BotHarness,
     Human,
@@ -206,8 +207,11 @@ async def test_compact_summarizes_now_with_instructions_and_status_shows_the_ses
     await human.send(room_id, "!compact keep the city names", thread_root=root)
     await human.wait_for(notice_with(human, room_id, router.user_id, "compacted"))
     summary_request = [r for r in model.requests if "Summarize" in system_text(r)][-1]
-    await human.wait_for_reply(room_id, await human.send(room_id, "what else?", thread_root=root))
+    what_else = await human.send(room_id, "what else?", thread_root=root)
+    await human.wait_for_reply(room_id, what_else)
     after = model.requests[-1]
+    # the turn is counted once its answer is posted and its usage saved (the ledger's done)
+    await wait_until_answered(bot.storage, [what_else])
     await human.send(room_id, "!status", thread_root=root)
     status = await human.wait_for(notice_with(human, room_id, router.user_id, "compactions"))
 
