@@ -576,6 +576,7 @@ async def test_status_and_compact_in_a_shared_thread_touch_only_the_senders_conv
         await alice.wait_for(notice_with(alice, room_id, router, "fresh conversation"))
         again = await alice.send(room_id, "@mind and now?", mention=[mind], thread_root=root)
         await alice.wait_for_reply(room_id, again)
+        await wait_until_answered(bot.storage, [again])  # and its turn counted
         await alice.send(room_id, "!status", thread_root=root)
         renewed = await alice.wait_for(
             lambda e: (
