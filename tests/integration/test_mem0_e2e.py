@@ -104,7 +104,7 @@ async def test_a_fact_said_in_one_thread_is_recalled_in_the_next_by_meaning(
     general = bot.bot.agents["general"].user_id
 
     told = await human.send(room_id, "my favorite color is blue")
-    await human.wait_for_reply(room_id, told)
+    await human.wait_for_reply(room_id, told, timeout=60)  # the first turn opens Chroma
     await wait_until(lambda: _holds(bot, "general", FACTS["blue"]))
     await wait_until(lambda: flushed(bot))
     await bot.settle(human, room_id)

@@ -39,6 +39,7 @@ refused: a new write path cannot skip the check.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import hashlib
 import logging
@@ -59,6 +60,23 @@ if TYPE_CHECKING:
     from mindroom.adapters.embeddings import Embedder
 
 logger = logging.getLogger(__name__)
+
+_M_PERTURB = -6  # glibc's mallopt: fill each block malloc hands out, and each one freed
+_PERTURB_BYTE = 0x5A
+
+
+def scrub_allocations() -> bool:
+    """From now on, for the whole process, have the C allocator fill every block it hands out
+    (and every block given back) with a fixed byte (glibc's ``M_PERTURB``); False where the
+    allocator has no such switch (not glibc). Chroma's vector index (hnswlib) writes its whole
+    buffer to disk, the slots not used yet included, from memory it never initialised: without
+    this, text the process held before (another person's facts, a proposal waiting for their
+    consent) can be written into a scope's index file."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_PERTURB, _PERTURB_BYTE))
 
 INSTALL_HINT = "pip install 'mindroom[mem0]'"
 ANTHROPIC_HINT = "pip install 'mindroom[anthropic]'"
@@ -316,6 +334,8 @@ class Mem0Engine:
                 "(not 'none')"
             )
         memory_class = _import_mem0(self.data_dir)
+        if not scrub_allocations():
+            logger.info("this C library cannot scrub allocations: see docs/privacy.md (mem0)")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         placeholder = {"api_key": "unused", "openai_base_url": _PLACEHOLDER_URL}
         memory = memory_class.from_config(
