@@ -78,6 +78,7 @@ def scrub_allocations() -> bool:
         return False
     return bool(mallopt(_M_PERTURB, _PERTURB_BYTE))
 
+
 INSTALL_HINT = "pip install 'mindroom[mem0]'"
 ANTHROPIC_HINT = "pip install 'mindroom[anthropic]'"
 _PLACEHOLDER_URL = "http://127.0.0.1:9/v1"  # never contacted: replaced before any use
