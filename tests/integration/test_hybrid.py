@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from mindroom.memory.search.hybrid import Weights, fuse, hybrid_search
 from mindroom.memory.search.index import SearchHit
 from mindroom.memory.search.recall import RecallSettings, build_recall
 from tests.support.harness import config_text
+from tests.support.waiting import wait_until_sync
 
 SEEDED = WriteConsent.confirmed()  # test data stands for facts stored with consent
 
@@ -176,13 +176,15 @@ def test_a_big_backlog_is_embedded_in_the_background_while_search_stays_keyword_
         assert found[0].similarity is None  # the vector half sat this one out
         vectors = memory.vectors
         assert vectors is not None
-        deadline = time.monotonic() + 60
-        while vectors.embedded < len(FACTS):  # the background thread embeds them all
-            assert time.monotonic() < deadline, vectors.embedded
-            time.sleep(0.05)
-        later = hybrid_search(memory, "which musical instrument is she learning?", 3)
-        assert later[0].entry.text == FACTS[0]  # the control: now found by meaning
-        assert later[0].similarity is not None
+
+        def by_meaning() -> list:
+            # keyword-only while the background thread still embeds (it holds the index)
+            later = hybrid_search(memory, "which musical instrument is she learning?", 3)
+            return later if later and later[0].entry.text == FACTS[0] else []
+
+        later = wait_until_sync(by_meaning, "the backlog embedded, then found by meaning")
+        assert later[0].similarity is not None  # the control: found by meaning
+        assert vectors.embedded == len(FACTS)  # every entry, in the background
     finally:
         memory.close()
 

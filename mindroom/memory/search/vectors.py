@@ -184,7 +184,6 @@ class VectorIndex:
         for start in range(0, len(items), CHUNK):
             chunk = items[start : start + CHUNK]
             vectors = self.embedder.embed([text for _, text in chunk])
-            self.embedded += len(chunk)
             if vectors.ndim != 2 or vectors.shape[0] != len(chunk):
                 raise EmbedderError(f"{self.model_id} returned {vectors.shape} for {len(chunk)}")
             if self._dims is None:
@@ -202,6 +201,7 @@ class VectorIndex:
                     [(self.model_id, key, row.tobytes()) for key, row in pairs],
                 )
             made.update(pairs)
+            self.embedded += len(chunk)  # embedded and stored
             if progress is not None:
                 progress(len(made), len(items))
         return made
