@@ -67,6 +67,21 @@ def recalled(request: dict[str, Any]) -> str:
     return found.group(1) if found else ""
 
 
+async def tell_salary_and_plant(
+    bot: BotHarness, alice: Human, bob: Human, dm: str, lobby: str, general: str
+) -> None:
+    """Alice tells ``general`` her salary in her DM, Bob tells it the plant in the lobby, and
+    the flush writes both to its memory (each with the audience of where it was told)."""
+    told = await alice.send(dm, f"REMEMBER: Alice salary is {SALARY}")
+    await alice.wait_for_reply(dm, told, timeout=40)
+    said = await bob.send(lobby, f"@general REMEMBER: lobby plant is {PLANT}", mention=[general])
+    await bob.wait_for_reply(lobby, said, timeout=40)
+    ledger = bot.storage / "mindroom_data" / "ledger.db"
+    await wait_until_ledger_idle(ledger, time.monotonic() + 30)
+    assert bot.bot is not None
+    await bot.bot.flush.cycle(force=True)
+
+
 async def test_a_fact_told_in_a_dm_is_recalled_there_and_never_for_someone_else_in_the_lobby(
     bot: BotHarness, human: Human, model: ScriptedModel, synapse: Any
 ) -> None:
@@ -89,15 +104,7 @@ async def test_a_fact_told_in_a_dm_is_recalled_there_and_never_for_someone_else_
         dm = (await alice.client.room_create(invite=[general], is_direct=True)).room_id
         await alice.wait_for(joined(general, dm))
 
-        told = await alice.send(dm, f"REMEMBER: Alice salary is {SALARY}")
-        await alice.wait_for_reply(dm, told, timeout=40)
-        said = await bob.send(
-            lobby, f"@general REMEMBER: lobby plant is {PLANT}", mention=[general]
-        )
-        await bob.wait_for_reply(lobby, said, timeout=40)
-        ledger = bot.storage / "mindroom_data" / "ledger.db"
-        await wait_until_ledger_idle(ledger, time.monotonic() + 30)
-        await bot.bot.flush.cycle(force=True)
+        await tell_salary_and_plant(bot, alice, bob, dm, lobby, general)
         memory = bot.bot.memories.for_agent("general")
         assert memory is not None
         stored = "".join(p.read_text() for p in memory.scope.root.rglob("*.md"))
@@ -106,6 +113,7 @@ async def test_a_fact_told_in_a_dm_is_recalled_there_and_never_for_someone_else_
 
         asked = await bob.send(lobby, "@general salary plant REMEMBER?", mention=[general])
         await bob.wait_for_reply(lobby, asked, timeout=40)
+        ledger = bot.storage / "mindroom_data" / "ledger.db"
         await wait_until_ledger_idle(ledger, time.monotonic() + 30)
         await bot.bot.flush.cycle(force=True)  # the lobby's second chunk, with memory known
         mine = await alice.send(dm, "what about my salary plant?")
@@ -200,15 +208,7 @@ async def test_a_hot_reload_of_the_audience_policy_applies_to_the_next_turn(
         await alice.wait_for(joined(general, dm))
         await seen_in(bot, "general", lobby, bob.user_id)
 
-        told = await alice.send(dm, f"REMEMBER: Alice salary is {SALARY}")
-        await alice.wait_for_reply(dm, told, timeout=40)
-        said = await bob.send(
-            lobby, f"@general REMEMBER: lobby plant is {PLANT}", mention=[general]
-        )
-        await bob.wait_for_reply(lobby, said, timeout=40)
-        ledger = bot.storage / "mindroom_data" / "ledger.db"
-        await wait_until_ledger_idle(ledger, time.monotonic() + 30)
-        await running.flush.cycle(force=True)
+        await tell_salary_and_plant(bot, alice, bob, dm, lobby, general)
         memory = running.memories.for_agent("general")
         assert memory is not None
         stored = "".join(p.read_text() for p in memory.scope.root.rglob("*.md"))
