@@ -157,10 +157,12 @@ def alpha_and_beta(release: threading.Event, body: dict[str, Any]) -> str:
 
 
 def alpha_and_beta_config(model_url: str, database: str, room: str, **sections: Any) -> str:
-    """Agents alpha and beta in ``room``, sharing ``database`` (failover within 3 s)."""
+    """Agents alpha and beta in ``room``, sharing ``database`` (failover within 8 s: short, so
+    a kill -9 is taken over quickly, yet longer than a process starved on a loaded machine
+    goes without renewing, which would hand its agent to the other process mid-test)."""
     agents = {"alpha": {"rooms": [room], "role": "first"}, "beta": {"rooms": [room], "role": "b"}}
     return config_text(
-        model_url, agents, storage={"database": database, "failover_seconds": 3}, **sections
+        model_url, agents, storage={"database": database, "failover_seconds": 8}, **sections
     )
 
 

@@ -119,7 +119,7 @@ async def test_a_running_bot_recalls_a_memory_by_its_meaning(
     model.push("On Thursdays.")
 
     await human.send(room_id, "when does Alice have her music lessons?")
-    await bot_process.settle(human, room_id)
+    await bot_process.settle(human, room_id, timeout=120)  # the first search loads the model
 
     request = json.dumps(model.requests[-1])
     assert "Alice takes cello lessons every Thursday" in request
