@@ -118,8 +118,7 @@ async def test_a_stale_dm_is_flushed_and_the_next_message_starts_a_fresh_session
     )
     _, room_id = await open_dm(bot, human, config)
 
-    said = await human.send(room_id, "my name is Ada")
-    await human.wait_for_reply(room_id, said, timeout=60)  # the first recall loads the embedder
+    await human.wait_for_reply(room_id, await human.send(room_id, "my name is Ada"))
     await human.wait_for_reply(room_id, await human.send(room_id, "I like tea"))
     control = all_text(chat_requests(model)[-1])  # fresh: the history came along
     await age_conversations(bot.storage, 2, 2 * 3600)  # two idle hours later

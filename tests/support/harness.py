@@ -209,8 +209,11 @@ class Human:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._arrived.wait(), remaining)
 
-    async def wait_for_reply(self, room_id: str, to_event: str, timeout: float = 20.0) -> Event:
+    async def wait_for_reply(self, room_id: str, to_event: str, timeout: float = 60.0) -> Event:
         """The first message answering ``to_event``, with its final content once streamed.
+
+        The wait is a bound on failure, not a speed check (those are in bench/): a first turn
+        that loads the embedding model in a process starved at load 7 took more than 20 s.
 
         A streamed reply arrives with an in-progress marker and is then edited; the returned
         event carries the content of the final edit (and the original's relation), and the
