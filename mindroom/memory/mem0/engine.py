@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import functools
 import hashlib
 import logging
 import os
@@ -65,6 +66,7 @@ _M_PERTURB = -6  # glibc's mallopt: fill each block malloc hands out, and each o
 _PERTURB_BYTE = 0x5A
 
 
+@functools.cache  # a switch of the whole process: set once, however many scopes open
 def scrub_allocations() -> bool:
     """From now on, for the whole process, have the C allocator fill every block it hands out
     (and every block given back) with a fixed byte (glibc's ``M_PERTURB``); False where the
