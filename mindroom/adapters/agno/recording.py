@@ -8,6 +8,7 @@ from __future__ import annotations
 import httpx
 
 from mindroom.adapters.agno.failures import current_model_calls
+from mindroom.adapters.http_clients import async_transport
 
 
 class RecordingTransport(httpx.AsyncBaseTransport):
@@ -16,7 +17,7 @@ class RecordingTransport(httpx.AsyncBaseTransport):
 
     def __init__(self, model: str, inner: httpx.AsyncBaseTransport | None = None) -> None:
         self.model = model
-        self._inner = inner or httpx.AsyncHTTPTransport()
+        self._inner = inner or async_transport()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         calls = current_model_calls()
@@ -39,5 +40,5 @@ def recording_http_client(model: str) -> httpx.AsyncClient:
     the connection limits and redirects of the ``openai`` SDK's own client (the timeouts are
     set per request)."""
     limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
-    transport = RecordingTransport(model, httpx.AsyncHTTPTransport(limits=limits))
+    transport = RecordingTransport(model, async_transport(limits))
     return httpx.AsyncClient(transport=transport, follow_redirects=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import openai
 
+from mindroom.adapters.http_clients import openai_async_http_client
 from mindroom.config.models_schema import SpeechEndpoint
 from mindroom.errors import ModelError
 
@@ -18,7 +19,11 @@ TIMEOUT_S = 120.0
 async def transcribe(settings: SpeechEndpoint, audio: bytes, name: str) -> str:
     """The text spoken in ``audio`` (a file called ``name``)."""
     client = openai.AsyncOpenAI(
-        base_url=settings.base_url, api_key=settings.api_key, timeout=TIMEOUT_S, max_retries=1
+        base_url=settings.base_url,
+        api_key=settings.api_key,
+        timeout=TIMEOUT_S,
+        max_retries=1,
+        http_client=openai_async_http_client(),
     )
     try:
         result = await client.audio.transcriptions.create(model=settings.model, file=(name, audio))

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from mindroom.adapters.embeddings import unit_rows
+from mindroom.adapters.http_clients import openai_http_client
 from mindroom.errors import EmbedderError
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ class OpenAICompatibleEmbedder:
                     api_key=self.api_key,
                     timeout=self.timeout,
                     max_retries=1,
+                    http_client=openai_http_client(),
                 )
             return self._client
 

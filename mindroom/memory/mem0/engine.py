@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mindroom.adapters.http_clients import openai_http_client
 from mindroom.config.schema import Config
 from mindroom.errors import ConfigError, EmbedderError, MemoryStoreError
 from mindroom.memory.mem0.setup import OLLAMA_HOST, memory_llm
@@ -401,6 +402,8 @@ class Mem0Engine:
         kwargs: dict[str, Any] = {"api_key": options["api_key"], "timeout": settings.timeout}
         if base:
             kwargs["base_url"] = base
+        if settings.provider != "anthropic":  # the openai SDK's client, on the shared context
+            kwargs["http_client"] = openai_http_client()
         llm.client = type(client)(max_retries=0, **kwargs)
         memory.llm = llm
         self._llm = settings
