@@ -115,9 +115,12 @@ class Human:
         client.add_event_callback(human._record, nio.Event)
         client.add_ephemeral_callback(human._record_typing, nio.TypingNoticeEvent)
         client.add_ephemeral_callback(human._record_receipts, nio.ReceiptEvent)
-        # a large timeline limit: a test must see every event even when its sync lags behind
+        # a large timeline limit: a test must see every event even when its sync lags behind;
+        # uploaded once, as clients do (Synapse checks an inline filter at every sync)
+        uploaded = await client.upload_filter(room={"timeline": {"limit": 1000}})
+        assert isinstance(uploaded, nio.UploadFilterResponse), uploaded
         human._sync = asyncio.create_task(
-            client.sync_forever(timeout=30_000, sync_filter={"room": {"timeline": {"limit": 1000}}})
+            client.sync_forever(timeout=30_000, sync_filter=uploaded.filter_id)
         )
         return human
 
