@@ -402,7 +402,7 @@ class Mem0Engine:
         kwargs: dict[str, Any] = {"api_key": options["api_key"], "timeout": settings.timeout}
         if base:
             kwargs["base_url"] = base
-        if settings.provider != "anthropic":  # the openai SDK's client, on the shared context
+        if settings.provider == "openai":  # the openai SDK's client: on the shared context
             kwargs["http_client"] = openai_http_client()
         llm.client = type(client)(max_retries=0, **kwargs)
         memory.llm = llm
