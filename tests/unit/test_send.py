@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import random
 
+import markdown
 import pytest
 
 from mindroom.adapters.matrix.send import (
+    _MD_EXTENSIONS,
     IN_PROGRESS_MARKER,
     MAX_BODY_CHARS,
     edit_content,
     markdown_to_html,
+    sanitize_html,
     split_message,
 )
 
@@ -367,3 +371,24 @@ def test_message_and_edit_content_carry_sanitised_html() -> None:
     text = "see <img src=x onerror=alert(1)>"
     assert "onerror" not in edit_content("$e", text)["formatted_body"]
     assert "onerror" not in edit_content("$e", text)["m.new_content"]["formatted_body"]
+
+
+def test_a_message_renders_alike_after_any_other_on_the_reused_renderer() -> None:
+    first = "[docs]: https://example.org\n\nSee [the docs][docs].\n\n```\ncode\n```"
+    second = "And [the docs][docs] again,\n\n- one\n- two"
+    fresh_second = markdown.markdown(second, extensions=_MD_EXTENSIONS, output_format="html")
+
+    assert 'href="https://example.org"' in markdown_to_html(first)
+    rendered = markdown_to_html(second)
+
+    assert "example.org" not in rendered  # the first message's link reference is gone
+    assert rendered == sanitize_html(fresh_second).strip()
+    assert "<li>one</li>" in rendered
+
+
+def test_each_thread_renders_with_its_own_renderer() -> None:
+    text = "**bold** and `code`"
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        rendered = set(pool.map(markdown_to_html, [text] * 200))
+    assert rendered == {markdown_to_html(text)}
+    assert "<strong>bold</strong>" in markdown_to_html(text)

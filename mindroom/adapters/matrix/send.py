@@ -11,6 +11,7 @@ An agent's own reply (``m.text``) is the model's answer to a person and is kept 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -71,8 +72,23 @@ def sanitize_html(html: str) -> str:
 
 def markdown_to_html(text: str) -> str:
     """Render markdown (lists, code blocks, links, tables) as sanitised ``formatted_body`` HTML."""
-    html = _markdown.markdown(text, extensions=_MD_EXTENSIONS, output_format="html")
+    html = _renderer().reset().convert(text)
     return sanitize_html(html).strip()
+
+
+_renderers = threading.local()
+
+
+def _renderer() -> _markdown.Markdown:
+    """This thread's markdown renderer. Building one loads its extensions, which costs more
+    than rendering a short answer; an instance is reused once reset, but not shared between
+    threads."""
+    renderer: _markdown.Markdown | None = getattr(_renderers, "markdown", None)
+    if renderer is None:
+        renderer = _renderers.markdown = _markdown.Markdown(
+            extensions=_MD_EXTENSIONS, output_format="html"
+        )
+    return renderer
 
 
 LIVE_MARKER = "org.matrix.msc4357.live"
