@@ -9,7 +9,8 @@ imports (resolved against the module's package), imports inside functions, class
 Owners:
 - ``mindroom.adapters.matrix``: nio, aiohttp (plain HTTP to the homeserver), markdown and nh3
   (message rendering and sanitising for Matrix), synapse (the embedded homeserver), Crypto
-  (pycryptodome, which nio brings: the Ed25519 keys of cross-signing).
+  (pycryptodome, which nio brings: the Ed25519 keys of cross-signing); its ``nio_checks``
+  module alone owns fastjsonschema and jsonschema (nio's schema checks, compiled).
 - ``mindroom.dashboard``: aiohttp too (its web server, on the bot's loop); its ``render``
   module owns jinja2, its ``metrics`` module prometheus_client.
 - ``mindroom.cli``: click.
@@ -83,6 +84,8 @@ OWNERS: dict[str, tuple[Callable[[str], bool], str]] = {
     "nh3": (MATRIX, "mindroom.adapters.matrix"),
     "synapse": (MATRIX, "mindroom.adapters.matrix"),
     "Crypto": (MATRIX, "mindroom.adapters.matrix"),  # pycryptodome (nio's): cross-signing's Ed25519
+    "fastjsonschema": (inside("mindroom.adapters.matrix.nio_checks"), "matrix.nio_checks"),
+    "jsonschema": (inside("mindroom.adapters.matrix.nio_checks"), "matrix.nio_checks"),
     "pypdf": (inside("mindroom.pipeline.file_text"), "mindroom.pipeline.file_text"),
     "jinja2": (inside("mindroom.dashboard.render"), "mindroom.dashboard.render"),
     "prometheus_client": (inside("mindroom.dashboard.metrics"), "mindroom.dashboard.metrics"),

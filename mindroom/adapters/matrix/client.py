@@ -19,6 +19,7 @@ import aiohttp
 import nio
 from nio.api import MessageDirection, RelationshipType
 
+from mindroom.adapters.matrix import nio_checks
 from mindroom.adapters.matrix.crypto import keep_keys
 from mindroom.adapters.matrix.events import (
     Attachment,
@@ -119,6 +120,7 @@ class RoomRulesClient(nio.AsyncClient):
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        nio_checks.install()  # nio's schema checks, compiled (see the module)
         super().__init__(*args, **kwargs)
         self.room_rules: dict[str, dict[str, object]] = {}
 

@@ -1,0 +1,103 @@
+"""nio's checks of what the homeserver sends, compiled once instead of interpreted each time.
+
+nio checks every response and event it parses against a JSON schema of its own
+(``nio.schemas.Schemas``), filling in the defaults the schema names as it goes, and parses
+nothing that fails. It does so with ``jsonschema``, which interprets the schema at every call:
+about 0.45 ms for a small sync response and 0.1 ms for each event in it, a tenth of the bot's
+CPU per reply, spent on every sync of every account.
+
+:func:`install` gives nio a ``validate_json`` that runs each of nio's schemas as Python code
+``fastjsonschema`` generated once (the same draft 4, the same defaults filled in, nio's two
+formats): about 0.03 ms for the same sync response. A failure is raised as jsonschema's
+``ValidationError``, which is what nio catches. A schema that is not one of nio's, or that
+``fastjsonschema`` cannot compile, is checked by nio's own function, as before.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import re
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import fastjsonschema
+import nio.schemas
+from jsonschema.exceptions import ValidationError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["install", "validate_json"]
+
+# The modules that imported nio's validate_json by name, and so must be given the new one.
+_USERS = ("nio.responses", "nio.events.misc", "nio.crypto.olm_machine")
+_DRAFT_4 = "http://json-schema.org/draft-04/schema#"
+
+# nio's format checks (``nio.schemas.Checker``), as predicates on strings
+_FORMATS: dict[str, Callable[[Any], bool]] = {
+    "user_id": lambda value: value.startswith("@") and ":" in value,
+    "http_url": lambda value: re.match(r"^https?://.+", value) is not None,
+}
+
+_original = nio.schemas.validate_json
+_compiled: dict[int, Callable[[Any], Any] | None] = {}
+_lock = threading.Lock()
+
+
+def _nio_schemas() -> dict[int, dict[str, Any]]:
+    """nio's own schemas by identity (every schema nio checks with is one of these)."""
+    return {id(s): s for s in vars(nio.schemas.Schemas).values() if isinstance(s, dict)}
+
+
+_SCHEMAS = _nio_schemas()
+
+
+def validate_json(instance: object, schema: dict[str, Any]) -> None:
+    """nio's ``validate_json``, compiled: fills in ``instance``'s defaults, and raises
+    ``jsonschema.ValidationError`` when it does not match ``schema``."""
+    key = id(schema)
+    check = _compiled[key] if key in _compiled else _compile(schema)
+    if check is None:
+        _original(instance, schema)
+        return
+    try:
+        check(instance)
+    except fastjsonschema.JsonSchemaValueException as exc:
+        raise ValidationError(exc.message) from None
+
+
+def install() -> None:
+    """Give nio the compiled ``validate_json`` (once; later calls do nothing)."""
+    with _lock:
+        if nio.schemas.validate_json is validate_json:
+            return
+        for name in _USERS:
+            try:
+                module = sys.modules.get(name) or importlib.import_module(name)
+            except ImportError:  # nio without its encryption extra has no olm_machine
+                continue
+            if getattr(module, "validate_json", None) is _original:
+                module.validate_json = validate_json  # type: ignore[attr-defined]
+            else:
+                logger.debug("%s does not use nio's validate_json; left as it is", name)
+        nio.schemas.validate_json = validate_json  # type: ignore[assignment]
+
+
+def _compile(schema: dict[str, Any]) -> Callable[[Any], Any] | None:
+    """The compiled check of ``schema``; None (nio's own check) for a schema that is not
+    nio's or does not compile. Only nio's are kept: they live as long as the process, so
+    their identities stay theirs."""
+    if _SCHEMAS.get(id(schema)) is not schema:
+        return None
+    check: Callable[[Any], Any] | None = None
+    try:
+        check = fastjsonschema.compile(
+            {"$schema": _DRAFT_4, **schema}, formats=_FORMATS, use_default=True
+        )
+    except fastjsonschema.JsonSchemaDefinitionException as exc:
+        logger.debug("a nio schema is left to jsonschema: %s", exc)
+    with _lock:
+        _compiled[id(schema)] = check
+    return check
