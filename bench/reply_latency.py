@@ -4,7 +4,9 @@ Starts its own Synapse on loopback and the scripted model (answering instantly),
 as a real process, and measures in one run:
 
 * raw round trip: one nio client sends, another receives it through its sync loop;
-* reply: a human sends a message, the agent's whole reply arrives at the human.
+* reply: a human sends a message, the agent's whole reply arrives at the human;
+* the bot's CPU per reply: the mindroom process's CPU time over the measured replies (its
+  whole work for each, the bookkeeping after the answer included), divided by their number.
 
 A reply needs two hops (human -> bot, bot -> human), so the floor is about 2x the round trip.
 The human who receives the reply is the client who receives the raw round trip, and the two are
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -62,6 +65,12 @@ async def replies(human: Human, room_id: str, agent_id: str, n: int, first: int 
     return times
 
 
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user and system) process ``pid`` has used so far (Linux's /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def describe(name: str, values: list[float]) -> str:
     ordered = sorted(values)
     p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
@@ -94,9 +103,11 @@ async def main(n: int) -> None:
             await round_trips(bob, alice, raw_room, 5)  # warm-up
             await replies(alice, room_id, agent_id, 5)
             raw, reply = [], []
+            cpu_before = process_cpu_s(bot.proc.pid)
             for i in range(n):  # alternately: alice receives both, under the same conditions
                 raw += await round_trips(bob, alice, raw_room, 1)
                 reply += await replies(alice, room_id, agent_id, 1, first=5 + i)
+            bot_cpu = process_cpu_s(bot.proc.pid) - cpu_before  # the raw room has no bot in it
         finally:
             if bot.proc is not None:
                 await bot.stop()
@@ -107,6 +118,7 @@ async def main(n: int) -> None:
 
     print(describe("raw round trip", raw))
     print(describe("agent reply", reply))
+    print(f"bot CPU per reply      {bot_cpu / len(reply) * 1000:7.1f} ms")
     ratio = statistics.median(reply) / statistics.median(raw)
     print(f"reply / round trip     {ratio:.2f}x   (floor about 2x; target at most 2.2x)")
 
