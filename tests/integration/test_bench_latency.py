@@ -1,5 +1,6 @@
 """The latency benches, run small, end with their figure lines: an encrypted DM against a plain
-one, the CLI's commands, replies with and without the session index."""
+one, the CLI's commands, replies with and without the session index, a reply against the
+homeserver's round trip."""
 
 from __future__ import annotations
 
@@ -24,6 +25,22 @@ def test_session_index_bench_times_replies_with_and_without_the_source(tmp_path:
     assert found is not None
     assert int(found.group(1)) > 0
     assert re.fullmatch(r"reply_overhead_ms=-?\d+\.\d\d search_p50_ms=\d+\.\d\d", lines[-1])
+
+
+@pytest.mark.slow
+def test_reply_latency_bench_measures_replies_against_the_round_trip(tmp_path: Path) -> None:
+    """Its own Synapse and bot, a few replies: the round trip, the reply, the bot's CPU per
+    reply and the ratio (the figures need the default size)."""
+    lines = run_bench("reply_latency.py", "--messages", "3", cwd=tmp_path)
+    text = "\n".join(lines)
+    assert re.search(r"raw round trip +median +[\d.]+ ms +p95 +[\d.]+ ms +\(n=3\)", text)
+    assert re.search(r"agent reply +median +[\d.]+ ms +p95 +[\d.]+ ms +\(n=3\)", text)
+    cpu = re.search(r"bot CPU per reply +([\d.]+) ms", text)
+    assert cpu is not None
+    assert float(cpu.group(1)) > 0  # the bot did work for its replies, and it was counted
+    assert re.fullmatch(
+        r"reply / round trip +\d+\.\d\dx +\(floor about 2x; target at most 2\.2x\)", lines[-1]
+    )
 
 
 @pytest.mark.slow
