@@ -21,8 +21,6 @@ import os
 import ssl
 from typing import TYPE_CHECKING
 
-from mindroom.adapters import openai_bodies
-
 if TYPE_CHECKING:
     import httpx
     import openai
@@ -59,11 +57,9 @@ def async_transport(limits: httpx.Limits | None = None) -> httpx.AsyncHTTPTransp
 
 def openai_async_http_client() -> openai.DefaultAsyncHttpxClient:
     """The HTTP client the ``openai`` SDK would make for an ``AsyncOpenAI`` (its timeout,
-    limits and redirects), on the shared context. Chat-completion bodies it sends are not
-    walked again by the SDK (:mod:`mindroom.adapters.openai_bodies`)."""
+    limits and redirects), on the shared context."""
     import openai
 
-    openai_bodies.install()
     return openai.DefaultAsyncHttpxClient(verify=tls_context())
 
 
@@ -71,5 +67,4 @@ def openai_http_client() -> openai.DefaultHttpxClient:
     """:func:`openai_async_http_client` for the blocking ``OpenAI`` client."""
     import openai
 
-    openai_bodies.install()
     return openai.DefaultHttpxClient(verify=tls_context())

@@ -15,7 +15,8 @@ the arguments left unset and returns an equal body.
   None) apart from the unset arguments at its top.
 
 Otherwise, and for every other endpoint, the SDK's own walk runs. The body sent is the same
-either way (``tests/unit/test_openai_bodies.py`` compares them).
+either way (``tests/unit/test_openai_bodies.py`` compares them). It is installed where mindroom
+makes chat requests through the SDK: Agno's models and mem0's extraction model.
 """
 
 from __future__ import annotations

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mindroom.adapters import openai_bodies
 from mindroom.adapters.http_clients import openai_http_client
 from mindroom.config.schema import Config
 from mindroom.errors import ConfigError, EmbedderError, MemoryStoreError
@@ -404,6 +405,7 @@ class Mem0Engine:
             kwargs["base_url"] = base
         if settings.provider == "openai":  # the openai SDK's client: on the shared context
             kwargs["http_client"] = openai_http_client()
+            openai_bodies.install()  # its extraction requests: not walked again by the SDK
         llm.client = type(client)(max_retries=0, **kwargs)
         memory.llm = llm
         self._llm = settings
