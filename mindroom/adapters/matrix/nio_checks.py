@@ -15,6 +15,7 @@ formats): about 0.03 ms for the same sync response. A failure is raised as jsons
 
 from __future__ import annotations
 
+import copy
 import importlib
 import logging
 import re
@@ -29,7 +30,7 @@ from jsonschema.exceptions import ValidationError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["install", "validate_json"]
+__all__ = ["compiled", "install", "validate_json", "with_nested_defaults"]
 
 # The modules that imported nio's validate_json by name, and so must be given the new one.
 _USERS = ("nio.responses", "nio.events.misc", "nio.crypto.olm_machine")
@@ -86,18 +87,79 @@ def install() -> None:
 
 
 def _compile(schema: dict[str, Any]) -> Callable[[Any], Any] | None:
-    """The compiled check of ``schema``; None (nio's own check) for a schema that is not
+    """The kept compiled check of ``schema``; None (nio's own check) for a schema that is not
     nio's or does not compile. Only nio's are kept: they live as long as the process, so
     their identities stay theirs."""
     if _SCHEMAS.get(id(schema)) is not schema:
         return None
-    check: Callable[[Any], Any] | None = None
-    try:
-        check = fastjsonschema.compile(
-            {"$schema": _DRAFT_4, **schema}, formats=_FORMATS, use_default=True
-        )
-    except fastjsonschema.JsonSchemaDefinitionException as exc:
-        logger.debug("a nio schema is left to jsonschema: %s", exc)
+    check = compiled(schema)
     with _lock:
         _compiled[id(schema)] = check
     return check
+
+
+def compiled(schema: dict[str, Any]) -> Callable[[Any], Any] | None:
+    """``schema`` compiled as nio checks it; None when fastjsonschema cannot compile it."""
+    try:
+        return fastjsonschema.compile(
+            {"$schema": _DRAFT_4, **with_nested_defaults(schema)},
+            formats=_FORMATS,
+            use_default=True,
+        )
+    except fastjsonschema.JsonSchemaDefinitionException as exc:
+        logger.debug("a nio schema is left to jsonschema: %s", exc)
+        return None
+
+
+# keywords whose value maps names to subschemas, and keywords whose value is data
+_SCHEMA_MAPS = ("properties", "patternProperties", "definitions", "dependencies")
+_DATA = ("default", "enum", "const", "examples")
+
+
+def with_nested_defaults(schema: Any) -> Any:  # noqa: ANN401 (any part of a JSON schema)
+    """A copy of ``schema`` whose object defaults hold the defaults inside them too.
+
+    nio's check sets a missing property to its default and then checks that default against
+    the property's schema, which fills in the defaults named there: ``rooms`` becomes
+    ``{"invite": {}, "join": {}, "leave": {}}``, not ``{}``. (It sets the schema's own object,
+    so nio's schemas fill up as they are used.) The compiled check sets a default as it is
+    written, so the defaults are filled in here, once, bottom up.
+    """
+    if isinstance(schema, list):
+        return [with_nested_defaults(part) for part in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: with_nested_defaults(sub) for name, sub in value.items()}
+        elif key in _DATA:
+            out[key] = copy.deepcopy(value)
+        else:
+            out[key] = with_nested_defaults(value)
+    for sub in (out.get("properties") or {}).values():
+        if isinstance(sub, dict) and "default" in sub:
+            sub["default"] = _filled(sub["default"], sub)
+    return out
+
+
+def _filled(value: Any, schema: dict[str, Any]) -> Any:  # noqa: ANN401 (JSON data)
+    """``value`` with the defaults ``schema`` names for it filled in, at every depth."""
+    if not isinstance(value, dict):
+        return value
+    for name, sub in _subschemas(schema.get("properties")):
+        if name in value:
+            _filled(value[name], sub)
+        elif "default" in sub:
+            value[name] = copy.deepcopy(sub["default"])  # filled already: bottom up
+    for pattern, sub in _subschemas(schema.get("patternProperties")):
+        for name in [n for n in value if re.search(pattern, n)]:
+            _filled(value[name], sub)
+    return value
+
+
+def _subschemas(mapping: object) -> list[tuple[str, dict[str, Any]]]:
+    """The (name, subschema) pairs of a ``properties`` or ``patternProperties`` value."""
+    if not isinstance(mapping, dict):
+        return []
+    return [(name, sub) for name, sub in mapping.items() if isinstance(sub, dict)]
