@@ -63,6 +63,8 @@ async def test_the_compiled_checks_agree_with_nios_on_a_real_encrypted_conversat
             assert reply["content"]["body"] == f"echo: {text}"
 
     assert differences == []
+    # the syncs were checked compiled, after the first few through nio's own check
+    assert nio_checks._compiled.get(id(nio.schemas.Schemas.sync)) is not None
     seen = {name for name, _, _ in compared}
     # the conversation went through the checks that matter: syncs, keys, Olm, room events
     assert {"sync", "keys_upload", "keys_query", "olm_event", "room_message"} <= seen, seen

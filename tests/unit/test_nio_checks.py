@@ -12,6 +12,7 @@ from typing import Any
 import fastjsonschema
 import nio
 import nio.schemas
+import pytest
 from jsonschema.exceptions import ValidationError
 
 from mindroom.adapters.matrix import nio_checks
@@ -122,3 +123,21 @@ def test_nio_parses_through_the_installed_check() -> None:
     assert isinstance(parsed, nio.SyncResponse)
     assert parsed.rooms.join == {}
     assert isinstance(nio.SyncResponse.from_dict({"next_batch": 5}), nio.SyncError)
+
+
+def test_a_schema_is_compiled_only_once_it_is_used_often(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(nio_checks, "_uses", {})
+    monkeypatch.setattr(nio_checks, "_compiled", {})
+    schema = nio.schemas.Schemas.room_message
+    event = {"type": "m.room.message", "content": {"msgtype": "m.text", "body": "hi"}}
+    for _ in range(nio_checks.COMPILE_AFTER - 1):  # nio's own check, nothing compiled yet
+        nio_checks.validate_json(copy.deepcopy(event), schema)
+    assert id(schema) not in nio_checks._compiled
+    nio_checks.validate_json(copy.deepcopy(event), schema)
+    assert nio_checks._compiled[id(schema)] is not None
+    with pytest.raises(ValidationError):  # and the compiled check refuses what nio's refuses
+        nio_checks.validate_json({"type": "m.room.message", "content": {}}, schema)
+    foreign = {"type": "object", "required": ["x"]}  # not nio's: never compiled or kept
+    for _ in range(nio_checks.COMPILE_AFTER + 1):
+        nio_checks.validate_json({"x": 1}, foreign)
+    assert id(foreign) not in nio_checks._compiled

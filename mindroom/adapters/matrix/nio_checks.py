@@ -8,9 +8,11 @@ CPU per reply, spent on every sync of every account.
 
 :func:`install` gives nio a ``validate_json`` that runs each of nio's schemas as Python code
 ``fastjsonschema`` generated once (the same draft 4, the same defaults filled in, nio's two
-formats): about 0.03 ms for the same sync response. A failure is raised as jsonschema's
-``ValidationError``, which is what nio catches. A schema that is not one of nio's, or that
-``fastjsonschema`` cannot compile, is checked by nio's own function, as before.
+formats): about 0.03 ms for the same sync response. A schema is compiled once it has been
+used a few times (:data:`COMPILE_AFTER`), so a short-lived process pays nothing. A failure is
+raised as jsonschema's ``ValidationError``, which is what nio catches. A schema that is not one
+of nio's, or that ``fastjsonschema`` cannot compile, is checked by nio's own function, as
+before.
 """
 
 from __future__ import annotations
@@ -44,6 +46,12 @@ _FORMATS: dict[str, Callable[[Any], bool]] = {
 
 _original = nio.schemas.validate_json
 _compiled: dict[int, Callable[[Any], Any] | None] = {}
+_uses: dict[int, int] = {}
+
+COMPILE_AFTER = 20
+"""Uses of a schema before it is compiled. Compiling costs 2-22 ms of CPU per schema, the
+price of 20-50 checks, so a schema a process checks a few times (a short command, the start-up's
+one-off requests) keeps nio's check, and one it checks often (syncs, room events) is compiled."""
 _lock = threading.Lock()
 
 
@@ -59,7 +67,7 @@ def validate_json(instance: object, schema: dict[str, Any]) -> None:
     """nio's ``validate_json``, compiled: fills in ``instance``'s defaults, and raises
     ``jsonschema.ValidationError`` when it does not match ``schema``."""
     key = id(schema)
-    check = _compiled[key] if key in _compiled else _compile(schema)
+    check = _compiled[key] if key in _compiled else _compile_when_used(schema)
     if check is None:
         _original(instance, schema)
         return
@@ -86,11 +94,17 @@ def install() -> None:
         nio.schemas.validate_json = validate_json  # type: ignore[assignment]
 
 
-def _compile(schema: dict[str, Any]) -> Callable[[Any], Any] | None:
-    """The kept compiled check of ``schema``; None (nio's own check) for a schema that is not
-    nio's or does not compile. Only nio's are kept: they live as long as the process, so
-    their identities stay theirs."""
-    if _SCHEMAS.get(id(schema)) is not schema:
+def _compile_when_used(schema: dict[str, Any]) -> Callable[[Any], Any] | None:
+    """The compiled check of ``schema`` once it has been used :data:`COMPILE_AFTER` times
+    (then kept); None (nio's own check) before that, and for a schema that is not nio's or
+    does not compile. Only nio's are kept: they live as long as the process, so their
+    identities stay theirs."""
+    key = id(schema)
+    if _SCHEMAS.get(key) is not schema:
+        return None
+    with _lock:
+        _uses[key] = uses = _uses.get(key, 0) + 1
+    if uses < COMPILE_AFTER:
         return None
     check = compiled(schema)
     with _lock:
