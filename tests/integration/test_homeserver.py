@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -163,6 +164,35 @@ async def test_start_failure_reports_the_log(tmp_path: Path) -> None:
     assert "enable_registration_without_verification" in message
     assert not hs.running
     await hs.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_picked_port_taken_before_synapse_listens_is_replaced_by_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """port=0: the port was free when picked and taken before Synapse bound it (the race of
+    a busy machine); the start goes on with another port."""
+    from mindroom.adapters.matrix import homeserver as module
+    from mindroom.adapters.matrix.synapse_process import free_port
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    picks = iter([taken.getsockname()[1]])
+    monkeypatch.setattr(module, "free_port", lambda host: next(picks, None) or free_port(host))
+    monkeypatch.setattr(module, "port_is_free", lambda host, port: True)  # free when checked
+    hs = EmbeddedHomeserver(tmp_path, port=0)
+    try:
+        await hs.start(timeout=60)
+        assert hs.port != taken.getsockname()[1]
+        async with aiohttp.ClientSession() as session:
+            versions = await session.get(f"{hs.url}/_matrix/client/versions")
+            assert versions.status == 200
+        # the control: the first Synapse really lost the port, and said so
+        assert "Address already in use" in hs.stdout_file.read_text()
+    finally:
+        taken.close()
+        await hs.stop()
 
 
 @pytest.mark.asyncio

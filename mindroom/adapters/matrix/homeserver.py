@@ -98,6 +98,7 @@ DEFAULT_PORT = 8008
 _TAIL_LINES = 30
 # Until Synapse listens, a poll is a refused connection: cheap enough to ask often.
 _READY_POLL_S = 0.02
+_PORT_ATTEMPTS = 3  # starts with port=0 whose picked port was taken before Synapse listened
 
 
 class EmbeddedHomeserver:
@@ -210,9 +211,31 @@ class EmbeddedHomeserver:
 
         Raises :class:`HomeserverError` (with the end of the logs) if Synapse is not installed,
         exits, or does not answer within ``timeout`` seconds. Does nothing if already running.
+
+        With ``port=0`` the port is free when picked, but Synapse binds it seconds later, after
+        importing itself; meanwhile another process may take it (an outgoing connection gets
+        ports from the same range). Synapse then exits with "Address already in use", and the
+        start is tried again on another free port, up to :data:`_PORT_ATTEMPTS` times.
         """
-        await self.launch()
-        await self.wait_ready(timeout)
+        for attempt in range(1, _PORT_ATTEMPTS + 1):
+            await self.launch()
+            try:
+                await self.wait_ready(timeout)
+            except HomeserverError:
+                if self._requested_port != 0 or attempt == _PORT_ATTEMPTS:
+                    raise
+                if not self._port_was_taken():
+                    raise
+                logger.warning(
+                    "port %d was taken before Synapse listened on it; trying another", self.port
+                )
+            else:
+                return
+
+    def _port_was_taken(self) -> bool:
+        """Whether the Synapse that just exited could not listen: its port was in use."""
+        tail = log_tail(self.stdout_file, self._log_offsets.get(self.stdout_file, 0), _TAIL_LINES)
+        return "Address already in use" in (tail or "")
 
     async def launch(self) -> None:
         """Write or update the config and start the Synapse process, without waiting for it
