@@ -114,8 +114,12 @@ class Bot(BotPresence):
         self.options = options
         self.memories = MemoryRegistry(config, options.storage, options.config_dir)
         self.runtime = AgentRuntime(config, options.data_dir, self.memories)
-        self.flush = FlushWorker(config, self.runtime, self.memories, options.data_dir)
-        self.maintenance = MaintenanceLoop(lambda: self.config, options.storage, self.memories)
+        self.flush = FlushWorker(
+            config, self.runtime, self.memories, options.data_dir, gate=self.runtime.gate
+        )
+        self.maintenance = MaintenanceLoop(
+            lambda: self.config, options.storage, self.memories, gate=self.runtime.gate
+        )
         self.reloader = (
             ConfigReloader(self, options.config_path, options.data_dir)
             if options.config_path

@@ -252,14 +252,15 @@ async def forget(dash: Dashboard, request: web.Request) -> web.Response:
     if form.get("confirm") != "yes":
         raise web.HTTPSeeOther("/me")
     user: str = request[PERSON]
-    dash.host.runtime.forget_stores_under(dash.data_dir.parent / PRIVATE_DIR / requester_key(user))
-    reports = await asyncio.to_thread(
-        person_data.forget_person,
-        dash.host.config,
-        dash.data_dir.parent,
-        dash.host.memories,
-        user,
-    )
+    folder = dash.data_dir.parent / PRIVATE_DIR / requester_key(user)
+    async with dash.host.runtime.erasing(folder):  # no answer or flush writes meanwhile
+        reports = await asyncio.to_thread(
+            person_data.forget_person,
+            dash.host.config,
+            dash.data_dir.parent,
+            dash.host.memories,
+            user,
+        )
     page = render("me_forgotten.html", title="Forgotten", user=user, reports=reports)
     page.del_cookie(PERSON_COOKIE, path="/me")
     return page

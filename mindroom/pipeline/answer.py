@@ -35,6 +35,7 @@ from mindroom.config.schema import AgentConfig, Config, TeamConfig
 from mindroom.dashboard.metrics import METRICS
 from mindroom.memory.flush.loop import FlushWorker
 from mindroom.memory.policy.consent import Person
+from mindroom.people.erasure import ErasureGate
 from mindroom.pipeline.attachments import TurnInput, read_attachment
 from mindroom.pipeline.conversation import ConversationState
 from mindroom.pipeline.file_text import ReadSlots
@@ -103,6 +104,11 @@ class Answerer:
         compactor = Compactor(config, ledger, runtime, flush, self._compacted)
         self.sessions = SessionKeeper(config, ledger, compactor, self._session_ended)
 
+    @property
+    def gate(self) -> ErasureGate:
+        """The bot's gate against forget-me (:mod:`mindroom.people.erasure`)."""
+        return self._runtime.gate
+
     async def handle(
         self,
         message: IncomingMessage,
@@ -120,26 +126,29 @@ class Answerer:
         """
         status, started = "done", time.monotonic()
         answered: tuple[str, ...] = ()
-        try:
-            with self.running.leading(lead):
-                if route.command:
-                    await self._run_command(message)
-                    answered = (lead,) if lead else ()
-                else:
-                    responders = route.responders
-                    if route.ask_router and len(responders) > 1:  # one: chosen already
-                        responders = (await self._choose(message, responders),)
-                    handed_over = key is not None and key != message.event_id
-                    ok, answered = await self._answer_all(
-                        message, route, responders, requester, lead, handed_over
-                    )
-                    status = "done" if ok else "failed"
-        except asyncio.CancelledError:
-            raise  # left claimed: the next start resumes it
-        except Exception:  # the edge of one message: log it, keep the bot running
-            status = "failed"
-            logger.exception("handling %s in %s failed", message.event_id, message.room_id)
-        await self._ledger.finish(key or message.event_id, status, answered)
+        # a forget-me waits for this whole answer, its ledger row included, and one that
+        # runs now holds it back (mindroom.people.erasure)
+        async with self.gate.working():
+            try:
+                with self.running.leading(lead):
+                    if route.command:
+                        await self._run_command(message)
+                        answered = (lead,) if lead else ()
+                    else:
+                        responders = route.responders
+                        if route.ask_router and len(responders) > 1:  # one: chosen already
+                            responders = (await self._choose(message, responders),)
+                        handed_over = key is not None and key != message.event_id
+                        ok, answered = await self._answer_all(
+                            message, route, responders, requester, lead, handed_over
+                        )
+                        status = "done" if ok else "failed"
+            except asyncio.CancelledError:
+                raise  # left claimed: the next start resumes it
+            except Exception:  # the edge of one message: log it, keep the bot running
+                status = "failed"
+                logger.exception("handling %s in %s failed", message.event_id, message.room_id)
+            await self._ledger.finish(key or message.event_id, status, answered)
         METRICS.reply(status, time.monotonic() - started)
 
     async def _answer_all(
@@ -346,9 +355,13 @@ class Answerer:
             await self._failed(plan, account, result, agent)
             return
         if self._transcripts is not None:  # past conversations as a memory source
-            self._presence.spawn(
-                self._transcripts.turn_finished(
-                    plan.owner, request.session_id, plan.scope_requester, members
+            self._spawn_held(
+                partial(
+                    self._transcripts.turn_finished,
+                    plan.owner,
+                    request.session_id,
+                    plan.scope_requester,
+                    members,
                 ),
                 f"index-session:{request.session_id}",
             )
@@ -480,10 +493,20 @@ class Answerer:
         self, owner: str, session_id: str, requester: str | None, members: tuple[str, ...]
     ) -> None:
         if self._transcripts is not None:
-            self._presence.spawn(
-                self._transcripts.sync(owner, session_id, requester, members, final=True),
+            self._spawn_held(
+                partial(self._transcripts.sync, owner, session_id, requester, members, final=True),
                 f"index-session:{session_id}",
             )
+
+    def _spawn_held(self, work: Callable[[], Awaitable[object]], name: str) -> None:
+        """Run ``work`` (the indexing of a session) as a job that, like an answer, holds the
+        gate against forget-me: it reads a session and writes what it read elsewhere."""
+
+        async def held() -> None:
+            async with self.gate.working():
+                await work()
+
+        self._presence.spawn(held(), name)
 
     async def _hand_off(
         self, plan: TurnPlan, account: MatrixAccount, text: str, reply_event_id: str

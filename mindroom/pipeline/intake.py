@@ -271,8 +271,10 @@ class Intake:
     # -- reactions -----------------------------------------------------------------------------
 
     async def on_reaction(self, account: MatrixAccount, reaction: IncomingReaction) -> None:
-        """A reaction ``account`` heard: maybe the answer to a question it asked someone."""
-        await self._prompts.on_reaction(account, reaction)
+        """A reaction ``account`` heard: maybe the answer to a question it asked someone (a
+        consent given writes memory: held against forget-me like an answer)."""
+        async with self._answers.gate.working():
+            await self._prompts.on_reaction(account, reaction)
 
     # -- invites -------------------------------------------------------------------------------
 

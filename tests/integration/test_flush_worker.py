@@ -562,3 +562,41 @@ async def test_an_old_state_file_is_moved_into_the_ledger_once_and_nothing_is_lo
     assert [r.written for r in results] == [(BROTHER,)]  # only what was not flushed before
     assert "sister" not in conversation(world.extractions()[0])
     assert world.facts() == [BROTHER]
+
+
+async def test_a_forget_me_waits_for_the_flush_in_progress_and_the_next_flush_waits_for_it(
+    make_world: Callable[..., World],
+) -> None:
+    """Forget-me (the bot's erasure gate) never runs beside a flush: it starts once the flush
+    in progress has written its facts, so it erases them too, and the flush of the next
+    session waits until it is done (mindroom.people.erasure)."""
+    release = threading.Event()
+
+    def held(request: dict[str, Any]) -> ReplyLike:
+        if is_extraction(request):
+            release.wait(30)  # the first extraction thinks until the test lets it answer
+        return family_facts(request)
+
+    world = make_world(handler=held, idle_seconds=0)
+    await world.turn("my sister is called Maya", session="s1")
+    await world.turn("my brother is called Tom", session="s2")
+    seen_by_erasure: list[list[str]] = []
+
+    async def erase() -> None:
+        async with world.worker.gate.erasing():
+            seen_by_erasure.append(await asyncio.to_thread(world.facts))
+
+    flushing = asyncio.create_task(world.worker.cycle())  # one session after the other
+    await wait_until(lambda: world.extractions(), "the first extraction was asked")
+    erasure = asyncio.create_task(erase())
+    await wait_until(lambda: world.worker.gate.erasure_waiting, "the erasure waits")
+    assert seen_by_erasure == []  # the control: it waits for the flush in progress
+    release.set()
+    results = await asyncio.wait_for(flushing, 60)
+    await erasure
+
+    assert len(results) == 2
+    first_written = list(results[0].written)
+    # after the first flush wrote its fact, before the second flush wrote the other
+    assert seen_by_erasure == [first_written]
+    assert sorted(world.facts()) == sorted([SISTER, BROTHER])

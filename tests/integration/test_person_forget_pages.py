@@ -12,6 +12,7 @@ import asyncio
 import datetime as dt
 import html
 import re
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -222,3 +223,73 @@ async def test_forget_me_on_me_asks_twice_and_erases_only_that_person(
     assert after.status == 401  # signed out
     assert not alice_dir.exists()
     assert holds(bob_dir, b"bobword4402")  # Bob keeps everything
+
+
+async def test_forget_me_while_the_persons_answer_is_being_written_leaves_nothing_of_it(
+    bot: BotHarness, running: Dashboard, human: Human, model: ScriptedModel
+) -> None:
+    """Forget-me pressed while the companion is still answering the person: the turn in flight
+    stores nothing of theirs after the erase (its session, its transcript, its memory write),
+    and the person's next message starts afresh."""
+    alice = human
+    room_id = await dm(bot, alice)
+    await say(alice, room_id, "please remember: earlyword5510")
+    alice_dir = bot.storage / "private_instances" / requester_key(alice.user_id)
+    assert holds(alice_dir, b"earlyword5510")  # the control: her folder holds her words
+
+    release = threading.Event()
+
+    def held(request: dict[str, Any]) -> Reply | str:
+        last = last_user_text(request)
+        if "heldword7720" in last and request["messages"][-1]["role"] != "tool":
+            release.wait(60)  # the model thinks until the test lets it answer
+            return Reply(tool_calls=[ToolCall("add_memory", {"text": "heldword7720 noted"})])
+        return companion(request)
+
+    model.set_handler(held)
+    asked = await alice.send(room_id, "please keep heldword7720 in mind")
+    await wait_until(
+        lambda: any("heldword7720" in last_user_text(r) for r in model.requests),
+        "the companion's model was asked",
+    )
+
+    session, home = await signed_in_as(running, alice.user_id)
+    async with session:
+        base = f"http://127.0.0.1:{running.port}"
+        asked_page = await session.post(f"{base}/me/forget", data={"csrf": csrf_of(home)})
+        question = await asked_page.text()
+        confirm = asyncio.create_task(
+            session.post(
+                f"{base}/me/forget/confirm", data={"csrf": csrf_of(question), "confirm": "yes"}
+            )
+        )
+        # the erase either waits for the turn (then the model must be let go first) or is
+        # done; either way the model answers only after forget-me was confirmed
+        await wait_until(lambda: confirm.done() or forgetting(bot), "forget-me started")
+        release.set()
+        done = await confirm
+        assert done.status == 200
+    await alice.wait_for_reply(room_id, asked, timeout=60)
+    await bot.settle(alice, room_id)
+
+    left = [
+        p.relative_to(bot.storage).as_posix()
+        for p in bot.storage.rglob("*")
+        if p.is_file() and b"heldword7720" in p.read_bytes()
+    ]
+    assert left == [], left
+    assert not holds(bot.storage, b"earlyword5510")
+    # her next message starts afresh: the model sees none of what went before
+    held_request = next(r for r in model.requests if "heldword7720" in last_user_text(r))
+    assert "earlyword5510" in what_the_model_saw(held_request)  # the control: history is seen
+    await say(alice, room_id, "hello again")
+    seen = what_the_model_saw(model.requests[-1])
+    assert "hello again" in seen
+    assert "earlyword5510" not in seen
+    assert "heldword7720" not in seen
+
+
+def forgetting(bot: BotHarness) -> bool:
+    """Whether forget-me waits for work in progress to end."""
+    assert bot.bot is not None
+    return bot.bot.runtime.gate.erasure_waiting

@@ -18,6 +18,7 @@ from mindroom.memory.jobs.maintenance.runner import (
     MaintenanceRunner,
 )
 from mindroom.memory.jobs.maintenance.store import MaintenanceStore
+from mindroom.people.erasure import ErasureGate
 from tests.support.maintenance import (
     EVERY_HOUR,
     T0,
@@ -242,6 +243,50 @@ async def test_heartbeat_raises_once_the_runner_is_stopping_and_the_job_stays_du
     assert job is not None
     assert job.next_due_at == T0  # due again at the next start: the pass was not finished
     assert job.lease_owner is None
+
+
+@pytest.mark.asyncio
+async def test_a_forget_me_waiting_ends_a_run_at_its_next_heartbeat_and_erases_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = ErasureGate()
+    runner = runner_for(
+        tmp_path, maintenance_config({"hourly": EVERY_HOUR}), FakeClock(T0), gate=gate
+    )
+    log: list[str] = []
+    in_scope = asyncio.Event()
+    next_scope = asyncio.Event()
+
+    async def three_scopes(ctx: JobContext) -> dict[str, int]:
+        for scope in range(3):
+            ctx.heartbeat()  # between scopes
+            log.append(f"scope {scope}")
+            in_scope.set()
+            await next_scope.wait()
+        return {"model_calls": 0}
+
+    async def forget() -> None:
+        async with gate.erasing():
+            log.append("erased")
+
+    monkeypatch.setitem(JOB_TYPES, "consolidation", three_scopes)
+    tick = asyncio.create_task(runner.tick())
+    await asyncio.wait_for(in_scope.wait(), 5)
+    erasure = asyncio.create_task(forget())
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert log == ["scope 0"]  # the erasure waits for the scope in progress
+    next_scope.set()
+    [result] = await asyncio.wait_for(tick, 5)
+    await asyncio.wait_for(erasure, 5)
+
+    assert log == ["scope 0", "erased"]  # no further scope, and nothing after the erasure
+    assert result.status == "failed"
+    [run] = runner.store.runs("hourly")
+    assert "forgotten" in (run.error_message or "")
+    job = runner.store.job("hourly")
+    assert job is not None
+    assert job.next_due_at == T0  # the pass runs again at the next tick
 
 
 @pytest.mark.asyncio

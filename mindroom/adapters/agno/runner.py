@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import weakref
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -53,6 +53,7 @@ from mindroom.memory.policy.gate import RoomAudience, private_memory_allowed
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.search.recall import agent_recall, recall_block
 from mindroom.memory.tools import tool_turn
+from mindroom.people.erasure import ErasureGate
 from mindroom.pipeline.turns import TeamSpec, is_private, session_id_for
 from mindroom.sessions.overflow import is_context_overflow
 
@@ -84,6 +85,7 @@ class AgentRuntime(SessionWork):
         self._event_writes: set[asyncio.Task[None]] = set()  # recall's events, being written
         self._idle.set()
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self.gate = ErasureGate()  # answers and flushes against forget-me
 
     def set_config(self, config: Config) -> None:
         """Use ``config`` from the next turn on; models whose settings changed are rebuilt."""
@@ -600,6 +602,17 @@ class AgentRuntime(SessionWork):
         """Let go of the session and learning stores under ``folder`` (a person's private
         folder, before forget-me erases it)."""
         self._stores.forget_under(folder)
+
+    @contextlib.asynccontextmanager
+    async def erasing(self, folder: Path) -> AsyncIterator[None]:
+        """Hold the bot's work still while a person is erased (:mod:`mindroom.people.erasure`):
+        once the answers and flushes running now have ended, recall's events written and the
+        stores under ``folder`` (their private folder) let go, the block runs alone."""
+        async with self.gate.erasing():
+            if self._event_writes:
+                await asyncio.gather(*self._event_writes, return_exceptions=True)
+            self.forget_stores_under(folder)
+            yield
 
     async def close(self) -> None:
         """Write what recall left to write, then release database connections."""

@@ -84,6 +84,7 @@ from mindroom.memory.policy.gate import RoomAudience
 from mindroom.memory.policy.view import AgentView
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.search.relations import RelationSettings
+from mindroom.people.erasure import ErasureGate
 from mindroom.store.ledger import Ledger, ledger_target
 from mindroom.tasks import within
 
@@ -167,10 +168,17 @@ class FlushWorker:
     """Claims dirty sessions in the ledger, extracts them, and runs the loop."""
 
     def __init__(
-        self, config: Config, runtime: ExtractionTurns, memories: MemoryRegistry, data_dir: Path
+        self,
+        config: Config,
+        runtime: ExtractionTurns,
+        memories: MemoryRegistry,
+        data_dir: Path,
+        gate: ErasureGate | None = None,
     ) -> None:
         self.config = config
         self.runtime = runtime
+        # the bot's: a forget-me waits for a flush in progress, and a flush for a forget-me
+        self.gate = gate or ErasureGate()
         self.memories = memories
         self.data_dir = data_dir
         self._ledger: Ledger | None = None
@@ -392,13 +400,15 @@ class FlushWorker:
         results = []
         for entry in batch:
             await self._yield_to_replies()
-            result = await self.flush_session(entry)
+            async with self.gate.working():
+                result = await self.flush_session(entry)
             if result is not None:
                 results.append(result)
         if self.settings.curation.enabled:
             for entry in {r.entry.key: r.entry for r in results if r.written}.values():
                 await self._yield_to_replies()
-                await self.curate(entry)
+                async with self.gate.working():
+                    await self.curate(entry)
         return results
 
     async def curate(self, entry: FlushEntry) -> list[str]:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from mindroom.config.schema import Config
 from mindroom.memory.jobs.maintenance.runner import Clock, MaintenanceRunner, utc_now
 from mindroom.memory.jobs.maintenance.store import MaintenanceStore
+from mindroom.people.erasure import ErasureGate
 from mindroom.tasks import within
 
 if TYPE_CHECKING:
@@ -67,8 +68,10 @@ class MaintenanceLoop:
         *,
         clock: Clock = utc_now,
         interval_seconds: float | None = None,
+        gate: ErasureGate | None = None,
     ) -> None:
         self.config = config
+        self.gate = gate  # the bot's, against forget-me (see MaintenanceRunner)
         self.storage = storage
         self.registry = registry
         self.clock = clock
@@ -122,7 +125,12 @@ class MaintenanceLoop:
                 target = schedule_target(self.storage, self.config().storage.database)
                 store = await asyncio.to_thread(MaintenanceStore, target)
                 self.runner = MaintenanceRunner(
-                    store, self.storage, self.config, registry=self.registry, clock=self.clock
+                    store,
+                    self.storage,
+                    self.config,
+                    registry=self.registry,
+                    clock=self.clock,
+                    gate=self.gate,
                 )
             if self._stopping:
                 return

@@ -41,6 +41,7 @@ from mindroom.config.schema import Config
 from mindroom.memory.jobs.maintenance.jobs import Job
 from mindroom.memory.jobs.maintenance.schedule import day_start, zone
 from mindroom.memory.jobs.maintenance.store import Claim, MaintenanceStore
+from mindroom.people.erasure import ErasureGate
 
 if TYPE_CHECKING:
     from mindroom.memory.registry import MemoryRegistry
@@ -164,6 +165,8 @@ class _Lease:
         must end."""
         if self.runner.stopping.is_set():
             raise JobInterrupted("interrupted: the maintenance runner is stopping")
+        if self.runner.gate.erasure_waiting:  # forget-me waits for this run: end it now
+            raise JobInterrupted("interrupted: a person is being forgotten (runs again next tick)")
         if not self.extend():
             raise JobInterrupted("interrupted: another runner took the job's lease over")
 
@@ -182,8 +185,12 @@ class MaintenanceRunner:
         owner: str | None = None,
         lease_seconds: float = 300.0,
         heartbeat_seconds: float = 30.0,
+        gate: ErasureGate | None = None,
     ) -> None:
         self.store = store
+        # the bot's: a forget-me waits for a run in progress (which ends at its next
+        # heartbeat), and no run starts while one waits or erases
+        self.gate = gate or ErasureGate()
         self.storage = storage
         self.config = config
         self.registry = registry
@@ -236,6 +243,12 @@ class MaintenanceRunner:
         return await self._run(name, self.clock, tz, due=False)
 
     async def _run(self, name: str, clock: Clock, tz: tzinfo, *, due: bool = True) -> TickResult:
+        async with self.gate.working():
+            return await self._run_held(name, clock, tz, due=due)
+
+    async def _run_held(
+        self, name: str, clock: Clock, tz: tzinfo, *, due: bool = True
+    ) -> TickResult:
         claim = await asyncio.to_thread(
             partial(self.store.claim, name, self.owner, clock(), self.lease_seconds, due=due)
         )
