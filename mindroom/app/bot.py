@@ -266,7 +266,7 @@ class Bot(BotPresence):
             run_command=functools.partial(run_command, self),
         )
         prompts = PromptDesk(self, ledger)
-        offers = ConsentOffers(self, prompts)
+        offers = ConsentOffers(self, prompts, gate=self.runtime.gate)
         intake = Intake(
             config=lambda: self.config,
             presence=self,

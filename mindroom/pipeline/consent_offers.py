@@ -43,6 +43,7 @@ from mindroom.memory.policy.consent import Person
 from mindroom.memory.policy.consent import db_path as proposals_db
 from mindroom.memory.policy.consent_chat import offer_text, proposals_to_offer
 from mindroom.memory.registry import MemoryRegistry
+from mindroom.people.erasure import ErasureGate
 from mindroom.pipeline.prompts import PromptDesk
 from mindroom.tasks import within
 
@@ -157,9 +158,11 @@ class OfferHost(Protocol):
 class ConsentOffers:
     """Offers each pending proposal about a person in their direct chat with its agent."""
 
-    def __init__(self, host: OfferHost, desk: PromptDesk) -> None:
+    def __init__(self, host: OfferHost, desk: PromptDesk, gate: ErasureGate | None = None) -> None:
         self._host = host
         self._desk = desk
+        # the bot's: an offer reads a person's proposals and files a prompt naming them
+        self._gate = gate or ErasureGate()
         self._wake = asyncio.Event()
         self.looks = Looks()
 
@@ -171,7 +174,8 @@ class ConsentOffers:
         """Offer what waits, now and after each :meth:`wake` or :data:`OFFER_EVERY_S`."""
         while True:
             try:
-                await self.offer_all()
+                async with self._gate.working():
+                    await self.offer_all()
             except Exception:  # the loop's edge: the next round tries again
                 logger.exception("offering consent proposals failed")
             with contextlib.suppress(TimeoutError):
