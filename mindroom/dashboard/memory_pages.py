@@ -25,7 +25,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from mindroom.dashboard import scopes
-from mindroom.dashboard.pages import page
+from mindroom.dashboard.pages import held, page
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.backend import keeps_files
 from mindroom.memory.files.restore import set_fields_sync
@@ -398,7 +398,7 @@ def add_memory_routes(app: web.Application, bind: Any) -> None:
     app.router.add_get("/memory/s/{scope}", bind(scope_page))
     app.router.add_get("/memory/s/{scope}/deleted", bind(deleted_page))
     app.router.add_get("/memory/s/{scope}/e/{entry}", bind(entry_page))
-    app.router.add_post("/memory/s/{scope}/e/{entry}", bind(save_entry))
-    app.router.add_post("/memory/s/{scope}/e/{entry}/delete", bind(delete_entry))
-    app.router.add_post("/memory/s/{scope}/e/{entry}/audience", bind(set_entry_audience))
-    app.router.add_post("/memory/s/{scope}/e/{entry}/restore", bind(restore_entry))
+    app.router.add_post("/memory/s/{scope}/e/{entry}", bind(held(save_entry)))
+    app.router.add_post("/memory/s/{scope}/e/{entry}/delete", bind(held(delete_entry)))
+    app.router.add_post("/memory/s/{scope}/e/{entry}/audience", bind(held(set_entry_audience)))
+    app.router.add_post("/memory/s/{scope}/e/{entry}/restore", bind(held(restore_entry)))

@@ -329,6 +329,18 @@ async def save_memory(dash: Dashboard, request: web.Request) -> web.Response:
     return await _save(dash, request, _memory_spec(dash))
 
 
+def held(handler: Any) -> Any:
+    """``handler`` (a memory write) as work on people's behalf: it holds the bot's erasure
+    gate, so it never overlaps a forget-me (:mod:`mindroom.people.erasure`)."""
+
+    async def holding(dash: Dashboard, request: web.Request) -> web.StreamResponse:
+        async with dash.host.runtime.gate.working():
+            response: web.StreamResponse = await handler(dash, request)
+            return response
+
+    return holding
+
+
 def binder(dash: Dashboard) -> Any:
     """``bind(handler)``: the aiohttp handler calling ``handler(dash, request)``."""
 

@@ -25,6 +25,7 @@ from aiohttp import web
 
 from mindroom.dashboard import person, scopes
 from mindroom.dashboard.access import PERSON, PERSON_COOKIE, PERSON_UNTIL
+from mindroom.dashboard.pages import held
 from mindroom.dashboard.render import render
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.backend import keeps_files
@@ -277,7 +278,7 @@ def add_person_routes(app: web.Application, bind: Any) -> None:
     app.router.add_get("/me/static/{name}", bind(static))  # its cookie is for /me only
     app.router.add_get("/me", bind(home))
     app.router.add_get("/me/export", bind(export))
-    app.router.add_post("/me/s/{scope}/e/{entry}", bind(save))
-    app.router.add_post("/me/s/{scope}/e/{entry}/delete", bind(delete))
+    app.router.add_post("/me/s/{scope}/e/{entry}", bind(held(save)))
+    app.router.add_post("/me/s/{scope}/e/{entry}/delete", bind(held(delete)))
     app.router.add_post("/me/forget", bind(forget_ask))
     app.router.add_post("/me/forget/confirm", bind(forget))

@@ -48,12 +48,18 @@ class ErasureGate:
         self._working = 0
         self._erasing = False
         self._queued = 0  # erasures waiting for the work running now to end
+        self._held_back = 0  # work waiting for an erasure to be done
         self._changed = asyncio.Event()
 
     @property
     def working_now(self) -> int:
         """How many pieces of work hold the gate."""
         return self._working
+
+    @property
+    def held_back(self) -> int:
+        """How many pieces of work wait for an erasure to be done."""
+        return self._held_back
 
     @property
     def erasure_waiting(self) -> bool:
@@ -73,7 +79,11 @@ class ErasureGate:
         """Work on people's behalf: waits while an erasure runs or waits."""
         outer = _held.get()
         if outer is None or outer.gate is not self or not outer.live:
-            await self._wait(lambda: not self._erasing and not self._queued)
+            self._held_back += 1
+            try:
+                await self._wait(lambda: not self._erasing and not self._queued)
+            finally:
+                self._held_back -= 1
         self._working += 1  # no await between the check and this: the loop runs one task
         lease = _Lease(self)
         token = _held.set(lease)

@@ -293,3 +293,33 @@ def forgetting(bot: BotHarness) -> bool:
     """Whether forget-me waits for work in progress to end."""
     assert bot.bot is not None
     return bot.bot.runtime.gate.erasure_waiting
+
+
+async def test_a_memory_edit_on_the_dashboard_waits_while_a_forget_me_runs(
+    bot: BotHarness, running: Dashboard, human: Human
+) -> None:
+    """A delete on /me (or the admin's memory pages) is work on the person's memory like an
+    answer: it does not run beside an erasure, so it cannot write what the erasure removed."""
+    alice = human
+    room_id = await dm(bot, alice)
+    await say(alice, room_id, "please remember: editword6630")
+    alice_dir = bot.storage / "private_instances" / requester_key(alice.user_id)
+    assert bot.bot is not None
+    gate = bot.bot.runtime.gate
+
+    session, home = await signed_in_as(running, alice.user_id)
+    async with session:
+        [action] = re.findall(r'action="(/me/s/[^"]+/e/[^"/]+)/delete"', home)
+        async with gate.erasing():  # an erasure in progress (it erases nothing here)
+            deleting = asyncio.create_task(
+                session.post(
+                    f"http://127.0.0.1:{running.port}{action}/delete",
+                    data={"csrf": csrf_of(home)},
+                )
+            )
+            await wait_until(lambda: gate.held_back == 1, "the delete waits for the erasure")
+            assert holds(alice_dir / "mind_data", b"editword6630")  # nothing deleted yet
+        deleted = await deleting
+
+    assert deleted.status == 200  # the control: once the erasure is done, it runs
+    assert not holds(alice_dir / "mind_data", b"editword6630")

@@ -44,8 +44,7 @@ async def test_an_erasure_waits_for_running_work_and_later_work_waits_for_it() -
     erasure = asyncio.create_task(erase())
     await until(lambda: gate.erasure_waiting, "the erasure waits")
     later = asyncio.create_task(work("later"))
-    for _ in range(20):
-        await asyncio.sleep(0)
+    await until(lambda: gate.held_back == 1, "the later work waits")
     assert log == ["first starts"]  # neither the erasure nor the later work has started
     finish_first.set()
     await asyncio.gather(first, erasure, later)
@@ -54,6 +53,7 @@ async def test_an_erasure_waits_for_running_work_and_later_work_waits_for_it() -
                    "later ends"]  # fmt: skip
     assert gate.working_now == 0
     assert not gate.erasure_waiting
+    assert gate.held_back == 0
 
 
 async def test_work_nested_in_work_joins_it_while_an_erasure_waits() -> None:
