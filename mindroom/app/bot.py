@@ -331,7 +331,10 @@ class Bot(BotPresence):
         self.tasks.keep_running(
             "memory-watch",
             lambda: watch_memory_files(
-                [self.memories.roots_parent()], self.memories.sync_changed, self._watch_stop
+                [self.memories.roots_parent()],
+                self.memories.sync_changed,
+                self._watch_stop,
+                gate=self.runtime.gate,
             ),
         )
         self.flush.owns = lambda entry: self.runs(flushed_by(entry, self.config))

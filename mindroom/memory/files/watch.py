@@ -14,6 +14,8 @@ from pathlib import Path
 
 from watchfiles import Change, awatch
 
+from mindroom.people.erasure import ErasureGate
+
 logger = logging.getLogger(__name__)
 
 DEBOUNCE_MS = 300
@@ -29,8 +31,11 @@ async def watch_memory_files(
     on_change: Callable[[set[Path]], None],
     stop: asyncio.Event,
     debounce_ms: int = DEBOUNCE_MS,
+    gate: ErasureGate | None = None,
 ) -> None:
-    """Call ``on_change`` (in a worker thread) with the changed files until ``stop`` is set."""
+    """Call ``on_change`` (in a worker thread) with the changed files until ``stop`` is set;
+    with ``gate`` (the bot's), each call holds it: a re-index never overlaps a forget-me."""
+    gate = gate or ErasureGate()
     for root in roots:
         root.mkdir(parents=True, exist_ok=True)
     async for changes in awatch(
@@ -42,6 +47,7 @@ async def watch_memory_files(
     ):
         changed = {Path(path) for _, path in changes}
         try:
-            await asyncio.to_thread(on_change, changed)
+            async with gate.working():
+                await asyncio.to_thread(on_change, changed)
         except Exception:  # the watcher's edge: log and keep watching
             logger.exception("re-indexing after a memory file change failed")
