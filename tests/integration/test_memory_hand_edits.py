@@ -27,6 +27,7 @@ from mindroom.memory.files.store import FileMemory, NewEntry
 from mindroom.memory.files.watch import watch_memory_files
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.scope import agent_scope
+from mindroom.people.erasure import ErasureGate
 from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -320,3 +321,34 @@ def test_a_crash_while_a_file_is_reindexed_records_no_hand_edit_and_loses_no_lat
     finally:
         memory.close()
     assert [(r.op, r.old) for r in recorded] == [("delete", "Alice plays go on Fridays")]
+
+
+@pytest.mark.asyncio
+async def test_a_re_index_after_a_hand_edit_waits_while_a_forget_me_runs(tmp_path: Path) -> None:
+    """The watcher's re-index reads open memories and writes their index: with the bot's
+    erasure gate it never runs beside a forget-me (mindroom.people.erasure)."""
+    gate = ErasureGate()
+    seen: list[set[Path]] = []
+    root = tmp_path / "agents" / "general" / "workspace"
+    root.mkdir(parents=True)
+    stop = asyncio.Event()
+    watcher = asyncio.create_task(
+        watch_memory_files([tmp_path / "agents"], seen.append, stop, 50, gate=gate)
+    )
+    try:
+        saves = iter(range(1, 10_000))
+
+        def control_seen() -> bool:  # the watcher starts watching at its own pace
+            editor_save(root / "MEMORY.md", f"- control line {next(saves)}\n")
+            return bool(seen)
+
+        await wait_until(control_seen, timeout=30)
+        before = len(seen)
+        async with gate.erasing():
+            editor_save(root / "notes.md", "- an edit during the erasure\n")
+            await wait_until(lambda: gate.held_back == 1, "the re-index waits", timeout=30)
+            assert len(seen) == before
+        await wait_until(lambda: any(root / "notes.md" in s for s in seen[before:]), timeout=30)
+    finally:
+        stop.set()
+        await watcher
