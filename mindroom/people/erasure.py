@@ -7,8 +7,10 @@ agent's session read before the erase would be saved back whole after it. Which 
 the person's words is not knowable while they run, so the rule is decided here, once, for all
 of them:
 
-* work on people's behalf (answering a message, a flush of a conversation, a curation pass)
-  runs inside :meth:`ErasureGate.working`, any number at a time;
+* work on people's behalf runs inside :meth:`ErasureGate.working`, any number at a time:
+  answering a message (``Answerer.handle``) and indexing its session, a reaction (a consent
+  given), a consent offer, a flush of a conversation, a curation pass, a maintenance run, a
+  re-index after a hand edit, a memory edit on the dashboard or ``/me``;
 * an erasure runs inside :meth:`ErasureGate.erasing`, alone: it waits until the work running
   now has ended, and work that starts meanwhile waits until the erasure is done. So an erase
   never overlaps work it could miss, and work after it reads the data as it is now.
@@ -17,6 +19,9 @@ Work nested in work (an answer that runs a command, a task an answer awaits) joi
 it runs under instead of queueing behind a waiting erasure, which would wait for it in turn.
 Forget-me is rare and quick; while one waits, new answers wait with it (for at most the
 longest answer running then), which is what lets it ever start on a busy bot.
+
+The gate is one process's. Several processes sharing one storage (``mindroom.cluster``) each
+have their own, and an erasure holds only the work of the process that runs it.
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ Real files, real SQLite, the real index; a 4 MB daily file (about 27,000 entries
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from pathlib import Path
 
@@ -83,17 +85,30 @@ def test_an_edit_made_while_a_big_file_is_indexed_is_not_lost(
 
 @pytest.mark.asyncio
 async def test_search_memories_answers_during_indexing_says_it_is_catching_up_then_finds_all(
-    tmp_path: Path, root: Path
+    tmp_path: Path, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write_big(root, "Wilhelmina stores the boat keys in the red tin")
     (root / "MEMORY.md").write_text("- Wilhelmina likes sailing on Sundays\n")
+    # the big file is still being indexed when the search asks, however fast the machine (a
+    # search waits up to SEARCH_WAIT_SECONDS for a big file, and 4 MB can take less)
+    released = threading.Event()
+    write_file = MemoryIndex._write_file
+
+    def held_big_file(index: MemoryIndex, relative: str, path: Path, stat: os.stat_result) -> None:
+        if relative == DAILY:
+            released.wait(60)
+        write_file(index, relative, path, stat)
+
+    monkeypatch.setattr(MemoryIndex, "_write_file", held_big_file)
     memory = FileMemory(MemoryScope("agent_big", root, tmp_path / "state"))
     tools = MemoryTools(memory)
     try:
         during = await tools.search_memories("Wilhelmina")
+        released.set()
         memory.index.sync()  # waits for the background pass, then follows anything left
         after = await tools.search_memories("Wilhelmina")
     finally:
+        released.set()
         memory.close()
 
     assert "still catching up" in during  # it answered before the big file was indexed

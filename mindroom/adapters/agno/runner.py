@@ -85,7 +85,7 @@ class AgentRuntime(SessionWork):
         self._event_writes: set[asyncio.Task[None]] = set()  # recall's events, being written
         self._idle.set()
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-        self.gate = ErasureGate()  # answers and flushes against forget-me
+        self.gate = ErasureGate()  # the bot's work against forget-me (mindroom.people.erasure)
 
     def set_config(self, config: Config) -> None:
         """Use ``config`` from the next turn on; models whose settings changed are rebuilt."""
