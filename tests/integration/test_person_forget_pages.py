@@ -29,7 +29,7 @@ from mindroom.memory.files.fields import EntryFields
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.private import requester_key
 from tests.support.dashboard import open_link, start_dashboard
-from tests.support.harness import BotHarness, Human, config_text, joined
+from tests.support.harness import BotHarness, Human, config_text, joined, unique
 from tests.support.scripted_model import Reply, ScriptedModel, ToolCall, last_user_text
 from tests.support.waiting import wait_until
 
@@ -323,3 +323,72 @@ async def test_a_memory_edit_on_the_dashboard_waits_while_a_forget_me_runs(
 
     assert deleted.status == 200  # the control: once the erasure is done, it runs
     assert not holds(alice_dir / "mind_data", b"editword6630")
+
+
+async def test_forget_me_while_another_persons_answer_holds_the_shared_session_leaves_none_of_her(
+    bot: BotHarness, human: Human, model: ScriptedModel, synapse
+) -> None:
+    """Alice and Bob talk to a shared agent in one thread: its session holds both. Alice
+    presses forget-me while Bob's answer is still being written, by a turn that read her words
+    with the session's history and stores its run after the answer. None of her words remain
+    anywhere in the storage afterwards, and Bob keeps his."""
+    alice = human
+    release = threading.Event()
+
+    def held(request: dict[str, Any]) -> str:
+        if "bobword8841" in last_user_text(request):
+            release.wait(60)
+        return "noted: " + last_user_text(request)
+
+    model.set_handler(held)
+    room = unique("shared")
+    room_id = await bot.start_in_room(
+        config_text(
+            model.base_url,
+            {"general": {"rooms": [room], "streaming": False}},
+            memory={"auto_flush": {"enabled": False}, "maintenance": {"enabled": False}},
+        ),
+        room,
+        alice,
+    )
+    dash = await start_dashboard(bot)
+    bob = await Human.create(synapse)
+    try:
+        assert bot.bot is not None
+        agent = bot.bot.agents["general"].user_id
+        await bob.join(room_id)
+        await alice.wait_for(joined(bob.user_id, room_id))
+        root = await alice.send(room_id, "my word is aliceword7713", mention=[agent])
+        await alice.wait_for_reply(room_id, root, timeout=60)
+        asked = await bob.send(
+            room_id, "and mine is bobword8841", mention=[agent], thread_root=root
+        )
+        await wait_until(
+            lambda: any("bobword8841" in last_user_text(r) for r in model.requests),
+            "Bob's turn asked the model",
+        )
+        bob_turn = next(r for r in model.requests if "bobword8841" in last_user_text(r))
+        assert "aliceword7713" in what_the_model_saw(bob_turn)  # it read her words
+
+        session, home = await signed_in_as(dash, alice.user_id)
+        async with session:
+            base = f"http://127.0.0.1:{dash.port}"
+            asked_page = await session.post(f"{base}/me/forget", data={"csrf": csrf_of(home)})
+            question = await asked_page.text()
+            confirm = asyncio.create_task(
+                session.post(
+                    f"{base}/me/forget/confirm", data={"csrf": csrf_of(question), "confirm": "yes"}
+                )
+            )
+            await wait_until(lambda: confirm.done() or forgetting(bot), "forget-me started")
+            release.set()
+            assert (await confirm).status == 200
+        await bob.wait_for_reply(room_id, asked, timeout=60)
+        await bot.settle(bob, room_id)
+    finally:
+        release.set()
+        await bob.close()
+        await dash.stop()
+
+    assert not holds(bot.storage, b"aliceword7713")
+    assert holds(bot.storage, b"bobword8841")  # the control: Bob's words are kept
