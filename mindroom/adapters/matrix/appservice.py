@@ -68,6 +68,11 @@ REGISTRATION_FILE = "appservice-registration.yaml"
 SENDER = f"{ACCOUNT_PREFIX}appservice"  # the service's own user (never an agent)
 _TRANSACTIONS_KEPT = 1000  # finished transaction ids remembered (this run only)
 _PING_S = 10.0  # how long the homeserver has to answer a ping
+# A ping that fails is asked again after these pauses. Synapse answers 502 ("AlreadyCalled")
+# when its retry timer for the service fired just before the ping: that retry, started
+# before the endpoint listened, fails and backs off (doubling, up to minutes), and the ping
+# forced nothing. The next ping finds the new timer and forces the delivery at once.
+_PING_AGAIN_S = (0.5, 1.0)
 
 
 @dataclass(frozen=True)
@@ -488,13 +493,21 @@ class Appservice:
         the homeserver reaches it, and makes a homeserver that was backing off after mindroom
         was down send what it kept at once rather than at its next retry."""
         path = f"/_matrix/client/v1/appservice/{quote(self.settings.id, safe='')}/ping"
-        try:
-            async with asyncio.timeout(_PING_S):
-                status, found = await _service_request(
-                    self.homeserver, self.tokens.as_token, "POST", path, {}
-                )
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            status, found = 0, {"error": str(exc) or type(exc).__name__}
+        status = 0
+        found: dict[str, Any] = {}
+        for pause in (0.0, *_PING_AGAIN_S):
+            if pause:
+                logger.debug("the appservice ping was answered %s %s; again", status, found)
+                await asyncio.sleep(pause)
+            try:
+                async with asyncio.timeout(_PING_S):
+                    status, found = await _service_request(
+                        self.homeserver, self.tokens.as_token, "POST", path, {}
+                    )
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                status, found = 0, {"error": str(exc) or type(exc).__name__}
+            if status == 200 or status == 404 or found.get("errcode") == "M_UNRECOGNIZED":
+                break
         if status == 200:
             logger.info("the homeserver reaches the appservice (%s ms)", found.get("duration_ms"))
         elif found.get("errcode") == "M_UNRECOGNIZED" or status == 404:
