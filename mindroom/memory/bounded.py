@@ -48,8 +48,9 @@ class Threads:
     it closes what the work uses.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_start: Callable[[asyncio.Future[Any]], None] | None = None) -> None:
         self._running: set[asyncio.Future[Any]] = set()
+        self._on_start = on_start  # told of each thread (the bot's erasure gate tracks them)
 
     async def run(self, timeout: float, function: Callable[..., _T], *args: Any) -> _T:
         """``function(*args)`` in a thread; TimeoutError after ``timeout`` (the thread is
@@ -57,6 +58,8 @@ class Threads:
         future = asyncio.ensure_future(asyncio.to_thread(function, *args))
         self._running.add(future)
         future.add_done_callback(self._finished)
+        if self._on_start is not None:
+            self._on_start(future)
         return await within(asyncio.shield(future), timeout)
 
     def _finished(self, future: asyncio.Future[Any]) -> None:

@@ -17,6 +17,9 @@ of them:
 
 Work nested in work (an answer that runs a command, a task an answer awaits) joins the lease
 it runs under instead of queueing behind a waiting erasure, which would wait for it in turn.
+Work that outlives its lease (a thread cannot be stopped: a mem0 extraction past its timeout,
+recall's events written beside the answer) is :meth:`ErasureGate.track`-ed: an erasure waits
+for it too before it runs.
 Forget-me is rare and quick; while one waits, new answers wait with it (for at most the
 longest answer running then), which is what lets it ever start on a busy bot.
 
@@ -32,6 +35,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +58,7 @@ class ErasureGate:
         self._erasing = False
         self._queued = 0  # erasures waiting for the work running now to end
         self._held_back = 0  # work waiting for an erasure to be done
+        self._outliving: set[asyncio.Future[Any]] = set()  # see track()
         self._changed = asyncio.Event()
 
     @property
@@ -100,9 +105,17 @@ class ErasureGate:
             self._working -= 1
             self._notify()
 
+    def track(self, future: asyncio.Future[Any]) -> None:
+        """Work that may outlive the lease it started under (a thread that cannot be
+        stopped): an erasure also waits for ``future`` to be done before it runs."""
+        if not future.done():
+            self._outliving.add(future)
+            future.add_done_callback(self._outliving.discard)
+
     @contextlib.asynccontextmanager
     async def erasing(self) -> AsyncIterator[None]:
-        """An erasure: returns once no work runs, and keeps new work waiting until it ends."""
+        """An erasure: returns once no work runs and no tracked work is left, and keeps new
+        work waiting until it ends."""
         self._queued += 1
         try:
             if self._working or self._erasing:
@@ -113,6 +126,8 @@ class ErasureGate:
             self._notify()  # a cancelled erasure lets the work it held back go
         self._erasing = True
         try:
+            if self._outliving:  # no new work can start meanwhile: these are the last writers
+                await asyncio.wait(set(self._outliving))
             yield
         finally:
             self._erasing = False

@@ -178,3 +178,33 @@ async def test_work_that_fails_or_is_cancelled_still_lets_an_erasure_run() -> No
     async with asyncio.timeout(5):
         async with gate.erasing():
             assert gate.working_now == 0
+
+
+async def test_an_erasure_waits_for_tracked_work_that_outlived_its_lease() -> None:
+    gate = ErasureGate()
+    thread_done = asyncio.get_running_loop().create_future()  # a thread past its timeout
+    log: list[str] = []
+
+    async def flush() -> None:
+        async with gate.working():
+            gate.track(thread_done)  # the flush gives up on it; it keeps writing
+
+    async def erase() -> None:
+        async with gate.erasing():
+            log.append("erase")
+
+    async def later() -> None:
+        async with gate.working():
+            log.append("later")
+
+    await flush()
+    erasure = asyncio.create_task(erase())
+    await until(lambda: gate.working_now == 0 and not gate.erasure_waiting, "the erasure holds")
+    waiting = asyncio.create_task(later())
+    await until(lambda: gate.held_back == 1, "later work waits")
+    assert log == []  # the control: the erasure waits for the tracked thread
+    log.append("thread done")
+    thread_done.set_result(None)
+    await asyncio.gather(erasure, waiting)
+
+    assert log == ["thread done", "erase", "later"]

@@ -283,6 +283,7 @@ class AgentRuntime(SessionWork):
         )
         self._event_writes.add(task)
         task.add_done_callback(self._event_writes.discard)
+        self.gate.track(task)  # a forget-me waits for them (they may outlive the answer)
 
     @contextlib.contextmanager
     def _turn(self) -> Iterator[None]:
@@ -606,11 +607,9 @@ class AgentRuntime(SessionWork):
     @contextlib.asynccontextmanager
     async def erasing(self, folder: Path) -> AsyncIterator[None]:
         """Hold the bot's work still while a person is erased (:mod:`mindroom.people.erasure`):
-        once the answers and flushes running now have ended, recall's events written and the
-        stores under ``folder`` (their private folder) let go, the block runs alone."""
-        async with self.gate.erasing():
-            if self._event_writes:
-                await asyncio.gather(*self._event_writes, return_exceptions=True)
+        once the work running now has ended (recall's event writes included) and the stores
+        under ``folder`` (their private folder) are let go, the block runs alone."""
+        async with self.gate.erasing():  # recall's event writes are tracked by the gate
             self.forget_stores_under(folder)
             yield
 

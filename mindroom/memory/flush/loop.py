@@ -190,7 +190,8 @@ class FlushWorker:
         self._boot = boot_id()
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
-        self._threads = Threads()  # mem0 extractions: they outlive a timeout or a cancel
+        # mem0 extractions: they outlive a timeout or a cancel (and a forget-me waits for them)
+        self._threads = Threads(on_start=self.gate.track)
         self.on_cycle: Callable[[], object] | None = None  # after each loop cycle (maintenance)
         self.owns: Callable[[FlushEntry], bool] = lambda entry: True  # this process's accounts
         # who can read a session's room now (session id, requester; None: not known here,
