@@ -15,6 +15,7 @@ import nio
 import pytest
 import pytest_asyncio
 
+from mindroom.memory.files.fields import EntryFields
 from mindroom.memory.files.markdown import parse_entries
 from mindroom.memory.jobs.consolidate.records import ConsolidationRecords, db_path
 from mindroom.memory.policy.consent import ConsentQueue
@@ -30,6 +31,7 @@ from tests.support.harness import (
     write_entries,
 )
 from tests.support.scripted_model import Reply, ScriptedModel, ToolCall
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 
@@ -345,3 +347,34 @@ async def test_a_restart_neither_offers_again_nor_forgets_the_question(
     assert [o["event_id"] for o in offers] == [offer["event_id"]]  # not offered again
     assert answered == "Stored: Alice lives in Nantes"  # answered after the restart
     assert "Alice lives in Nantes" in _memory(bot)
+
+
+async def test_a_proposal_filed_while_a_forget_me_runs_is_offered_only_after_it(
+    bot: BotHarness, alice_dm: AliceDm
+) -> None:
+    """An offer pass reads a person's proposals and files a prompt naming them: it holds the
+    bot's erasure gate (mindroom.people.erasure), so it waits while a forget-me runs."""
+    alice, agent, room_id = alice_dm
+    assert bot.bot is not None
+    gate = bot.bot.runtime.gate
+    memory = bot.bot.memories.for_agent("general")
+    assert memory is not None
+    queue = ConsentQueue(memory)
+    try:
+        async with gate.erasing():  # a forget-me in progress (of nobody here)
+            queue.propose(
+                "Alice sings in a choir",
+                EntryFields(),
+                kind="sensitive",
+                field="personal",
+                path="MEMORY.md",
+                user_id=alice.user_id,
+            )
+            bot.bot.started.offers.wake()
+            await wait_until(lambda: gate.held_back >= 1, "the offer pass waits")
+            assert _offers(alice, room_id, agent) == []
+        offer = await alice.wait_for(_is_offer(room_id, agent, "Alice sings in a choir"), 30)
+    finally:
+        queue.close()
+
+    assert offer["sender"] == agent  # the control: once the erasure is done, it is offered
