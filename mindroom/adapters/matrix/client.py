@@ -166,6 +166,11 @@ class MatrixAccount:
         """Rooms this account is joined to: as of its last sync, plus joins made since."""
         return set(self.client.rooms) | self._joined
 
+    def note_joined(self, room_id: str) -> None:
+        """This account just joined ``room_id`` without :meth:`join` (it created the room, say):
+        :meth:`joined_rooms` has it at once, not only after the next sync."""
+        self._joined.add(room_id)
+
     def room_members(self, room_id: str) -> set[str]:
         """Joined members of ``room_id`` as this account last saw them."""
         room = self.client.rooms.get(room_id)

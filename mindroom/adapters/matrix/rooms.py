@@ -47,13 +47,14 @@ async def ensure_room(
     client = router.client
     resolved = await client.room_resolve_alias(alias)
     if isinstance(resolved, nio.RoomResolveAliasResponse):
-        if resolved.room_id not in client.rooms:
+        if resolved.room_id not in router.joined_rooms():
             response = await client.join(resolved.room_id)
             if not isinstance(response, nio.JoinResponse):
                 raise MatrixError(
                     f"room {alias} exists but {router.user_id} cannot join it "
                     f"({response.message}); invite {router.user_id} or remove the alias"
                 )
+            router.note_joined(resolved.room_id)
         return resolved.room_id
     created = await client.room_create(
         visibility=nio.RoomVisibility.private,
@@ -71,6 +72,7 @@ async def ensure_room(
     )
     if not isinstance(created, nio.RoomCreateResponse):
         raise MatrixError(f"cannot create room {alias}: {created.message}")
+    router.note_joined(created.room_id)  # it speaks for the room at once (room_voice)
     logger.info(
         "created room %s (%s, join rule %s, room version %s)",
         alias,
