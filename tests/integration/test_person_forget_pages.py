@@ -253,22 +253,25 @@ async def test_forget_me_while_the_persons_answer_is_being_written_leaves_nothin
         "the companion's model was asked",
     )
 
-    session, home = await signed_in_as(running, alice.user_id)
-    async with session:
-        base = f"http://127.0.0.1:{running.port}"
-        asked_page = await session.post(f"{base}/me/forget", data={"csrf": csrf_of(home)})
-        question = await asked_page.text()
-        confirm = asyncio.create_task(
-            session.post(
-                f"{base}/me/forget/confirm", data={"csrf": csrf_of(question), "confirm": "yes"}
+    try:
+        session, home = await signed_in_as(running, alice.user_id)
+        async with session:
+            base = f"http://127.0.0.1:{running.port}"
+            asked_page = await session.post(f"{base}/me/forget", data={"csrf": csrf_of(home)})
+            question = await asked_page.text()
+            confirm = asyncio.create_task(
+                session.post(
+                    f"{base}/me/forget/confirm", data={"csrf": csrf_of(question), "confirm": "yes"}
+                )
             )
-        )
-        # the erase either waits for the turn (then the model must be let go first) or is
-        # done; either way the model answers only after forget-me was confirmed
-        await wait_until(lambda: confirm.done() or forgetting(bot), "forget-me started")
-        release.set()
-        done = await confirm
-        assert done.status == 200
+            # the erase either waits for the turn (then the model must be let go first) or is
+            # done; either way the model answers only after forget-me was confirmed
+            await wait_until(lambda: confirm.done() or forgetting(bot), "forget-me started")
+            release.set()
+            done = await confirm
+            assert done.status == 200
+    finally:
+        release.set()  # a failing test leaves no model thread waiting
     await alice.wait_for_reply(room_id, asked, timeout=60)
     await bot.settle(alice, room_id)
 
