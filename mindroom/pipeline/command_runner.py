@@ -166,8 +166,25 @@ async def run_command(bot: CommandHost, message: IncomingMessage) -> None:
             text = await bot.reloader.chat(command.argument, admin)
     else:
         text = commands.unknown_text(command)
-    event_id = await _answer(account, message, command.name, text)
-    await _listed(bot, account, message, said, event_id)
+    await _post(bot, account, message, command.name, text, said)
+
+
+async def _post(
+    bot: CommandHost,
+    account: MatrixAccount,
+    message: IncomingMessage,
+    name: str,
+    text: str,
+    said: memory_chat.ChatAnswer | None,
+) -> None:
+    """Post the command's answer. One that lists a pending forget is a prompt (a ✅ or ❌
+    answers it): posted and recorded as one posting, which a quick reaction waits for."""
+    if said is None or said.forget is None:
+        await _answer(account, message, name, text)
+        return
+    with bot.prompts.posting(message.room_id):
+        event_id = await _answer(account, message, name, text)
+        await _listed(bot, account, message, said, event_id)
 
 
 async def _listed(

@@ -10,6 +10,11 @@ prompt was not answered before: then the handler of its kind (:data:`PROMPT_HAND
 and the account replies to the prompt with what it did. Any other reaction, or anyone else's,
 does nothing. A prompt is answered once, whatever reacts after.
 
+A prompt is recorded once its message is sent (its event ID is known only then), so a quick
+person's reaction can arrive before the record does. While a prompt is being posted in a room
+(:meth:`PromptDesk.posting`), a reaction there to an event not known as a prompt waits for the
+posting to finish (at most :data:`POSTING_WAIT_S`) and looks again.
+
 A new kind of question is one entry in :data:`PROMPT_HANDLERS`: a coroutine taking the bot
 (:class:`PromptHost`), the prompt, the answer (True for yes) and who answered, and returning
 the sentence to reply with. Its ``ref`` is whatever that handler needs to find what it asks
@@ -22,10 +27,12 @@ consent proposals in a person's direct chat only), nor what a command answers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 from mindroom.adapters.matrix.client import MatrixAccount
@@ -40,8 +47,11 @@ from mindroom.memory.registry import MemoryRegistry
 from mindroom.people import memory_chat
 from mindroom.store.ledger import Ledger
 from mindroom.store.prompts import Prompt
+from mindroom.tasks import within
 
 logger = logging.getLogger(__name__)
+
+POSTING_WAIT_S = 10.0  # how long a reaction waits for a prompt still being posted in its room
 
 YES = frozenset({"✅", "✔", "☑", "👍"})
 NO = frozenset({"❌", "✖", "❎", "👎"})
@@ -148,6 +158,27 @@ class PromptDesk:
         self._host = host
         self._ledger = ledger
         self._handlers = handlers
+        self._posting: Counter[str] = Counter()  # prompts being posted, by room
+        self._posted = asyncio.Event()  # set (and replaced) whenever a posting ends
+        self.waiting = 0  # reactions waiting for a posting to end (tests read it)
+
+    @contextlib.contextmanager
+    def posting(self, room_id: str) -> Iterator[None]:
+        """A prompt is being posted in ``room_id`` (sent, then recorded) in this block."""
+        self._posting[room_id] += 1
+        try:
+            yield
+        finally:
+            self._posting[room_id] -= 1
+            if not self._posting[room_id]:
+                del self._posting[room_id]
+            self._posted.set()
+            self._posted = asyncio.Event()
+
+    async def _after_postings(self, room_id: str) -> None:
+        """Return once no prompt is being posted in ``room_id``."""
+        while self._posting.get(room_id):
+            await self._posted.wait()
 
     async def offer(
         self, account: MatrixAccount, room_id: str, person: str, kind: str, ref: str, text: str
@@ -162,8 +193,9 @@ class PromptDesk:
         if await self._ledger.prompts.offered(kind, ref, person) is not None:
             return None
         content = notice_content(text)
-        event_id = await account.send(room_id, content, _txn(kind, ref, person))
-        await self._ledger.prompts.add(event_id, room_id, account.name, person, kind, ref)
+        with self.posting(room_id):
+            event_id = await account.send(room_id, content, _txn(kind, ref, person))
+            await self._ledger.prompts.add(event_id, room_id, account.name, person, kind, ref)
         logger.info("asked %s about %s %s in %s (%s)", person, kind, ref, room_id, event_id)
         return event_id
 
@@ -173,6 +205,15 @@ class PromptDesk:
         if yes is None:
             return
         prompt = await self._ledger.prompts.get(reaction.reacts_to)
+        if prompt is None and self._posting.get(reaction.room_id):
+            # a quick reaction to a prompt sent but not recorded yet: look again after it
+            self.waiting += 1
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await within(self._after_postings(reaction.room_id), POSTING_WAIT_S)
+            finally:
+                self.waiting -= 1
+            prompt = await self._ledger.prompts.get(reaction.reacts_to)
         if prompt is None or prompt.account != account.name or prompt.answer is not None:
             return  # not a question, another account's (it hears it too), or answered
         if not may_answer(prompt, reaction.sender, self._host.config.authorization.admins):

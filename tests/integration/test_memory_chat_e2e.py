@@ -4,7 +4,9 @@ even across a restart; ``undo`` brings it back; nobody else can list or forget t
 
 from __future__ import annotations
 
+import asyncio
 import re
+from typing import Any
 
 import nio
 import pytest
@@ -12,6 +14,7 @@ import pytest
 from mindroom.memory.files.store import FileMemory
 from tests.support.harness import BotHarness, Event, Human, config_text, joined, relation, unique
 from tests.support.scripted_model import Reply, ScriptedModel, ToolCall
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
 
@@ -240,3 +243,36 @@ async def test_a_check_mark_on_the_forget_listing_confirms_it_and_a_cross_drops_
     assert bees.id not in after_check  # the ✅ deleted it...
     assert tea.id in after_check  # ...and only it
     assert ("delete", alice.user_id) in [(r.op, r.actor) for r in memory.history_of(bees.id)]
+
+
+async def test_a_check_mark_faster_than_the_listing_is_recorded_still_confirms_it(
+    bot: BotHarness, human: Human, model: ScriptedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listing is recorded as a prompt once it is sent (its event ID is known only then),
+    so a quick ✅ can reach the bot first: it waits for the listing's record and is answered.
+    (A clean-clone CI run on a fast machine had the ✅ go unanswered.)"""
+    alice = human
+    _, dm = await _start(bot, model, alice)
+    assert bot.bot is not None
+    memory = _shared(bot)
+    bees = memory.add_sync(f"{alice.user_id} keeps bees in the garden", actor="test")
+    prompts = bot.bot.ledger.prompts
+    desk = bot.bot.prompts
+    recorded = asyncio.Event()
+    add = prompts.add
+
+    async def held_add(*args: Any, **kwargs: Any) -> None:  # the record comes late
+        await recorded.wait()
+        await add(*args, **kwargs)
+
+    monkeypatch.setattr(prompts, "add", held_add)
+    asked = await alice.send(dm, "!memory forget bees")
+    listing = await alice.wait_for_reply(dm, asked, timeout=30)
+    await _react(alice, dm, listing["event_id"], "✅")
+    await wait_until(lambda: desk.waiting == 1, "the ✅ waits for the listing's record")
+    assert bees.id in _live(bot)  # nothing deleted before the record
+    recorded.set()
+    confirmed = await _answer_to(alice, dm, listing["event_id"])
+
+    assert confirmed.startswith("Forgot 1 thing.")  # the control: it was answered
+    assert bees.id not in _live(bot)
