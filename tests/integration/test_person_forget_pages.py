@@ -254,22 +254,7 @@ async def test_forget_me_while_the_persons_answer_is_being_written_leaves_nothin
     )
 
     try:
-        session, home = await signed_in_as(running, alice.user_id)
-        async with session:
-            base = f"http://127.0.0.1:{running.port}"
-            asked_page = await session.post(f"{base}/me/forget", data={"csrf": csrf_of(home)})
-            question = await asked_page.text()
-            confirm = asyncio.create_task(
-                session.post(
-                    f"{base}/me/forget/confirm", data={"csrf": csrf_of(question), "confirm": "yes"}
-                )
-            )
-            # the erase either waits for the turn (then the model must be let go first) or is
-            # done; either way the model answers only after forget-me was confirmed
-            await wait_until(lambda: confirm.done() or forgetting(bot), "forget-me started")
-            release.set()
-            done = await confirm
-            assert done.status == 200
+        assert await forget_me_then_release(running, bot, alice.user_id, release) == 200
     finally:
         release.set()  # a failing test leaves no model thread waiting
     await alice.wait_for_reply(room_id, asked, timeout=60)
@@ -290,6 +275,29 @@ async def test_forget_me_while_the_persons_answer_is_being_written_leaves_nothin
     assert "hello again" in seen
     assert "earlyword5510" not in seen
     assert "heldword7720" not in seen
+
+
+async def forget_me_then_release(
+    dash: Dashboard, bot: BotHarness, user: str, release: threading.Event
+) -> int:
+    """``user`` presses forget-me on /me and confirms while a model answer is held; the model
+    is let go once the erasure is waiting for it (or, without a gate, is done). The confirmation's
+    HTTP status."""
+    session, home = await signed_in_as(dash, user)
+    async with session:
+        base = f"http://127.0.0.1:{dash.port}"
+        asked = await session.post(f"{base}/me/forget", data={"csrf": csrf_of(home)})
+        question = await asked.text()
+        confirm = asyncio.create_task(
+            session.post(
+                f"{base}/me/forget/confirm", data={"csrf": csrf_of(question), "confirm": "yes"}
+            )
+        )
+        # the erase either waits for the answer (then the model must be let go first) or is
+        # done; either way the model answers only after forget-me was confirmed
+        await wait_until(lambda: confirm.done() or forgetting(bot), "forget-me started")
+        release.set()
+        return (await confirm).status
 
 
 def forgetting(bot: BotHarness) -> bool:
@@ -373,19 +381,7 @@ async def test_forget_me_while_another_persons_answer_holds_the_shared_session_l
         bob_turn = next(r for r in model.requests if "bobword8841" in last_user_text(r))
         assert "aliceword7713" in what_the_model_saw(bob_turn)  # it read her words
 
-        session, home = await signed_in_as(dash, alice.user_id)
-        async with session:
-            base = f"http://127.0.0.1:{dash.port}"
-            asked_page = await session.post(f"{base}/me/forget", data={"csrf": csrf_of(home)})
-            question = await asked_page.text()
-            confirm = asyncio.create_task(
-                session.post(
-                    f"{base}/me/forget/confirm", data={"csrf": csrf_of(question), "confirm": "yes"}
-                )
-            )
-            await wait_until(lambda: confirm.done() or forgetting(bot), "forget-me started")
-            release.set()
-            assert (await confirm).status == 200
+        assert await forget_me_then_release(dash, bot, alice.user_id, release) == 200
         await bob.wait_for_reply(room_id, asked, timeout=60)
         await bot.settle(bob, room_id)
     finally:
