@@ -265,7 +265,7 @@ class Bot(BotPresence):
             flush=self.flush,
             run_command=functools.partial(run_command, self),
         )
-        prompts = PromptDesk(self, ledger)
+        prompts = PromptDesk(self, ledger, gate=self.runtime.gate)
         offers = ConsentOffers(self, prompts, gate=self.runtime.gate)
         intake = Intake(
             config=lambda: self.config,

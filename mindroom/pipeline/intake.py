@@ -55,7 +55,7 @@ from mindroom.pipeline.notices import (
     worth_asking,
 )
 from mindroom.pipeline.presence import ROUTE_KEY, BotPresence, resumed_requester
-from mindroom.pipeline.prompts import PromptDesk, reaction_answer
+from mindroom.pipeline.prompts import PromptDesk
 from mindroom.pipeline.routing import Route, RouteKind
 from mindroom.store.ledger import Ledger, PendingEvent
 from mindroom.tasks import within
@@ -271,12 +271,8 @@ class Intake:
     # -- reactions -----------------------------------------------------------------------------
 
     async def on_reaction(self, account: MatrixAccount, reaction: IncomingReaction) -> None:
-        """A reaction ``account`` heard: maybe the answer to a question it asked someone (a
-        consent given writes memory: held against forget-me like an answer)."""
-        if reaction_answer(reaction.key) is None:
-            return  # neither a yes nor a no: it answers nothing (and never waits for the gate)
-        async with self._answers.gate.working():
-            await self._prompts.on_reaction(account, reaction)
+        """A reaction ``account`` heard: maybe the answer to a question it asked someone."""
+        await self._prompts.on_reaction(account, reaction)
 
     # -- invites -------------------------------------------------------------------------------
 

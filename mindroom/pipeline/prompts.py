@@ -45,6 +45,7 @@ from mindroom.memory.jobs.consolidate.offers import answer_conflict
 from mindroom.memory.policy.consent_chat import answer_offer
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.people import memory_chat
+from mindroom.people.erasure import ErasureGate
 from mindroom.store.ledger import Ledger
 from mindroom.store.prompts import Prompt
 from mindroom.tasks import within
@@ -154,10 +155,14 @@ class PromptDesk:
         host: PromptHost,
         ledger: Ledger,
         handlers: Mapping[str, PromptHandler] = PROMPT_HANDLERS,
+        gate: ErasureGate | None = None,
     ) -> None:
         self._host = host
         self._ledger = ledger
         self._handlers = handlers
+        # the bot's: an answer writes memory (a consent given), so it never runs beside a
+        # forget-me (mindroom.people.erasure)
+        self._gate = gate or ErasureGate()
         self._posting: Counter[str] = Counter()  # prompts being posted, by room
         self._posted = asyncio.Event()  # set (and replaced) whenever a posting ends
         self.waiting = 0  # reactions waiting for a posting to end (tests read it)
@@ -203,7 +208,12 @@ class PromptDesk:
         """A reaction ``account`` heard: the answer to a prompt it posted, when it is one."""
         yes = reaction_answer(reaction.key)
         if yes is None:
-            return
+            return  # it answers nothing (and never waits for the gate)
+        async with self._gate.working():
+            await self._answer(account, reaction, yes)
+
+    async def _answer(self, account: MatrixAccount, reaction: IncomingReaction, yes: bool) -> None:
+        """The yes or no ``reaction``: the answer to a prompt ``account`` posted, when it is one."""
         prompt = await self._ledger.prompts.get(reaction.reacts_to)
         if prompt is None and self._posting.get(reaction.room_id):
             # a quick reaction to a prompt sent but not recorded yet: look again after it
