@@ -62,12 +62,16 @@ CORRUPT_NOTICE = (
 
 
 async def _post_early(writer: ReplyWriter, text: str) -> None:
-    """Post the finished answer before the turn's bookkeeping (Agno's session save). A failure
-    is logged only: the turn's end posts it again (:meth:`Answerer._turn`), and says why."""
+    """Post the finished answer before the turn's bookkeeping (Agno's session save), which
+    starts once the homeserver is handing the answer out (:meth:`ReplyWriter.delivered`). A
+    failure is logged only: the turn's end posts it again (:meth:`Answerer._turn`), and says
+    why."""
     try:
         await writer.finish(text)
     except Exception:
         logger.warning("cannot post the answer to %s yet", writer.reply_to, exc_info=True)
+        return
+    await writer.delivered()
 
 
 class Answerer:
@@ -338,6 +342,7 @@ class Answerer:
             )
         await self._flush.prompted(plan.owner, session_id)
         working = await self._react(plan, account, "⏳")
+        writer.begin()  # its ledger record is written while the turn runs
         async with account.typing(plan.room_id), writer.interruptible():
             request, book_session, result = await self._turn(
                 plan, request, book_session, writer, account

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import secrets
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ from mindroom.adapters.matrix.key_backup import KeyBackup
 from mindroom.adapters.matrix.media import download
 from mindroom.errors import ClaimError, MatrixError
 from mindroom.redact import redact_text
+from mindroom.tasks import within
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +53,7 @@ _TYPING_TIMEOUT_MS = 30_000
 _MAX_GAP_EVENTS = 1_000
 _TYPING_REFRESH_S = 20.0
 _TYPING_DELAY_S = 1.0
+_ECHOES_KEPT = 64  # own events heard back, remembered for a wait that starts after them
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,9 @@ class MatrixAccount:
         # appservice mode: a message whose claim failed fails the transaction (sent again);
         # any other failure is logged and the event skipped, as a sync would
         self.strict = False
+        self._listening = False
+        self._echoes: deque[str] = deque(maxlen=_ECHOES_KEPT)  # see heard_back
+        self._echo_waiters: dict[str, asyncio.Future[None]] = {}
 
     @property
     def user_id(self) -> str:
@@ -273,6 +279,8 @@ class MatrixAccount:
         """
         self._on_message, self._on_invite = on_message, on_invite
         self._on_encrypted, self._on_reaction = on_encrypted, on_reaction
+        self._listening = True
+        self.client.add_event_callback(self._own_event, nio.Event)  # see heard_back
         # nio hands a message its schema refuses (a client's bug) on as a BadEvent: read as
         # far as it can be, so its sender hears what was wrong instead of silence
         self.client.add_event_callback(self._message_event, (nio.RoomMessage, nio.BadEvent))
@@ -281,6 +289,36 @@ class MatrixAccount:
         self.client.add_event_callback(
             self._encrypted_event, (nio.MegolmEvent, nio.UnknownEncryptedEvent)
         )
+
+    async def _own_event(self, _room: nio.MatrixRoom, event: nio.Event) -> None:
+        if event.sender != self.user_id:
+            return
+        self._echoes.append(event.event_id)
+        waiter = self._echo_waiters.get(event.event_id)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def heard_back(self, event_id: str, timeout: float) -> bool:
+        """Wait until this account hears ``event_id``, an event it sent, back from the
+        homeserver (its sync, or in appservice mode a transaction), at most ``timeout`` s:
+        the homeserver is then handing it out to the room. False when it did not in time, or
+        the account is not listening (nothing would tell it)."""
+        if not self._listening or self._stopping:
+            return False
+        if event_id in self._echoes:
+            return True
+        waiter = self._echo_waiters.get(event_id)
+        if waiter is None:
+            waiter = self._echo_waiters[event_id] = asyncio.get_running_loop().create_future()
+        try:
+            await within(asyncio.shield(waiter), timeout)
+            return not self._stopping
+        except TimeoutError:
+            self.log.debug("%s did not come back within %.1f s", event_id, timeout)
+            return False
+        finally:
+            if self._echo_waiters.get(event_id) is waiter:
+                del self._echo_waiters[event_id]
 
     async def _keep_keys(self) -> None:
         """Key upkeep after a sync, and the new room keys into the backup."""
@@ -499,6 +537,9 @@ class MatrixAccount:
     def stop(self) -> None:
         """Make :meth:`sync_forever` return after the current request."""
         self._stopping = True
+        for waiter in self._echo_waiters.values():  # nothing more will be heard
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def send(self, room_id: str, content: dict[str, Any], txn_id: str | None = None) -> str:
         """Send an ``m.room.message`` and return its event ID.

@@ -47,6 +47,9 @@ from mindroom.adapters.matrix.send import (
 INTERRUPTED_NOTE = "*(interrupted)*"
 """Ends a message whose answer was cut short, in place of the in-progress marker."""
 
+DELIVERY_WAIT_S = 1.0
+"""The longest :meth:`ReplyWriter.delivered` waits for the homeserver to hand the answer back."""
+
 logger = logging.getLogger(__name__)
 
 
@@ -148,6 +151,7 @@ class ReplyWriter:
         self._pacer = EditPacer(pacing or StreamPacing(), clock)
         self._finished: str | None = None  # the text :meth:`finish` last showed
         self._first_begun: asyncio.Task[None] | None = None  # see :meth:`_begin_first`
+        self._last_sent: str | None = None  # the event of the last post or edit
 
     def _txn(self, *key: object) -> str:
         material = "|".join(str(k) for k in (self.reply_to, self.agent, *key))
@@ -185,6 +189,7 @@ class ReplyWriter:
         elif self._posted:
             await self._posted.begin_reply_part(self.reply_to, self.agent, index)
         event_id = await self.account.send(self.room_id, content, self._txn("post", index))
+        self._last_sent = event_id
         if self._posted:
             await self._posted.record_reply_part(self.reply_to, self.agent, index, event_id)
         return event_id
@@ -201,7 +206,9 @@ class ReplyWriter:
             live=body.endswith(IN_PROGRESS_MARKER),
         )
         pinged.update(meant)
-        await self.account.send(self.room_id, content, self._txn("edit", index, body, self._run))
+        self._last_sent = await self.account.send(
+            self.room_id, content, self._txn("edit", index, body, self._run)
+        )
 
     async def _put(self, body: str) -> None:
         """Show ``body`` in the current part: post it if the part has no message yet, else edit."""
@@ -240,13 +247,18 @@ class ReplyWriter:
             # (a part after the first continues a message already shown: it is posted at once)
             await self._put(last + IN_PROGRESS_MARKER)
 
-    async def update(self, text: str) -> None:
-        """The answer so far (streaming): posted or edited when the pace allows. Its first
-        call starts the ledger's part of the first post, so the post waits for none of it."""
-        if self._first_begun is None and self._posted is not None and text.strip():
+    def begin(self) -> None:
+        """Start the ledger's part of the first post now, while the answer is being made, so
+        the post waits for none of it (else the first streamed text starts it)."""
+        if self._first_begun is None and self._posted is not None:
             self._first_begun = asyncio.create_task(self._begin_first(), name="reply part 0")
             # its failure is raised where the post awaits it; a post never made needs none
             self._first_begun.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    async def update(self, text: str) -> None:
+        """The answer so far (streaming): posted or edited when the pace allows."""
+        if text.strip():
+            self.begin()
         self._pacer.start()
         await self._show(text, final=False)
 
@@ -263,6 +275,16 @@ class ReplyWriter:
         for index, event_id in sorted((await self._earlier_parts()).items()):
             if index >= len(self.event_ids) and event_id is not None:
                 await self.account.redact(self.room_id, event_id, "superseded by the resumed reply")
+
+    async def delivered(self, timeout: float = DELIVERY_WAIT_S) -> bool:
+        """Return once the homeserver handed the last message or edit sent back to the account
+        (it is then handing it out to the room), at most ``timeout`` s. The turn's bookkeeping
+        (the session's save) waits for it: with the homeserver on the same machine it would
+        compete with the delivery for the CPU. False when nothing was sent or it did not come
+        back in time."""
+        if self._last_sent is None:
+            return False
+        return await self.account.heard_back(self._last_sent, timeout)
 
     async def interrupt(self) -> None:
         """End a message left streaming with the text so far and :data:`INTERRUPTED_NOTE`."""
@@ -284,3 +306,6 @@ class ReplyWriter:
             except Exception:  # the answer's own failure is what propagates
                 logger.exception("cannot finish the interrupted reply to %s", self.reply_to)
             raise
+        finally:
+            if self._first_begun is not None:  # no ledger write outlives the answer
+                await asyncio.wait([self._first_begun])
