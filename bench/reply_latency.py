@@ -14,6 +14,11 @@ measured alternately while the bot runs, so both see the same homeserver under t
 each measurement starts once the bot's read receipt for the previous question arrived (the
 last request of its reply path), so none starts under the tail of the previous reply.
 
+The homeserver's part of a reply is measured too, alternately with the others: a null bot
+(``null_bot.py``, a process of its own as mindroom is) answers at once in a room like the
+agent's (the person, the answering account and an idle account that syncs, as the router
+does). What mindroom adds is the difference between its reply and the null bot's.
+
     python bench/reply_latency.py [--messages 50]
 """
 
@@ -21,11 +26,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -48,21 +55,66 @@ async def round_trips(sender: Human, receiver: Human, room_id: str, n: int) -> l
     return times
 
 
-async def replies(human: Human, room_id: str, agent_id: str, n: int, first: int = 0) -> list[float]:
+async def replies(
+    human: Human,
+    room_id: str,
+    answerer: str,
+    n: int,
+    first: int = 0,
+    prefix: str = "question",
+    receipts: bool = True,
+) -> list[float]:
+    """``n`` messages answered by ``answerer``, one at a time: the time to each whole reply.
+    With ``receipts`` (mindroom sends them, the null bot does not) each next one starts once
+    the answerer's read receipt for the last arrived."""
     times = []
     for i in range(first, first + n):
         start = time.perf_counter()
-        event_id = await human.send(room_id, f"question {i}")
+        event_id = await human.send(room_id, f"{prefix} {i}")
         reply = await human.wait_for_reply(room_id, event_id, timeout=30)
-        assert reply["sender"] == agent_id
+        assert reply["sender"] == answerer
         times.append(time.perf_counter() - start)
+        if not receipts:
+            continue
         await human.wait_for(  # the bot is done with it: the next measurement starts clean
             lambda e, q=event_id: (
-                e.get("type") == "m.receipt" and e["event_id"] == q and e["sender"] == agent_id
+                e.get("type") == "m.receipt" and e["event_id"] == q and e["sender"] == answerer
             ),
             timeout=30,
         )
     return times
+
+
+NULL_BOT = Path(__file__).resolve().parent / "null_bot.py"
+
+
+@contextlib.asynccontextmanager
+async def null_bot(homeserver: EmbeddedHomeserver, human: Human, script: Path = NULL_BOT):
+    """The null bot's process, answering in a room of its own with ``human``: (room, its ID)."""
+    answerer = await Human.create(homeserver, sync=False)
+    idle = await Human.create(homeserver, sync=False)
+    created = await human.client.room_create(preset=nio.RoomPreset.public_chat)
+    room_id = created.room_id
+    for account in (answerer, idle):
+        await account.join(room_id)
+    accounts = [(a.client.user_id, a.client.access_token) for a in (answerer, idle)]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(script),
+        homeserver.url,
+        *(value for account in accounts for value in account),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        ready = await asyncio.wait_for(proc.stdout.readline(), 60)
+        assert ready.strip() == b"ready", ready
+        yield room_id, answerer.client.user_id
+    finally:
+        proc.kill()
+        await proc.wait()
+        for account in (answerer, idle):
+            await account.close()
 
 
 def process_cpu_s(pid: int) -> float:
@@ -100,14 +152,21 @@ async def main(n: int) -> None:
             await bot.wait_running()
             room_id = await alice.join(f"#bench:{homeserver.server_name}")
             agent_id = f"@mindroom_general:{homeserver.server_name}"
-            await round_trips(bob, alice, raw_room, 5)  # warm-up
-            await replies(alice, room_id, agent_id, 5)
-            raw, reply = [], []
-            cpu_before = process_cpu_s(bot.proc.pid)
-            for i in range(n):  # alternately: alice receives both, under the same conditions
-                raw += await round_trips(bob, alice, raw_room, 1)
-                reply += await replies(alice, room_id, agent_id, 1, first=5 + i)
-            bot_cpu = process_cpu_s(bot.proc.pid) - cpu_before  # the raw room has no bot in it
+            async with null_bot(homeserver, alice) as (null_room, null_id):
+                null_replies = partial(
+                    replies, alice, null_room, null_id, prefix="null", receipts=False
+                )
+                await round_trips(bob, alice, raw_room, 5)  # warm-up
+                await replies(alice, room_id, agent_id, 5)
+                await null_replies(5, 0)
+                raw, reply, null = [], [], []
+                cpu_before = process_cpu_s(bot.proc.pid)
+                for i in range(n):  # alternately: alice receives all, under the same conditions
+                    raw += await round_trips(bob, alice, raw_room, 1)
+                    reply += await replies(alice, room_id, agent_id, 1, first=5 + i)
+                    null += await null_replies(1, 5 + i)
+                # (the raw and null rooms have no mindroom account in them)
+                bot_cpu = process_cpu_s(bot.proc.pid) - cpu_before
         finally:
             if bot.proc is not None:
                 await bot.stop()
@@ -117,8 +176,13 @@ async def main(n: int) -> None:
             await homeserver.stop()
 
     print(describe("raw round trip", raw))
+    print(describe("null bot reply", null))
     print(describe("agent reply", reply))
     print(f"bot CPU per reply      {bot_cpu / len(reply) * 1000:7.1f} ms")
+    floor = statistics.median(null) / statistics.median(raw)
+    added = (statistics.median(reply) - statistics.median(null)) * 1000
+    print(f"mindroom adds          {added:7.1f} ms   (agent reply - null bot reply, medians)")
+    print(f"null bot / round trip  {floor:.2f}x   (the homeserver's part of a reply)")
     ratio = statistics.median(reply) / statistics.median(raw)
     print(f"reply / round trip     {ratio:.2f}x   (floor about 2x; target at most 2.2x)")
 

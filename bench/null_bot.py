@@ -1,0 +1,46 @@
+"""A bot that does no work, for ``reply_latency.py``: it answers every "null ..." message at once.
+
+Run as its own process, as mindroom is, with two logged-in accounts: the one that answers and
+an idle one that only syncs (as mindroom's router does in an agent's room). What a reply costs
+through it is the homeserver's part of a reply: two hops and the room's syncs, no bot work.
+
+    python bench/null_bot.py HOMESERVER_URL ANSWERER_ID ANSWERER_TOKEN IDLE_ID IDLE_TOKEN
+
+Prints "ready" once both accounts have synced; runs until killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import nio
+
+
+def client(url: str, user_id: str, token: str) -> nio.AsyncClient:
+    account = nio.AsyncClient(url, user_id, config=nio.AsyncClientConfig(encryption_enabled=False))
+    account.restore_login(user_id, "NULLBOT", token)
+    return account
+
+
+async def main(url: str, answerer_id: str, answerer_token: str, idle_id: str, idle_token: str):
+    answerer, idle = client(url, answerer_id, answerer_token), client(url, idle_id, idle_token)
+    for account in (answerer, idle):
+        await account.sync(timeout=0)  # from now on: no backlog
+
+    async def answer(room: nio.MatrixRoom, event: nio.RoomMessageText) -> None:
+        if event.sender != answerer_id and event.body.startswith("null "):
+            content = {
+                "msgtype": "m.text",
+                "body": f"re: {event.body}",
+                "m.relates_to": {"m.in_reply_to": {"event_id": event.event_id}},
+            }
+            await answerer.room_send(room.room_id, "m.room.message", content)
+
+    answerer.add_event_callback(answer, nio.RoomMessageText)  # type: ignore[arg-type]
+    print("ready", flush=True)
+    await asyncio.gather(answerer.sync_forever(timeout=30_000), idle.sync_forever(timeout=30_000))
+
+
+if __name__ == "__main__":
+    asyncio.run(main(*sys.argv[1:6]))
