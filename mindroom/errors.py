@@ -56,6 +56,11 @@ class MemoryStoreError(MindroomError):
     """A memory operation was refused (bad path, unknown id) or failed."""
 
 
+class ErasureBusy(MindroomError):
+    """Another process sharing the database did not let an erasure run in time: nothing was
+    erased (see :mod:`mindroom.cluster.erasure`)."""
+
+
 class MemoryAccessError(MemoryStoreError):
     """A read or write named a category the agent may not use (``memory.allowlists``)."""
 

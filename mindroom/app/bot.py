@@ -37,6 +37,7 @@ from mindroom.adapters.matrix.rooms import find_rooms, prepare_rooms
 from mindroom.app import resume
 from mindroom.app.reload import ConfigReloader
 from mindroom.cluster.accounts import SharedAccounts
+from mindroom.cluster.erasure import ClusterErasure
 from mindroom.cluster.share import Cluster, flushed_by, join_cluster
 from mindroom.config.schema import ROUTER, AgentConfig, Config, TeamConfig
 from mindroom.errors import MindroomError
@@ -45,6 +46,7 @@ from mindroom.memory.files.watch import watch_memory_files
 from mindroom.memory.flush.loop import FlushWorker
 from mindroom.memory.jobs.maintenance.loop import MaintenanceLoop
 from mindroom.memory.policy.audience import backfill
+from mindroom.memory.private import PRIVATE_DIR
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.pipeline.answer import Answerer
 from mindroom.pipeline.command_runner import run_command
@@ -133,6 +135,7 @@ class Bot(BotPresence):
         self.agents: dict[str, MatrixAccount] = {}
         self.room_ids: dict[str, str] = {}
         self.model_probed = asyncio.Event()  # set once the start-up check of the models ran
+        self._others: ClusterErasure | None = None  # see _hold_still_for_others
         self._watch_stop = asyncio.Event()
         self._started: Started | None = None  # the running parts: see the properties below
 
@@ -221,6 +224,7 @@ class Bot(BotPresence):
             raise
         if self.cluster is not None:  # kept from now on: logging many accounts in takes long
             self.tasks.keep_running("leases", self.cluster.run)
+            await self._hold_still_for_others()
         if self.appservice is not None:  # up before the joins are pushed (held until listen)
             await self.appservice.serve()
         await self._log_in(here)
@@ -245,6 +249,22 @@ class Bot(BotPresence):
             len(self.agents),
             len(self.room_ids),
         )
+
+    async def _hold_still_for_others(self) -> None:
+        """With other processes on the database: an erasure in any of them holds this one's
+        work still, and one here holds theirs (:mod:`mindroom.cluster.erasure`)."""
+        database = self.config.storage.database
+        assert database is not None  # a cluster runs on storage.database only
+        private_root = self.options.storage / PRIVATE_DIR
+
+        def let_go() -> None:  # another process erases someone: nothing of anyone stays open
+            self.runtime.forget_stores_under(private_root)
+            self.memories.forget_person(None)
+
+        others = ClusterErasure(database, self.runtime.gate, let_go)
+        await others.start()  # waits while another process erases someone
+        self._others = others
+        self.runtime.others = others.erasing
 
     async def _probe_models(self) -> None:
         try:
@@ -506,6 +526,10 @@ class Bot(BotPresence):
                 await account.close()
         await self.runtime.close()
         self.memories.close()
+        if self._others is not None:  # no work is left to hold still
+            self.runtime.others = None
+            await self._others.close()
+            self._others = None
         if cluster is not None:  # after the last answer: what is unfinished moves on
             await cluster.leave()
         if started is not None:

@@ -27,7 +27,7 @@ from mindroom.dashboard import person, scopes
 from mindroom.dashboard.access import PERSON, PERSON_COOKIE, PERSON_UNTIL
 from mindroom.dashboard.pages import held
 from mindroom.dashboard.render import render
-from mindroom.errors import MemoryStoreError
+from mindroom.errors import ErasureBusy, MemoryStoreError
 from mindroom.memory.backend import keeps_files
 from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.policy.audit import person_export
@@ -254,14 +254,17 @@ async def forget(dash: Dashboard, request: web.Request) -> web.Response:
         raise web.HTTPSeeOther("/me")
     user: str = request[PERSON]
     folder = dash.data_dir.parent / PRIVATE_DIR / requester_key(user)
-    async with dash.host.runtime.erasing(folder):  # no answer or flush writes meanwhile
-        reports = await asyncio.to_thread(
-            person_data.forget_person,
-            dash.host.config,
-            dash.data_dir.parent,
-            dash.host.memories,
-            user,
-        )
+    try:
+        async with dash.host.runtime.erasing(folder):  # no answer or flush writes meanwhile
+            reports = await asyncio.to_thread(
+                person_data.forget_person,
+                dash.host.config,
+                dash.data_dir.parent,
+                dash.host.memories,
+                user,
+            )
+    except ErasureBusy as exc:  # another process did not hold still: nothing was erased
+        return render("me_problem.html", 503, title="Forget me", problem=str(exc))
     page = render("me_forgotten.html", title="Forgotten", user=user, reports=reports)
     page.del_cookie(PERSON_COOKIE, path="/me")
     return page

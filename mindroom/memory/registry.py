@@ -310,10 +310,12 @@ class MemoryRegistry:
         in use) that leads out of its folder through a symlink (:func:`check_config_paths`)."""
         check_config_paths(config or self.config, self.storage, self.config_dir)
 
-    def forget_person(self, key: str) -> None:
+    def forget_person(self, key: str | None) -> None:
         """Close and drop every open memory of the person whose folder key is ``key`` (before
-        their folder is erased: nothing of theirs stays open to be written again)."""
-        marker = f"{PRIVATE_DIR_NAME}/{key}/"
+        their folder is erased: nothing of theirs stays open to be written again); None: of
+        every person (another process erases one this process cannot name). They open again
+        at their next use."""
+        marker = f"{PRIVATE_DIR_NAME}/{key}/" if key is not None else f"{PRIVATE_DIR_NAME}/"
         with self._lock:
             doomed = [
                 (scope_id, memory)
@@ -324,7 +326,11 @@ class MemoryRegistry:
             for scope_id, _ in doomed:
                 self._private.pop(scope_id, None)
                 self._closed.pop(scope_id, None)
-            for scope_id in [s for s, m in self._mem0.items() if key in s]:
+            for scope_id in [
+                s
+                for s, m in self._mem0.items()
+                if (key in s if key is not None else m.scope.person_key is not None)
+            ]:
                 del self._mem0[scope_id]
         for _, memory in doomed:
             memory.close()

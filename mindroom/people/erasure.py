@@ -23,8 +23,8 @@ for it too before it runs.
 Forget-me is rare and quick; while one waits, new answers wait with it (for at most the
 longest answer running then), which is what lets it ever start on a busy bot.
 
-The gate is one process's. Several processes sharing one storage (``mindroom.cluster``) each
-have their own, and an erasure holds only the work of the process that runs it.
+The gate is one process's. Several processes sharing one database each have their own, and
+:mod:`mindroom.cluster.erasure` makes an erasure in any of them hold the others' gates too.
 """
 
 from __future__ import annotations

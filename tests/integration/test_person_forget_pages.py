@@ -13,7 +13,7 @@ import datetime as dt
 import html
 import re
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,19 @@ def companion(request: dict[str, Any]) -> Reply | str:
             ]
         )
     return "echo: " + last
+
+
+def holding(word: str, release: threading.Event) -> Callable[[dict[str, Any]], Reply | str]:
+    """The companion, except that a message with ``word`` makes the model think until
+    ``release`` is set, then store ``word`` with its memory tool."""
+
+    def held(request: dict[str, Any]) -> Reply | str:
+        if word in last_user_text(request) and request["messages"][-1]["role"] != "tool":
+            release.wait(60)
+            return Reply(tool_calls=[ToolCall("add_memory", {"text": f"{word} noted"})])
+        return companion(request)
+
+    return held
 
 
 DELTA = re.compile(r"Memory changes since your last turn.*?\n\n", re.DOTALL)
@@ -238,15 +251,7 @@ async def test_forget_me_while_the_persons_answer_is_being_written_leaves_nothin
     assert holds(alice_dir, b"earlyword5510")  # the control: her folder holds her words
 
     release = threading.Event()
-
-    def held(request: dict[str, Any]) -> Reply | str:
-        last = last_user_text(request)
-        if "heldword7720" in last and request["messages"][-1]["role"] != "tool":
-            release.wait(60)  # the model thinks until the test lets it answer
-            return Reply(tool_calls=[ToolCall("add_memory", {"text": "heldword7720 noted"})])
-        return companion(request)
-
-    model.set_handler(held)
+    model.set_handler(holding("heldword7720", release))
     asked = await alice.send(room_id, "please keep heldword7720 in mind")
     await wait_until(
         lambda: any("heldword7720" in last_user_text(r) for r in model.requests),

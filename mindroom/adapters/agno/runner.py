@@ -86,6 +86,9 @@ class AgentRuntime(SessionWork):
         self._idle.set()
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self.gate = ErasureGate()  # the bot's work against forget-me (mindroom.people.erasure)
+        # the other processes sharing the database, held still for an erasure here
+        # (mindroom.cluster.erasure); None alone
+        self.others: Callable[[], contextlib.AbstractAsyncContextManager[None]] | None = None
 
     def set_config(self, config: Config) -> None:
         """Use ``config`` from the next turn on; models whose settings changed are rebuilt."""
@@ -608,10 +611,15 @@ class AgentRuntime(SessionWork):
     async def erasing(self, folder: Path) -> AsyncIterator[None]:
         """Hold the bot's work still while a person is erased (:mod:`mindroom.people.erasure`):
         once the work running now has ended (recall's event writes included) and the stores
-        under ``folder`` (their private folder) are let go, the block runs alone."""
+        under ``folder`` (their private folder) are let go, the block runs alone; with other
+        processes on the database, once they hold still too (:attr:`others`)."""
         async with self.gate.erasing():  # recall's event writes are tracked by the gate
             self.forget_stores_under(folder)
-            yield
+            if self.others is None:
+                yield
+                return
+            async with self.others():
+                yield
 
     async def close(self) -> None:
         """Write what recall left to write, then release database connections."""

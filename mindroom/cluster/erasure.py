@@ -1,0 +1,169 @@
+"""Forget-me across the processes that share one database: all of them hold still.
+
+One process's :class:`~mindroom.people.erasure.ErasureGate` holds only its own work. With
+several ``mindroom run`` processes on one PostgreSQL database (:mod:`mindroom.cluster`), an
+answer another process is writing when a person presses forget-me could store their words
+after the erasure. :class:`ClusterErasure` extends the gate's rule to every process, with one
+PostgreSQL advisory lock (:data:`LOCK_KEY`):
+
+* every running process holds the lock *shared*, on a connection of its own, all the time;
+* an erasure (in whichever process serves ``/me``) first holds its own process's gate, then
+  asks for the lock *exclusively*: PostgreSQL grants it once no other process holds it, and
+  queues every shared request made meanwhile behind it;
+* each process looks twice a second whether another process waits for the lock exclusively.
+  If one does, it holds its own gate as for an erasure of its own (the work running there ends,
+  new work waits), lets go of the stores it keeps open for people (the person's files are about
+  to go), releases its shared lock and asks for it again: that request is granted once the
+  erasure is done, and only then does its work go on.
+
+So no process reads a person's data before the erasure and writes it back after, whichever
+process runs the erasure. A process that dies releases its lock with its connection. One that
+hangs would keep an erasure waiting: the erasure gives up after ``lock_timeout_s``, erases
+nothing, and says so (:class:`ErasureBusy`). A process whose connection was lost holds the lock
+again at its next look.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+
+from mindroom.errors import ErasureBusy
+from mindroom.people.erasure import ErasureGate
+from mindroom.store.database import Database
+from mindroom.tasks import within
+
+logger = logging.getLogger(__name__)
+
+LOCK_KEY = int.from_bytes(b"mrforget", "big") & 0x7FFF_FFFF_FFFF_FFFF
+"""The advisory lock's key (one bigint for every mindroom database)."""
+
+POLL_S = 0.5
+"""How often a process looks whether another one waits to erase."""
+
+_STATE = """
+SELECT
+  coalesce(bool_or(NOT granted AND mode = 'ExclusiveLock' AND pid <> pg_backend_pid()), false)
+    AS waiting,
+  coalesce(bool_or(granted AND mode = 'ShareLock' AND pid = pg_backend_pid()), false) AS held
+FROM pg_locks
+WHERE locktype = 'advisory' AND classid = ? AND objid = ? AND objsubid = 1
+  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+"""
+_KEY_PARTS = ((LOCK_KEY >> 32) & 0xFFFF_FFFF, LOCK_KEY & 0xFFFF_FFFF)  # as pg_locks shows it
+
+
+class ClusterErasure:
+    """This process's part in the processes' rule (see the module docstring).
+
+    ``gate`` is this process's gate; ``let_go`` closes the stores it keeps open for people
+    (called while the gate is held for another process's erasure).
+    """
+
+    def __init__(
+        self,
+        target: str,
+        gate: ErasureGate,
+        let_go: Callable[[], None],
+        *,
+        poll_s: float = POLL_S,
+        lock_timeout_s: float = 60.0,
+    ) -> None:
+        self._target = target
+        self._gate = gate
+        self._let_go = let_go
+        self._poll_s = poll_s
+        self.lock_timeout_s = lock_timeout_s
+        self._db: Database | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+        self._erasing = False  # this process holds (or waits for) the lock exclusively
+        self.held_for_others = 0  # how often this process held still for another's erasure
+
+    async def start(self) -> None:
+        """Hold the lock shared (waiting while another process erases) and start looking."""
+        self._db = await Database.open(self._target, [])
+        await self._lock_shared()
+        self._watcher = asyncio.get_running_loop().create_task(
+            self._watch(), name="cluster-erasure"
+        )
+
+    async def close(self) -> None:
+        """Stop looking and release the lock (with the connection)."""
+        self._stopping.set()
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+        if self._db is not None:
+            await self._db.close()
+            self._db = None
+
+    @property
+    def _database(self) -> Database:
+        if self._db is None:
+            raise RuntimeError("ClusterErasure is not started")
+        return self._db
+
+    async def _lock_shared(self) -> None:
+        await self._database.query("SELECT pg_advisory_lock_shared(?)", (LOCK_KEY,))
+
+    async def _unlock_shared(self) -> None:
+        await self._database.query("SELECT pg_advisory_unlock_shared(?)", (LOCK_KEY,))
+
+    @contextlib.asynccontextmanager
+    async def erasing(self) -> AsyncIterator[None]:
+        """Run the block once every other process holds still (call it holding this process's
+        gate for the erasure). :class:`ErasureBusy` when they did not within
+        ``lock_timeout_s``: the block did not run."""
+        db = self._database
+        self._erasing = True
+        try:
+            await self._unlock_shared()
+            try:
+                await db.query(f"SET lock_timeout = {int(self.lock_timeout_s * 1000)}")
+                await db.query("SELECT pg_advisory_lock(?)", (LOCK_KEY,))
+            except Exception as exc:
+                await self._lock_shared()
+                raise ErasureBusy(
+                    "another mindroom process sharing the database did not finish its work "
+                    f"within {self.lock_timeout_s:.0f} s; nothing was erased: try again"
+                ) from exc
+            finally:
+                await db.query("SET lock_timeout = 0")
+            try:
+                yield
+            finally:
+                await db.query("SELECT pg_advisory_unlock(?)", (LOCK_KEY,))
+                await self._lock_shared()
+        finally:
+            self._erasing = False
+
+    async def _watch(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                await self._look()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the database is away: look again at the next round
+                logger.warning("cannot look for erasures of other processes", exc_info=True)
+            with contextlib.suppress(TimeoutError):
+                await within(self._stopping.wait(), self._poll_s)
+
+    async def _look(self) -> None:
+        if self._erasing:
+            return
+        row = await (await self._database.query(_STATE, _KEY_PARTS)).fetchone()
+        if not row.held:  # a new connection (the old one was lost) holds nothing yet
+            logger.warning("the erasure lock was not held (a new connection): holding it again")
+            await self._lock_shared()
+        if not row.waiting:
+            return
+        logger.info("another process is erasing a person: holding this one's work still")
+        async with self._gate.erasing():
+            self._let_go()
+            self.held_for_others += 1
+            await self._unlock_shared()
+            await self._lock_shared()  # granted once that erasure is done
