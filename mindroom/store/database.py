@@ -155,7 +155,9 @@ class Database:
             connection = await engine.connect()
         else:
             try:
-                engine = create_async_engine(database_url(target), poolclass=NullPool)
+                engine = create_async_engine(
+                    database_url(target), poolclass=NullPool, hide_parameters=True
+                )
                 connection = await engine.connect()
             except DatabaseError:
                 raise
@@ -266,9 +268,15 @@ class Database:
 
 
 def sqlite_engine(path: Path, **options: Any) -> AsyncEngine:
-    """An async SQLite engine with WAL and a busy timeout, so readers never see 'locked'."""
+    """An async SQLite engine with WAL and a busy timeout, so readers never see 'locked'.
+
+    Like every engine of mindroom's, its errors never quote a statement's values
+    (``hide_parameters``): they are people's words, and an error goes to the log."""
     engine = create_async_engine(
-        database_url(path), connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S}, **options
+        database_url(path),
+        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S},
+        hide_parameters=True,
+        **options,
     )
     event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
     return engine
@@ -298,7 +306,9 @@ class SyncDatabase:
             from sqlalchemy import create_engine
 
             url = database_url(target).replace("+asyncpg", "+psycopg")
-            self._engine = create_engine(url, pool_size=2, max_overflow=4, pool_pre_ping=True)
+            self._engine = create_engine(
+                url, pool_size=2, max_overflow=4, pool_pre_ping=True, hide_parameters=True
+            )
 
     @contextlib.contextmanager
     def read(self) -> Iterator[SyncConnection]:

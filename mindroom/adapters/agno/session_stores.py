@@ -164,7 +164,11 @@ class SessionStores:
         if self.database is not None:
             if self._shared is None:
                 self._shared = create_async_engine(
-                    database_url(self.database), pool_size=5, max_overflow=10, pool_pre_ping=True
+                    database_url(self.database),
+                    pool_size=5,
+                    max_overflow=10,
+                    pool_pre_ping=True,
+                    hide_parameters=True,  # an error is logged: never with people's words
                 )
             schema = store_schema(self.storage, path)
             db = PostgresConversationSessions(
