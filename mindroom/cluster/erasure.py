@@ -85,7 +85,12 @@ class ClusterErasure:
     async def start(self) -> None:
         """Hold the lock shared (waiting while another process erases) and start looking."""
         self._db = await Database.open(self._target, [])
-        await self._lock_shared()
+        try:
+            await self._lock_shared()
+        except BaseException:
+            await self._db.close()
+            self._db = None
+            raise
         self._watcher = asyncio.get_running_loop().create_task(
             self._watch(), name="cluster-erasure"
         )
@@ -121,23 +126,28 @@ class ClusterErasure:
         db = self._database
         self._erasing = True
         try:
-            await self._unlock_shared()
             try:
+                await self._unlock_shared()
                 await db.query(f"SET lock_timeout = {int(self.lock_timeout_s * 1000)}")
                 await db.query("SELECT pg_advisory_lock(?)", (LOCK_KEY,))
-            except Exception as exc:
-                await self._lock_shared()
+            except Exception as exc:  # the wait ran out (or the database is away)
+                with contextlib.suppress(Exception):  # else the next look holds it again
+                    await db.query("SET lock_timeout = 0")
+                    await self._lock_shared()
                 raise ErasureBusy(
                     "another mindroom process sharing the database did not finish its work "
-                    f"within {self.lock_timeout_s:.0f} s; nothing was erased: try again"
+                    f"within {self.lock_timeout_s:.0f} s, or the database did not answer; "
+                    "nothing was erased: try again"
                 ) from exc
-            finally:
-                await db.query("SET lock_timeout = 0")
+            await db.query("SET lock_timeout = 0")
             try:
                 yield
             finally:
-                await db.query("SELECT pg_advisory_unlock(?)", (LOCK_KEY,))
-                await self._lock_shared()
+                try:
+                    await db.query("SELECT pg_advisory_unlock(?)", (LOCK_KEY,))
+                    await self._lock_shared()
+                except Exception:  # a lost connection released it: the next look holds it
+                    logger.warning("cannot hand the erasure lock back", exc_info=True)
         finally:
             self._erasing = False
 
