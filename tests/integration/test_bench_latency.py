@@ -35,6 +35,7 @@ def test_reply_latency_bench_measures_replies_against_the_round_trip(tmp_path: P
     lines = run_bench("reply_latency.py", "--messages", "3", cwd=tmp_path)
     text = "\n".join(lines)
     assert re.search(r"raw round trip +median +[\d.]+ ms +p95 +[\d.]+ ms +\(n=3\)", text)
+    assert re.search(r"raw round trip again +median +[\d.]+ ms +p95 +[\d.]+ ms +\(n=3\)", text)
     assert re.search(r"null bot reply +median +[\d.]+ ms +p95 +[\d.]+ ms +\(n=3\)", text)
     assert re.search(r"null bot / round trip +\d+\.\d\dx", text)
     assert re.search(r"mindroom adds +-?[\d.]+ ms", text)
