@@ -359,7 +359,7 @@ class Bot(BotPresence):
         )
         self.flush.owns = lambda entry: self.runs(flushed_by(entry, self.config))
         self.flush.audience = self.session_audience  # what a flush writes: where it was told
-        self.spawn(asyncio.to_thread(self._backfill_audiences), "audience-backfill")
+        self.spawn(self._backfill_audiences(), "audience-backfill")
         self.tasks.keep_running("memory-flush", self.flush.run)
         self.tasks.keep_running("consent-offers", self.started.offers.run)
         self.maintenance.active = lambda: self.runs(ROUTER)
@@ -474,10 +474,12 @@ class Bot(BotPresence):
 
     # -- shutdown -----------------------------------------------------------------------------
 
-    def _backfill_audiences(self) -> None:
+    async def _backfill_audiences(self) -> None:
         """Give the entries the flush and the tools wrote before audiences were recorded the
-        audience of the room they were learned in, as the rooms are now (blocking; once per
-        start, and a scope left with nothing to give reads no history again)."""
+        audience of the room they were learned in, as the rooms are now (once per start, and a
+        scope left with nothing to give reads no history again). Each scope holds the erasure
+        gate while it is filled in: it writes the readers of rooms, people's IDs, which a
+        forget-me takes out (:mod:`mindroom.people.erasure`)."""
         shared = {n for n, agent in self.config.agents.items() if agent.private is None}
         owners = [("agent", n) for n in shared if self.runs(n)]
         owners += [
@@ -486,16 +488,23 @@ class Bot(BotPresence):
             if self.runs(n) and set(team.agents) <= shared
         ]
         for kind, name in owners:
-            if kind == "agent":
-                memory = self.memories.for_agent(name)
-            else:
-                memory = self.memories.for_team(list(self.config.teams[name].agents))
+            async with self.runtime.gate.working():
+                await asyncio.to_thread(self._backfill_audiences_of, kind, name)
+
+    def _backfill_audiences_of(self, kind: str, name: str) -> None:
+        """:meth:`_backfill_audiences` for one agent's or team's memory (blocking)."""
+        team = self.config.teams.get(name) if kind == "team" else None
+        if kind == "team" and team is None:  # removed by a reload meanwhile
+            return
+        try:
+            memory = (
+                self.memories.for_team(list(team.agents)) if team else self.memories.for_agent(name)
+            )
             if memory is None or not keeps_files(memory):
-                continue
-            try:
-                backfill(memory, lambda run: self.session_audience(run, None), actor="audience")
-            except Exception:  # an old entry keeps its default; the next start tries again
-                logger.exception("audiences of %s were not filled in", memory.scope_id)
+                return
+            backfill(memory, lambda run: self.session_audience(run, None), actor="audience")
+        except Exception:  # an old entry keeps its default; the next start tries again
+            logger.exception("audiences of %s %s were not filled in", kind, name)
 
     async def stop(self) -> None:
         """Stop listening, let in-flight replies finish (briefly), then close everything.

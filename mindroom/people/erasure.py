@@ -10,7 +10,8 @@ of them:
 * work on people's behalf runs inside :meth:`ErasureGate.working`, any number at a time:
   answering a message (``Answerer.handle``) and indexing its session, a reaction (a consent
   given), a consent offer, a flush of a conversation, a curation pass, a maintenance run, a
-  re-index after a hand edit, a memory edit on the dashboard or ``/me``;
+  re-index after a hand edit, a memory edit on the dashboard or ``/me``, the start-up's
+  audience backfill (it writes rooms' readers, people's IDs);
 * an erasure runs inside :meth:`ErasureGate.erasing`, alone: it waits until the work running
   now has ended, and work that starts meanwhile waits until the erasure is done. So an erase
   never overlaps work it could miss, and work after it reads the data as it is now.
