@@ -20,7 +20,8 @@ So no process reads a person's data before the erasure and writes it back after,
 process runs the erasure. A process that dies releases its lock with its connection. One that
 hangs would keep an erasure waiting: the erasure gives up after ``lock_timeout_s``, erases
 nothing, and says so (:class:`ErasureBusy`). A process whose connection was lost holds the lock
-again at its next look.
+again at its next look. An erasure whose own connection drops while it erases has lost the lock
+(the others may go on before it ends): it logs an error saying to run it again.
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ SELECT
 FROM pg_locks
 WHERE locktype = 'advisory' AND classid = ? AND objid = ? AND objsubid = 1
   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+"""
+_KEPT = """
+SELECT count(*) AS kept FROM pg_locks
+WHERE locktype = 'advisory' AND classid = ? AND objid = ? AND objsubid = 1
+  AND granted AND mode = 'ExclusiveLock' AND pid = pg_backend_pid()
 """
 _KEY_PARTS = ((LOCK_KEY >> 32) & 0xFFFF_FFFF, LOCK_KEY & 0xFFFF_FFFF)  # as pg_locks shows it
 
@@ -143,6 +149,7 @@ class ClusterErasure:
             try:
                 yield
             finally:
+                await self._check_kept()
                 try:
                     await db.query("SELECT pg_advisory_unlock(?)", (LOCK_KEY,))
                     await self._lock_shared()
@@ -150,6 +157,20 @@ class ClusterErasure:
                     logger.warning("cannot hand the erasure lock back", exc_info=True)
         finally:
             self._erasing = False
+
+    async def _check_kept(self) -> None:
+        """Say so when the lock was lost during the erasure (its connection dropped): the
+        other processes may have worked meanwhile."""
+        try:
+            row = await (await self._database.query(_KEPT, _KEY_PARTS)).fetchone()
+            kept = bool(row.kept)
+        except Exception:
+            kept = False
+        if not kept:
+            logger.error(
+                "the erasure lock was lost while erasing (the database connection dropped): "
+                "other processes may have written meanwhile; run forget-me again"
+            )
 
     async def _watch(self) -> None:
         while not self._stopping.is_set():

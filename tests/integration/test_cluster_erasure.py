@@ -323,3 +323,26 @@ async def test_forget_me_in_one_process_waits_for_the_answer_another_process_is_
         if p.is_file() and (b"heldword7720" in p.read_bytes() or b"earlyword5510" in p.read_bytes())
     ]
     assert left == [], left
+
+
+async def test_an_erasure_that_loses_its_connection_says_so(
+    postgres: PostgresServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = postgres.database()
+    async with processes(url, 2) as (a, _b):
+        async with a.erasing():
+            own = await (
+                await a.others._database.query("SELECT pg_backend_pid() AS pid")
+            ).fetchone()
+            admin = await Database.open(url, [])
+            try:
+                await admin.query("SELECT pg_terminate_backend(?)", (own.pid,))
+            finally:
+                await admin.close()
+        lost = [r for r in caplog.records if "lock was lost while erasing" in r.getMessage()]
+        assert len(lost) == 1
+
+        caplog.clear()
+        async with a.erasing():  # the control: an erasure that keeps it says nothing
+            pass
+        assert not [r for r in caplog.records if "lock was lost" in r.getMessage()]
