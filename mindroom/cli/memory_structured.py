@@ -9,6 +9,7 @@ and ``--team`` apply that allowlist (``memory.allowlists``) exactly as the agent
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import sys
 import time
@@ -34,7 +35,7 @@ from mindroom.memory.policy.audit import export_markdown, person_export
 from mindroom.memory.policy.consent import ConsentQueue
 from mindroom.memory.policy.view import AgentView
 from mindroom.memory.registry import MemoryRegistry
-from mindroom.people.data import forget_person
+from mindroom.people.data import StoreReport, forget_person
 
 STRUCTURED_ACTIONS = frozenset({"set", "audiences", "proposals", "confirm", "reject", "stats"})
 
@@ -211,13 +212,27 @@ def run_person_forget(args: Args, config: Config, storage: Path, config_dir: Pat
             return 1
     registry = MemoryRegistry(config, storage, config_dir)
     try:
-        reports = forget_person(config, storage, registry, user)
+        reports = _forget_alone(config, storage, registry, user)
     finally:
         registry.close()
     for report in reports:
         print(f"{report.store:<20} {report.count:>6} erased")
     print(f"forgot {user}: {sum(r.count for r in reports)} items in {len(reports)} stores")
     return 0
+
+
+def _forget_alone(
+    config: Config, storage: Path, registry: MemoryRegistry, user: str
+) -> list[StoreReport]:
+    """:func:`forget_person`; with ``storage.database``, once every mindroom process on it (on
+    any machine) holds still (:mod:`mindroom.cluster.erasure`)."""
+    erase = functools.partial(forget_person, config, storage, registry, user)
+    if config.storage.database is None:
+        return erase()
+    from mindroom.cluster.erasure import run_alone
+
+    print("waiting for the mindroom processes on storage.database to hold still", file=sys.stderr)
+    return run_alone(config.storage.database, erase)
 
 
 def _consent(args: Args, memory: MemoryBackend) -> int:

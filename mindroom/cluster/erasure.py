@@ -30,6 +30,8 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from mindroom.errors import ErasureBusy
 from mindroom.people.erasure import ErasureGate
@@ -37,6 +39,8 @@ from mindroom.store.database import Database
 from mindroom.tasks import within
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 LOCK_KEY = int.from_bytes(b"mrforget", "big") & 0x7FFF_FFFF_FFFF_FFFF
 """The advisory lock's key (one bigint for every mindroom database)."""
@@ -198,3 +202,23 @@ class ClusterErasure:
             self.held_for_others += 1
             await self._unlock_shared()
             await self._lock_shared()  # granted once that erasure is done
+
+
+def run_alone(database: str, work: Callable[[], T], *, lock_timeout_s: float = 60.0) -> T:
+    """Run ``work`` (blocking) while every mindroom process on ``database`` holds still: an
+    erasure from outside the bot (``mindroom memory forget --user``). :class:`ErasureBusy`
+    when they did not in time (``work`` did not run). Its own event loop, in a thread: it may
+    be called with or without one running."""
+
+    async def held() -> T:
+        alone = ErasureGate()  # no work of its own: the others are what it waits for
+        others = ClusterErasure(database, alone, lambda: None, lock_timeout_s=lock_timeout_s)
+        await others.start()
+        try:
+            async with others.erasing():
+                return await asyncio.to_thread(work)
+        finally:
+            await others.close()
+
+    with ThreadPoolExecutor(1, thread_name_prefix="erasure") as pool:
+        return pool.submit(asyncio.run, held()).result()

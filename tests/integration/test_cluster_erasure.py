@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import nio
 import pytest
@@ -346,3 +348,47 @@ async def test_an_erasure_that_loses_its_connection_says_so(
         async with a.erasing():  # the control: an erasure that keeps it says nothing
             pass
         assert not [r for r in caplog.records if "lock was lost" in r.getMessage()]
+
+
+async def test_memory_forget_on_the_command_line_waits_for_the_processes_on_the_database(
+    postgres: PostgresServer, tmp_path: Path, model: ScriptedModel
+) -> None:
+    """``mindroom memory forget --user`` (a process of its own) holds every mindroom process on
+    the database still, as forget-me on /me does: here one still writing an answer."""
+    url = postgres.database()
+    storage = tmp_path / "storage"
+    storage.mkdir()
+    config = storage / "config.yaml"
+    config.write_text(
+        config_text(model.base_url, {"general": {"rooms": ["r"]}}, storage={"database": url})
+    )
+    async with processes(url, 1) as (b,):
+        work, begun, end = held_open(b.gate)
+        await begun.wait()
+        forget = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "mindroom",
+            "memory",
+            "forget",
+            "--user",
+            "@alice:localhost",
+            "--yes",
+            "--config",
+            str(config),
+            cwd=storage,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            await wait_until(lambda: b.gate.erasure_waiting, "b holding still for the command")
+            assert forget.returncode is None  # it waits for b's answer
+            assert b.let_go_calls == 0
+        finally:
+            end.set()
+            await work
+        out, err = await forget.communicate()
+    assert forget.returncode == 0, err.decode()
+    assert "forgot @alice:localhost" in out.decode()
+    assert "waiting for the mindroom processes" in err.decode()
+    assert b.let_go_calls == 1
