@@ -31,7 +31,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from mindroom.errors import ErasureBusy
 from mindroom.people.erasure import ErasureGate
@@ -190,18 +190,56 @@ class ClusterErasure:
     async def _look(self) -> None:
         if self._erasing:
             return
-        row = await (await self._database.query(_STATE, _KEY_PARTS)).fetchone()
+        row = await self._state()
         if not row.held:  # a new connection (the old one was lost) holds nothing yet
-            logger.warning("the erasure lock was not held (a new connection): holding it again")
-            await self._lock_shared()
-        if not row.waiting:
+            logger.warning(
+                "the erasure lock was lost with the database connection: holding it again "
+                "(an erasure by another process meanwhile may have run beside this one's work)"
+            )
+            await self._hold_still(relock_only=True)
             return
-        logger.info("another process is erasing a person: holding this one's work still")
-        async with self._gate.erasing():
-            self._let_go()
-            self.held_for_others += 1
-            await self._unlock_shared()
-            await self._lock_shared()  # granted once that erasure is done
+        if row.waiting:
+            logger.info("another process is erasing a person: holding this one's work still")
+            await self._hold_still()
+
+    async def _state(self) -> Any:
+        """Whether another process waits to erase, and whether this one holds its share."""
+        return await (await self._database.query(_STATE, _KEY_PARTS)).fetchone()
+
+    async def _hold_still(self, *, relock_only: bool = False) -> None:
+        """Hold this process's gate (its running work ends, new work waits), let go of the
+        people's stores, and hold the lock again once the erasure that waits is done. While
+        the work here is still ending, the look goes on: an erasure that gave up meanwhile
+        (:class:`ErasureBusy`) is not waited for."""
+        holding = asyncio.Event()
+
+        async def held() -> None:
+            async with self._gate.erasing():
+                holding.set()
+                self._let_go()
+                if not relock_only:
+                    self.held_for_others += 1
+                    await self._unlock_shared()
+                await self._lock_shared()  # granted once that erasure is done
+
+        task = asyncio.get_running_loop().create_task(held(), name="cluster-erasure-hold")
+        try:
+            while not holding.is_set():  # waiting for this process's work to end
+                with contextlib.suppress(TimeoutError):
+                    await within(asyncio.shield(task), self._poll_s)
+                if task.done() or holding.is_set() or relock_only:
+                    continue
+                if not (await self._state()).waiting:  # that erasure gave up: go on
+                    logger.info("the other process's erasure gave up: this one goes on")
+                    task.cancel()
+                    break
+            await asyncio.wait([task])
+        except BaseException:
+            task.cancel()
+            await asyncio.wait([task])
+            raise
+        if not task.cancelled():
+            task.result()
 
 
 def run_alone(database: str, work: Callable[[], T], *, lock_timeout_s: float = 60.0) -> T:

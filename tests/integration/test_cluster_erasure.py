@@ -171,12 +171,15 @@ async def test_a_process_that_does_not_hold_still_makes_the_erasure_give_up_eras
         assert ran
 
 
-async def test_a_process_whose_connection_was_lost_holds_the_lock_again(
+async def test_a_process_whose_connection_was_lost_holds_still_until_it_holds_the_lock_again(
     postgres: PostgresServer,
 ) -> None:
+    """Its lock went with the connection: it takes it again holding its own gate (its running
+    work ends first, new work waits), and then holds still for erasures as before."""
     url = postgres.database()
     async with processes(url, 2) as (a, b):
-        before = {pid for pid, _, _ in await holders(url)}
+        work, begun, end = held_open(b.gate)  # an answer running when the connection drops
+        await begun.wait()
         lost = await (await b.others._database.query("SELECT pg_backend_pid() AS pid")).fetchone()
         admin = await Database.open(url, [])
         try:
@@ -188,13 +191,42 @@ async def test_a_process_whose_connection_was_lost_holds_the_lock_again(
             now = await holders(url)
             return len(now) == 2 and lost.pid not in {pid for pid, _, _ in now}
 
+        await wait_until(lambda: b.gate.erasure_waiting, "b taking the lock again, held still")
+        later, later_begun, later_end = held_open(b.gate)
+        await wait_until(lambda: b.gate.held_back == 1, "b's new work waits")
+        assert not later_begun.is_set()
+        assert not await held_again()  # not before its running work ended
+        end.set()
+        await work
         await wait_until(held_again, "b holding the lock on its new connection")
-        assert len(before) == 2
+        await wait_until(later_begun.is_set, "b's new work running")
+        later_end.set()
+        await later
 
         # and it holds still for an erasure as before
         erasing, leave = await erase_while_working(a, b)
         leave.set()
         await erasing
+
+
+async def test_a_process_goes_on_once_the_erasure_it_held_still_for_gave_up(
+    postgres: PostgresServer,
+) -> None:
+    """b's long answer keeps a's erasure waiting past its limit: a gives up, and b's new work
+    does not wait for that long answer to end."""
+    async with processes(postgres.database(), 2, lock_timeout_s=0.5) as (a, b):
+        work, begun, end = held_open(b.gate)
+        await begun.wait()
+        with pytest.raises(ErasureBusy):
+            async with a.erasing():
+                pass
+        later, later_begun, later_end = held_open(b.gate)
+        await wait_until(later_begun.is_set, "b's new work running beside its long answer")
+        assert not work.done()
+        assert b.let_go_calls == 0  # it never held still: its answer was still running
+        end.set()
+        later_end.set()
+        await asyncio.gather(work, later)
 
 
 async def test_two_erasures_in_two_processes_run_one_after_the_other(
