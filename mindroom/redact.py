@@ -14,10 +14,18 @@ a model error echoing a key, a tool error). Two signals mark a secret:
 
 A ``${VAR}`` reference is shown: it names where the secret lives, not the secret. This is a
 safety net for what we post, not a guarantee: text without either signal passes unchanged.
+
+People's words in the log: a database error's details quote the row or the key that failed
+(PostgreSQL's ``DETAIL: Failing row contains (...)``, ``Key (words)=(...) already exists``)
+and, by default, the statement's values. The log is not a store forget-me reaches, so they
+never get there: mindroom's engines hide the values (``hide_parameters``), its database errors
+leave the details out (:func:`without_database_detail`), and :class:`DatabaseDetailFilter`
+takes them out of every log line and traceback, a library's included.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -125,3 +133,28 @@ def redact_text(text: str) -> str:
     text = _BEARER.sub(lambda m: f"{m[1]} {REDACTED}", text)
     text = _URL_PASSWORD.sub(lambda m: f"{m[1]}{REDACTED}{m[2]}", text)
     return _ASSIGNMENT.sub(_assignment, text)
+
+
+_DATABASE_DETAIL = re.compile(r"^[ \t]*DETAIL:.*(?:\n|$)", re.MULTILINE)
+_STATEMENT_VALUES = re.compile(r"^[ \t]*\[parameters: .*(?:\n|$)", re.MULTILINE)
+
+
+def without_database_detail(text: str) -> str:
+    """``text`` (a database error's message, a traceback) without the lines that quote a
+    row's or a statement's values."""
+    return _STATEMENT_VALUES.sub("", _DATABASE_DETAIL.sub("", text))
+
+
+class DatabaseDetailFilter(logging.Filter):
+    """Takes a database error's details out of a log record's message and traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = without_database_detail(record.exc_text)
+        message = record.getMessage()
+        scrubbed = without_database_detail(message)
+        if scrubbed != message:
+            record.msg, record.args = scrubbed, None
+        return True

@@ -489,7 +489,11 @@ class Bot(BotPresence):
         ]
         for kind, name in owners:
             async with self.runtime.gate.working():
-                await asyncio.to_thread(self._backfill_audiences_of, kind, name)
+                work = asyncio.ensure_future(
+                    asyncio.to_thread(self._backfill_audiences_of, kind, name)
+                )
+                self.runtime.gate.track(work)  # a shutdown's cancel does not stop its thread
+                await work
 
     def _backfill_audiences_of(self, kind: str, name: str) -> None:
         """:meth:`_backfill_audiences` for one agent's or team's memory (blocking)."""

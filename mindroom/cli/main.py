@@ -28,6 +28,7 @@ import click
 from mindroom.app.runlock import NOT_RUNNING_EXIT
 from mindroom.cli.options import Args, Invocation
 from mindroom.errors import MindroomError, NotRunningError
+from mindroom.redact import DatabaseDetailFilter
 
 logger = logging.getLogger("mindroom")
 
@@ -116,6 +117,8 @@ def _setup_logging(verbose: bool, log_format: str | None = None) -> None:
     if (log_format or os.environ.get("MINDROOM_LOG_FORMAT", "")).lower() == "json":
         for handler in logging.getLogger().handlers:
             handler.setFormatter(JsonLogFormatter())
+    for handler in logging.getLogger().handlers:  # no database error quotes people's words
+        handler.addFilter(DatabaseDetailFilter())
     # watchfiles logs every file change at INFO; nio every sync step.
     for noisy in ("nio", "aiosqlite", "sqlalchemy", "watchfiles"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

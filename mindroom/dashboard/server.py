@@ -33,7 +33,7 @@ from mindroom.dashboard.ops import account_states
 from mindroom.dashboard.person import forget_port, record_port
 from mindroom.dashboard.person_pages import add_person_routes
 from mindroom.memory.registry import MemoryRegistry
-from mindroom.redact import redact_text
+from mindroom.redact import redact_text, without_database_detail
 
 if TYPE_CHECKING:
     from mindroom.adapters.agno.runner import AgentRuntime
@@ -115,7 +115,7 @@ class _Problems(logging.Handler):
                     "when": time.strftime("%H:%M:%S", time.localtime(record.created)),
                     "level": record.levelname,
                     "logger": record.name,
-                    "message": redact_text(record.getMessage())[:500],
+                    "message": redact_text(without_database_detail(record.getMessage()))[:500],
                 }
             )
 

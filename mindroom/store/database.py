@@ -33,11 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event, text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from mindroom.errors import MindroomError
+from mindroom.redact import without_database_detail
 from mindroom.store.migrations import SQLITE_BUSY_TIMEOUT_S, Migration, statements
 
 __all__ = ["SQLITE_BUSY_TIMEOUT_S", "Database", "DatabaseError", "Migration", "statements"]
@@ -204,11 +205,13 @@ class Database:
                 elif not self._writing:  # a read alone: end its transaction now
                     await self._connection.commit()
                 return Rows(rows, result.rowcount)
-            except BaseException:
+            except BaseException as exc:
                 # a failed or cancelled statement leaves the transaction aborted (and, after a
                 # lost server, the connection unusable): start clean, then let it propagate.
                 # Inside a write unit that unit's statements go too: its caller rolls back.
                 await asyncio.shield(self._recover())
+                if isinstance(exc, SQLAlchemyError):  # said without the row it quotes
+                    raise DatabaseError(without_database_detail(str(exc))) from None
                 raise
 
     async def _recover(self) -> None:

@@ -268,6 +268,7 @@ async def test_forget_me_in_one_process_waits_for_the_answer_another_process_is_
     forget-me on the dashboard of this one: the erasure waits for that answer, and then nothing
     of hers is left anywhere, the words the answer stored included."""
     from tests.integration.test_cluster import process, wait_holders
+    from tests.integration.test_forget_me_postgresql import rows_holding
     from tests.integration.test_person_forget_pages import (
         companion,
         csrf_of,
@@ -305,6 +306,8 @@ async def test_forget_me_in_one_process_waits_for_the_answer_another_process_is_
             await say(alice, room_id, "please remember: earlyword5510")
             alice_dir = bot.storage / "private_instances" / requester_key(alice.user_id)
             assert holds(alice_dir, b"earlyword5510")  # the control: her folder holds her words
+            early = await asyncio.to_thread(rows_holding, url, {"early": "earlyword5510"})
+            assert early["early"]  # and so do her sessions' tables
 
             model.set_handler(holding("heldword7720", release))
             asked = await alice.send(room_id, "please keep heldword7720 in mind")
@@ -331,14 +334,9 @@ async def test_forget_me_in_one_process_waits_for_the_answer_another_process_is_
                         mode == "ExclusiveLock" and not ok for _, mode, ok in await holders(url)
                     )
 
-                async def started() -> bool:
-                    return confirm.done() or await erasure_waiting()
-
-                # the erase waits for the answer over there (then the model must be let go
-                # first), or is done: either way the model answers only after the confirmation
-                await wait_until(started, "forget-me started")
-                if not confirm.done():
-                    assert holds(alice_dir, b"earlyword5510")  # nothing erased while it waits
+                await wait_until(erasure_waiting, "forget-me waiting for the other process")
+                assert not confirm.done()  # it waits for the answer over there
+                assert holds(alice_dir, b"earlyword5510")  # nothing erased while it waits
                 release.set()
                 done = await confirm
                 assert done.status == 200, await done.text()
@@ -357,6 +355,9 @@ async def test_forget_me_in_one_process_waits_for_the_answer_another_process_is_
         if p.is_file() and (b"heldword7720" in p.read_bytes() or b"earlyword5510" in p.read_bytes())
     ]
     assert left == [], left
+    marks = {"held": "heldword7720", "early": "earlyword5510"}
+    in_tables = await asyncio.to_thread(rows_holding, url, marks)  # sessions live there
+    assert in_tables == {"held": [], "early": []}, in_tables
 
 
 async def test_an_erasure_that_loses_its_connection_says_so(

@@ -119,12 +119,14 @@ async def test_the_session_is_stored_once_the_answer_came_back_from_the_homeserv
     )
     release = asyncio.Event()
     held: list[str] = []
+    heard: list[bool] = []
     heard_back = MatrixAccount.heard_back
 
     async def held_back(self: MatrixAccount, event_id: str, timeout: float) -> bool:
         held.append(event_id)
         await release.wait()  # as if the homeserver had not handed it back yet
-        return await heard_back(self, event_id, timeout)
+        heard.append(await heard_back(self, event_id, timeout))
+        return heard[-1]
 
     monkeypatch.setattr(MatrixAccount, "heard_back", held_back)
     model.push("Green tea, then.")
@@ -139,3 +141,4 @@ async def test_the_session_is_stored_once_the_answer_came_back_from_the_homeserv
     release.set()
     await bot.settle(human, room_id)  # the control: the same turn then stores its run
     assert stored_runs(bot.storage, "which tea today?") == 1
+    assert heard == [True]  # the bot did hear its answer back (no wait ran out)

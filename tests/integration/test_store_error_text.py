@@ -24,7 +24,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from mindroom.adapters.agno.session_stores import SessionStores
-from mindroom.store.database import Database, database_url
+from mindroom.redact import DatabaseDetailFilter
+from mindroom.store.database import Database, DatabaseError, database_url
 from tests.support.postgres import PostgresServer
 
 pytestmark = [pytest.mark.asyncio]
@@ -35,18 +36,52 @@ SECRET = "lockercode-zq7731x9"
 async def test_a_failed_statement_names_itself_but_not_its_values(
     ledger_target: Path | str,
 ) -> None:
+    """A unique key on the words: PostgreSQL's detail quotes the key that failed."""
     db = await Database.open(ledger_target, [])
     try:
-        await db.execute("CREATE TABLE said (id INTEGER PRIMARY KEY, words TEXT NOT NULL)")
+        await db.execute("CREATE TABLE said (id INTEGER PRIMARY KEY, words TEXT UNIQUE NOT NULL)")
         await db.execute("INSERT INTO said (id, words) VALUES (?, ?)", (1, SECRET))
         await db.commit()
-        with pytest.raises(Exception) as failed:  # noqa: PT011  (SQLite's or PostgreSQL's)
-            await db.execute("INSERT INTO said (id, words) VALUES (?, ?)", (1, SECRET))
+        with pytest.raises(DatabaseError) as failed:
+            await db.execute("INSERT INTO said (id, words) VALUES (?, ?)", (2, SECRET))
     finally:
         await db.close()
     message = str(failed.value)
     assert "INSERT INTO said" in message  # what failed is still said
+    assert "unique" in message.lower()  # and why
     assert SECRET not in message
+    assert failed.value.__cause__ is None  # no driver exception chained to print it
+
+
+async def test_a_logged_database_failure_keeps_no_words_in_its_traceback(
+    postgres: PostgresServer,
+) -> None:
+    """What a library raises (the driver's exception, its DETAIL) and logs goes through the
+    log's filter, which every handler of mindroom's logging has."""
+    url = postgres.database()
+    engine = create_async_engine(database_url(url))  # as a library's engine: nothing hidden
+    try:
+        async with engine.connect() as conn:
+            await conn.execute(
+                text("CREATE TABLE said (id INTEGER PRIMARY KEY, words TEXT UNIQUE)")
+            )
+            await conn.execute(text("INSERT INTO said VALUES (1, :w)"), {"w": SECRET})
+            with pytest.raises(IntegrityError) as raised:
+                await conn.execute(text("INSERT INTO said VALUES (2, :w)"), {"w": SECRET})
+    finally:
+        await engine.dispose()
+    exc_info = (raised.type, raised.value, raised.tb)
+    record = logging.LogRecord(
+        "agno", logging.ERROR, __file__, 1, "Exception upserting: %s", (exc_info[1],), exc_info
+    )
+    formatter = logging.Formatter("%(message)s")
+    assert SECRET in formatter.format(record)  # the control: as it would be logged
+
+    record.exc_text = None
+    assert DatabaseDetailFilter().filter(record)
+    logged = formatter.format(record)
+    assert "duplicate key" in logged  # the failure is still told
+    assert SECRET not in logged
 
 
 async def test_the_control_an_engine_without_the_option_quotes_the_values(tmp_path: Path) -> None:

@@ -509,6 +509,7 @@ class MatrixAccount:
 
     async def _deliver_missed(self, room: nio.MatrixRoom, event: nio.Event) -> None:
         """Hand one event a gap left out to the callbacks, decrypted where the keys are here."""
+        await self._own_event(room, event)  # an answer of its own may come back this way too
         if isinstance(event, nio.MegolmEvent) and self.client.olm is not None:
             with contextlib.suppress(Exception):  # undecryptable: reported below
                 event = self.client.decrypt_event(event)
