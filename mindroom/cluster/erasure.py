@@ -229,9 +229,10 @@ class ClusterErasure:
                     await within(asyncio.shield(task), self._poll_s)
                 if task.done() or holding.is_set() or relock_only:
                     continue
-                if not (await self._state()).waiting:  # that erasure gave up: go on
+                waiting = (await self._state()).waiting
+                if not waiting and not holding.is_set():  # that erasure gave up: go on
                     logger.info("the other process's erasure gave up: this one goes on")
-                    task.cancel()
+                    task.cancel()  # (still waiting for this process's work: nothing let go)
                     break
             await asyncio.wait([task])
         except BaseException:
