@@ -224,7 +224,7 @@ class ClusterErasure:
 
         task = asyncio.get_running_loop().create_task(held(), name="cluster-erasure-hold")
         try:
-            while not holding.is_set():  # waiting for this process's work to end
+            while not holding.is_set() and not task.done():  # this process's work ends
                 with contextlib.suppress(TimeoutError):
                     await within(asyncio.shield(task), self._poll_s)
                 if task.done() or holding.is_set() or relock_only:
