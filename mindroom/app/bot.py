@@ -257,9 +257,9 @@ class Bot(BotPresence):
         assert database is not None  # a cluster runs on storage.database only
         private_root = self.options.storage / PRIVATE_DIR
 
-        def let_go() -> None:  # another process erases someone: nothing of anyone stays open
-            self.runtime.forget_stores_under(private_root)
-            self.memories.forget_person(None)
+        async def let_go() -> None:  # another process erases someone: nothing of anyone open
+            self.runtime.forget_stores_under(private_root)  # (their engines go on this loop)
+            await asyncio.to_thread(self.memories.forget_person, None)  # closes SQLite files
 
         others = ClusterErasure(database, self.runtime.gate, let_go)
         await others.start()  # waits while another process erases someone

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -68,7 +68,7 @@ _KEY_PARTS = ((LOCK_KEY >> 32) & 0xFFFF_FFFF, LOCK_KEY & 0xFFFF_FFFF)  # as pg_l
 class ClusterErasure:
     """This process's part in the processes' rule (see the module docstring).
 
-    ``gate`` is this process's gate; ``let_go`` closes the stores it keeps open for people
+    ``gate`` is this process's gate; ``let_go`` (awaited) closes the stores it keeps open for people
     (called while the gate is held for another process's erasure).
     """
 
@@ -76,7 +76,7 @@ class ClusterErasure:
         self,
         target: str,
         gate: ErasureGate,
-        let_go: Callable[[], None],
+        let_go: Callable[[], Awaitable[None]],
         *,
         poll_s: float = POLL_S,
         lock_timeout_s: float = 60.0,
@@ -216,7 +216,7 @@ class ClusterErasure:
         async def held() -> None:
             async with self._gate.erasing():
                 holding.set()
-                self._let_go()
+                await self._let_go()
                 if not relock_only:
                     self.held_for_others += 1
                     await self._unlock_shared()
@@ -243,6 +243,10 @@ class ClusterErasure:
             task.result()
 
 
+async def _nothing_open() -> None:
+    """What a command outside the bot lets go of when it holds still: nothing."""
+
+
 def run_alone(database: str, work: Callable[[], T], *, lock_timeout_s: float = 60.0) -> T:
     """Run ``work`` (blocking) while every mindroom process on ``database`` holds still: an
     erasure from outside the bot (``mindroom memory forget --user``). :class:`ErasureBusy`
@@ -251,7 +255,7 @@ def run_alone(database: str, work: Callable[[], T], *, lock_timeout_s: float = 6
 
     async def held() -> T:
         alone = ErasureGate()  # no work of its own: the others are what it waits for
-        others = ClusterErasure(database, alone, lambda: None, lock_timeout_s=lock_timeout_s)
+        others = ClusterErasure(database, alone, _nothing_open, lock_timeout_s=lock_timeout_s)
         await others.start()
         try:
             async with others.erasing():

@@ -43,7 +43,7 @@ class Process:
             url, self.gate, self._let_go, poll_s=POLL_S, lock_timeout_s=lock_timeout_s
         )
 
-    def _let_go(self) -> None:
+    async def _let_go(self) -> None:
         self.let_go_calls += 1
 
     @contextlib.asynccontextmanager
