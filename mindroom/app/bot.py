@@ -380,12 +380,36 @@ class Bot(BotPresence):
         )
         if self.appservice is not None:  # no sync loop: the transactions feed it
             return
+        account.on_rooms_changed = self._wake_router
+        if account is self.router:
+            account.rest_when(self._router_may_rest)
+        else:
+            self._wake_router()  # one more account that hears its rooms
 
         async def sync() -> None:
             token = await ledger.sync_token(account.user_id)
             await account.sync_forever(since=token, on_synced=intake.on_synced)
 
         self.tasks.keep_running(f"sync:{account.name}", sync)
+
+    def _router_may_rest(self) -> bool:
+        """True when the router need not long-poll: this process runs alone (no other process
+        waits for this router to hear a message it must claim) and every room the router is
+        in has an agent of this process in it that listens. The intake hears each event once,
+        from whichever account heard it first, so the router's long-poll would only cost the
+        homeserver a wake per event; the router still polls (an invite, a room it joins) and
+        catches up before it speaks."""
+        router = self.router
+        if router is None or self.cluster is not None or self.appservice is not None:
+            return False
+        hearing = [account for account in self.agents.values() if account.listening]
+        heard: set[str] = set().union(*(account.joined_rooms() for account in hearing))
+        return router.joined_rooms() <= heard
+
+    def _wake_router(self) -> None:
+        """An account's rooms changed: a resting router asks again whether it may rest."""
+        if self.router is not None:
+            self.router.nudge()
 
     async def answer_first_sync(self, accounts: list[MatrixAccount]) -> None:
         """Answer the invites the first sync found (:meth:`Intake.answer_pending_invites`)."""
@@ -421,6 +445,7 @@ class Bot(BotPresence):
         await self.answers.interrupt(name)
         account = self.agents.pop(name)
         account.stop()
+        self._wake_router()  # the rooms it heard may now be the router's to hear
         try:
             for room_id in account.joined_rooms():
                 await account.leave(room_id)

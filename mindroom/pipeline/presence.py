@@ -204,14 +204,16 @@ class BotPresence:
         return humans(self._members_of(room_id), self.own_user_ids())
 
     def audience(self, room_id: str, person: str) -> RoomAudience:
-        """Who can read ``room_id``, as the accounts in it last synced: only ``person`` when an
-        account finds it a closed room of that person and mindroom's accounts alone
-        (:meth:`MatrixAccount.only_with`); otherwise its people (joined or invited), and
+        """Who can read ``room_id``, as the accounts in it last synced: only ``person`` when
+        every account here in it finds it a closed room of that person and mindroom's accounts
+        alone (:meth:`MatrixAccount.only_with`); otherwise its people (joined or invited), and
         whether nobody else can read it (closed, as every account here in it finds it; a room
-        no account here is in counts as open)."""
+        no account here is in counts as open). Accounts sync at their own pace (a resting
+        router polls): a view one of them has not caught up with yet never makes a room more
+        private than another account knows it to be."""
         own = self.own_user_ids()
         accounts = self.local_accounts_in(room_id)
-        if any(a.only_with(room_id, person, own) for a in accounts):
+        if accounts and all(a.only_with(room_id, person, own) for a in accounts):
             return RoomAudience.private_to(person, room_id)
         seen = [found for a in accounts if (found := a.readers(room_id)) is not None]
         if not seen:

@@ -44,6 +44,8 @@ ReactionHandler = Callable[["MatrixAccount", IncomingReaction], Awaitable[None]]
 SyncedHandler = Callable[["MatrixAccount", str], Awaitable[None]]
 
 SYNC_TIMEOUT_MS = 30_000
+REST_POLL_S = 2.0
+"""How often a resting account (see :meth:`MatrixAccount.rest_when`) asks for what is new."""
 _SYNC_FILTER: dict[str, Any] = {
     "presence": {"not_types": ["*"]},
     "account_data": {"not_types": ["*"]},
@@ -157,6 +159,15 @@ class MatrixAccount:
         self._listening = False
         self._echoes: deque[str] = deque(maxlen=_ECHOES_KEPT)  # see heard_back
         self._echo_waiters: dict[str, asyncio.Future[None]] = {}
+        # resting (see rest_when): the loop polls instead of long-polling
+        self._may_rest: Callable[[], bool] = lambda: False
+        self._resting = False
+        self._nudged = asyncio.Event()
+        self._sync_lock = asyncio.Lock()  # one sync at a time: the loop's, or a catch-up
+        self._position: str | None = None
+        self._on_synced: SyncedHandler | None = None
+        self.on_rooms_changed: Callable[[], None] = lambda: None
+        """Called when the rooms this account is joined to changed (a sync, a join, a leave)."""
 
     @property
     def user_id(self) -> str:
@@ -176,6 +187,35 @@ class MatrixAccount:
         """This account just joined ``room_id`` without :meth:`join` (it created the room, say):
         :meth:`joined_rooms` has it at once, not only after the next sync."""
         self._joined.add(room_id)
+        self.on_rooms_changed()
+
+    @property
+    def listening(self) -> bool:
+        """True while this account hears its rooms' events (it listens and is not stopping)."""
+        return self._listening and not self._stopping
+
+    @property
+    def resting(self) -> bool:
+        """True while the sync loop rests (:meth:`rest_when`): it polls, it does not long-poll."""
+        return self._resting
+
+    def rest_when(self, may_rest: Callable[[], bool]) -> None:
+        """Let the sync loop rest while ``may_rest()`` is True: instead of a long-poll, which
+        the homeserver answers at every event in every room of the account, it asks for what
+        is new every :data:`REST_POLL_S` seconds, and delivers it as a long-poll would.
+
+        For an account whose every room is heard by another account of this process (the
+        router, in rooms with an agent): each event costs the homeserver a wake of every
+        long-poll in its room, and a reply is two events. ``may_rest`` is asked before each
+        request; :meth:`nudge` makes a resting loop ask again at once. While it rests the
+        account catches up before it sends (so an encrypted message reaches the room's members
+        as they are now), and its view of its rooms is at most one poll old.
+        """
+        self._may_rest = may_rest
+
+    def nudge(self) -> None:
+        """Ask a resting sync loop to ask :meth:`rest_when`'s question again now."""
+        self._nudged.set()
 
     def room_members(self, room_id: str) -> set[str]:
         """Joined members of ``room_id`` as this account last saw them."""
@@ -302,8 +342,8 @@ class MatrixAccount:
         """Wait until this account hears ``event_id``, an event it sent, back from the
         homeserver (its sync, or in appservice mode a transaction), at most ``timeout`` s:
         the homeserver is then handing it out to the room. False when it did not in time, or
-        the account is not listening (nothing would tell it)."""
-        if not self._listening or self._stopping:
+        the account is not listening, or rests (nothing would tell it soon)."""
+        if not self._listening or self._stopping or self._resting:
             return False
         if event_id in self._echoes:
             return True
@@ -432,16 +472,47 @@ class MatrixAccount:
 
         Starts from ``since`` (a saved position, to catch up on what arrived while mindroom was
         down) or from the first sync. ``on_synced`` gets each new position once the events
-        before it were handled, so it can be saved.
+        before it were handled, so it can be saved. While :meth:`rest_when` allows, it polls
+        instead of long-polling.
         """
         backoff = 1.0
-        position = since or self.client.next_batch
-        self.log.debug("syncing from %r (saved %r)", position, since)
+        self._position = since or self.client.next_batch
+        self._on_synced = on_synced
+        self.log.debug("syncing from %r (saved %r)", self._position, since)
         if not since and on_synced is not None:
             # Nothing saved yet: the first sync's position is where a restart must catch up
             # from, even when this run ends before its first long-poll returns.
-            await on_synced(self, position)
+            await on_synced(self, self._position)
         while not self._stopping:
+            self._nudged.clear()  # before the question: a nudge from now on is seen
+            resting, self._resting = self._resting, self._may_rest()
+            if self._resting and not resting:
+                self.log.info(
+                    "another account hears each of its rooms: it polls every %.0f s", REST_POLL_S
+                )
+            elif resting and not self._resting:
+                self.log.info("listens to its rooms again")
+            response = await self._sync_once(0 if self._resting else SYNC_TIMEOUT_MS)
+            if isinstance(response, nio.SyncResponse):
+                backoff = 1.0
+                if self._resting and not self._stopping:
+                    with contextlib.suppress(TimeoutError):
+                        await within(self._nudged.wait(), REST_POLL_S)
+                continue
+            if self._stopping:
+                break
+            self.sync_problem = redact_text(str(response))[:300]  # nio may quote a URL + token
+            self.log.warning("sync failed (%s); retrying in %.0f s", response, backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 30.0)
+        self._resting = False
+
+    async def _sync_once(self, timeout_ms: int) -> nio.SyncResponse | object:
+        """One sync from the current position, its events delivered and the position kept;
+        the response, or what went wrong."""
+        async with self._sync_lock:
+            position = self._position
+            rooms = self.joined_rooms()
             # nio drops a sync response whose next_batch equals its own ("already received")
             # without running any callback. After first_sync its position is the head of the
             # stream, which is exactly where the catch-up from a saved position ends when
@@ -450,27 +521,34 @@ class MatrixAccount:
             self.client.next_batch = position
             try:
                 response = await self.client.sync(
-                    timeout=SYNC_TIMEOUT_MS, sync_filter=self._sync_filter, since=position
+                    timeout=timeout_ms, sync_filter=self._sync_filter, since=position
                 )
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the loop's edge: log, back off, keep listening
-                response = exc
-            if isinstance(response, nio.SyncResponse):
-                backoff = 1.0
-                await self._keep_keys()  # room keys for the people in encrypted rooms
-                await self._fill_gaps(response, since=position)
-                position = response.next_batch
-                self.synced_at, self.sync_problem = time.time(), None
-                if on_synced is not None:
-                    await on_synced(self, position)
-                continue
-            if self._stopping:
-                break
-            self.sync_problem = redact_text(str(response))[:300]  # nio may quote a URL + token
-            self.log.warning("sync failed (%s); retrying in %.0f s", response, backoff)
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 30.0)
+                return exc
+            if not isinstance(response, nio.SyncResponse):
+                return response
+            await self._keep_keys()  # room keys for the people in encrypted rooms
+            await self._fill_gaps(response, since=position)
+            self._position = response.next_batch
+            self.synced_at, self.sync_problem = time.time(), None
+            if self._on_synced is not None:
+                await self._on_synced(self, self._position)
+            if self.joined_rooms() != rooms:
+                self.on_rooms_changed()
+            return response
+
+    async def _current(self) -> None:
+        """Before a resting account speaks: catch up, so its view of the room (its members
+        and their devices, for an encrypted message) is as it is now. A sync running now
+        (the one that delivered what is being answered, perhaps) is as recent as this would
+        be."""
+        if not self._resting or self._sync_lock.locked() or self._stopping:
+            return
+        response = await self._sync_once(0)
+        if not isinstance(response, nio.SyncResponse):
+            self.log.debug("catching up before sending failed: %s", response)
 
     async def _fill_gaps(self, response: nio.SyncResponse, since: str | None) -> None:
         """Deliver the events a *limited* timeline left out, so no message is ever skipped.
@@ -530,6 +608,7 @@ class MatrixAccount:
         """This account left ``room_id`` (appservice mode: no sync tells the client)."""
         self._joined.discard(room_id)
         self._forget_rules(room_id)
+        self.on_rooms_changed()
 
     def _forget_rules(self, room_id: str) -> None:
         if isinstance(self.client, RoomRulesClient):
@@ -538,6 +617,7 @@ class MatrixAccount:
     def stop(self) -> None:
         """Make :meth:`sync_forever` return after the current request."""
         self._stopping = True
+        self._nudged.set()  # a resting loop ends now
         for waiter in self._echo_waiters.values():  # nothing more will be heard
             if not waiter.done():
                 waiter.set_result(None)
@@ -548,6 +628,7 @@ class MatrixAccount:
         The same ``txn_id`` from the same device is deduplicated by the homeserver, which makes
         a retried send idempotent.
         """
+        await self._current()
         response = await self.client.room_send(
             room_id, "m.room.message", content, tx_id=txn_id, ignore_unverified_devices=True
         )
@@ -570,6 +651,7 @@ class MatrixAccount:
     async def react(self, room_id: str, event_id: str, key: str, txn_id: str) -> str | None:
         """React to ``event_id`` with ``key``; the reaction's event ID (None when refused)."""
         content = {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}}
+        await self._current()
         response = await self.client.room_send(
             room_id, "m.reaction", content, tx_id=txn_id, ignore_unverified_devices=True
         )
@@ -644,6 +726,7 @@ class MatrixAccount:
         if not isinstance(response, nio.JoinResponse):
             raise MatrixError(f"{self.user_id} cannot join {room}: {response.message}")
         self._joined.add(response.room_id)
+        self.on_rooms_changed()
         return response.room_id
 
     async def leave(self, room_id: str) -> None:
@@ -654,6 +737,7 @@ class MatrixAccount:
         self._joined.discard(room_id)
         self.client.rooms.pop(room_id, None)
         self._forget_rules(room_id)
+        self.on_rooms_changed()
 
     async def close(self) -> None:
         """Stop syncing and close the HTTP session."""

@@ -1,0 +1,208 @@
+"""The router rests where an agent hears: it polls instead of long-polling, and loses nothing.
+
+Every event in a room wakes the long-poll of every account in it, and the homeserver pays for
+each wake; the intake needs each event once. So where every room of the router has a listening
+agent of this process in it, the router only polls (``REST_POLL_S``). These tests, on a real
+Synapse with the bot in-process, hold what that must not cost:
+
+* it still speaks (a command), and in an encrypted room a person who joined while it rested can
+  read what it says (it catches up before it sends);
+* an invite to a room of its own still reaches it, and there it listens again;
+* when the agent leaves, the router is nudged awake at once, not at its next poll;
+* a room's audience never counts as private to one person because the resting router has not
+  seen the others yet.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import nio
+import pytest
+
+from mindroom.adapters.matrix import client as matrix_client
+from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
+from tests.support.harness import (
+    DECRYPTED,
+    BotHarness,
+    Human,
+    config_text,
+    joined,
+    unique,
+)
+from tests.support.scripted_model import ScriptedModel
+from tests.support.waiting import wait_until
+
+pytestmark = [pytest.mark.synapse, pytest.mark.asyncio]
+
+
+def from_sender(sender: str, room_id: str, words: str):  # noqa: ANN201 - a predicate
+    def matches(event: dict) -> bool:  # type: ignore[type-arg]
+        body = (event.get("content") or {}).get("body") or ""
+        return (
+            event.get("sender") == sender
+            and event.get("room_id") == room_id
+            and event.get("type") == "m.room.message"
+            and words in body
+        )
+
+    return matches
+
+
+async def leave_earlier_rooms(bot: BotHarness, *keep: str) -> None:
+    """The router of the session's homeserver is in the rooms of earlier tests, some without
+    an agent (where it must not rest): it leaves all but ``keep``."""
+    assert bot.bot is not None
+    assert bot.bot.router is not None
+    for room_id in bot.bot.router.joined_rooms() - set(keep):
+        await bot.bot.router.leave(room_id)
+
+
+async def started(bot: BotHarness, model: ScriptedModel, human: Human) -> tuple[str, str]:
+    """The bot with ``general`` in a configured room the person joined, the router resting:
+    (the room, the router's user)."""
+    model.default = "ok"
+    lobby = unique("lobby")
+    room_id = await bot.start_in_room(
+        config_text(model.base_url, {"general": {"rooms": [lobby]}}), lobby, human
+    )
+    assert bot.bot is not None
+    assert bot.bot.router is not None
+    router = bot.bot.router
+    await leave_earlier_rooms(bot, room_id)
+    await human.send(room_id, "!help")  # ends the router's long-poll of before it left them
+    await wait_until(lambda: router.resting, "the router rests")
+    return room_id, router.user_id
+
+
+async def resting_in_a_room_of(
+    bot: BotHarness, model: ScriptedModel, person: Human, **create: Any
+) -> str:
+    """The bot with ``general``; ``person`` makes a room (``create``: room_create's options)
+    with general and the router in it; the router rests once general answered there: the
+    room."""
+    model.default = "ok"
+    await bot.start(config_text(model.base_url, {"general": {"rooms": []}}))
+    assert bot.bot is not None
+    assert bot.bot.router is not None
+    router, general = bot.bot.router, bot.bot.agents["general"].user_id
+    created = await person.client.room_create(invite=[general, router.user_id], **create)
+    assert isinstance(created, nio.RoomCreateResponse), created
+    room_id = created.room_id
+    await person.wait_for(joined(general, room_id))
+    await person.wait_for(joined(router.user_id, room_id))
+    await leave_earlier_rooms(bot, room_id)
+    asked = await person.send(room_id, "hello")  # also ends the router's last long-poll
+    await person.wait_for_reply(room_id, asked)
+    await wait_until(lambda: router.resting, "the router rests")
+    return room_id
+
+
+async def test_a_resting_router_still_answers_and_an_invite_to_its_own_room_wakes_it(
+    bot: BotHarness, model: ScriptedModel, human: Human
+) -> None:
+    room_id, router_user = await started(bot, model, human)
+    assert bot.bot is not None
+    assert bot.bot.router is not None
+    router = bot.bot.router
+
+    asked = await human.send(room_id, "hello there")  # the agent hears and answers
+    reply = await human.wait_for_reply(room_id, asked)
+    assert reply["sender"] == bot.bot.agents["general"].user_id
+    await human.send(room_id, "!agents")  # the router's to answer: it speaks while resting
+    await human.wait_for(from_sender(router_user, room_id, "general"))
+    assert router.resting
+
+    # a room of its own: the invite reaches it by its poll, and there nobody else hears
+    created = await human.client.room_create(invite=[router_user], name=unique("own"))
+    assert isinstance(created, nio.RoomCreateResponse), created
+    await human.wait_for(joined(router_user, created.room_id))
+    await wait_until(lambda: not router.resting, "the router listens again")
+    await human.send(created.room_id, "!help")
+    await human.wait_for(from_sender(router_user, created.room_id, "!agents"))
+
+
+async def test_when_the_agent_leaves_the_router_is_woken_at_once(
+    bot: BotHarness, model: ScriptedModel, human: Human, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(matrix_client, "REST_POLL_S", 3600.0)  # only a nudge wakes it now
+    room_id, router_user = await started(bot, model, human)
+    assert bot.bot is not None
+    assert bot.bot.router is not None
+    router = bot.bot.router
+
+    await bot.bot.agents["general"].leave(room_id)
+    await wait_until(lambda: not router.resting, "the router listens again", timeout=20)
+    # the control that it hears the room itself now: nobody else is there to hear this
+    await human.send(room_id, "!help")
+    await human.wait_for(from_sender(router_user, room_id, "!agents"), timeout=20)
+
+
+async def test_a_person_who_joined_while_the_router_rested_can_read_what_it_says(
+    bot: BotHarness,
+    model: ScriptedModel,
+    synapse: EmbeddedHomeserver,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(matrix_client, "REST_POLL_S", 3600.0)  # its view stays as it rested
+    alice = await Human.create(synapse, keys=tmp_path / "alice")
+    carol = await Human.create(synapse, keys=tmp_path / "carol")
+    try:
+        room_id = await resting_in_a_room_of(
+            bot, model, alice, initial_state=[nio.EnableEncryptionBuilder().as_dict()]
+        )
+        assert bot.bot is not None
+        assert bot.bot.router is not None
+        router, agent = bot.bot.router, bot.bot.agents["general"]
+        await alice.send(room_id, "!agents")  # the positive control: alice reads the router
+        first = await alice.wait_for(from_sender(router.user_id, room_id, "general"))
+        assert first.get(DECRYPTED)
+
+        await alice.client.room_invite(room_id, carol.user_id)
+        await carol.join(room_id)
+        await carol.wait_for(joined(carol.user_id, room_id))  # her client knows the room
+        await wait_until(lambda: carol.user_id in agent.room_members(room_id), "agent sees carol")
+        assert carol.user_id not in router.room_members(room_id)  # the router rests unaware
+        await carol.send(room_id, "!agents")
+        said = await carol.wait_for(from_sender(router.user_id, room_id, "general"))
+        assert said.get(DECRYPTED)
+    finally:
+        await alice.close()
+        await carol.close()
+
+
+async def test_a_room_is_not_private_to_one_person_because_the_resting_router_lags(
+    bot: BotHarness,
+    model: ScriptedModel,
+    synapse: EmbeddedHomeserver,
+    human: Human,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(matrix_client, "REST_POLL_S", 3600.0)  # its view stays as it rested
+    room_id = await resting_in_a_room_of(bot, model, human, preset=nio.RoomPreset.private_chat)
+    assert bot.bot is not None
+    assert bot.bot.router is not None
+    presence, router = bot.bot, bot.bot.router
+    general = bot.bot.agents["general"]
+    await wait_until(
+        lambda: all(
+            a.only_with(room_id, human.user_id, presence.own_user_ids()) for a in (router, general)
+        ),
+        "both accounts see the person's closed room",
+    )
+    # the positive control: the room is the person's alone, as every account sees it
+    assert presence.audience(room_id, human.user_id).only_person == human.user_id
+
+    bob = await Human.create(synapse)
+    try:
+        await human.client.room_invite(room_id, bob.user_id)
+        await bob.join(room_id)
+        await wait_until(lambda: bob.user_id in general.room_members(room_id), "general sees bob")
+        assert router.only_with(room_id, human.user_id, presence.own_user_ids())  # it lags
+        audience = presence.audience(room_id, human.user_id)
+        assert audience.only_person is None
+        assert bob.user_id in audience.readers
+    finally:
+        await bob.close()
