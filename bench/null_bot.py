@@ -1,8 +1,9 @@
 """A bot that does no work, for ``reply_latency.py``: it answers every "null ..." message at once.
 
 Run as its own process, as mindroom is, with two logged-in accounts: the one that answers and
-an idle one that only syncs (as mindroom's router does in an agent's room). What a reply costs
-through it is the homeserver's part of a reply: two hops and the room's syncs, no bot work.
+an idle one that only polls, as mindroom's router does where an agent hears each of its rooms
+(it rests: ``MatrixAccount.rest_when``). What a reply costs through it is the homeserver's part
+of a reply: two hops and the room's syncs, no bot work.
 
     python bench/null_bot.py HOMESERVER_URL ANSWERER_ID ANSWERER_TOKEN IDLE_ID IDLE_TOKEN
 
@@ -15,6 +16,8 @@ import asyncio
 import sys
 
 import nio
+
+from mindroom.adapters.matrix.client import REST_POLL_S
 
 
 def client(url: str, user_id: str, token: str) -> nio.AsyncClient:
@@ -39,7 +42,10 @@ async def main(url: str, answerer_id: str, answerer_token: str, idle_id: str, id
 
     answerer.add_event_callback(answer, nio.RoomMessageText)  # type: ignore[arg-type]
     print("ready", flush=True)
-    await asyncio.gather(answerer.sync_forever(timeout=30_000), idle.sync_forever(timeout=30_000))
+    await asyncio.gather(
+        answerer.sync_forever(timeout=30_000),
+        idle.sync_forever(timeout=0, loop_sleep_time=int(REST_POLL_S * 1000)),
+    )
 
 
 if __name__ == "__main__":

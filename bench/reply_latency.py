@@ -16,10 +16,11 @@ last request of its reply path), so none starts under the tail of the previous r
 
 Then the homeserver's part of a reply, alternately with the round trip again: a null bot
 (``null_bot.py``, a process of its own as mindroom is) answers at once in a room like the
-agent's (the person, the answering account and an idle account that syncs, as the router
-does). What mindroom adds is the difference between the two ratios, in milliseconds of the
-round trip. (The null bot has a phase of its own: measured in the same alternation, its
-requests would change the rhythm, and with it the first ratio.)
+agent's (the person, the answering account and an idle account that polls, as the router
+does where an agent hears each of its rooms). What mindroom adds is the difference between
+the two ratios, in milliseconds of the round trip. (The null bot has a phase of its own:
+measured in the same alternation, its requests would change the rhythm, and with it the
+first ratio.)
 
     python bench/reply_latency.py [--messages 50]
 """
