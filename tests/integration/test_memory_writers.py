@@ -273,6 +273,55 @@ def test_a_save_between_the_check_and_the_swap_is_swapped_back(
     assert sorted(p.name for p in memory.scope.root.iterdir()) == ["MEMORY.md"]
 
 
+def test_an_append_through_a_handle_opened_before_the_swap_is_kept(
+    memory: FileMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A person's append opened the file just before mindroom's swap and writes after it: the
+    displaced version is still open for writing, so it is swapped back, not dropped (a flaky
+    team-mirror test lost such an append under load)."""
+    path = memory.scope.entrypoint
+    path.write_text("- line one\n", encoding="utf-8")
+    real_exchange, real_read = files._exchange, files._read_version
+    handle: list[object] = []
+    reads: list[int] = []
+    done = threading.Event()
+
+    def person_opens_first(a: Path, b: Path) -> int:
+        if not handle:
+            handle.append(path.open("a", encoding="utf-8"))  # on the version about to go
+        return real_exchange(a, b)
+
+    def counted(*args: object, **kwargs: object) -> object:
+        reads.append(1)
+        return real_read(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(files, "_exchange", person_opens_first)
+    monkeypatch.setattr(files, "_read_version", counted)
+
+    def person_writes() -> None:
+        # once mindroom is done (the append would land in a dropped file) or reads again
+        wait_until_sync(lambda: done.is_set() or (handle and len(reads) >= 2), "a moment")
+        opened = handle[0]
+        opened.write("- appended meanwhile\n")  # type: ignore[attr-defined]
+        opened.close()  # type: ignore[attr-defined]
+
+    person = threading.Thread(target=person_writes)
+    person.start()
+    try:
+        entry = memory.add_sync("Dana likes mate", actor="tool")
+    finally:
+        done.set()
+        person.join()
+
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines == [
+        "- line one",
+        "- appended meanwhile",
+        f"- Dana likes mate <!-- {entry.id} created={entry.fields.created} -->",
+    ]
+    assert sorted(p.name for p in memory.scope.root.iterdir()) == ["MEMORY.md"]
+
+
 def test_saves_before_both_swaps_keep_the_newest_as_the_file_and_the_other_beside_it(
     memory: FileMemory, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -18,9 +18,10 @@ daily files, topic files) goes through :func:`edit_file`, which applies a pure e
 4. **Swap, then check what was swapped out.** The new text goes to a fsynced temp file
    (:mod:`mindroom.atomic`), which is *exchanged* with the file in one atomic step
    (``renameat2(RENAME_EXCHANGE)``); the temp name then holds the version that was displaced.
-   If its hash is the one the edit was based on, it is deleted: done. If not, a person saved
-   between the read and the swap (an editor that renames over the file, or one that rewrites
-   it in place through a handle opened earlier): their version is exchanged back, ours is
+   If nobody has it open for writing and its hash is the one the edit was based on, it is
+   deleted: done. If not, a person saved between the read and the swap (an editor that renames
+   over the file, or one that rewrites it in place, or appends, through a handle opened
+   earlier, whose write may still be on its way): their version is exchanged back, ours is
    dropped, and the protocol starts again from step 2 -- re-read, re-apply. (Should yet another
    save land between the two swaps, the newest save gets the file name and the one before it
    is kept beside it as ``<name>.conflict-<time>.md``.) So a version mindroom did not see is
@@ -244,6 +245,18 @@ def _read_version(path: Path, name: str) -> _Version:
     return _Version(data, hashlib.sha256(data).hexdigest(), True, settled)
 
 
+def _held_for_writing(path: Path) -> bool:
+    """Whether anyone has the file at ``path`` open for writing (:func:`_open_for_writing`)."""
+    try:
+        fd = _open_regular(path, path.name)
+    except (FileNotFoundError, MemoryStoreError):
+        return False
+    try:
+        return _open_for_writing(fd)
+    finally:
+        os.close(fd)
+
+
 def _digest(path: Path) -> str | None:
     try:
         fd = _open_regular(path, path.name)
@@ -272,7 +285,7 @@ def _commit(path: Path, seen: _Version, new: str) -> bool:
     try:
         if not seen.exists:
             return _create(tmp, path, written)
-        if _digest(path) != seen.digest:
+        if _digest(path) != seen.digest or _held_for_writing(path):
             return False
         failure = _exchange(tmp, path)
         if failure in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
@@ -283,10 +296,14 @@ def _commit(path: Path, seen: _Version, new: str) -> bool:
         if failure:
             raise OSError(failure, os.strerror(failure), str(path))
         displaced_at_tmp = True
-        if _digest(tmp) == seen.digest:
+        # Nobody can open the displaced version by its name any more; a handle opened before
+        # the swap (an in-place editor, an append) may still write to it. Asked in this order
+        # (first no writer, then the bytes), a version that passes both can no longer change.
+        if not _held_for_writing(tmp) and _digest(tmp) == seen.digest:
             displaced_at_tmp = False  # exactly what the edit was based on: drop it
             return _done(path, written)
-        # someone saved between our read and the swap: give their version back the file name
+        # someone saved (or is saving) between our read and the swap: give their version back
+        # the file name
         _swap(tmp, path)
         if os.stat(tmp).st_ino != written.st_ino:
             # and another save came between the two swaps (it replaced ours): the newest save
