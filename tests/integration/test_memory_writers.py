@@ -24,7 +24,7 @@ import pytest
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.files import protocol as files
 from mindroom.memory.files import store as store_module
-from mindroom.memory.files.markdown import parse_entries
+from mindroom.memory.files.markdown import MemoryEntry, parse_entries
 from mindroom.memory.files.protocol import file_lock, read_text
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.scope import MemoryScope
@@ -255,6 +255,18 @@ def test_a_save_after_mindroom_read_the_file_is_kept_and_the_edit_reapplied(
     ]
 
 
+def assert_kept_with_no_other_file(memory: FileMemory, saved: str, entry: MemoryEntry) -> None:
+    """The file holds its first line, the person's ``saved`` line and mindroom's ``entry``, in
+    that order, and nothing was left beside it."""
+    lines = memory.scope.entrypoint.read_text(encoding="utf-8").splitlines()
+    assert lines == [
+        "- line one",
+        saved,
+        f"- {entry.text} <!-- {entry.id} created={entry.fields.created} -->",
+    ]
+    assert sorted(p.name for p in memory.scope.root.iterdir()) == ["MEMORY.md"]
+
+
 def test_a_save_between_the_check_and_the_swap_is_swapped_back(
     memory: FileMemory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -264,13 +276,7 @@ def test_a_save_between_the_check_and_the_swap_is_swapped_back(
 
     entry = memory.add_sync("Bob likes coffee", actor="tool")
 
-    lines = path.read_text(encoding="utf-8").splitlines()
-    assert lines == [
-        "- line one",
-        "- saved at the last moment",
-        f"- Bob likes coffee <!-- {entry.id} created={entry.fields.created} -->",
-    ]
-    assert sorted(p.name for p in memory.scope.root.iterdir()) == ["MEMORY.md"]
+    assert_kept_with_no_other_file(memory, "- saved at the last moment", entry)
 
 
 def test_an_append_through_a_handle_opened_before_the_swap_is_kept(
@@ -313,13 +319,7 @@ def test_an_append_through_a_handle_opened_before_the_swap_is_kept(
         done.set()
         person.join()
 
-    lines = path.read_text(encoding="utf-8").splitlines()
-    assert lines == [
-        "- line one",
-        "- appended meanwhile",
-        f"- Dana likes mate <!-- {entry.id} created={entry.fields.created} -->",
-    ]
-    assert sorted(p.name for p in memory.scope.root.iterdir()) == ["MEMORY.md"]
+    assert_kept_with_no_other_file(memory, "- appended meanwhile", entry)
 
 
 def test_saves_before_both_swaps_keep_the_newest_as_the_file_and_the_other_beside_it(
