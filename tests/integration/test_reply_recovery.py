@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from mindroom.adapters.matrix.client import MatrixAccount
 from mindroom.adapters.matrix.reply import INTERRUPTED_NOTE, ReplyWriter, StreamPacing
 from mindroom.adapters.matrix.send import IN_PROGRESS_MARKER
 from mindroom.store.ledger import Ledger
@@ -153,17 +154,38 @@ class DiesBeforeRecording:
         raise CrashAfterSend(event_id)
 
 
-async def test_a_post_whose_event_id_was_never_recorded_is_found_and_edited_not_repeated(
-    bot: BotHarness, human: Human, model: ScriptedModel, tmp_path: Path
-) -> None:
+async def a_notice_in_a_solo_room(
+    bot: BotHarness, human: Human, model: ScriptedModel
+) -> tuple[str, MatrixAccount, str]:
+    """``general`` alone in a room with ``human``, whose notice (the bot answers none) a test's
+    own reply writers answer: (the room, general's account, the notice)."""
     room = unique("solo")
     room_id = await bot.start_in_room(
         config_text(model.base_url, {"general": {"rooms": [room]}}), room, human
     )
     account = bot.bot.agents["general"]
-    asked = await human.send(room_id, "root", msgtype="m.notice")  # the bot answers no notice
+    asked = await human.send(room_id, "root", msgtype="m.notice")
     # the account sends only to rooms its client has synced (as when it answers a message)
     await wait_until(lambda: room_id in account.client.rooms, "the account synced the room")
+    return room_id, account, asked
+
+
+async def resume_with_nothing_recorded(
+    account: MatrixAccount, room_id: str, asked: str, ledger: Ledger
+) -> ReplyWriter:
+    """The answer to ``asked`` resumed where the ledger has part 0 begun, with no message ID."""
+    assert await ledger.reply_parts(asked, "general") == {0: None}
+    resumed = ReplyWriter(
+        account, room_id, thread_root=asked, reply_to=asked, agent="general", posted=ledger
+    )
+    await resumed.finish("the whole answer, resumed")
+    return resumed
+
+
+async def test_a_post_whose_event_id_was_never_recorded_is_found_and_edited_not_repeated(
+    bot: BotHarness, human: Human, model: ScriptedModel, tmp_path: Path
+) -> None:
+    room_id, account, asked = await a_notice_in_a_solo_room(bot, human, model)
     ledger = await Ledger.open(tmp_path / "ledger.db")
     now = [0.0]  # a clock the test moves: no waiting for the first send
     try:
@@ -181,12 +203,7 @@ async def test_a_post_whose_event_id_was_never_recorded_is_found_and_edited_not_
         now[0] += 1.0  # past the first send's wait: the next update posts
         with pytest.raises(CrashAfterSend):
             await first.update("the first words of a long answer")
-        assert await ledger.reply_parts(asked, "general") == {0: None}
-
-        resumed = ReplyWriter(
-            account, room_id, thread_root=asked, reply_to=asked, agent="general", posted=ledger
-        )
-        await resumed.finish("the whole answer, resumed")
+        resumed = await resume_with_nothing_recorded(account, room_id, asked, ledger)
     finally:
         await ledger.close()
 
@@ -200,6 +217,32 @@ async def test_a_post_whose_event_id_was_never_recorded_is_found_and_edited_not_
     assert message["content"]["body"].endswith(IN_PROGRESS_MARKER)  # the first run's post
     assert [e["event_id"] for e in answers_to(human, room_id, asked)] == [message["event_id"]]
     assert latest_body(human, message) == "the whole answer, resumed"
+
+
+async def test_an_answer_resumed_after_a_crash_before_its_first_post_is_posted_once_unedited(
+    bot: BotHarness, human: Human, model: ScriptedModel, tmp_path: Path
+) -> None:
+    """Part 0 is begun in the ledger as the turn starts: a crash during the model's call leaves
+    it begun with nothing posted. The resumed answer is then a new message, shown as it is,
+    not posted and edited to the same text (the test above is the control: an earlier run's
+    post is edited)."""
+    room_id, account, asked = await a_notice_in_a_solo_room(bot, human, model)
+    ledger = await Ledger.open(tmp_path / "ledger.db")
+    try:
+        first = ReplyWriter(
+            account, room_id, thread_root=asked, reply_to=asked, agent="general", posted=ledger
+        )
+        async with first.interruptible():  # the turn starts; the crash comes before any text
+            first.begin()
+        resumed = await resume_with_nothing_recorded(account, room_id, asked, ledger)
+    finally:
+        await ledger.close()
+
+    message = await human.wait_for(lambda e: e.get("event_id") == resumed.event_ids[0])
+    await bot.settle(human, room_id)  # anything else the account sent has been seen by now
+    assert message["content"]["body"] == "the whole answer, resumed"
+    assert human.edits_of(message["event_id"]) == []
+    assert [e["event_id"] for e in answers_to(human, room_id, asked)] == [message["event_id"]]
 
 
 async def test_a_reply_cut_short_by_shutdown_says_so_and_is_finished_by_the_next_start(

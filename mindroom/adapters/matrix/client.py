@@ -703,6 +703,21 @@ class MatrixAccount:
             if shown:
                 await self.set_typing(room_id, False)
 
+    async def body_of(self, room_id: str, event_id: str) -> str | None:
+        """The text ``event_id`` shows as first posted (decrypted where this account has the
+        key); None when it cannot be read."""
+        response = await self.client.room_get_event(room_id, event_id)
+        if not isinstance(response, nio.RoomGetEventResponse):
+            return None
+        event: nio.Event = response.event
+        if isinstance(event, nio.MegolmEvent) and self.client.olm is not None:
+            try:
+                event = self.client.decrypt_event(event)
+            except Exception:  # no key here: unreadable
+                return None
+        body = getattr(event, "body", None)
+        return body if isinstance(body, str) else None
+
     async def thread_senders(self, room_id: str, thread_root: str) -> set[str]:
         """Everyone who has posted in a thread, its root included (asks the server)."""
         senders: set[str] = set()

@@ -221,7 +221,7 @@ class ReplyWriter:
             if event_id is None:  # never posted, or posted without its ID being recorded
                 event_id = await self._post(index, body)
             self.event_ids.append(event_id)
-            if index in earlier:  # an earlier run's message: it shows that run's text
+            if index in earlier and await self._shows_earlier_text(index, event_id, body):
                 await self._edit(body)
         elif body != self._shown:
             await self._edit(body)
@@ -229,6 +229,16 @@ class ReplyWriter:
             return
         self._shown = body
         self._pacer.sent()
+
+    async def _shows_earlier_text(self, index: int, event_id: str, body: str) -> bool:
+        """Whether part ``index``'s message, which an earlier run began, shows that run's text
+        rather than ``body``. A recorded message does. One begun without its ID recorded was
+        posted by this run with the earlier run's transaction ID: the homeserver hands back
+        the earlier run's message when that run did send it (a crash mid-send), a new one when
+        it crashed before (part 0 is begun as the turn starts): asked, not guessed."""
+        if self._earlier and self._earlier.get(index) is not None:
+            return True
+        return await self.account.body_of(self.room_id, event_id) != body
 
     async def _show(self, text: str, *, final: bool) -> None:
         """Bring the messages up to ``text``, the whole answer so far."""
