@@ -705,8 +705,12 @@ class MatrixAccount:
 
     async def body_of(self, room_id: str, event_id: str) -> str | None:
         """The text ``event_id`` shows as first posted (decrypted where this account has the
-        key); None when it cannot be read."""
-        response = await self.client.room_get_event(room_id, event_id)
+        key); None when it cannot be read (nor the homeserver asked)."""
+        try:
+            response = await self.client.room_get_event(room_id, event_id)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            self.log.debug("cannot read %s in %s: %s", event_id, room_id, exc)
+            return None
         if not isinstance(response, nio.RoomGetEventResponse):
             return None
         event: nio.Event = response.event
