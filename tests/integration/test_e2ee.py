@@ -129,3 +129,22 @@ async def test_a_message_the_agent_cannot_decrypt_gets_a_notice_asking_to_send_i
         if "could not decrypt" in e["content"].get("body", "")
     ]
     assert len(asked) == 1  # once, however many accounts heard it
+
+
+async def test_an_agent_reads_back_its_own_encrypted_message(
+    bot: BotHarness, model: ScriptedModel, synapse, tmp_path: Path
+) -> None:
+    """What a resumed answer asks of a post whose ID was never recorded (``body_of``): in an
+    encrypted room the agent decrypts its own message with its own room key."""
+    async with echo_agent_in_encrypted_dm(bot, model, synapse, tmp_path / "keys") as (
+        person,
+        _,
+        room_id,
+    ):
+        asked = await person.send(room_id, "read this back")
+        reply = await person.wait_for_reply(room_id, asked, timeout=40)
+        assert bot.bot is not None
+        read_back = await bot.bot.agents["general"].body_of(room_id, reply["event_id"])
+
+    assert reply.get(DECRYPTED)  # it went over the wire encrypted
+    assert read_back == "echo: read this back"
