@@ -132,6 +132,14 @@ class CommandHost(Protocol):
         """Who can read ``room_id`` now (see :class:`~mindroom.pipeline.presence.Presence`)."""
         ...
 
+    def room_humans(self, room_id: str) -> frozenset[str]:
+        """The people joined to ``room_id``, as the accounts in it last synced."""
+        ...
+
+    def display_name(self, room_id: str, user_id: str) -> str | None:
+        """``user_id``'s display name in ``room_id`` (None when unknown)."""
+        ...
+
 
 async def run_command(bot: CommandHost, message: IncomingMessage) -> None:
     """Answer the command in ``message``, in its thread, from the router (or a DM's agent)."""
@@ -156,7 +164,7 @@ async def run_command(bot: CommandHost, message: IncomingMessage) -> None:
     elif command.name in ("compact", "status"):
         text = await session_command(bot, bot.answers.sessions, message, command)
     elif command.name == "memory":
-        said = await _memory(bot, account, message, command.argument, room_agents)
+        said = await _memory(bot, message, command.argument, room_agents)
         text = said.text
     elif command.name == "config":
         if bot.reloader is None:
@@ -207,14 +215,13 @@ async def _listed(
 
 async def _memory(
     bot: CommandHost,
-    account: MatrixAccount,
     message: IncomingMessage,
     argument: str,
     room_agents: Sequence[str],
 ) -> memory_chat.ChatAnswer:
     """``!memory ...``: what is known about a person and what waits for their consent; the
-    texts are shown only to them alone (:meth:`MatrixAccount.only_with`)."""
-    in_dm = account.only_with(message.room_id, message.sender, bot.own_user_ids())
+    texts are shown only to them alone (:func:`_alone_with`)."""
+    in_dm = _alone_with(bot, message)
     if memory_chat.is_action(argument):
         return await memory_chat.answer(
             bot.config,
@@ -225,7 +232,7 @@ async def _memory(
             argument,
             room_id=message.room_id,
             in_dm=in_dm,
-            people=_people(bot, account, message),
+            people=_people(bot, message),
             room=bot.audience(message.room_id, message.sender),
         )
     text = await asyncio.to_thread(
@@ -236,14 +243,20 @@ async def _memory(
         message.sender,
         argument,
     )
-    return memory_chat.ChatAnswer(_with_memory_link(bot, account, message, argument, text))
+    return memory_chat.ChatAnswer(_with_memory_link(bot, message, argument, text))
 
 
-def _people(bot: CommandHost, account: MatrixAccount, message: IncomingMessage) -> list[Person]:
+def _alone_with(bot: CommandHost, message: IncomingMessage) -> bool:
+    """Whether the message's room is its sender's alone with mindroom's accounts, as the room's
+    audience decides it (every account here in it must find it so)."""
+    return bot.audience(message.room_id, message.sender).only_person == message.sender
+
+
+def _people(bot: CommandHost, message: IncomingMessage) -> list[Person]:
     """The people of the message's room (not mindroom's accounts), with their names there."""
-    members = account.room_members(message.room_id) - bot.own_user_ids()
+    members = bot.room_humans(message.room_id)
     return [
-        Person(user_id, account.display_name(message.room_id, user_id))
+        Person(user_id, bot.display_name(message.room_id, user_id))
         for user_id in sorted(members | {message.sender})
     ]
 
@@ -268,16 +281,14 @@ async def _answer(
         return None
 
 
-def _with_memory_link(
-    bot: CommandHost, account: MatrixAccount, message: IncomingMessage, argument: str, text: str
-) -> str:
+def _with_memory_link(bot: CommandHost, message: IncomingMessage, argument: str, text: str) -> str:
     """``!memory`` in a DM also answers with the person's own link to what the companions know
     about them (``!memory link``: only that); never in a room others could open it from
-    (:meth:`MatrixAccount.only_with` decides: the one check for what is meant for one person)."""
+    (:func:`_alone_with` decides: the one check for what is meant for one person)."""
     action = argument.strip().lower()
     if action not in ("", "link"):
         return text
-    if not account.only_with(message.room_id, message.sender, bot.own_user_ids()):
+    if not _alone_with(bot, message):
         if action == "link":
             return (
                 "I send that link only in a direct message with me: a room whose join rule is "

@@ -303,6 +303,9 @@ class Intake:
 
     async def on_undecryptable(self, account: MatrixAccount, event: Undecryptable) -> None:
         """An event no key reached ``account`` for (see :func:`ask_again_unless_read`)."""
+        for other in self._presence.local_accounts():
+            if other.resting:  # it may hold the key: it polls now, before anyone asks again
+                other.nudge()
         if not self._devices:  # an application service has no devices: no room keys, ever
             await tell_encrypted_room(
                 self._ledger, account, event.room_id, APPSERVICE_ENCRYPTED_NOTICE

@@ -193,9 +193,17 @@ class BotPresence:
         """This process's accounts joined to ``room_id`` (the router first)."""
         return [a for a in self.local_accounts() if room_id in a.joined_rooms()]
 
+    def _views_in(self, room_id: str) -> list[MatrixAccount]:
+        """The accounts here whose view of ``room_id`` counts: those in it that listen live.
+        A resting account (the router, see :meth:`MatrixAccount.rest_when`) sees the room as
+        of its last poll: someone who left since would still count as a reader. It counts
+        only where no live account is in the room."""
+        accounts = self.local_accounts_in(room_id)
+        return [a for a in accounts if not a.resting] or accounts
+
     def _members_of(self, room_id: str) -> set[str]:
         members: set[str] = set()
-        for account in self.local_accounts_in(room_id):
+        for account in self._views_in(room_id):
             members |= account.room_members(room_id) | {account.user_id}
         return members
 
@@ -212,7 +220,7 @@ class BotPresence:
         router polls): a view one of them has not caught up with yet never makes a room more
         private than another account knows it to be."""
         own = self.own_user_ids()
-        accounts = self.local_accounts_in(room_id)
+        accounts = self._views_in(room_id)
         if accounts and all(a.only_with(room_id, person, own) for a in accounts):
             return RoomAudience.private_to(person, room_id)
         seen = [found for a in accounts if (found := a.readers(room_id)) is not None]

@@ -8,20 +8,24 @@ Synapse with the bot in-process, hold what that must not cost:
 * it still speaks (a command), and in an encrypted room a person who joined while it rested can
   read what it says (it catches up before it sends);
 * an invite to a room of its own still reaches it, and there it listens again;
-* when the agent leaves, the router is nudged awake at once, not at its next poll;
-* a room's audience never counts as private to one person because the resting router has not
-  seen the others yet.
+* when the agent leaves, or is kicked, the router is nudged awake at once, not at its next
+  poll (and a kicked account no longer counts the room as its own);
+* a room's audience, and a command's answer, never count as private to one person because
+  the resting router has not seen the others yet.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import nio
 import pytest
+import pytest_asyncio
 
 from mindroom.adapters.matrix import client as matrix_client
+from mindroom.adapters.matrix.client import MatrixAccount
 from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
 from tests.support.harness import (
     DECRYPTED,
@@ -29,6 +33,7 @@ from tests.support.harness import (
     Human,
     config_text,
     joined,
+    relation,
     unique,
 )
 from tests.support.scripted_model import ScriptedModel
@@ -99,6 +104,43 @@ async def resting_in_a_room_of(
     return room_id
 
 
+@pytest_asyncio.fixture
+async def alice(synapse: EmbeddedHomeserver, tmp_path: Path) -> AsyncIterator[Human]:
+    """A person whose client encrypts, as Element does."""
+    person = await Human.create(synapse, keys=tmp_path / "alice")
+    yield person
+    await person.close()
+
+
+@pytest_asyncio.fixture
+async def closed_room(
+    bot: BotHarness, model: ScriptedModel, human: Human, monkeypatch: pytest.MonkeyPatch
+) -> tuple[str, MatrixAccount, MatrixAccount]:
+    """:func:`resting_in_a_room_of` an invite-only room of ``human``, the router's view kept
+    as it rested (no poll comes): (the room, the router, general)."""
+    monkeypatch.setattr(matrix_client, "REST_POLL_S", 3600.0)
+    room_id = await resting_in_a_room_of(bot, model, human, preset=nio.RoomPreset.private_chat)
+    assert bot.bot is not None
+    assert bot.bot.router is not None
+    return room_id, bot.bot.router, bot.bot.agents["general"]
+
+
+async def a_newcomer_it_missed(
+    synapse: EmbeddedHomeserver,
+    person: Human,
+    room_id: str,
+    router: MatrixAccount,
+    general: MatrixAccount,
+) -> Human:
+    """Someone ``person`` brings into the room, whom general sees and the resting router not."""
+    newcomer = await Human.create(synapse)
+    await person.client.room_invite(room_id, newcomer.user_id)
+    await newcomer.join(room_id)
+    await wait_until(lambda: newcomer.user_id in general.room_members(room_id), "general sees it")
+    assert newcomer.user_id not in router.room_members(room_id)  # the router rests unaware
+    return newcomer
+
+
 async def test_a_resting_router_still_answers_and_an_invite_to_its_own_room_wakes_it(
     bot: BotHarness, model: ScriptedModel, human: Human
 ) -> None:
@@ -145,9 +187,9 @@ async def test_a_person_who_joined_while_the_router_rested_can_read_what_it_says
     synapse: EmbeddedHomeserver,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    alice: Human,
 ) -> None:
     monkeypatch.setattr(matrix_client, "REST_POLL_S", 3600.0)  # its view stays as it rested
-    alice = await Human.create(synapse, keys=tmp_path / "alice")
     carol = await Human.create(synapse, keys=tmp_path / "carol")
     try:
         room_id = await resting_in_a_room_of(
@@ -169,23 +211,18 @@ async def test_a_person_who_joined_while_the_router_rested_can_read_what_it_says
         said = await carol.wait_for(from_sender(router.user_id, room_id, "general"))
         assert said.get(DECRYPTED)
     finally:
-        await alice.close()
         await carol.close()
 
 
 async def test_a_room_is_not_private_to_one_person_because_the_resting_router_lags(
     bot: BotHarness,
-    model: ScriptedModel,
     synapse: EmbeddedHomeserver,
     human: Human,
-    monkeypatch: pytest.MonkeyPatch,
+    closed_room: tuple[str, MatrixAccount, MatrixAccount],
 ) -> None:
-    monkeypatch.setattr(matrix_client, "REST_POLL_S", 3600.0)  # its view stays as it rested
-    room_id = await resting_in_a_room_of(bot, model, human, preset=nio.RoomPreset.private_chat)
+    room_id, router, general = closed_room
     assert bot.bot is not None
-    assert bot.bot.router is not None
-    presence, router = bot.bot, bot.bot.router
-    general = bot.bot.agents["general"]
+    presence = bot.bot
     await wait_until(
         lambda: all(
             a.only_with(room_id, human.user_id, presence.own_user_ids()) for a in (router, general)
@@ -195,14 +232,82 @@ async def test_a_room_is_not_private_to_one_person_because_the_resting_router_la
     # the positive control: the room is the person's alone, as every account sees it
     assert presence.audience(room_id, human.user_id).only_person == human.user_id
 
-    bob = await Human.create(synapse)
+    bob = await a_newcomer_it_missed(synapse, human, room_id, router, general)
     try:
-        await human.client.room_invite(room_id, bob.user_id)
-        await bob.join(room_id)
-        await wait_until(lambda: bob.user_id in general.room_members(room_id), "general sees bob")
         assert router.only_with(room_id, human.user_id, presence.own_user_ids())  # it lags
         audience = presence.audience(room_id, human.user_id)
         assert audience.only_person is None
         assert bob.user_id in audience.readers
     finally:
         await bob.close()
+
+
+async def test_a_kicked_agent_forgets_the_room_and_the_router_is_woken_at_once(
+    bot: BotHarness, model: ScriptedModel, human: Human, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(matrix_client, "REST_POLL_S", 3600.0)  # only a nudge wakes it now
+    room_id = await resting_in_a_room_of(bot, model, human)  # the person made it: an admin
+    assert bot.bot is not None
+    assert bot.bot.router is not None
+    router, general = bot.bot.router, bot.bot.agents["general"]
+
+    kicked = await human.client.room_kick(room_id, general.user_id, reason="enough")
+    assert isinstance(kicked, nio.RoomKickResponse), kicked
+    await wait_until(lambda: room_id not in general.joined_rooms(), "general knows it left")
+    await wait_until(lambda: not router.resting, "the router listens again", timeout=20)
+    assert bot.bot.room_agents(room_id) == []
+    await human.send(room_id, "!help")  # only the router hears it now
+    await human.wait_for(from_sender(router.user_id, room_id, "!agents"), timeout=20)
+
+
+async def test_a_memory_link_is_not_given_where_the_resting_router_missed_a_newcomer(
+    synapse: EmbeddedHomeserver, human: Human, closed_room: tuple[str, MatrixAccount, MatrixAccount]
+) -> None:
+    room_id, router, general = closed_room
+    # the positive control: the person's closed room answers with the private line
+    await human.send(room_id, "!memory link")
+    alone = await human.wait_for(from_sender(router.user_id, room_id, "what I know about you"))
+    assert "only in a direct message" not in alone["content"]["body"]
+
+    bob = await a_newcomer_it_missed(synapse, human, room_id, router, general)
+    try:
+        asked = await human.send(room_id, "!memory link")
+        refused = await human.wait_for(
+            lambda e: relation(e).get("m.in_reply_to", {}).get("event_id") == asked
+        )
+        assert refused["sender"] == router.user_id
+        assert "only in a direct message" in refused["content"]["body"]
+    finally:
+        await bob.close()
+
+
+async def test_a_message_only_the_resting_router_can_decrypt_is_answered_not_asked_again(
+    bot: BotHarness, model: ScriptedModel, monkeypatch: pytest.MonkeyPatch, alice: Human
+) -> None:
+    """The agent cannot decrypt it (the person's client keeps the key from its device): before
+    it asks the person to send it again, the resting router is nudged to poll, decrypts it,
+    and the agent answers it, with no notice."""
+    monkeypatch.setattr(matrix_client, "REST_POLL_S", 3600.0)  # only a nudge makes it poll
+    room_id = await resting_in_a_room_of(
+        bot, model, alice, initial_state=[nio.EnableEncryptionBuilder().as_dict()]
+    )
+    assert bot.bot is not None
+    general, tasks = bot.bot.agents["general"], bot.bot.tasks
+    device = alice.client.device_store[general.user_id][general.client.device_id]
+    alice.client.blacklist_device(device)  # no room key for the agent from now on
+    alice.client.invalidate_outbound_session(room_id)
+    asked = await alice.send(room_id, "only the router can read this")
+    reply = await alice.wait_for_reply(room_id, asked, timeout=30)
+    assert reply["sender"] == general.user_id
+    assert reply.get(DECRYPTED)
+    # the agent's ask-again waited out its grace: whatever it would have posted is posted
+    await wait_until(lambda: tasks.jobs("undecryptable:"), "the agent could not")
+    await wait_until(lambda: not tasks.jobs("undecryptable:"), "its grace ended")
+    await bot.settle(alice, room_id)
+    notices = [
+        e
+        for e in alice.messages(room_id, general.user_id)
+        if relation(e).get("m.in_reply_to", {}).get("event_id") == asked
+        and e["event_id"] != reply["event_id"]
+    ]
+    assert notices == []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import secrets
 import time
@@ -56,6 +57,10 @@ _MAX_GAP_EVENTS = 1_000
 _TYPING_REFRESH_S = 20.0
 _TYPING_DELAY_S = 1.0
 _ECHOES_KEPT = 64  # own events heard back, remembered for a wait that starts after them
+_SYNCING: contextvars.ContextVar[asyncio.Task[Any] | None] = contextvars.ContextVar(
+    "mindroom_syncing", default=None
+)
+"""The task running an account's sync, inside it (its callbacks run there)."""
 
 
 @dataclass(frozen=True)
@@ -475,7 +480,6 @@ class MatrixAccount:
         before it were handled, so it can be saved. While :meth:`rest_when` allows, it polls
         instead of long-polling.
         """
-        backoff = 1.0
         self._position = since or self.client.next_batch
         self._on_synced = on_synced
         self.log.debug("syncing from %r (saved %r)", self._position, since)
@@ -483,6 +487,14 @@ class MatrixAccount:
             # Nothing saved yet: the first sync's position is where a restart must catch up
             # from, even when this run ends before its first long-poll returns.
             await on_synced(self, self._position)
+        try:
+            await self._sync_loop()
+        finally:
+            self._resting = False  # whatever ended the loop: nothing polls for it any more
+
+    async def _sync_loop(self) -> None:
+        """:meth:`sync_forever`'s requests, one after the other, until :meth:`stop`."""
+        backoff = 1.0
         while not self._stopping:
             self._nudged.clear()  # before the question: a nudge from now on is seen
             resting, self._resting = self._resting, self._may_rest()
@@ -505,48 +517,77 @@ class MatrixAccount:
             self.log.warning("sync failed (%s); retrying in %.0f s", response, backoff)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 30.0)
-        self._resting = False
 
     async def _sync_once(self, timeout_ms: int) -> nio.SyncResponse | object:
         """One sync from the current position, its events delivered and the position kept;
         the response, or what went wrong."""
         async with self._sync_lock:
-            position = self._position
-            rooms = self.joined_rooms()
-            # nio drops a sync response whose next_batch equals its own ("already received")
-            # without running any callback. After first_sync its position is the head of the
-            # stream, which is exactly where the catch-up from a saved position ends when
-            # nothing else happened since: the whole backlog would be thrown away. Its position
-            # must be the one this request starts from.
-            self.client.next_batch = position
+            inside = _SYNCING.set(asyncio.current_task())
             try:
-                response = await self.client.sync(
-                    timeout=timeout_ms, sync_filter=self._sync_filter, since=position
-                )
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the loop's edge: log, back off, keep listening
-                return exc
-            if not isinstance(response, nio.SyncResponse):
-                return response
-            await self._keep_keys()  # room keys for the people in encrypted rooms
-            await self._fill_gaps(response, since=position)
-            self._position = response.next_batch
-            self.synced_at, self.sync_problem = time.time(), None
-            if self._on_synced is not None:
-                await self._on_synced(self, self._position)
-            if self.joined_rooms() != rooms:
-                self.on_rooms_changed()
+                return await self._synced_once(timeout_ms)
+            finally:
+                _SYNCING.reset(inside)
+
+    async def _synced_once(self, timeout_ms: int) -> nio.SyncResponse | object:
+        """:meth:`_sync_once`'s work, under its lock."""
+        position = self._position
+        rooms = self.joined_rooms()
+        # nio drops a sync response whose next_batch equals its own ("already received")
+        # without running any callback. After first_sync its position is the head of the
+        # stream, which is exactly where the catch-up from a saved position ends when
+        # nothing else happened since: the whole backlog would be thrown away. Its position
+        # must be the one this request starts from.
+        self.client.next_batch = position
+        try:
+            response = await self.client.sync(
+                timeout=timeout_ms, sync_filter=self._sync_filter, since=position
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the loop's edge: log, back off, keep listening
+            return exc
+        if not isinstance(response, nio.SyncResponse):
             return response
+        self._left(response)
+        await self._keep_keys()  # room keys for the people in encrypted rooms
+        await self._fill_gaps(response, since=position)
+        self._position = response.next_batch
+        self.synced_at, self.sync_problem = time.time(), None
+        if self._on_synced is not None:
+            await self._on_synced(self, self._position)
+        if self.joined_rooms() != rooms:
+            self.on_rooms_changed()
+        return response
+
+    def _left(self, response: nio.SyncResponse) -> None:
+        """Forget the rooms ``response`` says this account left (kicked, banned, or left from
+        another client): nio keeps them among its rooms, as if still joined."""
+        for room_id in response.rooms.leave:
+            if room_id not in self.client.rooms and room_id not in self._joined:
+                continue
+            self.log.info("is no longer in %s", room_id)
+            self.client.rooms.pop(room_id, None)
+            self._joined.discard(room_id)
+            self._forget_rules(room_id)
 
     async def _current(self) -> None:
         """Before a resting account speaks: catch up, so its view of the room (its members
-        and their devices, for an encrypted message) is as it is now. A sync running now
-        (the one that delivered what is being answered, perhaps) is as recent as this would
-        be."""
-        if not self._resting or self._sync_lock.locked() or self._stopping:
+        and their devices, for an encrypted message) is as it is now. A sync under way is
+        waited for instead (it is as recent); inside one (its callbacks) the view is current.
+        A failed catch-up costs only its freshness: the message is sent."""
+        if not self._resting or self._stopping:
             return
-        response = await self._sync_once(0)
+        task = asyncio.current_task()
+        if task is not None and _SYNCING.get() is task:
+            return
+        if self._sync_lock.locked():
+            async with self._sync_lock:
+                return
+        try:
+            response = await self._sync_once(0)
+        except Exception as exc:  # a callback of the catch-up failed: its events are logged
+            self.log.warning("catching up before sending failed: %s", exc)
+            return
         if not isinstance(response, nio.SyncResponse):
             self.log.debug("catching up before sending failed: %s", response)
 
