@@ -563,6 +563,7 @@ class MatrixAccount:
         """Forget the rooms ``response`` says this account left (kicked, banned, or left from
         another client): nio keeps them among its rooms, as if still joined."""
         for room_id in response.rooms.leave:
+            self.client.invited_rooms.pop(room_id, None)  # an invite withdrawn or declined
             if room_id not in self.client.rooms and room_id not in self._joined:
                 continue
             self.log.info("is no longer in %s", room_id)
