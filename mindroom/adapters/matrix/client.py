@@ -664,16 +664,23 @@ class MatrixAccount:
             if not waiter.done():
                 waiter.set_result(None)
 
+    async def _room_send(
+        self, room_id: str, event_type: str, content: dict[str, Any], txn_id: str | None
+    ) -> nio.RoomSendResponse | nio.RoomSendError:
+        """Every room event this account sends: caught up first when it rests (:meth:`_current`),
+        encrypted where the room is, to every device of its members."""
+        await self._current()
+        return await self.client.room_send(
+            room_id, event_type, content, tx_id=txn_id, ignore_unverified_devices=True
+        )
+
     async def send(self, room_id: str, content: dict[str, Any], txn_id: str | None = None) -> str:
         """Send an ``m.room.message`` and return its event ID.
 
         The same ``txn_id`` from the same device is deduplicated by the homeserver, which makes
         a retried send idempotent.
         """
-        await self._current()
-        response = await self.client.room_send(
-            room_id, "m.room.message", content, tx_id=txn_id, ignore_unverified_devices=True
-        )
+        response = await self._room_send(room_id, "m.room.message", content, txn_id)
         if not isinstance(response, nio.RoomSendResponse):
             raise MatrixError(f"{self.user_id} cannot send to {room_id}: {response.message}")
         return response.event_id
@@ -693,10 +700,7 @@ class MatrixAccount:
     async def react(self, room_id: str, event_id: str, key: str, txn_id: str) -> str | None:
         """React to ``event_id`` with ``key``; the reaction's event ID (None when refused)."""
         content = {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}}
-        await self._current()
-        response = await self.client.room_send(
-            room_id, "m.reaction", content, tx_id=txn_id, ignore_unverified_devices=True
-        )
+        response = await self._room_send(room_id, "m.reaction", content, txn_id)
         if not isinstance(response, nio.RoomSendResponse):
             self.log.warning("cannot react in %s: %s", room_id, response.message)
             return None
