@@ -16,6 +16,7 @@ Synapse with the bot in-process, hold what that must not cost:
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ import pytest_asyncio
 from mindroom.adapters.matrix import client as matrix_client
 from mindroom.adapters.matrix.client import MatrixAccount
 from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
+from tests.integration.test_reload import write
 from tests.support.harness import (
     DECRYPTED,
     BotHarness,
@@ -311,3 +313,23 @@ async def test_a_message_only_the_resting_router_can_decrypt_is_answered_not_ask
         and e["event_id"] != reply["event_id"]
     ]
     assert notices == []
+
+
+async def test_a_reload_that_removes_the_rooms_agent_wakes_the_router_there(
+    bot: BotHarness, model: ScriptedModel, human: Human, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A config reload during the rest: the only agent of the room is removed (it leaves), and
+    the router, woken by that and not by a poll, hears the room from then on."""
+    monkeypatch.setattr(matrix_client, "REST_POLL_S", 3600.0)  # only a nudge wakes it now
+    room_id, router_user = await started(bot, model, human)
+    assert bot.bot is not None
+    assert bot.bot.router is not None
+    router, agents = bot.bot.router, bot.bot.agents
+
+    doc = json.loads((bot.storage / "config.yaml").read_text())
+    doc["agents"] = {"elsewhere": {"rooms": []}}  # general goes; the room keeps no agent
+    write(bot, doc)
+    await wait_until(lambda: "general" not in agents, "the reload removed general")
+    await wait_until(lambda: not router.resting, "the router listens again", timeout=20)
+    await human.send(room_id, "!help")
+    await human.wait_for(from_sender(router_user, room_id, "!agents"), timeout=20)
