@@ -345,6 +345,8 @@ class Bot(BotPresence):
             if tail is not None:
                 tail.keeps, tail.prunes = lambda a: self.runs(a.name), lambda: self.runs(ROUTER)
                 self.tasks.keep_running("appservice-inbox", tail.run)
+            if self.appservice.catch_up is not None:  # what the homeserver kept, all the same
+                self.tasks.keep_running("appservice-catch-up", self.appservice.catch_up.run)
         for name in self.config.agents:  # open (and index) shared memories before the first turn
             if self.runs(name):
                 await asyncio.to_thread(self.memories.for_agent, name)

@@ -13,7 +13,7 @@ import json
 import shutil
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from unittest.mock import ANY
 
@@ -22,7 +22,9 @@ import nio
 import pytest
 import pytest_asyncio
 import yaml
+from aiohttp import web
 
+from mindroom.adapters.matrix import appservice
 from mindroom.adapters.matrix.appservice import (
     REGISTRATION_FILE,
     TOKENS_FILE,
@@ -113,6 +115,67 @@ async def person(service: Service) -> AsyncIterator[Human]:
     await human.close()
 
 
+class LossyLink:
+    """Between the homeserver and mindroom, on the registration's port: passes every request
+    on to mindroom's port, except a transaction holding an event ``lose`` picks, which it
+    answers 200 itself. The homeserver counts that transaction delivered and mindroom never
+    sees it: a transaction the homeserver keeps for good looks the same from mindroom."""
+
+    def __init__(self, service: Service) -> None:
+        self.service, self.inner = service, free_port()
+        self.lose: Callable[[dict], bool] = lambda event: False
+        self.lost: list[dict] = []  # the events it kept from mindroom
+        self._runner: web.AppRunner | None = None
+        self._session: aiohttp.ClientSession | None = None
+
+    def matrix(self) -> dict:
+        return {"mode": "appservice", "appservice": {"port": self.inner}}
+
+    async def start(self) -> None:
+        app = web.Application(client_max_size=32 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._pass)
+        self._session = aiohttp.ClientSession()
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", self.service.port).start()
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._session is not None:
+            await self._session.close()
+
+    async def _pass(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        if request.method == "PUT" and "/transactions/" in request.path:
+            events = json.loads(body).get("events") or []
+            kept = [event for event in events if self.lose(event)]
+            if kept:
+                self.lost.extend(kept)
+                return web.json_response({})
+        assert self._session is not None
+        async with self._session.request(
+            request.method,
+            f"http://127.0.0.1:{self.inner}{request.path_qs}",
+            data=body,
+            headers={k: v for k, v in request.headers.items() if k.lower() != "host"},
+        ) as answer:
+            return web.Response(
+                status=answer.status, body=await answer.read(), content_type=answer.content_type
+            )
+
+
+@pytest_asyncio.fixture
+async def lossy(service: Service, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[LossyLink]:
+    """A :class:`LossyLink` on the registration's port, and mindroom's catch-up asking every
+    half second (instead of every 15 s)."""
+    monkeypatch.setattr(appservice, "CATCH_UP_S", 0.5)
+    link = LossyLink(service)
+    await link.start()
+    yield link
+    await link.stop()
+
+
 async def transaction(
     service: Service, txn: str, events: list[dict], token: str | None = None
 ) -> tuple[int, dict]:
@@ -136,12 +199,16 @@ async def in_room_answering(
     service: Service,
     answer: str,
     said: str,
+    matrix: dict | None = None,
 ) -> str:
-    """Start mindroom in appservice mode with ``general`` in a new room that ``person`` joins,
-    answering ``answer``; ``person`` says ``said`` to it first and waits for the answer."""
+    """Start mindroom in appservice mode (``matrix``: its settings, default the service's)
+    with ``general`` in a new room that ``person`` joins, answering ``answer``; ``person``
+    says ``said`` to it first and waits for the answer."""
     room = unique("as")
     model.set_handler(lambda request: answer)
-    config = config_text(model.base_url, {"general": {"rooms": [room]}}, matrix=service.matrix())
+    config = config_text(
+        model.base_url, {"general": {"rooms": [room]}}, matrix=matrix or service.matrix()
+    )
     room_id = await as_bot.start_in_room(config, room, person)
     first = await person.send(room_id, f"@general {said}")
     await person.wait_for_reply(room_id, first)
@@ -472,4 +539,67 @@ async def test_a_reload_adds_an_agent_to_one_of_two_appservice_processes_and_rem
         person,
         model,
         matrix=service.matrix(),
+    )
+
+
+def body_has(text: str) -> Callable[[dict], bool]:
+    return lambda event: text in json.dumps(event.get("content") or {})
+
+
+async def test_a_message_the_homeserver_never_pushed_is_answered_once_by_the_catch_up(
+    as_bot: BotHarness, person: Human, model: ScriptedModel, lossy: LossyLink
+) -> None:
+    # the control: the link passes on what it does not lose
+    room_id = await in_room_answering(
+        as_bot, person, model, lossy.service, "Caught up.", "pushed as usual", lossy.matrix()
+    )
+    lossy.lose = body_has("lost on the way")
+    lost = await person.send(room_id, "@general lost on the way")
+    answer = await person.wait_for_reply(room_id, lost, timeout=30)
+    assert as_bot.bot is not None
+    assert as_bot.bot.appservice is not None
+    catch_up = as_bot.bot.appservice.catch_up
+    assert catch_up is not None
+    rounds = catch_up.rounds
+    await wait_until(lambda: catch_up.rounds >= rounds + 3, "three more rounds")
+    await as_bot.settle(person, room_id)
+
+    assert [event["event_id"] for event in lossy.lost] == [lost]  # kept from mindroom
+    assert answer["content"]["body"] == "Caught up."
+    assert catch_up.found == 1  # only it: what the homeserver pushed was not handed on again
+    said = [last_user_text(r) for r in model.requests]
+    assert sum("lost on the way" in t for t in said) == 1
+    assert sum("pushed as usual" in t for t in said) == 1
+    replies = [
+        e
+        for e in person.events
+        if e.get("type") == "m.room.message" and relation(e).get("event_id") == lost
+    ]
+    assert len(replies) == 1
+
+
+async def test_an_invite_the_homeserver_never_pushed_is_accepted_by_the_catch_up(
+    as_bot: BotHarness, person: Human, model: ScriptedModel, lossy: LossyLink
+) -> None:
+    model.set_handler(lambda request: "Found you.")
+    await as_bot.start(
+        config_text(model.base_url, {"general": {"rooms": []}}, matrix=lossy.matrix())
+    )
+    assert as_bot.bot is not None
+    general = as_bot.bot.account("general").user_id
+    lossy.lose = lambda event: (
+        event.get("type") == "m.room.member"
+        and event.get("state_key") == general
+        and (event.get("content") or {}).get("membership") == "invite"
+    )
+    created = await person.client.room_create(invite=[general], is_direct=True)
+    room_id = created.room_id
+    await person.wait_for(joined(general, room_id), timeout=30)
+    asked = await person.send(room_id, "psst")
+    reply = await person.wait_for_reply(room_id, asked)
+
+    assert [event.get("room_id") for event in lossy.lost] == [room_id]  # kept from mindroom
+    assert reply["content"]["body"] == "Found you."
+    assert as_bot.bot.account("general").only_with(
+        room_id, person.user_id, as_bot.bot.own_user_ids()
     )

@@ -41,6 +41,7 @@ import itertools
 import json
 import logging
 import secrets
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,7 @@ from mindroom.adapters.matrix.client import MatrixAccount, RoomRulesClient
 from mindroom.adapters.matrix.inbox_tail import InboxTail
 from mindroom.atomic import atomic_write
 from mindroom.errors import ClaimError, MatrixError
+from mindroom.redact import redact_text
 
 if TYPE_CHECKING:
     from mindroom.cluster.inbox import Inbox
@@ -67,6 +69,17 @@ TOKENS_FILE = "appservice.json"  # under mindroom_data/, mode 0600
 REGISTRATION_FILE = "appservice-registration.yaml"
 SENDER = f"{ACCOUNT_PREFIX}appservice"  # the service's own user (never an agent)
 _TRANSACTIONS_KEPT = 1000  # finished transaction ids remembered (this run only)
+_DELIVERED_KEPT = 50_000  # events handed to accounts, remembered (this run; TransactionFeed)
+CATCH_UP_S = 15.0
+_IN_FLIGHT_S = 2.0  # an event missing this long is not on its way as a transaction
+"""How often each account asks the homeserver what its rooms got, to hand on what the
+homeserver stored and never pushed (:class:`CatchUp`)."""
+# the catch-up's /sync: the rooms' events and memberships, nothing else
+_CATCH_UP_FILTER: dict[str, Any] = {
+    "presence": {"not_types": ["*"]},
+    "account_data": {"not_types": ["*"]},
+    "room": {"timeline": {"limit": 50}, "ephemeral": {"not_types": ["*"]}},
+}
 _PING_S = 10.0  # how long the homeserver has to answer a ping
 # A ping that fails is asked again after these pauses. Synapse answers 502 ("AlreadyCalled")
 # when its retry timer for the service fired just before the ping: that retry, started
@@ -225,11 +238,23 @@ class Receiver(Protocol):
 
 
 class TransactionFeed:
-    """Hands a transaction's events to the accounts they concern, as sync responses."""
+    """Hands a transaction's events to the accounts they concern, as sync responses.
+
+    Each event once to each account in a run: an event both a transaction and the
+    :class:`CatchUp` bring (or a transaction sent again after an event of it failed) reaches
+    an account the first time only. An account that starts later (a reload, or a lease taken
+    over from another process) still gets what its inbox hands it.
+    """
 
     def __init__(self, accounts: Accounts) -> None:
         self.accounts = accounts
         self._batches = itertools.count(1)
+        # (account, event id) handed on, oldest first
+        self._delivered: collections.OrderedDict[tuple[str, str], None] = collections.OrderedDict()
+
+    def delivered(self, event: dict[str, Any], account: MatrixAccount) -> bool:
+        """Whether ``event`` was handed to ``account`` in this run (as far as remembered)."""
+        return (account.user_id, str(event.get("event_id"))) in self._delivered
 
     async def deliver(
         self, events: list[dict[str, Any]], accounts: Iterable[MatrixAccount] | None = None
@@ -239,18 +264,31 @@ class TransactionFeed:
         homeserver did not answer; an event that cannot be handled otherwise (malformed, a
         room whose state is refused) is logged and skipped, as a sync would, so one bad event
         never stops the stream."""
-        by_user = {a.user_id: a for a in (self.accounts() if accounts is None else accounts)}
+        everyone = list(self.accounts() if accounts is None else accounts)
         for event in events:
+            event_id = event.get("event_id")
+            by_user = {
+                a.user_id: a
+                for a in everyone
+                if not isinstance(event_id, str) or not self.delivered(event, a)
+            }
+            if not by_user:
+                continue
             try:
                 await self._deliver_one(event, by_user)
             except (ClaimError, aiohttp.ClientError, TimeoutError):
-                raise
+                raise  # not noted: it must be handed on when it comes again
             except Exception:
                 logger.exception(
                     "skipping event %s of %s: it cannot be handled",
                     event.get("event_id"),
                     event.get("room_id"),
                 )
+            if isinstance(event_id, str):
+                for user in by_user:
+                    self._delivered[user, event_id] = None
+                while len(self._delivered) > _DELIVERED_KEPT:
+                    self._delivered.popitem(last=False)
 
     async def _deliver_one(self, event: dict[str, Any], by_user: dict[str, MatrixAccount]) -> None:
         room_id = event.get("room_id")
@@ -269,7 +307,7 @@ class TransactionFeed:
         self, account: MatrixAccount, room_id: str, event: dict[str, Any], membership: object
     ) -> None:
         client = account.client
-        if membership == "invite":
+        if membership == "invite" and room_id not in client.rooms:  # not one it is in already
             stripped = (event.get("unsigned") or {}).get("invite_room_state") or []
             await self._receive(
                 account,
@@ -416,12 +454,170 @@ class TransactionServer:
         self.receive = receive
         self._open.set()
 
+    async def take(self, events: list[dict[str, Any]]) -> bool:
+        """Hand ``events`` on as one more transaction would be (in turn with the
+        transactions); False when there is no receiver (not open yet, or stopping). Raises
+        as the receiver does."""
+        async with self._lock:
+            if self._stopping or self.receive is None:
+                return False
+            await self.receive(events)
+            return True
+
     async def stop(self) -> None:
         self._stopping = True
         self._open.set()  # a held transaction is sent back, to come again
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+
+class CatchUp:
+    """Hands on what the homeserver stored and never pushed.
+
+    A homeserver can keep an event from the service for good. Synapse (1.163) reads whether
+    the service is up *before* it stores a transaction, and sends it only if it was: an event
+    that comes while Synapse marks the service up again (mindroom restarted, or refused a
+    transaction) is stored as a transaction nobody sends until the service fails next. Every
+    :data:`CATCH_UP_S` each account asks what its rooms got since it last asked (a /sync as
+    its user, from its first sync's position on) and hands what no transaction brought in
+    this run to the transactions' receiver, so it is handled as if pushed: a message claimed
+    and answered once, an invite answered, a kick forgotten. An event may be missing only
+    because its transaction is on its way: it is handed on once it has been missing for
+    :data:`_IN_FLIGHT_S` (asked again that soon). A failed round hands nothing on and keeps
+    its position, to ask again next time.
+    """
+
+    def __init__(self, accounts: Accounts, feed: TransactionFeed, server: TransactionServer):
+        self.accounts, self.feed, self.server = accounts, feed, server
+        self._since: dict[str, str] = {}  # the next question's position, per account
+        # events found missing (by account and event) and when each was first found so
+        self._missing: dict[tuple[str, str], float] = {}
+        self.rounds = 0  # rounds finished (for tests and the log)
+        self.found = 0  # events handed on that no transaction had brought
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(_IN_FLIGHT_S if self._missing else CATCH_UP_S)
+            await self.round()
+
+    async def round(self) -> None:
+        """Ask once for every account."""
+        accounts = list(self.accounts())
+        for account in accounts:
+            try:
+                await self._catch_up(account)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning(
+                    "catching up %s failed (%s); asked again in %.0f s",
+                    account.user_id,
+                    redact_text(str(exc))[:300],
+                    CATCH_UP_S,
+                )
+        users = {account.user_id for account in accounts}
+        self._since = {user: since for user, since in self._since.items() if user in users}
+        self._missing = {key: t for key, t in self._missing.items() if key[0] in users}
+        self.rounds += 1
+
+    async def _catch_up(self, account: MatrixAccount) -> None:
+        since = self._since.get(account.user_id) or account.first_position
+        if since is None:  # not synced once yet: nothing to catch up from
+            return
+        changes = await _changes(account.client, since)
+        events = await self._events(account, changes, since)
+        # An event no transaction brought yet may be one on its way: it is handed on once it
+        # has been seen missing for _IN_FLIGHT_S (by this clock: a server's may be off), and
+        # until then the position stays, so the next round asks for it again.
+        now, waiting, due = time.monotonic(), {}, []
+        for event in events:
+            if self.feed.delivered(event, account):
+                continue
+            key = _key(account, event)
+            waiting[key] = self._missing.get(key, now)
+            if now - waiting[key] >= _IN_FLIGHT_S:
+                due.append(event)
+                del waiting[key]
+        self._missing = {k: t for k, t in self._missing.items() if k[0] != account.user_id}
+        self._missing.update(waiting)
+        if due:
+            logger.warning(
+                "%d events in the rooms of %s never reached mindroom as transactions "
+                "(the homeserver kept or lost them): handing them on now",
+                len(due),
+                account.user_id,
+            )
+            if not await self.server.take(due):
+                return  # stopping: asked again from the same position next run
+            self.found += len(due)
+        if not waiting:
+            self._since[account.user_id] = str(changes["next_batch"])
+
+    async def _events(
+        self, account: MatrixAccount, changes: dict[str, Any], since: str
+    ) -> list[dict[str, Any]]:
+        """The events ``changes`` (a /sync's answer) holds, oldest first in each room, each
+        with its room: joined rooms' timelines (a limited one with what it left out), the
+        leave of a room left, an invite as the event the homeserver would have pushed."""
+        client = account.client
+        rooms = changes.get("rooms") or {}
+        events: list[dict[str, Any]] = []
+        for room_id, room in (rooms.get("join") or {}).items():
+            timeline = room.get("timeline") or {}
+            if timeline.get("limited") and timeline.get("prev_batch"):
+                left_out = await account.events_between(room_id, timeline["prev_batch"], since)
+                events.extend({**e.source, "room_id": room_id} for e in reversed(left_out))
+            events.extend({**e, "room_id": room_id} for e in timeline.get("events") or [])
+        for room_id, room in (rooms.get("leave") or {}).items():
+            timeline = (room.get("timeline") or {}).get("events") or []
+            events.extend({**e, "room_id": room_id} for e in timeline)
+        for room_id, room in (rooms.get("invite") or {}).items():
+            if room_id in client.rooms or room_id in client.invited_rooms:
+                continue  # its invite was pushed (and is being answered), or it joined
+            state = (room.get("invite_state") or {}).get("events") or []
+            own = [
+                e
+                for e in state
+                if e.get("type") == "m.room.member" and e.get("state_key") == client.user_id
+            ]
+            if own:
+                others = [e for e in state if e is not own[-1]]
+                events.append(
+                    {
+                        **own[-1],
+                        "room_id": room_id,
+                        "unsigned": {"invite_room_state": others},
+                    }
+                )
+        return [e for e in events if isinstance(e, dict)]
+
+
+def _key(account: MatrixAccount, event: dict[str, Any]) -> tuple[str, str]:
+    """What names ``event`` among ``account``'s missing ones (an invite has no event id)."""
+    event_id = event.get("event_id")
+    if isinstance(event_id, str):
+        return account.user_id, event_id
+    return account.user_id, f"{event.get('type')}:{event.get('room_id')}:{event.get('state_key')}"
+
+
+async def _changes(client: nio.AsyncClient, since: str) -> dict[str, Any]:
+    """What the rooms of ``client``'s user got since ``since``: a /sync's answer, as JSON (not
+    handed to nio: the events go through the transactions' receiver)."""
+    method, path = nio.Api.sync(
+        client.access_token, since=since, timeout=0, filter=_CATCH_UP_FILTER
+    )
+    answer = await client.send(method, path)
+    try:
+        found = await answer.json(content_type=None)
+    except ValueError:
+        found = None
+    finally:
+        answer.release()
+    if answer.status != 200 or not isinstance(found, dict) or "next_batch" not in found:
+        problem = found.get("errcode") if isinstance(found, dict) else None
+        raise MatrixError(f"the homeserver answered /sync with {problem or answer.status}")
+    return found
 
 
 def registration_hint(path: Path) -> str:
@@ -448,6 +644,7 @@ class Appservice:
         self.tokens = appservice_tokens(data_dir)
         self.registration = write_registration(data_dir, settings)  # current with the config
         self.server: TransactionServer | None = None
+        self.catch_up: CatchUp | None = None  # once listening
         self._server_name: str | None = None
 
     async def account(self, name: str) -> MatrixAccount:
@@ -484,7 +681,9 @@ class Appservice:
         receive: Receiver = feed.deliver
         if self.tail is not None:
             self.tail.feed, receive = feed, self.tail.receive
-        (await self.serve()).open(receive)
+        server = await self.serve()
+        server.open(receive)
+        self.catch_up = CatchUp(accounts, feed, server)  # run by the bot
         await self.ping()  # and what the homeserver kept while mindroom was down comes now
         return self.tail
 

@@ -170,6 +170,8 @@ class MatrixAccount:
         self._nudged = asyncio.Event()
         self._sync_lock = asyncio.Lock()  # one sync at a time: the loop's, or a catch-up
         self._position: str | None = None
+        # where the first sync left the stream (appservice mode catches up from there)
+        self.first_position: str | None = None
         self._on_synced: SyncedHandler | None = None
         self.on_rooms_changed: Callable[[], None] = lambda: None
         """Called when the rooms this account is joined to changed (a sync, a join, a leave)."""
@@ -291,7 +293,7 @@ class MatrixAccount:
         response = await self.client.sync(timeout=0, full_state=True, sync_filter=state_filter)
         if isinstance(response, nio.SyncError):
             raise MatrixError(f"first sync of {self.user_id} failed: {response.message}")
-        self.synced_at = time.time()
+        self.synced_at, self.first_position = time.time(), response.next_batch
         await self._keep_keys()
         # An uploaded filter is parsed once; an inline one costs the server a parse per sync.
         # Synapse stores identical filters once, so without this run's nonce the catch-up
@@ -604,7 +606,7 @@ class MatrixAccount:
         for room_id, info in response.rooms.join.items():
             if not info.timeline.limited or not info.timeline.prev_batch:
                 continue
-            missed = await self._missed(room_id, info.timeline.prev_batch, since)
+            missed = await self.events_between(room_id, info.timeline.prev_batch, since)
             room = self.client.rooms.get(room_id)
             if room is None:
                 continue
@@ -613,7 +615,7 @@ class MatrixAccount:
             for event in reversed(missed):
                 await self._deliver_missed(room, event)
 
-    async def _missed(self, room_id: str, start: str | None, since: str) -> list[nio.Event]:
+    async def events_between(self, room_id: str, start: str | None, since: str) -> list[nio.Event]:
         """The events of ``room_id`` from ``start`` back to ``since`` (newest first), at most
         about :data:`_MAX_GAP_EVENTS`."""
         missed: list[nio.Event] = []
