@@ -603,3 +603,37 @@ async def test_an_invite_the_homeserver_never_pushed_is_accepted_by_the_catch_up
     assert as_bot.bot.account("general").only_with(
         room_id, person.user_id, as_bot.bot.own_user_ids()
     )
+
+
+async def test_a_lost_message_buried_under_more_events_than_one_answer_holds_is_caught_up(
+    as_bot: BotHarness,
+    person: Human,
+    model: ScriptedModel,
+    lossy: LossyLink,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(appservice, "CATCH_UP_S", 3600.0)  # rounds only when this test asks
+    monkeypatch.setattr(appservice, "_IN_FLIGHT_S", 0.0)
+    room_id = await in_room_answering(
+        as_bot, person, model, lossy.service, "Dug out.", "hello", lossy.matrix()
+    )
+    assert as_bot.bot is not None
+    assert as_bot.bot.appservice is not None
+    catch_up = as_bot.bot.appservice.catch_up
+    assert catch_up is not None
+    await catch_up.round()  # from here on
+    lossy.lose = body_has("under the pile")
+    lost = await person.send(room_id, "@general under the pile")
+    for i in range(60):  # more than the catch-up's /sync returns of a room (50)
+        relates = {"rel_type": "m.annotation", "event_id": lost, "key": f"{i}"}
+        reacted = await person.client.room_send(room_id, "m.reaction", {"m.relates_to": relates})
+        assert isinstance(reacted, nio.RoomSendResponse), reacted
+    general = as_bot.bot.account("general")
+    last = {"event_id": reacted.event_id}
+    await wait_until(lambda: catch_up.feed.delivered(last, general), "the last one pushed")
+    await catch_up.round()
+    answer = await person.wait_for_reply(room_id, lost, timeout=30)
+
+    assert [event["event_id"] for event in lossy.lost] == [lost]
+    assert answer["content"]["body"] == "Dug out."
+    assert catch_up.found == 1
