@@ -71,9 +71,9 @@ SENDER = f"{ACCOUNT_PREFIX}appservice"  # the service's own user (never an agent
 _TRANSACTIONS_KEPT = 1000  # finished transaction ids remembered (this run only)
 _DELIVERED_KEPT = 50_000  # events handed to accounts, remembered (this run; TransactionFeed)
 CATCH_UP_S = 15.0
-_IN_FLIGHT_S = 2.0  # an event missing this long is not on its way as a transaction
 """How often each account asks the homeserver what its rooms got, to hand on what the
 homeserver stored and never pushed (:class:`CatchUp`)."""
+_IN_FLIGHT_S = 2.0  # an event missing this long is not on its way as a transaction
 # the catch-up's /sync: the rooms' events and memberships, nothing else
 _CATCH_UP_FILTER: dict[str, Any] = {
     "presence": {"not_types": ["*"]},
