@@ -613,6 +613,7 @@ async def test_a_lost_message_buried_under_more_events_than_one_answer_holds_is_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(appservice, "CATCH_UP_S", 3600.0)  # rounds only when this test asks
+    monkeypatch.setattr(appservice, "_FIRST_CATCH_UP_S", 3600.0)
     monkeypatch.setattr(appservice, "_IN_FLIGHT_S", 0.0)
     room_id = await in_room_answering(
         as_bot, person, model, lossy.service, "Dug out.", "hello", lossy.matrix()

@@ -74,6 +74,7 @@ CATCH_UP_S = 15.0
 """How often each account asks the homeserver what its rooms got, to hand on what the
 homeserver stored and never pushed (:class:`CatchUp`)."""
 _IN_FLIGHT_S = 2.0  # an event missing this long is not on its way as a transaction
+_FIRST_CATCH_UP_S = 5.0  # the first round, after the homeserver's recovery at start
 # the catch-up's /sync: the rooms' events and memberships, nothing else
 _CATCH_UP_FILTER: dict[str, Any] = {
     "presence": {"not_types": ["*"]},
@@ -497,9 +498,11 @@ class CatchUp:
         self.found = 0  # events handed on that no transaction had brought
 
     async def run(self) -> None:
+        # the first round soon: the homeserver keeps an event as it recovers, just after start
+        await asyncio.sleep(min(_FIRST_CATCH_UP_S, CATCH_UP_S))
         while True:
-            await asyncio.sleep(_IN_FLIGHT_S if self._missing else CATCH_UP_S)
             await self.round()
+            await asyncio.sleep(_IN_FLIGHT_S if self._missing else CATCH_UP_S)
 
     async def round(self) -> None:
         """Ask once for every account."""
