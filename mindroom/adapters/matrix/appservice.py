@@ -29,8 +29,10 @@ device or long-polls:
   them from there to the accounts it runs (:mod:`mindroom.adapters.matrix.inbox_tail`).
 
 Each account still syncs once at start (:meth:`MatrixAccount.first_sync`, as the agent):
-that is how it learns its rooms and the invites sent while mindroom was down. Encryption is
-not available in this mode (appservice users have no devices here).
+that is how it learns its rooms and the invites sent while mindroom was down. From there
+:class:`CatchUp` asks every :data:`CATCH_UP_S` (a /sync without a wait) what its rooms got,
+for what the homeserver kept and never pushed. Encryption is not available in this mode
+(appservice users have no devices here).
 """
 
 from __future__ import annotations
