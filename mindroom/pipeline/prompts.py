@@ -13,7 +13,8 @@ does nothing. A prompt is answered once, whatever reacts after.
 A prompt is recorded once its message is sent (its event ID is known only then), so a quick
 person's reaction can arrive before the record does. While a prompt is being posted in a room
 (:meth:`PromptDesk.posting`), a reaction there to an event not known as a prompt waits for the
-posting to finish (at most :data:`POSTING_WAIT_S`) and looks again.
+posting to finish (at most :data:`POSTING_WAIT_S`) and looks again. One heard in the posting's
+own task (the account catching up before it sends the prompt) cannot be to it: it does not wait.
 
 A new kind of question is one entry in :data:`PROMPT_HANDLERS`: a coroutine taking the bot
 (:class:`PromptHost`), the prompt, the answer (True for yes) and who answered, and returning
@@ -33,7 +34,7 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from mindroom.adapters.matrix.client import MatrixAccount
 from mindroom.adapters.matrix.events import IncomingReaction
@@ -164,19 +165,27 @@ class PromptDesk:
         # forget-me (mindroom.people.erasure)
         self._gate = gate or ErasureGate()
         self._posting: Counter[str] = Counter()  # prompts being posted, by room
+        self._posters: Counter[asyncio.Task[Any]] = Counter()  # the tasks posting them
         self._posted = asyncio.Event()  # set (and replaced) whenever a posting ends
         self.waiting = 0  # reactions waiting for a posting to end (tests read it)
 
     @contextlib.contextmanager
     def posting(self, room_id: str) -> Iterator[None]:
         """A prompt is being posted in ``room_id`` (sent, then recorded) in this block."""
+        task = asyncio.current_task()
         self._posting[room_id] += 1
+        if task is not None:
+            self._posters[task] += 1
         try:
             yield
         finally:
             self._posting[room_id] -= 1
             if not self._posting[room_id]:
                 del self._posting[room_id]
+            if task is not None:
+                self._posters[task] -= 1
+                if not self._posters[task]:
+                    del self._posters[task]
             self._posted.set()
             self._posted = asyncio.Event()
 
@@ -215,8 +224,15 @@ class PromptDesk:
     async def _answer(self, account: MatrixAccount, reaction: IncomingReaction, yes: bool) -> None:
         """The yes or no ``reaction``: the answer to a prompt ``account`` posted, when it is one."""
         prompt = await self._ledger.prompts.get(reaction.reacts_to)
-        if prompt is None and self._posting.get(reaction.room_id):
-            # a quick reaction to a prompt sent but not recorded yet: look again after it
+        if (
+            prompt is None
+            and self._posting.get(reaction.room_id)
+            and asyncio.current_task() not in self._posters
+        ):
+            # A quick reaction to a prompt sent but not recorded yet: look again after it.
+            # Not in a posting's own task: there the posting account is catching up before
+            # it sends (MatrixAccount._current), the prompt is not sent yet, and the wait
+            # would be for itself.
             self.waiting += 1
             try:
                 with contextlib.suppress(TimeoutError):

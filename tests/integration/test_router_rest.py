@@ -27,7 +27,9 @@ import pytest_asyncio
 
 from mindroom.adapters.matrix import client as matrix_client
 from mindroom.adapters.matrix.client import MatrixAccount
+from mindroom.adapters.matrix.events import IncomingReaction
 from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver
+from mindroom.pipeline import prompts
 from tests.integration.test_reload import write
 from tests.support.harness import (
     DECRYPTED,
@@ -333,3 +335,44 @@ async def test_a_reload_that_removes_the_rooms_agent_wakes_the_router_there(
     await wait_until(lambda: not router.resting, "the router listens again", timeout=20)
     await human.send(room_id, "!help")
     await human.wait_for(from_sender(router_user, room_id, "!agents"), timeout=20)
+
+
+async def test_a_thumbs_up_the_router_catches_up_on_while_posting_a_forget_listing_holds_nothing(
+    bot: BotHarness, model: ScriptedModel, human: Human, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The resting router catches up before it sends, in the sending task. A 👍 (a yes) on
+    some other message, heard there while it posts a forget listing, once waited for that
+    very posting (a reaction to a prompt not recorded yet waits for it): the listing came
+    :data:`POSTING_WAIT_S` late. Here that wait is an hour, so it would not come at all."""
+    monkeypatch.setattr(matrix_client, "REST_POLL_S", 3600.0)  # no poll: only its catch-up
+    monkeypatch.setattr(prompts, "POSTING_WAIT_S", 3600.0)
+    room_id, router_user = await started(bot, model, human)
+    assert bot.bot is not None
+    assert bot.bot.router is not None
+    router, desk = bot.bot.router, bot.bot.prompts
+    memory = bot.bot.memories.for_agent("general")
+    memory.add_sync(f"{human.user_id} keeps bees in the garden", actor="test")
+    heard: list[tuple[str, str, bool]] = []  # (account, key, while a listing was posted)
+    on_reaction = desk.on_reaction
+
+    async def spied(account: MatrixAccount, reaction: IncomingReaction) -> None:
+        heard.append((account.name, reaction.key, bool(desk._posting.get(reaction.room_id))))
+        await on_reaction(account, reaction)
+
+    monkeypatch.setattr(desk, "on_reaction", spied)
+    asked = await human.send(room_id, "hello")
+    answer = await human.wait_for_reply(room_id, asked)
+    relates = {"rel_type": "m.annotation", "event_id": answer["event_id"], "key": "👍"}
+    liked = await human.client.room_send(room_id, "m.reaction", {"m.relates_to": relates})
+    assert isinstance(liked, nio.RoomSendResponse), liked
+    await wait_until(lambda: ("general", "👍", False) in heard, "general hears the 👍")
+    assert router.resting
+    assert ("router", "👍", False) not in heard  # it rests: it has not heard it yet
+    command = await human.send(room_id, "!memory forget bees")
+    listing = await human.wait_for_reply(room_id, command, timeout=30)
+
+    assert listing["sender"] == router_user
+    assert "I would forget 1 thing" in listing["content"]["body"]
+    # the control: the router heard the 👍 in its catch-up, as the listing was being posted
+    assert ("router", "👍", True) in heard
+    assert desk.waiting == 0
