@@ -94,6 +94,10 @@ class PromptHost(Protocol):
         """The ledger (a handler's own control state may live there)."""
         ...
 
+    def local_accounts(self) -> list[MatrixAccount]:
+        """Every account this process runs."""
+        ...
+
 
 PromptHandler = Callable[[PromptHost, Prompt, bool, str], Awaitable[str]]
 """Answers one kind of prompt: ``(bot, prompt, yes, answered_by)`` -> what it did."""
@@ -240,8 +244,16 @@ class PromptDesk:
             finally:
                 self.waiting -= 1
             prompt = await self._ledger.prompts.get(reaction.reacts_to)
-        if prompt is None or prompt.account != account.name or prompt.answer is not None:
-            return  # not a question, another account's (it hears it too), or answered
+        if prompt is None or prompt.answer is not None:
+            return  # not a question, or answered
+        if prompt.account != account.name:
+            # Another account's question: answered from that account when this process runs
+            # it (a resting router hears the reaction only at its next poll); otherwise the
+            # process that runs it hears the reaction too. Answered once either way.
+            owner = [a for a in self._host.local_accounts() if a.name == prompt.account]
+            if not owner:
+                return
+            account = owner[0]
         if not may_answer(prompt, reaction.sender, self._host.config.authorization.admins):
             logger.info("%s reacted to %s, which is not theirs to answer", reaction.sender, prompt)
             return

@@ -57,10 +57,10 @@ _MAX_GAP_EVENTS = 1_000
 _TYPING_REFRESH_S = 20.0
 _TYPING_DELAY_S = 1.0
 _ECHOES_KEPT = 64  # own events heard back, remembered for a wait that starts after them
-_SYNCING: contextvars.ContextVar[asyncio.Task[Any] | None] = contextvars.ContextVar(
+_SYNCING: contextvars.ContextVar[tuple[object, asyncio.Task[Any]] | None] = contextvars.ContextVar(
     "mindroom_syncing", default=None
 )
-"""The task running an account's sync, inside it (its callbacks run there)."""
+"""Inside an account's sync (its callbacks run there): the account and the task running it."""
 
 
 @dataclass(frozen=True)
@@ -524,7 +524,8 @@ class MatrixAccount:
         """One sync from the current position, its events delivered and the position kept;
         the response, or what went wrong."""
         async with self._sync_lock:
-            inside = _SYNCING.set(asyncio.current_task())
+            task = asyncio.current_task()
+            inside = _SYNCING.set(None if task is None else (self, task))
             try:
                 return await self._synced_once(timeout_ms)
             finally:
@@ -576,12 +577,14 @@ class MatrixAccount:
     async def _current(self) -> None:
         """Before a resting account speaks: catch up, so its view of the room (its members
         and their devices, for an encrypted message) is as it is now. A sync under way is
-        waited for instead (it is as recent); inside one (its callbacks) the view is current.
-        A failed catch-up costs only its freshness: the message is sent."""
+        waited for instead (it is as recent); inside one of its own (its callbacks) the view
+        is current. Inside another account's (a reaction the agent heard, answered from the
+        router's prompt) it is not: it catches up there too. A failed catch-up costs only its
+        freshness: the message is sent."""
         if not self._resting or self._stopping:
             return
-        task = asyncio.current_task()
-        if task is not None and _SYNCING.get() is task:
+        task, syncing = asyncio.current_task(), _SYNCING.get()
+        if task is not None and syncing is not None and syncing == (self, task):
             return
         if self._sync_lock.locked():
             async with self._sync_lock:
