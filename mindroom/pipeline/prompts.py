@@ -226,7 +226,8 @@ class PromptDesk:
             await self._answer(account, reaction, yes)
 
     async def _answer(self, account: MatrixAccount, reaction: IncomingReaction, yes: bool) -> None:
-        """The yes or no ``reaction``: the answer to a prompt ``account`` posted, when it is one."""
+        """The yes or no ``reaction`` ``account`` heard: the answer to a prompt an account of
+        this process posted, when it is one (answered from that account)."""
         prompt = await self._ledger.prompts.get(reaction.reacts_to)
         if (
             prompt is None
