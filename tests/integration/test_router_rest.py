@@ -11,7 +11,10 @@ Synapse with the bot in-process, hold what that must not cost:
 * when the agent leaves, or is kicked, the router is nudged awake at once, not at its next
   poll (and a kicked account no longer counts the room as its own);
 * a room's audience, and a command's answer, never count as private to one person because
-  the resting router has not seen the others yet.
+  the resting router has not seen the others yet;
+* its questions (a forget listing) are neither held up by a reaction its catch-up hears as it
+  posts one, nor answered late: the agent that hears the ✅ answers as the router, which
+  still catches up first.
 """
 
 from __future__ import annotations
