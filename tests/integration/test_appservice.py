@@ -626,11 +626,9 @@ async def test_a_lost_message_buried_under_more_events_than_one_answer_holds_is_
     lossy.lose = body_has("under the pile")
     lost = await person.send(room_id, "@general under the pile")
     for i in range(60):  # more than the catch-up's /sync returns of a room (50)
-        relates = {"rel_type": "m.annotation", "event_id": lost, "key": f"{i}"}
-        reacted = await person.client.room_send(room_id, "m.reaction", {"m.relates_to": relates})
-        assert isinstance(reacted, nio.RoomSendResponse), reacted
+        reacted = await person.react(room_id, lost, f"{i}")
     general = as_bot.bot.account("general")
-    last = {"event_id": reacted.event_id}
+    last = {"event_id": reacted}
     await wait_until(lambda: catch_up.feed.delivered(last, general), "the last one pushed")
     await catch_up.round()
     answer = await person.wait_for_reply(room_id, lost, timeout=30)

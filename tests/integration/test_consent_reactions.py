@@ -126,12 +126,6 @@ def _reaction(event_id: str, key: str) -> dict[str, object]:
     return {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}}
 
 
-async def _react(person: Human, room_id: str, event_id: str, key: str) -> str:
-    sent = await person.client.room_send(room_id, "m.reaction", _reaction(event_id, key))
-    assert isinstance(sent, nio.RoomSendResponse), sent
-    return sent.event_id
-
-
 async def _answer_to(person: Human, room_id: str, agent: str, prompt_id: str) -> str:
     """The body of the agent's reply to the prompt ``prompt_id``."""
     answer = await person.wait_for(
@@ -191,10 +185,10 @@ async def test_a_proposal_about_alice_is_offered_in_her_dm_only_and_only_her_che
         assert isinstance(invited, nio.RoomInviteResponse), invited
         await bob.join(dm)
         await alice.wait_for(joined(bob.user_id, dm))
-        await _react(bob, dm, offer["event_id"], "✅")
-        await _react(alice, dm, offer["event_id"], "✅")  # the control: hers does
+        await bob.react(dm, offer["event_id"], "✅")
+        await alice.react(dm, offer["event_id"], "✅")  # the control: hers does
         answered = await _answer_to(alice, dm, agent, offer["event_id"])
-        await _react(alice, dm, offer["event_id"], "❌")  # answered once: no effect
+        await alice.react(dm, offer["event_id"], "❌")  # answered once: no effect
         await alice.fence(dm)
         prompt = await bot.bot.ledger.prompts.get(offer["event_id"])
         offers_in_dm = _offers(alice, dm, agent)
@@ -223,8 +217,8 @@ async def test_a_cross_reaction_drops_the_proposal_and_other_reactions_do_nothin
     fact = "Alice goes by Ali"
     offer = await _offered(alice, dm, agent, model, fact, "I go by Ali, remember that")
     [proposal_id] = re.findall(r"`!memory reject (p-[0-9a-f]+)`", offer["content"]["body"])
-    await _react(alice, dm, offer["event_id"], "🎉")  # neither yes nor no
-    await _react(alice, dm, offer["event_id"], "✖️")  # a no
+    await alice.react(dm, offer["event_id"], "🎉")  # neither yes nor no
+    await alice.react(dm, offer["event_id"], "✖️")  # a no
     answered = await _answer_to(alice, dm, agent, offer["event_id"])
     await alice.fence(dm)
     replies = _replies_to(alice, dm, agent, offer["event_id"])
@@ -312,7 +306,7 @@ async def test_an_open_conflict_about_alice_is_offered_in_her_dm_and_her_check_k
         ),
         30,
     )
-    await _react(alice, dm, offer["event_id"], "✅")
+    await alice.react(dm, offer["event_id"], "✅")
     answered = await _answer_to(alice, dm, agent, offer["event_id"])
     await alice.fence(dm)
     bodies = [m["content"].get("body", "") for m in alice.messages(dm, agent)]
@@ -339,7 +333,7 @@ async def test_a_restart_neither_offers_again_nor_forgets_the_question(
     model.push("Welcome back.")
     again = await alice.send(dm, "hello again")  # a turn: the offers are looked at
     await alice.wait_for_reply(dm, again, timeout=30)
-    await _react(alice, dm, offer["event_id"], "✅")
+    await alice.react(dm, offer["event_id"], "✅")
     answered = await _answer_to(alice, dm, agent, offer["event_id"])
     await alice.fence(dm)
     offers = _offers(alice, dm, agent)

@@ -195,12 +195,6 @@ async def test_a_pending_forget_survives_a_restart_and_deletes_nothing_until_con
     assert bees.id not in _live(bot)
 
 
-async def _react(person: Human, room_id: str, event_id: str, key: str) -> None:
-    content = {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}}
-    sent = await person.client.room_send(room_id, "m.reaction", content)
-    assert isinstance(sent, nio.RoomSendResponse), sent
-
-
 async def _answer_to(person: Human, room_id: str, prompt_id: str) -> str:
     """The body of the agent's reply to the message ``prompt_id``."""
     answer = await person.wait_for(
@@ -224,14 +218,14 @@ async def test_a_check_mark_on_the_forget_listing_confirms_it_and_a_cross_drops_
     tea = memory.add_sync(f"{alice.user_id} likes green tea", actor="test")
 
     listing = await _reply(alice, dm, "!memory forget tea")
-    await _react(alice, dm, listing["event_id"], "❌")
+    await alice.react(dm, listing["event_id"], "❌")
     dropped = await _answer_to(alice, dm, listing["event_id"])
     after_cross = _live(bot)
     nothing = await _ask(alice, dm, "!memory forget confirm")  # the request is gone
 
     listing = await _reply(alice, dm, "!memory forget bees")
     before_check = _live(bot)
-    await _react(alice, dm, listing["event_id"], "✅")
+    await alice.react(dm, listing["event_id"], "✅")
     confirmed = await _answer_to(alice, dm, listing["event_id"])
     after_check = _live(bot)
 
@@ -268,7 +262,7 @@ async def test_a_check_mark_faster_than_the_listing_is_recorded_still_confirms_i
     monkeypatch.setattr(prompts, "add", held_add)
     asked = await alice.send(dm, "!memory forget bees")
     listing = await alice.wait_for_reply(dm, asked, timeout=30)
-    await _react(alice, dm, listing["event_id"], "✅")
+    await alice.react(dm, listing["event_id"], "✅")
     await wait_until(lambda: desk.waiting == 1, "the ✅ waits for the listing's record")
     assert bees.id in _live(bot)  # nothing deleted before the record
     recorded.set()

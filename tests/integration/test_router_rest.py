@@ -62,21 +62,6 @@ def from_sender(sender: str, room_id: str, words: str):  # noqa: ANN201 - a pred
     return matches
 
 
-async def react(person: Human, room_id: str, event_id: str, key: str) -> None:
-    content = {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}}
-    sent = await person.client.room_send(
-        room_id, "m.reaction", content, ignore_unverified_devices=True
-    )
-    assert isinstance(sent, nio.RoomSendResponse), sent
-
-
-def in_reply_to(event_id: str):  # noqa: ANN201 - a predicate
-    return lambda e: (
-        e.get("type") == "m.room.message"
-        and (relation(e).get("m.in_reply_to") or {}).get("event_id") == event_id
-    )
-
-
 async def leave_earlier_rooms(bot: BotHarness, *keep: str) -> None:
     """The router of the session's homeserver is in the rooms of earlier tests, some without
     an agent (where it must not rest): it leaves all but ``keep``."""
@@ -159,6 +144,14 @@ async def alice(synapse: EmbeddedHomeserver, tmp_path: Path) -> AsyncIterator[Hu
 
 
 @pytest_asyncio.fixture
+async def carol(synapse: EmbeddedHomeserver, tmp_path: Path) -> AsyncIterator[Human]:
+    """Someone else whose client encrypts."""
+    person = await Human.create(synapse, keys=tmp_path / "carol")
+    yield person
+    await person.close()
+
+
+@pytest_asyncio.fixture
 async def closed_room(
     bot: BotHarness, model: ScriptedModel, human: Human, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[str, MatrixAccount, MatrixAccount]:
@@ -230,25 +223,20 @@ async def test_when_the_agent_leaves_the_router_is_woken_at_once(
 async def test_a_person_who_joined_while_the_router_rested_can_read_what_it_says(
     bot: BotHarness,
     model: ScriptedModel,
-    synapse: EmbeddedHomeserver,
-    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     alice: Human,
+    carol: Human,
 ) -> None:
     monkeypatch.setattr(matrix_client, "REST_POLL_S", 3600.0)  # its view stays as it rested
-    carol = await Human.create(synapse, keys=tmp_path / "carol")
-    try:
-        room_id, router, agent = await resting_in_an_encrypted_room(bot, model, alice)
-        await alice.send(room_id, "!agents")  # the positive control: alice reads the router
-        first = await alice.wait_for(from_sender(router.user_id, room_id, "general"))
-        assert first.get(DECRYPTED)
+    room_id, router, agent = await resting_in_an_encrypted_room(bot, model, alice)
+    await alice.send(room_id, "!agents")  # the positive control: alice reads the router
+    first = await alice.wait_for(from_sender(router.user_id, room_id, "general"))
+    assert first.get(DECRYPTED)
 
-        await joins_unseen_by_the_router(alice, carol, room_id, router, agent)
-        await carol.send(room_id, "!agents")
-        said = await carol.wait_for(from_sender(router.user_id, room_id, "general"))
-        assert said.get(DECRYPTED)
-    finally:
-        await carol.close()
+    await joins_unseen_by_the_router(alice, carol, room_id, router, agent)
+    await carol.send(room_id, "!agents")
+    said = await carol.wait_for(from_sender(router.user_id, room_id, "general"))
+    assert said.get(DECRYPTED)
 
 
 async def test_a_room_is_not_private_to_one_person_because_the_resting_router_lags(
@@ -395,7 +383,7 @@ async def test_a_thumbs_up_the_router_catches_up_on_while_posting_a_forget_listi
     monkeypatch.setattr(desk, "on_reaction", spied)
     asked = await human.send(room_id, "hello")
     answer = await human.wait_for_reply(room_id, asked)
-    await react(human, room_id, answer["event_id"], "👍")
+    await human.react(room_id, answer["event_id"], "👍")
     await wait_until(lambda: ("general", "👍", False) in heard, "general hears the 👍")
     assert router.resting
     assert ("router", "👍", False) not in heard  # it rests: it has not heard it yet
@@ -409,8 +397,8 @@ async def test_a_thumbs_up_the_router_catches_up_on_while_posting_a_forget_listi
     assert desk.waiting == 0
 
     # a ✅ to the listing: general hears it at once, the resting router would only at its poll
-    await react(human, room_id, listing["event_id"], "✅")
-    confirmed = await human.wait_for(in_reply_to(listing["event_id"]), timeout=30)
+    await human.react(room_id, listing["event_id"], "✅")
+    confirmed = await human.wait_for_reply(room_id, listing["event_id"], timeout=30)
     assert confirmed["sender"] == router_user  # answered as the router, which asked
     assert confirmed["content"]["body"].startswith("Forgot 1 thing.")
 
@@ -418,33 +406,28 @@ async def test_a_thumbs_up_the_router_catches_up_on_while_posting_a_forget_listi
 async def test_a_newcomer_reads_the_routers_answer_to_a_check_mark_the_agent_heard(
     bot: BotHarness,
     model: ScriptedModel,
-    synapse: EmbeddedHomeserver,
-    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     alice: Human,
+    carol: Human,
 ) -> None:
     """General hears the ✅ to the router's forget listing and answers it as the router, from
     general's own sync. The router, resting, must still catch up before it speaks there: a
     person who joined meanwhile can read the answer in the encrypted room."""
     monkeypatch.setattr(matrix_client, "REST_POLL_S", 3600.0)  # its view stays as it rested
-    carol = await Human.create(synapse, keys=tmp_path / "carol")
-    try:
-        room_id, router, agent = await resting_in_an_encrypted_room(bot, model, alice)
-        assert bot.bot is not None
-        bot.bot.memories.for_agent("general").add_sync(
-            f"{alice.user_id} keeps bees in the garden", actor="test"
-        )
-        command = await alice.send(room_id, "!memory forget bees")
-        listing = await alice.wait_for_reply(room_id, command, timeout=30)
-        assert listing["sender"] == router.user_id
-        assert listing.get(DECRYPTED)  # the control: alice reads the router
+    room_id, router, agent = await resting_in_an_encrypted_room(bot, model, alice)
+    assert bot.bot is not None
+    bot.bot.memories.for_agent("general").add_sync(
+        f"{alice.user_id} keeps bees in the garden", actor="test"
+    )
+    command = await alice.send(room_id, "!memory forget bees")
+    listing = await alice.wait_for_reply(room_id, command, timeout=30)
+    assert listing["sender"] == router.user_id
+    assert listing.get(DECRYPTED)  # the control: alice reads the router
 
-        await joins_unseen_by_the_router(alice, carol, room_id, router, agent)
-        await react(alice, room_id, listing["event_id"], "✅")
-        confirmed = await carol.wait_for(in_reply_to(listing["event_id"]), timeout=30)
+    await joins_unseen_by_the_router(alice, carol, room_id, router, agent)
+    await alice.react(room_id, listing["event_id"], "✅")
+    confirmed = await carol.wait_for_reply(room_id, listing["event_id"], timeout=30)
 
-        assert confirmed["sender"] == router.user_id
-        assert confirmed.get(DECRYPTED)
-        assert confirmed["content"]["body"].startswith("Forgot 1 thing.")
-    finally:
-        await carol.close()
+    assert confirmed["sender"] == router.user_id
+    assert confirmed.get(DECRYPTED)
+    assert confirmed["content"]["body"].startswith("Forgot 1 thing.")

@@ -186,6 +186,15 @@ class Human:
         assert isinstance(response, nio.RoomSendResponse), response
         return response.event_id
 
+    async def react(self, room_id: str, event_id: str, key: str) -> str:
+        """React ``key`` to ``event_id`` (encrypted where the room is); the reaction's ID."""
+        relates = {"rel_type": "m.annotation", "event_id": event_id, "key": key}
+        response = await self.client.room_send(
+            room_id, "m.reaction", {"m.relates_to": relates}, ignore_unverified_devices=True
+        )
+        assert isinstance(response, nio.RoomSendResponse), response
+        return response.event_id
+
     def messages(self, room_id: str, sender: str | None = None) -> list[Event]:
         """Every m.room.message seen in ``room_id`` (from ``sender`` when given)."""
         return [
