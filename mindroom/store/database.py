@@ -1,5 +1,7 @@
 """The SQL database of mindroom's shared control state: SQLite (the default, one file) or
-PostgreSQL, through SQLAlchemy's asyncio engine, with one code path for both.
+PostgreSQL, with one code path for both: SQLite through the ``sqlite3`` module on the event
+loop's thread (a statement there costs microseconds; only a wait for another writer's lock goes
+to a thread), PostgreSQL through SQLAlchemy's asyncio engine.
 
 :class:`Database` is what the ledger (:mod:`mindroom.store.ledger`) and the session book
 (:mod:`mindroom.sessions.book`) talk to: ``query(sql, params)`` for a read,
@@ -25,12 +27,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import re
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Generator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import event, text
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
@@ -43,11 +47,14 @@ from mindroom.store.migrations import SQLITE_BUSY_TIMEOUT_S, Migration, statemen
 
 __all__ = ["SQLITE_BUSY_TIMEOUT_S", "Database", "DatabaseError", "Migration", "statements"]
 
+_T = TypeVar("_T")
+
 _PLACEHOLDER = re.compile(r"\?")
 _MIGRATIONS_TABLE = (
     "CREATE TABLE IF NOT EXISTS schema_migrations ("
     " version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
 )
+_APPLIED = "SELECT version FROM schema_migrations"
 _MIGRATION_LOCK = 0x6D696E64  # "mind": the advisory lock key of a PostgreSQL migration
 
 
@@ -136,12 +143,149 @@ class _Call:
         return None
 
 
-class Database:
-    """One connection to the control-state database. Open with :meth:`open`."""
+class _PostgresConnection:
+    """PostgreSQL through SQLAlchemy's asyncio engine (asyncpg)."""
 
     def __init__(self, engine: AsyncEngine, connection: AsyncConnection) -> None:
         self._engine, self._connection = engine, connection
-        self.dialect = engine.dialect.name  # "sqlite" or "postgresql"
+
+    async def execute(self, sql: str, params: Sequence[Any]) -> Rows:
+        bound, values = _bind(sql, params)
+        result = await self._connection.execute(text(bound), values)
+        rows = list(result.fetchall()) if result.returns_rows else []
+        return Rows(rows, result.rowcount)
+
+    def in_transaction(self) -> bool:
+        return self._connection.in_transaction()
+
+    async def commit(self) -> None:
+        await self._connection.commit()
+
+    async def rollback(self) -> None:
+        try:
+            await self._connection.rollback()
+        except Exception:  # the connection is gone: a new one
+            with contextlib.suppress(Exception):
+                await self._connection.close()
+            self._connection = await self._engine.connect()
+
+    async def close(self) -> None:
+        await self._connection.close()
+        await self._engine.dispose()
+
+
+class _SqliteConnection:
+    """SQLite through the ``sqlite3`` module, each statement run on the event loop's thread.
+
+    A statement on a local file takes tens of microseconds, far less than a hop to a worker
+    thread and back (what an async driver costs, a millisecond and more on a busy machine: a
+    reply's path runs several). Only waiting is kept off the loop: the connection's busy
+    timeout is 0, and a statement that finds the database locked by another writer (another
+    process, or a maintenance thread's ``BEGIN IMMEDIATE``) runs again in a worker thread
+    with the usual timeout (:data:`SQLITE_BUSY_TIMEOUT_S`), the loop free meanwhile.
+
+    Transactions are the ``sqlite3`` module's own (as with the async driver): one begins before
+    the first write and lasts until :meth:`commit` or :meth:`rollback`; a read alone starts
+    none."""
+
+    def __init__(self, path: Path) -> None:
+        self._db = sqlite3.connect(path, timeout=0, check_same_thread=False)
+        self._db.row_factory = _sqlite_row
+        cursor = self._db.cursor()
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError as exc:  # another process is creating the file
+            if not _locked(exc):
+                raise
+            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_S * 1000}")
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA busy_timeout = 0")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    async def execute(self, sql: str, params: Sequence[Any]) -> Rows:
+        return await self._run(partial(self._execute, sql, tuple(params)))
+
+    def _execute(self, sql: str, params: tuple[Any, ...]) -> Rows:
+        cursor = self._db.execute(sql, params)
+        try:
+            rows = cursor.fetchall() if cursor.description is not None else []
+            return Rows(rows, cursor.rowcount)
+        finally:
+            cursor.close()
+
+    def in_transaction(self) -> bool:
+        return self._db.in_transaction
+
+    async def commit(self) -> None:
+        await self._run(self._db.commit)
+
+    async def rollback(self) -> None:
+        await self._run(self._db.rollback)
+
+    async def close(self) -> None:
+        self._db.close()
+
+    async def _run(self, call: Callable[[], _T]) -> _T:
+        try:
+            return call()
+        except sqlite3.OperationalError as exc:
+            if not _locked(exc):
+                raise
+        # another writer holds the database: wait for it in a thread, never on the loop. The
+        # statement runs to its end even if the caller is cancelled (the connection stays
+        # consistent for the rollback that follows a cancel).
+        running = asyncio.get_running_loop().run_in_executor(None, self._waiting, call)
+        try:
+            return await asyncio.shield(running)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await running
+            raise
+
+    def _waiting(self, call: Callable[[], _T]) -> _T:
+        self._db.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_S * 1000}")
+        try:
+            return call()
+        finally:
+            self._db.execute("PRAGMA busy_timeout = 0")
+
+
+def _locked(exc: sqlite3.OperationalError) -> bool:
+    """SQLite's busy ("database is locked"): another connection holds the lock."""
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY
+
+
+@functools.lru_cache(maxsize=256)
+def _row_class(columns: tuple[str, ...]) -> type[tuple[Any, ...]]:
+    """The class of a row with these columns: a tuple that is also read by column name
+    (``row.name``, ``row._mapping``), as SQLAlchemy's rows are."""
+    index = {name: i for i, name in enumerate(columns)}
+
+    def by_name(row: tuple[Any, ...], name: str) -> Any:
+        try:
+            return row[index[name]]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def mapping(row: tuple[Any, ...]) -> dict[str, Any]:
+        return dict(zip(columns, row, strict=True))
+
+    return type(
+        "Row", (tuple,), {"__slots__": (), "__getattr__": by_name, "_mapping": property(mapping)}
+    )
+
+
+def _sqlite_row(cursor: sqlite3.Cursor, values: tuple[Any, ...]) -> tuple[Any, ...]:
+    return _row_class(tuple(column[0] for column in cursor.description))(values)
+
+
+class Database:
+    """One connection to the control-state database. Open with :meth:`open`."""
+
+    def __init__(self, connection: _SqliteConnection | _PostgresConnection) -> None:
+        self._connection = connection
+        self.dialect = "sqlite" if isinstance(connection, _SqliteConnection) else "postgresql"
         self._lock = asyncio.Lock()  # one statement at a time on the connection
         self.unit = _UnitLock()  # one write unit at a time (see mindroom.store.whole_writes)
         self._writing = False  # a write statement ran since the last commit or rollback
@@ -152,14 +296,18 @@ class Database:
         and bring its schema up to the last of ``migrations``."""
         if isinstance(target, Path):
             target.parent.mkdir(parents=True, exist_ok=True)
-            engine = sqlite_engine(target, poolclass=NullPool)
-            connection = await engine.connect()
+            try:
+                connection: _SqliteConnection | _PostgresConnection = _SqliteConnection(target)
+            except sqlite3.Error as exc:
+                raise DatabaseError(
+                    f"the database {target} cannot be opened ({exc.__class__.__name__}: {exc})"
+                ) from None
         else:
             try:
                 engine = create_async_engine(
                     database_url(target), poolclass=NullPool, hide_parameters=True
                 )
-                connection = await engine.connect()
+                connection = _PostgresConnection(engine, await engine.connect())
             except DatabaseError:
                 raise
             except Exception as exc:  # its text may quote the URL: the kind of failure only
@@ -167,7 +315,7 @@ class Database:
                     f"storage.database cannot be opened ({type(exc).__name__}): check its host, "
                     "port, user, password and database name"
                 ) from None
-        database = cls(engine, connection)
+        database = cls(connection)
         if not migrations:  # a reader: the schema is the writer's
             return database
         try:
@@ -195,33 +343,32 @@ class Database:
         return _Call(self._execute(sql, params, write=False))
 
     async def _execute(self, sql: str, params: Sequence[Any], *, write: bool) -> Rows:
-        bound, values = _bind(sql, params)
+        marks = sql.count("?")
+        if marks != len(params):
+            raise ValueError(f"{marks} placeholders for {len(params)} values in: {sql[:80]}")
         async with self.unit.held(), self._lock:
             try:
-                result = await self._connection.execute(text(bound), values)
-                rows = list(result.fetchall()) if result.returns_rows else []
+                rows = await self._connection.execute(sql, params)
                 if write:
                     self._writing = True
                 elif not self._writing:  # a read alone: end its transaction now
                     await self._connection.commit()
-                return Rows(rows, result.rowcount)
+                return rows
             except BaseException as exc:
                 # a failed or cancelled statement leaves the transaction aborted (and, after a
                 # lost server, the connection unusable): start clean, then let it propagate.
                 # Inside a write unit that unit's statements go too: its caller rolls back.
                 await asyncio.shield(self._recover())
+                if isinstance(exc, sqlite3.Error):  # worded as SQLAlchemy words its errors
+                    said = f"({type(exc).__module__}.{type(exc).__name__}) {exc}\n[SQL: {sql}]"
+                    raise DatabaseError(without_database_detail(said)) from None
                 if isinstance(exc, SQLAlchemyError):  # said without the row it quotes
                     raise DatabaseError(without_database_detail(str(exc))) from None
                 raise
 
     async def _recover(self) -> None:
         self._writing = False
-        try:
-            await self._connection.rollback()
-        except Exception:  # the connection is gone: a new one
-            with contextlib.suppress(Exception):
-                await self._connection.close()
-            self._connection = await self._engine.connect()
+        await self._connection.rollback()
 
     async def commit(self) -> None:
         async with self._lock:
@@ -239,33 +386,29 @@ class Database:
     async def _close(self) -> None:
         async with self._lock:
             await self._connection.close()
-        await self._engine.dispose()
 
     async def _migrate(self, migrations: Sequence[Migration]) -> None:
         async with self._lock:
             conn = self._connection
             if self.dialect == "postgresql":  # held to the commit: one process migrates
-                await conn.execute(text(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"))
-            await conn.execute(text(_MIGRATIONS_TABLE))
-            done = {
-                row.version
-                for row in await conn.execute(text("SELECT version FROM schema_migrations"))
-            }
+                await conn.execute(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})", ())
+            await conn.execute(_MIGRATIONS_TABLE, ())
+            applied = await conn.execute(_APPLIED, ())
+            done = {row.version for row in await applied.fetchall()}
             for migration in sorted(migrations, key=lambda m: m.version):
                 if migration.version in done:
                     continue
                 for statement in migration.statements:
                     try:
-                        await conn.execute(text(statement))
-                    except OperationalError as exc:  # SQLite has no ADD COLUMN IF NOT EXISTS
+                        await conn.execute(statement, ())
+                    except (OperationalError, sqlite3.OperationalError) as exc:
+                        # SQLite has no ADD COLUMN IF NOT EXISTS
                         if "duplicate column name" not in str(exc):  # a racing process added it
                             raise
                 await conn.execute(  # SQLite: another process may have run it meanwhile
-                    text(
-                        "INSERT INTO schema_migrations (version, applied_at) VALUES (:v, :t)"
-                        " ON CONFLICT (version) DO NOTHING"
-                    ),
-                    {"v": migration.version, "t": time.time()},
+                    "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)"
+                    " ON CONFLICT (version) DO NOTHING",
+                    (migration.version, time.time()),
                 )
             await conn.commit()
 

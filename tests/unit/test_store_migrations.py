@@ -333,3 +333,37 @@ def test_a_read_alone_holds_no_transaction_and_a_write_holds_one_until_its_commi
             await db.close()
 
     asyncio.run(scenario())
+
+
+def test_a_write_that_finds_sqlite_locked_waits_in_a_thread_and_the_loop_runs_on(
+    tmp_path: Path,
+) -> None:
+    """SQLite statements run on the event loop's thread; one that finds another writer holding
+    the lock waits for it in a worker thread (the loop free), then runs."""
+
+    async def scenario() -> None:
+        path = tmp_path / "ledger.db"
+        db = await Database.open(path, LEDGER.migrations)
+        other = sqlite3.connect(path, isolation_level=None)  # another process's writer
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            write = asyncio.ensure_future(
+                db.execute(
+                    "INSERT INTO sync_tokens (account, token) VALUES (?, ?)", ("@a:localhost", "t")
+                )
+            )
+            for _ in range(50):  # the loop runs other tasks while the write waits
+                await asyncio.sleep(0)
+            assert not write.done()  # it waits: neither refused ("locked") nor run
+            other.execute("COMMIT")
+            await write
+            await db.commit()
+            async with db.query("SELECT token FROM sync_tokens") as rows:
+                assert [row.token for row in await rows.fetchall()] == ["t"]
+            async with db.query("PRAGMA busy_timeout") as rows:  # the loop's: never waits
+                assert (await rows.fetchone())[0] == 0
+        finally:
+            other.close()
+            await db.close()
+
+    asyncio.run(scenario())
