@@ -540,6 +540,39 @@ async def test_a_busy_runtime_with_a_reply_always_running_still_flushes(
             await busy
 
 
+async def test_a_turn_cancelled_just_before_the_runtime_closes_is_still_saved(
+    make_world: Callable[..., World],
+) -> None:
+    """Agno saves a cancelled turn in a task of its own. Closing the runtime waits for that save,
+    so what the person said reaches the session store and the flush, instead of meeting closed
+    connections (a shutdown during a reply)."""
+
+    def held(request: dict[str, Any]) -> ReplyLike:
+        if "hold" in last_user_text(request):
+            return Reply("finally", delay=30)
+        return family_facts(request)
+
+    world = make_world(held, idle_seconds=0)
+    await world.worker.aclose()
+    busy = asyncio.create_task(
+        world.runtime.run_turn(TurnRequest("general", "s1", USER, "hold the line, my cat is Io"))
+    )
+    await wait_until(
+        lambda: any("hold" in last_user_text(r) for r in world.model.requests),
+        "the held turn reached the model",
+        timeout=10,
+    )
+    busy.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await busy
+    await world.runtime.close()
+
+    sessions = world.data_dir / "sessions" / "general.db"
+    with contextlib.closing(sqlite3.connect(sessions)) as db:
+        runs = [row[0] for row in db.execute("SELECT run_data FROM agent_sessions_runs")]
+    assert sum("my cat is Io" in str(run) for run in runs) == 1
+
+
 async def test_an_old_state_file_is_moved_into_the_ledger_once_and_nothing_is_lost(
     make_world: Callable[..., World],
 ) -> None:

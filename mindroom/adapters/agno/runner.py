@@ -25,6 +25,7 @@ from agno.db.base import AsyncBaseDb
 from agno.learn import LearningMachine, LearningMode, UserMemoryConfig, UserProfileConfig
 from agno.media import Image
 from agno.models.base import Model
+from agno.run.background import await_background_runs
 from agno.run.base import RunStatus
 from agno.team import Team
 from agno.team.mode import TeamMode
@@ -60,6 +61,8 @@ from mindroom.sessions.overflow import is_context_overflow
 __all__ = ["AgentRuntime", "TeamSpec", "TurnRequest", "TurnResult", "session_id_for"]
 
 logger = logging.getLogger(__name__)
+
+_AGNO_SAVES_S = 10.0  # how long a close waits for Agno's save of a cancelled turn
 
 
 class AgentRuntime(SessionWork):
@@ -622,9 +625,11 @@ class AgentRuntime(SessionWork):
                 yield
 
     async def close(self) -> None:
-        """Write what recall left to write, then release database connections."""
+        """Write what recall left to write and what Agno still saves of a cancelled turn (it
+        saves one in a task of its own), then release database connections."""
         if self._event_writes:
             await asyncio.gather(*self._event_writes, return_exceptions=True)
+        await await_background_runs(timeout=_AGNO_SAVES_S)
         await self._stores.close()
 
 
