@@ -1290,6 +1290,7 @@ STORES: tuple[PersonStore, ...] = (
 NOT_PERSONAL: dict[str, str] = {
     "mindroom.store.wal": "opens the databases named by the stores above (the shared helper)",
     "mindroom.store.migrations": "opens the stores above and applies their schemas (shared)",
+    "mindroom.store.sqlite_loop": "the connection of the SQLite stores above (the shared driver)",
     "mindroom.people.postgres": "the PostgreSQL form of the stores above (their shared helper)",
     "mindroom.adapters.matrix.key_backup": "the agents' own encryption key backup state",
     "mindroom.adapters.matrix.crypto": "the agents' own encryption keys (Matrix's record)",

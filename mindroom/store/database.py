@@ -31,12 +31,12 @@ import functools
 import re
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Generator, Iterator, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from sqlalchemy import event, text
+from sqlalchemy import text
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
@@ -44,10 +44,10 @@ from sqlalchemy.pool import NullPool
 from mindroom.errors import MindroomError
 from mindroom.redact import without_database_detail
 from mindroom.store.migrations import SQLITE_BUSY_TIMEOUT_S, Migration, statements
+from mindroom.store.sqlite_loop import LoopSqlite, async_creator
 
 __all__ = ["SQLITE_BUSY_TIMEOUT_S", "Database", "DatabaseError", "Migration", "statements"]
 
-_T = TypeVar("_T")
 
 _PLACEHOLDER = re.compile(r"\?")
 _MIGRATIONS_TABLE = (
@@ -175,39 +175,17 @@ class _PostgresConnection:
 
 
 class _SqliteConnection:
-    """SQLite through the ``sqlite3`` module, each statement run on the event loop's thread.
-
-    A statement on a local file takes tens of microseconds, far less than a hop to a worker
-    thread and back (what an async driver costs, a millisecond and more on a busy machine: a
-    reply's path runs several). Only waiting is kept off the loop: the connection's busy
-    timeout is 0, and a statement that finds the database locked by another writer (another
-    process, or a maintenance thread's ``BEGIN IMMEDIATE``) runs again in a worker thread
-    with the usual timeout (:data:`SQLITE_BUSY_TIMEOUT_S`), the loop free meanwhile.
-
-    Transactions are the ``sqlite3`` module's own (as with the async driver): one begins before
-    the first write and lasts until :meth:`commit` or :meth:`rollback`; a read alone starts
-    none."""
+    """SQLite on the event loop's thread (:class:`~mindroom.store.sqlite_loop.LoopSqlite`)."""
 
     def __init__(self, path: Path) -> None:
-        self._db = sqlite3.connect(path, timeout=0, check_same_thread=False)
-        self._db.row_factory = _sqlite_row
-        cursor = self._db.cursor()
-        try:
-            cursor.execute("PRAGMA journal_mode=WAL")
-        except sqlite3.OperationalError as exc:  # another process is creating the file
-            if not _locked(exc):
-                raise
-            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_S * 1000}")
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA busy_timeout = 0")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.close()
+        self._sqlite = LoopSqlite(path)
+        self._sqlite.db.row_factory = _sqlite_row
 
     async def execute(self, sql: str, params: Sequence[Any]) -> Rows:
-        return await self._run(partial(self._execute, sql, tuple(params)))
+        return await self._sqlite.run(partial(self._execute, sql, tuple(params)))
 
     def _execute(self, sql: str, params: tuple[Any, ...]) -> Rows:
-        cursor = self._db.execute(sql, params)
+        cursor = self._sqlite.db.execute(sql, params)
         try:
             rows = cursor.fetchall() if cursor.description is not None else []
             return Rows(rows, cursor.rowcount)
@@ -215,45 +193,16 @@ class _SqliteConnection:
             cursor.close()
 
     def in_transaction(self) -> bool:
-        return self._db.in_transaction
+        return self._sqlite.db.in_transaction
 
     async def commit(self) -> None:
-        await self._run(self._db.commit)
+        await self._sqlite.run(self._sqlite.db.commit)
 
     async def rollback(self) -> None:
-        await self._run(self._db.rollback)
+        await self._sqlite.run(self._sqlite.db.rollback)
 
     async def close(self) -> None:
-        self._db.close()
-
-    async def _run(self, call: Callable[[], _T]) -> _T:
-        try:
-            return call()
-        except sqlite3.OperationalError as exc:
-            if not _locked(exc):
-                raise
-        # another writer holds the database: wait for it in a thread, never on the loop. The
-        # statement runs to its end even if the caller is cancelled (the connection stays
-        # consistent for the rollback that follows a cancel).
-        running = asyncio.get_running_loop().run_in_executor(None, self._waiting, call)
-        try:
-            return await asyncio.shield(running)
-        except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
-                await running
-            raise
-
-    def _waiting(self, call: Callable[[], _T]) -> _T:
-        self._db.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_S * 1000}")
-        try:
-            return call()
-        finally:
-            self._db.execute("PRAGMA busy_timeout = 0")
-
-
-def _locked(exc: sqlite3.OperationalError) -> bool:
-    """SQLite's busy ("database is locked"): another connection holds the lock."""
-    return getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY
+        self._sqlite.close()
 
 
 @functools.lru_cache(maxsize=256)
@@ -414,25 +363,17 @@ class Database:
 
 
 def sqlite_engine(path: Path, **options: Any) -> AsyncEngine:
-    """An async SQLite engine with WAL and a busy timeout, so readers never see 'locked'.
+    """An async SQLite engine running statements on the loop's thread (:mod:`.sqlite_loop`),
+    with WAL, and a wait for a lock in a worker thread, so readers never see "locked".
 
     Like every engine of mindroom's, its errors never quote a statement's values
     (``hide_parameters``): they are people's words, and an error goes to the log."""
-    engine = create_async_engine(
+    return create_async_engine(
         database_url(path),
-        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S},
+        async_creator=partial(async_creator, path),
         hide_parameters=True,
         **options,
     )
-    event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
-    return engine
-
-
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.close()
 
 
 class SyncDatabase:

@@ -251,5 +251,6 @@ READERS: dict[str, str] = {
 LAYER: tuple[str, ...] = (
     "mindroom.store.database",
     "mindroom.store.migrations",
+    "mindroom.store.sqlite_loop",
     "mindroom.store.wal",
 )

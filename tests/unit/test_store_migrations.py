@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 import mindroom
 from mindroom.memory.jobs.consolidate.records import ConsolidationRecords
 from mindroom.memory.mem0.ops import OpLog
-from mindroom.store.database import Database
+from mindroom.store.database import Database, sqlite_engine
 from mindroom.store.migrations import (
     MIGRATIONS_TABLE,
     SchemaTooNewError,
@@ -365,5 +366,38 @@ def test_a_write_that_finds_sqlite_locked_waits_in_a_thread_and_the_loop_runs_on
         finally:
             other.close()
             await db.close()
+
+    asyncio.run(scenario())
+
+
+def test_an_sqlalchemy_engine_on_sqlite_waits_for_a_lock_in_a_thread_too(tmp_path: Path) -> None:
+    """The engines of Agno's session stores run on the same connection (in aiosqlite's shape):
+    a write that finds the file locked waits off the loop, then runs."""
+
+    async def scenario() -> None:
+        path = tmp_path / "sessions.db"
+        engine = sqlite_engine(path)
+        other = sqlite3.connect(path, isolation_level=None)
+        try:
+            async with engine.begin() as conn:
+                await conn.execute(text("CREATE TABLE said (words TEXT)"))
+            other.execute("BEGIN IMMEDIATE")
+
+            async def write() -> None:
+                async with engine.begin() as conn:
+                    await conn.execute(text("INSERT INTO said (words) VALUES (:w)"), {"w": "hi"})
+
+            writing = asyncio.create_task(write())
+            for _ in range(50):  # the loop runs other tasks while the write waits
+                await asyncio.sleep(0)
+            assert not writing.done()
+            other.execute("COMMIT")
+            await writing
+            async with engine.connect() as conn:
+                rows = (await conn.execute(text("SELECT words FROM said"))).fetchall()
+            assert [row.words for row in rows] == ["hi"]
+        finally:
+            other.close()
+            await engine.dispose()
 
     asyncio.run(scenario())
