@@ -177,9 +177,9 @@ class _PostgresConnection:
 class _SqliteConnection:
     """SQLite on the event loop's thread (:class:`~mindroom.store.sqlite_loop.LoopSqlite`)."""
 
-    def __init__(self, path: Path) -> None:
-        self._sqlite = LoopSqlite(path)
-        self._sqlite.db.row_factory = _sqlite_row
+    def __init__(self, sqlite: LoopSqlite) -> None:
+        self._sqlite = sqlite
+        sqlite.db.row_factory = _sqlite_row
 
     async def execute(self, sql: str, params: Sequence[Any]) -> Rows:
         return await self._sqlite.run(partial(self._execute, sql, tuple(params)))
@@ -196,13 +196,13 @@ class _SqliteConnection:
         return self._sqlite.db.in_transaction
 
     async def commit(self) -> None:
-        await self._sqlite.run(self._sqlite.db.commit)
+        await self._sqlite.commit()
 
     async def rollback(self) -> None:
         await self._sqlite.run(self._sqlite.db.rollback)
 
     async def close(self) -> None:
-        self._sqlite.close()
+        await self._sqlite.close()
 
 
 @functools.lru_cache(maxsize=256)
@@ -246,7 +246,9 @@ class Database:
         if isinstance(target, Path):
             target.parent.mkdir(parents=True, exist_ok=True)
             try:
-                connection: _SqliteConnection | _PostgresConnection = _SqliteConnection(target)
+                connection: _SqliteConnection | _PostgresConnection = _SqliteConnection(
+                    await LoopSqlite.open(target)
+                )
             except sqlite3.Error as exc:
                 raise DatabaseError(
                     f"the database {target} cannot be opened ({exc.__class__.__name__}: {exc})"

@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from mindroom.store.migrations import SQLITE_BUSY_TIMEOUT_S
+from mindroom.store.wal import use_wal
+
+logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
@@ -34,25 +38,39 @@ def _locked(exc: sqlite3.OperationalError) -> bool:
 
 class LoopSqlite:
     """One SQLite connection (WAL, ``synchronous=NORMAL``) whose calls run on the caller's
-    thread, or wait for a lock in a worker thread (:meth:`run`).
+    thread, or wait for a lock in a worker thread (:meth:`run`). Open with :meth:`open`.
 
     Transactions are the ``sqlite3`` module's own, as with aiosqlite: one begins before the
     first write and lasts until a commit or rollback; a read alone starts none. Its calls are
-    serialised by its caller (one statement at a time, as on any DBAPI connection)."""
+    serialised by its caller (one statement at a time, as on any DBAPI connection).
 
-    def __init__(self, path: Path | str) -> None:
-        self.db = sqlite3.connect(path, timeout=0, check_same_thread=False)
+    In WAL mode a commit writes without waiting for the disk; what waits for it is a checkpoint
+    (copying the log into the database, with an fsync) and the close of the last connection.
+    Both run in a worker thread: SQLite's automatic checkpoint is off on this connection, and
+    every :data:`CHECKPOINT_EVERY` commits a passive checkpoint runs on a connection of its own
+    in a thread."""
+
+    def __init__(self, db: sqlite3.Connection, path: Path) -> None:
+        self.db, self.path = db, path
+        self._commits = 0
+        self._checkpoint: asyncio.Future[None] | None = None
+
+    @classmethod
+    async def open(cls, path: Path) -> LoopSqlite:
+        db = sqlite3.connect(path, timeout=0, check_same_thread=False)
         try:
-            self._pragma("journal_mode=WAL")
-        except sqlite3.OperationalError as exc:  # another process is creating the file
-            if not _locked(exc):
-                self.db.close()
-                raise
-            self._waiting(lambda: self._pragma("journal_mode=WAL"))
-        self._pragma("synchronous=NORMAL")
-
-    def _pragma(self, pragma: str) -> None:
-        self.db.execute(f"PRAGMA {pragma}").close()
+            try:
+                db.execute("PRAGMA journal_mode=WAL").close()
+            except sqlite3.OperationalError as exc:
+                if not _locked(exc):
+                    raise
+                await _to_the_end(use_wal, db)  # another connection is switching it: retried
+            db.execute("PRAGMA synchronous=NORMAL").close()
+            db.execute("PRAGMA wal_autocheckpoint = 0").close()
+        except BaseException:
+            db.close()
+            raise
+        return cls(db, path)
 
     async def run(self, call: Callable[[], _T]) -> _T:
         """``call()`` (statements on :attr:`db`) here; if it found the database locked, again
@@ -63,23 +81,51 @@ class LoopSqlite:
         except sqlite3.OperationalError as exc:
             if not _locked(exc):
                 raise
-        running = asyncio.get_running_loop().run_in_executor(None, self._waiting, call)
-        try:
-            return await asyncio.shield(running)
-        except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
-                await running
-            raise
+        return await _to_the_end(self._waiting, call)
 
     def _waiting(self, call: Callable[[], _T]) -> _T:
-        self._pragma(f"busy_timeout = {SQLITE_BUSY_TIMEOUT_S * 1000}")
+        self.db.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_S * 1000}").close()
         try:
             return call()
         finally:
-            self._pragma("busy_timeout = 0")
+            self.db.execute("PRAGMA busy_timeout = 0").close()
 
-    def close(self) -> None:
-        self.db.close()
+    async def commit(self) -> None:
+        await self.run(self.db.commit)
+        self._commits += 1
+        if self._commits >= CHECKPOINT_EVERY and self._checkpoint is None:
+            self._commits = 0
+            self._checkpoint = asyncio.ensure_future(asyncio.to_thread(_checkpoint, self.path))
+            self._checkpoint.add_done_callback(self._checkpointed)
+
+    def _checkpointed(self, done: asyncio.Future[None]) -> None:
+        self._checkpoint = None
+        if not done.cancelled() and (exc := done.exception()) is not None:
+            logger.warning("checkpoint of %s failed: %s", self.path.name, exc)
+
+    async def close(self) -> None:
+        """Close (in a worker thread: the last connection's close checkpoints the log)."""
+        await _to_the_end(self.db.close)
+
+
+CHECKPOINT_EVERY = 100
+
+
+def _checkpoint(path: Path) -> None:
+    with contextlib.closing(sqlite3.connect(path, timeout=SQLITE_BUSY_TIMEOUT_S)) as db:
+        db.execute("PRAGMA wal_checkpoint(PASSIVE)").close()
+
+
+async def _to_the_end(call: Callable[..., _T], *args: Any) -> _T:
+    """``call(*args)`` in a worker thread, awaited to its end even when the caller is
+    cancelled (then the cancel is raised after it)."""
+    running = asyncio.get_running_loop().run_in_executor(None, call, *args)
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await running
+        raise
 
 
 # -- in aiosqlite's shape, for SQLAlchemy's asyncio engine ------------------------------------
@@ -88,7 +134,7 @@ class LoopSqlite:
 async def async_creator(path: Path) -> _Connection:
     """A connection to ``path`` for ``create_async_engine("sqlite+aiosqlite://...",
     async_creator=...)``: SQLAlchemy's aiosqlite dialect, on :class:`LoopSqlite`."""
-    return _Connection(LoopSqlite(path))
+    return _Connection(await LoopSqlite.open(path))
 
 
 class _Connection:
@@ -106,7 +152,7 @@ class _Connection:
         return _Cursor(self._sqlite)
 
     async def commit(self) -> None:
-        await self._sqlite.run(self._sqlite.db.commit)
+        await self._sqlite.commit()
 
     async def rollback(self) -> None:
         await self._sqlite.run(self._sqlite.db.rollback)
@@ -117,13 +163,13 @@ class _Connection:
     async def close(self) -> None:
         if self._connection is not None:
             self._connection = None
-            self._sqlite.close()
+            await self._sqlite.close()
 
     def stop(self) -> None:
-        """aiosqlite's forced close (SQLAlchemy's terminate): there is no thread to stop."""
+        """aiosqlite's forced close (SQLAlchemy's terminate): closed here and now."""
         if self._connection is not None:
             self._connection = None
-            self._sqlite.close()
+            self._sqlite.db.close()
 
 
 class _Cursor:

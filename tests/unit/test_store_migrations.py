@@ -24,6 +24,7 @@ from sqlalchemy import text
 import mindroom
 from mindroom.memory.jobs.consolidate.records import ConsolidationRecords
 from mindroom.memory.mem0.ops import OpLog
+from mindroom.store import sqlite_loop
 from mindroom.store.database import Database, sqlite_engine
 from mindroom.store.migrations import (
     MIGRATIONS_TABLE,
@@ -43,6 +44,7 @@ from mindroom.store.schemas import (
     SHARERS,
     STORES,
 )
+from tests.support.waiting import wait_until
 
 PACKAGE = Path(mindroom.__file__).parent
 
@@ -399,5 +401,32 @@ def test_an_sqlalchemy_engine_on_sqlite_waits_for_a_lock_in_a_thread_too(tmp_pat
         finally:
             other.close()
             await engine.dispose()
+
+    asyncio.run(scenario())
+
+
+def test_the_log_is_checkpointed_into_the_file_every_so_many_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite's own checkpoint (an fsync, on the committing thread) is off on the loop's
+    connection; every CHECKPOINT_EVERY commits one runs in a worker thread instead."""
+    monkeypatch.setattr(sqlite_loop, "CHECKPOINT_EVERY", 3)
+    path = tmp_path / "ledger.db"
+
+    async def scenario() -> None:
+        db = await Database.open(path, [])
+        try:
+            await db.execute("CREATE TABLE said (words BLOB)")
+            await db.commit()  # 1
+            await db.execute("INSERT INTO said (words) VALUES (?)", (b"x" * 200_000,))
+            await db.commit()  # 2
+            assert path.stat().st_size < 100_000  # the row is in the log alone (the control)
+            async with db.query("PRAGMA wal_autocheckpoint") as rows:
+                assert (await rows.fetchone())[0] == 0
+            await db.execute("INSERT INTO said (words) VALUES (?)", (b"y",))
+            await db.commit()  # 3: a checkpoint
+            await wait_until(lambda: path.stat().st_size > 200_000, "the checkpoint", timeout=10)
+        finally:
+            await db.close()
 
     asyncio.run(scenario())
