@@ -48,7 +48,6 @@ from mindroom.store.sqlite_loop import LoopSqlite, async_creator
 
 __all__ = ["SQLITE_BUSY_TIMEOUT_S", "Database", "DatabaseError", "Migration", "statements"]
 
-
 _PLACEHOLDER = re.compile(r"\?")
 _MIGRATIONS_TABLE = (
     "CREATE TABLE IF NOT EXISTS schema_migrations ("
