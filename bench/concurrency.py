@@ -26,12 +26,14 @@ import nio  # noqa: E402
 
 from mindroom.adapters.matrix.homeserver import EmbeddedHomeserver  # noqa: E402
 from tests.support.harness import (  # noqa: E402
+    CONTROL_COMMAND,
     BotProcess,
     CredentialCache,
     Human,
     answers,
     config_text,
     relation,
+    settle,
 )
 from tests.support.scripted_model import ScriptedModel  # noqa: E402
 
@@ -126,13 +128,16 @@ async def main(agents: int, threads: int, rounds: int) -> None:
             wall = time.perf_counter() - wall
             cpu_bot = cpu_seconds(bot.proc.pid) - cpu_before[0]
             cpu_synapse = cpu_seconds(synapse_pid) - cpu_before[1]
-            await human.quiet(2.0)
             rss_busy = rss_mb(bot.proc.pid)
+            for room_id in rooms:  # all that will be posted was, and was seen (a control each)
+                await settle(human, room_id, bot.storage, timeout=120)
 
             sent = [
                 e
                 for e in human.events
-                if e.get("sender") == human.user_id and e.get("type") == "m.room.message"
+                if e.get("sender") == human.user_id
+                and e.get("type") == "m.room.message"
+                and e["content"].get("body") != CONTROL_COMMAND
             ]
             replies = [
                 e
