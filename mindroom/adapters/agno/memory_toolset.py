@@ -9,7 +9,7 @@ never read once and kept.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agno.tools import Toolkit
@@ -111,17 +111,22 @@ class MemoryToolsets:
         return tools
 
 
+_ABOUT_ME = (
+    "List everything you remember about the user you are talking to, with each entry's\n"
+    "id, date and where it was learned. Use it when they ask what you know about them."
+)
+
+
 def about_me_tool(
     config: Config, registry: MemoryRegistry, owner: str, view: AgentView, requester: str
-) -> Callable[[], Awaitable[str]]:
+) -> Function:
     """The ``memories_about_me`` tool: what the turn's memory holds about the person asking,
     as ``!memory list`` finds it, of what the turn's room may show (``view``, the turn's view:
-    :func:`mindroom.people.memory_chat.about_me_text`)."""
+    :func:`mindroom.people.memory_chat.about_me_text`). Made each turn (it is the asker's), so
+    its schema is written out: Agno would derive it from the function's signature and
+    docstring on every turn."""
 
     async def memories_about_me() -> str:
-        """List everything you remember about the user you are talking to, with each entry's
-        id, date and where it was learned. Use it when they ask what you know about them."""
-
         async def act() -> str:
             return await asyncio.to_thread(
                 about_me_text, config, registry, owner, view.memory, requester, view
@@ -129,4 +134,10 @@ def about_me_tool(
 
         return await guard(act)
 
-    return memories_about_me
+    return Function(
+        name="memories_about_me",
+        description=_ABOUT_ME,
+        parameters={"type": "object", "properties": {}, "required": []},
+        entrypoint=memories_about_me,
+        skip_entrypoint_processing=True,
+    )
