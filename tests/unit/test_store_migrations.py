@@ -430,3 +430,44 @@ def test_the_log_is_checkpointed_into_the_file_every_so_many_commits(
             await db.close()
 
     asyncio.run(scenario())
+
+
+def test_a_write_cancelled_while_it_waits_for_the_lock_is_rolled_back_and_the_next_one_runs(
+    tmp_path: Path,
+) -> None:
+    """A cancel (a shutdown, a timeout) of a write that waits in its thread: the write ends
+    before the rollback runs (the connection is never used by two threads at once), nothing of
+    it stays, and the database goes on working."""
+
+    async def scenario() -> None:
+        path = tmp_path / "ledger.db"
+        db = await Database.open(path, LEDGER.migrations)
+        other = sqlite3.connect(path, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            write = asyncio.ensure_future(
+                db.execute(
+                    "INSERT INTO sync_tokens (account, token) VALUES (?, ?)", ("@a:localhost", "1")
+                )
+            )
+            for _ in range(50):
+                await asyncio.sleep(0)
+            write.cancel()
+            for _ in range(50):
+                await asyncio.sleep(0)
+            assert not write.done()  # its statement still waits for the lock in its thread
+            other.execute("COMMIT")
+            with pytest.raises(asyncio.CancelledError):
+                await write
+            assert not db._connection.in_transaction()  # rolled back
+            await db.execute(
+                "INSERT INTO sync_tokens (account, token) VALUES (?, ?)", ("@b:localhost", "2")
+            )
+            await db.commit()
+            async with db.query("SELECT account FROM sync_tokens") as rows:
+                assert [row.account for row in await rows.fetchall()] == ["@b:localhost"]
+        finally:
+            other.close()
+            await db.close()
+
+    asyncio.run(scenario())
