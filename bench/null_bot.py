@@ -1,4 +1,6 @@
-"""A bot that does no work, for ``reply_latency.py``: it answers every "null ..." message at once.
+"""A bot that does no work, for ``reply_latency.py``: it answers every "null ..." message at once
+(a plain reply), and every "shaped ..." one as mindroom answers (a thread reply with HTML and a
+mention of the asker, made by mindroom's own ``message_content``).
 
 Run as its own process, as mindroom is, with two logged-in accounts: the one that answers and
 an idle one that only polls, as mindroom's router does where an agent hears each of its rooms
@@ -18,6 +20,7 @@ import sys
 import nio
 
 from mindroom.adapters.matrix.client import REST_POLL_S
+from mindroom.adapters.matrix.send import message_content
 
 
 def client(url: str, user_id: str, token: str) -> nio.AsyncClient:
@@ -32,13 +35,24 @@ async def main(url: str, answerer_id: str, answerer_token: str, idle_id: str, id
         await account.sync(timeout=0)  # from now on: no backlog
 
     async def answer(room: nio.MatrixRoom, event: nio.RoomMessageText) -> None:
-        if event.sender != answerer_id and event.body.startswith("null "):
+        if event.sender == answerer_id:
+            return
+        if event.body.startswith("null "):
             content = {
                 "msgtype": "m.text",
                 "body": f"re: {event.body}",
                 "m.relates_to": {"m.in_reply_to": {"event_id": event.event_id}},
             }
-            await answerer.room_send(room.room_id, "m.room.message", content)
+        elif event.body.startswith("shaped "):  # as mindroom answers: a thread, HTML, a mention
+            content = message_content(
+                f"re: {event.body}",
+                thread_root=event.event_id,
+                reply_to=event.event_id,
+                mentions=[event.sender],
+            )
+        else:
+            return
+        await answerer.room_send(room.room_id, "m.room.message", content)
 
     answerer.add_event_callback(answer, nio.RoomMessageText)  # type: ignore[arg-type]
     print("ready", flush=True)

@@ -17,8 +17,10 @@ last request of its reply path), so none starts under the tail of the previous r
 Then the homeserver's part of a reply, alternately with the round trip again: a null bot
 (``null_bot.py``, a process of its own as mindroom is) answers at once in a room like the
 agent's (the person, the answering account and an idle account that polls, as the router
-does where an agent hears each of its rooms). What mindroom adds is the difference between
-the two ratios, in milliseconds of the round trip. (The null bot has a phase of its own:
+does where an agent hears each of its rooms), each time twice: a plain reply, and a reply as
+mindroom posts it (in a thread, with HTML and a mention of the asker, which costs the
+homeserver more). What mindroom adds is the difference between the first ratio and the plain
+null bot's, in milliseconds of the round trip. (The null bot has a phase of its own:
 measured in the same alternation, its requests would change the rhythm, and with it the
 first ratio.)
 
@@ -169,11 +171,16 @@ async def main(n: int) -> None:
                 null_replies = partial(
                     replies, alice, null_room, null_id, prefix="null", receipts=False
                 )
+                shaped_replies = partial(
+                    replies, alice, null_room, null_id, prefix="shaped", receipts=False
+                )
                 await null_replies(5, 0)
-                raw_again, null = [], []
+                await shaped_replies(5, 0)
+                raw_again, null, shaped = [], [], []
                 for i in range(n):
                     raw_again += await round_trips(bob, alice, raw_room, 1)
                     null += await null_replies(1, 5 + i)
+                    shaped += await shaped_replies(1, 5 + i)
         finally:
             if bot.proc is not None:
                 await bot.stop()
@@ -187,10 +194,16 @@ async def main(n: int) -> None:
     print(f"bot CPU per reply      {bot_cpu / len(reply) * 1000:7.1f} ms")
     print(describe("raw round trip again", raw_again))
     print(describe("null bot reply", null))
+    print(describe("null bot, as mindroom", shaped))
     ratio = statistics.median(reply) / statistics.median(raw)
     floor = statistics.median(null) / statistics.median(raw_again)
+    shaped_floor = statistics.median(shaped) / statistics.median(raw_again)
     added = (ratio - floor) * statistics.median(raw) * 1000
     print(f"null bot / round trip  {floor:.2f}x   (the homeserver's part of a reply)")
+    print(
+        f"as mindroom answers    {shaped_floor:.2f}x   (the same, for a thread reply with HTML and "
+        "a mention, as mindroom's)"
+    )
     print(f"mindroom adds          {added:7.1f} ms   (the two ratios' difference, in round trips)")
     print(f"reply / round trip     {ratio:.2f}x   (floor about 2x; target at most 2.2x)")
 

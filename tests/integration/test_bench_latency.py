@@ -29,15 +29,17 @@ def test_session_index_bench_times_replies_with_and_without_the_source(tmp_path:
 
 @pytest.mark.slow
 def test_reply_latency_bench_measures_replies_against_the_round_trip(tmp_path: Path) -> None:
-    """Its own Synapse and bot, a few replies: the round trip, the null bot's reply (the
-    homeserver's part), the agent's reply, the bot's CPU per reply and the ratios (the figures
-    need the default size)."""
+    """Its own Synapse and bot, a few replies: the round trip, the null bot's replies (the
+    homeserver's part, plain and shaped as mindroom's), the agent's reply, the bot's CPU per
+    reply and the ratios (the figures need the default size)."""
     lines = run_bench("reply_latency.py", "--messages", "3", cwd=tmp_path)
     text = "\n".join(lines)
     assert re.search(r"raw round trip +median +[\d.]+ ms +p95 +[\d.]+ ms +\(n=3\)", text)
     assert re.search(r"raw round trip again +median +[\d.]+ ms +p95 +[\d.]+ ms +\(n=3\)", text)
     assert re.search(r"null bot reply +median +[\d.]+ ms +p95 +[\d.]+ ms +\(n=3\)", text)
     assert re.search(r"null bot / round trip +\d+\.\d\dx", text)
+    assert re.search(r"null bot, as mindroom +median +[\d.]+ ms +p95 +[\d.]+ ms +\(n=3\)", text)
+    assert re.search(r"as mindroom answers +\d+\.\d\dx", text)
     assert re.search(r"mindroom adds +-?[\d.]+ ms", text)
     assert re.search(r"agent reply +median +[\d.]+ ms +p95 +[\d.]+ ms +\(n=3\)", text)
     cpu = re.search(r"bot CPU per reply +([\d.]+) ms", text)
