@@ -20,6 +20,7 @@ import contextlib
 import logging
 import sqlite3
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -46,7 +47,7 @@ class LoopSqlite:
 
     In WAL mode a commit writes without waiting for the disk; what waits for it is a checkpoint
     (copying the log into the database, with an fsync) and the close of the last connection.
-    Both run in a worker thread: SQLite's automatic checkpoint is off on this connection, and
+    Both run in a thread: SQLite's automatic checkpoint is off on this connection, and
     every :data:`CHECKPOINT_EVERY` commits a passive checkpoint runs on a connection of its own
     in a thread."""
 
@@ -95,7 +96,8 @@ class LoopSqlite:
         self._commits += 1
         if self._commits >= CHECKPOINT_EVERY and self._checkpoint is None:
             self._commits = 0
-            self._checkpoint = asyncio.ensure_future(asyncio.to_thread(_checkpoint, self.path))
+            loop = asyncio.get_running_loop()
+            self._checkpoint = loop.run_in_executor(_WAITS, _checkpoint, self.path)
             self._checkpoint.add_done_callback(self._checkpointed)
 
     def _checkpointed(self, done: asyncio.Future[None]) -> None:
@@ -116,10 +118,17 @@ def _checkpoint(path: Path) -> None:
         db.execute("PRAGMA wal_checkpoint(PASSIVE)").close()
 
 
+# The threads that wait for SQLite (a lock, the disk): their own pool, made as needed. In
+# asyncio's default pool (a few threads, shared with recall) waits for a lock held by a busy
+# writer would hold up everything else queued there, and a wait could queue behind another
+# that waits for a lock its own task holds.
+_WAITS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="sqlite-wait")
+
+
 async def _to_the_end(call: Callable[..., _T], *args: Any) -> _T:
-    """``call(*args)`` in a worker thread, awaited to its end even when the caller is
-    cancelled (then the cancel is raised after it)."""
-    running = asyncio.get_running_loop().run_in_executor(None, call, *args)
+    """``call(*args)`` in a thread of :data:`_WAITS`, awaited to its end even when the caller
+    is cancelled (then the cancel is raised after it)."""
+    running = asyncio.get_running_loop().run_in_executor(_WAITS, call, *args)
     try:
         return await asyncio.shield(running)
     except asyncio.CancelledError:

@@ -15,6 +15,7 @@ import asyncio
 import importlib
 import re
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -466,6 +467,38 @@ def test_a_write_cancelled_while_it_waits_for_the_lock_is_rolled_back_and_the_ne
             await db.commit()
             async with db.query("SELECT account FROM sync_tokens") as rows:
                 assert [row.account for row in await rows.fetchall()] == ["@b:localhost"]
+        finally:
+            other.close()
+            await db.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_wait_for_the_lock_leaves_asyncios_thread_pool_free(tmp_path: Path) -> None:
+    """A statement waiting for another writer's lock waits in a thread of its own pool, so the
+    work asyncio's default pool runs (recall, embedding) goes on meanwhile."""
+
+    async def scenario() -> None:
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=1))
+        path = tmp_path / "ledger.db"
+        db = await Database.open(path, LEDGER.migrations)
+        other = sqlite3.connect(path, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            write = asyncio.ensure_future(
+                db.execute(
+                    "INSERT INTO sync_tokens (account, token) VALUES (?, ?)", ("@a:localhost", "t")
+                )
+            )
+            for _ in range(50):
+                await asyncio.sleep(0)
+            recall = asyncio.ensure_future(asyncio.to_thread(lambda: "recalled"))
+            finished, _ = await asyncio.wait({recall}, timeout=10)  # a bound, not a pace
+            assert recall in finished
+            assert not write.done()  # the control: the write was waiting all along
+            other.execute("COMMIT")
+            await write
+            await db.commit()
         finally:
             other.close()
             await db.close()
