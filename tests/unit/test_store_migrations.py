@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import importlib
 import re
 import sqlite3
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -339,6 +341,31 @@ def test_a_read_alone_holds_no_transaction_and_a_write_holds_one_until_its_commi
     asyncio.run(scenario())
 
 
+@contextlib.asynccontextmanager
+async def waiting_for_another_writer(
+    path: Path,
+) -> AsyncIterator[tuple[Database, asyncio.Future[Any], sqlite3.Connection]]:
+    """A ledger at ``path``, another connection holding its write lock (as another process's
+    writer would), and a write of ``@a:localhost``'s sync token started and seen waiting: the
+    loop ran other tasks meanwhile and the write is neither refused ("locked") nor run."""
+    db = await Database.open(path, LEDGER.migrations)
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        write = asyncio.ensure_future(
+            db.execute(
+                "INSERT INTO sync_tokens (account, token) VALUES (?, ?)", ("@a:localhost", "t")
+            )
+        )
+        for _ in range(50):  # the loop runs other tasks while the write waits
+            await asyncio.sleep(0)
+        assert not write.done()
+        yield db, write, other
+    finally:
+        other.close()
+        await db.close()
+
+
 def test_a_write_that_finds_sqlite_locked_waits_in_a_thread_and_the_loop_runs_on(
     tmp_path: Path,
 ) -> None:
@@ -346,19 +373,7 @@ def test_a_write_that_finds_sqlite_locked_waits_in_a_thread_and_the_loop_runs_on
     the lock waits for it in a worker thread (the loop free), then runs."""
 
     async def scenario() -> None:
-        path = tmp_path / "ledger.db"
-        db = await Database.open(path, LEDGER.migrations)
-        other = sqlite3.connect(path, isolation_level=None)  # another process's writer
-        try:
-            other.execute("BEGIN IMMEDIATE")
-            write = asyncio.ensure_future(
-                db.execute(
-                    "INSERT INTO sync_tokens (account, token) VALUES (?, ?)", ("@a:localhost", "t")
-                )
-            )
-            for _ in range(50):  # the loop runs other tasks while the write waits
-                await asyncio.sleep(0)
-            assert not write.done()  # it waits: neither refused ("locked") nor run
+        async with waiting_for_another_writer(tmp_path / "ledger.db") as (db, write, other):
             other.execute("COMMIT")
             await write
             await db.commit()
@@ -366,9 +381,6 @@ def test_a_write_that_finds_sqlite_locked_waits_in_a_thread_and_the_loop_runs_on
                 assert [row.token for row in await rows.fetchall()] == ["t"]
             async with db.query("PRAGMA busy_timeout") as rows:  # the loop's: never waits
                 assert (await rows.fetchone())[0] == 0
-        finally:
-            other.close()
-            await db.close()
 
     asyncio.run(scenario())
 
@@ -441,18 +453,7 @@ def test_a_write_cancelled_while_it_waits_for_the_lock_is_rolled_back_and_the_ne
     it stays, and the database goes on working."""
 
     async def scenario() -> None:
-        path = tmp_path / "ledger.db"
-        db = await Database.open(path, LEDGER.migrations)
-        other = sqlite3.connect(path, isolation_level=None)
-        try:
-            other.execute("BEGIN IMMEDIATE")
-            write = asyncio.ensure_future(
-                db.execute(
-                    "INSERT INTO sync_tokens (account, token) VALUES (?, ?)", ("@a:localhost", "1")
-                )
-            )
-            for _ in range(50):
-                await asyncio.sleep(0)
+        async with waiting_for_another_writer(tmp_path / "ledger.db") as (db, write, other):
             write.cancel()
             for _ in range(50):
                 await asyncio.sleep(0)
@@ -467,9 +468,6 @@ def test_a_write_cancelled_while_it_waits_for_the_lock_is_rolled_back_and_the_ne
             await db.commit()
             async with db.query("SELECT account FROM sync_tokens") as rows:
                 assert [row.account for row in await rows.fetchall()] == ["@b:localhost"]
-        finally:
-            other.close()
-            await db.close()
 
     asyncio.run(scenario())
 
@@ -480,18 +478,7 @@ def test_a_wait_for_the_lock_leaves_asyncios_thread_pool_free(tmp_path: Path) ->
 
     async def scenario() -> None:
         asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=1))
-        path = tmp_path / "ledger.db"
-        db = await Database.open(path, LEDGER.migrations)
-        other = sqlite3.connect(path, isolation_level=None)
-        try:
-            other.execute("BEGIN IMMEDIATE")
-            write = asyncio.ensure_future(
-                db.execute(
-                    "INSERT INTO sync_tokens (account, token) VALUES (?, ?)", ("@a:localhost", "t")
-                )
-            )
-            for _ in range(50):
-                await asyncio.sleep(0)
+        async with waiting_for_another_writer(tmp_path / "ledger.db") as (db, write, other):
             recall = asyncio.ensure_future(asyncio.to_thread(lambda: "recalled"))
             finished, _ = await asyncio.wait({recall}, timeout=10)  # a bound, not a pace
             assert recall in finished
@@ -499,8 +486,5 @@ def test_a_wait_for_the_lock_leaves_asyncios_thread_pool_free(tmp_path: Path) ->
             other.execute("COMMIT")
             await write
             await db.commit()
-        finally:
-            other.close()
-            await db.close()
 
     asyncio.run(scenario())
