@@ -200,6 +200,8 @@ async def test_memory_flush_run_by_the_cli_beside_the_running_bot_is_not_undone(
     model.set_handler(family)
     told = await human.send(room_id, "my sister is called Maya")
     await human.wait_for_reply(room_id, told)
+    # the bot marks the session once its reply is out (the reply can be seen a moment before)
+    await wait_until(lambda: sum(r["dirty"] for r in flush_rows(bot.storage)) == 1)
 
     cli = await asyncio.create_subprocess_exec(
         sys.executable,
