@@ -546,6 +546,15 @@ async def test_a_reload_adds_an_agent_to_one_of_two_appservice_processes_and_rem
     )
 
 
+def catch_up_of(as_bot: BotHarness) -> appservice.CatchUp:
+    """The running bot's catch-up (it runs in appservice mode)."""
+    assert as_bot.bot is not None
+    assert as_bot.bot.appservice is not None
+    catch_up = as_bot.bot.appservice.catch_up
+    assert catch_up is not None
+    return catch_up
+
+
 def body_has(text: str) -> Callable[[dict], bool]:
     return lambda event: text in json.dumps(event.get("content") or {})
 
@@ -561,10 +570,7 @@ async def test_a_message_the_homeserver_never_pushed_is_answered_once_by_the_cat
     room_id = await in_room_answering(
         as_bot, person, model, lossy.service, "Caught up.", "pushed as usual", lossy.matrix()
     )
-    assert as_bot.bot is not None
-    assert as_bot.bot.appservice is not None
-    catch_up = as_bot.bot.appservice.catch_up
-    assert catch_up is not None
+    catch_up = catch_up_of(as_bot)
     handed: dict[str, float] = {}  # event id -> when the catch-up handed it on
     take = catch_up.server.take
 
@@ -639,10 +645,7 @@ async def test_a_lost_message_buried_under_more_events_than_one_answer_holds_is_
     room_id = await in_room_answering(
         as_bot, person, model, lossy.service, "Dug out.", "hello", lossy.matrix()
     )
-    assert as_bot.bot is not None
-    assert as_bot.bot.appservice is not None
-    catch_up = as_bot.bot.appservice.catch_up
-    assert catch_up is not None
+    catch_up = catch_up_of(as_bot)
     await catch_up.round()  # from here on
     lossy.lose = body_has("under the pile")
     lost = await person.send(room_id, "@general under the pile")
