@@ -19,7 +19,7 @@ from mindroom.dashboard.access import COOKIE, TOKEN_FILE
 from mindroom.dashboard.person import PORT_FILE
 from mindroom.dashboard.server import Dashboard
 from tests.support.dashboard import SECRET, form_of, signed_in, start_dashboard
-from tests.support.harness import BotHarness, BotProcess, Human, config_text
+from tests.support.harness import BotHarness, BotProcess, Human, config_text, unique
 from tests.support.network import free_port
 from tests.support.scripted_model import Reply, ScriptedModel
 from tests.support.waiting import wait_until
@@ -181,8 +181,10 @@ async def test_adding_and_removing_an_agent_goes_to_the_file_and_the_bot(
     bot: BotHarness, dashboard: Dashboard, browser: aiohttp.ClientSession
 ) -> None:
     fields = form_of(await (await browser.get("/agents")).text())
+    # a room of its own: the session's homeserver keeps earlier tests' rooms, some left empty
+    harbour = unique("harbour")
     added = await browser.post(
-        "/agents", data={**fields, "name": "sailor", "role": "Sails.", "rooms": "harbour"}
+        "/agents", data={**fields, "name": "sailor", "role": "Sails.", "rooms": harbour}
     )
     assert added.status == 200
     assert "Agent sailor" in await added.text()
@@ -191,8 +193,8 @@ async def test_adding_and_removing_an_agent_goes_to_the_file_and_the_bot(
     await wait_until(
         lambda: (
             bot.bot is not None
-            and "harbour" in bot.bot.room_ids
-            and bot.bot.room_ids["harbour"] in bot.bot.agents["sailor"].joined_rooms()
+            and harbour in bot.bot.room_ids
+            and bot.bot.room_ids[harbour] in bot.bot.agents["sailor"].joined_rooms()
         ),
         timeout=60,
     )
