@@ -6,7 +6,8 @@ those hops costs a millisecond and more: a reply's path runs dozens. So mindroom
 statements where its code runs, on the loop's thread, and keeps off the loop only what can
 take long, a wait for a lock another connection holds: the connection's busy timeout is 0,
 and a statement that finds the database locked runs again in a worker thread with the usual
-timeout (:data:`SQLITE_BUSY_TIMEOUT_S`), the loop free meanwhile.
+timeout (:data:`SQLITE_BUSY_TIMEOUT_S`), the loop free meanwhile. A cancel (a shutdown) ends
+such a wait at once, not when SQLite's timeout runs out.
 
 :class:`LoopSqlite` is that connection. :func:`async_creator` hands it to SQLAlchemy's asyncio
 engine in aiosqlite's shape (the engines of Agno's session stores), and
@@ -19,6 +20,8 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
+import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -75,19 +78,36 @@ class LoopSqlite:
 
     async def run(self, call: Callable[[], _T]) -> _T:
         """``call()`` (statements on :attr:`db`) here; if it found the database locked, again
-        in a worker thread that waits for the lock. The thread's call runs to its end even if
-        the caller is cancelled, so the connection is never used by two threads at once."""
+        in a worker thread that waits for the lock (:data:`SQLITE_BUSY_TIMEOUT_S` at most).
+
+        A caller cancelled meanwhile (a shutdown, a timeout) gives the wait up within
+        :data:`WAIT_SLICE_MS`: the thread's call ends ("locked") before the cancel is raised,
+        so the connection is never used by two threads at once, and the caller rolls back."""
         try:
             return call()
         except sqlite3.OperationalError as exc:
             if not _locked(exc):
                 raise
-        return await _to_the_end(self._waiting, call)
+        gave_up = threading.Event()
+        return await _to_the_end(self._waiting, call, gave_up, on_cancel=gave_up.set)
 
-    def _waiting(self, call: Callable[[], _T]) -> _T:
-        self.db.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_S * 1000}").close()
+    def _waiting(self, call: Callable[[], _T], gave_up: threading.Event) -> _T:
+        """``call()``, tried again while another connection holds the lock, until it runs, the
+        timeout passes or ``gave_up`` is set. SQLite's own wait cannot be cut short (an
+        interrupt does not end it), so it waits in slices of :data:`WAIT_SLICE_MS`."""
+        deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_S
+        self.db.execute(f"PRAGMA busy_timeout = {WAIT_SLICE_MS}").close()
         try:
-            return call()
+            while True:
+                try:
+                    return call()
+                except sqlite3.OperationalError as exc:
+                    # only a lock is waited out: a stale snapshot (SQLITE_BUSY_SNAPSHOT) stays
+                    # stale, and the caller's transaction has to start again
+                    if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or gave_up.is_set():
+                        raise
+                    if time.monotonic() >= deadline:
+                        raise
         finally:
             self.db.execute("PRAGMA busy_timeout = 0").close()
 
@@ -112,6 +132,10 @@ class LoopSqlite:
 
 CHECKPOINT_EVERY = 100
 
+WAIT_SLICE_MS = 50
+"""How long one try in a waiting thread waits for the lock before it looks whether its caller
+gave up."""
+
 
 def _checkpoint(path: Path) -> None:
     with contextlib.closing(sqlite3.connect(path, timeout=SQLITE_BUSY_TIMEOUT_S)) as db:
@@ -125,13 +149,18 @@ def _checkpoint(path: Path) -> None:
 _WAITS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="sqlite-wait")
 
 
-async def _to_the_end(call: Callable[..., _T], *args: Any) -> _T:
+async def _to_the_end(
+    call: Callable[..., _T], *args: Any, on_cancel: Callable[[], object] | None = None
+) -> _T:
     """``call(*args)`` in a thread of :data:`_WAITS`, awaited to its end even when the caller
-    is cancelled (then the cancel is raised after it)."""
+    is cancelled (then ``on_cancel()`` asks it to end soon, and the cancel is raised after
+    it)."""
     running = asyncio.get_running_loop().run_in_executor(_WAITS, call, *args)
     try:
         return await asyncio.shield(running)
     except asyncio.CancelledError:
+        if on_cancel is not None:
+            on_cancel()
         with contextlib.suppress(Exception):
             await running
         raise
