@@ -73,7 +73,7 @@ from consolidation_plant import (  # noqa: E402
     oracle,
     write_plant,
 )
-from locomo import EMBEDDERS, memory_section  # noqa: E402
+from locomo import EMBEDDERS, memory_section, model_entries  # noqa: E402
 
 from mindroom.adapters.embeddings.select import shared_embedder  # noqa: E402
 from mindroom.config.schema import Config  # noqa: E402
@@ -101,7 +101,7 @@ def consolidation_config(base_url: str, embedder: str, max_calls: int | None) ->
     )
     return Config.model_validate(
         {
-            "models": {"default": model},
+            "models": {"default": model, **model_entries(embedder)},
             "memory": {**memory_section(embedder), "maintenance": {"consolidation": budget}},
         }
     )

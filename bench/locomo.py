@@ -123,14 +123,26 @@ def load_conversations(path: Path) -> list[Conversation]:
     return [parse_conversation(s) for s in json.loads(path.read_text(encoding="utf-8"))]
 
 
+LOCAL_EMBEDDER = "local_embedder"
+"""The ``models:`` key of the local default embedder in the benchmarks' configs."""
+
+
+def model_entries(embedder: str) -> dict[str, Any]:
+    """The ``models:`` entries ``--embedder`` needs besides the chat model (as a user writes
+    them: an embedder is a ``models:`` entry of ``kind: embedder``)."""
+    if embedder == "default":
+        return {LOCAL_EMBEDDER: {"kind": "embedder", "provider": "sentence_transformers"}}
+    return {}
+
+
 def memory_section(embedder: str) -> dict[str, Any]:
     """The ``memory:`` config for ``--embedder``: ``none`` is keyword-only (said explicitly: the
     local embedder is on by default where ``mindroom[embeddings]`` is installed), ``default``
-    asks for the local default embedder."""
+    asks for the local default embedder (the ``models:`` entry of :func:`model_entries`)."""
     if embedder == "none":
         return {"embedder": "none"}
     if embedder == "default":
-        return {"embedder": {"provider": "sentence_transformers"}}
+        return {"embedder": LOCAL_EMBEDDER}
     raise ValueError(f"--embedder must be one of {', '.join(EMBEDDERS)}, not {embedder!r}")
 
 
@@ -148,13 +160,19 @@ def bench_config(
     setting (``memory.embedder`` is not in its config schema yet).
     """
     memory = memory_section(embedder)
+    models: dict[str, Any] = {"default": {"id": "unused"}, **model_entries(embedder)}
     if backend != "file":
         memory["backend"] = backend
     if llm_base_url is not None:
-        settings = {"model": "scripted", "base_url": llm_base_url, "api_key": "test"}
-        memory["llm"] = {"provider": "openai", "config": settings}
+        models["extractor"] = {
+            "provider": "openai",
+            "id": "scripted",
+            "base_url": llm_base_url,
+            "api_key": "test",
+        }
+        memory["llm"] = "extractor"
     raw: dict[str, Any] = {
-        "models": {"default": {"id": "unused"}},
+        "models": models,
         "agents": {AGENT: {}},
         "memory": memory,
     }
