@@ -43,6 +43,30 @@ async def within(awaitable: Awaitable[T], seconds: float | None) -> T:
         return await awaitable
 
 
+async def to_the_end(awaitable: Awaitable[T], on_cancel: Callable[[], object] | None = None) -> T:
+    """``await awaitable`` to its end even when the caller is cancelled, once or more: then
+    ``on_cancel()`` (at the first cancel: ask the work to end soon), and the cancel is raised
+    once the work ended (its own result or error is dropped).
+
+    For work that must not be left running under the next step (a statement in a thread on
+    a connection the caller rolls back next, a rollback, a close). ``asyncio.shield`` alone
+    is not enough: a second cancel ends the wait for the shielded work."""
+    running = asyncio.ensure_future(awaitable)
+    cancel: asyncio.CancelledError | None = None
+    while not running.done():
+        try:
+            await asyncio.wait({running})  # never cancels ``running``
+        except asyncio.CancelledError as exc:
+            if cancel is None and on_cancel is not None:
+                on_cancel()
+            cancel = exc
+    if cancel is not None:
+        if not running.cancelled():
+            running.exception()  # retrieved: what the caller sees is the cancel
+        raise cancel
+    return running.result()
+
+
 async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
     """Cancel ``task`` and wait until it ended, cancelling it again each second while it runs
     on (code that swallowed a cancellation is not left running, and nothing waits forever)."""

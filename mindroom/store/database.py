@@ -45,6 +45,7 @@ from mindroom.errors import MindroomError
 from mindroom.redact import without_database_detail
 from mindroom.store.migrations import SQLITE_BUSY_TIMEOUT_S, Migration, statements
 from mindroom.store.sqlite_loop import LoopSqlite, async_creator
+from mindroom.tasks import to_the_end
 
 __all__ = ["SQLITE_BUSY_TIMEOUT_S", "Database", "DatabaseError", "Migration", "statements"]
 
@@ -308,10 +309,9 @@ class Database:
                 # a failed or cancelled statement leaves the transaction aborted (and, after a
                 # lost server, the connection unusable): start clean, then let it propagate.
                 # Inside a write unit that unit's statements go too: its caller rolls back.
-                await asyncio.shield(self._recover())
-                if isinstance(exc, sqlite3.Error):  # worded as SQLAlchemy words its errors
-                    said = f"({type(exc).__module__}.{type(exc).__name__}) {exc}\n[SQL: {sql}]"
-                    raise DatabaseError(without_database_detail(said)) from None
+                await to_the_end(self._recover())
+                if isinstance(exc, sqlite3.Error):
+                    raise _sqlite_error(exc, sql) from None
                 if isinstance(exc, SQLAlchemyError):  # said without the row it quotes
                     raise DatabaseError(without_database_detail(str(exc))) from None
                 raise
@@ -331,36 +331,59 @@ class Database:
 
     async def close(self) -> None:
         """Close the connection; a cancel (a shutdown) does not cut the close short."""
-        await asyncio.shield(self._close())
+        await to_the_end(self._close())
 
     async def _close(self) -> None:
         async with self._lock:
             await self._connection.close()
 
     async def _migrate(self, migrations: Sequence[Migration]) -> None:
+        """Apply the migrations not applied yet, all in one transaction with their records:
+        a failure leaves none of them (and none recorded), to be run whole at the next open.
+        One process migrates at a time; another waits and then finds them applied."""
         async with self._lock:
             conn = self._connection
-            if self.dialect == "postgresql":  # held to the commit: one process migrates
-                await conn.execute(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})", ())
-            await conn.execute(_MIGRATIONS_TABLE, ())
-            applied = await conn.execute(_APPLIED, ())
-            done = {row.version for row in await applied.fetchall()}
-            for migration in sorted(migrations, key=lambda m: m.version):
-                if migration.version in done:
-                    continue
-                for statement in migration.statements:
-                    try:
-                        await conn.execute(statement, ())
-                    except (OperationalError, sqlite3.OperationalError) as exc:
-                        # SQLite has no ADD COLUMN IF NOT EXISTS
-                        if "duplicate column name" not in str(exc):  # a racing process added it
-                            raise
-                await conn.execute(  # SQLite: another process may have run it meanwhile
-                    "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)"
-                    " ON CONFLICT (version) DO NOTHING",
-                    (migration.version, time.time()),
-                )
-            await conn.commit()
+            statement = ""
+            try:
+                if self.dialect == "postgresql":  # held to the commit
+                    statement = f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"
+                else:  # the write lock, taken now: the sqlite3 module would run DDL outside
+                    statement = "BEGIN IMMEDIATE"  # a transaction, one statement at a time
+                await conn.execute(statement, ())
+                statement = _MIGRATIONS_TABLE
+                await conn.execute(statement, ())
+                statement = _APPLIED
+                applied = await conn.execute(statement, ())
+                done = {row.version for row in await applied.fetchall()}
+                for migration in sorted(migrations, key=lambda m: m.version):
+                    if migration.version in done:
+                        continue
+                    for statement in migration.statements:
+                        try:
+                            await conn.execute(statement, ())
+                        except (OperationalError, sqlite3.OperationalError) as exc:
+                            # SQLite has no ADD COLUMN IF NOT EXISTS: a file made before its
+                            # migration (by hand, an older build) may have the column
+                            if "duplicate column name" not in str(exc):
+                                raise
+                    statement = (
+                        "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)"
+                        " ON CONFLICT (version) DO NOTHING"
+                    )
+                    await conn.execute(statement, (migration.version, time.time()))
+                statement = "COMMIT"
+                await conn.commit()
+            except BaseException as exc:
+                await to_the_end(self._recover())
+                if isinstance(exc, sqlite3.Error):
+                    raise _sqlite_error(exc, statement) from None
+                raise
+
+
+def _sqlite_error(exc: sqlite3.Error, sql: str) -> DatabaseError:
+    """``exc`` of statement ``sql``, worded as SQLAlchemy words its errors (never a value)."""
+    said = f"({type(exc).__module__}.{type(exc).__name__}) {exc}\n[SQL: {sql}]"
+    return DatabaseError(without_database_detail(said))
 
 
 def sqlite_engine(path: Path, **options: Any) -> AsyncEngine:

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mindroom.store.migrations import SQLITE_BUSY_TIMEOUT_S
-from mindroom.store.wal import use_wal
+from mindroom.store.wal import WAL_SECONDS, use_wal
+from mindroom.tasks import to_the_end
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +39,14 @@ _T = TypeVar("_T")
 def _locked(exc: sqlite3.OperationalError) -> bool:
     """SQLite's busy ("database is locked"): another connection holds the lock."""
     return getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY
+
+
+def _waited_out(exc: sqlite3.OperationalError) -> bool:
+    """A busy that ends by waiting: a lock another connection holds, or a log another process
+    is recovering (SQLITE_BUSY_RECOVERY). Not a stale snapshot (SQLITE_BUSY_SNAPSHOT): that
+    stays stale, and the caller's transaction has to start again."""
+    code = getattr(exc, "sqlite_errorcode", 0)
+    return code & 0xFF == sqlite3.SQLITE_BUSY and code != sqlite3.SQLITE_BUSY_SNAPSHOT
 
 
 class LoopSqlite:
@@ -68,7 +77,9 @@ class LoopSqlite:
             except sqlite3.OperationalError as exc:
                 if not _locked(exc):
                     raise
-                await _to_the_end(use_wal, db)  # another connection is switching it: retried
+                # another connection is switching it: retried (a cancel ends the retries)
+                gave_up = threading.Event()
+                await _to_the_end(use_wal, db, WAL_SECONDS, gave_up, on_cancel=gave_up.set)
             db.execute("PRAGMA synchronous=NORMAL").close()
             db.execute("PRAGMA wal_autocheckpoint = 0").close()
         except BaseException:
@@ -99,19 +110,21 @@ class LoopSqlite:
         self.db.execute(f"PRAGMA busy_timeout = {WAIT_SLICE_MS}").close()
         try:
             while True:
+                tried = time.monotonic()
                 try:
                     return call()
                 except sqlite3.OperationalError as exc:
-                    # only a lock is waited out: a stale snapshot (SQLITE_BUSY_SNAPSHOT) stays
-                    # stale, and the caller's transaction has to start again
-                    if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or gave_up.is_set():
+                    if not _waited_out(exc) or gave_up.is_set() or time.monotonic() >= deadline:
                         raise
-                    if time.monotonic() >= deadline:
-                        raise
+                # SQLite skips its own wait where it could deadlock (this connection holds a
+                # read snapshot): then the pause between tries is this thread's
+                gave_up.wait(max(0.0, WAIT_SLICE_MS / 1000 - (time.monotonic() - tried)))
         finally:
             self.db.execute("PRAGMA busy_timeout = 0").close()
 
     async def commit(self) -> None:
+        if not self.db.in_transaction:  # a read alone: nothing to commit, nothing to count
+            return
         await self.run(self.db.commit)
         self._commits += 1
         if self._commits >= CHECKPOINT_EVERY and self._checkpoint is None:
@@ -138,7 +151,15 @@ gave up."""
 
 
 def _checkpoint(path: Path) -> None:
-    with contextlib.closing(sqlite3.connect(path, timeout=SQLITE_BUSY_TIMEOUT_S)) as db:
+    """A passive checkpoint of ``path``; none when the file is gone (erased meanwhile: a
+    checkpoint never makes the file again)."""
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True)
+    except sqlite3.OperationalError:
+        if path.exists():
+            raise
+        return
+    with contextlib.closing(db):
         db.execute("PRAGMA wal_checkpoint(PASSIVE)").close()
 
 
@@ -153,17 +174,10 @@ async def _to_the_end(
     call: Callable[..., _T], *args: Any, on_cancel: Callable[[], object] | None = None
 ) -> _T:
     """``call(*args)`` in a thread of :data:`_WAITS`, awaited to its end even when the caller
-    is cancelled (then ``on_cancel()`` asks it to end soon, and the cancel is raised after
-    it)."""
+    is cancelled, once or more (then ``on_cancel()`` asks it to end soon, and the cancel is
+    raised after it): the connection it uses is never used by two threads at once."""
     running = asyncio.get_running_loop().run_in_executor(_WAITS, call, *args)
-    try:
-        return await asyncio.shield(running)
-    except asyncio.CancelledError:
-        if on_cancel is not None:
-            on_cancel()
-        with contextlib.suppress(Exception):
-            await running
-        raise
+    return await to_the_end(running, on_cancel)
 
 
 # -- in aiosqlite's shape, for SQLAlchemy's asyncio engine ------------------------------------

@@ -13,24 +13,31 @@ bot and a CLI command) would then fail at start; :func:`use_wal` retries for a b
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
 WAL_SECONDS = 30.0
 
 
-def use_wal(db: sqlite3.Connection, seconds: float = WAL_SECONDS) -> None:
-    """Put ``db`` in WAL mode, retrying while another connection holds the lock it needs."""
+def use_wal(
+    db: sqlite3.Connection,
+    seconds: float = WAL_SECONDS,
+    gave_up: threading.Event | None = None,
+) -> None:
+    """Put ``db`` in WAL mode, retrying while another connection holds the lock it needs
+    (until ``seconds`` passed, or ``gave_up`` is set: its caller was cancelled)."""
     deadline = time.monotonic() + seconds
     pause = 0.005
+    stop = gave_up or threading.Event()
     while True:
         try:
             db.execute("PRAGMA journal_mode=WAL")
             return
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() >= deadline:
+            if "locked" not in str(exc) or time.monotonic() >= deadline or stop.is_set():
                 raise
-        time.sleep(pause)  # a back-off between tries of a lock, not a wait for an event
+        stop.wait(pause)  # a back-off between tries of a lock, cut short by a give-up
         pause = min(pause * 2, 0.2)
 
 

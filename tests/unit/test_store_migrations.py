@@ -23,14 +23,16 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 import mindroom
 from mindroom.memory.jobs.consolidate.records import ConsolidationRecords
 from mindroom.memory.mem0.ops import OpLog
 from mindroom.store import sqlite_loop
-from mindroom.store.database import Database, sqlite_engine
+from mindroom.store.database import Database, DatabaseError, sqlite_engine
 from mindroom.store.migrations import (
     MIGRATIONS_TABLE,
+    Migration,
     SchemaTooNewError,
     StoreSchema,
     open_store,
@@ -341,6 +343,13 @@ def test_a_read_alone_holds_no_transaction_and_a_write_holds_one_until_its_commi
     asyncio.run(scenario())
 
 
+async def seen_waiting(work: asyncio.Future[Any]) -> None:
+    """``work`` waits for the lock while the loop runs other tasks: neither refused nor run."""
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert not work.done()
+
+
 @contextlib.asynccontextmanager
 async def waiting_for_another_writer(
     path: Path,
@@ -357,9 +366,7 @@ async def waiting_for_another_writer(
                 "INSERT INTO sync_tokens (account, token) VALUES (?, ?)", ("@a:localhost", "t")
             )
         )
-        for _ in range(50):  # the loop runs other tasks while the write waits
-            await asyncio.sleep(0)
-        assert not write.done()
+        await seen_waiting(write)
         yield db, write, other
     finally:
         other.close()
@@ -385,35 +392,47 @@ def test_a_write_that_finds_sqlite_locked_waits_in_a_thread_and_the_loop_runs_on
     asyncio.run(scenario())
 
 
+@contextlib.asynccontextmanager
+async def engine_waiting_for_another_writer(
+    path: Path, words: str
+) -> AsyncIterator[tuple[AsyncEngine, asyncio.Task[None], sqlite3.Connection]]:
+    """An engine of Agno's session stores on ``path`` (table ``said``), another connection
+    holding the write lock, and a write of ``words`` started through the engine and seen
+    waiting: the loop ran other tasks meanwhile and the write is neither refused nor run."""
+    engine = sqlite_engine(path)
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(text("CREATE TABLE said (words TEXT)"))
+        other.execute("BEGIN IMMEDIATE")
+
+        async def write() -> None:
+            async with engine.begin() as conn:
+                await conn.execute(text("INSERT INTO said (words) VALUES (:w)"), {"w": words})
+
+        writing = asyncio.create_task(write())
+        await seen_waiting(writing)
+        yield engine, writing, other
+    finally:
+        other.close()
+        await engine.dispose()
+
+
+async def said(engine: AsyncEngine) -> list[str]:
+    async with engine.connect() as conn:
+        return [row.words for row in (await conn.execute(text("SELECT words FROM said")))]
+
+
 def test_an_sqlalchemy_engine_on_sqlite_waits_for_a_lock_in_a_thread_too(tmp_path: Path) -> None:
     """The engines of Agno's session stores run on the same connection (in aiosqlite's shape):
     a write that finds the file locked waits off the loop, then runs."""
 
     async def scenario() -> None:
         path = tmp_path / "sessions.db"
-        engine = sqlite_engine(path)
-        other = sqlite3.connect(path, isolation_level=None)
-        try:
-            async with engine.begin() as conn:
-                await conn.execute(text("CREATE TABLE said (words TEXT)"))
-            other.execute("BEGIN IMMEDIATE")
-
-            async def write() -> None:
-                async with engine.begin() as conn:
-                    await conn.execute(text("INSERT INTO said (words) VALUES (:w)"), {"w": "hi"})
-
-            writing = asyncio.create_task(write())
-            for _ in range(50):  # the loop runs other tasks while the write waits
-                await asyncio.sleep(0)
-            assert not writing.done()
+        async with engine_waiting_for_another_writer(path, "hi") as (engine, writing, other):
             other.execute("COMMIT")
             await writing
-            async with engine.connect() as conn:
-                rows = (await conn.execute(text("SELECT words FROM said"))).fetchall()
-            assert [row.words for row in rows] == ["hi"]
-        finally:
-            other.close()
-            await engine.dispose()
+            assert await said(engine) == ["hi"]
 
     asyncio.run(scenario())
 
@@ -430,9 +449,16 @@ def test_the_log_is_checkpointed_into_the_file_every_so_many_commits(
         db = await Database.open(path, [])
         try:
             await db.execute("CREATE TABLE said (words BLOB)")
+            await db.commit()  # DDL: the sqlite3 module committed it at once
+            await db.execute("INSERT INTO said (words) VALUES (?)", (b"w",))
             await db.commit()  # 1
             await db.execute("INSERT INTO said (words) VALUES (?)", (b"x" * 200_000,))
             await db.commit()  # 2
+            for _ in range(5):  # reads commit nothing, and count for nothing
+                async with db.query("SELECT count(*) FROM said") as rows:
+                    await rows.fetchall()
+            loop_sqlite = db._connection._sqlite  # type: ignore[union-attr]
+            assert loop_sqlite._checkpoint is None  # none started by the reads
             assert path.stat().st_size < 100_000  # the row is in the log alone (the control)
             async with db.query("PRAGMA wal_autocheckpoint") as rows:
                 assert (await rows.fetchone())[0] == 0
@@ -509,3 +535,140 @@ def test_a_wait_for_the_lock_leaves_asyncios_thread_pool_free(tmp_path: Path) ->
             await db.commit()
 
     asyncio.run(scenario())
+
+
+def test_an_sqlalchemy_write_cancelled_twice_while_it_waits_for_the_lock_ends_cleanly(
+    tmp_path: Path,
+) -> None:
+    """A stop, then the shutdown's cancel of every task: the second cancel still waits for
+    the thread's statement to end before SQLAlchemy closes the connection it ran on (a close
+    under a running statement crashed the process), and the engine goes on working."""
+
+    async def scenario() -> None:
+        path = tmp_path / "sessions.db"
+        async with engine_waiting_for_another_writer(path, "cut") as (engine, writing, other):
+            writing.cancel()
+            await asyncio.sleep(0)
+            writing.cancel()
+            finished, _ = await asyncio.wait({writing}, timeout=10)  # a bound, not a pace
+            assert writing in finished
+            assert writing.cancelled()
+            assert other.in_transaction  # the lock was held all along
+            other.execute("COMMIT")
+            async with engine.begin() as conn:
+                await conn.execute(text("INSERT INTO said (words) VALUES ('next')"))
+            assert await said(engine) == ["next"]
+
+    asyncio.run(scenario())
+
+
+def test_a_write_holding_a_read_snapshot_waits_for_the_lock_without_spinning(
+    tmp_path: Path,
+) -> None:
+    """SQLite skips its own wait for a connection that holds a read snapshot (it could
+    deadlock): the thread then pauses between tries itself, and once the other writer
+    commits, the stale snapshot is an error (its transaction has to start again)."""
+
+    async def scenario() -> None:
+        path = tmp_path / "ledger.db"
+        sqlite = await sqlite_loop.LoopSqlite.open(path)
+        other = sqlite3.connect(path, isolation_level=None)
+        try:
+            sqlite.db.execute("CREATE TABLE said (words TEXT)")
+            sqlite.db.commit()
+            tries = 0
+
+            def insert() -> None:
+                nonlocal tries
+                tries += 1
+                sqlite.db.execute("INSERT INTO said (words) VALUES ('late')")
+
+            sqlite.db.execute("BEGIN")
+            sqlite.db.execute("SELECT count(*) FROM said").fetchall()  # a snapshot held
+            other.execute("BEGIN IMMEDIATE")
+            waiting = asyncio.ensure_future(sqlite.run(insert))
+            finished, _ = await asyncio.wait({waiting}, timeout=0.3)
+            assert not finished  # still waiting for the lock...
+            assert 1 < tries < 30  # ...tried again now and then, not thousands of times
+            other.execute("INSERT INTO said (words) VALUES ('first')")
+            other.execute("COMMIT")
+            with pytest.raises(sqlite3.OperationalError) as stale:
+                await waiting
+            assert stale.value.sqlite_errorcode == sqlite3.SQLITE_BUSY_SNAPSHOT
+            sqlite.db.rollback()
+        finally:
+            other.close()
+            await sqlite.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_cancelled_open_ends_while_another_writer_still_holds_the_lock(
+    tmp_path: Path,
+) -> None:
+    """Opening switches the file to WAL, which needs the lock; a cancel (a shutdown) ends the
+    retries at once rather than after the 30 s they may take."""
+    path = tmp_path / "old.db"
+    with contextlib.closing(sqlite3.connect(path)) as made:  # a rollback-journal file
+        made.execute("CREATE TABLE said (words TEXT)")
+        made.commit()
+
+    async def scenario() -> None:
+        other = sqlite3.connect(path, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            opening = asyncio.ensure_future(sqlite_loop.LoopSqlite.open(path))
+            await seen_waiting(opening)  # the control
+            opening.cancel()
+            finished, _ = await asyncio.wait({opening}, timeout=10)  # a bound, not a pace
+            assert opening in finished
+            assert opening.cancelled()
+            assert other.in_transaction
+        finally:
+            other.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_migration_that_fails_midway_leaves_nothing_and_says_which_statement(
+    tmp_path: Path,
+) -> None:
+    """A version's statements and its record commit together (the sqlite3 module would run
+    each DDL statement in a transaction of its own): a failure leaves no table of it and no
+    record, and the error names the statement; fixed, the version runs whole."""
+    path = tmp_path / "store.db"
+    broken = Migration(1, ("CREATE TABLE a (x)", "CREATE TABLE b (x) oops"))
+
+    async def scenario() -> None:
+        with pytest.raises(DatabaseError, match=r"(?s)sqlite3\.OperationalError.*CREATE TABLE b"):
+            await Database.open(path, [broken])
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+        assert "a" not in tables
+        assert "schema_migrations" not in tables or not _versions(path)
+        fixed = Migration(1, ("CREATE TABLE a (x)", "CREATE TABLE b (x)"))
+        await (await Database.open(path, [fixed])).close()
+        assert _versions(path) == {1}
+        with contextlib.closing(sqlite3.connect(path)) as done:
+            tables = {row[0] for row in done.execute("SELECT name FROM sqlite_master")}
+        assert {"a", "b"} <= tables
+
+    asyncio.run(scenario())
+
+
+def test_a_checkpoint_never_makes_a_file_that_was_erased_meanwhile(tmp_path: Path) -> None:
+    """The checkpoint runs later, in a thread: a person's store erased before it runs stays
+    gone (SQLite would create a missing file it is asked to open)."""
+    gone = tmp_path / "erased.db"
+    sqlite_loop._checkpoint(gone)
+    assert not gone.exists()
+    kept = tmp_path / "kept.db"  # the control: an existing file is checkpointed
+    with contextlib.closing(sqlite3.connect(kept)) as db:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA wal_autocheckpoint = 0")
+        db.execute("CREATE TABLE said (words BLOB)")
+        db.execute("INSERT INTO said VALUES (?)", (b"x" * 200_000,))
+        db.commit()
+        assert kept.stat().st_size < 100_000
+        sqlite_loop._checkpoint(kept)
+        assert kept.stat().st_size > 200_000

@@ -186,3 +186,48 @@ async def test_cancel_and_wait_cancels_again_a_task_that_swallowed_the_first_can
     await tasks.cancel_and_wait(task)
     assert swallowed == [1]  # the first cancel was swallowed...
     assert task.cancelled()  # ...and the second one ended it
+
+
+async def test_to_the_end_waits_for_its_work_through_a_second_cancel() -> None:
+    """A caller cancelled twice (a stop, then the shutdown's cancel of every task) still ends
+    only once the work ended: a step after it (a rollback, a close) never runs beside it."""
+    release = asyncio.Event()
+    ended: list[str] = []
+    asked: list[int] = []
+
+    async def work() -> int:
+        await release.wait()
+        ended.append("work")
+        return 1
+
+    async def caller() -> int:
+        try:
+            return await tasks.to_the_end(work(), on_cancel=lambda: asked.append(1))
+        finally:
+            ended.append("caller")
+
+    task = asyncio.create_task(caller())
+    await asyncio.sleep(0)
+    task.cancel()
+    await asyncio.sleep(0)
+    task.cancel()
+    for _ in range(20):  # the loop runs on; the caller still waits for the work
+        await asyncio.sleep(0)
+    assert not task.done()
+    assert asked == [1]  # asked to end soon once, at the first cancel
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ended == ["work", "caller"]
+
+
+async def test_to_the_end_returns_the_works_result_and_raises_its_error() -> None:
+    async def fails() -> None:
+        raise ValueError("no")
+
+    async def answers() -> int:
+        return 42
+
+    assert await tasks.to_the_end(answers()) == 42
+    with pytest.raises(ValueError, match="no"):
+        await tasks.to_the_end(fails())
