@@ -195,6 +195,8 @@ class _Connection:
     def __init__(self, sqlite: LoopSqlite) -> None:
         self._sqlite = sqlite
         self._connection: sqlite3.Connection | None = sqlite.db  # truthy while open
+        # the adapter sets the isolation level through aiosqlite's own connection and queue
+        self._conn, self._tx = sqlite.db, _RunNow()
 
     @property
     def isolation_level(self) -> str | None:
@@ -222,6 +224,18 @@ class _Connection:
         if self._connection is not None:
             self._connection = None
             self._sqlite.db.close()
+
+
+class _RunNow:
+    """aiosqlite's request queue as SQLAlchemy's adapter uses it (to set the isolation level,
+    ``AUTOCOMMIT`` among them): the call runs here and now, on the loop's thread."""
+
+    def put_nowait(self, request: tuple[asyncio.Future[Any], Callable[[], Any]]) -> None:
+        future, call = request
+        try:
+            future.set_result(call())
+        except Exception as exc:
+            future.set_exception(exc)
 
 
 class _Cursor:

@@ -672,3 +672,34 @@ def test_a_checkpoint_never_makes_a_file_that_was_erased_meanwhile(tmp_path: Pat
         assert kept.stat().st_size < 100_000
         sqlite_loop._checkpoint(kept)
         assert kept.stat().st_size > 200_000
+
+
+def test_an_sqlalchemy_engine_on_sqlite_takes_an_isolation_level_as_on_aiosqlite(
+    tmp_path: Path,
+) -> None:
+    """``isolation_level`` (on the engine or a connection's execution options) reaches the
+    connection: under AUTOCOMMIT a write is in the file at once; by default it waits for its
+    commit."""
+
+    async def scenario() -> None:
+        path = tmp_path / "sessions.db"
+        plain = sqlite_engine(path)
+        autocommit = sqlite_engine(path, isolation_level="AUTOCOMMIT")
+        try:
+            async with plain.begin() as conn:
+                await conn.execute(text("CREATE TABLE said (words TEXT)"))
+            for engine, words in ((plain, "held"), (autocommit, "at once")):
+                async with engine.connect() as conn:
+                    await conn.execute(text("INSERT INTO said (words) VALUES (:w)"), {"w": words})
+                    with contextlib.closing(sqlite3.connect(path)) as other:
+                        seen = [row[0] for row in other.execute("SELECT words FROM said")]
+                    assert seen == ([] if engine is plain else ["at once"])
+            async with plain.connect() as conn:
+                chosen = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                await chosen.execute(text("INSERT INTO said (words) VALUES ('chosen')"))
+            assert await said(plain) == ["at once", "chosen"]
+        finally:
+            await plain.dispose()
+            await autocommit.dispose()
+
+    asyncio.run(scenario())
