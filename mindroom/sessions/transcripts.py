@@ -22,10 +22,10 @@ from mindroom.adapters.agno.runner import AgentRuntime
 from mindroom.config.schema import Config
 from mindroom.memory.backend import keeps_files
 from mindroom.memory.files.store import FileMemory
-from mindroom.memory.policy.audience import AudienceBook, word_for
+from mindroom.memory.policy.audience import AudienceBook, narrower, word_for
 from mindroom.memory.policy.gate import RoomAudience
 from mindroom.memory.registry import MemoryRegistry
-from mindroom.memory.search.session_source import index_transcript
+from mindroom.memory.search.session_source import index_transcript, session_audience
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class TranscriptIndexer:
         )
         room = self._audience(session_id, requester)
         word = (
-            await asyncio.to_thread(word_for, room, AudienceBook(memory.scope.state_dir))
+            await asyncio.to_thread(_narrowest, memory, session_id, room)
             if room is not None
             else None
         )
@@ -112,3 +112,14 @@ class TranscriptIndexer:
         if added:
             logger.debug("indexed %d lines of session %s in %s", added, session_id, memory.scope_id)
         return added
+
+
+def _narrowest(memory: FileMemory, session_id: str, room: RoomAudience) -> str | None:
+    """The audience word of ``session_id``'s lines: who can read its room now, narrowed by
+    who could when its earlier lines were indexed. The index keeps one word per conversation,
+    so someone who joins the room later (a DM that becomes a group, a closed room's newcomer)
+    never opens what was said before they came; it only ever narrows."""
+    book = AudienceBook(memory.scope.state_dir)
+    now = word_for(room, book)
+    before = session_audience(memory, session_id)
+    return now if before is None else narrower([before, now], book)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from mindroom.config import parse_config
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.gate import RoomAudience
 from mindroom.memory.policy.view import AgentView
+from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.search.session_index import TranscriptMessage, transcript_path
 from mindroom.memory.search.session_source import (
     close_all,
@@ -17,6 +22,7 @@ from mindroom.memory.search.session_source import (
     recall_section,
     search_sessions,
 )
+from mindroom.sessions.transcripts import TranscriptIndexer
 
 
 @pytest.fixture(autouse=True)
@@ -117,3 +123,57 @@ def test_a_deleted_fact_is_hidden_from_past_conversations_until_it_is_restored(
     assert "noted" in read  # only the line that states it is hidden
     assert "zq7731x9" not in recalled
     assert back == shown  # restored: shown again
+
+
+def test_a_conversation_keeps_the_readers_it_had_when_someone_joins_its_room_later(
+    tmp_path: Path,
+) -> None:
+    """What Alice said in her DM stays hers when she later invites Bob into that room: the
+    conversation's audience only ever narrows, so Bob's own DM never finds it (the rule
+    ``strict`` states: the readers the room had then)."""
+    config = parse_config(
+        "models: {default: {id: x}}\nagents:\n  general: {}\n"
+        "memory:\n  embedder: none\n  sources: [memory, sessions]\n  session_index_messages: 1\n",
+        "config.yaml",
+    )
+    registry = MemoryRegistry(config, tmp_path / "storage", config_dir=tmp_path)
+    alice, bob, room_id = "@alice:example.org", "@bob:example.org", "!alicedm:example.org"
+    session_id = f"general:{room_id}"
+    runtime = _Transcripts()
+    room = {"now": RoomAudience.private_to(alice, room_id)}
+    indexer = TranscriptIndexer(
+        lambda: config,
+        runtime,  # type: ignore[arg-type]
+        registry,
+        lambda _s, _r: room["now"],
+    )
+    memory = registry.for_agent("general")
+    assert memory is not None
+    access = CategoryAccess.of(config, "general")
+    in_alices_dm = AgentView(memory, access, sessions=True, room=room["now"])
+    in_bobs_dm = AgentView(
+        memory, access, sessions=True, room=RoomAudience.private_to(bob, "!bobdm:example.org")
+    )
+    try:
+        runtime.messages += said("my biopsy came back positive", "I am sorry to hear that")
+        asyncio.run(indexer.sync("general", session_id, None))
+        assert in_alices_dm.search_sync("biopsy", 5)  # the control: found where it was said
+        room["now"] = RoomAudience.shared(frozenset({alice, bob}), closed=True, room_id=room_id)
+        runtime.messages += said("Bob, meet general", "Hello Bob")
+        asyncio.run(indexer.sync("general", session_id, None))
+        assert [h.entry.text for h in in_bobs_dm.search_sync("biopsy", 5)] == []
+        assert in_alices_dm.search_sync("biopsy", 5)  # still hers
+    finally:
+        registry.close()
+
+
+class _Transcripts:
+    """The runtime's side of the indexer: the session's messages so far."""
+
+    def __init__(self) -> None:
+        self.messages: list[TranscriptMessage] = []
+
+    async def session_transcript(
+        self, owner: str, session_id: str, requester: str | None, team: bool = False
+    ) -> list[TranscriptMessage]:
+        return list(self.messages)

@@ -255,6 +255,12 @@ class SessionIndex:
         rows = self._all("SELECT messages FROM sessions WHERE session_id = ?", session_id)
         return int(rows[0][0]) if rows else 0
 
+    def audience(self, session_id: str) -> str | None:
+        """The audience word the session's indexed lines have; None when none is recorded (not
+        indexed yet, or indexed before audiences were)."""
+        rows = self._all("SELECT audience FROM sessions WHERE session_id = ?", session_id)
+        return str(rows[0][0]) or None if rows else None
+
     def append(
         self,
         session_id: str,

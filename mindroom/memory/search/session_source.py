@@ -96,6 +96,12 @@ def index_transcript(
     return index.append(session_id, messages[cursor:], start=cursor, audience=audience)
 
 
+def session_audience(memory: FileMemory, session_id: str) -> str | None:
+    """The audience word recorded with ``session_id``'s indexed lines (None: none yet)."""
+    index = _index(memory, create=False)
+    return None if index is None else index.audience(session_id)
+
+
 def search_sessions(
     memory: FileMemory, query: str, limit: int, audiences: frozenset[str] | None = None
 ) -> list[SearchHit]:
