@@ -10,6 +10,8 @@ import signal
 import pytest
 
 from mindroom.adapters.matrix.reply import ReplyWriter
+from mindroom.errors import ClaimError
+from mindroom.store import ledger_tables
 from tests.support.exactly_once import answers_to, echo, restart, start_process, wait_until_answered
 from tests.support.harness import (
     BotHarness,
@@ -102,3 +104,37 @@ async def test_messages_sent_while_killed_are_all_answered_exactly_once_every_ro
     assert answered == dict.fromkeys(asked, 1)
     questions = [last_user_text(request) for request in model.requests]
     assert len(questions) == len(asked) + 2, "\n".join(questions)  # + warm up and sentinel
+
+
+async def test_a_message_heard_while_the_ledger_cannot_claim_it_is_answered_once_it_can(
+    bot: BotHarness, human: Human, model: ScriptedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ledger's database fails for a while (locked past the busy timeout, a PostgreSQL
+    blip): a message heard then is not dropped. The sync that brought it fails and comes
+    again from the same position, and once the ledger answers, the message is answered once."""
+    room = unique("solo")
+    room_id = await bot.start_in_room(
+        config_text(model.base_url, {"general": {"rooms": [room]}}), room, human
+    )
+    real = ledger_tables.Handled.claim
+    failed: list[str] = []
+    outage = True
+
+    async def failing(self: ledger_tables.Handled, event_id: str, *args: object, **kw: object):  # type: ignore[no-untyped-def]
+        if outage:
+            failed.append(event_id)
+            raise ClaimError(f"cannot claim {event_id}: OperationalError")
+        return await real(self, event_id, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ledger_tables.Handled, "claim", failing)
+    model.set_handler(echo)
+    asked = await human.send(room_id, "asked while the ledger is out")
+    # heard again after the first failure: the sync came again from the same position
+    await wait_until(lambda: failed.count(asked) >= 2, "the claim tried again", timeout=30)
+    outage = False
+    reply = await human.wait_for_reply(room_id, asked, timeout=30)
+    assert "asked while the ledger is out" in reply["content"]["body"]
+    sentinel = await human.send(room_id, "and after it")
+    await human.wait_for_reply(room_id, sentinel, timeout=30)
+    await wait_until_answered(bot.storage, [asked, sentinel])
+    assert len(answers_to(human, room_id, asked)) == 1

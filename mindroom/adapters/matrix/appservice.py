@@ -663,9 +663,7 @@ class Appservice:
         client = await appservice_client(self.homeserver, name, self.tokens, self._server_name)
         if self.tail is not None:  # before its first sync: what comes later is its own
             await self.tail.begin(client.user_id)
-        account = MatrixAccount(name, client)
-        account.strict = True
-        return account
+        return MatrixAccount(name, client)
 
     async def serve(self) -> TransactionServer:
         """Listen on the endpoint before the accounts log in and join their rooms: the

@@ -158,9 +158,6 @@ class MatrixAccount:
         self._sync_filter: str | dict[str, Any] = _SYNC_FILTER
         # Rooms joined through this process: the client only learns of them at its next sync.
         self._joined: set[str] = set()
-        # appservice mode: a message whose claim failed fails the transaction (sent again);
-        # any other failure is logged and the event skipped, as a sync would
-        self.strict = False
         self._listening = False
         self._echoes: deque[str] = deque(maxlen=_ECHOES_KEPT)  # see heard_back
         self._echo_waiters: dict[str, asyncio.Future[None]] = {}
@@ -442,7 +439,10 @@ class MatrixAccount:
             if message is not None and self._on_message is not None:
                 await self._on_message(self, message)
         except Exception as exc:
-            if self.strict and isinstance(exc, ClaimError):  # unclaimed: hear it again
+            # unclaimed (the ledger's database failed): the event must be heard again, so
+            # the sync (or the appservice's transaction) that brought it fails and comes
+            # again from the same position; any other failure is logged and the event skipped
+            if isinstance(exc, ClaimError):
                 raise
             if not self._stopping:  # requests cut short by shutdown are expected
                 self.log.exception("handling event %s in %s failed", event.event_id, room.room_id)
@@ -553,7 +553,10 @@ class MatrixAccount:
             return response
         self._left(response)
         await self._keep_keys()  # room keys for the people in encrypted rooms
-        await self._fill_gaps(response, since=position)
+        try:
+            await self._fill_gaps(response, since=position)
+        except ClaimError as exc:  # unclaimed: the same batch comes again (see _message_event)
+            return exc
         self._position = response.next_batch
         self.synced_at, self.sync_problem = time.time(), None
         if self._on_synced is not None:
