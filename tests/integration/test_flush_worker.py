@@ -28,6 +28,7 @@ from mindroom.config import parse_config
 from mindroom.config.schema import Config
 from mindroom.memory.files.markdown import parse_entries
 from mindroom.memory.files.store import today
+from mindroom.memory.flush import loop as flush_loop
 from mindroom.memory.flush.loop import FlushWorker
 from mindroom.memory.flush.state import FlushEntry
 from mindroom.memory.registry import MemoryRegistry
@@ -211,6 +212,32 @@ async def test_flushing_again_never_duplicates_a_fact(make_world: Callable[..., 
     memory = world.registry.for_agent("general")
     assert memory is not None
     assert len(memory.history_of()) == 1
+
+
+async def test_a_flush_done_again_on_another_day_writes_nothing_twice(
+    make_world: Callable[..., World], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flush whose process died after it wrote its facts but before the ledger moved the
+    cursor is done again, maybe after midnight: the fact is in yesterday's daily file, and is
+    not written into today's as well. A new fact of the same conversation still is."""
+    world = make_world(idle_seconds=0)
+    await world.turn("my sister is called Maya")
+    monkeypatch.setattr(flush_loop, "today", lambda: "2031-03-01")
+    await world.worker.cycle()
+    world.force(cursor=0, dirty=1)  # what the death before the finish leaves
+    monkeypatch.setattr(flush_loop, "today", lambda: "2031-03-02")
+    await world.turn("and my brother is called Tom")
+
+    results = await world.worker.cycle(force=True)
+
+    assert [r.written for r in results] == [(BROTHER,)]  # the control: a new fact is written
+    days = world.daily.parent
+    assert daily_texts(days / "2031-03-01.md") == [SISTER]
+    assert daily_texts(days / "2031-03-02.md") == [BROTHER]
+
+
+def daily_texts(path: Path) -> list[str]:
+    return [e.text for e in parse_entries(path.read_text(), "memory/day.md")]
 
 
 MESSAGE_N = re.compile(r"\bmessage (\d+)\b")

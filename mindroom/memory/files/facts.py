@@ -111,6 +111,16 @@ def written_today(memory: FileMemory, now: dt.datetime | None = None) -> int:
     )
 
 
+def flushed_from(memory: FileMemory, run: str) -> set[str]:
+    """The facts (their words, spacing and case aside) the flush already added to ``memory``
+    from conversation ``run``, in any file (the history)."""
+    return {
+        " ".join(r.new.split()).casefold()
+        for r in memory.history_of()
+        if r.op == "add" and r.actor == "flush" and r.new and (r.meta or {}).get("run") == run
+    }
+
+
 def store_facts(
     view: AgentView,
     lines: list[str],
@@ -133,6 +143,9 @@ def store_facts(
     decided = admit(
         lines, view.access, turns=turns, written_today=written_today(memory), daily_cap=daily_cap
     )
+    # a flush done again (its earlier run died before it finished) writes nothing twice, also
+    # when the redo falls on another day and so into another daily file
+    before = flushed_from(memory, run)
     written = []
     queue: ConsentQueue | None = None
     try:
@@ -142,6 +155,14 @@ def store_facts(
             if not fact.written:
                 logger.info(
                     "memory %s: fact not written (%s): %r", memory.scope_id, fact.reason, fact.text
+                )
+                emit(memory, replace(event, status="skipped"))
+                continue
+            if " ".join(fact.text.split()).casefold() in before:
+                logger.info(
+                    "memory %s: fact already written from this conversation: %r",
+                    memory.scope_id,
+                    fact.text,
                 )
                 emit(memory, replace(event, status="skipped"))
                 continue
