@@ -27,6 +27,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,7 @@ from mindroom.memory.search.relations import Relations, RelationSettings
 from mindroom.memory.search.session_index import TranscriptMessage, transcript_path
 from mindroom.memory.search.session_source import close_all, index_transcript
 from mindroom.memory.search.structured_query import Asker, QueryRequest, run_query
+from mindroom.memory.tools import ScopeTools
 
 ALICE, BOB, CAROL = "@alice:x", "@bob:x", "@carol:x"
 TEAM_KEY, TRIO_KEY, UNKNOWN_KEY = "room:0000aaaa", "room:0000bbbb", "room:deadbeef"
@@ -477,3 +479,70 @@ def test_a_hand_edit_of_the_audiences_takes_effect_at_the_next_read(memory: File
     assert "The lobby has a fern" in after  # the control
     assert "The trio plays on Fridays" not in after
     assert memory.get_sync(trio.id).fields.audience == TRIO_KEY  # the entry did not change
+
+
+@pytest.mark.parametrize(("room", "policy"), CASES, ids=IDS)
+def test_an_entry_is_changed_or_deleted_by_id_only_where_its_audience_may_read(
+    tmp_path: Path, room: str, policy: str
+) -> None:
+    """An update or a delete by id answers an entry the room may not show as an id that does
+    not exist, as a read does, and leaves it as it was; the entries the table shows (the
+    public one in every room: the control) are changed and deleted."""
+    memory = new_memory(tmp_path)
+    seen = view(memory, room, policy)
+    try:
+        for entry in WORDS:
+            kept = memory.add_sync(f"Change change{entry}", actor="cli", fields=fields(entry))
+            gone = memory.add_sync(f"Delete delete{entry}", actor="cli", fields=fields(entry))
+            if TRUTH[policy][(entry, room)]:
+                seen.update_sync(kept.id, f"Changed change{entry}", actor="tool")
+                assert seen.delete_sync(gone.id, actor="tool").text == f"Delete delete{entry}"
+                assert memory.get_sync(kept.id).text == f"Changed change{entry}"
+                assert memory.lookup(gone.id) is None
+                continue
+            with pytest.raises(MemoryStoreError, match="no memory with id"):
+                seen.update_sync(kept.id, f"Changed change{entry}", actor="tool")
+            with pytest.raises(MemoryStoreError, match="no memory with id"):
+                seen.delete_sync(gone.id, actor="tool")
+            assert memory.get_sync(kept.id).text == f"Change change{entry}"
+            assert memory.get_sync(gone.id).text == f"Delete delete{entry}"
+    finally:
+        memory.close()
+
+
+@pytest.mark.asyncio
+async def test_a_delete_tool_in_the_lobby_neither_removes_nor_quotes_an_entry_told_in_a_dm(
+    memory: FileMemory,
+) -> None:
+    """The leak this closes: the lobby's tools refused to read Alice's DM entry by id, yet
+    deleted it and quoted its text in the answer. Now they answer as for an id that does not
+    exist; Alice's own DM deletes it (the control)."""
+    told = fields("dmalice")
+    combination = memory.add_sync("Alice's safe combination is 31-07-88", actor="cli", fields=told)
+    lawyer = memory.add_sync("Alice is seeing a divorce lawyer", actor="cli", fields=told)
+    lobby = ScopeTools(memory, room=ROOMS["lobby"])
+    unknown = await lobby.get(combination.id)
+    assert unknown.startswith("error: no memory with id")
+    assert await lobby.delete(combination.id) == unknown
+    assert (await lobby.update(lawyer.id, "nothing")).startswith("error: no memory with id")
+    text = memory.scope.entrypoint.read_text()
+    assert "31-07-88" in text
+    assert "divorce lawyer" in text
+    in_her_dm = await ScopeTools(memory, room=ROOMS["dm-alice"]).delete(combination.id)
+    assert in_her_dm.startswith("deleted ")
+    assert "31-07-88" in in_her_dm
+    assert "31-07-88" not in memory.scope.entrypoint.read_text()
+
+
+def test_an_expired_entry_told_elsewhere_is_not_said_to_exist(memory: FileMemory) -> None:
+    """An entry TTL expired is named as expired only where its audience may read it: in
+    Bob's DM (the control), not in Alice's."""
+    expired = EntryFields(audience=f"dm:{BOB}", state="soft_deleted", purge=dt.date(2027, 1, 1))
+    entry = memory.add_sync("Bob's old password hint", actor="cli", fields=expired)
+    with pytest.raises(MemoryStoreError, match="expired"):
+        view(memory, "dm-bob", "strict").delete_sync(entry.id, actor="tool")
+    for verb in ("get", "delete"):
+        seen = view(memory, "dm-alice", "strict")
+        act = seen.get_sync if verb == "get" else partial(seen.delete_sync, actor="tool")
+        with pytest.raises(MemoryStoreError, match="no memory with id"):
+            act(entry.id)

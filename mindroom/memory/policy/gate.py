@@ -114,9 +114,17 @@ def may_read(reader: Reader, entry: StoredEntry) -> bool:
     category = entry.category or reader.default_category
     if reader.categories is not None and category not in reader.categories:
         return False
-    if reader.audiences is not None and entry.audience not in reader.audiences:
+    if not heard_where_read(reader, entry):
         return False
     return entry.type in reader.types
+
+
+def heard_where_read(reader: Reader, entry: StoredEntry) -> bool:
+    """Whether the room ``reader`` reads in may show what was learned where ``entry`` was
+    (its audience condition alone, whatever its state). A read, change or delete by id asks
+    this first, so an entry told elsewhere is answered as one that does not exist: not even
+    that it expired or is in a category the agent may not use is said."""
+    return reader.audiences is None or entry.audience in reader.audiences
 
 
 def readable(reader: Reader, entries: list[MemoryEntry]) -> list[MemoryEntry]:

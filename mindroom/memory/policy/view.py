@@ -18,8 +18,10 @@ are never read; ``mindroom memory restore`` brings them back.
 
 A view made for a room (``room``, the room the text is shown in, with the deployment's
 ``memory.audience`` policy) reads only what that room may show
-(:mod:`mindroom.memory.policy.audience`), and what it writes carries the room's audience (an
-update narrows the entry's to the room's: its new words were told there).
+(:mod:`mindroom.memory.policy.audience`); it changes and deletes by id only that too (an entry
+told elsewhere is an id that does not exist there: a delete's answer quotes the text it
+removed). What it writes carries the room's audience (an update narrows the entry's to the
+room's: its new words were told there).
 
 The access is taken from the config each time a view is made (every turn), so a reload
 takes effect at the next turn. An agent's view (``count``) also notes what it reads (for TTL)
@@ -52,7 +54,14 @@ from mindroom.memory.policy.audience import (
 )
 from mindroom.memory.policy.consent import WriteConsent
 from mindroom.memory.policy.filters import MemoryFilter
-from mindroom.memory.policy.gate import Reader, RoomAudience, StoredEntry, may_read, readable
+from mindroom.memory.policy.gate import (
+    Reader,
+    RoomAudience,
+    StoredEntry,
+    heard_where_read,
+    may_read,
+    readable,
+)
 from mindroom.memory.search.index import SearchHit
 from mindroom.memory.search.relations import RelationSettings, link_entry
 from mindroom.memory.search.session_source import (
@@ -191,6 +200,14 @@ class AgentView:
         return kept
 
     def _visible(self, entry: MemoryEntry, verb: str) -> MemoryEntry:
+        """``entry`` if this view may ``verb`` it by id (read, change or delete): the same
+        decision for each, since a change or a delete answers with the entry's text. One
+        learned where this view's room may not show it is answered as an id that does not
+        exist, before anything else is said of it."""
+        reader, stored = self.reader(BY_ID), StoredEntry.of(entry)
+        unknown = MemoryStoreError(f"no memory with id {entry.id!r} (search or list to find ids)")
+        if not heard_where_read(reader, stored):
+            raise unknown
         self.access.check_entry(entry, verb)
         if entry.fields.soft_deleted:
             raise MemoryStoreError(
@@ -198,8 +215,8 @@ class AgentView:
                 f"on {entry.fields.purge}; a person can bring it back with "
                 "`mindroom memory restore`"
             )
-        if verb == "read" and not may_read(self.reader(BY_ID), StoredEntry.of(entry)):
-            raise MemoryStoreError(f"no memory with id {entry.id!r} (search or list to find ids)")
+        if not may_read(reader, stored):
+            raise unknown
         return entry
 
     # -- synchronous (a worker thread; the CLI) -----------------------------------------------
@@ -289,10 +306,11 @@ class AgentView:
         op_key: str | None = None,
         consent: WriteConsent | None = None,
     ) -> MemoryEntry:
-        """Replace the text of an entry this agent may read (its fields stay, but for its
-        audience, which narrows to this view's room's: the new text was told there); the store
-        checks the new text for consent. The audience narrows first, so the new words are never
-        shown wider, not even while an update waits for consent (it stays narrowed then)."""
+        """Replace the text of an entry this view may read by id (:meth:`_visible`). Its fields
+        stay, but for its audience, which narrows to this view's room's: the new text was told
+        there. The store checks the new text for consent. The audience narrows first, so the new
+        words are never shown wider, not even while an update waits for consent (it stays
+        narrowed then)."""
         if not self._repeat(op_key):
             current = self._visible(self.memory.get_sync(entry_id), "change")
             entry_id = self._narrowed(current, actor).id  # a hand-written line gets an m- id
@@ -317,7 +335,7 @@ class AgentView:
         )
 
     def delete_sync(self, entry_id: str, *, actor: str, op_key: str | None = None) -> MemoryEntry:
-        """Remove an entry this agent may read (the history keeps it)."""
+        """Remove an entry this view may read by id (:meth:`_visible`; the history keeps it)."""
         if not self._repeat(op_key):
             self._visible(self.memory.get_sync(entry_id), "delete")
         deleted = self.memory.delete_sync(entry_id, actor=actor, op_key=op_key)
