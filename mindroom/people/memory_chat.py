@@ -13,10 +13,12 @@ if nothing were known about them.
   and where each was learned (:func:`learned_where`), :data:`PAGE_SIZE` a page; elsewhere only
   how many there are, and to ask in a direct message (texts name personal details).
 * ``forget WORDS`` (or an entry id): the entries about the person whose text holds every word
-  are listed (texts in a direct chat only) and recorded, by id, as the requester's *pending*
-  forget in the ledger (:class:`~mindroom.store.ledger_tables.MemoryForgets`): nothing is
-  deleted until ``forget confirm`` (or a reaction, :func:`confirm_forget`). A pending forget
-  lasts :data:`FORGET_TTL_S` and survives a restart; a new ``forget`` replaces it.
+  are listed (texts in a direct chat only; elsewhere only those the room may show, so no id or
+  place of what was told where not everyone there reads is named) and recorded, by id, as the
+  requester's *pending* forget in the ledger
+  (:class:`~mindroom.store.ledger_tables.MemoryForgets`): nothing is deleted until ``forget
+  confirm`` (or a reaction, :func:`confirm_forget`). A pending forget lasts
+  :data:`FORGET_TTL_S` and survives a restart; a new ``forget`` replaces it.
 * ``forget confirm``: deletes them by the ordinary delete path, the person named as the actor in
   the history (not the erasure of forget-me: the text stays restorable).
 * ``undo``: restores the last confirmed forget within :data:`UNDO_S` (``memory restore``).
@@ -65,6 +67,10 @@ FORGET_SHOWN = 50  # a forget's listing names this many entries, and how many mo
 ACTIONS = ("list", "forget", "undo", "remember")
 ONLY_IN_DM = "send `!memory list` in a direct message with me to read them (they are personal)"
 NOTHING = "I remember nothing about {who} here."
+ONLY_HERE = (
+    "Outside a direct message I look only at what everyone here may read: send `!memory "
+    "forget WORDS` in a direct message with me to look at everything."
+)
 
 
 @dataclass(frozen=True)
@@ -105,14 +111,17 @@ def shown_to(
     """The entries of ``entries`` the person's own direct chat may show (the read gate, with
     the deployment's audience rule): what the person can list, forget and be told, so no
     command shows them what someone else said where they could not read it."""
+    return shown_in(config, RoomAudience.private_to(person), memory, entries)
+
+
+def shown_in(
+    config: Config, room: RoomAudience, memory: MemoryBackend, entries: list[MemoryEntry]
+) -> list[MemoryEntry]:
+    """The entries of ``entries`` that ``room`` may show (the read gate, with the deployment's
+    audience rule)."""
     if not keeps_files(memory):
         return entries
-    view = AgentView(
-        memory,
-        CategoryAccess.everything(),
-        room=RoomAudience.private_to(person),
-        policy=config.memory.audience,
-    )
+    view = AgentView(memory, CategoryAccess.everything(), room=room, policy=config.memory.audience)
     return [e for e in entries if not view.hidden(e)]
 
 
@@ -274,9 +283,13 @@ def _forget_matches(
     subject: str,
     words: str,
     asker: str,
+    where: RoomAudience | None = None,
 ) -> list[Found]:
-    """The entries about ``subject`` that ``words`` names: by id, or holding every word."""
+    """The entries about ``subject`` that ``words`` names: by id, or holding every word; of
+    those, only the ones room ``where`` may show (None: the subject's direct chat)."""
     items = about(config, registry, owners, subject, asker)
+    if where is not None:
+        items = [i for i in items if shown_in(config, where, i.memory, [i.entry])]
     by_id = [i for i in items if i.entry.id == words.strip()]
     return by_id or [i for i in items if matches(i.entry.text, words)]
 
@@ -307,7 +320,9 @@ async def answer(
     if action == "forget":
         if rest.lower() == "confirm":
             return ChatAnswer(await confirm_forget(config, registry, forgets, sender, in_dm=in_dm))
-        return await _forget(config, registry, forgets, owners, sender, rest, room_id, in_dm)
+        # outside a DM, only what this room may show (an unknown room: what anyone may read)
+        where = None if in_dm else room or RoomAudience.shared()
+        return await _forget(config, registry, forgets, owners, sender, rest, room_id, where)
     if action == "undo":
         return ChatAnswer(await undo_forget(config, registry, forgets, sender, in_dm=in_dm))
     return ChatAnswer(
@@ -323,8 +338,12 @@ async def _forget(
     sender: str,
     rest: str,
     room_id: str,
-    in_dm: bool,
+    where: RoomAudience | None,
 ) -> ChatAnswer:
+    """``!memory forget WORDS`` in the sender's direct chat (``where`` None) or in room
+    ``where``: there, only entries it may show are looked at, and listed without their texts;
+    the answer says so whether or not others matched (it tells nothing of them)."""
+    in_dm = where is None
     subject, words, allowed = _subject(config, sender, rest)
     if not words:
         return ChatAnswer(
@@ -335,12 +354,15 @@ async def _forget(
         return ChatAnswer(f"That is too long to search for (over {MAX_WORDS_CHARS} characters).")
     who = _who(subject, sender)
     found = (
-        await asyncio.to_thread(_forget_matches, config, registry, owners, subject, words, sender)
+        await asyncio.to_thread(
+            _forget_matches, config, registry, owners, subject, words, sender, where
+        )
         if allowed
         else []
     )
+    elsewhere = "" if in_dm else f"\n\n{ONLY_HERE}"
     if not found:
-        return ChatAnswer(f"I remember nothing about {who} with those words here.")
+        return ChatAnswer(f"I remember nothing about {who} with those words here.{elsewhere}")
     entries = [(i.owner, i.memory.scope_id, i.entry.id) for i in found]
     record = await forgets.offer(sender, subject, entries, room_id, FORGET_TTL_S)
     minutes = int(FORGET_TTL_S // 60)
@@ -353,7 +375,7 @@ async def _forget(
         f"Nothing is deleted yet: react ✅ to this message or send `!memory forget confirm` "
         f"within {minutes} minutes. `!memory undo` brings it back for a day after.",
     ]
-    return ChatAnswer("\n".join(lines), record)
+    return ChatAnswer("\n".join(lines) + elsewhere, record)
 
 
 async def record_prompt(

@@ -12,8 +12,10 @@ import pytest_asyncio
 
 from mindroom.config import load_config
 from mindroom.config.schema import Config
+from mindroom.memory.files.fields import EntryFields
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.policy.consent import Person
+from mindroom.memory.policy.gate import RoomAudience
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.people import memory_chat
 from mindroom.store.ledger import Ledger
@@ -177,3 +179,47 @@ async def test_forget_me_erases_a_persons_forget_requests(ledger: Ledger, tmp_pa
     assert delete_owned_rows(tmp_path / "ledger.db", Whose(ALICE)) == 1
     assert await ledger.forgets.get(ALICE, "pending") is None
     assert await ledger.forgets.get(BOB, "pending") is not None  # the control: Bob's stays
+
+
+@pytest.mark.asyncio
+async def test_forget_outside_a_dm_names_only_what_the_room_may_show(
+    config: Config, registry: MemoryRegistry, ledger: Ledger
+) -> None:
+    """In the lobby, ``forget`` neither lists nor records an entry Alice told in her DM (its
+    id would let anyone there ask an agent for it), and answers its id as one it does not
+    know; the entry told in the lobby is listed there (the control), and her DM lists both."""
+    memory = _shared(registry)
+    told_in_dm = EntryFields(audience=f"dm:{ALICE}")
+    secret = memory.add_sync(f"{ALICE} keeps bees in secret", actor="test", fields=told_in_dm)
+    public = memory.add_sync(
+        f"{ALICE} keeps bees", actor="test", fields=EntryFields(audience="public")
+    )
+    lobby = RoomAudience.shared(frozenset({ALICE, BOB}), room_id="!lobby:localhost")
+
+    async def in_lobby(argument: str) -> memory_chat.ChatAnswer:
+        return await memory_chat.answer(
+            config,
+            registry,
+            ledger.forgets,
+            AGENTS,
+            ALICE,
+            argument,
+            room_id="!lobby:localhost",
+            in_dm=False,
+            room=lobby,
+        )
+
+    listed = await in_lobby("forget bees")
+    assert listed.forget is not None
+    assert public.id in listed.text  # the control
+    assert secret.id not in listed.text
+    assert "bees" not in listed.text  # no texts outside a DM
+    assert [entry_id for _, _, entry_id in listed.forget.entries] == [public.id]
+    assert memory_chat.ONLY_HERE in listed.text
+    by_id = await in_lobby(f"forget {secret.id}")
+    assert by_id.forget is None
+    assert by_id.text == (await in_lobby("forget unicorns")).text  # as if it did not exist
+    in_dm = await _say(config, registry, ledger, ALICE, "forget bees")
+    assert secret.id in in_dm.text
+    assert public.id in in_dm.text
+    assert memory_chat.ONLY_HERE not in in_dm.text
