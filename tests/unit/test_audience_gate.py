@@ -20,6 +20,10 @@ Entry audiences (the ``audience=`` word of the entry):
 Rooms: the open ``lobby`` (Alice, Bob, Carol), Alice's and Bob's DMs, ``closed-ab`` (another
 closed room of Alice and Bob), ``team-abc`` (``!team`` now that Carol joined it),
 ``encrypted-ab`` (a closed encrypted room of Alice and Bob) and no room (the CLI).
+
+Then the writes: where what is written is told, an update or a delete by id only where the
+entry may be read, and a conflict offered in a person's DM only when both entries may be read
+there, at the offer and at the answer.
 """
 
 from __future__ import annotations
@@ -27,21 +31,28 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
 import pytest
 
+from mindroom.config import parse_config
 from mindroom.config.schema import Config
 from mindroom.errors import MemoryStoreError
 from mindroom.memory.files.fields import EntryFields
 from mindroom.memory.files.lines import HIDDEN
+from mindroom.memory.files.markdown import MemoryEntry
+from mindroom.memory.files.restore import set_fields_sync
 from mindroom.memory.files.store import FileMemory
+from mindroom.memory.jobs.consolidate.offers import answer_conflict, conflicts_to_offer
 from mindroom.memory.jobs.consolidate.records import ConsolidationRecords, db_path
 from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.policy.audience import AudienceBook, narrower
+from mindroom.memory.policy.consent import Person
 from mindroom.memory.policy.gate import RoomAudience, StoredEntry, may_read
 from mindroom.memory.policy.view import AgentView
+from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.scope import MemoryScope
 from mindroom.memory.search.delta import ThreadRevisions
 from mindroom.memory.search.recall import RecallSettings, build_recall
@@ -546,3 +557,101 @@ def test_an_expired_entry_told_elsewhere_is_not_said_to_exist(memory: FileMemory
         act = seen.get_sync if verb == "get" else partial(seen.delete_sync, actor="tool")
         with pytest.raises(MemoryStoreError, match="no memory with id"):
             act(entry.id)
+
+
+# -- conflicts offered in a person's DM -----------------------------------------------------
+
+OFFERING = "models: {default: {id: x}}\nagents:\n  general: {}\nmemory:\n  embedder: none\n"
+
+
+@pytest.fixture
+def offering(tmp_path: Path) -> Iterator[tuple[Config, MemoryRegistry, FileMemory]]:
+    """The config of a shared ``general``, its registry and its memory."""
+    config = parse_config(OFFERING, "test")
+    registry = MemoryRegistry(config, tmp_path / "storage", config_dir=tmp_path)
+    memory = registry.for_agent("general")
+    assert isinstance(memory, FileMemory)
+    yield config, registry, memory
+    registry.close()
+
+
+def conflict_of(memory: FileMemory, first: MemoryEntry, second: MemoryEntry) -> str:
+    """``first`` and ``second`` recorded as an open conflict, as consolidation's judge does."""
+    records = ConsolidationRecords(db_path(memory.scope.state_dir))
+    try:
+        meta = {"a": {"id": first.id}, "b": {"id": second.id}}
+        conflict = records.record("conflict", first.id, second.id, "not both", meta)
+        assert conflict is not None
+        return conflict.id
+    finally:
+        records.close()
+
+
+def retold(memory: FileMemory, entry: MemoryEntry, label: str) -> None:
+    """``entry`` with the audience ``label`` (as ``mindroom memory set --audience`` does)."""
+    set_fields_sync(memory, entry.id, replace(entry.fields, audience=WORDS[label]), actor="cli")
+
+
+def test_a_conflict_is_offered_in_a_dm_only_when_that_dm_may_show_both_entries(
+    offering: tuple[Config, MemoryRegistry, FileMemory],
+) -> None:
+    """An entry told in Bob's DM that names Alice is not quoted to her in a conflict offer,
+    until its audience says she may read it; a conflict with an entry told in her own DM is
+    offered to her (the control)."""
+    config, registry, memory = offering
+    add = memory.add_sync
+    work = add("Alice works at Acme", actor="cli", fields=fields("public"))
+    fired = add("Alice was fired from Acme for embezzlement", actor="cli", fields=fields("dmbob"))
+    monday = add("Alice plays chess on Mondays", actor="cli", fields=fields("public"))
+    friday = add("Alice plays chess on Fridays", actor="cli", fields=fields("dmalice"))
+    bobs = conflict_of(memory, work, fired)
+    hers = conflict_of(memory, monday, friday)
+
+    def offered() -> dict[str, str]:
+        found = conflicts_to_offer(config, registry, "general", Person(ALICE))
+        return {conflict.id: text for conflict, text in found}
+
+    before = offered()
+    assert "> Alice plays chess on Fridays" in before[hers]  # the control
+    assert bobs not in before
+    assert "embezzlement" not in "".join(before.values())
+    retold(memory, fired, "public")  # read as it is now: offered once she may read it
+    assert "embezzlement" in offered()[bobs]
+
+
+def test_an_answer_to_a_conflict_offer_asks_the_gate_again(
+    offering: tuple[Config, MemoryRegistry, FileMemory],
+) -> None:
+    """An entry whose audience narrowed after the offer (now Bob's DM alone) is neither
+    archived by Alice's answer nor quoted in it; a conflict both of whose entries she may
+    still read is settled (the control)."""
+    config, registry, memory = offering
+    add = memory.add_sync
+    old = add("Alice plays chess on Mondays", actor="cli", fields=fields("public"))
+    new = add("Alice plays chess on Fridays", actor="cli", fields=fields("public"))
+    narrowed = conflict_of(memory, old, new)
+    tea = add("Alice drinks tea", actor="cli", fields=fields("public"))
+    coffee = add("Alice drinks coffee", actor="cli", fields=fields("public"))
+    control = conflict_of(memory, tea, coffee)
+    offered = {c.id for c, _ in conflicts_to_offer(config, registry, "general", Person(ALICE))}
+    assert offered == {narrowed, control}
+    retold(memory, old, "dmbob")
+    retold(memory, new, "dmbob")
+
+    def answer(conflict_id: str, keep_newer: bool) -> str:
+        return answer_conflict(
+            config, registry, "general", ALICE, conflict_id, keep_newer=keep_newer, actor=ALICE
+        )
+
+    refused = f"Nothing done: no conflict {narrowed!r} waiting for you."
+    assert answer(narrowed, keep_newer=True) == refused
+    assert answer(narrowed, keep_newer=False) == refused
+    assert memory.lookup(old.id) is not None
+    assert memory.lookup(new.id) is not None
+    assert answer(control, keep_newer=True).startswith("Kept: Alice drinks coffee")
+    assert memory.lookup(tea.id) is None
+    records = ConsolidationRecords(db_path(memory.scope.state_dir))
+    try:
+        assert [c.id for c in records.conflicts() if c.status == "open"] == [narrowed]
+    finally:
+        records.close()

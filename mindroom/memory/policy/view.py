@@ -199,14 +199,18 @@ class AgentView:
                 kept.append(hit)
         return kept
 
+    def shows_by_id(self, entry: MemoryEntry) -> bool:
+        """Whether a read of ``entry`` (as read from its file now) by id may show it here: what
+        a read, change or delete by id asks (:meth:`_visible`), and an offer that quotes it."""
+        return may_read(self.reader(BY_ID), StoredEntry.of(entry))
+
     def _visible(self, entry: MemoryEntry, verb: str) -> MemoryEntry:
         """``entry`` if this view may ``verb`` it by id (read, change or delete): the same
         decision for each, since a change or a delete answers with the entry's text. One
         learned where this view's room may not show it is answered as an id that does not
         exist, before anything else is said of it."""
-        reader, stored = self.reader(BY_ID), StoredEntry.of(entry)
         unknown = MemoryStoreError(f"no memory with id {entry.id!r} (search or list to find ids)")
-        if not heard_where_read(reader, stored):
+        if not heard_where_read(self.reader(BY_ID), StoredEntry.of(entry)):
             raise unknown
         self.access.check_entry(entry, verb)
         if entry.fields.soft_deleted:
@@ -215,7 +219,7 @@ class AgentView:
                 f"on {entry.fields.purge}; a person can bring it back with "
                 "`mindroom memory restore`"
             )
-        if not may_read(reader, stored):
+        if not self.shows_by_id(entry):
             raise unknown
         return entry
 

@@ -10,6 +10,13 @@ through :func:`~mindroom.memory.jobs.consolidate.resolve.resolve`, with the pers
 history's actor (``mindroom memory restore`` brings back what left). Proposed merges are not
 offered: they rewrite a line a person wrote, which the dashboard and the CLI show better.
 
+The offer quotes both entries in the person's direct chat, and its ✅ takes one out of memory,
+so a conflict is offered only when the read gate lets that chat show both, as they are now
+(:meth:`~mindroom.memory.policy.view.AgentView.shows_by_id`, with the deployment's
+``memory.audience``): an entry told in Bob's DM that names Alice is not quoted to her. The
+answer asks the gate again (an audience may have narrowed since the offer), and an entry it
+refuses is left as it was, answered as if there were no such conflict.
+
 Blocking (SQLite, files): call it from a thread.
 """
 
@@ -24,7 +31,10 @@ from mindroom.memory.files.markdown import MemoryEntry
 from mindroom.memory.files.store import FileMemory
 from mindroom.memory.jobs.consolidate.records import Conflict, ConsolidationRecords, db_path
 from mindroom.memory.jobs.consolidate.resolve import Side, resolve, sides
+from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.policy.consent import Person
+from mindroom.memory.policy.gate import RoomAudience
+from mindroom.memory.policy.view import AgentView
 from mindroom.memory.private import requester_key
 from mindroom.memory.registry import MemoryRegistry
 
@@ -59,6 +69,19 @@ def is_about(memory: FileMemory, person: Person, first: Side, second: Side) -> b
     return all(side.now is not None and person.named_in(side.now.text) for side in (first, second))
 
 
+def shown_in_dm(config: Config, memory: FileMemory, person: str, *conflicting: Side) -> bool:
+    """Whether ``person``'s direct chat may show each of ``conflicting`` that is still in
+    memory (the read gate of a read by id there, on the entry as it is now; the person reads
+    their own facts, so every category)."""
+    view = AgentView(
+        memory,
+        CategoryAccess.everything(),
+        room=RoomAudience.private_to(person),
+        policy=config.memory.audience,
+    )
+    return all(side.now is None or view.shows_by_id(side.now) for side in conflicting)
+
+
 def offer_text(conflict: Conflict, newer: Side, older: Side) -> str:
     """The message that offers ``conflict`` to the person it is about."""
     assert newer.now is not None
@@ -76,7 +99,8 @@ def conflicts_to_offer(
     config: Config, registry: MemoryRegistry, agent: str, person: Person
 ) -> list[tuple[Conflict, str]]:
     """The open conflicts in ``agent``'s memory (as ``person`` reaches it) about ``person``,
-    each with the text that offers it; both of its entries still in memory."""
+    each with the text that offers it; both of its entries still in memory, and both such that
+    the person's direct chat may show them (:func:`shown_in_dm`)."""
     memory = _file_memory(config, registry, agent, person.user_id)
     if memory is None:
         return []
@@ -92,7 +116,8 @@ def conflicts_to_offer(
             first, second = sides(memory, conflict)
             if first.now is None or second.now is None:
                 continue
-            if is_about(memory, person, first, second):
+            mine = is_about(memory, person, first, second)
+            if mine and shown_in_dm(config, memory, person.user_id, first, second):
                 newer, older = newer_first(first, second)
                 found.append((conflict, offer_text(conflict, newer, older)))
         return found
@@ -111,20 +136,26 @@ def answer_conflict(
     actor: str,
 ) -> str:
     """``actor`` (the person, or an admin) answered the offer of ``conflict_id``: keep the
-    newer entry (the other leaves live memory) or keep both; what happened, in a sentence."""
+    newer entry (the other leaves live memory) or keep both; what happened, in a sentence
+    (posted in ``person``'s direct chat). An entry of it that chat may no longer show (its
+    audience changed since the offer) is not touched: answered as no such conflict."""
+    nothing = f"Nothing done: no conflict {conflict_id!r} waiting for you."
     memory = _file_memory(config, registry, agent, person)
     path = None if memory is None else db_path(memory.scope.state_dir)
     if memory is None or path is None or not path.exists():
-        return f"Nothing done: no conflict {conflict_id!r} waiting for you."
+        return nothing
     records = ConsolidationRecords(path)
     try:
         conflict = records.get(conflict_id)
         if conflict is None:
-            return f"Nothing done: no conflict {conflict_id!r} waiting for you."
+            return nothing
+        first, second = sides(memory, conflict)
+        if not shown_in_dm(config, memory, person, first, second):  # as it is now
+            return nothing
         if not keep_newer:
             resolve(memory, records, conflict_id, keep_both=True, actor=actor)
             return "Kept both."
-        newer, older = newer_first(*sides(memory, conflict))
+        newer, older = newer_first(first, second)
         if newer.now is None or older.now is None:
             return "Nothing done: one of the two is no longer in memory."
         resolve(memory, records, conflict_id, keep=newer.id, actor=actor)
