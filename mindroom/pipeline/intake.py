@@ -21,8 +21,9 @@ Beside messages: reactions (the answers to the questions mindroom put to one per
 users, declined otherwise), events no key reached (the "could not decrypt, send it again"
 notice path), and the position each account's sync reached (saved for the next start, unless
 its lease left).
-Unfinished messages of a previous run, and rows taken over from another process, re-enter at
-step 6 through :meth:`Intake.resume`.
+Unfinished messages of a previous run, and rows taken over from another process, re-enter
+through :meth:`Intake.resume`: routed again by step 2 (unless their row records who answers),
+then step 6.
 
 It does not log in, sync or open anything: :mod:`mindroom.app.bot` builds it once the ledger is
 open and hands it every account's events.
@@ -128,8 +129,7 @@ class Intake:
 
     async def _route_and_claim(self, account: MatrixAccount, message: IncomingMessage) -> None:
         presence = self._presence
-        thread_senders = await presence.thread_senders(account, message)
-        route = presence.route(message, thread_senders)
+        route = await self._route(account, message)
         self._state.note(message, presence.own_user_ids())
         if not (route.responders or route.command or route.absent):
             logger.debug("event %s in %s: %s", message.event_id, message.room_id, route.reason)
@@ -155,6 +155,13 @@ class Intake:
         presence.spawn(
             self._job(message, route, message.sender, lead=lead), f"handle:{message.event_id}"
         )
+
+    async def _route(self, account: MatrixAccount, message: IncomingMessage) -> Route:
+        """Who answers ``message``, heard by ``account``: a thread's posters are asked of the
+        homeserver the first time the thread is seen in this run (a live message and a resumed
+        one alike)."""
+        thread_senders = await self._presence.thread_senders(account, message)
+        return self._presence.route(message, thread_senders)
 
     async def _skipped_as_old(self, message: IncomingMessage, lead: str) -> bool:
         """The age policy: a message older than ``matrix.catch_up_seconds`` is not answered
@@ -184,17 +191,30 @@ class Intake:
         from another process); the reply writer edits what was posted."""
         for message, pending in unfinished:
             logger.info("resuming the unfinished reply to %s", message.event_id)
-            if pending.responders:  # a hand-off or -over: its responders were decided already
-                kind = RouteKind(pending.source.get(ROUTE_KEY, RouteKind.HANDOFF.value))
-                route = Route(kind, pending.responders, "resumed hand-off")
-            else:
-                senders = self._state.thread_senders(message.room_id, message.thread_root)
-                route = self._presence.route(message, senders or set())
-            requester = resumed_requester(pending.source, message.sender)
             self._presence.spawn(
-                self._job(message, route, requester, pending.event_id, lead),
-                f"resume:{pending.event_id}",
+                self._resumed(message, pending, lead), f"resume:{pending.event_id}"
             )
+
+    async def _resumed(
+        self, message: IncomingMessage, pending: PendingEvent, lead: str | None
+    ) -> None:
+        route = await self._resumed_route(message, pending)
+        requester = resumed_requester(pending.source, message.sender)
+        await self._job(message, route, requester, pending.event_id, lead)
+
+    async def _resumed_route(self, message: IncomingMessage, pending: PendingEvent) -> Route:
+        """The route of a resumed message: the one its row records (a hand-off's or a
+        hand-over's), else decided again as it was live, by the same steps. After a restart
+        nothing is known of the message's thread yet: its posters are asked of the homeserver
+        as a live message's are, so a thread's agent finishes its own answer (deciding from
+        the empty memory would let the router give it to another agent)."""
+        if pending.responders:  # a hand-off or -over: its responders were decided already
+            kind = RouteKind(pending.source.get(ROUTE_KEY, RouteKind.HANDOFF.value))
+            return Route(kind, pending.responders, "resumed hand-off")
+        accounts = self._presence.local_accounts_in(message.room_id)
+        if not accounts:  # no account here is in the room any more: nobody here answers
+            return self._presence.route(message, set())
+        return await self._route(accounts[0], message)
 
     def _job(
         self,

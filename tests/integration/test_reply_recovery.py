@@ -12,6 +12,7 @@ from mindroom.adapters.matrix.client import MatrixAccount
 from mindroom.adapters.matrix.reply import INTERRUPTED_NOTE, ReplyWriter, StreamPacing
 from mindroom.adapters.matrix.send import IN_PROGRESS_MARKER
 from mindroom.store.ledger import Ledger
+from tests.integration.test_conversation import two_agents
 from tests.integration.test_reload import write
 from tests.support.exactly_once import (
     answers_to,
@@ -90,6 +91,45 @@ async def test_a_reply_killed_while_streaming_is_finished_in_place_after_restart
 
         assert [e["event_id"] for e in answers_to(human, room_id, asked)] == [partial["event_id"]]
         assert latest_body(human, partial) == final
+
+
+ROUTER_MODEL = "router-model"
+
+
+@pytest.mark.timeout(300)
+async def test_a_thread_follow_up_killed_mid_answer_is_finished_by_the_threads_agent(
+    bot_process: BotProcess, human: Human, model: ScriptedModel
+) -> None:
+    """A restarted process knows nothing of a thread yet: the resumed follow-up still goes to
+    the thread's agent, as it did live, and never to the router, who would pick another."""
+    room = unique("lobby")
+    doc = json.loads(two_agents(model, room))
+    doc["models"]["router"] = {**doc["models"]["default"], "id": ROUTER_MODEL}
+    doc["router"] = {"model": "router"}
+    await start_process(bot_process, json.dumps(doc))
+    room_id = await human.join(f"#{room}:localhost")
+    coder, general = "@mindroom_coder:localhost", "@mindroom_general:localhost"
+    model.push("coder here")
+    root = await human.send(room_id, "@coder let's talk", mention=[coder])
+    assert (await human.wait_for_reply(room_id, root, timeout=30))["sender"] == coder
+    model.push(Reply(text=" ".join(f"cut{i}" for i in range(40)), chunks=40, chunk_delay=SLOW))
+    follow = await human.send(room_id, "and then?", thread_root=root)  # no mention: coder's
+    partial = await human.wait_for(is_partial_answer(human, room_id, follow), timeout=30)
+    assert partial["sender"] == coder
+    await bot_process.stop(signal.SIGKILL)  # mid-stream: the message shows "... ⋯"
+
+    final = "the whole answer, finished"
+    model.push(final, model="scripted")
+    model.set_handler(lambda _body: '{"agent": "general"}', model=ROUTER_MODEL)  # if asked
+    await restart(bot_process)
+    await wait_until_answered(bot_process.storage, [follow], timeout=60)
+    # the control: answered, so everything posted about the follow-up has reached the human
+    await bot_process.settle(human, room_id)
+
+    assert [e["event_id"] for e in answers_to(human, room_id, follow)] == [partial["event_id"]]
+    assert latest_body(human, partial) == final
+    assert human.messages(room_id, sender=general) == []
+    assert [r for r in model.requests if r["model"] == ROUTER_MODEL] == []
 
 
 async def test_an_agent_removed_mid_answer_leaves_a_finished_message(
