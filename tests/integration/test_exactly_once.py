@@ -9,6 +9,7 @@ import signal
 
 import pytest
 
+from mindroom.adapters.matrix.client import MatrixAccount
 from mindroom.adapters.matrix.reply import ReplyWriter
 from mindroom.errors import ClaimError
 from mindroom.store import ledger_tables
@@ -138,3 +139,45 @@ async def test_a_message_heard_while_the_ledger_cannot_claim_it_is_answered_once
     await human.wait_for_reply(room_id, sentinel, timeout=30)
     await wait_until_answered(bot.storage, [asked, sentinel])
     assert len(answers_to(human, room_id, asked)) == 1
+
+
+async def test_a_turn_stored_before_a_crash_is_posted_again_not_run_again(
+    bot: BotHarness, human: Human, model: ScriptedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process stops after Agno stored the finished turn, before the message was marked
+    done (its read receipt was on the way). The resumed message posts the stored answer: the
+    model is not asked again, and the conversation holds the question once."""
+    room = unique("solo")
+    room_id = await bot.start_in_room(
+        config_text(model.base_url, {"general": {"rooms": [room]}}), room, human
+    )
+    asked_model: list[str] = []
+
+    def answers(request: dict) -> str:  # type: ignore[type-arg]
+        asked_model.append(last_user_text(request))
+        return f"answer #{len(asked_model)}"
+
+    model.set_handler(answers)
+    real = MatrixAccount.mark_read
+    dying = asyncio.Event()
+
+    async def dies_here(self: MatrixAccount, *args: object) -> None:
+        dying.set()
+        await asyncio.Event().wait()  # the process is gone: nothing after this runs
+
+    monkeypatch.setattr(MatrixAccount, "mark_read", dies_here)
+    asked = await human.send(room_id, "my cat is called Tiger")
+    await wait_until(dying.is_set, "the turn stored, the message not marked done")
+    await bot.stop()
+    await wait_until_answered(bot.storage, [asked], status="claimed")
+    monkeypatch.setattr(MatrixAccount, "mark_read", real)
+    await bot.start()
+    await wait_until_answered(bot.storage, [asked])
+    sentinel = await human.send(room_id, "and the next message")  # the control: asked anew
+    await human.wait_for_reply(room_id, sentinel, timeout=30)
+    await wait_until_answered(bot.storage, [sentinel])
+
+    assert len(answers_to(human, room_id, asked)) == 1
+    assert answers_to(human, room_id, asked)[0]["content"]["body"].startswith("answer #1")
+    assert [text for text in asked_model if "Tiger" in text] == ["my cat is called Tiger"]
+    assert len(asked_model) == 2  # the sentinel's turn asked the model: it was not stopped

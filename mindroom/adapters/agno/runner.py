@@ -36,7 +36,11 @@ from mindroom.adapters.agno.models import build_model, describe_model
 from mindroom.adapters.agno.probe import model_failed
 from mindroom.adapters.agno.runtime_sessions import SessionWork
 from mindroom.adapters.agno.session_stores import SessionStores
-from mindroom.adapters.agno.transcript_repair import CorruptSessionError, sanitize_session
+from mindroom.adapters.agno.transcript_repair import (
+    TRIGGER_KEY,
+    CorruptSessionError,
+    prepare_session,
+)
 from mindroom.adapters.agno.turn_types import (
     TurnRequest,
     TurnResult,
@@ -353,12 +357,17 @@ class AgentRuntime(SessionWork):
             ):
                 async with self._lock(request.session_id):
                     db = self._db(request.agent, request.user_id)
-                    await self._repair(db, request.session_id, model_key, team=False)
-                    agent = await self._turn_agent(request)
-                    if on_text is None:
-                        await _answer_whole(agent, request, progress)
+                    answered = await self._repair(
+                        db, request.session_id, model_key, team=False, trigger=request.trigger
+                    )
+                    if answered is not None:  # see _answered_before
+                        await _answered_before(request, answered, progress, on_text, on_done)
                     else:
-                        await _answer_streamed(agent, request, progress, on_text, on_done)
+                        agent = await self._turn_agent(request)
+                        if on_text is None:
+                            await _answer_whole(agent, request, progress)
+                        else:
+                            await _answer_streamed(agent, request, progress, on_text, on_done)
         except asyncio.CancelledError:
             raise
         except CorruptSessionError as exc:
@@ -393,16 +402,27 @@ class AgentRuntime(SessionWork):
             request.agent, memory, recall, request.user_id, request.private_recall, request.room
         )
 
-    async def _repair(self, db: AsyncBaseDb, session_id: str, model_key: str, team: bool) -> None:
+    async def _repair(
+        self, db: AsyncBaseDb, session_id: str, model_key: str, team: bool, trigger: str = ""
+    ) -> str | None:
         """Sanitize a session's stored history for the model about to run (see
         :mod:`mindroom.adapters.agno.transcript_repair`); CorruptSessionError when it is
-        unreadable."""
+        unreadable. The answer a completed run of the session already gave to event
+        ``trigger``, if one did."""
         model = self._model(model_key)
-        report = await sanitize_session(
-            db, session_id, team=team, provider=model.provider or "", model_id=model.id
+        prepared = await prepare_session(
+            db,
+            session_id,
+            team=team,
+            provider=model.provider or "",
+            model_id=model.id,
+            trigger=trigger,
         )
-        if report.changed:
-            logger.warning("repaired the stored history of session %s: %s", session_id, report)
+        if prepared.report.changed:
+            logger.warning(
+                "repaired the stored history of session %s: %s", session_id, prepared.report
+            )
+        return prepared.answered
 
     def _failed(
         self,
@@ -642,6 +662,30 @@ class _Progress:
     metrics: object = None
 
 
+async def _answered_before(
+    request: TurnRequest,
+    answered: str,
+    progress: _Progress,
+    on_text: Callable[[str], Awaitable[None]] | None,
+    on_done: Callable[[str], Awaitable[None]] | None,
+) -> None:
+    """The turn's event was answered by a run the session already stored: its process died
+    after the run was saved, before the message was marked done. The stored answer is posted
+    again (the reply writer edits what was posted), and the model is not asked a second time:
+    its history would hold the question twice."""
+    logger.info("%s was answered before the restart: its stored answer is posted", request.trigger)
+    progress.text = answered
+    if on_text is not None:
+        await on_text(answered)
+    if on_done is not None:
+        await on_done(answered)
+
+
+def _run_metadata(request: TurnRequest) -> dict[str, str] | None:
+    """What a run records of its turn: the event it answers (see :func:`_answered_before`)."""
+    return {TRIGGER_KEY: request.trigger} if request.trigger else None
+
+
 async def _answer_whole(agent: Agent, request: TurnRequest, progress: _Progress) -> None:
     """Run ``agent`` on ``request`` and take its answer at the end."""
     output = await agent.arun(
@@ -649,6 +693,7 @@ async def _answer_whole(agent: Agent, request: TurnRequest, progress: _Progress)
         session_id=request.session_id,
         user_id=request.user_id,
         images=[Image(content=data) for data in request.images] or None,
+        metadata=_run_metadata(request),
     )
     progress.metrics = output.metrics
     if output.status == RunStatus.error:
@@ -675,6 +720,7 @@ async def _answer_streamed(
         stream_events=on_done is not None,  # for run_content_completed
         images=[Image(content=data) for data in request.images] or None,
         yield_run_output=True,  # the last item: the run, with its usage
+        metadata=_run_metadata(request),
     ):
         kind = getattr(event, "event", None)  # the final RunOutput has none
         if kind is None:

@@ -51,7 +51,7 @@ from typing import Any
 from agno.db.base import AsyncBaseDb, SessionType
 from agno.models.message import Message
 from agno.run.agent import RunOutput
-from agno.run.base import HISTORY_SKIP_STATUSES
+from agno.run.base import HISTORY_SKIP_STATUSES, RunStatus
 from agno.run.team import TeamRunOutput
 from agno.session import AgentSession, TeamSession
 from agno.utils.message import normalize_tool_messages
@@ -215,10 +215,42 @@ def _plain_call(call: Any) -> Any:
     return plain
 
 
+TRIGGER_KEY = "mindroom_trigger"
+"""The key of a run's metadata naming the event it answered (:attr:`TurnRequest.trigger`)."""
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A session made ready for a turn: what the repair changed, and the answer a completed run
+    already gave to the turn's event (a process that died after the run was stored, before its
+    bookkeeping was done), if one did."""
+
+    report: RepairReport
+    answered: str | None = None
+
+
 async def sanitize_session(
     db: AsyncBaseDb, session_id: str, *, team: bool, provider: str, model_id: str
 ) -> RepairReport:
-    """Repair the stored runs of a session before a run of ``provider``'s ``model_id``.
+    """Repair the stored runs of a session before a run of ``provider``'s ``model_id`` (see
+    :func:`prepare_session`)."""
+    prepared = await prepare_session(
+        db, session_id, team=team, provider=provider, model_id=model_id
+    )
+    return prepared.report
+
+
+async def prepare_session(
+    db: AsyncBaseDb,
+    session_id: str,
+    *,
+    team: bool,
+    provider: str,
+    model_id: str,
+    trigger: str = "",
+) -> Prepared:
+    """Repair the stored runs of a session before a run of ``provider``'s ``model_id``, and
+    find the answer a completed run of it already gave to event ``trigger``.
 
     Changed runs are saved with ``upsert_run`` and the session row with ``upsert_session``;
     nothing is written when nothing changed. Raises :class:`CorruptSessionError` when the
@@ -230,7 +262,7 @@ async def sanitize_session(
     except _LOAD_ERRORS as exc:
         raise CorruptSessionError(session_id, f"{type(exc).__name__}: {exc}") from exc
     if session is None:
-        return RepairReport()
+        return Prepared(RepairReport())
     if not isinstance(session, AgentSession | TeamSession):
         raise CorruptSessionError(session_id, f"loaded as {type(session).__name__}")
     runs = session.runs or []
@@ -245,7 +277,17 @@ async def sanitize_session(
             total += report
     if total.changed:
         await db.upsert_session(session)
-    return total
+    return Prepared(total, _answered(runs, trigger) if trigger else None)
+
+
+def _answered(runs: list[Any], trigger: str) -> str | None:
+    """The text of the last completed run that answered event ``trigger``, if any."""
+    for run in reversed(runs):
+        if (run.metadata or {}).get(TRIGGER_KEY) != trigger:
+            continue
+        if run.status == RunStatus.completed and isinstance(run.content, str) and run.content:
+            return run.content
+    return None
 
 
 def _is_run(run: object) -> bool:
