@@ -15,10 +15,12 @@ base is unchanged; a copy that differs was edited. When one copy changed, its te
 the others. When several changed (two hand edits in two mirrors, or a hand edit racing a
 write), they are merged entry by entry (:func:`merge_copies`): what one side added is added,
 what one side removed is removed, and an entry both sides changed differently keeps both texts
-(the other side's as a plain line). A hand edit is never overwritten. A missing copy is
-restored. Writes to copies go through :func:`mindroom.memory.files.protocol.edit_file`, so a person
-saving a copy while it is being written is merged too, not lost. Repairs of diverged or
-missing copies are recorded in the team's history.
+(the other side's under a new id, with its own marker), each with the narrower of the two sides'
+audiences: a merge never drops an entry's audience, category or type. A hand edit is never
+overwritten. A missing copy is restored. Writes to copies go through
+:func:`mindroom.memory.files.protocol.edit_file`, so a person saving a copy while it is being
+written is merged too, not lost. Repairs of diverged or missing copies are recorded in the
+team's history.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import hashlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -38,7 +41,8 @@ from mindroom.memory.files.markdown import (
     MemoryEntry,
     parse_entries,
     remove_entry,
-    strip_marker,
+    render_entry,
+    replace_entry,
 )
 from mindroom.memory.files.protocol import (
     atomic_write,
@@ -48,6 +52,7 @@ from mindroom.memory.files.protocol import (
     read_text,
 )
 from mindroom.memory.files.store import FileMemory, NewEntry, skip_unreadable
+from mindroom.memory.policy.audience import AudienceBook, narrower
 from mindroom.memory.policy.consent import WriteConsent
 from mindroom.memory.policy.filters import LIVE, MemoryFilter
 from mindroom.memory.scope import MemoryScope, state_dir, team_scope_id
@@ -68,35 +73,61 @@ def _raw_lines(document: str, entry: MemoryEntry) -> list[str]:
     return [line.removesuffix("\r") for line in lines[entry.start_line - 1 : entry.end_line]]
 
 
-def merge_copies(base: str, ours: str, theirs: str, path: str) -> str:
-    """``ours`` with the changes ``theirs`` made to ``base``, entry by entry (pure).
+Narrow = Callable[[list[str | None]], str | None]
+"""Who may be shown an entry both sides changed: the narrower of their audience words."""
 
-    Entries ``theirs`` added (or changed) are appended as written there (a mindroom entry whose
-    id ``ours`` holds with another text loses its id marker and becomes a plain line); entries
-    ``theirs`` removed are removed from ``ours`` when ``ours`` still has them unchanged.
+
+def _key(entry: MemoryEntry) -> tuple[str, str, EntryFields]:
+    """What makes two copies of an entry the same: its id, its text and its marker's fields (a
+    changed audience or category is a change, as a changed text is)."""
+    return entry.id, entry.text, entry.fields
+
+
+def _kept_id(entry: MemoryEntry, taken: set[str]) -> str:
+    """A new id for the other side's text of an entry both sides changed: drawn from its id
+    and text, so merging the same copies again gives the same file."""
+    seed = f"{entry.id}\0{entry.text}"
+    for attempt in range(1_000):
+        digest = hashlib.sha256(f"{seed}\0{attempt}".encode("utf-8", "surrogatepass"))
+        candidate = "m-" + digest.hexdigest()[:8]
+        if candidate not in taken:
+            return candidate
+    raise MemoryStoreError(f"no free entry id for a merged copy of {entry.id}")  # pragma: no cover
+
+
+def merge_copies(base: str, ours: str, theirs: str, path: str, narrow: Narrow) -> str:
+    """``ours`` with the changes ``theirs`` made to ``base``, entry by entry (pure, but for what
+    ``narrow`` records about closed rooms).
+
+    Entries ``theirs`` added (or changed) are appended as written there; entries ``theirs``
+    removed are removed from ``ours`` when ``ours`` still has them unchanged. An entry both sides
+    changed differently keeps both texts (:func:`_keep_both`).
     """
     if theirs in (base, ours):
         return ours
     if ours == base:
         return theirs
-    base_entries = {(e.id, e.text) for e in parse_entries(base, path)}
+    base_keys = {_key(e) for e in parse_entries(base, path)}
     their_entries = parse_entries(theirs, path)
-    their_keys = {(e.id, e.text) for e in their_entries}
+    their_keys = {_key(e) for e in their_entries}
     result = ours
-    for entry_id, text in base_entries - their_keys:  # removed there
-        if (entry_id, text) in {(e.id, e.text) for e in parse_entries(result, path)}:
-            result = remove_entry(result, path, entry_id) or result
+    for entry in parse_entries(base, path):  # removed (or changed) there
+        unchanged_here = _key(entry) in {_key(e) for e in parse_entries(result, path)}
+        if _key(entry) not in their_keys and unchanged_here:
+            result = remove_entry(result, path, entry.id) or result
     current = parse_entries(result, path)
-    keys = {(e.id, e.text) for e in current}
-    ids = {e.id for e in current}
+    keys = {_key(e) for e in current}
+    taken = {e.id for e in current}
     added: list[str] = []
     for entry in their_entries:
-        if (entry.id, entry.text) in base_entries or (entry.id, entry.text) in keys:
+        if _key(entry) in base_keys or _key(entry) in keys:
             continue
-        lines = _raw_lines(theirs, entry)
-        if entry.id in ids and ENTRY_ID_RE.fullmatch(entry.id):
-            lines[0] = strip_marker(lines[0])  # both changed it: keep both
-        added.extend(lines)
+        if entry.id in taken and ENTRY_ID_RE.fullmatch(entry.id):
+            result, lines = _keep_both(result, entry, path, taken, narrow)
+            added.extend(lines)
+        else:
+            added.extend(_raw_lines(theirs, entry))
+            taken.add(entry.id)
     if not added:
         return result
     if result and not result.endswith("\n"):
@@ -104,11 +135,38 @@ def merge_copies(base: str, ours: str, theirs: str, path: str) -> str:
     return result + "".join(line + "\n" for line in added)
 
 
-def _carry(seen: str | None, merged: str, base: str | None, path: str) -> Callable[[str], str]:
+def _keep_both(
+    result: str, theirs: MemoryEntry, path: str, taken: set[str], narrow: Narrow
+) -> tuple[str, list[str]]:
+    """``result`` and the lines to append for ``theirs``, an entry ``result`` holds (by id) with
+    another text or marker: both sides changed it.
+
+    Both texts are kept: ``result``'s under its id, the other side's under a new id with its own
+    marker (category, type and the rest), and both take ``narrow`` of the two audiences, so
+    neither text is shown anywhere one side would not show it. When both sides hold the same
+    text, it stays one entry, with the narrower audience.
+    """
+    ours = next(e for e in parse_entries(result, path) if e.id == theirs.id)
+    audience = narrow([ours.fields.audience, theirs.fields.audience])
+    if ours.fields.audience != audience:
+        narrowed = replace(ours.fields, audience=audience)
+        result = replace_entry(result, path, ours.id, ours.text, narrowed) or result
+    if theirs.text == ours.text:
+        return result, []
+    new_id = _kept_id(theirs, taken)
+    taken.add(new_id)
+    return result, render_entry(new_id, theirs.text, replace(theirs.fields, audience=audience))
+
+
+def _carry(
+    seen: str | None, merged: str, base: str | None, path: str, narrow: Narrow
+) -> Callable[[str], str]:
     """The edit that brings a copy read as ``seen`` to ``merged``, merging a newer save."""
 
     def edit(doc: str) -> str:
-        return merged if doc == (seen or "") else merge_copies(base or "", merged, doc, path)
+        if doc == (seen or ""):
+            return merged
+        return merge_copies(base or "", merged, doc, path, narrow)
 
     return edit
 
@@ -201,7 +259,7 @@ class TeamMemory(FileMemory):
                 edits.append(text)
         merged = edits[0] if edits else base or ""
         for other in edits[1:]:
-            merged = merge_copies(base or "", merged, other, relative)
+            merged = merge_copies(base or "", merged, other, relative, self._narrow)
         repaired: list[str] = []
         wrote = False
         for member, root in self.mirrors.items():
@@ -212,7 +270,7 @@ class TeamMemory(FileMemory):
             _, new = edit_file(
                 root / relative,
                 self._locks,
-                _carry(seen, merged, base, relative),
+                _carry(seen, merged, base, relative, self._narrow),
                 name=f"{member}:{relative}",
             )
             if propagating and seen == base and new == merged:
@@ -229,6 +287,10 @@ class TeamMemory(FileMemory):
         if merged != base:
             atomic_write(base_path, merged)
         return repaired, wrote
+
+    def _narrow(self, words: list[str | None]) -> str | None:
+        """The narrower of ``words`` in this team's audiences (its default: everyone)."""
+        return narrower(words, AudienceBook(self.scope.state_dir))
 
     def _primary_member(self) -> str:
         return next(m for m, root in self.mirrors.items() if root == self.scope.root)

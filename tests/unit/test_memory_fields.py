@@ -13,7 +13,6 @@ from mindroom.memory.files.markdown import (
     remove_entry,
     render_entry,
     replace_entry,
-    strip_marker,
 )
 
 PATH = "MEMORY.md"
@@ -127,8 +126,3 @@ def test_a_text_ending_in_a_marker_with_fields_keeps_it_as_text() -> None:
     (entry,) = parse_entries(doc, PATH)
     assert (entry.id, entry.text, entry.fields.category) == ("m-abcdef01", text, "profile")
     assert remove_entry(doc, PATH, "m-abcdef01") == ""
-
-
-def test_strip_marker_drops_the_whole_marker_with_its_fields() -> None:
-    assert strip_marker("- tea <!-- m-1a2b3c4d category=x pinned -->") == "- tea"
-    assert strip_marker("- plain line") == "- plain line"

@@ -13,7 +13,11 @@ import pytest
 
 from mindroom.config import parse_config
 from mindroom.errors import ConfigError, MemoryStoreError
+from mindroom.memory.files.fields import EntryFields
 from mindroom.memory.files.markdown import parse_entries
+from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.gate import RoomAudience
+from mindroom.memory.policy.view import AgentView
 from mindroom.memory.private import PRIVATE_DIR, requester_key
 from mindroom.memory.registry import MemoryRegistry
 from mindroom.memory.team import TeamMemory, mirror_root
@@ -249,6 +253,91 @@ def test_two_diverged_hand_edits_are_merged_and_neither_is_overwritten(
     texts = sorted(e.text for e in team.list_sync())
 
     assert texts == ["Build server: buildkite", "Build server: travis", "Standup at ten"]
+    assert copy_of(storage, "a").read_text() == copy_of(storage, "b").read_text()
+
+
+ALICE, BOB = "@alice:example.org", "@bob:example.org"
+ALICE_DM = RoomAudience.private_to(ALICE, "!alice-dm:example.org")
+LOBBY = RoomAudience.shared(frozenset({ALICE, BOB}), room_id="!lobby:example.org")
+
+
+def shown_in(team: TeamMemory, room: RoomAudience) -> list[str]:
+    view = AgentView(team, CategoryAccess.everything(), room=room)
+    return sorted(e.text for e in view.list_sync())
+
+
+def test_two_edits_of_one_dm_entry_keep_its_marker_in_both_texts(
+    storage: Path, open_team: Callable[..., TeamMemory]
+) -> None:
+    team = open_team(via="a")
+    fields = EntryFields(category="tasks", type="episodic")
+    AgentView(team, CategoryAccess.everything(), room=ALICE_DM).add_sync(
+        "Alice owes the casino 40000 euros", actor="tool", fields=fields
+    )
+    for member, old, new in (("a", "40000", "40,000"), ("b", "euros", "EUR")):
+        text = copy_of(storage, member).read_text().replace(old, new)
+        copy_of(storage, member).write_text(text, encoding="utf-8")
+
+    team.repair()
+
+    both = ["Alice owes the casino 40,000 euros", "Alice owes the casino 40000 EUR"]
+    assert shown_in(team, ALICE_DM) == both  # both sides' words are kept, in her DM
+    assert shown_in(team, LOBBY) == []
+    entries = parse_entries(copy_of(storage, "b").read_text(), "MEMORY.md")
+    assert sorted(e.text for e in entries) == both
+    assert len({e.id for e in entries}) == 2
+    for entry in entries:
+        assert (entry.fields.audience, entry.fields.category, entry.fields.type) == (
+            f"dm:{ALICE}",
+            "tasks",
+            "episodic",
+        )
+    assert copy_of(storage, "a").read_text() == copy_of(storage, "b").read_text()
+
+
+def test_two_sides_that_disagree_on_an_entrys_audience_keep_the_narrower(
+    storage: Path, open_team: Callable[..., TeamMemory]
+) -> None:
+    team = open_team(via="a")
+    entry = AgentView(team, CategoryAccess.everything(), room=LOBBY).add_sync(
+        "Team offsite in Lisbon", actor="tool"
+    )
+    assert shown_in(team, LOBBY) == ["Team offsite in Lisbon"]
+    a_text = copy_of(storage, "a").read_text().replace("Lisbon", "Porto")
+    copy_of(storage, "a").write_text(a_text, encoding="utf-8")
+    b_text = (
+        copy_of(storage, "b")
+        .read_text()
+        .replace(f"{entry.id} ", f"{entry.id} audience=dm:{ALICE} ")
+    )
+    copy_of(storage, "b").write_text(b_text, encoding="utf-8")
+
+    team.repair()
+
+    assert shown_in(team, ALICE_DM) == ["Team offsite in Lisbon", "Team offsite in Porto"]
+    assert shown_in(team, LOBBY) == []
+
+
+def test_an_audience_narrowed_in_one_mirror_survives_an_edit_of_the_other(
+    storage: Path, open_team: Callable[..., TeamMemory]
+) -> None:
+    team = open_team(via="a")
+    entry = AgentView(team, CategoryAccess.everything(), room=LOBBY).add_sync(
+        "Alice's salary is 5000", actor="tool"
+    )
+    with copy_of(storage, "a").open("a", encoding="utf-8") as handle:
+        handle.write("- Standup at ten\n")
+    b_text = (
+        copy_of(storage, "b")
+        .read_text()
+        .replace(f"{entry.id} ", f"{entry.id} audience=dm:{ALICE} ")
+    )
+    copy_of(storage, "b").write_text(b_text, encoding="utf-8")
+
+    team.repair()
+
+    assert shown_in(team, ALICE_DM) == ["Alice's salary is 5000", "Standup at ten"]
+    assert shown_in(team, LOBBY) == ["Standup at ten"]
     assert copy_of(storage, "a").read_text() == copy_of(storage, "b").read_text()
 
 

@@ -175,12 +175,6 @@ def render_entry(entry_id: str, text: str, fields: EntryFields = NO_FIELDS) -> l
     return [f"- {first} {marker}", *("  " + line for line in rest)]
 
 
-def strip_marker(line: str) -> str:
-    """A mindroom entry's first line without its id marker (other lines as they are)."""
-    match = _ENTRY_LINE_RE.match(line)
-    return f"- {match.group('first')}" if match else line
-
-
 def parse_entries(document: str, path: str) -> list[MemoryEntry]:
     """Every entry of ``document`` in file order; ``path`` is recorded in them (and in ids)."""
     return [block.entry for block in _parse(_split_lines(_strip_bom(document)[1]), path)]
