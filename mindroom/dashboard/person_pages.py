@@ -210,10 +210,16 @@ async def delete(dash: Dashboard, request: web.Request) -> web.Response:
 async def export(dash: Dashboard, request: web.Request) -> web.Response:
     """Everything about the person: every store of the map (:mod:`mindroom.people.data`), and
     their private memories by companion as before (``memories``: live, expired and archived
-    entries, mem0's too)."""
+    entries, mem0's too). Of shared memories, only what the person could be shown in their own
+    direct chat (an admin's ``mindroom memory export --user`` has everything)."""
     user: str = request[PERSON]
     data = await asyncio.to_thread(
-        person_export, dash.host.config, dash.host.memories, dash.data_dir.parent, user
+        person_export,
+        dash.host.config,
+        dash.host.memories,
+        dash.data_dir.parent,
+        user,
+        for_person=True,  # only what the person could be shown
     )
     out: dict[str, Any] = {"user_id": user, "memories": []}
     for scope in data["private_memory"]:

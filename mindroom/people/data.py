@@ -24,7 +24,8 @@ A person is their Matrix ID; their private folder is ``private_instances/<reques
   with their history records, consent proposals, insights and events about them, and the
   closed rooms of the scope's ``audiences.json`` that count them among their readers (export
   shows those rooms; erase takes the person's ID out of them, which only narrows where the
-  entries learned there may be recalled).
+  entries learned there may be recalled). The person's own download (``/me``) holds only what
+  their direct chat could show them; an admin's export and erasure cover all of it.
 * ``shared_sessions``: the shared agents' and teams' Agno session stores (transcripts) and
   learning stores: the runs the person started, and their words wherever else they were copied
   in those stores (a compaction summary, another run's reply).
@@ -117,6 +118,9 @@ class MapContext:
     sessions: set[str] = field(default_factory=set)  # the conversations they spoke in
     entries: dict[str, list[Any]] = field(default_factory=dict)  # shared scope -> their entries
     common: set[str] = field(default_factory=set)  # lines other people wrote too
+    # the person's own download (/me): only what they could be shown (:func:`_shared_export`);
+    # False: an admin's export (the CLI), everything the map holds
+    for_person: bool = False
 
     @property
     def data_dir(self) -> Path:
@@ -878,39 +882,98 @@ def _state_dbs(memory: Any) -> list[Path]:
 
 
 def _shared_export(ctx: MapContext, person: Person) -> Any:
+    """Each shared scope's entries about the person, their history, the state rows that are
+    theirs or name those entries, and the closed rooms they were a reader of.
+
+    For the person's own download (:attr:`MapContext.for_person`) only what their direct chat
+    could show them: the entries whose audience it may show (the read gate's audience rule,
+    :func:`mindroom.memory.policy.audience.allowed_words`, on the entries as they are now),
+    and no history record or state row that names or quotes an entry it may not show (a
+    consolidation record of their entry and someone else's, say). An admin's export (the CLI)
+    keeps everything."""
     from mindroom.memory.policy.audit import entry_data
 
     learn(ctx, person)
     out = []
     for memory in _shared_memories(ctx):
         entries = ctx.entries.get(memory.scope_id, [])
+        hidden = _Hidden.of(ctx, person, memory) if ctx.for_person else _Hidden()
+        entries = [e for e in entries if e.id not in hidden.ids]
         ids = sorted({e.id for e in entries})
         state = {}
         for path in _state_dbs(memory):
             rows = owned_rows(path, person)
             for table, found in rows_naming(path, ids).items():
                 rows.setdefault(table, []).extend(found)
+            rows = hidden.without(rows)
             if rows:
                 state[path.name] = rows
         url = _pg(ctx)
         if url and ids:
             from mindroom.people import postgres as person_pg
 
-            indexed = person_pg.rows_naming(url, _is_search, ids)
+            indexed = hidden.without(person_pg.rows_naming(url, _is_search, ids))
             if indexed:
                 state["postgresql"] = indexed
         rooms = _audiences_naming(memory, person)
+        history = [r.__dict__ for r in memory.history_of() if r.id in ids]
         if entries or state or rooms:
             out.append(
                 {
                     "scope": memory.scope_id,
                     "entries": [entry_data(e) for e in entries],
-                    "history": [r.__dict__ for r in memory.history_of() if r.id in ids],
+                    "history": [r for r in history if not hidden.names(r)],
                     "records": state,
                     "audiences": rooms,
                 }
             )
     return out
+
+
+@dataclass(frozen=True)
+class _Hidden:
+    """What of a shared scope a person's own direct chat may not show them: the ids of its
+    entries whose audience that chat may not show (an id only the history still knows, of an
+    entry deleted since, counts too: its audience is gone) and their texts."""
+
+    ids: frozenset[str] = frozenset()
+    texts: tuple[str, ...] = ()  # each as written and as it appears inside JSON text
+
+    @classmethod
+    def of(cls, ctx: MapContext, person: Person, memory: Any) -> _Hidden:
+        from mindroom.memory.policy.audience import AudienceBook, allowed_words
+        from mindroom.memory.policy.audit import every_entry
+        from mindroom.memory.policy.gate import RoomAudience
+
+        room = RoomAudience.private_to(person.user_id)
+        words = allowed_words(
+            room, ctx.config.memory.audience, AudienceBook(memory.scope.state_dir)
+        )
+        if words is None:  # memory.audience: shared, every entry is shown everywhere
+            return cls()
+        every = every_entry(memory)
+        shown = {e.id for e in every if (e.fields.audience or "") in words}
+        history = memory.history_of()
+        ids = {e.id for e in every} | {r.id for r in history if r.id}
+        hidden = frozenset(ids - shown)
+        texts = {e.text for e in every if e.id in hidden}
+        texts |= {t for r in history if r.id in hidden for t in (r.old, r.new) if t}
+        return cls(hidden, tuple(needle for needle, _ in _with_json_forms(texts, "")))
+
+    def names(self, value: Any) -> bool:
+        """Whether ``value`` (a row, a record: any JSON data) names or quotes a hidden entry."""
+        if isinstance(value, dict):
+            return any(self.names(v) for v in value.values())
+        if isinstance(value, list | tuple):
+            return any(self.names(v) for v in value)
+        if not isinstance(value, str) or not (self.ids or self.texts):
+            return False
+        return any(i in value for i in self.ids) or any(t in value for t in self.texts)
+
+    def without(self, rows: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+        """``rows`` (by table) without those that name or quote a hidden entry."""
+        kept = {table: [r for r in found if not self.names(r)] for table, found in rows.items()}
+        return {table: found for table, found in kept.items() if found}
 
 
 def _audiences_naming(memory: Any, person: Person) -> dict[str, dict[str, Any]]:
@@ -1315,10 +1378,18 @@ def _context(config: Config, storage: Path, registry: MemoryRegistry) -> MapCont
 
 
 def export_person(
-    config: Config, storage: Path, registry: MemoryRegistry, user_id: str
+    config: Config,
+    storage: Path,
+    registry: MemoryRegistry,
+    user_id: str,
+    *,
+    for_person: bool = False,
 ) -> dict[str, Any]:
-    """Everything the map holds about ``user_id``: one section per store (blocking)."""
+    """Everything the map holds about ``user_id``: one section per store (blocking). With
+    ``for_person`` (their own ``/me`` download), the shared memories' part holds only what
+    their own direct chat could show them (:func:`_shared_export`)."""
     ctx, person = _context(config, storage, registry), Person(user_id)
+    ctx.for_person = for_person
     learn(ctx, person)
     stores = {}
     for store in STORES:

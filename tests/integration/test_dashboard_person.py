@@ -5,6 +5,7 @@ changed by hand or expired, the link asked for in a shared room."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import AsyncIterator
@@ -18,6 +19,9 @@ import pytest_asyncio
 from mindroom.dashboard.person import person_link
 from mindroom.dashboard.server import Dashboard
 from mindroom.memory.files.store import FileMemory
+from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.gate import RoomAudience
+from mindroom.memory.policy.view import AgentView
 from tests.support.dashboard import open_link, signed_in, start_dashboard
 from tests.support.harness import BotHarness, Human, config_text, joined
 from tests.support.scripted_model import ScriptedModel
@@ -61,6 +65,41 @@ async def test_the_link_opens_only_its_persons_memory(companion: Dashboard) -> N
     texts = [e["text"] for m in exported["memories"] for e in m["entries"]]
     assert texts == ["Alice is afraid of spiders"]
     assert exported["user_id"] == ALICE
+
+
+async def test_the_download_holds_only_the_shared_memory_the_person_could_be_shown(
+    bot: BotHarness, model: ScriptedModel
+) -> None:
+    agents = {"mind": {"private": {"per": "user"}}, "general": {}}
+    await bot.start(config_text(model.base_url, agents))
+    assert bot.bot is not None
+    config, memories = bot.bot.config, bot.bot.memories
+    mind = memories.for_agent("mind", requester=ALICE)
+    general = memories.for_agent("general")
+    assert isinstance(mind, FileMemory)
+    assert isinstance(general, FileMemory)
+    mind.add_sync("Alice is afraid of spiders", actor="test")
+    access = CategoryAccess.of(config, "general")
+    in_bobs_dm = AgentView(general, access, room=RoomAudience.private_to(BOB, "!bob-dm:x"))
+    in_lobby = AgentView(general, access, room=RoomAudience.shared(frozenset({ALICE, BOB})))
+    in_bobs_dm.add_sync(f"{ALICE} was fired for embezzlement", actor="test")
+    in_lobby.add_sync(f"{ALICE} likes quiet mornings", actor="test")
+    dash = await start_dashboard(bot)
+    try:
+        jar = aiohttp.CookieJar(unsafe=True)
+        async with aiohttp.ClientSession(cookie_jar=jar) as alice:
+            await open_link(alice, as_person(dash, ALICE))
+            answer = await alice.get(f"http://127.0.0.1:{dash.port}/me/export")
+            exported = await answer.json()
+    finally:
+        await dash.stop()
+
+    assert [e["text"] for m in exported["memories"] for e in m["entries"]] == [
+        "Alice is afraid of spiders"
+    ]
+    shared = json.dumps(exported["stores"]["shared_memory"], ensure_ascii=False)
+    assert "quiet mornings" in shared  # learned where she reads: hers to download
+    assert "embezzlement" not in shared  # learned in Bob's DM: not shown to her anywhere
 
 
 async def test_a_person_cannot_reach_another_persons_scope_nor_forge_a_link(

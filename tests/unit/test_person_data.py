@@ -1,16 +1,32 @@
 """The map of a person's data (mindroom/people/data.py) is complete by construction: every
 module that opens a database or writes a JSONL file is claimed by a store of the map, or
 named in NOT_PERSONAL with the reason it holds nothing of a person. A store added without
-registering itself fails here. Also: the SQLite helpers erase bytes, not only rows."""
+registering itself fails here. Also: the SQLite helpers erase bytes, not only rows, and a
+person's own download holds of shared memories only what their direct chat could show them."""
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from pathlib import Path
 
 import mindroom
-from mindroom.people.data import NOT_PERSONAL, STORES, Person, delete_owned_rows, replace_text
+from mindroom.config import parse_config
+from mindroom.memory.jobs.consolidate.records import ConsolidationRecords, db_path
+from mindroom.memory.policy.access import CategoryAccess
+from mindroom.memory.policy.audit import person_export
+from mindroom.memory.policy.gate import RoomAudience
+from mindroom.memory.policy.view import AgentView
+from mindroom.memory.registry import MemoryRegistry
+from mindroom.people.data import (
+    NOT_PERSONAL,
+    STORES,
+    Person,
+    delete_owned_rows,
+    forget_person,
+    replace_text,
+)
 
 PACKAGE = Path(mindroom.__file__).parent
 # how a module opens a store of its own
@@ -73,3 +89,68 @@ def test_erasing_rows_leaves_no_bytes_in_the_file_its_wal_or_fts_segments(tmp_pa
         assert not check.execute(
             "SELECT * FROM search WHERE search MATCH 'alicesecret7731'"
         ).fetchall()
+
+
+ALICE, BOB, CAROL = "@alice:example.org", "@bob:example.org", "@carol:example.org"
+GENERAL = "models: {default: {id: x}}\nagents:\n  general: {}\nmemory:\n  embedder: none\n"
+
+
+def _shared_part(data: dict[str, object]) -> str:
+    stores = data["stores"]
+    assert isinstance(stores, dict)
+    return json.dumps(stores["shared_memory"], ensure_ascii=False)
+
+
+def test_a_persons_own_download_holds_only_the_shared_memory_they_could_be_shown(
+    tmp_path: Path,
+) -> None:
+    config = parse_config(GENERAL, "test")
+    storage = tmp_path / "storage"
+    registry = MemoryRegistry(config, storage, config_dir=tmp_path)
+    try:
+        memory = registry.for_agent("general")
+        assert memory is not None
+
+        def told_in(room: RoomAudience, text: str) -> str:
+            view = AgentView(memory, CategoryAccess.of(config, "general"), room=room)
+            return view.add_sync(text, actor="tool").id
+
+        lobby = RoomAudience.shared(frozenset({ALICE, BOB}), room_id="!lobby:x")
+        ours = RoomAudience.shared(frozenset({ALICE, BOB}), closed=True, room_id="!plans:x")
+        theirs = RoomAudience.shared(frozenset({BOB, CAROL}), closed=True, room_id="!games:x")
+        told_in(RoomAudience.private_to(BOB, "!bob-dm:x"), f"{ALICE} was fired for embezzlement")
+        told_in(theirs, f"{ALICE} is getting a surprise party")
+        quiet = told_in(lobby, f"{ALICE} likes quiet mornings")
+        told_in(RoomAudience.private_to(ALICE, "!alice-dm:x"), f"{ALICE} sleeps badly")
+        told_in(ours, f"{ALICE} plans the trip with Bob")
+        early = told_in(lobby, f"{ALICE} gets up at six")
+        loud = told_in(
+            RoomAudience.private_to(BOB, "!bob-dm:x"),
+            "Bob likes loud mornings after his night shifts at the clinic",
+        )
+        records = ConsolidationRecords(db_path(memory.scope.state_dir))
+        try:
+            records.record("conflict", quiet, loud, "opposite morning habits", {"b": "shifts"})
+            records.record("duplicate", quiet, early, "both about her mornings", {})
+        finally:
+            records.close()
+
+        admin = _shared_part(person_export(config, registry, storage, ALICE))
+        own = _shared_part(person_export(config, registry, storage, ALICE, for_person=True))
+
+        # what her own direct chat could show her: public, her DM, a closed room she read
+        for shown in ("quiet mornings", "sleeps badly", "plans the trip", "both about her"):
+            assert shown in own, shown
+        # learned where she could not read, or a record quoting such an entry
+        for hidden in ("embezzlement", "surprise party", "night shifts", "opposite morning"):
+            assert hidden not in own, hidden
+        # an admin's export (mindroom memory export --user) is complete, as before
+        for kept in ("embezzlement", "surprise party", "opposite morning", "quiet mornings"):
+            assert kept in admin, kept
+
+        forget_person(config, storage, registry, ALICE)  # forget-me still erases it all
+        left = "\n".join(e.text for e in memory.list_sync())
+        assert "Bob likes loud mornings" in left  # the control: not hers, kept
+        assert ALICE not in left
+    finally:
+        registry.close()

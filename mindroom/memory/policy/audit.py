@@ -97,16 +97,22 @@ def every_entry(memory: FileMemory) -> list[MemoryEntry]:
 
 
 def person_export(
-    config: Config, registry: MemoryRegistry, storage: Path, user_id: str
+    config: Config,
+    registry: MemoryRegistry,
+    storage: Path,
+    user_id: str,
+    *,
+    for_person: bool = False,
 ) -> dict[str, Any]:
     """Everything stored about ``user_id``, as plain JSON data: every store of the map of a
     person's data (:mod:`mindroom.people.data`) under ``stores``, and the person's memories
     read from it under the keys earlier exports had (``private_memory``, the file and mem0
     private scopes; ``shared_memory_mentions``; ``other_stores``, the database files of their
-    private folder)."""
+    private folder). ``for_person``: the person's own download (``/me``), whose shared part
+    holds only what their direct chat could show them; else an admin's, with everything."""
     from mindroom.people.data import export_person
 
-    data = export_person(config, storage, registry, user_id)
+    data = export_person(config, storage, registry, user_id, for_person=for_person)
     stores = data["stores"]
     folder = stores["private_folder"]["data"]
     private = list(folder["memories"])
