@@ -25,7 +25,8 @@ A person is their Matrix ID; their private folder is ``private_instances/<reques
   closed rooms of the scope's ``audiences.json`` that count them among their readers (export
   shows those rooms; erase takes the person's ID out of them, which only narrows where the
   entries learned there may be recalled). The person's own download (``/me``) holds only what
-  their direct chat could show them; an admin's export and erasure cover all of it.
+  their direct chat could show them (so does its ``session_index`` part); an admin's export
+  and erasure cover all of it.
 * ``shared_sessions``: the shared agents' and teams' Agno session stores (transcripts) and
   learning stores: the runs the person started, and their words wherever else they were copied
   in those stores (a compaction summary, another run's reply).
@@ -805,11 +806,39 @@ def _index_list(ctx: MapContext, person: Person) -> list[str]:
 
 
 def _index_export(ctx: MapContext, person: Person) -> Any:
-    return {
-        str(p.relative_to(ctx.storage)): found
-        for p in _index_files(ctx)
-        if (found := rows_naming(p, _person_needles(person)))
+    out = {}
+    for path in _index_files(ctx):
+        found = rows_naming(path, _person_needles(person))
+        if found and ctx.for_person:
+            found = _conversations_shown(ctx, person, path, found)
+        if found:
+            out[str(path.relative_to(ctx.storage))] = found
+    return out
+
+
+def _conversations_shown(
+    ctx: MapContext, person: Person, path: Path, rows: dict[str, list[dict[str, Any]]]
+) -> dict[str, list[dict[str, Any]]]:
+    """Of a session index's ``rows`` (by table), for the person's own download: those of the
+    conversations their direct chat could show them, by the audience each one recorded (one
+    never recorded is shown in no room). The full-text table's rows, copies of the lines'
+    text that name no conversation, are left out: the lines carry the same words."""
+    from mindroom.memory.policy.audience import AudienceBook, allowed_words
+    from mindroom.memory.policy.gate import RoomAudience
+
+    room = RoomAudience.private_to(person.user_id)
+    words = allowed_words(room, ctx.config.memory.audience, AudienceBook(path.parent))
+    if words is None:  # memory.audience: shared, every conversation is shown everywhere
+        return rows
+    with _connect(path) as db:
+        sessions = db.execute("SELECT id, audience FROM sessions").fetchall()
+    shown = {number for number, audience in sessions if audience and audience in words}
+    kept = {
+        "sessions": [r for r in rows.get("sessions", []) if r.get("id") in shown],
+        "lines": [r for r in rows.get("lines", []) if r.get("session") in shown],
+        "spans": [r for r in rows.get("spans", []) if r.get("session") in shown],
     }
+    return {table: found for table, found in kept.items() if found}
 
 
 def _index_erase(ctx: MapContext, person: Person) -> int:

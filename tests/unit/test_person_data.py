@@ -19,6 +19,7 @@ from mindroom.memory.policy.audit import person_export
 from mindroom.memory.policy.gate import RoomAudience
 from mindroom.memory.policy.view import AgentView
 from mindroom.memory.registry import MemoryRegistry
+from mindroom.memory.search.session_index import SessionIndex, TranscriptMessage
 from mindroom.people.data import (
     NOT_PERSONAL,
     STORES,
@@ -95,10 +96,10 @@ ALICE, BOB, CAROL = "@alice:example.org", "@bob:example.org", "@carol:example.or
 GENERAL = "models: {default: {id: x}}\nagents:\n  general: {}\nmemory:\n  embedder: none\n"
 
 
-def _shared_part(data: dict[str, object]) -> str:
+def _shared_part(data: dict[str, object], store: str = "shared_memory") -> str:
     stores = data["stores"]
     assert isinstance(stores, dict)
-    return json.dumps(stores["shared_memory"], ensure_ascii=False)
+    return json.dumps(stores[store], ensure_ascii=False)
 
 
 def test_a_persons_own_download_holds_only_the_shared_memory_they_could_be_shown(
@@ -152,5 +153,39 @@ def test_a_persons_own_download_holds_only_the_shared_memory_they_could_be_shown
         left = "\n".join(e.text for e in memory.list_sync())
         assert "Bob likes loud mornings" in left  # the control: not hers, kept
         assert ALICE not in left
+    finally:
+        registry.close()
+
+
+def test_a_persons_own_download_holds_only_the_conversations_they_could_be_shown(
+    tmp_path: Path,
+) -> None:
+    config = parse_config(GENERAL, "test")
+    storage = tmp_path / "storage"
+    registry = MemoryRegistry(config, storage, config_dir=tmp_path)
+    try:
+        memory = registry.for_agent("general")
+        assert memory is not None
+        index = SessionIndex(memory.scope.state_dir / "transcripts.db")
+        try:
+            for session, text, audience in (
+                ("bob-dm", f"how do I tell {ALICE} about the layoffs", f"dm:{BOB}"),
+                ("lobby", f"{ALICE} brings the cake on Friday", "public"),
+                ("alice-dm", f"I am {ALICE} and I hate cake", f"dm:{ALICE}"),
+            ):
+                said = TranscriptMessage("user", text, BOB if session != "alice-dm" else ALICE, 1)
+                index.append(session, [said], start=0, audience=audience)
+        finally:
+            index.close()
+
+        admin = _shared_part(person_export(config, registry, storage, ALICE), "session_index")
+        own = _shared_part(
+            person_export(config, registry, storage, ALICE, for_person=True), "session_index"
+        )
+
+        assert "brings the cake" in own  # a public room: she could be shown it
+        assert "I hate cake" in own  # her own DM
+        assert "layoffs" not in own  # Bob's DM that names her
+        assert "layoffs" in admin  # an admin's export is complete, as before
     finally:
         registry.close()
