@@ -141,7 +141,7 @@ class Answerer:
                     else:
                         responders = route.responders
                         if route.ask_router and len(responders) > 1:  # one: chosen already
-                            responders = (await self._choose(message, responders),)
+                            responders = (await self._chosen(message, responders, key),)
                         handed_over = key is not None and key != message.event_id
                         ok, answered = await self._answer_all(
                             message, route, responders, requester, lead, handed_over
@@ -154,6 +154,18 @@ class Answerer:
                 logger.exception("handling %s in %s failed", message.event_id, message.room_id)
             await self._ledger.finish(key or message.event_id, status, answered)
         METRICS.reply(status, time.monotonic() - started)
+
+    async def _chosen(
+        self, message: IncomingMessage, responders: tuple[str, ...], key: str | None
+    ) -> str:
+        """The one of ``responders`` the router picks for ``message``. A resumed message keeps
+        the agent that began answering it before the restart: asked again, the router might
+        pick another, and the first one's half-posted answer would be left as it was."""
+        if key is not None:  # resumed (or handed over): who began posting its answer
+            for name in responders:
+                if await self._ledger.reply_parts(message.event_id, name):
+                    return name
+        return await self._choose(message, responders)
 
     async def _answer_all(
         self,

@@ -132,6 +132,45 @@ async def test_a_thread_follow_up_killed_mid_answer_is_finished_by_the_threads_a
     assert [r for r in model.requests if r["model"] == ROUTER_MODEL] == []
 
 
+@pytest.mark.timeout(300)
+async def test_a_message_the_router_gave_an_agent_is_finished_by_it_after_a_kill(
+    bot_process: BotProcess, human: Human, model: ScriptedModel
+) -> None:
+    """The router picked coder; the process died while coder streamed. After the restart the
+    router is not asked again (it might pick general): coder finishes its own answer."""
+    room = unique("lobby")
+    doc = json.loads(two_agents(model, room))
+    doc["models"]["router"] = {**doc["models"]["default"], "id": ROUTER_MODEL}
+    doc["router"] = {"model": "router"}
+    await start_process(bot_process, json.dumps(doc))
+    room_id = await human.join(f"#{room}:localhost")
+    coder, general = "@mindroom_coder:localhost", "@mindroom_general:localhost"
+    model.set_handler(lambda _body: '{"agent": "coder"}', model=ROUTER_MODEL)
+    model.push(
+        Reply(text=" ".join(f"cut{i}" for i in range(40)), chunks=40, chunk_delay=SLOW),
+        model="scripted",
+    )
+    asked = await human.send(room_id, "who can write me a sorting function?")  # nobody named
+    partial = await human.wait_for(is_partial_answer(human, room_id, asked), timeout=30)
+    assert partial["sender"] == coder
+    await bot_process.stop(signal.SIGKILL)  # mid-stream: the message shows "... ⋯"
+
+    final = "the whole answer, finished"
+    model.push(final, model="scripted")
+    routed = len([r for r in model.requests if r["model"] == ROUTER_MODEL])
+    assert routed == 1  # the control: the router was asked, live
+    model.set_handler(lambda _body: '{"agent": "general"}', model=ROUTER_MODEL)  # if asked
+    await restart(bot_process)
+    await wait_until_answered(bot_process.storage, [asked], timeout=60)
+    # the control: answered, so everything posted about the message has reached the human
+    await bot_process.settle(human, room_id)
+
+    assert [e["event_id"] for e in answers_to(human, room_id, asked)] == [partial["event_id"]]
+    assert latest_body(human, partial) == final
+    assert human.messages(room_id, sender=general) == []
+    assert len([r for r in model.requests if r["model"] == ROUTER_MODEL]) == routed
+
+
 async def test_an_agent_removed_mid_answer_leaves_a_finished_message(
     bot: BotHarness, human: Human, model: ScriptedModel
 ) -> None:
