@@ -96,39 +96,62 @@ async def test_a_reply_killed_while_streaming_is_finished_in_place_after_restart
 ROUTER_MODEL = "router-model"
 
 
+CODER, GENERAL = "@mindroom_coder:localhost", "@mindroom_general:localhost"
+CUT = Reply(text=" ".join(f"cut{i}" for i in range(40)), chunks=40, chunk_delay=SLOW)
+
+
+async def two_agents_and_a_router(
+    bot_process: BotProcess, human: Human, model: ScriptedModel
+) -> str:
+    """The bot as a process with general and coder in a room the person joined, and a router
+    model of its own (it picks ``coder`` until told otherwise): the room's ID."""
+    room = unique("lobby")
+    doc = json.loads(two_agents(model, room))
+    doc["models"]["router"] = {**doc["models"]["default"], "id": ROUTER_MODEL}
+    doc["router"] = {"model": "router"}
+    model.set_handler(lambda _body: '{"agent": "coder"}', model=ROUTER_MODEL)
+    await start_process(bot_process, json.dumps(doc))
+    return await human.join(f"#{room}:localhost")
+
+
+async def killed_then_finished_by_coder(
+    bot_process: BotProcess, human: Human, model: ScriptedModel, room_id: str, asked: str
+) -> None:
+    """Coder streams its answer to ``asked``; the process is killed mid-stream and restarted,
+    with the router now picking general if asked. Coder's message is finished, nobody else
+    answers, and the router is asked no more than it was before the kill."""
+    partial = await human.wait_for(is_partial_answer(human, room_id, asked), timeout=30)
+    assert partial["sender"] == CODER
+    await bot_process.stop(signal.SIGKILL)  # mid-stream: the message shows "... ⋯"
+
+    final = "the whole answer, finished"
+    model.push(final, model="scripted")
+    routed = len([r for r in model.requests if r["model"] == ROUTER_MODEL])
+    model.set_handler(lambda _body: '{"agent": "general"}', model=ROUTER_MODEL)  # if asked
+    await restart(bot_process)
+    await wait_until_answered(bot_process.storage, [asked], timeout=60)
+    # the control: answered, so everything posted about the message has reached the human
+    await bot_process.settle(human, room_id)
+
+    assert [e["event_id"] for e in answers_to(human, room_id, asked)] == [partial["event_id"]]
+    assert latest_body(human, partial) == final
+    assert human.messages(room_id, sender=GENERAL) == []
+    assert len([r for r in model.requests if r["model"] == ROUTER_MODEL]) == routed
+
+
 @pytest.mark.timeout(300)
 async def test_a_thread_follow_up_killed_mid_answer_is_finished_by_the_threads_agent(
     bot_process: BotProcess, human: Human, model: ScriptedModel
 ) -> None:
     """A restarted process knows nothing of a thread yet: the resumed follow-up still goes to
     the thread's agent, as it did live, and never to the router, who would pick another."""
-    room = unique("lobby")
-    doc = json.loads(two_agents(model, room))
-    doc["models"]["router"] = {**doc["models"]["default"], "id": ROUTER_MODEL}
-    doc["router"] = {"model": "router"}
-    await start_process(bot_process, json.dumps(doc))
-    room_id = await human.join(f"#{room}:localhost")
-    coder, general = "@mindroom_coder:localhost", "@mindroom_general:localhost"
-    model.push("coder here")
-    root = await human.send(room_id, "@coder let's talk", mention=[coder])
-    assert (await human.wait_for_reply(room_id, root, timeout=30))["sender"] == coder
-    model.push(Reply(text=" ".join(f"cut{i}" for i in range(40)), chunks=40, chunk_delay=SLOW))
+    room_id = await two_agents_and_a_router(bot_process, human, model)
+    model.push("coder here", model="scripted")
+    root = await human.send(room_id, "@coder let's talk", mention=[CODER])
+    assert (await human.wait_for_reply(room_id, root, timeout=30))["sender"] == CODER
+    model.push(CUT, model="scripted")
     follow = await human.send(room_id, "and then?", thread_root=root)  # no mention: coder's
-    partial = await human.wait_for(is_partial_answer(human, room_id, follow), timeout=30)
-    assert partial["sender"] == coder
-    await bot_process.stop(signal.SIGKILL)  # mid-stream: the message shows "... ⋯"
-
-    final = "the whole answer, finished"
-    model.push(final, model="scripted")
-    model.set_handler(lambda _body: '{"agent": "general"}', model=ROUTER_MODEL)  # if asked
-    await restart(bot_process)
-    await wait_until_answered(bot_process.storage, [follow], timeout=60)
-    # the control: answered, so everything posted about the follow-up has reached the human
-    await bot_process.settle(human, room_id)
-
-    assert [e["event_id"] for e in answers_to(human, room_id, follow)] == [partial["event_id"]]
-    assert latest_body(human, partial) == final
-    assert human.messages(room_id, sender=general) == []
+    await killed_then_finished_by_coder(bot_process, human, model, room_id, follow)
     assert [r for r in model.requests if r["model"] == ROUTER_MODEL] == []
 
 
@@ -138,37 +161,12 @@ async def test_a_message_the_router_gave_an_agent_is_finished_by_it_after_a_kill
 ) -> None:
     """The router picked coder; the process died while coder streamed. After the restart the
     router is not asked again (it might pick general): coder finishes its own answer."""
-    room = unique("lobby")
-    doc = json.loads(two_agents(model, room))
-    doc["models"]["router"] = {**doc["models"]["default"], "id": ROUTER_MODEL}
-    doc["router"] = {"model": "router"}
-    await start_process(bot_process, json.dumps(doc))
-    room_id = await human.join(f"#{room}:localhost")
-    coder, general = "@mindroom_coder:localhost", "@mindroom_general:localhost"
-    model.set_handler(lambda _body: '{"agent": "coder"}', model=ROUTER_MODEL)
-    model.push(
-        Reply(text=" ".join(f"cut{i}" for i in range(40)), chunks=40, chunk_delay=SLOW),
-        model="scripted",
-    )
+    room_id = await two_agents_and_a_router(bot_process, human, model)
+    model.push(CUT, model="scripted")
     asked = await human.send(room_id, "who can write me a sorting function?")  # nobody named
-    partial = await human.wait_for(is_partial_answer(human, room_id, asked), timeout=30)
-    assert partial["sender"] == coder
-    await bot_process.stop(signal.SIGKILL)  # mid-stream: the message shows "... ⋯"
-
-    final = "the whole answer, finished"
-    model.push(final, model="scripted")
-    routed = len([r for r in model.requests if r["model"] == ROUTER_MODEL])
-    assert routed == 1  # the control: the router was asked, live
-    model.set_handler(lambda _body: '{"agent": "general"}', model=ROUTER_MODEL)  # if asked
-    await restart(bot_process)
-    await wait_until_answered(bot_process.storage, [asked], timeout=60)
-    # the control: answered, so everything posted about the message has reached the human
-    await bot_process.settle(human, room_id)
-
-    assert [e["event_id"] for e in answers_to(human, room_id, asked)] == [partial["event_id"]]
-    assert latest_body(human, partial) == final
-    assert human.messages(room_id, sender=general) == []
-    assert len([r for r in model.requests if r["model"] == ROUTER_MODEL]) == routed
+    await killed_then_finished_by_coder(bot_process, human, model, room_id, asked)
+    # the control: the router was asked, live (and only then)
+    assert len([r for r in model.requests if r["model"] == ROUTER_MODEL]) == 1
 
 
 async def test_an_agent_removed_mid_answer_leaves_a_finished_message(
