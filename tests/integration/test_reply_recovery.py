@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -214,10 +215,11 @@ class CrashAfterSend(Exception):
 
 
 class DiesBeforeRecording:
-    """The real ledger, except that the process 'dies' before a posted part is recorded."""
+    """The real ledger, except that the process 'dies' before a posted part (from part
+    ``from_part`` on) is recorded."""
 
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
+    def __init__(self, ledger: Ledger, from_part: int = 0) -> None:
+        self.ledger, self.from_part = ledger, from_part
 
     async def reply_parts(self, trigger_id: str, agent: str) -> dict[int, str | None]:
         return await self.ledger.reply_parts(trigger_id, agent)
@@ -228,7 +230,9 @@ class DiesBeforeRecording:
     async def record_reply_part(
         self, trigger_id: str, agent: str, part: int, event_id: str
     ) -> None:
-        raise CrashAfterSend(event_id)
+        if part >= self.from_part:
+            raise CrashAfterSend(event_id)
+        await self.ledger.record_reply_part(trigger_id, agent, part, event_id)
 
 
 async def a_notice_in_a_solo_room(
@@ -245,6 +249,21 @@ async def a_notice_in_a_solo_room(
     # the account sends only to rooms its client has synced (as when it answers a message)
     await wait_until(lambda: room_id in account.client.rooms, "the account synced the room")
     return room_id, account, asked
+
+
+def answering(
+    account: MatrixAccount, room_id: str, asked: str, posted: object, **options: Any
+) -> ReplyWriter:
+    """general's reply writer for the answer to ``asked`` in its thread."""
+    return ReplyWriter(
+        account,
+        room_id,
+        thread_root=asked,
+        reply_to=asked,
+        agent="general",
+        posted=posted,  # type: ignore[arg-type]
+        **options,
+    )
 
 
 async def resume_with_nothing_recorded(
@@ -266,13 +285,11 @@ async def test_a_post_whose_event_id_was_never_recorded_is_found_and_edited_not_
     ledger = await Ledger.open(tmp_path / "ledger.db")
     now = [0.0]  # a clock the test moves: no waiting for the first send
     try:
-        first = ReplyWriter(
+        first = answering(
             account,
             room_id,
-            thread_root=asked,
-            reply_to=asked,
-            agent="general",
-            posted=DiesBeforeRecording(ledger),
+            asked,
+            DiesBeforeRecording(ledger),
             pacing=StreamPacing(first_send_s=1.0),
             clock=lambda: now[0],
         )
@@ -294,6 +311,39 @@ async def test_a_post_whose_event_id_was_never_recorded_is_found_and_edited_not_
     assert message["content"]["body"].endswith(IN_PROGRESS_MARKER)  # the first run's post
     assert [e["event_id"] for e in answers_to(human, room_id, asked)] == [message["event_id"]]
     assert latest_body(human, message) == "the whole answer, resumed"
+
+
+async def test_a_dead_runs_unrecorded_part_is_removed_when_the_resumed_answer_is_shorter(
+    bot: BotHarness, human: Human, model: ScriptedModel, tmp_path: Path
+) -> None:
+    """A long answer is posted in parts; the process dies once part 1 is posted, before its
+    event ID is recorded. The resumed answer needs one part: part 1 of the dead run is found
+    by its transaction and redacted, not left in the room."""
+    room_id, account, asked = await a_notice_in_a_solo_room(bot, human, model)
+    ledger = await Ledger.open(tmp_path / "ledger.db")
+    try:
+        first = answering(
+            account, room_id, asked, DiesBeforeRecording(ledger, from_part=1), limit=60
+        )
+        long = "The first paragraph of a long answer, in one part.\n\nThe dead run's second part."
+        with pytest.raises(CrashAfterSend) as crashed:
+            await first.finish(long)
+        assert await ledger.reply_parts(asked, "general") == {0: first.event_ids[0], 1: None}
+        resumed = answering(account, room_id, asked, ledger, limit=60)
+        await resumed.finish("A short resumed answer.")
+    finally:
+        await ledger.close()
+
+    orphan = str(crashed.value)  # the event part 1 was posted as
+    await human.wait_for(
+        lambda e: (
+            e.get("type") == "m.room.redaction"
+            and (e.get("redacts") or e["content"].get("redacts")) == orphan
+        )
+    )
+    assert resumed.event_ids == [first.event_ids[0]]  # the control: part 0 edited in place
+    part_0 = await human.wait_for(lambda e: e.get("event_id") == first.event_ids[0])
+    assert latest_body(human, part_0) == "A short resumed answer."
 
 
 async def test_an_answer_resumed_after_a_crash_before_its_first_post_is_posted_once_unedited(

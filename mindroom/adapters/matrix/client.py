@@ -81,6 +81,7 @@ def _content(event: nio.Event) -> dict[str, Any]:
 
 # A room is closed to everyone but its members only with exactly these values (allow-lists:
 # a rule or visibility added to Matrix later, or one not seen yet, means "not closed").
+_SENT_LOOKUP_EVENTS = 200  # how far back :meth:`MatrixAccount.sent_with` looks
 CLOSED_JOIN_RULES = frozenset({"invite"})  # not public, knock, restricted, knock_restricted
 CLOSED_HISTORY = frozenset({"shared", "invited", "joined"})  # not world_readable
 _RULE_STATE = {"m.room.join_rules": "join_rule", "m.room.history_visibility": "history_visibility"}
@@ -717,6 +718,23 @@ class MatrixAccount:
     async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
         """The file of a media message (see :mod:`mindroom.adapters.matrix.media`)."""
         return await download(self.client, attachment, max_bytes)
+
+    async def sent_with(self, room_id: str, txn_id: str) -> str | None:
+        """The event this account's device sent to ``room_id`` with transaction ``txn_id``,
+        among the room's latest :data:`_SENT_LOOKUP_EVENTS` events; None when not there (never
+        sent). The homeserver shows a device its own transaction IDs, so nothing is sent to
+        find out."""
+        page = await self.client.room_messages(  # no start: from the room's latest event
+            room_id, start="", direction=MessageDirection.back, limit=_SENT_LOOKUP_EVENTS
+        )
+        if not isinstance(page, nio.RoomMessagesResponse):
+            self.log.warning("cannot look for %s in %s: %s", txn_id, room_id, page)
+            return None
+        for event in page.chunk:
+            unsigned = event.source.get("unsigned") or {}
+            if event.sender == self.user_id and unsigned.get("transaction_id") == txn_id:
+                return str(event.event_id)
+        return None
 
     async def redact(self, room_id: str, event_id: str, reason: str) -> None:
         """Redact ``event_id``; a failure is logged (it may be gone already)."""

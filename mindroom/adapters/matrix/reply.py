@@ -283,7 +283,13 @@ class ReplyWriter:
         await self._show(text, final=True)
         self._finished = text
         for index, event_id in sorted((await self._earlier_parts()).items()):
-            if index >= len(self.event_ids) and event_id is not None:
+            if index < len(self.event_ids):
+                continue
+            if event_id is None:  # begun, and maybe sent before the process died: found by
+                event_id = await self.account.sent_with(  # its transaction, if it was sent
+                    self.room_id, self._txn("post", index)
+                )
+            if event_id is not None:
                 await self.account.redact(self.room_id, event_id, "superseded by the resumed reply")
 
     async def delivered(self, timeout: float = DELIVERY_WAIT_S) -> bool:
