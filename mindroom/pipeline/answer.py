@@ -363,7 +363,7 @@ class Answerer:
         members = plan.team.members if plan.team else ()
         if result.ok:  # the session is marked for the flush before anything else is sent
             await self._flush.turn_finished(
-                plan.owner, request.session_id, plan.scope_requester, members
+                plan.owner, request.session_id, plan.scope_requester, members, request.room
             )
         await account.mark_read(plan.room_id, plan.reply_to, plan.thread_root)
         if working is not None:

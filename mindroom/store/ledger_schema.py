@@ -185,6 +185,13 @@ CREATE TABLE IF NOT EXISTS prompts (
 CREATE UNIQUE INDEX IF NOT EXISTS prompts_offered ON prompts (kind, ref, user_id);
 """
 
+# Who could read a session's conversation, narrowed at every turn (see
+# mindroom.memory.flush.told): what its flush learns is recalled only where all of them could
+# read, however the room has changed since. JSON; NULL: not recorded yet.
+FLUSH_TOLD = """
+ALTER TABLE flush_sessions ADD COLUMN told TEXT;
+"""
+
 MIGRATIONS = (
     Migration(1, statements(SCHEMA)),
     Migration(2, statements(SHARDS)),
@@ -192,4 +199,5 @@ MIGRATIONS = (
     Migration(4, statements(ANSWERED_BY)),
     Migration(5, statements(MEMORY_FORGETS)),
     Migration(6, statements(PROMPTS)),
+    Migration(7, statements(FLUSH_TOLD)),
 )

@@ -15,6 +15,8 @@ from typing import Any
 
 from mindroom.errors import ClaimError
 from mindroom.memory.flush.state import FlushClaim, FlushEntry
+from mindroom.memory.flush.told import narrowed
+from mindroom.memory.policy.gate import RoomAudience
 from mindroom.store.database import Database
 from mindroom.store.whole_writes import whole
 
@@ -262,18 +264,33 @@ class FlushSessions(Table):
         return _flush_entry(row) if row else None
 
     @whole
-    async def mark_dirty(self, entry: FlushEntry, now: float, *, boost: bool = False) -> None:
-        """A turn of ``entry``'s session finished: dirty it (see ``flush_state.mark_dirty``)."""
+    async def mark_dirty(
+        self,
+        entry: FlushEntry,
+        now: float,
+        *,
+        boost: bool = False,
+        room: RoomAudience | None = None,
+    ) -> None:
+        """A turn of ``entry``'s session finished: dirty it (see ``flush_state.mark_dirty``),
+        and narrow the record of who could read it to ``room``'s readers
+        (:mod:`mindroom.memory.flush.told`)."""
+        async with self._db.query(
+            "SELECT told FROM flush_sessions WHERE key = ?", (entry.key,)
+        ) as cursor:
+            row = await cursor.fetchone()
+        told = narrowed(row.told if row else None, room)
         await self._db.execute(
             "INSERT INTO flush_sessions (key, agent, session_id, requester, team, dirty,"
-            " dirty_revision, first_dirty_at, last_seen_at, boosted)"
-            " VALUES (?, ?, ?, ?, ?, 1, 1, ?, ?, ?)"
+            " dirty_revision, first_dirty_at, last_seen_at, boosted, told)"
+            " VALUES (?, ?, ?, ?, ?, 1, 1, ?, ?, ?, ?)"
             " ON CONFLICT(key) DO UPDATE SET dirty = 1,"
             " dirty_revision = flush_sessions.dirty_revision + 1,"
             " first_dirty_at = CASE WHEN flush_sessions.dirty = 1"
             " THEN flush_sessions.first_dirty_at ELSE excluded.first_dirty_at END,"
             " last_seen_at = excluded.last_seen_at, team = excluded.team,"
-            f" boosted = {self._db.greatest}(flush_sessions.boosted, excluded.boosted)",
+            f" boosted = {self._db.greatest}(flush_sessions.boosted, excluded.boosted),"
+            " told = excluded.told",
             (
                 entry.key,
                 entry.agent,
@@ -283,6 +300,7 @@ class FlushSessions(Table):
                 now,
                 now,
                 int(boost),
+                told,
             ),
         )
         await self._db.commit()
@@ -413,7 +431,7 @@ class FlushSessions(Table):
         for e in entries:
             cursor = await self._db.execute(
                 f"INSERT INTO flush_sessions ({_FLUSH_COLUMNS}) VALUES"
-                " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
+                " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
                 (
                     e.key,
                     e.agent,
@@ -429,6 +447,7 @@ class FlushSessions(Table):
                     e.failures,
                     e.next_attempt_at,
                     int(e.boosted),
+                    e.told,
                 ),
             )
             added += cursor.rowcount
@@ -463,7 +482,8 @@ class FlushCuration(Table):
 
 _FLUSH_COLUMNS = (
     "key, agent, session_id, requester, team, dirty, dirty_revision, first_dirty_at,"
-    " last_seen_at, flushed_updated_at, cursor, in_flight, failures, next_attempt_at, boosted"
+    " last_seen_at, flushed_updated_at, cursor, in_flight, failures, next_attempt_at, boosted,"
+    " told"
 )
 
 
@@ -485,6 +505,7 @@ def _flush_entry(row: Any) -> FlushEntry:
         failures=int(column["failures"]),
         next_attempt_at=float(column["next_attempt_at"]),
         boosted=bool(column["boosted"]),
+        told=column["told"],
     )
 
 

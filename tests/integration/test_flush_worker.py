@@ -31,6 +31,7 @@ from mindroom.memory.files.store import today
 from mindroom.memory.flush import loop as flush_loop
 from mindroom.memory.flush.loop import FlushWorker
 from mindroom.memory.flush.state import FlushEntry
+from mindroom.memory.policy.gate import RoomAudience
 from mindroom.memory.registry import MemoryRegistry
 from tests.support.harness import config_text
 from tests.support.scripted_model import (
@@ -120,11 +121,12 @@ class World:
         self.workers.append(worker)
         return worker
 
-    async def turn(self, text: str, session: str = "s1") -> None:
-        """One conversational turn, then the mark the bot makes after it."""
+    async def turn(self, text: str, session: str = "s1", room: RoomAudience | None = None) -> None:
+        """One conversational turn (in ``room``, who could read it), then the mark the bot
+        makes after it."""
         result = await self.runtime.run_turn(TurnRequest("general", session, USER, text))
         assert result.ok, result.error
-        await self.worker.turn_finished("general", session, None)
+        await self.worker.turn_finished("general", session, None, room=room)
 
 
 @pytest_asyncio.fixture
@@ -238,6 +240,33 @@ async def test_a_flush_done_again_on_another_day_writes_nothing_twice(
 
 def daily_texts(path: Path) -> list[str]:
     return [e.text for e in parse_entries(path.read_text(), "memory/day.md")]
+
+
+async def test_what_a_dm_taught_stays_its_persons_when_someone_joins_before_the_flush(
+    make_world: Callable[..., World],
+) -> None:
+    """Alice says something in her DM; before the flush runs, she invites Bob into that room.
+    The fact is recorded for her DM (who could read it then), not for the room of both (where
+    Bob's own DM would have recalled it). The control: a conversation held with both of them
+    there from its start is recorded for the room of both."""
+    world = make_world(idle_seconds=0)
+    bob = "@bob:example.org"
+    room: dict[str, RoomAudience] = {"now": RoomAudience.private_to(USER, "!dm:example.org")}
+    world.worker.audience = lambda _session, _requester: room["now"]
+    await world.turn("my sister is called Maya", room=room["now"])
+    room["now"] = RoomAudience.shared(
+        frozenset({USER, bob}), closed=True, room_id="!dm:example.org"
+    )
+    await world.turn("and my brother is called Tom", session="s2", room=room["now"])
+
+    await world.worker.cycle()
+
+    audiences = {
+        e.text: e.fields.audience for e in parse_entries(world.daily.read_text(), "memory/x.md")
+    }
+    assert audiences[SISTER] == f"dm:{USER}"
+    assert (audiences[BROTHER] or "").startswith("room:")  # the control
+    assert json.loads((await world.entry()).told or "{}") == {"readers": [USER]}
 
 
 MESSAGE_N = re.compile(r"\bmessage (\d+)\b")

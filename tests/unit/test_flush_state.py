@@ -26,6 +26,8 @@ from mindroom.memory.flush.state import (
     mark_dirty,
     pid_alive,
 )
+from mindroom.memory.flush.told import heard_by, narrowed
+from mindroom.memory.policy.gate import RoomAudience
 
 NOW = 1_000_000.0
 
@@ -384,3 +386,32 @@ def test_bounded_chunk_takes_at_least_one_message_even_when_it_is_too_long() -> 
 
 def test_bounded_chunk_of_nothing_is_nothing() -> None:
     assert bounded_chunk([], max_messages=20, max_chars=200) == 0
+
+
+def test_the_record_of_who_could_read_a_conversation_only_ever_narrows() -> None:
+    """mindroom.memory.flush.told: each turn narrows the record; a room someone joins later,
+    or one opened to everyone, never widens it."""
+    alice, bob, carol = "@alice:x", "@bob:x", "@carol:x"
+    lobby = RoomAudience.shared(frozenset({alice, bob}))  # anyone may read it
+    alice_dm = RoomAudience.private_to(alice, "!dm:x")
+    both = RoomAudience.shared(frozenset({alice, bob}), closed=True)
+    alice_carol = RoomAudience.shared(frozenset({alice, carol}), closed=True)
+    unknown = RoomAudience.shared(frozenset({alice, bob}), rules_known=False)
+
+    assert narrowed(None, None) is None  # nothing known: nothing recorded
+    assert json.loads(narrowed(None, lobby) or "") == {"open": True}
+    assert json.loads(narrowed(narrowed(None, lobby), lobby) or "") == {"open": True}
+    assert json.loads(narrowed(narrowed(None, lobby), both) or "") == {"readers": [alice, bob]}
+    assert json.loads(narrowed(narrowed(None, alice_dm), both) or "") == {"readers": [alice]}
+    assert json.loads(narrowed(narrowed(None, both), lobby) or "") == {"readers": [alice, bob]}
+    assert json.loads(narrowed(narrowed(None, both), alice_carol) or "") == {"readers": [alice]}
+    assert json.loads(narrowed(None, unknown) or "") == {"readers": [alice, bob]}
+    assert narrowed('{"readers": ["@alice:x"]}', None) == '{"readers": ["@alice:x"]}'
+
+    assert heard_by(None, both) == both  # nothing recorded: the room as it is now
+    assert heard_by('{"open": true}', both) == both
+    assert heard_by('{"readers": ["@alice:x"]}', lobby) == RoomAudience.private_to(alice)
+    assert heard_by('{"readers": ["@alice:x", "@bob:x"]}', alice_carol).readers == {alice}
+    unreadable = heard_by("not json", lobby)  # read as nobody, never as everyone
+    assert unreadable.closed
+    assert unreadable.readers == frozenset()

@@ -76,6 +76,7 @@ from mindroom.memory.flush.state import (
     load_legacy_state,
     uses_mem0,
 )
+from mindroom.memory.flush.told import heard_by
 from mindroom.memory.jobs.insights import after_flush
 from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.policy.audience import AudienceBook, narrower
@@ -282,16 +283,22 @@ class FlushWorker:
     # -- marks from the reply path (one small ledger write, never an extraction) ---------------
 
     async def turn_finished(
-        self, owner: str, session_id: str, requester: str | None, team: tuple[str, ...] = ()
+        self,
+        owner: str,
+        session_id: str,
+        requester: str | None,
+        team: tuple[str, ...] = (),
+        room: RoomAudience | None = None,
     ) -> None:
-        """A turn of ``owner`` in ``session_id`` finished: the session is dirty (on mem0:
-        and boosted, so mem0 extracts it at once, whether or not ``auto_flush`` is enabled)."""
+        """A turn of ``owner`` in ``session_id`` finished, in ``room`` (who could read it):
+        the session is dirty (on mem0: and boosted, so mem0 extracts it at once, whether or
+        not ``auto_flush`` is enabled), and its record of who could read it narrowed."""
         entry = FlushEntry(owner, session_id, requester, tuple(team))
         mem0 = extracted_by_mem0(self.config, entry)
         if not self.settings.enabled and not mem0:
             return
         async with self._state() as ledger:
-            await ledger.flush.mark_dirty(entry, time.time(), boost=mem0)
+            await ledger.flush.mark_dirty(entry, time.time(), boost=mem0, room=room)
         self._wake.set()
 
     async def prompted(self, owner: str, session_id: str) -> None:
@@ -484,13 +491,14 @@ class FlushWorker:
         return promoted
 
     def _room(self, claimed: FlushEntry, chunk: Sequence[ChatLine]) -> RoomAudience:
-        """Who can read the conversation being flushed: its room as the bot sees it now, else
-        (the CLI's flush, a room left) a closed room of the people who spoke in the chunk, the
-        narrowest it can have been (what is learned from it is recalled only where all of
-        them, and nobody else, read)."""
+        """Who could read the conversation being flushed: its room as the bot sees it now,
+        narrowed to the readers it had at every turn (:mod:`mindroom.memory.flush.told`: a
+        room someone joined since never widens it); else (the CLI's flush, a room left) a
+        closed room of the people who spoke in the chunk, the narrowest it can have been (what
+        is learned from it is recalled only where all of them, and nobody else, read)."""
         room = self.audience(claimed.session_id, claimed.requester)
         if room is not None:
-            return room
+            return heard_by(claimed.told, room)
         speakers = frozenset(line.user_id for line in chunk if line.role == "user" and line.user_id)
         if len(speakers) == 1:
             return RoomAudience.private_to(next(iter(speakers)))

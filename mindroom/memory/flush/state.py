@@ -41,6 +41,7 @@ class FlushEntry:
     failures: int = 0
     next_attempt_at: float = 0.0
     boosted: bool = False
+    told: str | None = None  # who could read its conversation (mindroom.memory.flush.told)
 
     @property
     def key(self) -> str:
