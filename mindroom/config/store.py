@@ -31,7 +31,7 @@ from ruamel.yaml.error import YAMLError
 from ruamel.yaml.nodes import MappingNode, Node
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
 
-from mindroom.atomic import acquire_lock, atomic_write, release_lock
+from mindroom.atomic import acquire_lock, release_lock
 from mindroom.config import yaml_text as yt
 from mindroom.config.load import parse_config
 from mindroom.config.schema import Config
@@ -338,7 +338,14 @@ class ConfigDocument:
                     f"{self.path}: changed since it was read; run the command again "
                     "(nothing was written)"
                 )
-            atomic_write(Path(os.path.realpath(self.path)), data)
+            # imported here: the CLI's other config commands never load the memory protocol
+            from mindroom.memory.files.protocol import replace_if_unchanged
+
+            if not replace_if_unchanged(Path(os.path.realpath(self.path)), self._seen.hex(), data):
+                raise ConfigError(  # a save landed while this one was being put in place
+                    f"{self.path}: changed while it was being saved; run the command again "
+                    "(nothing was written)"
+                )
         self._seen = _digest(data)
         self.original = text
         return True

@@ -114,6 +114,37 @@ def test_invalid_edit_is_refused_and_the_file_is_untouched(config: Path) -> None
     assert config.read_text() == COMMENTED
 
 
+def test_a_save_of_the_file_landing_while_a_change_is_written_is_kept(
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A person's editor saves config.yaml after the change checked the file and while it
+    writes the new version: the person's save keeps the file, and the change is refused
+    (nothing written), to be run again, never silently laid over it."""
+    from mindroom.memory.files import protocol
+
+    real = protocol.write_temp
+    saved = COMMENTED + "# the person's own note\n"
+
+    def saves_meanwhile(path: Path, data: str | bytes, **kw: object) -> Path:
+        config.write_text(saved)  # the editor's save, in the write's window
+        return real(path, data, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(protocol, "write_temp", saves_meanwhile)
+    doc = ConfigDocument(config)
+    doc.set("agents.general.display_name", "Helper")
+    with pytest.raises(ConfigError, match="changed while it was being saved"):
+        doc.save()
+    assert config.read_text() == saved
+    assert list(config.parent.glob("config*.yaml")) == [config]  # no copy left beside it
+
+    monkeypatch.setattr(protocol, "write_temp", real)  # the control: run again, it is saved
+    again = ConfigDocument(config)
+    again.set("agents.general.display_name", "Helper")
+    assert again.save()
+    assert "Helper" in config.read_text()
+    assert "# the person's own note" in config.read_text()
+
+
 def test_adding_an_existing_agent_is_refused(config: Path) -> None:
     with pytest.raises(ConfigError, match="exists already"):
         ConfigDocument(config).add_agent("general")

@@ -276,7 +276,16 @@ def _keep_conflict(path: Path, displaced: Path) -> None:
     logger.warning("kept a concurrently saved version of %s as %s", path.name, conflict.name)
 
 
-def _commit(path: Path, seen: _Version, new: str) -> bool:
+def replace_if_unchanged(path: Path, digest: str, data: str | bytes) -> bool:
+    """Put ``data`` in place of the file at ``path`` if it still holds the bytes whose SHA-256
+    (hex) is ``digest``; False, nothing written, if it does not. A save that lands while the
+    new version is being put in place keeps the file name (the swap is checked, and undone:
+    step 4 of the module docstring), where a plain rename would silently drop it. For a file
+    outside the memory folders, under its own lock (``config.yaml``)."""
+    return _commit(path, _Version(b"", digest, True, True), data)
+
+
+def _commit(path: Path, seen: _Version, new: str | bytes) -> bool:
     """Put ``new`` in place of the version ``seen``; False (nothing written) if the file is no
     longer that version. See the module docstring, step 4."""
     tmp = write_temp(path, new)
