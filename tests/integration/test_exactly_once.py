@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -13,6 +14,7 @@ from mindroom.adapters.matrix.client import MatrixAccount
 from mindroom.adapters.matrix.reply import ReplyWriter
 from mindroom.errors import ClaimError
 from mindroom.store import ledger_tables
+from tests.integration.test_companions_teams import team_config, team_leader
 from tests.support.exactly_once import answers_to, echo, restart, start_process, wait_until_answered
 from tests.support.harness import (
     BotHarness,
@@ -141,6 +143,38 @@ async def test_a_message_heard_while_the_ledger_cannot_claim_it_is_answered_once
     assert len(answers_to(human, room_id, asked)) == 1
 
 
+_MARK_READ = MatrixAccount.mark_read
+
+
+async def dead_once_the_turn_is_stored(
+    bot: BotHarness, monkeypatch: pytest.MonkeyPatch, send: Callable[[], Awaitable[str]]
+) -> str:
+    """``send()`` a message; the bot 'dies' once its turn is stored, at the read receipt that
+    comes before the message is marked done (it hangs there, as a dead process would), and is
+    stopped: the message's ID, left claimed."""
+    dying = asyncio.Event()
+
+    async def dies_here(self: MatrixAccount, *args: object) -> None:
+        dying.set()
+        await asyncio.Event().wait()  # the process is gone: nothing after this runs
+
+    monkeypatch.setattr(MatrixAccount, "mark_read", dies_here)
+    asked = await send()
+    await wait_until(dying.is_set, "the turn stored, the message not marked done")
+    await bot.stop()
+    await wait_until_answered(bot.storage, [asked], status="claimed")
+    return asked
+
+
+async def restarted_and_answered(
+    bot: BotHarness, monkeypatch: pytest.MonkeyPatch, asked: str
+) -> None:
+    """Start the bot again, alive this time, and wait until it marked ``asked`` done."""
+    monkeypatch.setattr(MatrixAccount, "mark_read", _MARK_READ)
+    await bot.start()
+    await wait_until_answered(bot.storage, [asked])
+
+
 async def test_a_turn_stored_before_a_crash_is_posted_again_not_run_again(
     bot: BotHarness, human: Human, model: ScriptedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -158,21 +192,10 @@ async def test_a_turn_stored_before_a_crash_is_posted_again_not_run_again(
         return f"answer #{len(asked_model)}"
 
     model.set_handler(answers)
-    real = MatrixAccount.mark_read
-    dying = asyncio.Event()
-
-    async def dies_here(self: MatrixAccount, *args: object) -> None:
-        dying.set()
-        await asyncio.Event().wait()  # the process is gone: nothing after this runs
-
-    monkeypatch.setattr(MatrixAccount, "mark_read", dies_here)
-    asked = await human.send(room_id, "my cat is called Tiger")
-    await wait_until(dying.is_set, "the turn stored, the message not marked done")
-    await bot.stop()
-    await wait_until_answered(bot.storage, [asked], status="claimed")
-    monkeypatch.setattr(MatrixAccount, "mark_read", real)
-    await bot.start()
-    await wait_until_answered(bot.storage, [asked])
+    asked = await dead_once_the_turn_is_stored(
+        bot, monkeypatch, lambda: human.send(room_id, "my cat is called Tiger")
+    )
+    await restarted_and_answered(bot, monkeypatch, asked)
     sentinel = await human.send(room_id, "and the next message")  # the control: asked anew
     await human.wait_for_reply(room_id, sentinel, timeout=30)
     await wait_until_answered(bot.storage, [sentinel])
@@ -181,3 +204,30 @@ async def test_a_turn_stored_before_a_crash_is_posted_again_not_run_again(
     assert answers_to(human, room_id, asked)[0]["content"]["body"].startswith("answer #1")
     assert [text for text in asked_model if "Tiger" in text] == ["my cat is called Tiger"]
     assert len(asked_model) == 2  # the sentinel's turn asked the model: it was not stopped
+
+
+async def test_a_team_turn_stored_before_a_crash_is_posted_again_not_run_again(
+    bot: BotHarness, human: Human, model: ScriptedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As above, for a team: the resumed message posts the team's stored answer; neither its
+    leader nor a member is asked again."""
+    room = unique("team")
+    room_id = await bot.start_in_room(team_config(model, room, "coordinate"), room, human)
+    model.set_handler(
+        team_leader("delegate_task_to_member", {"member_id": "coder", "task": "write hello"})
+    )
+    crew = bot.bot.agents["crew"].user_id
+    asked = await dead_once_the_turn_is_stored(
+        bot,
+        monkeypatch,
+        lambda: human.send(room_id, "@crew please write hello world", mention=[crew]),
+    )
+    asked_before = len(model.requests)
+    assert asked_before >= 3  # the control: the leader twice and a member were asked
+    await restarted_and_answered(bot, monkeypatch, asked)
+    await bot.settle(human, room_id)
+
+    [answer] = answers_to(human, room_id, asked)
+    assert answer["sender"] == crew
+    assert answer["content"]["body"].startswith("Team answer:")
+    assert len(model.requests) == asked_before

@@ -27,6 +27,7 @@ from agno.media import Image
 from agno.models.base import Model
 from agno.run.background import await_background_runs
 from agno.run.base import RunStatus
+from agno.run.team import TeamRunOutput
 from agno.team import Team
 from agno.team.mode import TeamMode
 
@@ -480,60 +481,21 @@ class AgentRuntime(SessionWork):
         team_failed = partial(self._team_failed, spec, calls)
         try:
             async with self._lock(request.session_id):
-                await self._repair(
-                    self._db(f"team_{spec.name}"), request.session_id, spec.model, team=True
+                answered = await self._repair(
+                    self._db(f"team_{spec.name}"),
+                    request.session_id,
+                    spec.model,
+                    team=True,
+                    trigger=request.trigger,
                 )
-                members, member_blocks = await self._team_members(spec, request)
-                team_memory = (
-                    await asyncio.to_thread(
-                        self.memories.for_team, list(spec.members), request.user_id
+                if answered is not None:  # see _answered_before
+                    logger.info(
+                        "%s was answered before the restart: team %s's stored answer is posted",
+                        request.trigger,
+                        spec.name,
                     )
-                    if self.memories
-                    and (request.private_recall or not is_private(self._config, spec.name, spec))
-                    else None
-                )
-                blocks = []
-                if team_memory is not None:
-                    blocks.append(
-                        await self._recall_block(
-                            team_memory,
-                            request.recall_query,
-                            "team",
-                            spec.name,
-                            spec.members,
-                            request.session_id,
-                            request.room,
-                        )
-                    )
-                blocks.extend(member_blocks)
-                team = Team(
-                    id=spec.name,
-                    name=spec.display_name,
-                    role=spec.role or None,
-                    members=members,
-                    model=self._model(spec.model),
-                    mode=TeamMode.broadcast if spec.mode == "collaborate" else TeamMode.coordinate,
-                    instructions=list(spec.instructions) or None,
-                    db=self._db(f"team_{spec.name}"),
-                    add_history_to_context=True,
-                    num_history_runs=self._config.defaults.history_runs,
-                    markdown=self._config.defaults.markdown,
-                    add_datetime_to_context=True,
-                    additional_context=with_speaker(
-                        "\n\n".join(b for b in blocks if b), request.speaker
-                    )
-                    or None,
-                    tools=self._memory_tools(
-                        spec.name, team_memory, request.user_id, spec.members, room=request.room
-                    ),
-                    telemetry=False,
-                )
-                output = await team.arun(
-                    request.text,
-                    session_id=request.session_id,
-                    user_id=request.user_id,
-                    images=[Image(content=data) for data in request.images] or None,
-                )
+                    return TurnResult(answered)
+                output = await self._team_output(spec, request)
         except asyncio.CancelledError:
             raise
         except CorruptSessionError as exc:
@@ -561,6 +523,58 @@ class AgentRuntime(SessionWork):
         if not text.strip():
             return TurnResult("", f"team {spec.display_name} returned an empty answer")
         return TurnResult(text)
+
+    async def _team_output(self, spec: TeamSpec, request: TurnRequest) -> TeamRunOutput:
+        """Run team ``spec`` on ``request`` (under the session's lock): its members, its
+        memory and recall, and the leader's run."""
+        members, member_blocks = await self._team_members(spec, request)
+        team_memory = (
+            await asyncio.to_thread(self.memories.for_team, list(spec.members), request.user_id)
+            if self.memories
+            and (request.private_recall or not is_private(self._config, spec.name, spec))
+            else None
+        )
+        blocks = []
+        if team_memory is not None:
+            blocks.append(
+                await self._recall_block(
+                    team_memory,
+                    request.recall_query,
+                    "team",
+                    spec.name,
+                    spec.members,
+                    request.session_id,
+                    request.room,
+                )
+            )
+        blocks.extend(member_blocks)
+        team = Team(
+            id=spec.name,
+            name=spec.display_name,
+            role=spec.role or None,
+            members=members,
+            model=self._model(spec.model),
+            mode=TeamMode.broadcast if spec.mode == "collaborate" else TeamMode.coordinate,
+            instructions=list(spec.instructions) or None,
+            db=self._db(f"team_{spec.name}"),
+            add_history_to_context=True,
+            num_history_runs=self._config.defaults.history_runs,
+            markdown=self._config.defaults.markdown,
+            add_datetime_to_context=True,
+            additional_context=with_speaker("\n\n".join(b for b in blocks if b), request.speaker)
+            or None,
+            tools=self._memory_tools(
+                spec.name, team_memory, request.user_id, spec.members, room=request.room
+            ),
+            telemetry=False,
+        )
+        return await team.arun(
+            request.text,
+            session_id=request.session_id,
+            user_id=request.user_id,
+            images=[Image(content=data) for data in request.images] or None,
+            metadata=_run_metadata(request),
+        )
 
     def _team_failed(self, spec: TeamSpec, calls: ModelCalls, reason: object, actor: str) -> str:
         """The notice when the model of team ``spec``'s leader failed with ``reason``."""

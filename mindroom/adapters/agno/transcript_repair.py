@@ -277,13 +277,15 @@ async def prepare_session(
             total += report
     if total.changed:
         await db.upsert_session(session)
-    return Prepared(total, _answered(runs, trigger) if trigger else None)
+    return Prepared(total, _answered(runs, trigger, team) if trigger else None)
 
 
-def _answered(runs: list[Any], trigger: str) -> str | None:
-    """The text of the last completed run that answered event ``trigger``, if any."""
+def _answered(runs: list[Any], trigger: str, team: bool) -> str | None:
+    """The text of the last completed run that answered event ``trigger``, if any (of a team
+    session: the team's own run, never a member's)."""
+    kind = TeamRunOutput if team else RunOutput
     for run in reversed(runs):
-        if (run.metadata or {}).get(TRIGGER_KEY) != trigger:
+        if not isinstance(run, kind) or (run.metadata or {}).get(TRIGGER_KEY) != trigger:
             continue
         if run.status == RunStatus.completed and isinstance(run.content, str) and run.content:
             return run.content
