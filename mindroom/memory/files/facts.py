@@ -26,7 +26,8 @@ from mindroom.config.memory_schema import MemorySnippetsConfig
 from mindroom.errors import MemoryAccessError
 from mindroom.memory.backend import keeps_files
 from mindroom.memory.files.fields import EntryFields
-from mindroom.memory.files.store import FileMemory
+from mindroom.memory.files.history import HistoryRecord
+from mindroom.memory.files.store import FileMemory, same_text
 from mindroom.memory.files.writing import validate
 from mindroom.memory.ops_events import OpEvent, emit
 from mindroom.memory.policy.access import CategoryAccess
@@ -100,25 +101,23 @@ def admit(
     return decided
 
 
-def written_today(memory: FileMemory, now: dt.datetime | None = None) -> int:
-    """How many facts the flush wrote into ``memory`` since local midnight (the history)."""
+def written_today(flushed: Sequence[HistoryRecord], now: dt.datetime | None = None) -> int:
+    """How many of the flush's adds ``flushed`` (:func:`flush_adds`) were made since local
+    midnight."""
     now = now or dt.datetime.now()
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
-    return sum(
-        1
-        for r in memory.history_of()
-        if r.op == "add" and r.actor == "flush" and r.time >= midnight
-    )
+    return sum(1 for r in flushed if r.time >= midnight)
 
 
-def flushed_from(memory: FileMemory, run: str) -> set[str]:
-    """The facts (their words, spacing and case aside) the flush already added to ``memory``
-    from conversation ``run``, in any file (the history)."""
-    return {
-        " ".join(r.new.split()).casefold()
-        for r in memory.history_of()
-        if r.op == "add" and r.actor == "flush" and r.new and (r.meta or {}).get("run") == run
-    }
+def flushed_from(flushed: Sequence[HistoryRecord], run: str) -> set[str]:
+    """The facts (:func:`~mindroom.memory.files.store.same_text`) of the flush's adds
+    ``flushed`` that came from conversation ``run``, whatever file they went to."""
+    return {same_text(r.new) for r in flushed if r.new and (r.meta or {}).get("run") == run}
+
+
+def flush_adds(memory: FileMemory) -> list[HistoryRecord]:
+    """The facts the flush added to ``memory`` (its history, read once)."""
+    return [r for r in memory.history_of() if r.op == "add" and r.actor == "flush"]
 
 
 def store_facts(
@@ -140,12 +139,13 @@ def store_facts(
     consent = WriteConsent.model(user_id, people)
     memory = view.memory
     assert keeps_files(memory)
+    flushed = flush_adds(memory)
     decided = admit(
-        lines, view.access, turns=turns, written_today=written_today(memory), daily_cap=daily_cap
+        lines, view.access, turns=turns, written_today=written_today(flushed), daily_cap=daily_cap
     )
     # a flush done again (its earlier run died before it finished) writes nothing twice, also
     # when the redo falls on another day and so into another daily file
-    before = flushed_from(memory, run)
+    before = flushed_from(flushed, run)
     written = []
     queue: ConsentQueue | None = None
     try:
@@ -158,7 +158,7 @@ def store_facts(
                 )
                 emit(memory, replace(event, status="skipped"))
                 continue
-            if " ".join(fact.text.split()).casefold() in before:
+            if same_text(fact.text) in before:
                 logger.info(
                     "memory %s: fact already written from this conversation: %r",
                     memory.scope_id,

@@ -358,9 +358,11 @@ class FileMemory:
         fields = dated_fields(fields, relative)
 
         def edit(doc: str) -> str | None:
-            existing = {_same(e.text) for e in parse_entries(doc, relative)}
+            existing = {same_text(e.text) for e in parse_entries(doc, relative)}
             return (
-                None if _same(text) in existing else append_new_entry(doc, entry_id, text, fields)
+                None
+                if same_text(text) in existing
+                else append_new_entry(doc, entry_id, text, fields)
             )
 
         def record() -> HistoryRecord:
@@ -723,5 +725,6 @@ def _checked(text: str) -> str:
         raise MemoryStoreError(f"cannot store an empty memory: {exc}") from None
 
 
-def _same(text: str) -> str:
+def same_text(text: str) -> str:
+    """``text`` as compared for "the same entry": its words, spacing and case aside."""
     return " ".join(text.split()).casefold()
