@@ -9,10 +9,15 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 import mindroom
 from mindroom.config import parse_config
+from mindroom.config.schema import Config
+from mindroom.memory.files.store import FileMemory
 from mindroom.memory.jobs.consolidate.records import ConsolidationRecords, db_path
 from mindroom.memory.policy.access import CategoryAccess
 from mindroom.memory.policy.audit import person_export
@@ -96,6 +101,21 @@ ALICE, BOB, CAROL = "@alice:example.org", "@bob:example.org", "@carol:example.or
 GENERAL = "models: {default: {id: x}}\nagents:\n  general: {}\nmemory:\n  embedder: none\n"
 
 
+@pytest.fixture
+def general(tmp_path: Path) -> Iterator[tuple[Config, Path, MemoryRegistry, FileMemory]]:
+    """A config with one shared agent, general, and its memory: (config, storage, registry,
+    memory)."""
+    config = parse_config(GENERAL, "test")
+    storage = tmp_path / "storage"
+    registry = MemoryRegistry(config, storage, config_dir=tmp_path)
+    memory = registry.for_agent("general")
+    assert isinstance(memory, FileMemory)
+    try:
+        yield config, storage, registry, memory
+    finally:
+        registry.close()
+
+
 def _shared_part(data: dict[str, object], store: str = "shared_memory") -> str:
     stores = data["stores"]
     assert isinstance(stores, dict)
@@ -103,89 +123,75 @@ def _shared_part(data: dict[str, object], store: str = "shared_memory") -> str:
 
 
 def test_a_persons_own_download_holds_only_the_shared_memory_they_could_be_shown(
-    tmp_path: Path,
+    general: tuple[Config, Path, MemoryRegistry, FileMemory],
 ) -> None:
-    config = parse_config(GENERAL, "test")
-    storage = tmp_path / "storage"
-    registry = MemoryRegistry(config, storage, config_dir=tmp_path)
+    config, storage, registry, memory = general
+
+    def told_in(room: RoomAudience, text: str) -> str:
+        view = AgentView(memory, CategoryAccess.of(config, "general"), room=room)
+        return view.add_sync(text, actor="tool").id
+
+    lobby = RoomAudience.shared(frozenset({ALICE, BOB}), room_id="!lobby:x")
+    ours = RoomAudience.shared(frozenset({ALICE, BOB}), closed=True, room_id="!plans:x")
+    theirs = RoomAudience.shared(frozenset({BOB, CAROL}), closed=True, room_id="!games:x")
+    told_in(RoomAudience.private_to(BOB, "!bob-dm:x"), f"{ALICE} was fired for embezzlement")
+    told_in(theirs, f"{ALICE} is getting a surprise party")
+    quiet = told_in(lobby, f"{ALICE} likes quiet mornings")
+    told_in(RoomAudience.private_to(ALICE, "!alice-dm:x"), f"{ALICE} sleeps badly")
+    told_in(ours, f"{ALICE} plans the trip with Bob")
+    early = told_in(lobby, f"{ALICE} gets up at six")
+    loud = told_in(
+        RoomAudience.private_to(BOB, "!bob-dm:x"),
+        "Bob likes loud mornings after his night shifts at the clinic",
+    )
+    records = ConsolidationRecords(db_path(memory.scope.state_dir))
     try:
-        memory = registry.for_agent("general")
-        assert memory is not None
-
-        def told_in(room: RoomAudience, text: str) -> str:
-            view = AgentView(memory, CategoryAccess.of(config, "general"), room=room)
-            return view.add_sync(text, actor="tool").id
-
-        lobby = RoomAudience.shared(frozenset({ALICE, BOB}), room_id="!lobby:x")
-        ours = RoomAudience.shared(frozenset({ALICE, BOB}), closed=True, room_id="!plans:x")
-        theirs = RoomAudience.shared(frozenset({BOB, CAROL}), closed=True, room_id="!games:x")
-        told_in(RoomAudience.private_to(BOB, "!bob-dm:x"), f"{ALICE} was fired for embezzlement")
-        told_in(theirs, f"{ALICE} is getting a surprise party")
-        quiet = told_in(lobby, f"{ALICE} likes quiet mornings")
-        told_in(RoomAudience.private_to(ALICE, "!alice-dm:x"), f"{ALICE} sleeps badly")
-        told_in(ours, f"{ALICE} plans the trip with Bob")
-        early = told_in(lobby, f"{ALICE} gets up at six")
-        loud = told_in(
-            RoomAudience.private_to(BOB, "!bob-dm:x"),
-            "Bob likes loud mornings after his night shifts at the clinic",
-        )
-        records = ConsolidationRecords(db_path(memory.scope.state_dir))
-        try:
-            records.record("conflict", quiet, loud, "opposite morning habits", {"b": "shifts"})
-            records.record("duplicate", quiet, early, "both about her mornings", {})
-        finally:
-            records.close()
-
-        admin = _shared_part(person_export(config, registry, storage, ALICE))
-        own = _shared_part(person_export(config, registry, storage, ALICE, for_person=True))
-
-        # what her own direct chat could show her: public, her DM, a closed room she read
-        for shown in ("quiet mornings", "sleeps badly", "plans the trip", "both about her"):
-            assert shown in own, shown
-        # learned where she could not read, or a record quoting such an entry
-        for hidden in ("embezzlement", "surprise party", "night shifts", "opposite morning"):
-            assert hidden not in own, hidden
-        # an admin's export (mindroom memory export --user) is complete, as before
-        for kept in ("embezzlement", "surprise party", "opposite morning", "quiet mornings"):
-            assert kept in admin, kept
-
-        forget_person(config, storage, registry, ALICE)  # forget-me still erases it all
-        left = "\n".join(e.text for e in memory.list_sync())
-        assert "Bob likes loud mornings" in left  # the control: not hers, kept
-        assert ALICE not in left
+        records.record("conflict", quiet, loud, "opposite morning habits", {"b": "shifts"})
+        records.record("duplicate", quiet, early, "both about her mornings", {})
     finally:
-        registry.close()
+        records.close()
+
+    admin = _shared_part(person_export(config, registry, storage, ALICE))
+    own = _shared_part(person_export(config, registry, storage, ALICE, for_person=True))
+
+    # what her own direct chat could show her: public, her DM, a closed room she read
+    for shown in ("quiet mornings", "sleeps badly", "plans the trip", "both about her"):
+        assert shown in own, shown
+    # learned where she could not read, or a record quoting such an entry
+    for hidden in ("embezzlement", "surprise party", "night shifts", "opposite morning"):
+        assert hidden not in own, hidden
+    # an admin's export (mindroom memory export --user) is complete, as before
+    for kept in ("embezzlement", "surprise party", "opposite morning", "quiet mornings"):
+        assert kept in admin, kept
+
+    forget_person(config, storage, registry, ALICE)  # forget-me still erases it all
+    left = "\n".join(e.text for e in memory.list_sync())
+    assert "Bob likes loud mornings" in left  # the control: not hers, kept
+    assert ALICE not in left
 
 
 def test_a_persons_own_download_holds_only_the_conversations_they_could_be_shown(
-    tmp_path: Path,
+    general: tuple[Config, Path, MemoryRegistry, FileMemory],
 ) -> None:
-    config = parse_config(GENERAL, "test")
-    storage = tmp_path / "storage"
-    registry = MemoryRegistry(config, storage, config_dir=tmp_path)
+    config, storage, registry, memory = general
+    index = SessionIndex(memory.scope.state_dir / "transcripts.db")
     try:
-        memory = registry.for_agent("general")
-        assert memory is not None
-        index = SessionIndex(memory.scope.state_dir / "transcripts.db")
-        try:
-            for session, text, audience in (
-                ("bob-dm", f"how do I tell {ALICE} about the layoffs", f"dm:{BOB}"),
-                ("lobby", f"{ALICE} brings the cake on Friday", "public"),
-                ("alice-dm", f"I am {ALICE} and I hate cake", f"dm:{ALICE}"),
-            ):
-                said = TranscriptMessage("user", text, BOB if session != "alice-dm" else ALICE, 1)
-                index.append(session, [said], start=0, audience=audience)
-        finally:
-            index.close()
-
-        admin = _shared_part(person_export(config, registry, storage, ALICE), "session_index")
-        own = _shared_part(
-            person_export(config, registry, storage, ALICE, for_person=True), "session_index"
-        )
-
-        assert "brings the cake" in own  # a public room: she could be shown it
-        assert "I hate cake" in own  # her own DM
-        assert "layoffs" not in own  # Bob's DM that names her
-        assert "layoffs" in admin  # an admin's export is complete, as before
+        for session, text, audience in (
+            ("bob-dm", f"how do I tell {ALICE} about the layoffs", f"dm:{BOB}"),
+            ("lobby", f"{ALICE} brings the cake on Friday", "public"),
+            ("alice-dm", f"I am {ALICE} and I hate cake", f"dm:{ALICE}"),
+        ):
+            said = TranscriptMessage("user", text, BOB if session != "alice-dm" else ALICE, 1)
+            index.append(session, [said], start=0, audience=audience)
     finally:
-        registry.close()
+        index.close()
+
+    admin = _shared_part(person_export(config, registry, storage, ALICE), "session_index")
+    own = _shared_part(
+        person_export(config, registry, storage, ALICE, for_person=True), "session_index"
+    )
+
+    assert "brings the cake" in own  # a public room: she could be shown it
+    assert "I hate cake" in own  # her own DM
+    assert "layoffs" not in own  # Bob's DM that names her
+    assert "layoffs" in admin  # an admin's export is complete, as before

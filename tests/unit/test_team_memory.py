@@ -295,6 +295,13 @@ def test_two_edits_of_one_dm_entry_keep_its_marker_in_both_texts(
     assert copy_of(storage, "a").read_text() == copy_of(storage, "b").read_text()
 
 
+def narrowed_by_hand(storage: Path, mirror: str, entry_id: str, audience: str) -> None:
+    """A person gives entry ``entry_id`` the audience ``audience`` in ``mirror``'s copy."""
+    copy = copy_of(storage, mirror)
+    text = copy.read_text().replace(f"{entry_id} ", f"{entry_id} audience={audience} ")
+    copy.write_text(text, encoding="utf-8")
+
+
 def test_two_sides_that_disagree_on_an_entrys_audience_keep_the_narrower(
     storage: Path, open_team: Callable[..., TeamMemory]
 ) -> None:
@@ -305,12 +312,7 @@ def test_two_sides_that_disagree_on_an_entrys_audience_keep_the_narrower(
     assert shown_in(team, LOBBY) == ["Team offsite in Lisbon"]
     a_text = copy_of(storage, "a").read_text().replace("Lisbon", "Porto")
     copy_of(storage, "a").write_text(a_text, encoding="utf-8")
-    b_text = (
-        copy_of(storage, "b")
-        .read_text()
-        .replace(f"{entry.id} ", f"{entry.id} audience=dm:{ALICE} ")
-    )
-    copy_of(storage, "b").write_text(b_text, encoding="utf-8")
+    narrowed_by_hand(storage, "b", entry.id, f"dm:{ALICE}")
 
     team.repair()
 
@@ -327,12 +329,7 @@ def test_an_audience_narrowed_in_one_mirror_survives_an_edit_of_the_other(
     )
     with copy_of(storage, "a").open("a", encoding="utf-8") as handle:
         handle.write("- Standup at ten\n")
-    b_text = (
-        copy_of(storage, "b")
-        .read_text()
-        .replace(f"{entry.id} ", f"{entry.id} audience=dm:{ALICE} ")
-    )
-    copy_of(storage, "b").write_text(b_text, encoding="utf-8")
+    narrowed_by_hand(storage, "b", entry.id, f"dm:{ALICE}")
 
     team.repair()
 
